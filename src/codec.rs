@@ -1,0 +1,481 @@
+//! Bytes to frames and back: the length prefix, the flag byte, zlib, bincode.
+//!
+//! This is the only module that names `bincode` or `flate2`, so either can be
+//! swapped in one file.
+//!
+//! ```text
+//! +----------------+--------+------------------------------------------+
+//! | length: u32 BE | flags  | body: `length - 1` bytes                 |
+//! +----------------+--------+------------------------------------------+
+//!                   bit 0 = body is a zlib stream of the payload
+//!                   bits 1..7 must be zero
+//! ```
+//!
+//! The length counts the flag byte and the body, so it is at least 1. The
+//! payload (the body, inflated if flag bit 0 is set) is either the handshake
+//! (see `socket::handshake`) or the bincode encoding of a message envelope.
+//! See `docs/PROTOCOL.md` for the byte-by-byte description.
+//!
+//! Every size is bounded before anything is allocated for it:
+//! [`CodecConfig::max_frame_len`] before the body is buffered,
+//! [`CodecConfig::max_decompressed_len`] while inflating (the declared size of
+//! a zlib stream is never trusted) and [`DECODE_ALLOC_LIMIT`] while bincode
+//! decodes a value.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use serde::{de::DeserializeOwned, Serialize};
+use tokio_util::codec::Decoder;
+
+/// Bytes in the frame header: the u32 length and the flag byte.
+pub const HEADER_LEN: usize = 5;
+
+/// Flag bit 0: the body is zlib-compressed.
+pub const FLAG_COMPRESSED: u8 = 0b0000_0001;
+
+/// The most bytes bincode may claim for containers while decoding one value
+/// (4 MiB). A length prefix inside a value that claims more is a
+/// [`ContentError`], not an allocation. bincode takes this limit as a const
+/// generic, so it is a constant rather than a config field; it equals the
+/// default [`CodecConfig::max_decompressed_len`], and a payload can never be
+/// larger than that limit anyway.
+pub const DECODE_ALLOC_LIMIT: usize = 4 * 1024 * 1024;
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<DECODE_ALLOC_LIMIT>()
+}
+
+/// Size limits and the compression policy of the frame codec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodecConfig {
+    /// A payload of at least this many bytes is offered to zlib; a smaller one
+    /// is always sent raw. Default 512. A compressed body that is not smaller
+    /// than the raw payload is discarded and the payload is sent raw.
+    pub compress_threshold: usize,
+    /// zlib level, 0 (store) to 9 (smallest). Default 1: game traffic wants
+    /// latency more than the last few percent of ratio.
+    pub compression_level: u32,
+    /// The largest frame accepted or sent, counting the flag byte and the body
+    /// but not the 4-byte length (default 1 MiB). A peer announcing a longer
+    /// frame gets [`FrameError::TooLarge`] before any byte of the body is
+    /// buffered; a local send of a larger message fails with the same error.
+    pub max_frame_len: usize,
+    /// The largest payload a compressed body may inflate to (default 4 MiB),
+    /// enforced while inflating. Past it: [`FrameError::DecompressedTooLarge`].
+    /// Values above [`DECODE_ALLOC_LIMIT`] gain nothing.
+    pub max_decompressed_len: usize,
+}
+
+impl Default for CodecConfig {
+    fn default() -> Self {
+        Self {
+            compress_threshold: 512,
+            compression_level: 1,
+            max_frame_len: 1024 * 1024,
+            max_decompressed_len: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Every way a frame can be bad. "Not enough bytes yet" is not among them:
+/// the decoder simply waits for more.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length field announced more bytes than `max_frame_len` allows.
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The announced (or, when sending, the actual) length.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The length field was zero: a frame has at least its flag byte.
+    #[error("frame length is zero (a frame has at least its flag byte)")]
+    Empty,
+    /// The flag byte had bits set that this version does not know.
+    #[error("unknown flag bits {0:#010b} in frame header")]
+    UnknownFlags(u8),
+    /// The compressed body is not a valid zlib stream.
+    #[error("corrupt zlib body: {0}")]
+    CorruptZlib(String),
+    /// The compressed body ended before the zlib stream did.
+    #[error("zlib stream is truncated")]
+    TruncatedZlib,
+    /// Inflating the body would pass `max_decompressed_len`.
+    #[error("compressed body inflates past the limit of {max} bytes")]
+    DecompressedTooLarge {
+        /// The configured limit.
+        max: usize,
+    },
+    /// Bytes followed the end of the zlib stream inside the body.
+    #[error("{count} trailing bytes after the zlib stream")]
+    TrailingBytes {
+        /// How many bytes followed the stream.
+        count: usize,
+    },
+    /// The connection ended in the middle of a frame.
+    #[error("connection ended inside a frame ({buffered} bytes buffered)")]
+    Truncated {
+        /// Bytes of the unfinished frame that had arrived.
+        buffered: usize,
+    },
+    /// Reading from the underlying stream failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A value could not be turned into bytes or back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContentError {
+    /// The value could not be serialized.
+    #[error("cannot encode {type_name}: {reason}")]
+    Encode {
+        /// The Rust type being encoded.
+        type_name: &'static str,
+        /// What bincode said.
+        reason: String,
+    },
+    /// The bytes are not a valid encoding of the expected type.
+    #[error("content is not a valid {type_name}: {reason}")]
+    Decode {
+        /// The Rust type that was expected.
+        type_name: &'static str,
+        /// What bincode said.
+        reason: String,
+    },
+    /// The bytes held a valid value followed by more bytes: almost always a
+    /// sign that the sender encoded a different type.
+    #[error("content is not a {type_name}: {extra} bytes left over after decoding")]
+    LeftOver {
+        /// The Rust type that was expected.
+        type_name: &'static str,
+        /// Bytes left after the value.
+        extra: usize,
+    },
+}
+
+/// One decoded frame: the payload, already inflated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Whether the frame travelled compressed.
+    pub compressed: bool,
+    /// The payload bytes.
+    pub payload: Bytes,
+}
+
+/// Encodes a serde value with bincode.
+pub fn encode_value<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, ContentError> {
+    bincode::serde::encode_to_vec(value, bincode_config()).map_err(|err| ContentError::Encode {
+        type_name: std::any::type_name::<T>(),
+        reason: err.to_string(),
+    })
+}
+
+/// Appends the bincode encoding of a serde value to `out`.
+pub fn encode_value_into<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), ContentError> {
+    bincode::serde::encode_into_std_write(value, out, bincode_config())
+        .map(|_| ())
+        .map_err(|err| ContentError::Encode {
+            type_name: std::any::type_name::<T>(),
+            reason: err.to_string(),
+        })
+}
+
+/// Decodes a serde value that must fill `bytes` exactly.
+pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ContentError> {
+    let (value, used) = decode_value_prefix(bytes)?;
+    if used != bytes.len() {
+        return Err(ContentError::LeftOver {
+            type_name: std::any::type_name::<T>(),
+            extra: bytes.len() - used,
+        });
+    }
+    Ok(value)
+}
+
+/// Decodes a serde value from the start of `bytes`, returning it and how many
+/// bytes it used.
+pub fn decode_value_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), ContentError> {
+    bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|err| ContentError::Decode {
+        type_name: std::any::type_name::<T>(),
+        reason: err.to_string(),
+    })
+}
+
+/// Builds a complete frame (header included) around `payload`, compressing it
+/// when that pays. The result is what goes on the wire, ready to be queued for
+/// any number of peers.
+pub fn encode_frame(payload: &[u8], config: &CodecConfig) -> Result<Bytes, FrameError> {
+    if payload.len() >= config.compress_threshold {
+        if let Some(frame) = try_compressed_frame(payload, config) {
+            return check_outgoing_len(frame, config);
+        }
+    }
+    let mut frame = BytesMut::with_capacity(HEADER_LEN + payload.len());
+    put_header(&mut frame, payload.len(), 0);
+    frame.put_slice(payload);
+    check_outgoing_len(frame.freeze(), config)
+}
+
+/// Like [`encode_frame`], for a payload the caller built in a `Vec` that
+/// already starts with [`HEADER_LEN`] placeholder bytes. Saves a copy of the
+/// payload when it goes uncompressed.
+pub fn encode_frame_in_place(mut buf: Vec<u8>, config: &CodecConfig) -> Result<Bytes, FrameError> {
+    let payload_len = buf.len() - HEADER_LEN;
+    if payload_len >= config.compress_threshold {
+        if let Some(frame) = try_compressed_frame(&buf[HEADER_LEN..], config) {
+            return check_outgoing_len(frame, config);
+        }
+    }
+    write_header(&mut buf[..HEADER_LEN], payload_len, 0);
+    check_outgoing_len(Bytes::from(buf), config)
+}
+
+fn check_outgoing_len(frame: Bytes, config: &CodecConfig) -> Result<Bytes, FrameError> {
+    let len = frame.len() - 4;
+    if len > config.max_frame_len {
+        return Err(FrameError::TooLarge {
+            len,
+            max: config.max_frame_len,
+        });
+    }
+    Ok(frame)
+}
+
+fn put_header(buf: &mut BytesMut, payload_len: usize, flags: u8) {
+    buf.put_u32((payload_len + 1) as u32);
+    buf.put_u8(flags);
+}
+
+fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
+    header[..4].copy_from_slice(&((body_len + 1) as u32).to_be_bytes());
+    header[4] = flags;
+}
+
+/// Compresses into a buffer no larger than the raw frame; if zlib cannot
+/// finish inside it, compression did not pay and `None` says "send it raw".
+fn try_compressed_frame(payload: &[u8], config: &CodecConfig) -> Option<Bytes> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    let mut zlib = Compress::new(Compression::new(config.compression_level.min(9)), true);
+    match zlib.compress_vec(payload, &mut out, FlushCompress::Finish) {
+        Ok(Status::StreamEnd) if out.len() < HEADER_LEN + payload.len() => {
+            let body_len = out.len() - HEADER_LEN;
+            write_header(&mut out[..HEADER_LEN], body_len, FLAG_COMPRESSED);
+            Some(Bytes::from(out))
+        }
+        _ => None,
+    }
+}
+
+/// Inflates a zlib body, never producing more than `max` bytes and rejecting
+/// anything after the end of the stream.
+pub fn inflate(body: &[u8], max: usize) -> Result<Vec<u8>, FrameError> {
+    let mut zlib = Decompress::new(true);
+    // Start small and grow: the ratio is unknown and a bomb must not get a
+    // large allocation for free. The capacity never passes `max + 1`.
+    let cap = max.saturating_add(1);
+    let mut out = Vec::with_capacity(body.len().saturating_mul(4).max(64).min(cap));
+    loop {
+        let before_in = zlib.total_in();
+        let before_out = zlib.total_out();
+        let consumed = before_in as usize;
+        let status = zlib
+            .decompress_vec(&body[consumed..], &mut out, FlushDecompress::None)
+            .map_err(|err| FrameError::CorruptZlib(err.to_string()))?;
+        if out.len() > max {
+            return Err(FrameError::DecompressedTooLarge { max });
+        }
+        match status {
+            Status::StreamEnd => {
+                let used = zlib.total_in() as usize;
+                if used != body.len() {
+                    return Err(FrameError::TrailingBytes {
+                        count: body.len() - used,
+                    });
+                }
+                return Ok(out);
+            }
+            Status::Ok | Status::BufError => {
+                let progressed = zlib.total_in() != before_in || zlib.total_out() != before_out;
+                if out.len() == out.capacity() {
+                    let grow = out.capacity().min(cap - out.len());
+                    out.reserve_exact(grow);
+                } else if !progressed && zlib.total_in() as usize == body.len() {
+                    return Err(FrameError::TruncatedZlib);
+                } else if !progressed {
+                    return Err(FrameError::CorruptZlib("decoder made no progress".into()));
+                }
+            }
+        }
+    }
+}
+
+/// The streaming frame decoder, for `tokio_util::codec::FramedRead`.
+///
+/// Feed it bytes in any split; it yields a [`Frame`] once one is complete and
+/// never buffers more than `HEADER_LEN + max_frame_len` bytes for one frame.
+#[derive(Debug, Clone, Default)]
+pub struct FrameDecoder {
+    config: CodecConfig,
+}
+
+impl FrameDecoder {
+    /// A decoder enforcing the limits in `config`.
+    pub fn new(config: CodecConfig) -> Self {
+        Self { config }
+    }
+
+    /// The limits this decoder enforces.
+    pub fn config(&self) -> &CodecConfig {
+        &self.config
+    }
+
+    /// Changes the limits for the frames still to come.
+    pub fn config_mut(&mut self) -> &mut CodecConfig {
+        &mut self.config
+    }
+}
+
+impl Decoder for FrameDecoder {
+    type Item = Frame;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        if src.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
+        if len == 0 {
+            return Err(FrameError::Empty);
+        }
+        if len > self.config.max_frame_len {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.config.max_frame_len,
+            });
+        }
+        if src.len() >= HEADER_LEN {
+            let flags = src[4];
+            if flags & !FLAG_COMPRESSED != 0 {
+                return Err(FrameError::UnknownFlags(flags));
+            }
+        }
+        if src.len() < 4 + len {
+            // Safe to reserve: `len` was checked against the limit above.
+            src.reserve(4 + len - src.len());
+            return Ok(None);
+        }
+        let mut frame = src.split_to(4 + len);
+        frame.advance(4);
+        let flags = frame.get_u8();
+        let body = frame.freeze();
+        if flags & FLAG_COMPRESSED == 0 {
+            return Ok(Some(Frame {
+                compressed: false,
+                payload: body,
+            }));
+        }
+        let payload = inflate(&body, self.config.max_decompressed_len)?;
+        Ok(Some(Frame {
+            compressed: true,
+            payload: Bytes::from(payload),
+        }))
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        match self.decode(src)? {
+            Some(frame) => Ok(Some(frame)),
+            None if src.is_empty() => Ok(None),
+            None => Err(FrameError::Truncated {
+                buffered: src.len(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(bytes: &[u8], config: CodecConfig) -> Result<Vec<Frame>, FrameError> {
+        let mut decoder = FrameDecoder::new(config);
+        let mut buf = BytesMut::from(bytes);
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.decode_eof(&mut buf)? {
+            frames.push(frame);
+        }
+        Ok(frames)
+    }
+
+    #[test]
+    fn small_payload_goes_raw() {
+        let frame = encode_frame(b"hello", &CodecConfig::default()).unwrap();
+        assert_eq!(&frame[..], b"\x00\x00\x00\x06\x00hello");
+    }
+
+    #[test]
+    fn large_repetitive_payload_is_compressed_and_round_trips() {
+        let payload = vec![7u8; 10_000];
+        let frame = encode_frame(&payload, &CodecConfig::default()).unwrap();
+        assert_eq!(frame[4], FLAG_COMPRESSED);
+        assert!(frame.len() < 200, "compressed to {} bytes", frame.len());
+        let frames = decode_all(&frame, CodecConfig::default()).unwrap();
+        assert_eq!(frames[0].payload, payload);
+        assert!(frames[0].compressed);
+    }
+
+    #[test]
+    fn incompressible_payload_is_sent_raw() {
+        // A xorshift sequence: zlib cannot shrink it.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let payload: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let frame = encode_frame(&payload, &CodecConfig::default()).unwrap();
+        assert_eq!(frame[4], 0);
+        assert_eq!(&frame[HEADER_LEN..], &payload[..]);
+    }
+
+    #[test]
+    fn in_place_matches_copying_encoder() {
+        for len in [0, 10, 511, 512, 5000] {
+            let payload = vec![3u8; len];
+            let mut buf = vec![0u8; HEADER_LEN];
+            buf.extend_from_slice(&payload);
+            let config = CodecConfig::default();
+            assert_eq!(
+                encode_frame_in_place(buf, &config).unwrap(),
+                encode_frame(&payload, &config).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_outgoing_frame_is_refused() {
+        let config = CodecConfig {
+            max_frame_len: 100,
+            compress_threshold: usize::MAX,
+            ..CodecConfig::default()
+        };
+        let err = encode_frame(&[1u8; 200], &config).unwrap_err();
+        assert!(matches!(err, FrameError::TooLarge { len: 201, max: 100 }));
+    }
+
+    #[test]
+    fn value_with_left_over_bytes_is_a_type_mismatch() {
+        let bytes = encode_value(&(1u32, 2u32)).unwrap();
+        let err = decode_value::<u32>(&bytes).unwrap_err();
+        assert!(matches!(err, ContentError::LeftOver { .. }), "{err}");
+    }
+}

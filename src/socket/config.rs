@@ -1,0 +1,100 @@
+//! Every limit and timer of a connection and of a listening server.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use crate::codec::CodecConfig;
+
+/// The settings of one connection. Both ends of a connection may use
+/// different settings; each enforces its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Frame sizes and compression.
+    pub codec: CodecConfig,
+    /// How long the peer has to send its hello after the connection opens
+    /// (default 5 s). Past it the connection is dropped with
+    /// [`DisconnectReason::HandshakeTimeout`](super::DisconnectReason::HandshakeTimeout).
+    pub handshake_timeout: Duration,
+    /// After this long without sending anything, a ping is sent (default 5 s).
+    /// Pings also measure the round-trip time.
+    pub keepalive_interval: Duration,
+    /// A peer from which nothing arrives for this long is disconnected with
+    /// [`DisconnectReason::IdleTimeout`](super::DisconnectReason::IdleTimeout)
+    /// (default 15 s). Must exceed the peer's `keepalive_interval`. Time the
+    /// reader spends waiting for the owner to drain its event queue does not
+    /// count.
+    pub idle_timeout: Duration,
+    /// Frames that may wait in the outbound queue (default 4096). A send that
+    /// finds the queue full disconnects the peer as a
+    /// [`DisconnectReason::SlowConsumer`](super::DisconnectReason::SlowConsumer).
+    pub outbound_queue_len: usize,
+    /// Bytes that may wait in the outbound queue (default 8 MiB). Past it the
+    /// peer is disconnected as a slow consumer, as above.
+    pub max_outbound_bytes: usize,
+    /// Events that may wait for the owner's `poll()` (default 4096). When the
+    /// queue is full the reader stops reading until the owner catches up;
+    /// nothing is dropped.
+    pub event_queue_len: usize,
+    /// How long a closing connection may take to flush its queue, send its
+    /// close frame and wait for the peer to hang up (default 2 s).
+    pub close_timeout: Duration,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        Self {
+            codec: CodecConfig::default(),
+            handshake_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(15),
+            outbound_queue_len: 4096,
+            max_outbound_bytes: 8 * 1024 * 1024,
+            event_queue_len: 4096,
+            close_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Who may connect to a listening server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BindScope {
+    /// 127.0.0.1 only: single player, nobody else on the network can connect.
+    Loopback,
+    /// 0.0.0.0: every interface, for hosting a game others join.
+    AllInterfaces,
+}
+
+impl BindScope {
+    /// The address this scope binds to.
+    pub fn ip(self) -> IpAddr {
+        match self {
+            BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            BindScope::AllInterfaces => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+}
+
+/// The settings of a listening [`ExtendedTcpServer`](super::ExtendedTcpServer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Settings for every accepted connection. Its `event_queue_len` sizes the
+    /// server's single event queue, shared by all peers.
+    pub socket: SocketConfig,
+    /// Connections open at once (default 1024). One more completes the
+    /// handshake, is told "server full" and is closed.
+    pub max_connections: usize,
+    /// Connections still in their handshake at once (default 64). Further
+    /// connections are closed at once, before any byte is read from them.
+    pub max_pending_handshakes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            socket: SocketConfig::default(),
+            max_connections: 1024,
+            max_pending_handshakes: 64,
+        }
+    }
+}

@@ -1,0 +1,487 @@
+//! The task that drives one connection over any `AsyncRead + AsyncWrite`.
+//!
+//! ```text
+//!            hello out, hello in            the owner closes, or a limit trips
+//!  Connecting ─────────────────▶ Open ─────────────────────────────▶ Closing
+//!      │  timeout / bad magic /    │  peer's close frame, EOF,           │ close frame flushed,
+//!      │  other version            │  reset                              │ peer hangs up or
+//!      ▼                           ▼                                     ▼ close_timeout
+//!   Closed ◀──────────────────── Closed ◀──────────────────────────── Closed
+//! ```
+//!
+//! The reader and the writer are two futures polled by the same task, so a
+//! peer that stops reading blocks only our writer, never our reader. The owner
+//! never waits on this task: it queues frames (bounded) and drains events
+//! (bounded).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::sync::mpsc;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_util::codec::FramedRead;
+
+use super::control::{self, CloseFrame, Hello};
+use super::handle::{Counters, Outbound, SocketHandle};
+use super::reason::{CloseCode, DisconnectReason, SocketError};
+use crate::codec::{self, FrameDecoder};
+use crate::message::Message;
+use crate::PROTOCOL_VERSION;
+
+/// What the connection reports to its owner.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SocketEvent {
+    /// The handshake completed; the connection is open.
+    Connected,
+    /// A message arrived.
+    Received(Message),
+    /// Something went wrong; if it ends the connection, `Disconnected` follows.
+    Error(SocketError),
+    /// The connection ended; always the last event.
+    Disconnected(DisconnectReason),
+}
+
+/// Where the task sends its events, and what it does at the edges of its
+/// life. The server uses the hooks to keep its peer table.
+pub(crate) struct Reporter<E> {
+    pub(crate) events: mpsc::Sender<E>,
+    pub(crate) wrap: Box<dyn Fn(SocketEvent) -> E + Send + Sync>,
+    pub(crate) on_open: Option<Box<dyn FnOnce() + Send + Sync>>,
+    pub(crate) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
+    /// Set when the server has no room: after the handshake the peer is told
+    /// this and closed, and no event is reported.
+    pub(crate) refuse: Option<DisconnectReason>,
+}
+
+impl<E> Reporter<E> {
+    /// Delivers an event, waiting for room in the queue. `false` when the
+    /// owner is gone.
+    async fn report(&self, event: SocketEvent) -> bool {
+        self.events.send((self.wrap)(event)).await.is_ok()
+    }
+}
+
+type Reader<S> = FramedRead<ReadHalf<S>, FrameDecoder>;
+type Writer<S> = BufWriter<WriteHalf<S>>;
+
+/// Runs a connection from its handshake to its end.
+pub(crate) async fn run<S, E>(
+    stream: S,
+    handle: SocketHandle,
+    outbound: mpsc::Receiver<Outbound>,
+    mut reporter: Reporter<E>,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let config = handle.config().clone();
+    let (read_half, write_half) = tokio::io::split(stream);
+    let mut decoder = FrameDecoder::new(config.codec.clone());
+    decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
+    let mut reader = FramedRead::new(read_half, decoder);
+    let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
+
+    let handshake = tokio::select! {
+        result = handshake(&mut reader, &mut writer, config.handshake_timeout) => result,
+        _ = handle.shared.kill.cancelled() => Err(kill_reason(&handle)),
+    };
+    if let Err(reason) = handshake {
+        send_close_now(&mut writer, &reason, &config).await;
+        finish(&handle, &mut reporter, reason, false).await;
+        return;
+    }
+    reader.decoder_mut().config_mut().max_frame_len = config.codec.max_frame_len;
+    if let Some(reason) = reporter.refuse.take() {
+        send_close_now(&mut writer, &reason, &config).await;
+        handle.set_closed();
+        return;
+    }
+    handle.set_open();
+    if let Some(on_open) = reporter.on_open.take() {
+        on_open();
+    }
+    if !reporter.report(SocketEvent::Connected).await {
+        handle.close(CloseCode::NORMAL, "closed");
+    }
+    let reason = run_open(reader, writer, outbound, &handle, &reporter).await;
+    finish(&handle, &mut reporter, reason, true).await;
+}
+
+async fn finish<E>(
+    handle: &SocketHandle,
+    reporter: &mut Reporter<E>,
+    reason: DisconnectReason,
+    was_open: bool,
+) {
+    handle.set_closed();
+    tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
+    if let Some(on_close) = reporter.on_close.take() {
+        on_close();
+    }
+    if was_open || reporter.refuse.is_none() {
+        reporter.report(SocketEvent::Disconnected(reason)).await;
+    }
+}
+
+fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
+    handle
+        .shared
+        .kill_reason
+        .lock()
+        .expect("kill_reason lock")
+        .clone()
+        .unwrap_or(DisconnectReason::Closed {
+            code: CloseCode::NORMAL,
+            reason: "closed".into(),
+        })
+}
+
+async fn handshake<S: AsyncRead + AsyncWrite>(
+    reader: &mut Reader<S>,
+    writer: &mut Writer<S>,
+    deadline: Duration,
+) -> Result<(), DisconnectReason> {
+    let lost = |err: std::io::Error| DisconnectReason::ConnectionLost(err.to_string());
+    writer
+        .write_all(&control::hello_frame(PROTOCOL_VERSION))
+        .await
+        .map_err(lost)?;
+    writer.flush().await.map_err(lost)?;
+    let first = match timeout(deadline, reader.next()).await {
+        Err(_) => return Err(DisconnectReason::HandshakeTimeout),
+        Ok(None) => {
+            return Err(DisconnectReason::ConnectionLost(
+                "the peer hung up before its hello".into(),
+            ))
+        }
+        Ok(Some(Err(codec::FrameError::Io(err)))) => return Err(lost(err)),
+        Ok(Some(Err(_))) => return Err(DisconnectReason::NotSwitchboard),
+        Ok(Some(Ok(frame))) => frame,
+    };
+    match control::parse_hello(&first.payload) {
+        Hello::Compatible => Ok(()),
+        Hello::OtherVersion(theirs) => Err(DisconnectReason::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs,
+        }),
+        Hello::NotSwitchboard => Err(DisconnectReason::NotSwitchboard),
+    }
+}
+
+/// Best effort: tell the peer why, within a short deadline, then let go.
+async fn send_close_now<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    reason: &DisconnectReason,
+    config: &super::SocketConfig,
+) {
+    if matches!(
+        reason,
+        DisconnectReason::ConnectionLost(_) | DisconnectReason::ConnectFailed(_)
+    ) {
+        return;
+    }
+    let frame = control::close_frame(reason.close_code(), &reason.to_string(), &config.codec);
+    let _ = timeout(config.close_timeout, async {
+        writer.write_all(&frame).await?;
+        writer.flush().await?;
+        writer.shutdown().await
+    })
+    .await;
+}
+
+/// How the reader stopped.
+enum ReadEnd {
+    PeerClosed(CloseFrame),
+    Eof,
+    Failed(SocketError),
+    Idle,
+    OwnerGone,
+}
+
+/// How the writer stopped.
+enum WriteEnd {
+    /// Our close frame went out (graceful or not).
+    SentClose,
+    Failed(std::io::Error),
+}
+
+/// Orders for the writer that jump the queue.
+enum Control {
+    Pong(u64),
+    /// Close now, skipping whatever is still queued.
+    CloseNow(CloseCode, String),
+}
+
+async fn run_open<S, E>(
+    mut reader: Reader<S>,
+    mut writer: Writer<S>,
+    mut outbound: mpsc::Receiver<Outbound>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+) -> DisconnectReason
+where
+    S: AsyncRead + AsyncWrite,
+{
+    let config = handle.config();
+    // Pongs and urgent closes; a full control queue only ever drops a pong.
+    let (control_tx, mut control_rx) = mpsc::channel::<Control>(8);
+    let started = Instant::now();
+    let read = read_loop(&mut reader, handle, reporter, &control_tx, started);
+    let write = write_loop(&mut writer, &mut outbound, &mut control_rx, handle, started);
+    tokio::pin!(read, write);
+
+    let mut reason: Option<DisconnectReason> = None;
+    let mut deadline: Option<Instant> = None;
+    let mut read_done = false;
+    let mut killed = false;
+    let begin_close = |reason_now: &DisconnectReason, deadline: &mut Option<Instant>| {
+        let _ = control_tx.try_send(Control::CloseNow(
+            reason_now.close_code(),
+            reason_now.to_string(),
+        ));
+        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
+    };
+
+    loop {
+        tokio::select! {
+            end = &mut read, if !read_done => {
+                read_done = true;
+                match end {
+                    ReadEnd::PeerClosed(close) => {
+                        return reason.unwrap_or(DisconnectReason::ClosedByPeer {
+                            code: close.code,
+                            reason: close.reason,
+                        });
+                    }
+                    ReadEnd::Eof => {
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(
+                            "the peer hung up without a goodbye".into(),
+                        ));
+                    }
+                    ReadEnd::Failed(SocketError::Frame(codec::FrameError::Io(err))) => {
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.to_string()));
+                    }
+                    ReadEnd::Failed(err) => {
+                        let now = DisconnectReason::ProtocolError(err.to_string());
+                        tracing::debug!(peer = ?handle.peer_addr(), %err, "protocol error");
+                        reporter.report(SocketEvent::Error(err)).await;
+                        begin_close(&now, &mut deadline);
+                        reason.get_or_insert(now);
+                    }
+                    ReadEnd::Idle => {
+                        begin_close(&DisconnectReason::IdleTimeout, &mut deadline);
+                        reason.get_or_insert(DisconnectReason::IdleTimeout);
+                    }
+                    ReadEnd::OwnerGone => {
+                        let now = DisconnectReason::Closed {
+                            code: CloseCode::NORMAL,
+                            reason: "closed".into(),
+                        };
+                        handle.close(CloseCode::NORMAL, "closed");
+                        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
+                        reason.get_or_insert(now);
+                    }
+                }
+            }
+            end = &mut write => {
+                match end {
+                    WriteEnd::SentClose => {
+                        // Linger until the peer hangs up, so that closing with
+                        // unread bytes does not reset the connection and lose
+                        // our close frame on the way.
+                        let local = take_local_close(handle);
+                        let reason = reason.unwrap_or(local);
+                        if !read_done {
+                            let until = deadline.unwrap_or_else(|| Instant::now() + config.close_timeout);
+                            let _ = tokio::time::timeout_at(until, &mut read).await;
+                        }
+                        return reason;
+                    }
+                    WriteEnd::Failed(err) => {
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.to_string()));
+                    }
+                }
+            }
+            _ = handle.shared.kill.cancelled(), if !killed => {
+                killed = true;
+                let now = kill_reason(handle);
+                begin_close(&now, &mut deadline);
+                reason.get_or_insert(now);
+            }
+            _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                return reason.unwrap_or(DisconnectReason::ConnectionLost("close timed out".into()));
+            }
+        }
+    }
+}
+
+/// The reason recorded for a close the owner asked for.
+fn take_local_close(handle: &SocketHandle) -> DisconnectReason {
+    kill_reason(handle)
+}
+
+async fn read_loop<S: AsyncRead, E>(
+    reader: &mut Reader<S>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    control_tx: &mpsc::Sender<Control>,
+    started: Instant,
+) -> ReadEnd {
+    let counters = &handle.shared.counters;
+    let idle = handle.config().idle_timeout;
+    loop {
+        // The idle clock runs only while we wait on the socket: time spent
+        // waiting for the owner to drain events is not the peer's silence.
+        let frame = match timeout(idle, reader.next()).await {
+            Err(_) => return ReadEnd::Idle,
+            Ok(None) => return ReadEnd::Eof,
+            Ok(Some(Err(err))) => return ReadEnd::Failed(err.into()),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        counters.frames_in.fetch_add(1, Ordering::Relaxed);
+        counters
+            .bytes_in
+            .fetch_add(frame.payload.len() as u64 + codec::HEADER_LEN as u64, Ordering::Relaxed);
+        let message = match Message::decode(frame.payload) {
+            Ok(message) => message,
+            Err(err) => return ReadEnd::Failed(SocketError::Envelope(err)),
+        };
+        if !message.is_system() {
+            if !reporter.report(SocketEvent::Received(message)).await {
+                return ReadEnd::OwnerGone;
+            }
+            continue;
+        }
+        match message.action_id() {
+            control::ACTION_PING => {
+                if let Ok(stamp) = message.content::<u64>() {
+                    let _ = control_tx.try_send(Control::Pong(stamp));
+                }
+            }
+            control::ACTION_PONG => {
+                if let Ok(stamp) = message.content::<u64>() {
+                    let now = started.elapsed().as_micros() as u64;
+                    counters
+                        .rtt_micros
+                        .store(now.saturating_sub(stamp), Ordering::Relaxed);
+                }
+            }
+            control::ACTION_CLOSE => {
+                let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
+                    code: CloseCode::PROTOCOL_ERROR,
+                    reason: "undecodable close frame".into(),
+                });
+                return ReadEnd::PeerClosed(close);
+            }
+            other => {
+                tracing::debug!(action = other, "unknown system action ignored");
+                reporter
+                    .report(SocketEvent::Error(SocketError::UnknownSystemAction(other)))
+                    .await;
+            }
+        }
+    }
+}
+
+async fn write_loop<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    outbound: &mut mpsc::Receiver<Outbound>,
+    control_rx: &mut mpsc::Receiver<Control>,
+    handle: &SocketHandle,
+    started: Instant,
+) -> WriteEnd {
+    let config = handle.config();
+    let counters = &handle.shared.counters;
+    let queued = &handle.shared.queued_bytes;
+    loop {
+        let next = tokio::select! {
+            biased;
+            order = control_rx.recv() => order.map(Err),
+            item = outbound.recv() => item.map(Ok),
+            _ = tokio::time::sleep(config.keepalive_interval) => {
+                let stamp = started.elapsed().as_micros() as u64;
+                let ping = control::ping_frame(stamp, &config.codec);
+                if let Err(err) = write_frame(writer, counters, ping).await {
+                    return WriteEnd::Failed(err);
+                }
+                if let Err(err) = writer.flush().await {
+                    return WriteEnd::Failed(err);
+                }
+                continue;
+            }
+        };
+        let result = match next {
+            // Both senders live as long as this task; treat the impossible
+            // end like a close.
+            None => return WriteEnd::SentClose,
+            Some(Err(Control::Pong(stamp))) => {
+                write_frame(writer, counters, control::pong_frame(stamp, &config.codec)).await
+            }
+            Some(Err(Control::CloseNow(code, reason))) => {
+                return close_with(writer, code, &reason, handle).await;
+            }
+            Some(Ok(Outbound::Close(code, reason))) => {
+                return close_with(writer, code, &reason, handle).await;
+            }
+            Some(Ok(Outbound::Frame(frame))) => {
+                let written = write_frame(writer, counters, frame).await;
+                if let Ok(len) = written {
+                    queued.fetch_sub(len, Ordering::AcqRel);
+                }
+                written
+            }
+        };
+        if let Err(err) = result {
+            return WriteEnd::Failed(err);
+        }
+        // Flush only when nothing else is waiting: many small frames then
+        // share one write system call.
+        if outbound.is_empty() && control_rx.is_empty() {
+            if let Err(err) = writer.flush().await {
+                return WriteEnd::Failed(err);
+            }
+        }
+    }
+}
+
+async fn write_frame<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    counters: &Counters,
+    frame: Bytes,
+) -> std::io::Result<usize> {
+    writer.write_all(&frame).await?;
+    counters.frames_out.fetch_add(1, Ordering::Relaxed);
+    counters
+        .bytes_out
+        .fetch_add(frame.len() as u64, Ordering::Relaxed);
+    Ok(frame.len())
+}
+
+async fn close_with<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    code: CloseCode,
+    reason: &str,
+    handle: &SocketHandle,
+) -> WriteEnd {
+    {
+        let mut slot = handle.shared.kill_reason.lock().expect("kill_reason lock");
+        slot.get_or_insert_with(|| DisconnectReason::Closed {
+            code,
+            reason: reason.to_string(),
+        });
+    }
+    let frame = control::close_frame(code, reason, &handle.config().codec);
+    let result = async {
+        writer.write_all(&frame).await?;
+        writer.flush().await?;
+        writer.shutdown().await
+    }
+    .await;
+    match result {
+        Ok(()) => WriteEnd::SentClose,
+        Err(err) => WriteEnd::Failed(err),
+    }
+}

@@ -1,0 +1,98 @@
+//! The framework's own frames: the hello that opens a connection, and the
+//! ping, pong and close messages on the system channel.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::reason::CloseCode;
+use crate::codec::{self, CodecConfig};
+use crate::message::{Message, SYSTEM_CHANNEL};
+use crate::PROTOCOL_VERSION;
+
+/// The four bytes every hello starts with.
+pub const MAGIC: [u8; 4] = *b"SWBD";
+
+/// System action: ping, content `u64` (opaque to the receiver, echoed back).
+pub const ACTION_PING: u16 = 1;
+/// System action: pong, content the `u64` of the ping it answers.
+pub const ACTION_PONG: u16 = 2;
+/// System action: close, content [`CloseFrame`]; the last frame a side sends.
+pub const ACTION_CLOSE: u16 = 3;
+
+/// The content of a close message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloseFrame {
+    /// Why, as a number.
+    pub code: CloseCode,
+    /// Why, for people.
+    pub reason: String,
+}
+
+/// The hello frame: header, magic and our protocol version (u16 big-endian).
+pub(crate) fn hello_frame(version: u16) -> Bytes {
+    let mut payload = Vec::with_capacity(6);
+    payload.extend_from_slice(&MAGIC);
+    payload.extend_from_slice(&version.to_be_bytes());
+    codec::encode_frame(&payload, &CodecConfig::default()).expect("a 6-byte frame always fits")
+}
+
+/// What a first frame says about the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hello {
+    /// A Switchboard peer speaking our version.
+    Compatible,
+    /// A Switchboard peer speaking another version.
+    OtherVersion(u16),
+    /// Not a Switchboard hello at all.
+    NotSwitchboard,
+}
+
+/// Reads a peer's hello payload.
+pub(crate) fn parse_hello(payload: &[u8]) -> Hello {
+    match payload {
+        [m0, m1, m2, m3, v0, v1] if [*m0, *m1, *m2, *m3] == MAGIC => {
+            let version = u16::from_be_bytes([*v0, *v1]);
+            if version == PROTOCOL_VERSION {
+                Hello::Compatible
+            } else {
+                Hello::OtherVersion(version)
+            }
+        }
+        _ => Hello::NotSwitchboard,
+    }
+}
+
+/// The largest hello frame accepted, so that a stranger cannot make a pending
+/// handshake buffer a full-size frame.
+pub(crate) const MAX_HELLO_FRAME_LEN: usize = 64;
+
+fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) -> Bytes {
+    let content = codec::encode_value(content).expect("system content always encodes");
+    Message::from_raw(SYSTEM_CHANNEL, action, Bytes::from(content))
+        .encode(config)
+        .expect("system frames are small")
+        .0
+}
+
+/// A ping frame.
+pub(crate) fn ping_frame(stamp: u64, config: &CodecConfig) -> Bytes {
+    system_frame(ACTION_PING, &stamp, config)
+}
+
+/// A pong frame answering the ping stamped `stamp`.
+pub(crate) fn pong_frame(stamp: u64, config: &CodecConfig) -> Bytes {
+    system_frame(ACTION_PONG, &stamp, config)
+}
+
+/// A close frame. The reason is cut to 1 KiB so it always fits.
+pub(crate) fn close_frame(code: CloseCode, reason: &str, config: &CodecConfig) -> Bytes {
+    let mut end = reason.len().min(1024);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let close = CloseFrame {
+        code,
+        reason: reason[..end].to_string(),
+    };
+    system_frame(ACTION_CLOSE, &close, config)
+}
