@@ -72,9 +72,9 @@ pub use message::{Action, Channel, EncodedMessage, Message};
 pub use router::{Delivery, Router};
 pub use signal::{Connection, Signal};
 pub use socket::{
-    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming,
-    PeerId, SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream, SocketConfig,
-    SocketError, SocketEvent, SocketHandle, SocketState, SocketStream,
+    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming, PeerId,
+    SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream, SocketConfig, SocketError,
+    SocketEvent, SocketHandle, SocketState, SocketStream,
 };
 
 /// The protocol version this build speaks; both ends must match.

@@ -229,7 +229,10 @@ mod tests {
         let ran = second_ran.clone();
         *victim.borrow_mut() = Some(signal.connect(move |_| ran.set(true)));
         signal.emit(&());
-        assert!(!second_ran.get(), "a slot disconnected mid-emit must not run");
+        assert!(
+            !second_ran.get(),
+            "a slot disconnected mid-emit must not run"
+        );
         assert!(!victim.borrow().as_ref().unwrap().is_connected());
         assert_eq!(signal.slot_count(), 1);
     }

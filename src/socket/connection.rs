@@ -55,6 +55,10 @@ pub(crate) struct Reporter<E> {
     /// Set when the server has no room: after the handshake the peer is told
     /// this and closed, and no event is reported.
     pub(crate) refuse: Option<DisconnectReason>,
+    /// Called instead of reporting when the handshake fails and
+    /// `report_handshake_failure` is false (a server does not announce the
+    /// end of a peer it never announced).
+    pub(crate) on_handshake_failure: Option<Box<dyn FnOnce(&DisconnectReason) + Send + Sync>>,
 }
 
 impl<E> Reporter<E> {
@@ -90,7 +94,14 @@ pub(crate) async fn run<S, E>(
     };
     if let Err(reason) = handshake {
         send_close_now(&mut writer, &reason, &config).await;
-        finish(&handle, &mut reporter, reason, false).await;
+        tracing::debug!(peer = ?handle.peer_addr(), %reason, "handshake failed");
+        handle.set_closed();
+        match reporter.on_handshake_failure.take() {
+            Some(hook) => hook(&reason),
+            None => {
+                reporter.report(SocketEvent::Disconnected(reason)).await;
+            }
+        }
         return;
     }
     reader.decoder_mut().config_mut().max_frame_len = config.codec.max_frame_len;
@@ -107,23 +118,12 @@ pub(crate) async fn run<S, E>(
         handle.close(CloseCode::NORMAL, "closed");
     }
     let reason = run_open(reader, writer, outbound, &handle, &reporter).await;
-    finish(&handle, &mut reporter, reason, true).await;
-}
-
-async fn finish<E>(
-    handle: &SocketHandle,
-    reporter: &mut Reporter<E>,
-    reason: DisconnectReason,
-    was_open: bool,
-) {
     handle.set_closed();
     tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
     if let Some(on_close) = reporter.on_close.take() {
         on_close();
     }
-    if was_open || reporter.refuse.is_none() {
-        reporter.report(SocketEvent::Disconnected(reason)).await;
-    }
+    reporter.report(SocketEvent::Disconnected(reason)).await;
 }
 
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
@@ -342,9 +342,10 @@ async fn read_loop<S: AsyncRead, E>(
             Ok(Some(Ok(frame))) => frame,
         };
         counters.frames_in.fetch_add(1, Ordering::Relaxed);
-        counters
-            .bytes_in
-            .fetch_add(frame.payload.len() as u64 + codec::HEADER_LEN as u64, Ordering::Relaxed);
+        counters.bytes_in.fetch_add(
+            frame.payload.len() as u64 + codec::HEADER_LEN as u64,
+            Ordering::Relaxed,
+        );
         let message = match Message::decode(frame.payload) {
             Ok(message) => message,
             Err(err) => return ReadEnd::Failed(SocketError::Envelope(err)),

@@ -164,10 +164,7 @@ impl SocketHandle {
     /// connection ends. Later sends fail with [`SendError::Closed`]. Closing
     /// twice does nothing.
     pub fn close(&self, code: CloseCode, reason: &str) {
-        let was = self
-            .shared
-            .state
-            .fetch_max(CLOSING, Ordering::AcqRel);
+        let was = self.shared.state.fetch_max(CLOSING, Ordering::AcqRel);
         if was >= CLOSING {
             return;
         }

@@ -105,6 +105,7 @@ impl ExtendedTcpSocket {
                 on_open: None,
                 on_close: None,
                 refuse: None,
+                on_handshake_failure: None,
             };
             let stream = tokio::select! {
                 stream = TcpStream::connect(addr) => stream,
@@ -149,6 +150,7 @@ impl ExtendedTcpSocket {
             on_open: None,
             on_close: None,
             refuse: None,
+            on_handshake_failure: None,
         };
         runtime::handle().spawn(connection::run(stream, handle.clone(), outbound, reporter));
         Self::from_parts(handle, events)

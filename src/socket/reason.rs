@@ -108,7 +108,10 @@ impl std::fmt::Display for DisconnectReason {
             DisconnectReason::ConnectFailed(err) => write!(f, "connect failed: {err}"),
             DisconnectReason::ConnectionLost(err) => write!(f, "connection lost: {err}"),
             DisconnectReason::SlowConsumer => {
-                write!(f, "slow consumer: the peer did not read and its queue filled")
+                write!(
+                    f,
+                    "slow consumer: the peer did not read and its queue filled"
+                )
             }
             DisconnectReason::IdleTimeout => write!(f, "idle timeout: nothing heard from the peer"),
             DisconnectReason::HandshakeTimeout => {

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::connection::{self, Reporter, SocketEvent};
-use super::{BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketHandle, SocketError};
+use super::{
+    BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
+};
 use crate::events::EventQueue;
 use crate::message::{Action, Channel, EncodedMessage, Message};
 use crate::router::{Delivery, Router};
@@ -87,6 +89,7 @@ struct ServerShared {
     tasks: TaskTracker,
     next_peer: AtomicU64,
     refused: AtomicU64,
+    handshake_failures: AtomicU64,
 }
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
@@ -136,6 +139,12 @@ impl ServerHandle {
     /// Connections refused because too many handshakes were pending.
     pub fn refused(&self) -> u64 {
         self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// Connections dropped because their handshake failed (timeout, not a
+    /// Switchboard peer, other protocol version).
+    pub fn handshake_failures(&self) -> u64 {
+        self.shared.handshake_failures.load(Ordering::Relaxed)
     }
 
     /// Encodes once for this server's codec settings.
@@ -300,6 +309,7 @@ impl ExtendedTcpServer {
             tasks: TaskTracker::new(),
             next_peer: AtomicU64::new(1),
             refused: AtomicU64::new(0),
+            handshake_failures: AtomicU64::new(0),
         });
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         let accept_shared = shared.clone();
@@ -513,6 +523,7 @@ async fn accept_loop(
         let refuse = slot.is_none().then_some(DisconnectReason::ServerFull);
         let (open_shared, open_handle) = (shared.clone(), handle.clone());
         let close_shared = shared.clone();
+        let failure_shared = shared.clone();
         let reporter = Reporter {
             events: events.clone(),
             wrap: Box::new(move |event| match event {
@@ -541,6 +552,12 @@ async fn accept_loop(
                 drop(slot);
             })),
             refuse,
+            on_handshake_failure: Some(Box::new(move |reason| {
+                failure_shared
+                    .handshake_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%addr, %reason, "peer failed its handshake");
+            })),
         };
         tracing::debug!(%peer, %addr, "accepted");
         shared

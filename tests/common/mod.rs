@@ -1,0 +1,127 @@
+//! Helpers shared by the integration tests: a raw peer that speaks the wire
+//! format by hand (from docs/PROTOCOL.md, not from the library), and event
+//! waiting with deadlines.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use switchboard::{BindScope, ServerConfig, ServerEvent, ServerStream, SocketEvent, SocketStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+switchboard::channels! {
+    /// Channels the tests use.
+    pub enum Chan { Chat = 1, Data = 2, Nobody = 9 }
+}
+switchboard::actions! {
+    /// Actions the tests use.
+    pub enum Act { Say = 1, Seq = 2 }
+}
+
+/// How long any single wait in a test may take before it fails.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A server on a free loopback port.
+pub fn start_server(config: ServerConfig) -> ServerStream {
+    ServerStream::bind(BindScope::Loopback, 0, config).expect("bind loopback")
+}
+
+/// The hello frame, byte by byte: length 7, flags 0, "SWBD", version BE.
+pub fn hello(version: u16) -> Vec<u8> {
+    let mut bytes = vec![0, 0, 0, 7, 0, b'S', b'W', b'B', b'D'];
+    bytes.extend_from_slice(&version.to_be_bytes());
+    bytes
+}
+
+/// Reads one frame the hard way: (flags, body).
+pub async fn read_raw_frame<S: AsyncRead + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut header = [0u8; 5];
+    stream.read_exact(&mut header).await?;
+    let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let mut body = vec![0u8; len - 1];
+    stream.read_exact(&mut body).await?;
+    Ok((header[4], body))
+}
+
+/// A raw frame with flags 0 around `payload`.
+pub fn raw_frame(flags: u8, body: &[u8]) -> Vec<u8> {
+    let mut bytes = ((body.len() + 1) as u32).to_be_bytes().to_vec();
+    bytes.push(flags);
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Completes the handshake from the raw side: sends our hello, checks theirs.
+pub async fn raw_handshake<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+    stream
+        .write_all(&hello(switchboard::PROTOCOL_VERSION))
+        .await
+        .unwrap();
+    let (flags, body) = read_raw_frame(stream).await.unwrap();
+    assert_eq!(flags, 0);
+    assert_eq!(&body[..4], b"SWBD");
+}
+
+/// Reads frames until a close frame (system channel 0, action 3) and returns
+/// its (code, reason). Close content is bincode: varint u16 code, varint
+/// length, UTF-8 bytes.
+pub async fn read_close<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, String) {
+    loop {
+        let (flags, body) = tokio::time::timeout(WAIT, read_raw_frame(stream))
+            .await
+            .expect("close frame in time")
+            .expect("close frame before EOF");
+        assert_eq!(flags, 0, "small system frames travel raw");
+        if body.len() >= 2 && body[0] == 0 && body[1] == 3 {
+            let (code, rest) = varint_u16(&body[2..]);
+            let (len, rest) = varint_u16(rest);
+            return (
+                code,
+                String::from_utf8(rest[..len as usize].to_vec()).unwrap(),
+            );
+        }
+    }
+}
+
+fn varint_u16(bytes: &[u8]) -> (u16, &[u8]) {
+    match bytes[0] {
+        0..=250 => (bytes[0] as u16, &bytes[1..]),
+        251 => (u16::from_le_bytes([bytes[1], bytes[2]]), &bytes[3..]),
+        other => panic!("unexpected varint marker {other}"),
+    }
+}
+
+/// The next event of a socket stream, or a test failure after [`WAIT`].
+pub async fn next_socket_event(stream: &mut SocketStream) -> SocketEvent {
+    tokio::time::timeout(WAIT, stream.next_event())
+        .await
+        .expect("socket event in time")
+        .expect("socket event stream ended early")
+}
+
+/// The next event of a server stream, or a test failure after [`WAIT`].
+pub async fn next_server_event(stream: &mut ServerStream) -> ServerEvent {
+    tokio::time::timeout(WAIT, stream.next_event())
+        .await
+        .expect("server event in time")
+        .expect("server event stream ended early")
+}
+
+/// Waits for the socket's `Connected`.
+pub async fn expect_connected(stream: &mut SocketStream) {
+    match next_socket_event(stream).await {
+        SocketEvent::Connected => {}
+        other => panic!("expected Connected, got {other:?}"),
+    }
+}
+
+/// Waits for the socket's `Disconnected` (skipping messages and errors) and
+/// returns the reason.
+pub async fn expect_disconnected(stream: &mut SocketStream) -> switchboard::DisconnectReason {
+    loop {
+        if let SocketEvent::Disconnected(reason) = next_socket_event(stream).await {
+            return reason;
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Sockets over real loopback TCP: delivery, order, slow consumers, closing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use switchboard::{
+    CloseCode, DisconnectReason, Message, PeerId, ServerConfig, ServerEvent, SocketConfig,
+    SocketEvent, SocketStream,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
+    let mut server = start_server(ServerConfig::default());
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut client).await;
+    let peer = match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => peer,
+        other => panic!("expected PeerConnected, got {other:?}"),
+    };
+
+    const N: u32 = 10_000;
+    // Every 10th message is large and compressible, so both frame kinds mix.
+    let content = |i: u32| {
+        (
+            i,
+            if i % 10 == 0 {
+                "x".repeat(2000)
+            } else {
+                String::new()
+            },
+        )
+    };
+    for i in 0..N {
+        client
+            .send(&Message::new(Chan::Data, Act::Seq, &content(i)).unwrap())
+            .unwrap();
+    }
+    let handle = server.handle();
+    for i in 0..N {
+        handle
+            .send_to(
+                peer,
+                &Message::new(Chan::Data, Act::Seq, &content(i)).unwrap(),
+            )
+            .unwrap();
+    }
+
+    let mut expected = 0;
+    while expected < N {
+        match next_server_event(&mut server).await {
+            ServerEvent::Received(incoming) => {
+                assert_eq!(incoming.peer, peer);
+                let got: (u32, String) = incoming.message.content().unwrap();
+                assert_eq!(got, content(expected));
+                expected += 1;
+            }
+            other => panic!("unexpected server event {other:?}"),
+        }
+    }
+    let mut expected = 0;
+    while expected < N {
+        match next_socket_event(&mut client).await {
+            SocketEvent::Received(message) => {
+                let got: (u32, String) = message.content().unwrap();
+                assert_eq!(got, content(expected));
+                expected += 1;
+            }
+            other => panic!("unexpected client event {other:?}"),
+        }
+    }
+    let stats = client.handle().stats();
+    assert!(
+        stats.frames_out >= N as u64 && stats.frames_in >= N as u64,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiving() {
+    let mut config = ServerConfig::default();
+    config.socket.max_outbound_bytes = 256 * 1024;
+    config.socket.codec.compress_threshold = usize::MAX;
+    let mut server = start_server(config);
+    let addr = server.local_addr();
+
+    // The stalled peer: completes the handshake, then never reads again.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    raw_handshake(&mut stalled).await;
+    let stalled_id = match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => peer,
+        other => panic!("{other:?}"),
+    };
+    let mut reader = SocketStream::connect(addr, SocketConfig::default());
+    expect_connected(&mut reader).await;
+    match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { .. } => {}
+        other => panic!("{other:?}"),
+    }
+
+    // The healthy reader counts what it gets in its own task.
+    let counter = tokio::spawn(async move {
+        let mut got = 0u32;
+        loop {
+            match next_socket_event(&mut reader).await {
+                SocketEvent::Received(message) => {
+                    let (i, _): (u32, Vec<u8>) = message.content().unwrap();
+                    assert_eq!(i, got, "in order, none lost");
+                    got += 1;
+                    if got == 2000 {
+                        return got;
+                    }
+                }
+                other => panic!("healthy reader got {other:?}"),
+            }
+        }
+    });
+
+    let handle = server.handle();
+    let blob = vec![0xA5u8; 16 * 1024];
+    let mut stalled_gone = None;
+    for i in 0..2000u32 {
+        handle
+            .broadcast(&Message::new(Chan::Data, Act::Seq, &(i, &blob)).unwrap())
+            .unwrap();
+        // Let the writers run, as a game's frame loop would.
+        if i % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, server.next_event()).await
+        {
+            if let ServerEvent::PeerDisconnected { peer, reason } = event {
+                stalled_gone = Some((peer, reason));
+            }
+        }
+    }
+    assert_eq!(
+        counter.await.unwrap(),
+        2000,
+        "the healthy reader got everything"
+    );
+    let (peer, reason) = match stalled_gone {
+        Some(gone) => gone,
+        None => loop {
+            if let ServerEvent::PeerDisconnected { peer, reason } =
+                next_server_event(&mut server).await
+            {
+                break (peer, reason);
+            }
+        },
+    };
+    assert_eq!(peer, stalled_id);
+    assert_eq!(reason, DisconnectReason::SlowConsumer);
+    assert!(handle.peer(stalled_id).is_none());
+    drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_flushes_queued_messages_then_the_reason() {
+    let mut server = start_server(ServerConfig::default());
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut client).await;
+    for i in 0..1000u32 {
+        client
+            .send(&Message::new(Chan::Data, Act::Seq, &i).unwrap())
+            .unwrap();
+    }
+    client.close("bye for now");
+    assert!(client
+        .send(&Message::new(Chan::Data, Act::Seq, &0u32).unwrap())
+        .is_err());
+
+    let mut got = 0u32;
+    let reason = loop {
+        match next_server_event(&mut server).await {
+            ServerEvent::PeerConnected { .. } => {}
+            ServerEvent::Received(incoming) => {
+                assert_eq!(incoming.message.content::<u32>().unwrap(), got);
+                got += 1;
+            }
+            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(got, 1000, "every queued message arrived before the close");
+    assert_eq!(
+        reason,
+        DisconnectReason::ClosedByPeer {
+            code: CloseCode::NORMAL,
+            reason: "bye for now".into()
+        }
+    );
+    assert_eq!(
+        expect_disconnected(&mut client).await,
+        DisconnectReason::Closed {
+            code: CloseCode::NORMAL,
+            reason: "bye for now".into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_shutdown_flushes_and_tells_every_client_why() {
+    let mut server = start_server(ServerConfig::default());
+    let mut a = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    let mut b = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut a).await;
+    expect_connected(&mut b).await;
+    let mut connected = 0;
+    while connected < 2 {
+        if let ServerEvent::PeerConnected { .. } = next_server_event(&mut server).await {
+            connected += 1;
+        }
+    }
+    let handle = server.handle();
+    for i in 0..500u32 {
+        handle
+            .broadcast(&Message::new(Chan::Data, Act::Seq, &i).unwrap())
+            .unwrap();
+    }
+    handle.shutdown("maintenance");
+    for client in [&mut a, &mut b] {
+        let mut got = 0u32;
+        let reason = loop {
+            match next_socket_event(client).await {
+                SocketEvent::Received(m) => {
+                    assert_eq!(m.content::<u32>().unwrap(), got);
+                    got += 1;
+                }
+                SocketEvent::Disconnected(reason) => break reason,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(got, 500, "no queued update lost in shutdown");
+        assert_eq!(
+            reason,
+            DisconnectReason::ClosedByPeer {
+                code: CloseCode::GOING_AWAY,
+                reason: "maintenance".into()
+            }
+        );
+    }
+    // The server's stream ends once every connection is gone.
+    let mut disconnected = 0;
+    while let Some(event) = tokio::time::timeout(WAIT, server.next_event())
+        .await
+        .unwrap()
+    {
+        if let ServerEvent::PeerDisconnected { .. } = event {
+            disconnected += 1;
+        }
+    }
+    assert_eq!(disconnected, 2);
+    assert!(handle.wait_closed(WAIT).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
+    let quick = SocketConfig {
+        keepalive_interval: Duration::from_millis(50),
+        idle_timeout: Duration::from_millis(400),
+        ..SocketConfig::default()
+    };
+    let mut config = ServerConfig::default();
+    config.socket = quick.clone();
+    let mut server = start_server(config);
+    let mut client = SocketStream::connect(server.local_addr(), quick);
+    expect_connected(&mut client).await;
+    // Twice the idle timeout of silence from the application.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(client.handle().state(), switchboard::SocketState::Open);
+    assert!(
+        client.handle().stats().rtt_micros > 0,
+        "pongs measured the round trip"
+    );
+    match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => {
+            assert!(server.handle().peer(peer).is_some())
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_server_tells_the_extra_client_why() {
+    let mut config = ServerConfig::default();
+    config.max_connections = 1;
+    let server = start_server(config);
+    let mut first = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut first).await;
+    let mut second = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    let reason = expect_disconnected(&mut second).await;
+    assert!(
+        matches!(
+            reason,
+            DisconnectReason::ClosedByPeer {
+                code: CloseCode::SERVER_FULL,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    assert_eq!(server.handle().peers(), vec![PeerId(1)]);
+}
+
+#[tokio::test]
+async fn connect_to_a_closed_port_fails_with_a_reason() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut client = SocketStream::connect(("127.0.0.1", port), SocketConfig::default());
+    assert!(matches!(
+        expect_disconnected(&mut client).await,
+        DisconnectReason::ConnectFailed(_)
+    ));
+}
