@@ -1,0 +1,321 @@
+//! What a hostile or broken peer can send, and what it gets back. Each test is
+//! named after the attack. None may panic the other side or grow its memory
+//! past the configured limits.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::*;
+use switchboard::{
+    CloseCode, DisconnectReason, ServerConfig, ServerEvent, SocketConfig, SocketStream,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Connects a raw peer to a fresh server and completes its handshake.
+async fn raw_peer(config: ServerConfig) -> (switchboard::ServerStream, TcpStream) {
+    let mut server = start_server(config);
+    let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+    raw_handshake(&mut raw).await;
+    match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { .. } => {}
+        other => panic!("{other:?}"),
+    }
+    (server, raw)
+}
+
+/// Sends `bytes` after the handshake and returns the server's view of the
+/// end: the error it reported and the reason, plus the close the raw peer got.
+async fn send_after_handshake(bytes: &[u8]) -> (String, DisconnectReason, (u16, String)) {
+    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    raw.write_all(bytes).await.unwrap();
+    let close = read_close(&mut raw).await;
+    let mut error = String::new();
+    let reason = loop {
+        match next_server_event(&mut server).await {
+            ServerEvent::PeerError { error: err, .. } => error = err.to_string(),
+            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            other => panic!("{other:?}"),
+        }
+    };
+    (error, reason, close)
+}
+
+fn zlib(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+#[tokio::test]
+async fn oversized_length_prefix_is_refused_before_buffering() {
+    let (error, reason, (code, text)) = send_after_handshake(&[0xff, 0xff, 0xff, 0xff, 0]).await;
+    assert!(error.contains("exceeds the limit"), "{error}");
+    assert!(
+        matches!(reason, DisconnectReason::ProtocolError(_)),
+        "{reason:?}"
+    );
+    assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
+    assert!(text.contains("exceeds the limit"), "{text}");
+}
+
+#[tokio::test]
+async fn zero_length_frame_is_refused() {
+    let (error, _, (code, _)) = send_after_handshake(&[0, 0, 0, 0]).await;
+    assert!(error.contains("zero"), "{error}");
+    assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
+}
+
+#[tokio::test]
+async fn unknown_flag_bits_are_refused() {
+    let (error, _, _) = send_after_handshake(&raw_frame(0b1000_0000, &[1, 1])).await;
+    assert!(error.contains("unknown flag bits"), "{error}");
+}
+
+#[tokio::test]
+async fn zlib_bomb_is_stopped_at_the_inflate_limit() {
+    // 64 MiB of zeros squeezes into about 64 KiB; the limit is 4 MiB.
+    let bomb = zlib(&vec![0u8; 64 * 1024 * 1024]);
+    assert!(bomb.len() < 1024 * 1024);
+    let (error, _, (code, _)) = send_after_handshake(&raw_frame(1, &bomb)).await;
+    assert!(error.contains("inflates past the limit"), "{error}");
+    assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
+}
+
+#[tokio::test]
+async fn corrupt_zlib_body_is_refused() {
+    let (error, _, _) = send_after_handshake(&raw_frame(1, b"definitely not zlib")).await;
+    assert!(error.contains("zlib"), "{error}");
+}
+
+#[tokio::test]
+async fn trailing_bytes_after_zlib_stream_are_refused() {
+    let mut body = zlib(&[1, 1, 0, 0]);
+    body.extend_from_slice(b"extra");
+    let (error, _, _) = send_after_handshake(&raw_frame(1, &body)).await;
+    assert!(error.contains("trailing bytes"), "{error}");
+}
+
+#[tokio::test]
+async fn garbage_envelope_is_refused() {
+    // 0xfc announces a u32 varint, which cannot be a u16 channel.
+    let (error, reason, _) =
+        send_after_handshake(&raw_frame(0, &[0xfc, 0xff, 0xff, 0xff, 0xff])).await;
+    assert!(error.contains("envelope"), "{error}");
+    assert!(matches!(reason, DisconnectReason::ProtocolError(_)));
+}
+
+#[tokio::test]
+async fn garbage_content_is_a_typed_error_for_the_receiver_not_a_disconnect() {
+    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    // Channel 1, action 1, then bytes that are no String.
+    raw.write_all(&raw_frame(0, &[1, 1, 0xfd, 0xff]))
+        .await
+        .unwrap();
+    match next_server_event(&mut server).await {
+        ServerEvent::Received(incoming) => {
+            let err = incoming.message.content::<String>().unwrap_err();
+            assert!(err.to_string().contains("String"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.handle().peer_count(), 1, "still connected");
+}
+
+#[tokio::test]
+async fn unknown_system_action_is_reported_and_ignored() {
+    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    raw.write_all(&raw_frame(0, &[0, 99])).await.unwrap();
+    raw.write_all(&raw_frame(0, &[1, 1, 5, b'h', b'e', b'l', b'l', b'o']))
+        .await
+        .unwrap();
+    match next_server_event(&mut server).await {
+        ServerEvent::PeerError { error, .. } => assert!(error.to_string().contains("99")),
+        other => panic!("{other:?}"),
+    }
+    match next_server_event(&mut server).await {
+        ServerEvent::Received(incoming) => {
+            assert_eq!(incoming.message.content::<String>().unwrap(), "hello")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn truncated_frame_then_hang_up_is_connection_lost() {
+    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    raw.write_all(&[0, 0, 0, 50, 0, 1, 2]).await.unwrap();
+    raw.shutdown().await.unwrap();
+    let reason = loop {
+        if let ServerEvent::PeerDisconnected { reason, .. } = next_server_event(&mut server).await {
+            break reason;
+        }
+    };
+    assert!(
+        matches!(reason, DisconnectReason::ProtocolError(ref e) if e.contains("inside a frame")),
+        "{reason:?}"
+    );
+}
+
+#[tokio::test]
+async fn wrong_magic_is_not_a_switchboard_peer() {
+    let server = start_server(ServerConfig::default());
+    let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (_, hello) = read_raw_frame(&mut raw).await.unwrap();
+    assert_eq!(&hello[..4], b"SWBD");
+    let (code, text) = read_close(&mut raw).await;
+    assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
+    assert!(text.contains("not a Switchboard peer"), "{text}");
+    let mut rest = Vec::new();
+    tokio::time::timeout(WAIT, raw.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .ok();
+    assert_eq!(server.handle().handshake_failures(), 1);
+    assert_eq!(server.handle().peer_count(), 0);
+}
+
+#[tokio::test]
+async fn wrong_version_is_refused_with_both_versions_named() {
+    let server = start_server(ServerConfig::default());
+    let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+    raw.write_all(&hello(99)).await.unwrap();
+    read_raw_frame(&mut raw).await.unwrap();
+    let (code, text) = read_close(&mut raw).await;
+    assert_eq!(code, CloseCode::VERSION_MISMATCH.0);
+    assert!(text.contains("speaks 1") && text.contains("99"), "{text}");
+}
+
+#[tokio::test]
+async fn client_meeting_another_version_reports_the_mismatch() {
+    let (ours, mut theirs) = tokio::io::duplex(1024);
+    let mut client = SocketStream::from_stream(ours, SocketConfig::default());
+    theirs.write_all(&hello(7)).await.unwrap();
+    assert_eq!(
+        expect_disconnected(&mut client).await,
+        DisconnectReason::VersionMismatch {
+            ours: switchboard::PROTOCOL_VERSION,
+            theirs: 7
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn silent_peer_is_dropped_at_the_handshake_deadline() {
+    let (ours, mut theirs) = tokio::io::duplex(1024);
+    let config = SocketConfig {
+        handshake_timeout: Duration::from_secs(3),
+        ..SocketConfig::default()
+    };
+    let mut client = SocketStream::from_stream(ours, config);
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        expect_disconnected(&mut client).await,
+        DisconnectReason::HandshakeTimeout
+    );
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    // The silent side is told why.
+    read_raw_frame(&mut theirs).await.unwrap();
+    assert_eq!(read_close(&mut theirs).await.0, CloseCode::IDLE_TIMEOUT.0);
+}
+
+#[tokio::test]
+async fn server_drops_a_peer_that_never_says_hello() {
+    let mut config = ServerConfig::default();
+    config.socket.handshake_timeout = Duration::from_millis(200);
+    let server = start_server(config);
+    let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+    read_raw_frame(&mut raw).await.unwrap();
+    assert_eq!(read_close(&mut raw).await.0, CloseCode::IDLE_TIMEOUT.0);
+    assert_eq!(server.handle().handshake_failures(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn peer_that_goes_silent_is_dropped_after_idle_timeout() {
+    let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
+    let config = SocketConfig {
+        idle_timeout: Duration::from_secs(8),
+        ..SocketConfig::default()
+    };
+    let mut client = SocketStream::from_stream(ours, config);
+    raw_handshake(&mut theirs).await;
+    expect_connected(&mut client).await;
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        expect_disconnected(&mut client).await,
+        DisconnectReason::IdleTimeout
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(8) && waited < Duration::from_secs(9),
+        "{waited:?}"
+    );
+    assert_eq!(read_close(&mut theirs).await.0, CloseCode::IDLE_TIMEOUT.0);
+}
+
+#[tokio::test]
+async fn handshake_flood_beyond_the_pending_limit_is_dropped() {
+    let mut config = ServerConfig::default();
+    config.max_pending_handshakes = 4;
+    config.socket.handshake_timeout = Duration::from_secs(5);
+    let server = start_server(config);
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(server.local_addr()).await.unwrap());
+    }
+    // Give the accept loop time to take the four silent ones.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut extra = TcpStream::connect(server.local_addr()).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(WAIT, extra.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "dropped without a byte: {read:?}"
+    );
+    assert_eq!(server.handle().refused(), 1);
+    // A legitimate client still gets in once the silent ones are gone.
+    drop(idle);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ok = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut ok).await;
+}
+
+#[tokio::test]
+async fn message_flood_from_a_peer_is_backpressured_not_buffered() {
+    // The server owner does not poll: its event queue (16) fills, the reader
+    // stops, TCP pushes back on the flooder. Nothing is dropped: once the
+    // owner drains, every message is there in order.
+    let mut config = ServerConfig::default();
+    config.socket.event_queue_len = 16;
+    let mut server = start_server(config);
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut client).await;
+    for i in 0..3000u32 {
+        client
+            .send(&switchboard::Message::new(Chan::Data, Act::Seq, &i).unwrap())
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut next = 0u32;
+    while next < 3000 {
+        match next_server_event(&mut server).await {
+            ServerEvent::Received(incoming) => {
+                assert_eq!(incoming.message.content::<u32>().unwrap(), next);
+                next += 1;
+            }
+            ServerEvent::PeerConnected { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    match tokio::time::timeout(Duration::from_millis(100), client.next_event()).await {
+        Err(_) => {}
+        Ok(event) => panic!("the flooder was not disconnected: {event:?}"),
+    }
+}
