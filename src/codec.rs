@@ -22,6 +22,8 @@
 //! a zlib stream is never trusted) and [`DECODE_ALLOC_LIMIT`] while bincode
 //! decodes a value.
 
+use std::cell::RefCell;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use serde::{de::DeserializeOwned, Serialize};
@@ -257,14 +259,56 @@ fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
     header[4] = flags;
 }
 
+thread_local! {
+    /// One deflate state per thread, reset between frames: a fresh one costs
+    /// a few hundred KiB of allocation and zeroing, more than a small frame's
+    /// compression itself.
+    static DEFLATE: RefCell<Option<(u32, Compress)>> = const { RefCell::new(None) };
+    /// One inflate state per thread, reset between frames.
+    static INFLATE: RefCell<Option<Decompress>> = const { RefCell::new(None) };
+}
+
+/// How much of a payload is compressed first to judge whether the rest is
+/// worth it: game payloads that are already dense (random ids, compressed
+/// assets) are spotted after this many bytes instead of at the end.
+const SAMPLE_LEN: usize = 1024;
+
 /// Compresses into a buffer no larger than the raw frame; if zlib cannot
 /// finish inside it, compression did not pay and `None` says "send it raw".
 fn try_compressed_frame(payload: &[u8], config: &CodecConfig) -> Option<Bytes> {
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    let level = config.compression_level.min(9);
+    DEFLATE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let zlib = match &mut *cell {
+            Some((have, zlib)) if *have == level => {
+                zlib.reset();
+                zlib
+            }
+            slot => {
+                &mut slot
+                    .insert((level, Compress::new(Compression::new(level), true)))
+                    .1
+            }
+        };
+        compress_into_frame(zlib, payload)
+    })
+}
+
+fn compress_into_frame(zlib: &mut Compress, payload: &[u8]) -> Option<Bytes> {
+    let limit = HEADER_LEN + payload.len();
+    let mut out = Vec::with_capacity(limit);
     out.extend_from_slice(&[0; HEADER_LEN]);
-    let mut zlib = Compress::new(Compression::new(config.compression_level.min(9)), true);
-    match zlib.compress_vec(payload, &mut out, FlushCompress::Finish) {
-        Ok(Status::StreamEnd) if out.len() < HEADER_LEN + payload.len() => {
+    if payload.len() >= 4 * SAMPLE_LEN {
+        // Sync-flush a sample so its output is all out, and give up on
+        // payloads that do not shrink by a tenth.
+        let status = zlib.compress_vec(&payload[..SAMPLE_LEN], &mut out, FlushCompress::Sync);
+        if status.is_err() || (out.len() - HEADER_LEN) * 10 > SAMPLE_LEN * 9 {
+            return None;
+        }
+    }
+    let done = zlib.total_in() as usize;
+    match zlib.compress_vec(&payload[done..], &mut out, FlushCompress::Finish) {
+        Ok(Status::StreamEnd) if out.len() < limit => {
             let body_len = out.len() - HEADER_LEN;
             write_header(&mut out[..HEADER_LEN], body_len, FLAG_COMPRESSED);
             Some(Bytes::from(out))
@@ -276,7 +320,20 @@ fn try_compressed_frame(payload: &[u8], config: &CodecConfig) -> Option<Bytes> {
 /// Inflates a zlib body, never producing more than `max` bytes and rejecting
 /// anything after the end of the stream.
 pub fn inflate(body: &[u8], max: usize) -> Result<Vec<u8>, FrameError> {
-    let mut zlib = Decompress::new(true);
+    INFLATE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let zlib = match &mut *cell {
+            Some(zlib) => {
+                zlib.reset(true);
+                zlib
+            }
+            slot => slot.insert(Decompress::new(true)),
+        };
+        inflate_with(zlib, body, max)
+    })
+}
+
+fn inflate_with(zlib: &mut Decompress, body: &[u8], max: usize) -> Result<Vec<u8>, FrameError> {
     // Start small and grow: the ratio is unknown and a bomb must not get a
     // large allocation for free. The capacity never passes `max + 1`.
     let cap = max.saturating_add(1);
