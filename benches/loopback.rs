@@ -1,1 +1,217 @@
-fn main() {}
+//! Switchboard over loopback beside raw tokio TCP carrying the same payload
+//! bytes, in the same run: messages per second one way, and round-trip
+//! latency p50 / p99, for 64-byte messages.
+//!
+//! `cargo bench --bench loopback` (set `BENCH_MESSAGES` / `BENCH_ROUNDS` for
+//! longer runs). Ratios are what to read: absolute figures on a shared
+//! machine are noise.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use switchboard::{
+    BindScope, Message, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketEvent,
+    SocketStream,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+
+const PAYLOAD: usize = 64;
+
+async fn raw_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+    let client = client.unwrap();
+    let server = server.unwrap().0;
+    client.set_nodelay(true).unwrap();
+    server.set_nodelay(true).unwrap();
+    (client, server)
+}
+
+/// Raw baseline, one way: u32 length + 64 bytes per message, buffered writes.
+async fn raw_throughput(messages: usize) -> f64 {
+    let (client, mut server) = raw_pair().await;
+    let payload = [7u8; PAYLOAD];
+    let start = Instant::now();
+    let writer = tokio::spawn(async move {
+        let mut out = BufWriter::with_capacity(64 * 1024, client);
+        for _ in 0..messages {
+            out.write_all(&(PAYLOAD as u32).to_be_bytes()).await.unwrap();
+            out.write_all(&payload).await.unwrap();
+        }
+        out.flush().await.unwrap();
+        out
+    });
+    let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, &mut server);
+    let mut buf = [0u8; PAYLOAD];
+    for _ in 0..messages {
+        let len = reader.read_u32().await.unwrap() as usize;
+        reader.read_exact(&mut buf[..len]).await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    drop(writer.await.unwrap());
+    messages as f64 / elapsed.as_secs_f64()
+}
+
+async fn switchboard_pair() -> (SocketStream, ServerStream, switchboard::PeerId) {
+    let mut server =
+        ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    assert!(matches!(client.next_event().await, Some(SocketEvent::Connected)));
+    let peer = match server.next_event().await {
+        Some(ServerEvent::PeerConnected { peer, .. }) => peer,
+        other => panic!("{other:?}"),
+    };
+    (client, server, peer)
+}
+
+/// Switchboard, one way: the client sends, the server's event stream counts.
+async fn switchboard_throughput(messages: usize) -> f64 {
+    let (client, mut server, _) = switchboard_pair().await;
+    let message = Message::from_raw(1, 1, Bytes::from(vec![7u8; PAYLOAD]));
+    // Sends never block; keep the queue below its limit by sending in slices
+    // and yielding, as a game loop sending per frame would.
+    let start = Instant::now();
+    let sender = tokio::spawn(async move {
+        let handle = client.handle();
+        let encoded = message.encode(&Default::default()).unwrap();
+        let mut sent = 0;
+        while sent < messages {
+            let burst = (messages - sent).min(2048);
+            for _ in 0..burst {
+                while handle.stats().queued_frames > 3000 {
+                    tokio::task::yield_now().await;
+                }
+                handle.send_encoded(&encoded).unwrap();
+            }
+            sent += burst;
+            tokio::task::yield_now().await;
+        }
+        client
+    });
+    let mut got = 0;
+    while got < messages {
+        match server.next_event().await {
+            Some(ServerEvent::Received(_)) => got += 1,
+            Some(other) => panic!("{other:?}"),
+            None => panic!("server stream ended"),
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(sender.await.unwrap());
+    messages as f64 / elapsed.as_secs_f64()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Raw baseline round trip: write 4+64 bytes, the other side echoes them.
+async fn raw_round_trips(rounds: usize) -> Vec<Duration> {
+    let (mut client, mut server) = raw_pair().await;
+    let echo = tokio::spawn(async move {
+        let mut buf = [0u8; 4 + PAYLOAD];
+        for _ in 0..rounds {
+            server.read_exact(&mut buf).await.unwrap();
+            server.write_all(&buf).await.unwrap();
+        }
+    });
+    let mut frame = (PAYLOAD as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&[7u8; PAYLOAD]);
+    let mut buf = [0u8; 4 + PAYLOAD];
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        client.write_all(&frame).await.unwrap();
+        client.read_exact(&mut buf).await.unwrap();
+        times.push(start.elapsed());
+    }
+    echo.await.unwrap();
+    times.sort();
+    times
+}
+
+/// Switchboard round trip: client sends, the server's owner echoes it back
+/// through its handle, the client's event stream receives it.
+async fn switchboard_round_trips(rounds: usize) -> Vec<Duration> {
+    let (mut client, mut server, peer) = switchboard_pair().await;
+    let handle = server.handle();
+    let echo = tokio::spawn(async move {
+        for _ in 0..rounds {
+            match server.next_event().await {
+                Some(ServerEvent::Received(incoming)) => {
+                    handle.send_to(peer, &incoming.message).unwrap()
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        server
+    });
+    let message = Message::from_raw(1, 1, Bytes::from(vec![7u8; PAYLOAD]));
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        client.send(&message).unwrap();
+        match client.next_event().await {
+            Some(SocketEvent::Received(_)) => {}
+            other => panic!("{other:?}"),
+        }
+        times.push(start.elapsed());
+    }
+    drop(echo.await.unwrap());
+    times.sort();
+    times
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let messages = env_or("BENCH_MESSAGES", 300_000);
+    let rounds = env_or("BENCH_ROUNDS", 5_000);
+    runtime.block_on(async {
+        // Warm up both paths once.
+        raw_throughput(10_000).await;
+        switchboard_throughput(10_000).await;
+
+        let (mut raw, mut sb) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            raw.push(raw_throughput(messages).await);
+            sb.push(switchboard_throughput(messages).await);
+        }
+        raw.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        sb.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let (raw_rate, sb_rate) = (raw[1], sb[1]);
+        println!("one way, {PAYLOAD}-byte messages, {messages} per run, median of 3:");
+        println!("  raw tokio TCP   {:>12.0} msg/s", raw_rate);
+        println!("  switchboard     {:>12.0} msg/s", sb_rate);
+        println!("  ratio           {:>12.2}x of raw", sb_rate / raw_rate);
+
+        let raw_rt = raw_round_trips(rounds).await;
+        let sb_rt = switchboard_round_trips(rounds).await;
+        let (raw50, raw99) = (percentile(&raw_rt, 0.5), percentile(&raw_rt, 0.99));
+        let (sb50, sb99) = (percentile(&sb_rt, 0.5), percentile(&sb_rt, 0.99));
+        println!("round trip, {PAYLOAD}-byte messages, {rounds} rounds:");
+        println!("  raw tokio TCP   p50 {:>8.1} us   p99 {:>8.1} us", us(raw50), us(raw99));
+        println!("  switchboard     p50 {:>8.1} us   p99 {:>8.1} us", us(sb50), us(sb99));
+        println!(
+            "  ratio           p50 {:>8.2}x     p99 {:>8.2}x",
+            us(sb50) / us(raw50),
+            us(sb99) / us(raw99)
+        );
+    });
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

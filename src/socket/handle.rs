@@ -66,6 +66,8 @@ pub struct SocketStats {
     pub rtt_micros: u64,
     /// Bytes waiting in the outbound queue.
     pub queued_bytes: u64,
+    /// Frames waiting in the outbound queue.
+    pub queued_frames: u64,
 }
 
 pub(crate) struct Shared {
@@ -239,6 +241,8 @@ impl SocketHandle {
             bytes_out: c.bytes_out.load(Ordering::Relaxed),
             rtt_micros: c.rtt_micros.load(Ordering::Relaxed),
             queued_bytes: self.shared.queued_bytes.load(Ordering::Relaxed) as u64,
+            queued_frames: (self.shared.outbound.max_capacity() - self.shared.outbound.capacity())
+                as u64,
         }
     }
 }
