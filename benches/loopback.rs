@@ -37,7 +37,9 @@ async fn raw_throughput(messages: usize) -> f64 {
     let writer = tokio::spawn(async move {
         let mut out = BufWriter::with_capacity(64 * 1024, client);
         for _ in 0..messages {
-            out.write_all(&(PAYLOAD as u32).to_be_bytes()).await.unwrap();
+            out.write_all(&(PAYLOAD as u32).to_be_bytes())
+                .await
+                .unwrap();
             out.write_all(&payload).await.unwrap();
         }
         out.flush().await.unwrap();
@@ -55,10 +57,12 @@ async fn raw_throughput(messages: usize) -> f64 {
 }
 
 async fn switchboard_pair() -> (SocketStream, ServerStream, switchboard::PeerId) {
-    let mut server =
-        ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut server = ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
-    assert!(matches!(client.next_event().await, Some(SocketEvent::Connected)));
+    assert!(matches!(
+        client.next_event().await,
+        Some(SocketEvent::Connected)
+    ));
     let peer = match server.next_event().await {
         Some(ServerEvent::PeerConnected { peer, .. }) => peer,
         other => panic!("{other:?}"),
@@ -78,11 +82,11 @@ async fn switchboard_throughput(messages: usize) -> f64 {
         let encoded = message.encode(&Default::default()).unwrap();
         let mut sent = 0;
         while sent < messages {
-            let burst = (messages - sent).min(2048);
+            let burst = (messages - sent).min(1024);
+            while handle.stats().queued_frames > 2000 {
+                tokio::task::yield_now().await;
+            }
             for _ in 0..burst {
-                while handle.stats().queued_frames > 3000 {
-                    tokio::task::yield_now().await;
-                }
                 handle.send_encoded(&encoded).unwrap();
             }
             sent += burst;
@@ -202,8 +206,16 @@ fn main() {
         let (raw50, raw99) = (percentile(&raw_rt, 0.5), percentile(&raw_rt, 0.99));
         let (sb50, sb99) = (percentile(&sb_rt, 0.5), percentile(&sb_rt, 0.99));
         println!("round trip, {PAYLOAD}-byte messages, {rounds} rounds:");
-        println!("  raw tokio TCP   p50 {:>8.1} us   p99 {:>8.1} us", us(raw50), us(raw99));
-        println!("  switchboard     p50 {:>8.1} us   p99 {:>8.1} us", us(sb50), us(sb99));
+        println!(
+            "  raw tokio TCP   p50 {:>8.1} us   p99 {:>8.1} us",
+            us(raw50),
+            us(raw99)
+        );
+        println!(
+            "  switchboard     p50 {:>8.1} us   p99 {:>8.1} us",
+            us(sb50),
+            us(sb99)
+        );
         println!(
             "  ratio           p50 {:>8.2}x     p99 {:>8.2}x",
             us(sb50) / us(raw50),

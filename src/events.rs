@@ -6,6 +6,7 @@
 //! reading their sockets, and TCP flow control pushes back on the peers. No
 //! event is dropped and memory stays bounded.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -15,27 +16,48 @@ use tokio::sync::mpsc;
 
 use crate::runtime;
 
+/// Events per batch that a reader sends at most (it sends what one read of
+/// its socket brought in).
+pub(crate) const BATCH: usize = 256;
+
 /// The receiving end of a network object's events.
+///
+/// Producers send events in batches (one queue operation per socket read,
+/// not per message); the queue holds `capacity / 256` batches, so about
+/// `capacity` events at most.
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    rx: mpsc::Receiver<E>,
+    rx: mpsc::Receiver<Vec<E>>,
+    ready: VecDeque<E>,
 }
 
 impl<E> EventQueue<E> {
-    pub(crate) fn new(capacity: usize) -> (mpsc::Sender<E>, Self) {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
-        (tx, Self { rx })
+    pub(crate) fn new(capacity: usize) -> (mpsc::Sender<Vec<E>>, Self) {
+        let (tx, rx) = mpsc::channel(capacity.div_ceil(BATCH).max(1));
+        (
+            tx,
+            Self {
+                rx,
+                ready: VecDeque::new(),
+            },
+        )
     }
 
     /// The next event if one is queued, without waiting.
     pub fn try_next(&mut self) -> Option<E> {
-        self.rx.try_recv().ok()
+        if self.ready.is_empty() {
+            self.ready.extend(self.rx.try_recv().ok()?);
+        }
+        self.ready.pop_front()
     }
 
     /// Waits for the next event. `None` once every producer is gone and the
     /// queue is empty.
     pub async fn next(&mut self) -> Option<E> {
-        self.rx.recv().await
+        while self.ready.is_empty() {
+            self.ready.extend(self.rx.recv().await?);
+        }
+        self.ready.pop_front()
     }
 
     /// Blocks the calling thread up to `timeout` for the next event. Outside an
@@ -49,27 +71,35 @@ impl<E> EventQueue<E> {
             return None;
         }
         let rx = &mut self.rx;
-        runtime::handle()
+        let batch = runtime::handle()
             .block_on(async move { tokio::time::timeout(timeout, rx.recv()).await })
             .ok()
-            .flatten()
-    }
-
-    /// How many events are waiting.
-    pub fn len(&self) -> usize {
-        self.rx.len()
+            .flatten()?;
+        self.ready.extend(batch);
+        self.ready.pop_front()
     }
 
     /// Whether no event is waiting.
     pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
+        self.ready.is_empty() && self.rx.is_empty()
     }
 }
+
+// Nothing in the queue is ever pinned; events are moved out by value.
+impl<E> Unpin for EventQueue<E> {}
 
 impl<E> Stream for EventQueue<E> {
     type Item = E;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<E>> {
-        self.rx.poll_recv(cx)
+        let this = &mut *self;
+        while this.ready.is_empty() {
+            match this.rx.poll_recv(cx) {
+                Poll::Ready(Some(batch)) => this.ready.extend(batch),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(this.ready.pop_front())
     }
 }

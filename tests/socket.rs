@@ -262,8 +262,10 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
         idle_timeout: Duration::from_millis(400),
         ..SocketConfig::default()
     };
-    let mut config = ServerConfig::default();
-    config.socket = quick.clone();
+    let config = ServerConfig {
+        socket: quick.clone(),
+        ..ServerConfig::default()
+    };
     let mut server = start_server(config);
     let mut client = SocketStream::connect(server.local_addr(), quick);
     expect_connected(&mut client).await;
@@ -284,8 +286,10 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_server_tells_the_extra_client_why() {
-    let mut config = ServerConfig::default();
-    config.max_connections = 1;
+    let config = ServerConfig {
+        max_connections: 1,
+        ..ServerConfig::default()
+    };
     let server = start_server(config);
     let mut first = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut first).await;

@@ -14,18 +14,19 @@
 //! never waits on this task: it queues frames (bounded) and drains events
 //! (bounded).
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
-use super::handle::{Counters, Outbound, SocketHandle};
+use super::handle::{Counters, SocketHandle};
 use super::reason::{CloseCode, DisconnectReason, SocketError};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
@@ -45,10 +46,15 @@ pub enum SocketEvent {
     Disconnected(DisconnectReason),
 }
 
+/// Told why a handshake failed, instead of an event.
+pub(crate) type HandshakeFailureHook = Box<dyn FnOnce(&DisconnectReason) + Send + Sync>;
+
 /// Where the task sends its events, and what it does at the edges of its
 /// life. The server uses the hooks to keep its peer table.
 pub(crate) struct Reporter<E> {
-    pub(crate) events: mpsc::Sender<E>,
+    /// Events travel in batches: one queue operation for every frame that
+    /// one read of the socket brought in.
+    pub(crate) events: mpsc::Sender<Vec<E>>,
     pub(crate) wrap: Box<dyn Fn(SocketEvent) -> E + Send + Sync>,
     pub(crate) on_open: Option<Box<dyn FnOnce() + Send + Sync>>,
     pub(crate) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
@@ -58,14 +64,14 @@ pub(crate) struct Reporter<E> {
     /// Called instead of reporting when the handshake fails and
     /// `report_handshake_failure` is false (a server does not announce the
     /// end of a peer it never announced).
-    pub(crate) on_handshake_failure: Option<Box<dyn FnOnce(&DisconnectReason) + Send + Sync>>,
+    pub(crate) on_handshake_failure: Option<HandshakeFailureHook>,
 }
 
 impl<E> Reporter<E> {
     /// Delivers an event, waiting for room in the queue. `false` when the
     /// owner is gone.
     async fn report(&self, event: SocketEvent) -> bool {
-        self.events.send((self.wrap)(event)).await.is_ok()
+        self.events.send(vec![(self.wrap)(event)]).await.is_ok()
     }
 }
 
@@ -73,19 +79,15 @@ type Reader<S> = FramedRead<ReadHalf<S>, FrameDecoder>;
 type Writer<S> = BufWriter<WriteHalf<S>>;
 
 /// Runs a connection from its handshake to its end.
-pub(crate) async fn run<S, E>(
-    stream: S,
-    handle: SocketHandle,
-    outbound: mpsc::Receiver<Outbound>,
-    mut reporter: Reporter<E>,
-) where
+pub(crate) async fn run<S, E>(stream: S, handle: SocketHandle, mut reporter: Reporter<E>)
+where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let config = handle.config().clone();
     let (read_half, write_half) = tokio::io::split(stream);
     let mut decoder = FrameDecoder::new(config.codec.clone());
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
-    let mut reader = FramedRead::new(read_half, decoder);
+    let mut reader = FramedRead::with_capacity(read_half, decoder, 64 * 1024);
     let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
 
     let handshake = tokio::select! {
@@ -117,7 +119,7 @@ pub(crate) async fn run<S, E>(
     if !reporter.report(SocketEvent::Connected).await {
         handle.close(CloseCode::NORMAL, "closed");
     }
-    let reason = run_open(reader, writer, outbound, &handle, &reporter).await;
+    let reason = run_open(reader, writer, &handle, &reporter).await;
     handle.set_closed();
     tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
     if let Some(on_close) = reporter.on_close.take() {
@@ -218,7 +220,6 @@ enum Control {
 async fn run_open<S, E>(
     mut reader: Reader<S>,
     mut writer: Writer<S>,
-    mut outbound: mpsc::Receiver<Outbound>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
 ) -> DisconnectReason
@@ -230,7 +231,7 @@ where
     let (control_tx, mut control_rx) = mpsc::channel::<Control>(8);
     let started = Instant::now();
     let read = read_loop(&mut reader, handle, reporter, &control_tx, started);
-    let write = write_loop(&mut writer, &mut outbound, &mut control_rx, handle, started);
+    let write = write_loop(&mut writer, &mut control_rx, handle, started);
     tokio::pin!(read, write);
 
     let mut reason: Option<DisconnectReason> = None;
@@ -330,122 +331,234 @@ async fn read_loop<S: AsyncRead, E>(
     control_tx: &mpsc::Sender<Control>,
     started: Instant,
 ) -> ReadEnd {
-    let counters = &handle.shared.counters;
     let idle = handle.config().idle_timeout;
+    // One timer for the whole connection, pushed back lazily when it fires
+    // early: re-arming a timer for every read costs more than the read.
+    let mut last_heard = Instant::now();
+    let silence = tokio::time::sleep(idle);
+    tokio::pin!(silence);
     loop {
         // The idle clock runs only while we wait on the socket: time spent
         // waiting for the owner to drain events is not the peer's silence.
-        let frame = match timeout(idle, reader.next()).await {
-            Err(_) => return ReadEnd::Idle,
-            Ok(None) => return ReadEnd::Eof,
-            Ok(Some(Err(err))) => return ReadEnd::Failed(err.into()),
-            Ok(Some(Ok(frame))) => frame,
-        };
-        counters.frames_in.fetch_add(1, Ordering::Relaxed);
-        counters.bytes_in.fetch_add(
-            frame.payload.len() as u64 + codec::HEADER_LEN as u64,
-            Ordering::Relaxed,
-        );
-        let message = match Message::decode(frame.payload) {
-            Ok(message) => message,
-            Err(err) => return ReadEnd::Failed(SocketError::Envelope(err)),
-        };
-        if !message.is_system() {
-            if !reporter.report(SocketEvent::Received(message)).await {
-                return ReadEnd::OwnerGone;
+        let first = tokio::select! {
+            biased;
+            first = reader.next() => first,
+            _ = &mut silence => {
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return ReadEnd::Idle;
+                }
+                silence.as_mut().reset(deadline);
+                continue;
             }
-            continue;
+        };
+        let mut batch = Vec::new();
+        let mut end = on_frame(first, &mut batch, handle, reporter, control_tx, started);
+        // Take whatever else is already buffered without waiting, so that a
+        // burst reaches the owner as one batch.
+        while end.is_none() && batch.len() < crate::events::BATCH {
+            match reader.next().now_or_never() {
+                Some(next) => {
+                    end = on_frame(next, &mut batch, handle, reporter, control_tx, started)
+                }
+                None => break,
+            }
         }
-        match message.action_id() {
-            control::ACTION_PING => {
-                if let Ok(stamp) = message.content::<u64>() {
-                    let _ = control_tx.try_send(Control::Pong(stamp));
-                }
-            }
-            control::ACTION_PONG => {
-                if let Ok(stamp) = message.content::<u64>() {
-                    let now = started.elapsed().as_micros() as u64;
-                    counters
-                        .rtt_micros
-                        .store(now.saturating_sub(stamp), Ordering::Relaxed);
-                }
-            }
-            control::ACTION_CLOSE => {
-                let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
-                    code: CloseCode::PROTOCOL_ERROR,
-                    reason: "undecodable close frame".into(),
-                });
-                return ReadEnd::PeerClosed(close);
-            }
-            other => {
-                tracing::debug!(action = other, "unknown system action ignored");
-                reporter
-                    .report(SocketEvent::Error(SocketError::UnknownSystemAction(other)))
-                    .await;
-            }
+        if !batch.is_empty() && reporter.events.send(batch).await.is_err() {
+            return ReadEnd::OwnerGone;
+        }
+        last_heard = Instant::now();
+        if let Some(end) = end {
+            return end;
         }
     }
 }
 
+/// Handles one read result: application messages and errors go into
+/// `batch`, system messages are answered here. `Some` ends the reader.
+fn on_frame<E>(
+    next: Option<Result<codec::Frame, codec::FrameError>>,
+    batch: &mut Vec<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    control_tx: &mpsc::Sender<Control>,
+    started: Instant,
+) -> Option<ReadEnd> {
+    let frame = match next {
+        None => return Some(ReadEnd::Eof),
+        Some(Err(err)) => return Some(ReadEnd::Failed(err.into())),
+        Some(Ok(frame)) => frame,
+    };
+    let counters = &handle.shared.counters;
+    counters.frames_in.fetch_add(1, Ordering::Relaxed);
+    counters.bytes_in.fetch_add(
+        frame.payload.len() as u64 + codec::HEADER_LEN as u64,
+        Ordering::Relaxed,
+    );
+    let message = match Message::decode(frame.payload) {
+        Ok(message) => message,
+        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
+    };
+    if !message.is_system() {
+        batch.push((reporter.wrap)(SocketEvent::Received(message)));
+        return None;
+    }
+    match message.action_id() {
+        control::ACTION_PING => {
+            if let Ok(stamp) = message.content::<u64>() {
+                // A full control queue only ever drops a pong.
+                let _ = control_tx.try_send(Control::Pong(stamp));
+            }
+        }
+        control::ACTION_PONG => {
+            if let Ok(stamp) = message.content::<u64>() {
+                let now = started.elapsed().as_micros() as u64;
+                counters
+                    .rtt_micros
+                    .store(now.saturating_sub(stamp), Ordering::Relaxed);
+            }
+        }
+        control::ACTION_CLOSE => {
+            let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
+                code: CloseCode::PROTOCOL_ERROR,
+                reason: "undecodable close frame".into(),
+            });
+            return Some(ReadEnd::PeerClosed(close));
+        }
+        other => {
+            tracing::debug!(action = other, "unknown system action ignored");
+            batch.push((reporter.wrap)(SocketEvent::Error(
+                SocketError::UnknownSystemAction(other),
+            )));
+        }
+    }
+    None
+}
+
 async fn write_loop<S: AsyncWrite>(
     writer: &mut Writer<S>,
-    outbound: &mut mpsc::Receiver<Outbound>,
     control_rx: &mut mpsc::Receiver<Control>,
     handle: &SocketHandle,
     started: Instant,
 ) -> WriteEnd {
     let config = handle.config();
     let counters = &handle.shared.counters;
-    let queued = &handle.shared.queued_bytes;
+    let mut batch = VecDeque::new();
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut last_sent;
+    let keepalive = tokio::time::sleep(config.keepalive_interval);
+    tokio::pin!(keepalive);
     loop {
-        let next = tokio::select! {
-            biased;
-            order = control_rx.recv() => order.map(Err),
-            item = outbound.recv() => item.map(Ok),
-            _ = tokio::time::sleep(config.keepalive_interval) => {
-                let stamp = started.elapsed().as_micros() as u64;
-                let ping = control::ping_frame(stamp, &config.codec);
-                if let Err(err) = write_frame(writer, counters, ping).await {
-                    return WriteEnd::Failed(err);
+        // Orders that jump the queue: pongs, and closes that cannot wait.
+        while let Ok(order) = control_rx.try_recv() {
+            match order {
+                Control::Pong(stamp) => {
+                    let pong = control::pong_frame(stamp, &config.codec);
+                    if let Err(err) = write_frame(writer, counters, pong).await {
+                        return WriteEnd::Failed(err);
+                    }
                 }
-                if let Err(err) = writer.flush().await {
-                    return WriteEnd::Failed(err);
+                Control::CloseNow(code, reason) => {
+                    return close_with(writer, code, &reason, handle).await;
                 }
+            }
+        }
+        // Take everything queued in one lock.
+        let close = {
+            let mut out = handle.outbound();
+            std::mem::swap(&mut out.queue, &mut batch);
+            if batch.is_empty() {
+                out.close.take()
+            } else {
+                None
+            }
+        };
+        if let Some((code, reason)) = close {
+            return close_with(writer, code, &reason, handle).await;
+        }
+        if batch.is_empty() {
+            // Before paying for a system call, give senders on this runtime
+            // one turn to add to the queue: bursts then leave in one write.
+            tokio::task::yield_now().await;
+            if !handle.outbound().queue.is_empty() {
                 continue;
             }
-        };
-        let result = match next {
-            // Both senders live as long as this task; treat the impossible
-            // end like a close.
-            None => return WriteEnd::SentClose,
-            Some(Err(Control::Pong(stamp))) => {
-                write_frame(writer, counters, control::pong_frame(stamp, &config.codec)).await
-            }
-            Some(Err(Control::CloseNow(code, reason))) => {
-                return close_with(writer, code, &reason, handle).await;
-            }
-            Some(Ok(Outbound::Close(code, reason))) => {
-                return close_with(writer, code, &reason, handle).await;
-            }
-            Some(Ok(Outbound::Frame(frame))) => {
-                let written = write_frame(writer, counters, frame).await;
-                if let Ok(len) = written {
-                    queued.fetch_sub(len, Ordering::AcqRel);
-                }
-                written
-            }
-        };
-        if let Err(err) = result {
-            return WriteEnd::Failed(err);
-        }
-        // Flush only when nothing else is waiting: many small frames then
-        // share one write system call.
-        if outbound.is_empty() && control_rx.is_empty() {
             if let Err(err) = writer.flush().await {
                 return WriteEnd::Failed(err);
             }
+            last_sent = Instant::now();
+            tokio::select! {
+                biased;
+                order = control_rx.recv() => {
+                    if let Some(Control::CloseNow(code, reason)) = order {
+                        return close_with(writer, code, &reason, handle).await;
+                    }
+                    if let Some(Control::Pong(stamp)) = order {
+                        let pong = control::pong_frame(stamp, &config.codec);
+                        if let Err(err) = write_frame(writer, counters, pong).await {
+                            return WriteEnd::Failed(err);
+                        }
+                    }
+                }
+                _ = handle.shared.wake.notified() => {}
+                _ = &mut keepalive => {
+                    let due = last_sent + config.keepalive_interval;
+                    if Instant::now() < due {
+                        keepalive.as_mut().reset(due);
+                        continue;
+                    }
+                    keepalive.as_mut().reset(Instant::now() + config.keepalive_interval);
+                    let stamp = started.elapsed().as_micros() as u64;
+                    let ping = control::ping_frame(stamp, &config.codec);
+                    if let Err(err) = write_frame(writer, counters, ping).await {
+                        return WriteEnd::Failed(err);
+                    }
+                }
+            }
+            continue;
+        }
+        let (frames, bytes) = (batch.len(), batch.iter().map(Bytes::len).sum::<usize>());
+        if let Err(err) = write_batch(writer, &mut batch, &mut chunk).await {
+            return WriteEnd::Failed(err);
+        }
+        counters
+            .frames_out
+            .fetch_add(frames as u64, Ordering::Relaxed);
+        counters
+            .bytes_out
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        let mut out = handle.outbound();
+        out.frames -= frames;
+        out.bytes -= bytes;
+    }
+}
+
+/// Small frames are copied into one buffer of up to this many bytes and
+/// written together; larger frames are written as they are.
+const CHUNK: usize = 64 * 1024;
+
+/// Writes a batch of frames, coalescing small ones into `chunk`.
+async fn write_batch<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    batch: &mut VecDeque<Bytes>,
+    chunk: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    for frame in batch.drain(..) {
+        if chunk.len() + frame.len() > CHUNK && !chunk.is_empty() {
+            writer.write_all(chunk).await?;
+            chunk.clear();
+        }
+        if frame.len() >= CHUNK {
+            writer.write_all(&frame).await?;
+        } else {
+            chunk.extend_from_slice(&frame);
         }
     }
+    if !chunk.is_empty() {
+        writer.write_all(chunk).await?;
+        chunk.clear();
+    }
+    Ok(())
 }
 
 async fn write_frame<S: AsyncWrite>(

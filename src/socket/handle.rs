@@ -1,24 +1,32 @@
 //! The sending side of a connection, shared between its owner and its task.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::reason::{CloseCode, DisconnectReason, SendError};
 use super::SocketConfig;
 use crate::message::{EncodedMessage, Message};
 
-/// What the writer task takes from the outbound queue.
-#[derive(Debug)]
-pub(crate) enum Outbound {
-    /// A complete frame to write.
-    Frame(Bytes),
-    /// Write everything queued before this, then the close frame, then hang up.
-    Close(CloseCode, String),
+/// The outbound queue: frames waiting for the writer, and a pending close.
+///
+/// A plain deque under a mutex rather than a channel: the writer takes the
+/// whole queue in one lock, so a burst of small frames costs one lock and one
+/// wake-up, not one per frame. `frames` and `bytes` count what is queued *and*
+/// what the writer has taken but not yet written, so the limits bound all the
+/// memory a peer's backlog holds.
+#[derive(Debug, Default)]
+pub(crate) struct OutQueue {
+    pub(crate) queue: VecDeque<Bytes>,
+    pub(crate) frames: usize,
+    pub(crate) bytes: usize,
+    /// Set by a graceful close: written after every frame queued before it.
+    pub(crate) close: Option<(CloseCode, String)>,
 }
 
 const CONNECTING: u8 = 0;
@@ -71,8 +79,9 @@ pub struct SocketStats {
 }
 
 pub(crate) struct Shared {
-    pub(crate) outbound: mpsc::Sender<Outbound>,
-    pub(crate) queued_bytes: AtomicUsize,
+    pub(crate) outbound: Mutex<OutQueue>,
+    /// Wakes the writer when the queue gains work.
+    pub(crate) wake: Notify,
     pub(crate) state: AtomicU8,
     pub(crate) kill: CancellationToken,
     pub(crate) kill_reason: Mutex<Option<DisconnectReason>>,
@@ -98,13 +107,10 @@ impl std::fmt::Debug for SocketHandle {
 }
 
 impl SocketHandle {
-    pub(crate) fn new(config: SocketConfig) -> (Self, mpsc::Receiver<Outbound>) {
-        // One slot more than the frame limit, so a close always fits behind a
-        // full queue of frames.
-        let (tx, rx) = mpsc::channel(config.outbound_queue_len.max(1) + 1);
+    pub(crate) fn new(config: SocketConfig) -> Self {
         let shared = Shared {
-            outbound: tx,
-            queued_bytes: AtomicUsize::new(0),
+            outbound: Mutex::new(OutQueue::default()),
+            wake: Notify::new(),
             state: AtomicU8::new(CONNECTING),
             kill: CancellationToken::new(),
             kill_reason: Mutex::new(None),
@@ -112,12 +118,9 @@ impl SocketHandle {
             peer_addr: Mutex::new(None),
             config,
         };
-        (
-            Self {
-                shared: Arc::new(shared),
-            },
-            rx,
-        )
+        Self {
+            shared: Arc::new(shared),
+        }
     }
 
     /// Encodes `message` and queues it. Never blocks. See [`send_encoded`](Self::send_encoded).
@@ -131,34 +134,30 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
+        let len = message.wire_len();
+        let config = &self.shared.config;
+        let mut out = self.outbound();
+        // Checked under the lock: `close` sets the state before it takes the
+        // lock, so no frame can slip in behind a close frame.
         match self.state() {
             SocketState::Closing | SocketState::Closed => return Err(SendError::Closed),
             SocketState::Connecting | SocketState::Open => {}
         }
-        let len = message.wire_len();
-        let before = self.shared.queued_bytes.fetch_add(len, Ordering::AcqRel);
-        let frames_full = self.shared.outbound.capacity() <= 1;
-        if frames_full || before + len > self.shared.config.max_outbound_bytes {
-            self.shared.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        if out.frames >= config.outbound_queue_len || out.bytes + len > config.max_outbound_bytes {
+            drop(out);
             self.kill(DisconnectReason::SlowConsumer);
             return Err(SendError::SlowConsumer);
         }
-        match self
-            .shared
-            .outbound
-            .try_send(Outbound::Frame(message.0.clone()))
-        {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.shared.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-                self.kill(DisconnectReason::SlowConsumer);
-                Err(SendError::SlowConsumer)
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.shared.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-                Err(SendError::Closed)
-            }
-        }
+        out.queue.push_back(message.0.clone());
+        out.frames += 1;
+        out.bytes += len;
+        drop(out);
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
+    pub(crate) fn outbound(&self) -> std::sync::MutexGuard<'_, OutQueue> {
+        self.shared.outbound.lock().expect("outbound queue lock")
     }
 
     /// Closes the connection gracefully: frames queued before this call are
@@ -170,16 +169,8 @@ impl SocketHandle {
         if was >= CLOSING {
             return;
         }
-        // The queue keeps one slot beyond the frame limit, but a racing
-        // sender may have taken it; then the close cannot wait its turn.
-        if self
-            .shared
-            .outbound
-            .try_send(Outbound::Close(code, reason.to_string()))
-            .is_err()
-        {
-            self.kill(DisconnectReason::SlowConsumer);
-        }
+        self.outbound().close = Some((code, reason.to_string()));
+        self.shared.wake.notify_one();
     }
 
     /// Ends the connection now, without flushing the queue: the task sends
@@ -234,15 +225,15 @@ impl SocketHandle {
     /// A snapshot of the connection's counters.
     pub fn stats(&self) -> SocketStats {
         let c = &self.shared.counters;
+        let out = self.outbound();
         SocketStats {
             frames_in: c.frames_in.load(Ordering::Relaxed),
             bytes_in: c.bytes_in.load(Ordering::Relaxed),
             frames_out: c.frames_out.load(Ordering::Relaxed),
             bytes_out: c.bytes_out.load(Ordering::Relaxed),
             rtt_micros: c.rtt_micros.load(Ordering::Relaxed),
-            queued_bytes: self.shared.queued_bytes.load(Ordering::Relaxed) as u64,
-            queued_frames: (self.shared.outbound.max_capacity() - self.shared.outbound.capacity())
-                as u64,
+            queued_bytes: out.bytes as u64,
+            queued_frames: out.frames as u64,
         }
     }
 }

@@ -95,7 +95,7 @@ impl ExtendedTcpSocket {
     where
         A: ToSocketAddrs + Send + 'static,
     {
-        let (handle, outbound) = SocketHandle::new(config.clone());
+        let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let task_handle = handle.clone();
         runtime::handle().spawn(async move {
@@ -111,10 +111,11 @@ impl ExtendedTcpSocket {
                 stream = TcpStream::connect(addr) => stream,
                 _ = task_handle.shared.kill.cancelled() => {
                     task_handle.set_closed();
-                    let _ = reporter.events.send(SocketEvent::Disconnected(DisconnectReason::Closed {
+                    let reason = DisconnectReason::Closed {
                         code: CloseCode::NORMAL,
                         reason: "closed before connecting".into(),
-                    })).await;
+                    };
+                    let _ = reporter.events.send(vec![SocketEvent::Disconnected(reason)]).await;
                     return;
                 }
             };
@@ -124,12 +125,15 @@ impl ExtendedTcpSocket {
                     if let Ok(addr) = stream.peer_addr() {
                         task_handle.set_peer_addr(addr);
                     }
-                    connection::run(stream, task_handle, outbound, reporter).await;
+                    connection::run(stream, task_handle, reporter).await;
                 }
                 Err(err) => {
                     task_handle.set_closed();
                     let reason = DisconnectReason::ConnectFailed(err.to_string());
-                    let _ = reporter.events.send(SocketEvent::Disconnected(reason)).await;
+                    let _ = reporter
+                        .events
+                        .send(vec![SocketEvent::Disconnected(reason)])
+                        .await;
                 }
             }
         });
@@ -142,7 +146,7 @@ impl ExtendedTcpSocket {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (handle, outbound) = SocketHandle::new(config.clone());
+        let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let reporter = Reporter {
             events: tx,
@@ -152,7 +156,7 @@ impl ExtendedTcpSocket {
             refuse: None,
             on_handshake_failure: None,
         };
-        runtime::handle().spawn(connection::run(stream, handle.clone(), outbound, reporter));
+        runtime::handle().spawn(connection::run(stream, handle.clone(), reporter));
         Self::from_parts(handle, events)
     }
 

@@ -492,7 +492,7 @@ impl Stream for ServerStream {
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
-    events: mpsc::Sender<ServerEvent>,
+    events: mpsc::Sender<Vec<ServerEvent>>,
 ) {
     let config = &shared.config;
     let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
@@ -518,7 +518,7 @@ async fn accept_loop(
         let slot = slots.clone().try_acquire_owned().ok();
         let _ = stream.set_nodelay(true);
         let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
-        let (handle, outbound) = SocketHandle::new(config.socket.clone());
+        let handle = SocketHandle::new(config.socket.clone());
         handle.set_peer_addr(addr);
         let refuse = slot.is_none().then_some(DisconnectReason::ServerFull);
         let (open_shared, open_handle) = (shared.clone(), handle.clone());
@@ -562,7 +562,7 @@ async fn accept_loop(
         tracing::debug!(%peer, %addr, "accepted");
         shared
             .tasks
-            .spawn(connection::run(stream, handle, outbound, reporter));
+            .spawn(connection::run(stream, handle, reporter));
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");
 }
