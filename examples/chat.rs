@@ -22,7 +22,7 @@ use switchboard::{
 
 switchboard::channels! {
     /// The example has one channel.
-    pub enum Chan { Chat = 1 }
+    pub enum Chan { Chat = 16 }
 }
 switchboard::actions! {
     /// What travels on it.

@@ -19,7 +19,7 @@ use crate::socket::{
 ///
 /// ```no_run
 /// use switchboard::{NetworkClient, SocketConfig};
-/// switchboard::channels! { pub enum Chan { Chat = 1 } }
+/// switchboard::channels! { pub enum Chan { Chat = 16 } }
 /// switchboard::actions! { pub enum ChatAction { Say = 1 } }
 ///
 /// let mut client = NetworkClient::connect("127.0.0.1:7000", SocketConfig::default());

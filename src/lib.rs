@@ -27,7 +27,7 @@
 //! use std::{cell::RefCell, rc::Rc, time::{Duration, Instant}};
 //! use switchboard::{BindScope, ExtendedTcpServer, NetworkClient, ServerConfig, SocketConfig};
 //!
-//! switchboard::channels! { pub enum Chan { Chat = 1 } }
+//! switchboard::channels! { pub enum Chan { Chat = 16 } }
 //! switchboard::actions! { pub enum Say { Line = 1 } }
 //!
 //! let mut server = ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default())?;
@@ -60,15 +60,21 @@
 pub mod client;
 pub mod codec;
 pub mod events;
+pub mod manager;
 pub mod message;
 pub mod router;
 pub mod runtime;
+pub mod session;
 pub mod signal;
 pub mod socket;
 
 pub use client::NetworkClient;
 pub use codec::{CodecConfig, ContentError, FrameError};
+pub use manager::{
+    Audience, GameLogic, ManagerConfig, ManagerHandle, Outbox, Rejection, Request, ServerManager,
+};
 pub use message::{Action, Channel, EncodedMessage, Message};
+pub use session::ClientId;
 pub use router::{Delivery, Router};
 pub use signal::{Connection, Signal};
 pub use socket::{

@@ -2,8 +2,8 @@
 //!
 //! Applications name their channels and actions with their own enums, declared
 //! with [`channels!`](crate::channels) and [`actions!`](crate::actions). On the
-//! wire both are `u16` ids; channel 0 is reserved for the framework's own
-//! system messages (handshake follow-up, keep-alive, close).
+//! wire both are `u16` ids; channels 0..=15 are the framework's (0: the
+//! socket's keep-alive and close, 1: the session protocol).
 //!
 //! The content is any serde type. It is encoded when the message is built and
 //! decoded on demand by the receiver, who names the type it expects; a
@@ -14,12 +14,22 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::codec::{self, CodecConfig, ContentError, FrameError};
 
-/// The channel id the framework keeps for itself. Applications use 1..=65535.
+/// The channel of the socket's own messages (ping, pong, close).
 pub const SYSTEM_CHANNEL: u16 = 0;
+
+/// The channel of the session protocol between a
+/// [`NetworkClient`](crate::NetworkClient) and a
+/// [`ServerManager`](crate::manager::ServerManager): hello, welcome, requests
+/// and their answers.
+pub const SESSION_CHANNEL: u16 = 1;
+
+/// Channels below this are the framework's; applications use
+/// `FIRST_APP_CHANNEL..=65535`.
+pub const FIRST_APP_CHANNEL: u16 = 16;
 
 /// A channel enum of the application. Implement it with [`channels!`](crate::channels).
 pub trait Channel: Copy + 'static {
-    /// The id on the wire (never 0: that is the system channel).
+    /// The id on the wire (16 or more: lower ids are the framework's).
     fn id(self) -> u16;
     /// The variant with this id, if any.
     fn from_id(id: u16) -> Option<Self>;
@@ -52,7 +62,7 @@ macro_rules! __wire_enum {
 
         $(const _: () = assert!(
             $value >= $min,
-            "channel id 0 is reserved for the framework's system channel"
+            "channel ids 0..=15 are reserved for the framework"
         );)+
 
         impl $crate::message::$trait for $name {
@@ -79,16 +89,16 @@ macro_rules! __wire_enum {
 /// ```
 /// switchboard::channels! {
 ///     /// Where messages go.
-///     pub enum Chan { Chat = 1, World = 2 }
+///     pub enum Chan { Chat = 16, World = 17 }
 /// }
 /// use switchboard::Channel;
-/// assert_eq!(Chan::from_id(2), Some(Chan::World));
+/// assert_eq!(Chan::from_id(17), Some(Chan::World));
 /// ```
 ///
-/// Id 0 is refused at compile time: it is the system channel.
+/// Ids 0..=15 are refused at compile time: they are the framework's.
 #[macro_export]
 macro_rules! channels {
-    ($($body:tt)*) => { $crate::__wire_enum!(Channel, 1, $($body)*); };
+    ($($body:tt)*) => { $crate::__wire_enum!(Channel, $crate::message::FIRST_APP_CHANNEL, $($body)*); };
 }
 
 /// Declares an application's action enum and implements [`Action`] for it.
@@ -180,9 +190,14 @@ impl Message {
         &self.content
     }
 
-    /// Whether this is one of the framework's own messages.
+    /// Whether this is one of the socket's own messages (channel 0).
     pub fn is_system(&self) -> bool {
         self.channel == SYSTEM_CHANNEL
+    }
+
+    /// Whether this travels on a channel the framework reserves (0..=15).
+    pub fn is_framework(&self) -> bool {
+        self.channel < FIRST_APP_CHANNEL
     }
 
     /// Encodes the message into a complete frame, once; the result can be
@@ -230,7 +245,7 @@ mod tests {
     use bytes::BytesMut;
     use tokio_util::codec::Decoder;
 
-    crate::channels! { enum Chan { Chat = 1, World = 300 } }
+    crate::channels! { enum Chan { Chat = 16, World = 300 } }
     crate::actions! { enum Act { Say = 0, Shout = 7 } }
 
     #[test]

@@ -110,8 +110,8 @@ async fn garbage_envelope_is_refused() {
 #[tokio::test]
 async fn garbage_content_is_a_typed_error_for_the_receiver_not_a_disconnect() {
     let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
-    // Channel 1, action 1, then bytes that are no String.
-    raw.write_all(&raw_frame(0, &[1, 1, 0xfd, 0xff]))
+    // Channel 16, action 1, then bytes that are no String.
+    raw.write_all(&raw_frame(0, &[16, 1, 0xfd, 0xff]))
         .await
         .unwrap();
     match next_server_event(&mut server).await {
@@ -128,7 +128,7 @@ async fn garbage_content_is_a_typed_error_for_the_receiver_not_a_disconnect() {
 async fn unknown_system_action_is_reported_and_ignored() {
     let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
     raw.write_all(&raw_frame(0, &[0, 99])).await.unwrap();
-    raw.write_all(&raw_frame(0, &[1, 1, 5, b'h', b'e', b'l', b'l', b'o']))
+    raw.write_all(&raw_frame(0, &[16, 1, 5, b'h', b'e', b'l', b'l', b'o']))
         .await
         .unwrap();
     match next_server_event(&mut server).await {

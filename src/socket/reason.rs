@@ -22,6 +22,13 @@ impl CloseCode {
     pub const IDLE_TIMEOUT: CloseCode = CloseCode(1011);
     /// The server has no room for another connection.
     pub const SERVER_FULL: CloseCode = CloseCode(1013);
+    /// The client was not admitted (password, token, authentication); do not
+    /// retry with the same credentials.
+    pub const REFUSED: CloseCode = CloseCode(1010);
+    /// Too many invalid messages.
+    pub const ABUSE: CloseCode = CloseCode(1007);
+    /// Another connection of the same client took over this session.
+    pub const REPLACED: CloseCode = CloseCode(1012);
 }
 
 impl std::fmt::Display for CloseCode {

@@ -199,8 +199,13 @@ impl ServerHandle {
 
     /// Closes one peer gracefully with a reason it will read.
     pub fn close_peer(&self, peer: PeerId, reason: &str) {
+        self.close_peer_with(peer, CloseCode::NORMAL, reason);
+    }
+
+    /// Closes one peer gracefully with a code and a reason it will read.
+    pub fn close_peer_with(&self, peer: PeerId, code: CloseCode, reason: &str) {
         if let Some(handle) = self.peer(peer) {
-            handle.close(CloseCode::NORMAL, reason);
+            handle.close(code, reason);
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 switchboard::channels! {
     /// Channels the tests use.
-    pub enum Chan { Chat = 1, Data = 2, Nobody = 9 }
+    pub enum Chan { Chat = 16, Data = 17, Nobody = 25 }
 }
 switchboard::actions! {
     /// Actions the tests use.

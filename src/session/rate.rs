@@ -1,0 +1,102 @@
+//! Per-client rate limits: token buckets for messages and bytes.
+
+use std::time::{Duration, Instant};
+
+/// One limit: a sustained rate and a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Units per second refilled.
+    pub per_second: f64,
+    /// Units that may be spent at once.
+    pub burst: f64,
+}
+
+/// A client's two buckets: messages and bytes.
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    messages: Bucket,
+    bytes: Bucket,
+}
+
+#[derive(Debug, Clone)]
+struct Bucket {
+    limit: RateLimit,
+    level: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(limit: RateLimit, now: Instant) -> Self {
+        Self {
+            limit,
+            level: limit.burst,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.level = (self.level + elapsed * self.limit.per_second).min(self.limit.burst);
+        self.at = now;
+    }
+}
+
+impl RateLimiter {
+    /// Full buckets at `now`.
+    pub fn new(messages: RateLimit, bytes: RateLimit, now: Instant) -> Self {
+        Self {
+            messages: Bucket::new(messages, now),
+            bytes: Bucket::new(bytes, now),
+        }
+    }
+
+    /// Spends one message of `len` bytes if both buckets allow it; otherwise
+    /// spends nothing and returns false.
+    pub fn allow(&mut self, len: usize, now: Instant) -> bool {
+        self.messages.refill(now);
+        self.bytes.refill(now);
+        if self.messages.level < 1.0 || self.bytes.level < len as f64 {
+            return false;
+        }
+        self.messages.level -= 1.0;
+        self.bytes.level -= len as f64;
+        true
+    }
+
+    /// How long until one more message of `len` bytes would be allowed.
+    pub fn retry_after(&self, len: usize) -> Duration {
+        let wait = |bucket: &Bucket, need: f64| {
+            ((need - bucket.level).max(0.0) / bucket.limit.per_second.max(f64::MIN_POSITIVE)).min(3600.0)
+        };
+        Duration::from_secs_f64(wait(&self.messages, 1.0).max(wait(&self.bytes, len as f64)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSGS: RateLimit = RateLimit { per_second: 10.0, burst: 5.0 };
+    const BYTES: RateLimit = RateLimit { per_second: 1000.0, burst: 1000.0 };
+
+    #[test]
+    fn burst_then_sustained_rate() {
+        let t0 = Instant::now();
+        let mut limiter = RateLimiter::new(MSGS, BYTES, t0);
+        assert!((0..5).all(|_| limiter.allow(10, t0)));
+        assert!(!limiter.allow(10, t0), "burst spent");
+        assert!(!limiter.allow(10, t0 + Duration::from_millis(50)));
+        assert!(limiter.allow(10, t0 + Duration::from_millis(100)), "one refilled after 100 ms");
+        assert!(limiter.retry_after(10) > Duration::ZERO);
+    }
+
+    #[test]
+    fn bytes_limit_counts_size() {
+        let t0 = Instant::now();
+        let mut limiter = RateLimiter::new(MSGS, BYTES, t0);
+        assert!(limiter.allow(900, t0));
+        assert!(!limiter.allow(200, t0), "only 100 bytes left");
+        assert!(limiter.allow(100, t0));
+        assert!(limiter.allow(500, t0 + Duration::from_millis(500)));
+    }
+}

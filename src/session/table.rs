@@ -1,0 +1,400 @@
+//! The session table: who is who, across reconnects.
+//!
+//! ```text
+//!            admit_new                 connection lost             grace passes
+//!   (none) ───────────▶ Online(peer) ─────────────────▶ Offline ───────────────▶ (expired)
+//!                          ▲   │ leave (goodbye)         │ resume(id, token)
+//!                          │   ▼                         │  rotates the token
+//!                          │ (gone)                      │
+//!                          └─────────────────────────────┘
+//!   resume while Online(old): the new peer replaces the old one (half-open socket).
+//! ```
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::token::ReconnectToken;
+use crate::socket::PeerId;
+
+/// A client's public id: stable across reconnects, shown to other players.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClientId(pub Uuid);
+
+impl ClientId {
+    /// A fresh random id.
+    pub fn random() -> Self {
+        Self(Uuid::new_v4())
+    }
+}
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Limits of the session table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// How long a disconnected client keeps its session for a reconnect
+    /// (default 60 s). Past it the session expires and the game's leave hook
+    /// runs; a reconnect then gets [`Refusal::Expired`].
+    pub grace_period: Duration,
+    /// Sessions held at once, online or within their grace period (default
+    /// 1024). A new client past it gets [`Refusal::Full`].
+    pub max_sessions: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            grace_period: Duration::from_secs(60),
+            max_sessions: 1024,
+        }
+    }
+}
+
+/// Why a client was not admitted. Nothing in the table changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No session has this id (never issued, or long gone).
+    #[error("unknown session")]
+    UnknownSession,
+    /// The token is not the session's current token (wrong, or already used).
+    #[error("invalid reconnect token")]
+    BadToken,
+    /// The session's grace period had passed.
+    #[error("session expired")]
+    Expired,
+    /// The table is at `max_sessions`.
+    #[error("server full")]
+    Full,
+    /// The join password was missing or wrong.
+    #[error("wrong password")]
+    WrongPassword,
+    /// The game's authentication hook said no.
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
+    /// The player name is empty, too long, or has control characters.
+    #[error("invalid name: {0}")]
+    InvalidName(String),
+}
+
+impl Refusal {
+    /// The number sent on the wire.
+    pub fn code(&self) -> u16 {
+        match self {
+            Refusal::UnknownSession => 1,
+            Refusal::BadToken => 2,
+            Refusal::Expired => 3,
+            Refusal::Full => 4,
+            Refusal::WrongPassword => 5,
+            Refusal::NotAllowed(_) => 6,
+            Refusal::InvalidName(_) => 7,
+        }
+    }
+}
+
+/// Where a session's client is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Online(PeerId),
+    Offline { since: Instant },
+}
+
+/// One client's session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The public id.
+    pub id: ClientId,
+    /// The player's name.
+    pub name: String,
+    /// When the session began.
+    pub joined_at: Instant,
+    /// How many times the client came back.
+    pub reconnects: u32,
+    token: ReconnectToken,
+    link: Link,
+}
+
+impl Session {
+    /// The connection currently serving this session, if online.
+    pub fn peer(&self) -> Option<PeerId> {
+        match self.link {
+            Link::Online(peer) => Some(peer),
+            Link::Offline { .. } => None,
+        }
+    }
+}
+
+/// What an admission gave the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// Its id (the old one on a resume).
+    pub client: ClientId,
+    /// Its new token: the only one that will work next time.
+    pub token: ReconnectToken,
+    /// Whether an existing session was resumed.
+    pub resumed: bool,
+    /// A connection this one replaced (a half-open socket of the same
+    /// client); the caller closes it.
+    pub replaced: Option<PeerId>,
+}
+
+/// Every session, and which connection serves which.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    config: SessionConfig,
+    by_id: HashMap<ClientId, Session>,
+    by_peer: HashMap<PeerId, ClientId>,
+}
+
+impl Sessions {
+    /// An empty table.
+    pub fn new(config: SessionConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// Starts a new session for the client on `peer`.
+    pub fn admit_new(&mut self, peer: PeerId, name: &str, now: Instant) -> Result<Admission, Refusal> {
+        if self.by_id.len() >= self.config.max_sessions {
+            return Err(Refusal::Full);
+        }
+        let client = ClientId::random();
+        let token = ReconnectToken::generate();
+        self.by_id.insert(
+            client,
+            Session {
+                id: client,
+                name: name.to_string(),
+                joined_at: now,
+                reconnects: 0,
+                token: token.clone(),
+                link: Link::Online(peer),
+            },
+        );
+        self.by_peer.insert(peer, client);
+        Ok(Admission {
+            client,
+            token,
+            resumed: false,
+            replaced: None,
+        })
+    }
+
+    /// Gives `client` back to the holder of its current token, on `peer`.
+    /// The token is rotated; on any refusal nothing changes.
+    pub fn resume(
+        &mut self,
+        peer: PeerId,
+        client: ClientId,
+        token: &ReconnectToken,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
+        let grace = self.config.grace_period;
+        let session = self.by_id.get_mut(&client).ok_or(Refusal::UnknownSession)?;
+        if !session.token.matches(token) {
+            return Err(Refusal::BadToken);
+        }
+        if let Link::Offline { since } = session.link {
+            if now.saturating_duration_since(since) > grace {
+                return Err(Refusal::Expired);
+            }
+        }
+        let replaced = session.peer();
+        session.token = ReconnectToken::generate();
+        session.link = Link::Online(peer);
+        session.reconnects += 1;
+        let token = session.token.clone();
+        if let Some(old) = replaced {
+            self.by_peer.remove(&old);
+        }
+        self.by_peer.insert(peer, client);
+        Ok(Admission {
+            client,
+            token,
+            resumed: true,
+            replaced,
+        })
+    }
+
+    /// The connection on `peer` ended without a goodbye: its session waits
+    /// out the grace period. Returns the client, if `peer` served one (a
+    /// replaced connection no longer does).
+    pub fn connection_lost(&mut self, peer: PeerId, now: Instant) -> Option<ClientId> {
+        let client = self.by_peer.remove(&peer)?;
+        if let Some(session) = self.by_id.get_mut(&client) {
+            session.link = Link::Offline { since: now };
+        }
+        Some(client)
+    }
+
+    /// The client on `peer` left for good: its session ends now.
+    pub fn leave(&mut self, peer: PeerId) -> Option<Session> {
+        let client = self.by_peer.remove(&peer)?;
+        self.by_id.remove(&client)
+    }
+
+    /// Ends every session whose grace period has passed; returns them.
+    pub fn expire(&mut self, now: Instant) -> Vec<Session> {
+        let grace = self.config.grace_period;
+        let expired: Vec<ClientId> = self
+            .by_id
+            .values()
+            .filter(|s| matches!(s.link, Link::Offline { since } if now.saturating_duration_since(since) > grace))
+            .map(|s| s.id)
+            .collect();
+        expired
+            .into_iter()
+            .filter_map(|id| self.by_id.remove(&id))
+            .collect()
+    }
+
+    /// The client a connection serves.
+    pub fn client_of(&self, peer: PeerId) -> Option<ClientId> {
+        self.by_peer.get(&peer).copied()
+    }
+
+    /// A session by id.
+    pub fn get(&self, client: ClientId) -> Option<&Session> {
+        self.by_id.get(&client)
+    }
+
+    /// Every session, online or not.
+    pub fn iter(&self) -> impl Iterator<Item = &Session> {
+        self.by_id.values()
+    }
+
+    /// How many sessions exist.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn table() -> Sessions {
+        Sessions::new(SessionConfig {
+            grace_period: Duration::from_secs(60),
+            max_sessions: 2,
+        })
+    }
+
+    #[test]
+    fn reconnect_within_grace_keeps_the_id_and_rotates_the_token() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        assert_eq!(sessions.connection_lost(PeerId(1), t0 + SECOND), Some(first.client));
+        let again = sessions
+            .resume(PeerId(2), first.client, &first.token, t0 + 30 * SECOND)
+            .unwrap();
+        assert_eq!(again.client, first.client);
+        assert!(again.resumed);
+        assert!(!again.token.matches(&first.token), "token rotated");
+        assert_eq!(sessions.client_of(PeerId(2)), Some(first.client));
+        assert_eq!(sessions.get(first.client).unwrap().reconnects, 1);
+    }
+
+    #[test]
+    fn reused_token_is_refused_and_changes_nothing() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        sessions.connection_lost(PeerId(1), t0);
+        let second = sessions.resume(PeerId(2), first.client, &first.token, t0).unwrap();
+        sessions.connection_lost(PeerId(2), t0);
+        assert_eq!(
+            sessions.resume(PeerId(3), first.client, &first.token, t0),
+            Err(Refusal::BadToken)
+        );
+        assert_eq!(sessions.client_of(PeerId(3)), None);
+        // The current token still works afterwards.
+        assert!(sessions.resume(PeerId(4), first.client, &second.token, t0).is_ok());
+    }
+
+    #[test]
+    fn forged_token_and_unknown_id_are_refused() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let forged = ReconnectToken([0; 32]);
+        assert_eq!(sessions.resume(PeerId(2), first.client, &forged, t0), Err(Refusal::BadToken));
+        assert_eq!(
+            sessions.resume(PeerId(2), ClientId::random(), &first.token, t0),
+            Err(Refusal::UnknownSession)
+        );
+        assert_eq!(sessions.get(first.client).unwrap().peer(), Some(PeerId(1)), "untouched");
+    }
+
+    #[test]
+    fn expired_session_is_refused_then_removed() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        sessions.connection_lost(PeerId(1), t0);
+        let late = t0 + 61 * SECOND;
+        assert_eq!(sessions.resume(PeerId(2), first.client, &first.token, late), Err(Refusal::Expired));
+        let expired = sessions.expire(late);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].id, first.client);
+        assert!(sessions.is_empty());
+        assert!(sessions.expire(late + 100 * SECOND).is_empty());
+    }
+
+    #[test]
+    fn online_sessions_never_expire() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        assert!(sessions.expire(t0 + 3600 * SECOND).is_empty());
+    }
+
+    #[test]
+    fn resume_over_a_half_open_connection_replaces_it() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let again = sessions.resume(PeerId(2), first.client, &first.token, t0).unwrap();
+        assert_eq!(again.replaced, Some(PeerId(1)));
+        // The old connection's end no longer touches the session.
+        assert_eq!(sessions.connection_lost(PeerId(1), t0), None);
+        assert_eq!(sessions.get(first.client).unwrap().peer(), Some(PeerId(2)));
+    }
+
+    #[test]
+    fn table_full_refuses_new_clients_but_not_reconnects() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let a = sessions.admit_new(PeerId(1), "a", t0).unwrap();
+        sessions.admit_new(PeerId(2), "b", t0).unwrap();
+        assert_eq!(sessions.admit_new(PeerId(3), "c", t0), Err(Refusal::Full));
+        sessions.connection_lost(PeerId(1), t0);
+        assert!(sessions.resume(PeerId(4), a.client, &a.token, t0).is_ok());
+    }
+
+    #[test]
+    fn leave_ends_the_session_at_once() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let a = sessions.admit_new(PeerId(1), "a", t0).unwrap();
+        assert_eq!(sessions.leave(PeerId(1)).unwrap().id, a.client);
+        assert_eq!(sessions.resume(PeerId(2), a.client, &a.token, t0), Err(Refusal::UnknownSession));
+    }
+}
