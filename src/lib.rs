@@ -57,6 +57,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod board;
 pub mod client;
 pub mod codec;
 pub mod events;
@@ -68,7 +69,10 @@ pub mod session;
 pub mod signal;
 pub mod socket;
 
-pub use client::NetworkClient;
+pub use client::{
+    ClientConfig, ClientError, ClientSignals, NetworkClient, ReconnectPolicy, RequestError,
+    RequestStatus, RequestTicket, Welcomed,
+};
 pub use codec::{CodecConfig, ContentError, FrameError};
 pub use manager::{
     Audience, GameLogic, ManagerConfig, ManagerHandle, Outbox, Rejection, Request, ServerManager,
