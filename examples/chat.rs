@@ -6,8 +6,9 @@
 //! cargo run --example chat -- --join 127.0.0.1:7000 --name carol   # type lines, Ctrl-D quits
 //! ```
 //!
-//! Everything runs on the main thread through `poll()`: the network tasks only
-//! queue events, and the slots below run when `poll()` is called.
+//! The clients run on the main thread through `poll()`: the network tasks only
+//! queue events, and the slots below run when `poll()` is called. The server
+//! validates every line before relaying it, and names the speaker itself.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchboard::{
-    BindScope, ExtendedTcpServer, NetworkClient, PeerId, ServerConfig, ServerHandle, SocketConfig,
+    Audience, BindScope, ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient, Outbox,
+    Rejection, Request, ServerManager,
 };
 
 switchboard::channels! {
@@ -27,12 +29,10 @@ switchboard::channels! {
 switchboard::actions! {
     /// What travels on it.
     pub enum ChatAction {
-        /// Client to server: my name is (String).
-        Join = 1,
         /// Client to server: a line I typed (String).
-        Say = 2,
+        Say = 1,
         /// Server to clients: a [`Line`] someone said.
-        Line = 3,
+        Line = 2,
     }
 }
 
@@ -44,70 +44,72 @@ struct Line {
     text: String,
 }
 
-/// Wires a chat server's slots: names per peer, relay of every line.
-fn chat_server(server: &ExtendedTcpServer) {
-    let names: Rc<RefCell<HashMap<PeerId, String>>> = Rc::default();
-    let handle: ServerHandle = server.handle();
-    let announce = move |from: &str, text: String| {
-        let line = Line {
-            from: from.to_string(),
-            text,
-        };
-        match switchboard::Message::new(Chan::Chat, ChatAction::Line, &line) {
-            Ok(message) => {
-                let _ = handle.broadcast(&message);
-            }
-            Err(err) => eprintln!("cannot encode a line: {err}"),
-        }
-    };
-    let (on_chat_names, on_chat_announce) = (names.clone(), announce.clone());
-    server
-        .subscribe(Chan::Chat, move |delivery| {
-            let text: String = match delivery.content() {
-                Ok(text) => text,
-                Err(err) => return eprintln!("{}: bad content: {err}", delivery.sender),
-            };
-            match delivery.action::<ChatAction>() {
-                Some(ChatAction::Join) => {
-                    let name: String = text.chars().filter(|c| !c.is_control()).take(24).collect();
-                    on_chat_names
-                        .borrow_mut()
-                        .insert(delivery.sender, name.clone());
-                    on_chat_announce("server", format!("{name} joined"));
-                }
-                Some(ChatAction::Say) => {
-                    let name = on_chat_names
-                        .borrow()
-                        .get(&delivery.sender)
-                        .cloned()
-                        .unwrap_or_else(|| delivery.sender.to_string());
-                    on_chat_announce(&name, text);
-                }
-                _ => eprintln!("{}: unknown chat action", delivery.sender),
-            }
-        })
-        .detach();
-    server
-        .signals()
-        .peer_disconnected
-        .connect(move |(peer, reason)| {
-            if let Some(name) = names.borrow_mut().remove(peer) {
-                announce("server", format!("{name} left ({reason})"));
-            }
-        })
-        .detach();
+/// The server's rules: lines of 1 to 200 characters, relayed to everyone.
+#[derive(Default)]
+struct ChatLogic {
+    names: HashMap<ClientId, String>,
 }
 
-/// A client that prints every line it hears, prefixed with `who`.
-fn chat_client(addr: std::net::SocketAddr, who: &str) -> (NetworkClient, Rc<RefCell<usize>>) {
-    let client = NetworkClient::connect(addr, SocketConfig::default());
+impl ChatLogic {
+    fn announce(out: &mut Outbox, from: &str, text: String) {
+        let line = Line {
+            from: from.into(),
+            text,
+        };
+        if let Err(err) = out.send(Audience::All, Chan::Chat, ChatAction::Line, &line) {
+            eprintln!("cannot encode a line: {err}");
+        }
+    }
+}
+
+impl GameLogic for ChatLogic {
+    type Command = String;
+
+    fn validate(&self, request: &Request) -> Result<String, Rejection> {
+        let Chan::Chat = request.channel::<Chan>()?;
+        match request.action::<ChatAction>()? {
+            ChatAction::Say => {
+                let text: String = request.content()?;
+                match text.chars().count() {
+                    0 => Err(Rejection::invalid("say something")),
+                    1..=200 => Ok(text),
+                    _ => Err(Rejection::invalid("lines are at most 200 characters")),
+                }
+            }
+            ChatAction::Line => Err(Rejection::invalid("only the server sends lines")),
+        }
+    }
+
+    fn apply(&mut self, client: ClientId, text: String, out: &mut Outbox) {
+        let name = self.names.get(&client).cloned().unwrap_or_default();
+        Self::announce(out, &name, text);
+    }
+
+    fn on_join(&mut self, client: ClientId, name: &str, out: &mut Outbox) {
+        self.names.insert(client, name.to_string());
+        Self::announce(out, "server", format!("{name} joined"));
+    }
+
+    fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
+        if let Some(name) = self.names.remove(&client) {
+            Self::announce(out, "server", format!("{name} left"));
+        }
+    }
+}
+
+/// A client that prints every line it hears, prefixed with `who`, and
+/// counts the lines players said.
+fn chat_client(addr: impl ToString, who: &str) -> (NetworkClient, Rc<RefCell<usize>>) {
+    let client = NetworkClient::connect(addr, ClientConfig::named(who));
     let heard = Rc::new(RefCell::new(0));
     let (count, me) = (heard.clone(), who.to_string());
     client
         .subscribe(Chan::Chat, move |delivery| {
             if let Ok(line) = delivery.content::<Line>() {
                 println!("[{me} sees] {}: {}", line.from, line.text);
-                *count.borrow_mut() += 1;
+                if line.from != "server" {
+                    *count.borrow_mut() += 1;
+                }
             }
         })
         .detach();
@@ -117,15 +119,22 @@ fn chat_client(addr: std::net::SocketAddr, who: &str) -> (NetworkClient, Rc<RefC
         .disconnected
         .connect(move |reason| println!("[{me}] disconnected: {reason}"))
         .detach();
+    let me = who.to_string();
     client
-        .send(Chan::Chat, ChatAction::Join, who)
-        .expect("queue join");
+        .signals()
+        .error
+        .connect(move |err| println!("[{me}] {err:?}"))
+        .detach();
     (client, heard)
 }
 
 fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    let mut server = ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default())?;
-    chat_server(&server);
+    let server = ServerManager::spawn(
+        BindScope::Loopback,
+        0,
+        ManagerConfig::default(),
+        ChatLogic::default(),
+    )?;
     println!("chat server on {}", server.local_addr());
     let (mut alice, alice_heard) = chat_client(server.local_addr(), "alice");
     let (mut bob, bob_heard) = chat_client(server.local_addr(), "bob");
@@ -135,21 +144,24 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         ("bob", "and the slots run on my thread"),
         ("alice", "see you"),
     ];
-    // Each client sees 2 joins + 3 lines.
+    // Each client hears the three lines of the script.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut said = 0;
-    while *alice_heard.borrow() < 5 || *bob_heard.borrow() < 5 {
+    while *alice_heard.borrow() < 3 || *bob_heard.borrow() < 3 {
         if Instant::now() > deadline {
             return Err("the chat did not complete in 10 s".into());
         }
         // Speak once both have joined, one line per pass, in order.
-        if said < script.len() && *alice_heard.borrow() >= 2 && *bob_heard.borrow() >= 2 {
+        if said < script.len()
+            && alice.is_welcomed()
+            && bob.is_welcomed()
+            && *alice_heard.borrow() == said
+        {
             let (who, text) = script[said];
             let speaker = if who == "alice" { &alice } else { &bob };
             speaker.send(Chan::Chat, ChatAction::Say, text)?;
             said += 1;
         }
-        server.poll();
         alice.poll();
         bob.poll_timeout(Duration::from_millis(5));
     }
@@ -158,26 +170,25 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         alice_heard.borrow(),
         bob_heard.borrow()
     );
+    alice.close("bye");
+    bob.close("bye");
+    server.shutdown();
     Ok(())
 }
 
 fn serve(port: u16) -> Result<(), Box<dyn std::error::Error>> {
-    let mut server =
-        ExtendedTcpServer::bind(BindScope::AllInterfaces, port, ServerConfig::default())?;
-    chat_server(&server);
-    println!(
-        "chat server listening on {} (Ctrl-C stops it)",
-        server.local_addr()
-    );
-    loop {
-        server.poll_timeout(Duration::from_millis(50));
-    }
+    println!("chat server on port {port} of every interface (Ctrl-C stops it)");
+    switchboard::process::run_server(
+        BindScope::AllInterfaces,
+        port,
+        ManagerConfig::default(),
+        ChatLogic::default(),
+        false,
+    )?;
+    Ok(())
 }
 
 fn join(addr: String, name: String) -> Result<(), Box<dyn std::error::Error>> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(&addr)?
-        .next()
-        .ok_or("address did not resolve")?;
     let (mut client, _) = chat_client(addr, &name);
     let (lines_tx, lines) = mpsc::channel::<String>();
     std::thread::spawn(move || {
@@ -198,7 +209,7 @@ fn join(addr: String, name: String) -> Result<(), Box<dyn std::error::Error>> {
             Err(mpsc::TryRecvError::Empty) => {}
         }
         client.poll_timeout(Duration::from_millis(20));
-        if client.state() == switchboard::SocketState::Closed {
+        if client.is_finished() {
             return Ok(());
         }
     }

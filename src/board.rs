@@ -167,7 +167,11 @@ impl BoardLogic {
 
     /// The seat a client holds.
     pub fn seat_of(&self, client: ClientId) -> Option<u8> {
-        self.seating.0.iter().find(|(_, c)| **c == client).map(|(seat, _)| *seat)
+        self.seating
+            .0
+            .iter()
+            .find(|(_, c)| **c == client)
+            .map(|(seat, _)| *seat)
     }
 
     fn name(&self, client: ClientId) -> String {
@@ -189,7 +193,12 @@ impl BoardLogic {
             name: self.name(client),
             status: status.into(),
         };
-        send(out, Audience::AllExcept(client), BoardAction::Presence, &presence);
+        send(
+            out,
+            Audience::AllExcept(client),
+            BoardAction::Presence,
+            &presence,
+        );
     }
 }
 
@@ -210,7 +219,9 @@ fn check_text(text: &str) -> Result<(), Rejection> {
         return Err(Rejection::invalid("say something"));
     }
     if text.chars().count() > MAX_LINE {
-        return Err(Rejection::invalid(format!("lines are at most {MAX_LINE} characters")));
+        return Err(Rejection::invalid(format!(
+            "lines are at most {MAX_LINE} characters"
+        )));
     }
     Ok(())
 }
@@ -240,25 +251,39 @@ impl GameLogic for BoardLogic {
             BoardAction::Set => {
                 let set: SetValue = request.content()?;
                 let key_ok = (1..=32).contains(&set.key.len())
-                    && set.key.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    && set
+                        .key
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
                 if !key_ok {
-                    return Err(Rejection::invalid("keys are 1 to 32 characters of a-z, 0-9 and _"));
+                    return Err(Rejection::invalid(
+                        "keys are 1 to 32 characters of a-z, 0-9 and _",
+                    ));
                 }
                 if set.value.len() > MAX_VALUE {
-                    return Err(Rejection::invalid(format!("values are at most {MAX_VALUE} bytes")));
+                    return Err(Rejection::invalid(format!(
+                        "values are at most {MAX_VALUE} bytes"
+                    )));
                 }
                 if !self.board.contains_key(&set.key) && self.board.len() >= MAX_KEYS {
-                    return Err(Rejection::invalid(format!("the board holds at most {MAX_KEYS} keys")));
+                    return Err(Rejection::invalid(format!(
+                        "the board holds at most {MAX_KEYS} keys"
+                    )));
                 }
                 Ok(BoardCommand::Set(set))
             }
             BoardAction::Claim => {
                 let seat: u8 = request.content()?;
                 if seat >= self.seats {
-                    return Err(Rejection::invalid(format!("seats are 0 to {}", self.seats - 1)));
+                    return Err(Rejection::invalid(format!(
+                        "seats are 0 to {}",
+                        self.seats - 1
+                    )));
                 }
                 match self.seating.0.get(&seat) {
-                    Some(holder) if *holder == request.client => Err(Rejection::invalid("you already sit there")),
+                    Some(holder) if *holder == request.client => {
+                        Err(Rejection::invalid("you already sit there"))
+                    }
                     Some(_) => Err(Rejection::invalid(format!("seat {seat} is taken"))),
                     None if self.seat_of(request.client).is_some() => {
                         Err(Rejection::invalid("release your seat first"))
@@ -283,16 +308,40 @@ impl GameLogic for BoardLogic {
     fn apply(&mut self, client: ClientId, command: BoardCommand, out: &mut Outbox) {
         match command {
             BoardCommand::Say(text) => {
-                let line = Line { from: client, name: self.name(client), text, private: false };
+                let line = Line {
+                    from: client,
+                    name: self.name(client),
+                    text,
+                    private: false,
+                };
                 send(out, Audience::All, BoardAction::Line, &line);
             }
             BoardCommand::Whisper(Whisper { to, text }) => {
-                let line = Line { from: client, name: self.name(client), text, private: true };
-                send(out, Audience::Only(vec![client, to]), BoardAction::Line, &line);
+                let line = Line {
+                    from: client,
+                    name: self.name(client),
+                    text,
+                    private: true,
+                };
+                send(
+                    out,
+                    Audience::Only(vec![client, to]),
+                    BoardAction::Line,
+                    &line,
+                );
             }
             BoardCommand::Set(SetValue { key, value }) => {
                 self.board.insert(key.clone(), value.clone());
-                send(out, Audience::All, BoardAction::Changed, &Changed { key, value, by: client });
+                send(
+                    out,
+                    Audience::All,
+                    BoardAction::Changed,
+                    &Changed {
+                        key,
+                        value,
+                        by: client,
+                    },
+                );
             }
             BoardCommand::Claim(seat) => {
                 self.seating.0.insert(seat, client);
@@ -308,13 +357,23 @@ impl GameLogic for BoardLogic {
     fn on_join(&mut self, client: ClientId, name: &str, out: &mut Outbox) {
         self.names.insert(client, name.to_string());
         self.online.insert(client, true);
-        send(out, Audience::One(client), BoardAction::Snapshot, &self.snapshot(client));
+        send(
+            out,
+            Audience::One(client),
+            BoardAction::Snapshot,
+            &self.snapshot(client),
+        );
         self.presence(client, "joined", out);
     }
 
     fn on_reconnect(&mut self, client: ClientId, out: &mut Outbox) {
         self.online.insert(client, true);
-        send(out, Audience::One(client), BoardAction::Snapshot, &self.snapshot(client));
+        send(
+            out,
+            Audience::One(client),
+            BoardAction::Snapshot,
+            &self.snapshot(client),
+        );
         self.presence(client, "back", out);
     }
 
@@ -330,7 +389,12 @@ impl GameLogic for BoardLogic {
         let had_seat = self.seat_of(client).is_some();
         self.seating.0.retain(|_, holder| *holder != client);
         if had_seat {
-            send(out, Audience::AllExcept(client), BoardAction::Seats, &self.seating);
+            send(
+                out,
+                Audience::AllExcept(client),
+                BoardAction::Seats,
+                &self.seating,
+            );
         }
     }
 }
@@ -341,7 +405,11 @@ mod tests {
     use crate::message::Message;
 
     fn request<T: Serialize>(client: ClientId, action: BoardAction, content: &T) -> Request {
-        Request { client, id: 1, message: Message::new(BoardChannel::Board, action, content).unwrap() }
+        Request {
+            client,
+            id: 1,
+            message: Message::new(BoardChannel::Board, action, content).unwrap(),
+        }
     }
 
     fn joined(logic: &mut BoardLogic, name: &str) -> ClientId {
@@ -354,8 +422,13 @@ mod tests {
     fn whisper_is_addressed_to_exactly_two() {
         let mut logic = BoardLogic::default();
         let (ann, bob) = (joined(&mut logic, "ann"), joined(&mut logic, "bob"));
-        let whisper = Whisper { to: bob, text: "psst".into() };
-        let command = logic.validate(&request(ann, BoardAction::Whisper, &whisper)).unwrap();
+        let whisper = Whisper {
+            to: bob,
+            text: "psst".into(),
+        };
+        let command = logic
+            .validate(&request(ann, BoardAction::Whisper, &whisper))
+            .unwrap();
         let mut out = Outbox::default();
         logic.apply(ann, command, &mut out);
         assert_eq!(out.updates().len(), 1);
@@ -366,20 +439,31 @@ mod tests {
     fn taken_seat_is_rejected_and_nothing_changes() {
         let mut logic = BoardLogic::new(2);
         let (ann, bob) = (joined(&mut logic, "ann"), joined(&mut logic, "bob"));
-        let command = logic.validate(&request(ann, BoardAction::Claim, &1u8)).unwrap();
+        let command = logic
+            .validate(&request(ann, BoardAction::Claim, &1u8))
+            .unwrap();
         logic.apply(ann, command, &mut Outbox::default());
-        let err = logic.validate(&request(bob, BoardAction::Claim, &1u8)).unwrap_err();
+        let err = logic
+            .validate(&request(bob, BoardAction::Claim, &1u8))
+            .unwrap_err();
         assert_eq!(err.reason, "seat 1 is taken");
         assert_eq!(logic.seat_of(ann), Some(1));
         assert_eq!(logic.seat_of(bob), None);
-        assert!(logic.validate(&request(bob, BoardAction::Claim, &2u8)).is_err(), "no seat 2");
+        assert!(
+            logic
+                .validate(&request(bob, BoardAction::Claim, &2u8))
+                .is_err(),
+            "no seat 2"
+        );
     }
 
     #[test]
     fn seat_survives_a_lost_connection_and_goes_on_leave() {
         let mut logic = BoardLogic::default();
         let ann = joined(&mut logic, "ann");
-        let command = logic.validate(&request(ann, BoardAction::Claim, &3u8)).unwrap();
+        let command = logic
+            .validate(&request(ann, BoardAction::Claim, &3u8))
+            .unwrap();
         logic.apply(ann, command, &mut Outbox::default());
         logic.on_connection_lost(ann, &mut Outbox::default());
         logic.on_reconnect(ann, &mut Outbox::default());
@@ -392,8 +476,13 @@ mod tests {
     fn bad_keys_and_content_are_refused() {
         let mut logic = BoardLogic::default();
         let ann = joined(&mut logic, "ann");
-        let bad_key = SetValue { key: "Bad Key".into(), value: "v".into() };
-        assert!(logic.validate(&request(ann, BoardAction::Set, &bad_key)).is_err());
+        let bad_key = SetValue {
+            key: "Bad Key".into(),
+            value: "v".into(),
+        };
+        assert!(logic
+            .validate(&request(ann, BoardAction::Set, &bad_key))
+            .is_err());
         let wrong_type = request(ann, BoardAction::Set, &42u64);
         assert_eq!(
             logic.validate(&wrong_type).unwrap_err().kind,

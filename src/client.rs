@@ -308,7 +308,11 @@ impl NetworkClient {
 
     /// Connects `slot` to every message on `channel`. Dropping the returned
     /// [`Connection`] unsubscribes it.
-    pub fn subscribe<C: Channel>(&self, channel: C, slot: impl FnMut(&Delivery) + 'static) -> Connection {
+    pub fn subscribe<C: Channel>(
+        &self,
+        channel: C,
+        slot: impl FnMut(&Delivery) + 'static,
+    ) -> Connection {
         self.router.subscribe(channel, slot)
     }
 
@@ -346,7 +350,8 @@ impl NetworkClient {
         if self.pending.len() >= self.config.max_pending_requests {
             return Err(RequestError::TooManyPending);
         }
-        let content = crate::codec::encode_value(content).map_err(|e| RequestError::Send(e.to_string()))?;
+        let content =
+            crate::codec::encode_value(content).map_err(|e| RequestError::Send(e.to_string()))?;
         let id = self.next_request;
         let frame = RequestFrame {
             id,
@@ -381,7 +386,9 @@ impl NetworkClient {
 
     /// Where the current connection is in its life.
     pub fn state(&self) -> SocketState {
-        self.socket.as_ref().map_or(SocketState::Closed, ExtendedTcpSocket::state)
+        self.socket
+            .as_ref()
+            .map_or(SocketState::Closed, ExtendedTcpSocket::state)
     }
 
     /// Delivers queued events to signals and subscribers on this thread,
@@ -428,7 +435,10 @@ impl NetworkClient {
                 self.signals.received.emit(&message);
                 self.router.route(PeerId::SERVER, message);
             }
-            SocketEvent::Error(err) => self.signals.error.emit(&ClientError::Socket(err.to_string())),
+            SocketEvent::Error(err) => self
+                .signals
+                .error
+                .emit(&ClientError::Socket(err.to_string())),
             SocketEvent::Disconnected(reason) => self.on_disconnected(reason),
         }
     }
@@ -436,7 +446,9 @@ impl NetworkClient {
     fn on_session_message(&mut self, message: Message) {
         match message.action_id() {
             protocol::WELCOME => {
-                let Ok(welcome) = message.content::<Welcome>() else { return };
+                let Ok(welcome) = message.content::<Welcome>() else {
+                    return;
+                };
                 self.identity = Some((welcome.client, welcome.token));
                 self.welcomed = true;
                 self.retry = None;
@@ -446,7 +458,10 @@ impl NetworkClient {
                 });
             }
             protocol::REFUSED => {
-                let refused = message.content::<Refused>().map(|r| r.reason).unwrap_or_default();
+                let refused = message
+                    .content::<Refused>()
+                    .map(|r| r.reason)
+                    .unwrap_or_default();
                 self.refused = true;
                 self.signals.refused.emit(&refused);
             }
@@ -456,15 +471,21 @@ impl NetworkClient {
                 }
             }
             protocol::REJECTED => {
-                let Ok(rejected) = message.content::<Rejected>() else { return };
+                let Ok(rejected) = message.content::<Rejected>() else {
+                    return;
+                };
                 if rejected.id == 0 {
-                    self.signals.error.emit(&ClientError::Rejected(rejected.reason));
+                    self.signals
+                        .error
+                        .emit(&ClientError::Rejected(rejected.reason));
                 } else {
                     self.finish_request(rejected.id, RequestStatus::Rejected(rejected.reason));
                 }
             }
             protocol::ERROR => {
-                let Ok(reply) = message.content::<ErrorReply>() else { return };
+                let Ok(reply) = message.content::<ErrorReply>() else {
+                    return;
+                };
                 if reply.id != 0 && self.pending.contains_key(&reply.id) {
                     let failure = RequestError::Server {
                         code: reply.code,

@@ -15,42 +15,44 @@
 //! | [`message`] | the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues, keep-alive, close reasons |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
-//! | [`client`] | [`NetworkClient`]: a connection plus channel subscriptions |
+//! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
+//! | [`manager`] | [`ServerManager`]: hellos, sessions, requests validated by the game's [`GameLogic`], addressed updates, stats |
+//! | [`client`] | [`NetworkClient`]: joins a server, subscribes per channel, sends requests, reconnects with its id and token |
+//! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
+//! | [`board`] | the built-in game of `switchboard-server`: a shared board, seats, chat |
 //! | [`events`] | the bounded event queue between network tasks and `poll()` / streams |
 //! | [`runtime`] | where network tasks run when the game has no tokio runtime |
 //!
 //! ## Example
 //!
-//! A server and a client on loopback, in one thread, driven by `poll()`:
+//! A server running the built-in board game, and a client that asks for a
+//! seat and hears the answer, all driven by `poll()` on this thread:
 //!
 //! ```
 //! use std::{cell::RefCell, rc::Rc, time::{Duration, Instant}};
-//! use switchboard::{BindScope, ExtendedTcpServer, NetworkClient, ServerConfig, SocketConfig};
+//! use switchboard::board::{BoardAction, BoardChannel, BoardLogic, Seats};
+//! use switchboard::{BindScope, ClientConfig, ManagerConfig, NetworkClient, RequestStatus, ServerManager};
 //!
-//! switchboard::channels! { pub enum Chan { Chat = 16 } }
-//! switchboard::actions! { pub enum Say { Line = 1 } }
+//! let server = ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), BoardLogic::new(4))?;
+//! let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
 //!
-//! let mut server = ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default())?;
-//! let handle = server.handle();
-//! // The server echoes every chat line to everyone.
-//! server.subscribe(Chan::Chat, move |delivery| {
-//!     let _ = handle.broadcast(&delivery.message);
+//! let seats = Rc::new(RefCell::new(None));
+//! let sink = seats.clone();
+//! client.subscribe(BoardChannel::Board, move |delivery| {
+//!     if delivery.action() == Some(BoardAction::Seats) {
+//!         *sink.borrow_mut() = delivery.content::<Seats>().ok();
+//!     }
 //! }).detach();
 //!
-//! let mut client = NetworkClient::connect(server.local_addr(), SocketConfig::default());
-//! let heard = Rc::new(RefCell::new(None));
-//! let sink = heard.clone();
-//! client.subscribe(Chan::Chat, move |delivery| {
-//!     *sink.borrow_mut() = delivery.content::<String>().ok();
-//! }).detach();
-//! client.send(Chan::Chat, Say::Line, "hello")?;
-//!
-//! let deadline = Instant::now() + Duration::from_secs(5);
-//! while heard.borrow().is_none() && Instant::now() < deadline {
-//!     server.poll();
-//!     client.poll_timeout(Duration::from_millis(10));
+//! let ticket = client.request(BoardChannel::Board, BoardAction::Claim, &2u8)?;
+//! let deadline = Instant::now() + Duration::from_secs(10);
+//! while !ticket.is_done() && Instant::now() < deadline {
+//!     client.poll_timeout(Duration::from_millis(10)); // slots run here
 //! }
-//! assert_eq!(heard.borrow().as_deref(), Some("hello"));
+//! assert_eq!(ticket.status(), RequestStatus::Accepted);
+//! let me = client.client_id().unwrap();
+//! assert_eq!(seats.borrow().as_ref().unwrap().0.get(&2), Some(&me));
+//! server.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -63,6 +65,7 @@ pub mod codec;
 pub mod events;
 pub mod manager;
 pub mod message;
+pub mod process;
 pub mod router;
 pub mod runtime;
 pub mod session;
@@ -78,8 +81,9 @@ pub use manager::{
     Audience, GameLogic, ManagerConfig, ManagerHandle, Outbox, Rejection, Request, ServerManager,
 };
 pub use message::{Action, Channel, EncodedMessage, Message};
-pub use session::ClientId;
+pub use process::{LocalServer, LocalServerOptions, ServerProgram};
 pub use router::{Delivery, Router};
+pub use session::ClientId;
 pub use signal::{Connection, Signal};
 pub use socket::{
     BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming, PeerId,

@@ -9,14 +9,26 @@ use std::time::{Duration, Instant};
 
 use common::{Act, Chan};
 use switchboard::{
-    BindScope, DisconnectReason, ExtendedTcpServer, NetworkClient, PeerId, ServerConfig,
+    BindScope, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Message, ServerConfig,
     SocketConfig,
 };
+
+/// A plain socket client (the session-speaking `NetworkClient` is tested
+/// against a `ServerManager` in tests/manager.rs).
+fn client(server: &ExtendedTcpServer) -> ExtendedTcpSocket {
+    ExtendedTcpSocket::connect(server.local_addr(), SocketConfig::default())
+}
+
+fn say<T: serde::Serialize>(socket: &ExtendedTcpSocket, channel: Chan, action: Act, content: &T) {
+    socket
+        .send(&Message::new(channel, action, content).unwrap())
+        .unwrap();
+}
 
 /// Polls the server and clients until `done` or the deadline.
 fn pump(
     server: &mut ExtendedTcpServer,
-    clients: &mut [&mut NetworkClient],
+    clients: &mut [&mut ExtendedTcpSocket],
     done: impl Fn() -> bool,
 ) {
     let deadline = Instant::now() + common::WAIT;
@@ -56,23 +68,22 @@ fn poll_runs_slots_on_the_calling_thread_with_sender_action_and_content() {
         .peer_connected
         .connect(move |(peer, _)| c.borrow_mut().push(*peer));
 
-    let mut alice = NetworkClient::connect(server.local_addr(), SocketConfig::default());
-    let mut bob = NetworkClient::connect(server.local_addr(), SocketConfig::default());
+    let mut alice = client(&server);
+    let mut bob = client(&server);
     let bob_heard = Rc::new(RefCell::new(Vec::new()));
     let heard = bob_heard.clone();
-    let _bob_chat = bob.subscribe(Chan::Chat, move |delivery| {
+    let _bob_chat = bob.signals().received.connect(move |message| {
         assert_eq!(std::thread::current().id(), me);
-        assert_eq!(delivery.sender, PeerId::SERVER);
         heard
             .borrow_mut()
-            .push(delivery.content::<String>().unwrap());
+            .push(message.content::<String>().unwrap());
     });
     let c = connected.clone();
     pump(&mut server, &mut [&mut alice, &mut bob], move || {
         c.borrow().len() == 2
     });
 
-    alice.send(Chan::Chat, Act::Say, "hello bob").unwrap();
+    say(&alice, Chan::Chat, Act::Say, &"hello bob");
     let h = bob_heard.clone();
     pump(&mut server, &mut [&mut alice, &mut bob], move || {
         !h.borrow().is_empty()
@@ -91,12 +102,12 @@ fn poll_runs_slots_on_the_calling_thread_with_sender_action_and_content() {
 fn message_without_subscriber_is_counted_not_fatal() {
     let mut server =
         ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
-    let mut client = NetworkClient::connect(server.local_addr(), SocketConfig::default());
+    let mut client = client(&server);
     let got = Rc::new(RefCell::new(0));
     let g = got.clone();
     let _data = server.subscribe(Chan::Data, move |_| *g.borrow_mut() += 1);
-    client.send(Chan::Nobody, Act::Say, "anyone?").unwrap();
-    client.send(Chan::Data, Act::Seq, &1u32).unwrap();
+    say(&client, Chan::Nobody, Act::Say, &"anyone?");
+    say(&client, Chan::Data, Act::Seq, &1u32);
     let g = got.clone();
     pump(&mut server, &mut [&mut client], move || *g.borrow() == 1);
     assert_eq!(server.unrouted(), 1);
@@ -107,7 +118,7 @@ fn message_without_subscriber_is_counted_not_fatal() {
 fn unsubscribe_and_dropped_connection_stop_delivery() {
     let mut server =
         ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
-    let mut client = NetworkClient::connect(server.local_addr(), SocketConfig::default());
+    let mut client = client(&server);
     let hits = Rc::new(RefCell::new(Vec::new()));
     let (a, b) = (hits.clone(), hits.clone());
     let first = server.subscribe(Chan::Chat, move |d| {
@@ -117,20 +128,20 @@ fn unsubscribe_and_dropped_connection_stop_delivery() {
         b.borrow_mut().push(("second", d.content::<u32>().unwrap()))
     });
 
-    client.send(Chan::Chat, Act::Seq, &1u32).unwrap();
+    say(&client, Chan::Chat, Act::Seq, &1u32);
     let h = hits.clone();
     pump(&mut server, &mut [&mut client], move || {
         h.borrow().len() == 1
     });
     drop(first);
-    client.send(Chan::Chat, Act::Seq, &2u32).unwrap();
-    client.send(Chan::Data, Act::Seq, &3u32).unwrap();
+    say(&client, Chan::Chat, Act::Seq, &2u32);
+    say(&client, Chan::Data, Act::Seq, &3u32);
     let h = hits.clone();
     pump(&mut server, &mut [&mut client], move || {
         h.borrow().len() == 2
     });
     server.unsubscribe(Chan::Data);
-    client.send(Chan::Data, Act::Seq, &4u32).unwrap();
+    say(&client, Chan::Data, Act::Seq, &4u32);
     let settle = Instant::now() + Duration::from_millis(200);
     pump(&mut server, &mut [&mut client], move || {
         Instant::now() >= settle
@@ -147,7 +158,7 @@ fn unsubscribe_and_dropped_connection_stop_delivery() {
 fn disconnected_signal_carries_the_reason_to_the_client() {
     let mut server =
         ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
-    let mut client = NetworkClient::connect(server.local_addr(), SocketConfig::default());
+    let mut client = client(&server);
     let reason = Rc::new(RefCell::new(None));
     let r = reason.clone();
     let _gone = client

@@ -75,7 +75,12 @@ pub struct ManagerHandle {
 impl<L: GameLogic> ServerManager<L> {
     /// Listens on `port` of `scope` (0 picks a free port) and returns the
     /// manager, ready to [`run`](Self::run).
-    pub fn bind(scope: BindScope, port: u16, config: ManagerConfig, logic: L) -> std::io::Result<(Self, ManagerHandle)> {
+    pub fn bind(
+        scope: BindScope,
+        port: u16,
+        config: ManagerConfig,
+        logic: L,
+    ) -> std::io::Result<(Self, ManagerHandle)> {
         let server = ServerStream::bind(scope, port, config.server.clone())?;
         Ok(Self::new(server, config, logic))
     }
@@ -106,7 +111,12 @@ impl<L: GameLogic> ServerManager<L> {
 
     /// Binds and runs the manager on the background runtime (or the current
     /// one), for a server inside the game's own process.
-    pub fn spawn(scope: BindScope, port: u16, config: ManagerConfig, logic: L) -> std::io::Result<ManagerHandle> {
+    pub fn spawn(
+        scope: BindScope,
+        port: u16,
+        config: ManagerConfig,
+        logic: L,
+    ) -> std::io::Result<ManagerHandle> {
         let (manager, handle) = Self::bind(scope, port, config, logic)?;
         runtime::handle().spawn(manager.run(std::future::pending::<()>()));
         Ok(handle)
@@ -153,7 +163,12 @@ impl ManagerHandle {
         if !runtime::may_block() {
             return None;
         }
-        runtime::handle().block_on(async { tokio::time::timeout(timeout, self.stats()).await.ok().flatten() })
+        runtime::handle().block_on(async {
+            tokio::time::timeout(timeout, self.stats())
+                .await
+                .ok()
+                .flatten()
+        })
     }
 
     /// The manager's log from now on. A receiver that falls more than 256

@@ -9,7 +9,9 @@ use std::time::Instant;
 use subtle::ConstantTimeEq;
 
 use super::logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
-use super::protocol::{self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome};
+use super::protocol::{
+    self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
+};
 use super::stats::{ClientStats, ServerStats};
 use super::{Control, LogEntry, LogLevel, ManagerConfig};
 use crate::message::{Message, SESSION_CHANNEL};
@@ -47,7 +49,12 @@ pub(super) struct Runner<L: GameLogic> {
 }
 
 impl<L: GameLogic> Runner<L> {
-    pub(super) fn new(server: ServerStream, logic: L, config: ManagerConfig, control: Control) -> Self {
+    pub(super) fn new(
+        server: ServerStream,
+        logic: L,
+        config: ManagerConfig,
+        control: Control,
+    ) -> Self {
         Self {
             handle: server.handle(),
             server,
@@ -65,7 +72,10 @@ impl<L: GameLogic> Runner<L> {
         let mut tick = tokio::time::interval(self.config.tick_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = self.control.shutdown.clone();
-        self.log(LogLevel::Info, format!("serving on {}", self.handle.local_addr()));
+        self.log(
+            LogLevel::Info,
+            format!("serving on {}", self.handle.local_addr()),
+        );
         loop {
             tokio::select! {
                 event = self.server.next_event() => match event {
@@ -89,7 +99,9 @@ impl<L: GameLogic> Runner<L> {
         self.handle.shutdown("server shutting down");
         let deadline = tokio::time::Instant::now() + self.config.shutdown_timeout;
         // Keep draining events so that every connection can finish flushing.
-        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, self.server.next_event()).await {
+        while let Ok(Some(event)) =
+            tokio::time::timeout_at(deadline, self.server.next_event()).await
+        {
             if let ServerEvent::PeerDisconnected { peer, reason } = event {
                 self.on_disconnected(peer, reason);
             }
@@ -107,7 +119,11 @@ impl<L: GameLogic> Runner<L> {
                         addr,
                         connected_at: at,
                         last_activity: at,
-                        limiter: RateLimiter::new(self.config.message_rate, self.config.byte_rate, at),
+                        limiter: RateLimiter::new(
+                            self.config.message_rate,
+                            self.config.byte_rate,
+                            at,
+                        ),
                         strikes: VecDeque::new(),
                         client: None,
                         closing: false,
@@ -124,12 +140,17 @@ impl<L: GameLogic> Runner<L> {
 
     fn on_message(&mut self, peer: PeerId, message: Message) {
         let at = now();
-        let Some(state) = self.peers.get_mut(&peer) else { return };
+        let Some(state) = self.peers.get_mut(&peer) else {
+            return;
+        };
         state.last_activity = at;
         let len = message.content_bytes().len() + 8;
         if !state.limiter.allow(len, at) {
             self.stats.rate_limited_total += 1;
-            let detail = format!("over the rate limit; retry in {:?}", state.limiter.retry_after(len));
+            let detail = format!(
+                "over the rate limit; retry in {:?}",
+                state.limiter.retry_after(len)
+            );
             self.error_reply(peer, 0, ErrorCode::RateLimited, detail);
             return;
         }
@@ -137,10 +158,17 @@ impl<L: GameLogic> Runner<L> {
         match (message.channel_id(), client) {
             (SESSION_CHANNEL, _) => self.on_session_message(peer, client, message),
             (channel, _) if message.is_framework() => {
-                self.error_reply(peer, 0, ErrorCode::UnknownChannel, format!("channel {channel} is reserved"));
+                self.error_reply(
+                    peer,
+                    0,
+                    ErrorCode::UnknownChannel,
+                    format!("channel {channel} is reserved"),
+                );
             }
             (_, Some(client)) => self.on_request(peer, client, 0, message),
-            (_, None) => self.error_reply(peer, 0, ErrorCode::NotWelcomed, "send a hello first".into()),
+            (_, None) => {
+                self.error_reply(peer, 0, ErrorCode::NotWelcomed, "send a hello first".into())
+            }
         }
     }
 
@@ -189,8 +217,11 @@ impl<L: GameLogic> Runner<L> {
             state.client = Some(admission.client);
         }
         if let Some(old) = admission.replaced {
-            self.handle
-                .close_peer_with(old, CloseCode::REPLACED, "replaced by a new connection of the same client");
+            self.handle.close_peer_with(
+                old,
+                CloseCode::REPLACED,
+                "replaced by a new connection of the same client",
+            );
             if let Some(old_state) = self.peers.get_mut(&old) {
                 old_state.client = None;
             }
@@ -199,26 +230,48 @@ impl<L: GameLogic> Runner<L> {
             client: admission.client,
             token: admission.token,
             resumed: admission.resumed,
-            grace_secs: self.config.sessions.grace_period.as_secs().min(u32::MAX as u64) as u32,
+            grace_secs: self
+                .config
+                .sessions
+                .grace_period
+                .as_secs()
+                .min(u32::MAX as u64) as u32,
         };
-        let _ = self.handle.send_to(peer, &protocol::session_message(protocol::WELCOME, &welcome));
+        let _ = self.handle.send_to(
+            peer,
+            &protocol::session_message(protocol::WELCOME, &welcome),
+        );
         let mut out = Outbox::default();
         if admission.resumed {
             self.stats.resumes_total += 1;
-            self.log(LogLevel::Info, format!("{} is back ({peer})", admission.client));
+            self.log(
+                LogLevel::Info,
+                format!("{} is back ({peer})", admission.client),
+            );
             self.logic.on_reconnect(admission.client, &mut out);
         } else {
             self.stats.joins_total += 1;
             let name = hello.name.escape_debug().to_string();
-            self.log(LogLevel::Info, format!("{} joined as \"{name}\" ({peer})", admission.client));
+            self.log(
+                LogLevel::Info,
+                format!("{} joined as \"{name}\" ({peer})", admission.client),
+            );
             self.logic.on_join(admission.client, &hello.name, &mut out);
         }
         self.dispatch(out);
     }
 
-    fn admit(&mut self, peer: PeerId, hello: &Hello, at: Instant) -> Result<crate::session::Admission, Refusal> {
+    fn admit(
+        &mut self,
+        peer: PeerId,
+        hello: &Hello,
+        at: Instant,
+    ) -> Result<crate::session::Admission, Refusal> {
         let name = hello.name.trim();
-        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+        if name.is_empty()
+            || name.chars().count() > MAX_NAME_CHARS
+            || name.chars().any(char::is_control)
+        {
             return Err(Refusal::InvalidName(format!(
                 "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
             )));
@@ -234,24 +287,37 @@ impl<L: GameLogic> Runner<L> {
             credentials: &hello.credentials,
             addr: self.peers.get(&peer).map(|p| p.addr),
         };
-        self.logic.authenticate(&join).map_err(Refusal::NotAllowed)?;
+        self.logic
+            .authenticate(&join)
+            .map_err(Refusal::NotAllowed)?;
         self.sessions.admit_new(peer, name, at)
     }
 
     fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal) {
         self.stats.refused_total += 1;
         let name = hello.name.escape_debug().to_string();
-        self.log(LogLevel::Warn, format!("{peer} (\"{name}\") refused: {refusal}"));
+        self.log(
+            LogLevel::Warn,
+            format!("{peer} (\"{name}\") refused: {refusal}"),
+        );
         let refused = Refused {
             code: refusal.code(),
             reason: refusal.to_string(),
         };
-        let _ = self.handle.send_to(peer, &protocol::session_message(protocol::REFUSED, &refused));
-        self.handle.close_peer_with(peer, CloseCode::REFUSED, &refusal.to_string());
+        let _ = self.handle.send_to(
+            peer,
+            &protocol::session_message(protocol::REFUSED, &refused),
+        );
+        self.handle
+            .close_peer_with(peer, CloseCode::REFUSED, &refusal.to_string());
     }
 
     fn on_request(&mut self, peer: PeerId, client: ClientId, id: u64, message: Message) {
-        let request = Request { client, id, message };
+        let request = Request {
+            client,
+            id,
+            message,
+        };
         match self.logic.validate(&request) {
             Ok(command) => {
                 let mut out = Outbox::default();
@@ -261,13 +327,21 @@ impl<L: GameLogic> Runner<L> {
                 // already received the state the request produced.
                 self.dispatch(out);
                 if id != 0 {
-                    let _ = self.handle.send_to(peer, &protocol::session_message(protocol::ACCEPTED, &id));
+                    let _ = self
+                        .handle
+                        .send_to(peer, &protocol::session_message(protocol::ACCEPTED, &id));
                 }
             }
-            Err(Rejection { kind: RejectionKind::Invalid, reason }) => {
+            Err(Rejection {
+                kind: RejectionKind::Invalid,
+                reason,
+            }) => {
                 self.stats.rejected_total += 1;
                 let rejected = Rejected { id, reason };
-                let _ = self.handle.send_to(peer, &protocol::session_message(protocol::REJECTED, &rejected));
+                let _ = self.handle.send_to(
+                    peer,
+                    &protocol::session_message(protocol::REJECTED, &rejected),
+                );
             }
             Err(Rejection { kind, reason }) => {
                 let code = match kind {
@@ -284,25 +358,43 @@ impl<L: GameLogic> Runner<L> {
     fn error_reply(&mut self, peer: PeerId, id: u64, code: ErrorCode, detail: String) {
         self.stats.errors_total += 1;
         let reply = ErrorReply { id, code, detail };
-        let _ = self.handle.send_to(peer, &protocol::session_message(protocol::ERROR, &reply));
+        let _ = self
+            .handle
+            .send_to(peer, &protocol::session_message(protocol::ERROR, &reply));
         let at = now();
         let window = self.config.strike_window;
         let max = self.config.max_strikes as usize;
-        let Some(state) = self.peers.get_mut(&peer) else { return };
+        let Some(state) = self.peers.get_mut(&peer) else {
+            return;
+        };
         state.strikes.push_back(at);
-        while state.strikes.front().is_some_and(|t| at.saturating_duration_since(*t) > window) {
+        while state
+            .strikes
+            .front()
+            .is_some_and(|t| at.saturating_duration_since(*t) > window)
+        {
             state.strikes.pop_front();
         }
         if state.strikes.len() > max {
             state.strikes.clear();
-            self.log(LogLevel::Warn, format!("{peer}: disconnected after too many invalid messages"));
-            self.handle.close_peer_with(peer, CloseCode::ABUSE, "too many invalid messages");
+            self.log(
+                LogLevel::Warn,
+                format!("{peer}: disconnected after too many invalid messages"),
+            );
+            self.handle
+                .close_peer_with(peer, CloseCode::ABUSE, "too many invalid messages");
         }
     }
 
     fn on_disconnected(&mut self, peer: PeerId, reason: DisconnectReason) {
-        *self.stats.disconnects.entry(reason_kind(&reason)).or_default() += 1;
-        let Some(state) = self.peers.remove(&peer) else { return };
+        *self
+            .stats
+            .disconnects
+            .entry(reason_kind(&reason))
+            .or_default() += 1;
+        let Some(state) = self.peers.remove(&peer) else {
+            return;
+        };
         if state.client.is_none() {
             return;
         }
@@ -314,7 +406,10 @@ impl<L: GameLogic> Runner<L> {
                 self.logic.on_leave(session.id, &mut out);
             }
         } else if let Some(client) = self.sessions.connection_lost(peer, now()) {
-            self.log(LogLevel::Info, format!("{client} lost its connection ({reason})"));
+            self.log(
+                LogLevel::Info,
+                format!("{client} lost its connection ({reason})"),
+            );
             self.logic.on_connection_lost(client, &mut out);
         }
         self.dispatch(out);
@@ -324,7 +419,10 @@ impl<L: GameLogic> Runner<L> {
         let at = now();
         let mut out = Outbox::default();
         for session in self.sessions.expire(at) {
-            self.log(LogLevel::Info, format!("{} expired after its grace period", session.id));
+            self.log(
+                LogLevel::Info,
+                format!("{} expired after its grace period", session.id),
+            );
             self.logic.on_leave(session.id, &mut out);
         }
         self.dispatch(out);
@@ -355,7 +453,12 @@ impl<L: GameLogic> Runner<L> {
                 continue;
             };
             let targets: Vec<PeerId> = match &audience {
-                Audience::One(client) => self.sessions.get(*client).and_then(|s| s.peer()).into_iter().collect(),
+                Audience::One(client) => self
+                    .sessions
+                    .get(*client)
+                    .and_then(|s| s.peer())
+                    .into_iter()
+                    .collect(),
                 Audience::Only(list) => list
                     .iter()
                     .filter_map(|c| self.sessions.get(*c).and_then(|s| s.peer()))
@@ -385,7 +488,11 @@ impl<L: GameLogic> Runner<L> {
                 let socket = self.handle.peer(*peer)?.stats();
                 Some(ClientStats {
                     id: client,
-                    name: self.sessions.get(client).map(|s| s.name.clone()).unwrap_or_default(),
+                    name: self
+                        .sessions
+                        .get(client)
+                        .map(|s| s.name.clone())
+                        .unwrap_or_default(),
                     addr: state.addr,
                     connected_for: at.saturating_duration_since(state.connected_at),
                     idle_for: at.saturating_duration_since(state.last_activity),

@@ -66,7 +66,8 @@ impl RateLimiter {
     /// How long until one more message of `len` bytes would be allowed.
     pub fn retry_after(&self, len: usize) -> Duration {
         let wait = |bucket: &Bucket, need: f64| {
-            ((need - bucket.level).max(0.0) / bucket.limit.per_second.max(f64::MIN_POSITIVE)).min(3600.0)
+            ((need - bucket.level).max(0.0) / bucket.limit.per_second.max(f64::MIN_POSITIVE))
+                .min(3600.0)
         };
         Duration::from_secs_f64(wait(&self.messages, 1.0).max(wait(&self.bytes, len as f64)))
     }
@@ -76,8 +77,14 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
-    const MSGS: RateLimit = RateLimit { per_second: 10.0, burst: 5.0 };
-    const BYTES: RateLimit = RateLimit { per_second: 1000.0, burst: 1000.0 };
+    const MSGS: RateLimit = RateLimit {
+        per_second: 10.0,
+        burst: 5.0,
+    };
+    const BYTES: RateLimit = RateLimit {
+        per_second: 1000.0,
+        burst: 1000.0,
+    };
 
     #[test]
     fn burst_then_sustained_rate() {
@@ -86,7 +93,10 @@ mod tests {
         assert!((0..5).all(|_| limiter.allow(10, t0)));
         assert!(!limiter.allow(10, t0), "burst spent");
         assert!(!limiter.allow(10, t0 + Duration::from_millis(50)));
-        assert!(limiter.allow(10, t0 + Duration::from_millis(100)), "one refilled after 100 ms");
+        assert!(
+            limiter.allow(10, t0 + Duration::from_millis(100)),
+            "one refilled after 100 ms"
+        );
         assert!(limiter.retry_after(10) > Duration::ZERO);
     }
 

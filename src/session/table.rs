@@ -163,7 +163,12 @@ impl Sessions {
     }
 
     /// Starts a new session for the client on `peer`.
-    pub fn admit_new(&mut self, peer: PeerId, name: &str, now: Instant) -> Result<Admission, Refusal> {
+    pub fn admit_new(
+        &mut self,
+        peer: PeerId,
+        name: &str,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
         if self.by_id.len() >= self.config.max_sessions {
             return Err(Refusal::Full);
         }
@@ -301,7 +306,10 @@ mod tests {
         let t0 = Instant::now();
         let mut sessions = table();
         let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
-        assert_eq!(sessions.connection_lost(PeerId(1), t0 + SECOND), Some(first.client));
+        assert_eq!(
+            sessions.connection_lost(PeerId(1), t0 + SECOND),
+            Some(first.client)
+        );
         let again = sessions
             .resume(PeerId(2), first.client, &first.token, t0 + 30 * SECOND)
             .unwrap();
@@ -318,7 +326,9 @@ mod tests {
         let mut sessions = table();
         let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
         sessions.connection_lost(PeerId(1), t0);
-        let second = sessions.resume(PeerId(2), first.client, &first.token, t0).unwrap();
+        let second = sessions
+            .resume(PeerId(2), first.client, &first.token, t0)
+            .unwrap();
         sessions.connection_lost(PeerId(2), t0);
         assert_eq!(
             sessions.resume(PeerId(3), first.client, &first.token, t0),
@@ -326,7 +336,9 @@ mod tests {
         );
         assert_eq!(sessions.client_of(PeerId(3)), None);
         // The current token still works afterwards.
-        assert!(sessions.resume(PeerId(4), first.client, &second.token, t0).is_ok());
+        assert!(sessions
+            .resume(PeerId(4), first.client, &second.token, t0)
+            .is_ok());
     }
 
     #[test]
@@ -335,12 +347,19 @@ mod tests {
         let mut sessions = table();
         let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
         let forged = ReconnectToken([0; 32]);
-        assert_eq!(sessions.resume(PeerId(2), first.client, &forged, t0), Err(Refusal::BadToken));
+        assert_eq!(
+            sessions.resume(PeerId(2), first.client, &forged, t0),
+            Err(Refusal::BadToken)
+        );
         assert_eq!(
             sessions.resume(PeerId(2), ClientId::random(), &first.token, t0),
             Err(Refusal::UnknownSession)
         );
-        assert_eq!(sessions.get(first.client).unwrap().peer(), Some(PeerId(1)), "untouched");
+        assert_eq!(
+            sessions.get(first.client).unwrap().peer(),
+            Some(PeerId(1)),
+            "untouched"
+        );
     }
 
     #[test]
@@ -350,7 +369,10 @@ mod tests {
         let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
         sessions.connection_lost(PeerId(1), t0);
         let late = t0 + 61 * SECOND;
-        assert_eq!(sessions.resume(PeerId(2), first.client, &first.token, late), Err(Refusal::Expired));
+        assert_eq!(
+            sessions.resume(PeerId(2), first.client, &first.token, late),
+            Err(Refusal::Expired)
+        );
         let expired = sessions.expire(late);
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].id, first.client);
@@ -371,7 +393,9 @@ mod tests {
         let t0 = Instant::now();
         let mut sessions = table();
         let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
-        let again = sessions.resume(PeerId(2), first.client, &first.token, t0).unwrap();
+        let again = sessions
+            .resume(PeerId(2), first.client, &first.token, t0)
+            .unwrap();
         assert_eq!(again.replaced, Some(PeerId(1)));
         // The old connection's end no longer touches the session.
         assert_eq!(sessions.connection_lost(PeerId(1), t0), None);
@@ -395,6 +419,9 @@ mod tests {
         let mut sessions = table();
         let a = sessions.admit_new(PeerId(1), "a", t0).unwrap();
         assert_eq!(sessions.leave(PeerId(1)).unwrap().id, a.client);
-        assert_eq!(sessions.resume(PeerId(2), a.client, &a.token, t0), Err(Refusal::UnknownSession));
+        assert_eq!(
+            sessions.resume(PeerId(2), a.client, &a.token, t0),
+            Err(Refusal::UnknownSession)
+        );
     }
 }
