@@ -331,10 +331,9 @@ pub fn ready_line(port: u16) -> String {
 /// and exits when told to; otherwise this returns at once.
 ///
 /// ```no_run
-/// fn main() {
-///     switchboard::process::serve_if_child(|| switchboard::board::BoardLogic::default());
-///     // ... the game itself ...
-/// }
+/// // First line of the game's `main`:
+/// switchboard::process::serve_if_child(switchboard::board::BoardLogic::default);
+/// // ... the game itself ...
 /// ```
 pub fn serve_if_child<L: GameLogic>(make_logic: impl FnOnce() -> L) {
     if std::env::var_os(ENV_CHILD).is_none() {

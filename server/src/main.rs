@@ -60,8 +60,10 @@ fn main() -> ExitCode {
     switchboard::process::serve_if_child(BoardLogic::default);
 
     let args = Args::parse();
-    let mut config = ManagerConfig::default();
-    config.password = args.password.filter(|p| !p.is_empty());
+    let mut config = ManagerConfig {
+        password: args.password.filter(|p| !p.is_empty()),
+        ..ManagerConfig::default()
+    };
     config.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.sessions.max_sessions = args.max_sessions;
     let logic = BoardLogic::new(args.seats.max(1));

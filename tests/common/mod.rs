@@ -125,3 +125,56 @@ pub async fn expect_disconnected(stream: &mut SocketStream) -> switchboard::Disc
         }
     }
 }
+
+/// A TCP forwarder between clients and a server whose connections can be cut
+/// at once, as a network failure would: the client's next connection goes
+/// through again.
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Proxy {
+    /// Forwards a fresh loopback port to `upstream`.
+    pub fn start(upstream: std::net::SocketAddr) -> Proxy {
+        let runtime = proxy_runtime();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, generation) = tokio::sync::watch::channel(0u64);
+        runtime.spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut generation = generation.clone();
+                let born = *generation.borrow();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = generation.wait_for(|g| *g != born) => {}
+                    }
+                });
+            }
+        });
+        Proxy { addr, cut }
+    }
+
+    /// Drops every connection open now.
+    pub fn cut(&self) {
+        self.cut.send_modify(|g| *g += 1);
+    }
+}
+
+fn proxy_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
