@@ -410,8 +410,10 @@ fn watch_parent(stop: CancellationToken) {
                 Err(_) => break,
             }
         }
-        tracing::info!("stdin closed or shutdown asked: stopping");
+        // Cancel before logging: when the parent died, stderr has no reader
+        // any more and nothing that writes to it may stand in the way.
         stop.cancel();
+        tracing::info!("stdin closed or shutdown asked: stopping");
     });
 }
 
@@ -438,9 +440,25 @@ async fn wait_for_signal() {
     tracing::info!("signal received: stopping");
 }
 
+/// Stderr that never fails: once the parent is gone, writes to its pipe
+/// fail with EPIPE, and a log line must never stop the shutdown.
+struct Stderr;
+
+impl Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
 fn init_stderr_logging() {
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| Stderr)
         .with_ansi(false)
         .with_target(false)
         .with_env_filter(
