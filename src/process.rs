@@ -309,8 +309,10 @@ fn watch_stdout(stdout: std::process::ChildStdout, pid: u32) -> mpsc::Receiver<R
 }
 
 /// `SWITCHBOARD READY <protocol> <port>` → Ok(port), or Err(their protocol).
+/// The ready line may follow other output that did not end its line.
 fn parse_ready(line: &str) -> Option<Result<u16, u16>> {
-    let rest = line.strip_prefix(READY_PREFIX)?;
+    let at = line.find(READY_PREFIX)?;
+    let rest = &line[at + READY_PREFIX.len()..];
     let mut words = rest.split_whitespace();
     let protocol: u16 = words.next()?.parse().ok()?;
     let port: u16 = words.next()?.parse().ok()?;
@@ -461,6 +463,8 @@ fn init_stderr_logging() {
         .with_writer(|| Stderr)
         .with_ansi(false)
         .with_target(false)
+        // The parent stamps each forwarded line with its own time.
+        .without_time()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SWITCHBOARD_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -478,5 +482,9 @@ mod tests {
         assert_eq!(parse_ready("SWITCHBOARD READY 99 1"), Some(Err(99)));
         assert_eq!(parse_ready("hello"), None);
         assert_eq!(parse_ready("SWITCHBOARD READY x 1"), None);
+        assert_eq!(
+            parse_ready("loading... SWITCHBOARD READY 1 80"),
+            Some(Ok(80))
+        );
     }
 }
