@@ -138,3 +138,37 @@ impl RequestFrame {
         message.content()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte layout docs/PROTOCOL.md promises for a welcome.
+    #[test]
+    fn welcome_bytes_match_the_protocol_document() {
+        let client = ClientId(uuid::Uuid::from_bytes([0x11; 16]));
+        let welcome = Welcome {
+            client,
+            token: ReconnectToken([0x22; 32]),
+            resumed: true,
+            grace_secs: 300,
+        };
+        let bytes = codec::encode_value(&welcome).unwrap();
+        let mut expected = vec![16];
+        expected.extend_from_slice(&[0x11; 16]);
+        expected.extend_from_slice(&[0x22; 32]);
+        expected.push(1);
+        expected.extend_from_slice(&[0xfb, 0x2c, 0x01]);
+        assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn error_codes_are_variant_indexes() {
+        let reply = ErrorReply {
+            id: 5,
+            code: ErrorCode::RateLimited,
+            detail: "x".into(),
+        };
+        assert_eq!(codec::encode_value(&reply).unwrap(), [5, 4, 1, b'x']);
+    }
+}
