@@ -20,11 +20,17 @@ use crate::runtime;
 /// its socket brought in).
 pub(crate) const BATCH: usize = 256;
 
+/// Bytes after which a reader ends its batch (256 KiB). With at most one
+/// frame past it, a queue of `capacity / 256` batches holds at most about
+/// `(capacity / 256) * (256 KiB + max_frame_len)` bytes.
+pub(crate) const BATCH_BYTES: u64 = 256 * 1024;
+
 /// The receiving end of a network object's events.
 ///
 /// Producers send events in batches (one queue operation per socket read,
-/// not per message); the queue holds `capacity / 256` batches, so about
-/// `capacity` events at most.
+/// not per message) of at most 256 events and about 256 KiB; the queue holds
+/// `capacity / 256` batches (at least one), so about `capacity` events at
+/// most.
 #[derive(Debug)]
 pub struct EventQueue<E> {
     rx: mpsc::Receiver<Vec<E>>,

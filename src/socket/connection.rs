@@ -353,10 +353,16 @@ async fn read_loop<S: AsyncRead, E>(
             }
         };
         let mut batch = Vec::new();
+        let bytes_before = handle.shared.counters.bytes_in.load(Ordering::Relaxed);
         let mut end = on_frame(first, &mut batch, handle, reporter, control_tx, started);
         // Take whatever else is already buffered without waiting, so that a
-        // burst reaches the owner as one batch.
-        while end.is_none() && batch.len() < crate::events::BATCH {
+        // burst reaches the owner as one batch; a batch stops at BATCH events
+        // or BATCH_BYTES bytes, which bounds what the event queue can hold.
+        let batch_bytes = || handle.shared.counters.bytes_in.load(Ordering::Relaxed) - bytes_before;
+        while end.is_none()
+            && batch.len() < crate::events::BATCH
+            && batch_bytes() < crate::events::BATCH_BYTES
+        {
             match reader.next().now_or_never() {
                 Some(next) => {
                     end = on_frame(next, &mut batch, handle, reporter, control_tx, started)
