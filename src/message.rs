@@ -9,7 +9,7 @@
 //! decoded on demand by the receiver, who names the type it expects; a
 //! mismatch is a [`ContentError`], never a panic.
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::codec::{self, CodecConfig, ContentError, FrameError};
@@ -215,9 +215,11 @@ impl Message {
 
     /// Decodes a frame payload into a message. The content is not decoded
     /// until [`Message::content`] asks for it.
-    pub fn decode(payload: Bytes) -> Result<Self, ContentError> {
+    pub fn decode(mut payload: Bytes) -> Result<Self, ContentError> {
         let ((channel, action), used) = codec::decode_value_prefix::<(u16, u16)>(&payload)?;
-        Ok(Self::from_raw(channel, action, payload.slice(used..)))
+        // Advancing moves a pointer; slicing would clone (and share) the buffer.
+        payload.advance(used);
+        Ok(Self::from_raw(channel, action, payload))
     }
 }
 
