@@ -6,7 +6,6 @@
 //! reading their sockets, and TCP flow control pushes back on the peers. No
 //! event is dropped and memory stays bounded.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -34,7 +33,7 @@ pub(crate) const BATCH_BYTES: u64 = 256 * 1024;
 #[derive(Debug)]
 pub struct EventQueue<E> {
     rx: mpsc::Receiver<Vec<E>>,
-    ready: VecDeque<E>,
+    ready: std::vec::IntoIter<E>,
 }
 
 impl<E> EventQueue<E> {
@@ -44,26 +43,29 @@ impl<E> EventQueue<E> {
             tx,
             Self {
                 rx,
-                ready: VecDeque::new(),
+                ready: Vec::new().into_iter(),
             },
         )
     }
 
     /// The next event if one is queued, without waiting.
     pub fn try_next(&mut self) -> Option<E> {
-        if self.ready.is_empty() {
-            self.ready.extend(self.rx.try_recv().ok()?);
+        if let Some(event) = self.ready.next() {
+            return Some(event);
         }
-        self.ready.pop_front()
+        self.ready = self.rx.try_recv().ok()?.into_iter();
+        self.ready.next()
     }
 
     /// Waits for the next event. `None` once every producer is gone and the
     /// queue is empty.
     pub async fn next(&mut self) -> Option<E> {
-        while self.ready.is_empty() {
-            self.ready.extend(self.rx.recv().await?);
+        loop {
+            if let Some(event) = self.ready.next() {
+                return Some(event);
+            }
+            self.ready = self.rx.recv().await?.into_iter();
         }
-        self.ready.pop_front()
     }
 
     /// Blocks the calling thread up to `timeout` for the next event. Outside an
@@ -81,13 +83,13 @@ impl<E> EventQueue<E> {
             .block_on(async move { tokio::time::timeout(timeout, rx.recv()).await })
             .ok()
             .flatten()?;
-        self.ready.extend(batch);
-        self.ready.pop_front()
+        self.ready = batch.into_iter();
+        self.ready.next()
     }
 
     /// Whether no event is waiting.
     pub fn is_empty(&self) -> bool {
-        self.ready.is_empty() && self.rx.is_empty()
+        self.ready.len() == 0 && self.rx.is_empty()
     }
 }
 
@@ -99,13 +101,15 @@ impl<E> Stream for EventQueue<E> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<E>> {
         let this = &mut *self;
-        while this.ready.is_empty() {
+        loop {
+            if let Some(event) = this.ready.next() {
+                return Poll::Ready(Some(event));
+            }
             match this.rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => this.ready.extend(batch),
+                Poll::Ready(Some(batch)) => this.ready = batch.into_iter(),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
         }
-        Poll::Ready(this.ready.pop_front())
     }
 }

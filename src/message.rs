@@ -216,7 +216,14 @@ impl Message {
     /// Decodes a frame payload into a message. The content is not decoded
     /// until [`Message::content`] asks for it.
     pub fn decode(mut payload: Bytes) -> Result<Self, ContentError> {
-        let ((channel, action), used) = codec::decode_value_prefix::<(u16, u16)>(&payload)?;
+        let ((channel, action), used) = match payload.get(..2) {
+            // Fast path: both ids below 251 are one varint byte each, exactly
+            // as bincode reads them.
+            Some(&[channel, action]) if channel < 251 && action < 251 => {
+                ((u16::from(channel), u16::from(action)), 2)
+            }
+            _ => codec::decode_value_prefix::<(u16, u16)>(&payload)?,
+        };
         // Advancing moves a pointer; slicing would clone (and share) the buffer.
         payload.advance(used);
         Ok(Self::from_raw(channel, action, payload))
@@ -271,6 +278,23 @@ mod tests {
         let msg = Message::new(Chan::Chat, Act::Say, &"a string").unwrap();
         let err = msg.content::<u64>().unwrap_err();
         assert!(err.to_string().contains("u64"), "{err}");
+    }
+
+    #[test]
+    fn fast_and_bincode_envelope_decoding_agree() {
+        for (channel, action) in [
+            (0u16, 0u16),
+            (16, 250),
+            (250, 251),
+            (251, 3),
+            (300, 7),
+            (65535, 65535),
+        ] {
+            let msg = Message::from_raw(channel, action, Bytes::from_static(b"\x05hello"));
+            let frame = msg.encode(&CodecConfig::default()).unwrap();
+            let payload = Bytes::copy_from_slice(&frame.as_bytes()[codec::HEADER_LEN..]);
+            assert_eq!(Message::decode(payload).unwrap(), msg, "{channel}/{action}");
+        }
     }
 
     #[test]

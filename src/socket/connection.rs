@@ -352,7 +352,7 @@ async fn read_loop<S: AsyncRead, E>(
                 continue;
             }
         };
-        let mut batch = Vec::new();
+        let mut batch = Vec::with_capacity(16);
         let bytes_before = handle.shared.counters.bytes_in.load(Ordering::Relaxed);
         let mut end = on_frame(first, &mut batch, handle, reporter, control_tx, started);
         // Take whatever else is already buffered without waiting, so that a
