@@ -320,3 +320,103 @@ async fn connect_to_a_closed_port_fails_with_a_reason() {
         DisconnectReason::ConnectFailed(_)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_and_queued_writes_keep_order_and_content_with_large_frames() {
+    // Sparse sends go straight to the socket, bursts through the writer,
+    // and a large frame may be written in part directly and in part by the
+    // writer: whatever the mix, the peer must see every byte in order.
+    let mut config = ServerConfig::default();
+    config.socket.codec.compress_threshold = usize::MAX;
+    let mut server = start_server(config);
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut client).await;
+    let peer = match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => peer,
+        other => panic!("{other:?}"),
+    };
+    let handle = server.handle();
+    let blob = |i: u32, len: usize| -> Vec<u8> { (0..len).map(|k| (k as u32 ^ i) as u8).collect() };
+    let sizes = [10usize, 600_000, 10, 10, 300_000, 10, 900_000, 10];
+    let reader = tokio::spawn(async move {
+        let mut i = 0u32;
+        while (i as usize) < sizes.len() * 10 {
+            match next_socket_event(&mut client).await {
+                SocketEvent::Received(m) => {
+                    let (n, bytes): (u32, Vec<u8>) = m.content().unwrap();
+                    assert_eq!(n, i, "in order");
+                    assert_eq!(bytes, blob(n, sizes[n as usize % sizes.len()]), "intact");
+                    i += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    for i in 0..(sizes.len() * 10) as u32 {
+        let msg = Message::new(
+            Chan::Data,
+            Act::Seq,
+            &(i, blob(i, sizes[i as usize % sizes.len()])),
+        )
+        .unwrap();
+        handle.send_to(peer, &msg).unwrap();
+        if i % 3 == 0 {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    reader.await.unwrap();
+}
+
+#[test]
+fn ended_connections_release_their_sockets_even_while_handles_are_held() {
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut server = start_server(ServerConfig::default());
+        let before = open_fds();
+        let mut clients = Vec::new();
+        for _ in 0..20 {
+            let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+            expect_connected(&mut client).await;
+            clients.push(client);
+        }
+        let mut held = Vec::new();
+        while held.len() < 20 {
+            if let ServerEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await {
+                held.push(server.handle().peer(peer).unwrap());
+            }
+        }
+        for client in &clients {
+            client.close("done");
+        }
+        let mut gone = 0;
+        while gone < 20 {
+            if let ServerEvent::PeerDisconnected { .. } = next_server_event(&mut server).await {
+                gone += 1;
+            }
+        }
+        for client in &mut clients {
+            expect_disconnected(client).await;
+        }
+        // Both ends of every connection are closed although `held` still
+        // has a handle to each server-side connection.
+        let deadline = std::time::Instant::now() + WAIT;
+        while open_fds() > before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} fds open, {before} before",
+                open_fds()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(held
+            .iter()
+            .all(|h| h.state() == switchboard::SocketState::Closed));
+    });
+}

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::FramedRead;
@@ -75,16 +75,48 @@ impl<E> Reporter<E> {
     }
 }
 
-type Reader<S> = FramedRead<ReadHalf<S>, FrameDecoder>;
-type Writer<S> = BufWriter<WriteHalf<S>>;
+type Reader<R> = FramedRead<R, FrameDecoder>;
+type Writer<W> = BufWriter<W>;
 
 /// Runs a connection from its handshake to its end.
-pub(crate) async fn run<S, E>(stream: S, handle: SocketHandle, mut reporter: Reporter<E>)
+pub(crate) async fn run<S, E>(stream: S, handle: SocketHandle, reporter: Reporter<E>)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let config = handle.config().clone();
     let (read_half, write_half) = tokio::io::split(stream);
+    run_halves(read_half, write_half, handle, reporter).await;
+}
+
+/// Runs a connection over a TCP stream. Besides the writer task, senders
+/// may write to it directly while the writer has nothing to do (see
+/// `SocketHandle::send_encoded`), which saves a task wake-up per message.
+pub(crate) async fn run_tcp<E>(
+    stream: tokio::net::TcpStream,
+    handle: SocketHandle,
+    reporter: Reporter<E>,
+) {
+    let stream = std::sync::Arc::new(stream);
+    handle.set_direct(Some(stream.clone()));
+    run_halves(
+        SharedTcp(stream.clone()),
+        SharedTcp(stream),
+        handle,
+        reporter,
+    )
+    .await;
+}
+
+/// Runs a connection from its handshake to its end, over its two halves.
+async fn run_halves<R, W, E>(
+    read_half: R,
+    write_half: W,
+    handle: SocketHandle,
+    mut reporter: Reporter<E>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let config = handle.config().clone();
     let mut decoder = FrameDecoder::new(config.codec.clone());
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
     let mut reader = FramedRead::with_capacity(read_half, decoder, 64 * 1024);
@@ -97,6 +129,7 @@ where
     if let Err(reason) = handshake {
         send_close_now(&mut writer, &reason, &config).await;
         tracing::debug!(peer = ?handle.peer_addr(), %reason, "handshake failed");
+        handle.set_direct(None);
         handle.set_closed();
         match reporter.on_handshake_failure.take() {
             Some(hook) => hook(&reason),
@@ -109,6 +142,7 @@ where
     reader.decoder_mut().config_mut().max_frame_len = config.codec.max_frame_len;
     if let Some(reason) = reporter.refuse.take() {
         send_close_now(&mut writer, &reason, &config).await;
+        handle.set_direct(None);
         handle.set_closed();
         return;
     }
@@ -120,6 +154,7 @@ where
         handle.close(CloseCode::NORMAL, "closed");
     }
     let reason = run_open(reader, writer, &handle, &reporter).await;
+    handle.set_direct(None);
     handle.set_closed();
     tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
     if let Some(on_close) = reporter.on_close.take() {
@@ -141,9 +176,9 @@ fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
         })
 }
 
-async fn handshake<S: AsyncRead + AsyncWrite>(
-    reader: &mut Reader<S>,
-    writer: &mut Writer<S>,
+async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    reader: &mut Reader<R>,
+    writer: &mut Writer<W>,
     deadline: Duration,
 ) -> Result<(), DisconnectReason> {
     let lost = |err: std::io::Error| DisconnectReason::ConnectionLost(err.to_string());
@@ -174,8 +209,8 @@ async fn handshake<S: AsyncRead + AsyncWrite>(
 }
 
 /// Best effort: tell the peer why, within a short deadline, then let go.
-async fn send_close_now<S: AsyncWrite>(
-    writer: &mut Writer<S>,
+async fn send_close_now<W: AsyncWrite + Unpin>(
+    writer: &mut Writer<W>,
     reason: &DisconnectReason,
     config: &super::SocketConfig,
 ) {
@@ -217,14 +252,15 @@ enum Control {
     CloseNow(CloseCode, String),
 }
 
-async fn run_open<S, E>(
-    mut reader: Reader<S>,
-    mut writer: Writer<S>,
+async fn run_open<R, W, E>(
+    mut reader: Reader<R>,
+    mut writer: Writer<W>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
 ) -> DisconnectReason
 where
-    S: AsyncRead + AsyncWrite,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
 {
     let config = handle.config();
     // Pongs and urgent closes; a full control queue only ever drops a pong.
@@ -324,8 +360,8 @@ fn take_local_close(handle: &SocketHandle) -> DisconnectReason {
     kill_reason(handle)
 }
 
-async fn read_loop<S: AsyncRead, E>(
-    reader: &mut Reader<S>,
+async fn read_loop<R: AsyncRead + Unpin, E>(
+    reader: &mut Reader<R>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
     control_tx: &mpsc::Sender<Control>,
@@ -441,8 +477,8 @@ fn on_frame<E>(
     None
 }
 
-async fn write_loop<S: AsyncWrite>(
-    writer: &mut Writer<S>,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    writer: &mut Writer<W>,
     control_rx: &mut mpsc::Receiver<Control>,
     handle: &SocketHandle,
     started: Instant,
@@ -454,10 +490,25 @@ async fn write_loop<S: AsyncWrite>(
     let mut last_sent;
     let keepalive = tokio::time::sleep(config.keepalive_interval);
     tokio::pin!(keepalive);
+    // An order or a ping that arrived while the socket was lent to senders.
+    let mut order: Option<Control> = None;
+    let mut ping_due = false;
     loop {
+        // Take the socket back from direct senders, and everything queued,
+        // in one lock.
+        let close = {
+            let mut out = handle.outbound();
+            out.writer_idle = false;
+            std::mem::swap(&mut out.queue, &mut batch);
+            if batch.is_empty() {
+                out.close.take()
+            } else {
+                None
+            }
+        };
         // Orders that jump the queue: pongs, and closes that cannot wait.
-        while let Ok(order) = control_rx.try_recv() {
-            match order {
+        while let Some(next) = order.take().or_else(|| control_rx.try_recv().ok()) {
+            match next {
                 Control::Pong(stamp) => {
                     let pong = control::pong_frame(stamp, &config.codec);
                     if let Err(err) = write_frame(writer, counters, pong).await {
@@ -469,16 +520,13 @@ async fn write_loop<S: AsyncWrite>(
                 }
             }
         }
-        // Take everything queued in one lock.
-        let close = {
-            let mut out = handle.outbound();
-            std::mem::swap(&mut out.queue, &mut batch);
-            if batch.is_empty() {
-                out.close.take()
-            } else {
-                None
+        if std::mem::take(&mut ping_due) {
+            let stamp = started.elapsed().as_micros() as u64;
+            let ping = control::ping_frame(stamp, &config.codec);
+            if let Err(err) = write_frame(writer, counters, ping).await {
+                return WriteEnd::Failed(err);
             }
-        };
+        }
         if let Some((code, reason)) = close {
             return close_with(writer, code, &reason, handle).await;
         }
@@ -493,31 +541,26 @@ async fn write_loop<S: AsyncWrite>(
                 return WriteEnd::Failed(err);
             }
             last_sent = Instant::now();
+            {
+                // Everything is written: lend the socket to senders, who may
+                // now write a frame themselves instead of waking this task.
+                let mut out = handle.outbound();
+                if !out.queue.is_empty() || out.close.is_some() {
+                    continue;
+                }
+                out.writer_idle = true;
+            }
             tokio::select! {
                 biased;
-                order = control_rx.recv() => {
-                    if let Some(Control::CloseNow(code, reason)) = order {
-                        return close_with(writer, code, &reason, handle).await;
-                    }
-                    if let Some(Control::Pong(stamp)) = order {
-                        let pong = control::pong_frame(stamp, &config.codec);
-                        if let Err(err) = write_frame(writer, counters, pong).await {
-                            return WriteEnd::Failed(err);
-                        }
-                    }
-                }
+                next = control_rx.recv() => order = next,
                 _ = handle.shared.wake.notified() => {}
                 _ = &mut keepalive => {
                     let due = last_sent + config.keepalive_interval;
                     if Instant::now() < due {
                         keepalive.as_mut().reset(due);
-                        continue;
-                    }
-                    keepalive.as_mut().reset(Instant::now() + config.keepalive_interval);
-                    let stamp = started.elapsed().as_micros() as u64;
-                    let ping = control::ping_frame(stamp, &config.codec);
-                    if let Err(err) = write_frame(writer, counters, ping).await {
-                        return WriteEnd::Failed(err);
+                    } else {
+                        keepalive.as_mut().reset(Instant::now() + config.keepalive_interval);
+                        ping_due = true;
                     }
                 }
             }
@@ -544,8 +587,8 @@ async fn write_loop<S: AsyncWrite>(
 const CHUNK: usize = 64 * 1024;
 
 /// Writes a batch of frames, coalescing small ones into `chunk`.
-async fn write_batch<S: AsyncWrite>(
-    writer: &mut Writer<S>,
+async fn write_batch<W: AsyncWrite + Unpin>(
+    writer: &mut Writer<W>,
     batch: &mut VecDeque<Bytes>,
     chunk: &mut Vec<u8>,
 ) -> std::io::Result<()> {
@@ -567,8 +610,8 @@ async fn write_batch<S: AsyncWrite>(
     Ok(())
 }
 
-async fn write_frame<S: AsyncWrite>(
-    writer: &mut Writer<S>,
+async fn write_frame<W: AsyncWrite + Unpin>(
+    writer: &mut Writer<W>,
     counters: &Counters,
     frame: Bytes,
 ) -> std::io::Result<usize> {
@@ -580,8 +623,8 @@ async fn write_frame<S: AsyncWrite>(
     Ok(frame.len())
 }
 
-async fn close_with<S: AsyncWrite>(
-    writer: &mut Writer<S>,
+async fn close_with<W: AsyncWrite + Unpin>(
+    writer: &mut Writer<W>,
     code: CloseCode,
     reason: &str,
     handle: &SocketHandle,
@@ -603,5 +646,58 @@ async fn close_with<S: AsyncWrite>(
     match result {
         Ok(()) => WriteEnd::SentClose,
         Err(err) => WriteEnd::Failed(err),
+    }
+}
+
+/// One half of a TCP stream shared with the senders' direct writes: reads
+/// and writes go through `&TcpStream`, so the reader, the writer task and a
+/// sender can each hold one.
+struct SharedTcp(std::sync::Arc<tokio::net::TcpStream>);
+
+impl AsyncRead for SharedTcp {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        loop {
+            std::task::ready!(self.0.poll_read_ready(cx))?;
+            match self.0.try_read_buf(buf) {
+                Ok(_) => return std::task::Poll::Ready(Ok(())),
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(err) => return std::task::Poll::Ready(Err(err)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedTcp {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                result => return std::task::Poll::Ready(result),
+            }
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let socket = socket2::SockRef::from(&*self.0);
+        std::task::Poll::Ready(socket.shutdown(std::net::Shutdown::Write))
     }
 }

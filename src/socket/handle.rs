@@ -27,7 +27,20 @@ pub(crate) struct OutQueue {
     pub(crate) bytes: usize,
     /// Set by a graceful close: written after every frame queued before it.
     pub(crate) close: Option<(CloseCode, String)>,
+    /// The writer task has written everything and waits: a sender that
+    /// finds the queue empty may write its frame to the socket itself.
+    pub(crate) writer_idle: bool,
+    /// When a sender last wrote directly.
+    pub(crate) last_direct: Option<std::time::Instant>,
+    /// The TCP stream, for direct writes, while the connection runs (never
+    /// for other transports). Taken away when the connection ends, so that
+    /// handles do not keep the socket open.
+    pub(crate) direct: Option<Arc<tokio::net::TcpStream>>,
 }
+
+/// A frame sent within this long of a direct write is part of a burst and
+/// goes through the writer task instead.
+const DIRECT_WRITE_GAP: std::time::Duration = std::time::Duration::from_micros(5);
 
 const CONNECTING: u8 = 0;
 const OPEN: u8 = 1;
@@ -148,12 +161,49 @@ impl SocketHandle {
             self.kill(DisconnectReason::SlowConsumer);
             return Err(SendError::SlowConsumer);
         }
-        out.queue.push_back(message.0.clone());
+        let mut frame = message.0.clone();
+        if out.queue.is_empty() && out.writer_idle {
+            // The writer has nothing to write: put this frame on the wire
+            // ourselves, under the lock so that nothing can overtake it, and
+            // without waking the writer. Only for frames that come alone: a
+            // frame right behind a direct one (a burst) goes to the writer,
+            // so a burst pays one system call, not one per frame.
+            if let Some(stream) = out.direct.clone() {
+                let now = std::time::Instant::now();
+                let alone = out
+                    .last_direct
+                    .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
+                if alone {
+                    out.last_direct = Some(now);
+                    let written = stream.try_write(&frame).unwrap_or(0);
+                    if written > 0 {
+                        let counters = &self.shared.counters;
+                        counters
+                            .bytes_out
+                            .fetch_add(written as u64, Ordering::Relaxed);
+                        if written == len {
+                            counters.frames_out.fetch_add(1, Ordering::Relaxed);
+                            return Ok(());
+                        }
+                        // The rest goes through the writer, first in line.
+                        frame = frame.slice(written..);
+                    }
+                }
+            }
+        }
         out.frames += 1;
-        out.bytes += len;
+        out.bytes += frame.len();
+        out.queue.push_back(frame);
         drop(out);
         self.shared.wake.notify_one();
         Ok(())
+    }
+
+    /// Lends (Some) or takes back (None) the stream for direct writes.
+    pub(crate) fn set_direct(&self, stream: Option<Arc<tokio::net::TcpStream>>) {
+        let mut out = self.outbound();
+        out.writer_idle = false;
+        out.direct = stream;
     }
 
     pub(crate) fn outbound(&self) -> std::sync::MutexGuard<'_, OutQueue> {

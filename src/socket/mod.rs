@@ -125,7 +125,7 @@ impl ExtendedTcpSocket {
                     if let Ok(addr) = stream.peer_addr() {
                         task_handle.set_peer_addr(addr);
                     }
-                    connection::run(stream, task_handle, reporter).await;
+                    connection::run_tcp(stream, task_handle, reporter).await;
                 }
                 Err(err) => {
                     task_handle.set_closed();

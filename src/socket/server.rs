@@ -567,7 +567,7 @@ async fn accept_loop(
         tracing::debug!(%peer, %addr, "accepted");
         shared
             .tasks
-            .spawn(connection::run(stream, handle, reporter));
+            .spawn(connection::run_tcp(stream, handle, reporter));
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");
 }
