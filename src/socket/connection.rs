@@ -19,11 +19,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::{Decoder, FramedRead};
 
 use super::control::{self, CloseFrame, Hello};
 use super::handle::{Counters, SocketHandle};
@@ -368,6 +368,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
     started: Instant,
 ) -> ReadEnd {
     let idle = handle.config().idle_timeout;
+    // The decoder keeps no state of its own (it all lives in the buffer), so
+    // a copy can decode from the reader's buffer.
+    let mut decoder = reader.decoder().clone();
     // One timer for the whole connection, pushed back lazily when it fires
     // early: re-arming a timer for every read costs more than the read.
     let mut last_heard = Instant::now();
@@ -395,15 +398,35 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         // burst reaches the owner as one batch; a batch stops at BATCH events
         // or BATCH_BYTES bytes, which bounds what the event queue can hold.
         let batch_bytes = || handle.shared.counters.bytes_in.load(Ordering::Relaxed) - bytes_before;
+        // Only what the last read brought: decoding straight from the read
+        // buffer costs no system call, where polling the stream would try
+        // the socket again.
         while end.is_none()
             && batch.len() < crate::events::BATCH
             && batch_bytes() < crate::events::BATCH_BYTES
         {
-            match reader.next().now_or_never() {
-                Some(next) => {
-                    end = on_frame(next, &mut batch, handle, reporter, control_tx, started)
+            match decoder.decode(reader.read_buffer_mut()) {
+                Ok(Some(frame)) => {
+                    end = on_frame(
+                        Some(Ok(frame)),
+                        &mut batch,
+                        handle,
+                        reporter,
+                        control_tx,
+                        started,
+                    )
                 }
-                None => break,
+                Ok(None) => break,
+                Err(err) => {
+                    end = on_frame(
+                        Some(Err(err)),
+                        &mut batch,
+                        handle,
+                        reporter,
+                        control_tx,
+                        started,
+                    )
+                }
             }
         }
         if !batch.is_empty() && reporter.events.send(batch).await.is_err() {
