@@ -516,12 +516,18 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     // An order or a ping that arrived while the socket was lent to senders.
     let mut order: Option<Control> = None;
     let mut ping_due = false;
+    // Frames and bytes written since the queue's accounting last saw them.
+    let mut written = (0usize, 0usize);
     loop {
         // Take the socket back from direct senders, and everything queued,
         // in one lock.
         let close = {
             let mut out = handle.outbound();
             out.writer_idle = false;
+            // What the last batch wrote leaves the accounting here, in the
+            // same lock.
+            out.frames -= std::mem::take(&mut written.0);
+            out.bytes -= std::mem::take(&mut written.1);
             std::mem::swap(&mut out.queue, &mut batch);
             if batch.is_empty() {
                 out.close.take()
@@ -599,9 +605,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         counters
             .bytes_out
             .fetch_add(bytes as u64, Ordering::Relaxed);
-        let mut out = handle.outbound();
-        out.frames -= frames;
-        out.bytes -= bytes;
+        written = (frames, bytes);
     }
 }
 

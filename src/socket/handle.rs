@@ -194,8 +194,14 @@ impl SocketHandle {
         out.frames += 1;
         out.bytes += frame.len();
         out.queue.push_back(frame);
+        // Only a writer that went idle needs waking; a busy one looks at the
+        // queue again before it rests. Waking once per idle period, not per
+        // frame, keeps the notify off the per-message path.
+        let wake = std::mem::replace(&mut out.writer_idle, false);
         drop(out);
-        self.shared.wake.notify_one();
+        if wake {
+            self.shared.wake.notify_one();
+        }
         Ok(())
     }
 
