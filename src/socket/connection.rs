@@ -391,44 +391,41 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
                 continue;
             }
         };
-        let mut batch = Vec::with_capacity(16);
-        let bytes_before = handle.shared.counters.bytes_in.load(Ordering::Relaxed);
+        let mut batch = Batch {
+            events: Vec::with_capacity(16),
+            frames: 0,
+            bytes: 0,
+        };
         let mut end = on_frame(first, &mut batch, handle, reporter, control_tx, started);
-        // Take whatever else is already buffered without waiting, so that a
-        // burst reaches the owner as one batch; a batch stops at BATCH events
-        // or BATCH_BYTES bytes, which bounds what the event queue can hold.
-        let batch_bytes = || handle.shared.counters.bytes_in.load(Ordering::Relaxed) - bytes_before;
-        // Only what the last read brought: decoding straight from the read
-        // buffer costs no system call, where polling the stream would try
-        // the socket again.
+        // Take whatever else the last read brought, so that a burst reaches
+        // the owner as one batch. Decoding straight from the read buffer
+        // costs no system call, where polling the stream would try the
+        // socket again. A batch stops at BATCH events or BATCH_BYTES bytes,
+        // which bounds what the event queue can hold.
         while end.is_none()
-            && batch.len() < crate::events::BATCH
-            && batch_bytes() < crate::events::BATCH_BYTES
+            && batch.events.len() < crate::events::BATCH
+            && batch.bytes < crate::events::BATCH_BYTES
         {
-            match decoder.decode(reader.read_buffer_mut()) {
-                Ok(Some(frame)) => {
-                    end = on_frame(
-                        Some(Ok(frame)),
-                        &mut batch,
-                        handle,
-                        reporter,
-                        control_tx,
-                        started,
-                    )
-                }
+            let next = match decoder.decode(reader.read_buffer_mut()) {
+                Ok(Some(frame)) => Ok(frame),
                 Ok(None) => break,
-                Err(err) => {
-                    end = on_frame(
-                        Some(Err(err)),
-                        &mut batch,
-                        handle,
-                        reporter,
-                        control_tx,
-                        started,
-                    )
-                }
-            }
+                Err(err) => Err(err),
+            };
+            end = on_frame(
+                Some(next),
+                &mut batch,
+                handle,
+                reporter,
+                control_tx,
+                started,
+            );
         }
+        let counters = &handle.shared.counters;
+        counters
+            .frames_in
+            .fetch_add(batch.frames, Ordering::Relaxed);
+        counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
+        let batch = batch.events;
         if !batch.is_empty() && reporter.events.send(batch).await.is_err() {
             return ReadEnd::OwnerGone;
         }
@@ -439,11 +436,18 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
     }
 }
 
+/// The events of one read, and what they weighed.
+struct Batch<E> {
+    events: Vec<E>,
+    frames: u64,
+    bytes: u64,
+}
+
 /// Handles one read result: application messages and errors go into
 /// `batch`, system messages are answered here. `Some` ends the reader.
 fn on_frame<E>(
     next: Option<Result<codec::Frame, codec::FrameError>>,
-    batch: &mut Vec<E>,
+    batch: &mut Batch<E>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
     control_tx: &mpsc::Sender<Control>,
@@ -454,18 +458,16 @@ fn on_frame<E>(
         Some(Err(err)) => return Some(ReadEnd::Failed(err.into())),
         Some(Ok(frame)) => frame,
     };
-    let counters = &handle.shared.counters;
-    counters.frames_in.fetch_add(1, Ordering::Relaxed);
-    counters.bytes_in.fetch_add(
-        frame.payload.len() as u64 + codec::HEADER_LEN as u64,
-        Ordering::Relaxed,
-    );
+    batch.frames += 1;
+    batch.bytes += frame.payload.len() as u64 + codec::HEADER_LEN as u64;
     let message = match Message::decode(frame.payload) {
         Ok(message) => message,
         Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
     };
     if !message.is_system() {
-        batch.push((reporter.wrap)(SocketEvent::Received(message)));
+        batch
+            .events
+            .push((reporter.wrap)(SocketEvent::Received(message)));
         return None;
     }
     match message.action_id() {
@@ -478,7 +480,9 @@ fn on_frame<E>(
         control::ACTION_PONG => {
             if let Ok(stamp) = message.content::<u64>() {
                 let now = started.elapsed().as_micros() as u64;
-                counters
+                handle
+                    .shared
+                    .counters
                     .rtt_micros
                     .store(now.saturating_sub(stamp), Ordering::Relaxed);
             }
@@ -492,7 +496,7 @@ fn on_frame<E>(
         }
         other => {
             tracing::debug!(action = other, "unknown system action ignored");
-            batch.push((reporter.wrap)(SocketEvent::Error(
+            batch.events.push((reporter.wrap)(SocketEvent::Error(
                 SocketError::UnknownSystemAction(other),
             )));
         }
