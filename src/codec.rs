@@ -209,6 +209,14 @@ pub fn decode_value_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usiz
     })
 }
 
+/// The CRC-32 of `bytes` (the zlib polynomial), for files that must detect
+/// corruption.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    let mut crc = flate2::Crc::new();
+    crc.update(bytes);
+    crc.sum()
+}
+
 /// Builds a complete frame (header included) around `payload`, compressing it
 /// when that pays. The result is what goes on the wire, ready to be queued for
 /// any number of peers.

@@ -19,6 +19,7 @@
 //! | [`manager`] | [`ServerManager`]: hellos, sessions, requests validated by the game's [`GameLogic`], addressed updates, stats |
 //! | [`client`] | [`NetworkClient`]: joins a server, subscribes per channel, sends requests, reconnects with its id and token |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
+//! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
 //! | [`board`] | the built-in game of `switchboard-server`: a shared board, seats, chat |
 //! | [`events`] | the bounded event queue between network tasks and `poll()` / streams |
 //! | [`runtime`] | where network tasks run when the game has no tokio runtime |
@@ -68,6 +69,7 @@ pub mod message;
 pub mod process;
 pub mod router;
 pub mod runtime;
+pub mod scenario;
 pub mod session;
 pub mod signal;
 pub mod socket;
