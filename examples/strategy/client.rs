@@ -1,0 +1,376 @@
+//! The player's side: a terminal interface (a map and typed orders), and a
+//! scripted bot player for demos and tests.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use switchboard::{ClientConfig, NetworkClient, RequestStatus, RequestTicket};
+
+use crate::protocol::{Act, Attack, Chan, LobbyView, Move, NationView};
+use crate::scenario::{NationId, UnitId};
+
+/// What the client has heard.
+#[derive(Default)]
+struct Seen {
+    view: Option<NationView>,
+    lobby: Option<LobbyView>,
+    events: Vec<String>,
+    fresh_view: bool,
+}
+
+/// A connected player.
+struct Player {
+    client: NetworkClient,
+    seen: Rc<RefCell<Seen>>,
+    pending: Vec<(String, RequestTicket)>,
+}
+
+impl Player {
+    fn connect(addr: &str, name: &str, password: Option<String>) -> Player {
+        let config = ClientConfig {
+            password,
+            ..ClientConfig::named(name)
+        };
+        let client = NetworkClient::connect(addr, config);
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let sink = seen.clone();
+        client
+            .subscribe(Chan::Game, move |d| {
+                let mut seen = sink.borrow_mut();
+                match d.action::<Act>() {
+                    Some(Act::View) => {
+                        if let Ok(view) = d.content() {
+                            seen.view = Some(view);
+                            seen.fresh_view = true;
+                        }
+                    }
+                    Some(Act::Event) => {
+                        if let Ok(text) = d.content() {
+                            seen.events.push(text);
+                        }
+                    }
+                    _ => {}
+                }
+            })
+            .detach();
+        let sink = seen.clone();
+        client
+            .subscribe(Chan::Lobby, move |d| {
+                if let Ok(lobby) = d.content() {
+                    sink.borrow_mut().lobby = Some(lobby);
+                }
+            })
+            .detach();
+        client
+            .signals()
+            .refused
+            .connect(|why| println!("refused: {why}"))
+            .detach();
+        client
+            .signals()
+            .connection_lost
+            .connect(|why| println!("connection lost ({why}); reconnecting"))
+            .detach();
+        client
+            .signals()
+            .welcomed
+            .connect(|w| {
+                if w.resumed {
+                    println!("reconnected: same nation, same game");
+                }
+            })
+            .detach();
+        client
+            .signals()
+            .disconnected
+            .connect(|why| println!("disconnected: {why}"))
+            .detach();
+        Player {
+            client,
+            seen,
+            pending: Vec::new(),
+        }
+    }
+
+    fn order<T: serde::Serialize>(
+        &mut self,
+        label: String,
+        channel: Chan,
+        action: Act,
+        content: &T,
+    ) {
+        match self.client.request(channel, action, content) {
+            Ok(ticket) => self.pending.push((label, ticket)),
+            Err(err) => println!("{label}: not sent: {err}"),
+        }
+    }
+
+    /// Polls, prints events and verdicts; returns rejections seen.
+    fn pump(&mut self, wait: Duration) -> Vec<String> {
+        self.client.poll_timeout(wait);
+        for event in std::mem::take(&mut self.seen.borrow_mut().events) {
+            println!("* {event}");
+        }
+        let mut rejected = Vec::new();
+        self.pending
+            .retain(|(label, ticket)| match ticket.status() {
+                RequestStatus::Pending => true,
+                RequestStatus::Accepted => false,
+                RequestStatus::Rejected(reason) => {
+                    println!("{label}: rejected: {reason}");
+                    rejected.push(reason);
+                    false
+                }
+                RequestStatus::Failed(err) => {
+                    println!("{label}: failed: {err}");
+                    false
+                }
+            });
+        rejected
+    }
+}
+
+/// Draws a view as text: terrain, owners (letters), units (digits of their
+/// nation), fog as blanks.
+pub fn render(view: &NationView) -> String {
+    let mut out = format!("{} — turn {}", view.scenario, view.turn);
+    if let Some(you) = view.you {
+        let name = view
+            .nations
+            .iter()
+            .find(|n| n.id == you)
+            .map_or("?", |n| n.name.as_str());
+        out.push_str(&format!(" — you are {name} ({})", you.0));
+    }
+    out.push('\n');
+    out.push_str("   ");
+    for x in 0..view.width {
+        out.push(char::from(b'0' + x % 10));
+    }
+    out.push('\n');
+    for y in 0..view.height {
+        out.push_str(&format!("{y:2} "));
+        for x in 0..view.width {
+            let c = match (view.unit_at(x, y), view.tile(x, y)) {
+                (Some(unit), _) => char::from(b'0' + unit.nation.0),
+                (None, Some(tile)) => match tile.owner {
+                    Some(owner) => char::from(b'a' + owner.0),
+                    None => tile.terrain.glyph(),
+                },
+                (None, None) => ' ',
+            };
+            out.push(c);
+        }
+        out.push('\n');
+    }
+    for n in &view.nations {
+        out.push_str(&format!(
+            "  {} {}{}: {} provinces{}\n",
+            n.id.0,
+            n.name,
+            if n.ai { " (AI)" } else { "" },
+            n.provinces,
+            if n.ended { ", turn ended" } else { "" }
+        ));
+    }
+    for u in view.units.iter().filter(|u| Some(u.nation) == view.you) {
+        out.push_str(&format!(
+            "  unit {} {:?} at ({}, {}), {} moves left\n",
+            u.id.0, u.kind, u.x, u.y, u.moves_left
+        ));
+    }
+    if let Some(winner) = view.winner {
+        out.push_str(&format!("  the game is over: nation {} wins\n", winner.0));
+    }
+    out
+}
+
+const HELP: &str =
+    "orders: m UNIT X Y (move) | c UNIT (claim) | a UNIT TARGET (attack) | e (end turn)
+        save NAME | load NAME | pick NATION | ready | start | map | help | q (quit)";
+
+/// Plays at `addr`: typed orders, or `bot` turns of the scripted player.
+pub fn play(
+    addr: &str,
+    name: &str,
+    password: Option<String>,
+    bot: Option<u32>,
+) -> Result<(), String> {
+    let mut player = Player::connect(addr, name, password);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !player.client.is_welcomed() {
+        if player.client.is_finished() || Instant::now() > deadline {
+            return Err(format!("could not join the game at {addr}"));
+        }
+        player.pump(Duration::from_millis(20));
+    }
+    println!("joined as {name}");
+    let result = match bot {
+        Some(turns) => play_bot(&mut player, turns),
+        None => play_typed(&mut player),
+    };
+    player.client.close("quit");
+    player.client.poll_timeout(Duration::from_millis(100));
+    result
+}
+
+fn play_typed(player: &mut Player) -> Result<(), String> {
+    println!("{HELP}");
+    let (tx, lines) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        player.pump(Duration::from_millis(20));
+        if std::mem::take(&mut player.seen.borrow_mut().fresh_view) {
+            if let Some(view) = &player.seen.borrow().view {
+                print!("{}", render(view));
+            }
+        }
+        if player.client.is_finished() {
+            return Err("the connection to the server is gone".into());
+        }
+        let line = match lines.try_recv() {
+            Ok(line) => line,
+            Err(mpsc::TryRecvError::Empty) => continue,
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let num = |i: usize| words.get(i).and_then(|w| w.parse::<u32>().ok());
+        match words.as_slice() {
+            ["q" | "quit"] => return Ok(()),
+            ["help"] => println!("{HELP}"),
+            ["map"] => player.seen.borrow_mut().fresh_view = true,
+            ["m", ..] => match (num(1), num(2), num(3)) {
+                (Some(u), Some(x), Some(y)) if x < 256 && y < 256 => {
+                    let order = Move {
+                        unit: UnitId(u),
+                        x: x as u8,
+                        y: y as u8,
+                    };
+                    player.order(line.clone(), Chan::Game, Act::Move, &order);
+                }
+                _ => println!("m UNIT X Y"),
+            },
+            ["c", ..] => match num(1) {
+                Some(u) => player.order(line.clone(), Chan::Game, Act::Claim, &UnitId(u)),
+                None => println!("c UNIT"),
+            },
+            ["a", ..] => match (num(1), num(2)) {
+                (Some(u), Some(t)) => {
+                    let order = Attack {
+                        unit: UnitId(u),
+                        target: UnitId(t),
+                    };
+                    player.order(line.clone(), Chan::Game, Act::Attack, &order);
+                }
+                _ => println!("a UNIT TARGET"),
+            },
+            ["e"] => player.order(line.clone(), Chan::Game, Act::EndTurn, &()),
+            ["save", name] => player.order(line.clone(), Chan::Game, Act::Save, &name.to_string()),
+            ["load", name] => player.order(line.clone(), Chan::Game, Act::Load, &name.to_string()),
+            ["pick", ..] => match num(1) {
+                Some(n) if n < 256 => {
+                    player.order(line.clone(), Chan::Lobby, Act::Pick, &NationId(n as u8))
+                }
+                _ => println!("pick NATION"),
+            },
+            ["ready"] => player.order(line.clone(), Chan::Lobby, Act::Ready, &true),
+            ["start"] => player.order(line.clone(), Chan::Lobby, Act::Start, &()),
+            [] => {}
+            _ => println!("? {HELP}"),
+        }
+    }
+}
+
+/// The scripted player: every turn, each unit claims the province it stands
+/// on or steps toward land it does not own; then it ends the turn.
+fn play_bot(player: &mut Player, turns: u32) -> Result<(), String> {
+    let started = wait_for_view(player, |_| true)?.turn;
+    for _ in 0..turns {
+        let view = wait_for_view(player, |_| true)?;
+        if view.winner.is_some() {
+            println!("game over at turn {}", view.turn);
+            break;
+        }
+        let Some(me) = view.you else {
+            return Err("no nation to play".into());
+        };
+        for unit in view.units.iter().filter(|u| u.nation == me) {
+            let here = view.tile(unit.x, unit.y).and_then(|t| t.owner);
+            if here != Some(me) {
+                player.order(
+                    format!("claim with unit {}", unit.id.0),
+                    Chan::Game,
+                    Act::Claim,
+                    &unit.id,
+                );
+                continue;
+            }
+            let step = [(1i16, 0i16), (0, 1), (-1, 0), (0, -1)]
+                .into_iter()
+                .find_map(|(dx, dy)| {
+                    let (x, y) = (unit.x as i16 + dx, unit.y as i16 + dy);
+                    let (x, y) = (u8::try_from(x).ok()?, u8::try_from(y).ok()?);
+                    let tile = view.tile(x, y)?;
+                    (tile.terrain.cost().is_some_and(|c| c <= unit.moves_left)
+                        && view.unit_at(x, y).is_none()
+                        && tile.owner != Some(me))
+                    .then_some((x, y))
+                });
+            if let Some((x, y)) = step {
+                let order = Move {
+                    unit: unit.id,
+                    x,
+                    y,
+                };
+                player.order(
+                    format!("move unit {} to ({x}, {y})", unit.id.0),
+                    Chan::Game,
+                    Act::Move,
+                    &order,
+                );
+            }
+        }
+        player.order("end turn".into(), Chan::Game, Act::EndTurn, &());
+        let turn = view.turn;
+        let next = wait_for_view(player, |v| v.turn > turn || v.winner.is_some())?;
+        let mine = next
+            .nations
+            .iter()
+            .find(|n| Some(n.id) == next.you)
+            .map_or(0, |n| n.provinces);
+        println!("turn {} done: {} provinces", turn, mine);
+    }
+    let view = wait_for_view(player, |_| true)?;
+    println!("bot finished at turn {} (started at {started})", view.turn);
+    print!("{}", render(&view));
+    Ok(())
+}
+
+fn wait_for_view(
+    player: &mut Player,
+    ready: impl Fn(&NationView) -> bool,
+) -> Result<NationView, String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        player.pump(Duration::from_millis(10));
+        if let Some(view) = player.seen.borrow().view.as_ref().filter(|v| ready(v)) {
+            if player.pending.is_empty() {
+                return Ok(view.clone());
+            }
+        }
+        if player.client.is_finished() {
+            return Err("the connection to the server is gone".into());
+        }
+        if Instant::now() > deadline {
+            return Err("no update from the server in 15 s".into());
+        }
+    }
+}
