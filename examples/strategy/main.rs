@@ -3,24 +3,19 @@
 //! nation sees. The four ways in:
 //!
 //! ```text
-//! cargo run --example strategy                                 # single player (local server, loopback)
-//! cargo run --example strategy -- --host --port 7100           # host: lobby, others join
-//! cargo run --example strategy -- --join 127.0.0.1:7100 --name bob
-//! cargo run --example strategy -- --edit my.swst               # scenario editor, no network
+//! cargo run --release -p switchboard-strategy                          # single player (local server, loopback)
+//! cargo run --release -p switchboard-strategy -- --host --port 7100    # host: lobby, others join
+//! cargo run --release -p switchboard-strategy -- --join 127.0.0.1:7100 --name bob
+//! cargo run --release -p switchboard-strategy -- --edit my.swst        # scenario editor, no network
 //! ```
 //!
 //! `--scenario valley|islands|FILE` picks the scenario, `--bot N` lets a
 //! scripted player play N turns (for demos and tests), `--saves DIR` is where
 //! the server keeps saved games.
 
-mod ai;
-mod client;
-mod editor;
-mod protocol;
-mod rules;
-mod scenario;
-
 use std::path::PathBuf;
+
+use strategy::{client, editor, rules, scenario};
 
 use switchboard::process::{LocalServer, LocalServerOptions};
 use switchboard::socket::BindScope;

@@ -512,8 +512,7 @@ mod tests {
     #[test]
     fn shipped_scenario_files_load_and_match_the_builtin_ones() {
         for name in ["valley", "islands"] {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("examples/strategy/scenarios/{name}.swst"));
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.swst"));
             let loaded = ServerScenario::load(&path).unwrap();
             assert_eq!(loaded, builtin(name).unwrap(), "{name}");
         }

@@ -1,0 +1,17 @@
+//! The reference game of Switchboard: a small turn-based strategy game.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`scenario`] | `ServerScenario`: the authoritative state as plain data, its edits and its file |
+//! | [`rules`] | the server's `GameLogic`: orders validated, applied, and each nation's view |
+//! | [`ai`] | the nations the server plays |
+//! | [`protocol`] | channels, actions and the messages between client and server |
+//! | [`client`] | the terminal interface and the scripted bot player |
+//! | [`editor`] | the scenario editor: no network, no server |
+
+pub mod ai;
+pub mod client;
+pub mod editor;
+pub mod protocol;
+pub mod rules;
+pub mod scenario;
