@@ -1,0 +1,449 @@
+//! End to end with real processes: the `strategy` binary as single-player
+//! game, as hosted server with a lobby, and as scenario editor.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use strategy::protocol::{Act, Chan, LobbyView, Move, NationView};
+use strategy::scenario::{NationId, UnitId};
+use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram};
+use switchboard::socket::BindScope;
+use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
+
+const WAIT: Duration = Duration::from_secs(15);
+const BIN: &str = env!("CARGO_BIN_EXE_strategy");
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("strategy-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn server(args: &[&str], scope: BindScope) -> LocalServer {
+    LocalServer::spawn(LocalServerOptions {
+        program: ServerProgram::Path(BIN.into()),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        scope,
+        ..LocalServerOptions::default()
+    })
+    .unwrap()
+}
+
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat.contains(") Z"))
+}
+
+/// A test player: the client and the last view and lobby it got.
+struct Player {
+    client: NetworkClient,
+    view: Rc<RefCell<Option<NationView>>>,
+    lobby: Rc<RefCell<Option<LobbyView>>>,
+}
+
+impl Player {
+    fn join(addr: impl ToString, name: &str) -> Player {
+        let config = ClientConfig {
+            reconnect: ReconnectPolicy {
+                initial_delay: Duration::from_millis(50),
+                ..Default::default()
+            },
+            ..ClientConfig::named(name)
+        };
+        let client = NetworkClient::connect(addr, config);
+        let view = Rc::new(RefCell::new(None));
+        let lobby = Rc::new(RefCell::new(None));
+        let (v, l) = (view.clone(), lobby.clone());
+        client
+            .subscribe(Chan::Game, move |d| {
+                if d.action() == Some(Act::View) {
+                    *v.borrow_mut() = d.content().ok();
+                }
+            })
+            .detach();
+        client
+            .subscribe(Chan::Lobby, move |d| *l.borrow_mut() = d.content().ok())
+            .detach();
+        let mut player = Player {
+            client,
+            view,
+            lobby,
+        };
+        player.until(|p| p.client.is_welcomed() && p.view.borrow().is_some());
+        player
+    }
+
+    fn until(&mut self, mut done: impl FnMut(&Player) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "condition not reached in time");
+            self.client.poll_timeout(Duration::from_millis(5));
+        }
+    }
+
+    fn ask<T: serde::Serialize>(
+        &mut self,
+        channel: Chan,
+        action: Act,
+        content: &T,
+    ) -> RequestStatus {
+        let ticket = self.client.request(channel, action, content).unwrap();
+        self.until(|_| ticket.is_done());
+        ticket.status()
+    }
+
+    fn view(&self) -> NationView {
+        self.view.borrow().clone().unwrap()
+    }
+}
+
+#[test]
+fn single_player_plays_scripted_turns_and_leaves_no_process() {
+    let saves = temp_dir("single");
+    let output = Command::new(BIN)
+        .args(["--bot", "3", "--scenario", "valley", "--saves"])
+        .arg(&saves)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("bot finished at turn 4 (started at 1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("turn 3 done"), "{stdout}");
+    let pid: u32 = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("server pid ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("the game printed its server's pid");
+    assert!(gone(pid), "no server process left after the game quit");
+}
+
+#[test]
+fn invalid_order_is_rejected_with_its_reason_and_not_applied() {
+    let saves = temp_dir("invalid");
+    let server = server(
+        &["--scenario", "valley", "--saves", saves.to_str().unwrap()],
+        BindScope::Loopback,
+    );
+    let mut ann = Player::join(server.addr(), "ann");
+    assert_eq!(ann.view().you, Some(NationId(0)));
+    let infantry = ann.view().unit_at(1, 3).unwrap().id;
+    let diagonal = Move {
+        unit: infantry,
+        x: 2,
+        y: 4,
+    };
+    match ann.ask(Chan::Game, Act::Move, &diagonal) {
+        RequestStatus::Rejected(reason) => assert!(reason.contains("diagonally"), "{reason}"),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    let into_the_river = Move {
+        unit: UnitId(999),
+        x: 2,
+        y: 3,
+    };
+    assert_eq!(
+        ann.ask(Chan::Game, Act::Move, &into_the_river),
+        RequestStatus::Rejected("no such unit".into())
+    );
+    // A valid order afterwards: the view it brings shows the unit unmoved.
+    assert_eq!(
+        ann.ask(Chan::Game, Act::Claim, &infantry),
+        RequestStatus::Accepted
+    );
+    let unit = *ann.view().units.iter().find(|u| u.id == infantry).unwrap();
+    assert_eq!(
+        (unit.x, unit.y),
+        (1, 3),
+        "the rejected move changed nothing"
+    );
+    assert_eq!(ann.view().tile(1, 3).unwrap().owner, Some(NationId(0)));
+}
+
+#[test]
+fn fog_of_war_hides_what_the_nation_cannot_see() {
+    let saves = temp_dir("fog");
+    let server = server(
+        &["--scenario", "valley", "--saves", saves.to_str().unwrap()],
+        BindScope::Loopback,
+    );
+    let ann = Player::join(server.addr(), "ann");
+    let view = ann.view();
+    assert!(view.tile(1, 3).is_some());
+    assert!(view.tile(11, 4).is_none(), "Blue's home is in the fog");
+    assert!(view.tile(10, 4).is_none(), "so is Blue's army");
+    assert!(
+        view.units.iter().all(|u| u.nation == NationId(0)),
+        "no enemy unit in sight: {:?}",
+        view.units
+    );
+    let seen = view.tiles.iter().filter(|t| t.is_some()).count();
+    assert!(
+        seen < view.tiles.len() / 2,
+        "most of the map is fogged ({seen} of {} seen)",
+        view.tiles.len()
+    );
+}
+
+#[test]
+fn editor_creates_a_scenario_file_that_a_server_then_loads() {
+    let dir = temp_dir("editor");
+    let file = dir.join("test-land.swst");
+    let script = "new 6 4 Test Land; nation Ann; nation Bot ai; terrain 3 0 water; \
+                  unit 0 infantry 0 0; unit 1 cavalry 5 3; owner 0 0 0; validate; save";
+    let output = Command::new(BIN)
+        .arg("--edit")
+        .arg(&file)
+        .args(["--script", script])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The editor needed no server: it wrote the file alone.
+    assert!(file.exists());
+
+    let server = server(
+        &[
+            "--scenario",
+            file.to_str().unwrap(),
+            "--saves",
+            dir.to_str().unwrap(),
+        ],
+        BindScope::Loopback,
+    );
+    let ann = Player::join(server.addr(), "ann");
+    let view = ann.view();
+    assert_eq!(view.scenario, "Test Land");
+    assert_eq!((view.width, view.height), (6, 4));
+    assert_eq!(view.nations.len(), 2);
+
+    // A broken file is refused with a clear error, never a panic.
+    let broken = dir.join("broken.swst");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&broken, &bytes[..bytes.len() - 3]).unwrap();
+    let output = Command::new(BIN)
+        .args(["--bot", "1", "--scenario"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("truncated"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn saves_and_loads_by_name_never_by_path() {
+    let saves = temp_dir("saves");
+    let server = server(
+        &["--scenario", "valley", "--saves", saves.to_str().unwrap()],
+        BindScope::Loopback,
+    );
+    let mut ann = Player::join(server.addr(), "ann");
+    let infantry = ann.view().unit_at(1, 3).unwrap().id;
+    assert_eq!(
+        ann.ask(Chan::Game, Act::Claim, &infantry),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        ann.ask(Chan::Game, Act::Save, &"slot-1".to_string()),
+        RequestStatus::Accepted
+    );
+    assert!(saves.join("slot-1.swst").exists());
+    for evil in ["../escape", "/etc/passwd", "a b"] {
+        assert!(
+            matches!(
+                ann.ask(Chan::Game, Act::Save, &evil.to_string()),
+                RequestStatus::Rejected(_)
+            ),
+            "{evil}"
+        );
+    }
+    assert!(matches!(
+        ann.ask(Chan::Game, Act::Load, &"nothing-here".to_string()),
+        RequestStatus::Rejected(_)
+    ));
+    assert_eq!(
+        ann.ask(Chan::Game, Act::Load, &"slot-1".to_string()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        ann.view().tile(1, 3).unwrap().owner,
+        Some(NationId(0)),
+        "the loaded game has the claim"
+    );
+}
+
+/// A TCP forwarder whose connections can be cut, like a network failure.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Proxy {
+    fn start(upstream: std::net::SocketAddr) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let generation = cut.clone();
+        std::thread::spawn(move || {
+            for inbound in listener.incoming().map_while(Result::ok) {
+                let Ok(outbound) = std::net::TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let born = generation.load(Ordering::SeqCst);
+                for (mut from, mut to) in [
+                    (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
+                    (outbound.try_clone().unwrap(), inbound.try_clone().unwrap()),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                let watch = generation.clone();
+                std::thread::spawn(move || {
+                    while watch.load(Ordering::SeqCst) == born {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let _ = inbound.shutdown(std::net::Shutdown::Both);
+                    let _ = outbound.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Proxy { addr, cut }
+    }
+
+    fn cut(&self) {
+        self.cut.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn hosted(tag: &str) -> (LocalServer, PathBuf) {
+    let saves = temp_dir(tag);
+    let server = server(
+        &[
+            "--scenario",
+            "valley",
+            "--lobby",
+            "--saves",
+            saves.to_str().unwrap(),
+        ],
+        BindScope::AllInterfaces,
+    );
+    (server, saves)
+}
+
+/// Both players pick, ready up, and the host starts.
+fn lobby_start(ann: &mut Player, bob: &mut Player) {
+    assert_eq!(
+        ann.ask(Chan::Lobby, Act::Pick, &NationId(0)),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        bob.ask(Chan::Lobby, Act::Pick, &NationId(0)),
+        RequestStatus::Rejected("that nation is taken".into())
+    );
+    assert_eq!(
+        bob.ask(Chan::Lobby, Act::Pick, &NationId(1)),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        ann.ask(Chan::Lobby, Act::Ready, &true),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        ann.ask(Chan::Lobby, Act::Start, &()),
+        RequestStatus::Rejected("bob is not ready".into())
+    );
+    assert_eq!(
+        bob.ask(Chan::Lobby, Act::Start, &()),
+        RequestStatus::Rejected("only the host starts the game".into())
+    );
+    assert_eq!(
+        bob.ask(Chan::Lobby, Act::Ready, &true),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        ann.ask(Chan::Lobby, Act::Start, &()),
+        RequestStatus::Accepted
+    );
+    bob.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(1)))
+    });
+    assert!(ann.lobby.borrow().as_ref().unwrap().started);
+}
+
+#[test]
+fn hosted_game_lobby_then_a_dropped_player_comes_back_to_the_same_nation() {
+    let (server, _saves) = hosted("host");
+    let proxy = Proxy::start(server.addr());
+    let mut ann = Player::join(server.addr(), "ann");
+    let mut bob = Player::join(proxy.addr, "bob");
+    assert_eq!(
+        bob.view().you,
+        None,
+        "no nation before the lobby starts the game"
+    );
+    lobby_start(&mut ann, &mut bob);
+    let id = bob.client.client_id();
+
+    proxy.cut();
+    bob.until(|p| !p.client.is_welcomed());
+    bob.until(|p| p.client.is_welcomed());
+    assert_eq!(bob.client.client_id(), id, "same id after the reconnect");
+    bob.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(1)))
+    });
+    let cavalry = bob.view().unit_at(10, 3).unwrap().id;
+    assert_eq!(
+        bob.ask(Chan::Game, Act::Claim, &cavalry),
+        RequestStatus::Accepted,
+        "bob still commands Blue"
+    );
+}
+
+#[test]
+fn a_disconnected_player_never_stalls_the_turn() {
+    let (server, _saves) = hosted("stall");
+    let proxy = Proxy::start(server.addr());
+    let mut ann = Player::join(server.addr(), "ann");
+    let mut bob = Player::join(proxy.addr, "bob");
+    lobby_start(&mut ann, &mut bob);
+    // Bob's line goes dead and his client is not polled, so it does not come
+    // back: his nation must not hold up the turn.
+    proxy.cut();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        ann.ask(Chan::Game, Act::EndTurn, &()),
+        RequestStatus::Accepted
+    );
+    ann.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.turn == 2));
+    assert!(Path::new(BIN).exists());
+}
