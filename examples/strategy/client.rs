@@ -18,6 +18,7 @@ struct Seen {
     lobby: Option<LobbyView>,
     events: Vec<String>,
     fresh_view: bool,
+    fresh_lobby: bool,
 }
 
 /// A connected player.
@@ -58,8 +59,10 @@ impl Player {
         let sink = seen.clone();
         client
             .subscribe(Chan::Lobby, move |d| {
-                if let Ok(lobby) = d.content() {
-                    sink.borrow_mut().lobby = Some(lobby);
+                if let Ok(lobby) = d.content::<LobbyView>() {
+                    let mut seen = sink.borrow_mut();
+                    seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
+                    seen.lobby = Some(lobby);
                 }
             })
             .detach();
@@ -187,6 +190,24 @@ pub fn render(view: &NationView) -> String {
     out
 }
 
+/// The lobby as text.
+pub fn render_lobby(lobby: &LobbyView) -> String {
+    let mut out = format!(
+        "lobby (host: {}); pick N, ready, and the host starts\n",
+        lobby.host.as_deref().unwrap_or("-")
+    );
+    for seat in &lobby.seats {
+        out.push_str(&format!(
+            "  {} {}: {}{}\n",
+            seat.nation.0,
+            seat.name,
+            seat.player.as_deref().unwrap_or("(free)"),
+            if seat.ready { ", ready" } else { "" }
+        ));
+    }
+    out
+}
+
 const HELP: &str =
     "orders: m UNIT X Y (move) | c UNIT (claim) | a UNIT TARGET (attack) | e (end turn)
         save NAME | load NAME | pick NATION | ready | start | map | help | q (quit)";
@@ -228,8 +249,19 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
     });
     loop {
         player.pump(Duration::from_millis(20));
+        if std::mem::take(&mut player.seen.borrow_mut().fresh_lobby) {
+            if let Some(lobby) = player.seen.borrow().lobby.as_ref().filter(|l| !l.started) {
+                print!("{}", render_lobby(lobby));
+            }
+        }
         if std::mem::take(&mut player.seen.borrow_mut().fresh_view) {
-            if let Some(view) = &player.seen.borrow().view {
+            if let Some(view) = player
+                .seen
+                .borrow()
+                .view
+                .as_ref()
+                .filter(|v| v.you.is_some())
+            {
                 print!("{}", render(view));
             }
         }
