@@ -2,6 +2,7 @@
 //! scripted bot player for demos and tests.
 
 use std::cell::RefCell;
+use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -13,23 +14,23 @@ use crate::scenario::{NationId, UnitId};
 
 /// What the client has heard.
 #[derive(Default)]
-struct Seen {
-    view: Option<NationView>,
-    lobby: Option<LobbyView>,
-    events: Vec<String>,
-    fresh_view: bool,
-    fresh_lobby: bool,
+pub(crate) struct Seen {
+    pub(crate) view: Option<NationView>,
+    pub(crate) lobby: Option<LobbyView>,
+    pub(crate) events: Vec<String>,
+    pub(crate) fresh_view: bool,
+    pub(crate) fresh_lobby: bool,
 }
 
 /// A connected player.
-struct Player {
-    client: NetworkClient,
-    seen: Rc<RefCell<Seen>>,
+pub(crate) struct Player {
+    pub(crate) client: NetworkClient,
+    pub(crate) seen: Rc<RefCell<Seen>>,
     pending: Vec<(String, RequestTicket)>,
 }
 
 impl Player {
-    fn connect(addr: &str, name: &str, password: Option<String>) -> Player {
+    pub(crate) fn connect(addr: &str, name: &str, password: Option<String>) -> Player {
         let config = ClientConfig {
             password,
             ..ClientConfig::named(name)
@@ -97,7 +98,8 @@ impl Player {
         }
     }
 
-    fn order<T: serde::Serialize>(
+    /// Sends an order; its verdict comes out of [`pump`](Self::pump).
+    pub(crate) fn order<T: serde::Serialize>(
         &mut self,
         label: String,
         channel: Chan,
@@ -106,32 +108,43 @@ impl Player {
     ) {
         match self.client.request(channel, action, content) {
             Ok(ticket) => self.pending.push((label, ticket)),
-            Err(err) => println!("{label}: not sent: {err}"),
+            Err(err) => self
+                .seen
+                .borrow_mut()
+                .events
+                .push(format!("{label}: not sent: {err}")),
         }
     }
 
-    /// Polls, prints events and verdicts; returns rejections seen.
-    fn pump(&mut self, wait: Duration) -> Vec<String> {
+    /// Polls; returns the log lines since the last call: events, and the
+    /// verdicts of orders that were not simply accepted.
+    pub(crate) fn pump(&mut self, wait: Duration) -> Vec<String> {
         self.client.poll_timeout(wait);
-        for event in std::mem::take(&mut self.seen.borrow_mut().events) {
-            println!("* {event}");
-        }
-        let mut rejected = Vec::new();
+        let mut log: Vec<String> = std::mem::take(&mut self.seen.borrow_mut().events)
+            .into_iter()
+            .map(|e| format!("* {e}"))
+            .collect();
         self.pending
             .retain(|(label, ticket)| match ticket.status() {
                 RequestStatus::Pending => true,
                 RequestStatus::Accepted => false,
                 RequestStatus::Rejected(reason) => {
-                    println!("{label}: rejected: {reason}");
-                    rejected.push(reason);
+                    log.push(format!("{label}: rejected: {reason}"));
                     false
                 }
                 RequestStatus::Failed(err) => {
-                    println!("{label}: failed: {err}");
+                    log.push(format!("{label}: failed: {err}"));
                     false
                 }
             });
-        rejected
+        log
+    }
+
+    /// Like [`pump`](Self::pump), printing the log.
+    fn pump_print(&mut self, wait: Duration) {
+        for line in self.pump(wait) {
+            println!("{line}");
+        }
     }
 }
 
@@ -212,12 +225,15 @@ const HELP: &str =
     "orders: m UNIT X Y (move) | c UNIT (claim) | a UNIT TARGET (attack) | e (end turn)
         save NAME | load NAME | pick NATION | ready | start | map | help | q (quit)";
 
-/// Plays at `addr`: typed orders, or `bot` turns of the scripted player.
+/// Plays at `addr`: `bot` turns of the scripted player; or, with `text` or
+/// when stdout is not a terminal, typed orders; otherwise the full-screen
+/// interface.
 pub fn play(
     addr: &str,
     name: &str,
     password: Option<String>,
     bot: Option<u32>,
+    text: bool,
 ) -> Result<(), String> {
     let mut player = Player::connect(addr, name, password);
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -225,12 +241,18 @@ pub fn play(
         if player.client.is_finished() || Instant::now() > deadline {
             return Err(format!("could not join the game at {addr}"));
         }
-        player.pump(Duration::from_millis(20));
+        player.pump_print(Duration::from_millis(20));
     }
-    println!("joined as {name}");
     let result = match bot {
-        Some(turns) => play_bot(&mut player, turns),
-        None => play_typed(&mut player),
+        Some(turns) => {
+            println!("joined as {name}");
+            play_bot(&mut player, turns)
+        }
+        None if !text && std::io::stdout().is_terminal() => crate::tui::run(&mut player, name),
+        None => {
+            println!("joined as {name}");
+            play_typed(&mut player)
+        }
     };
     player.client.close("quit");
     player.client.poll_timeout(Duration::from_millis(100));
@@ -248,7 +270,7 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
         }
     });
     loop {
-        player.pump(Duration::from_millis(20));
+        player.pump_print(Duration::from_millis(20));
         if std::mem::take(&mut player.seen.borrow_mut().fresh_lobby) {
             if let Some(lobby) = player.seen.borrow().lobby.as_ref().filter(|l| !l.started) {
                 print!("{}", render_lobby(lobby));
@@ -392,7 +414,7 @@ fn wait_for_view(
 ) -> Result<NationView, String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        player.pump(Duration::from_millis(10));
+        player.pump_print(Duration::from_millis(10));
         if let Some(view) = player.seen.borrow().view.as_ref().filter(|v| ready(v)) {
             if player.pending.is_empty() {
                 return Ok(view.clone());

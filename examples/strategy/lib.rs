@@ -6,7 +6,8 @@
 //! | [`rules`] | the server's `GameLogic`: orders validated, applied, and each nation's view |
 //! | [`ai`] | the nations the server plays |
 //! | [`protocol`] | channels, actions and the messages between client and server |
-//! | [`client`] | the terminal interface and the scripted bot player |
+//! | [`client`] | the connection, the typed interface and the scripted bot player |
+//! | [`tui`] | the full-screen terminal interface |
 //! | [`editor`] | the scenario editor: no network, no server |
 
 pub mod ai;
@@ -15,3 +16,4 @@ pub mod editor;
 pub mod protocol;
 pub mod rules;
 pub mod scenario;
+pub mod tui;

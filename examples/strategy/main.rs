@@ -10,8 +10,9 @@
 //! ```
 //!
 //! `--scenario valley|islands|FILE` picks the scenario, `--bot N` lets a
-//! scripted player play N turns (for demos and tests), `--saves DIR` is where
-//! the server keeps saved games.
+//! scripted player play N turns (for demos and tests), `--text` uses the
+//! typed interface instead of the full-screen one, `--saves DIR` is where the
+//! server keeps saved games.
 
 use std::path::PathBuf;
 
@@ -34,6 +35,7 @@ struct Options {
     saves: PathBuf,
     bot: Option<u32>,
     lobby: bool,
+    text: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -48,6 +50,7 @@ fn parse_options() -> Result<Options, String> {
         match arg.as_str() {
             "--host" => options.host = true,
             "--lobby" => options.lobby = true,
+            "--text" => options.text = true,
             "--join" => options.join = Some(value()?),
             "--edit" => options.edit = Some(PathBuf::from(value()?)),
             "--script" => options.script = Some(value()?),
@@ -79,7 +82,8 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
     }
 }
 
-const USAGE: &str = "usage: strategy [--scenario valley|islands|FILE] [--bot TURNS] [--saves DIR]
+const USAGE: &str =
+    "usage: strategy [--scenario valley|islands|FILE] [--bot TURNS] [--text] [--saves DIR]
        strategy --host [--port P] [--password X] [--name N] [--scenario ...]
        strategy --join ADDR [--name N] [--password X] [--bot TURNS]
        strategy --edit FILE [--script \"cmd; cmd; ...\"]";
@@ -112,7 +116,13 @@ fn main() {
         editor::run(path, options.script.as_deref())
     } else if let Some(addr) = &options.join {
         let name = options.name.clone().unwrap_or_else(|| "guest".into());
-        client::play(addr, &name, options.password.clone(), options.bot)
+        client::play(
+            addr,
+            &name,
+            options.password.clone(),
+            options.bot,
+            options.text,
+        )
     } else {
         local_game(&options)
     };
@@ -161,6 +171,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         &name,
         options.password.clone(),
         options.bot,
+        options.text,
     );
     let pid = server.pid();
     let status = server
