@@ -1,7 +1,7 @@
 //! The scenario editor: edits a `ServerScenario` directly — no network, no
 //! server process — and saves the file a server loads.
 
-use std::io::BufRead;
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use crate::scenario::{builtin, NationId, ServerScenario, Terrain, UnitKind};
@@ -21,37 +21,32 @@ const HELP: &str = "commands:
   load PATH                load a scenario file
   quit";
 
-/// Runs the editor on `path`: commands from `script` (separated by `;`) or,
-/// without one, typed on stdin.
-pub fn run(path: &Path, script: Option<&str>) -> Result<(), String> {
-    let mut editor = Editor {
-        path: path.to_path_buf(),
-        scenario: match ServerScenario::load(path) {
-            Ok(s) => {
-                println!("loaded {}", path.display());
-                s
-            }
-            Err(_) => ServerScenario::new("Untitled", 10, 8)?,
-        },
-    };
+/// Runs the editor on `path`: commands from `script` (separated by `;`);
+/// without one, the full-screen editor on a terminal, or commands typed on
+/// stdin otherwise.
+pub fn run(path: &Path, script: Option<&str>, text: bool) -> Result<(), String> {
+    let mut editor = Editor::open(path)?;
     match script {
         Some(script) => {
             for command in script.split(';').map(str::trim).filter(|c| !c.is_empty()) {
                 println!("> {command}");
                 match editor.apply(command) {
-                    Ok(Flow::Quit) => return Ok(()),
-                    Ok(Flow::Go) => {}
+                    Ok(Reply::Quit) => return Ok(()),
+                    Ok(Reply::Say(text)) => println!("{text}"),
+                    Ok(Reply::Quiet) => {}
                     Err(err) => return Err(format!("{command}: {err}")),
                 }
             }
             Ok(())
         }
+        None if !text && std::io::stdout().is_terminal() => crate::tui::edit(&mut editor),
         None => {
             println!("{HELP}");
             for line in std::io::stdin().lock().lines().map_while(Result::ok) {
                 match editor.apply(line.trim()) {
-                    Ok(Flow::Quit) => break,
-                    Ok(Flow::Go) => {}
+                    Ok(Reply::Quit) => break,
+                    Ok(Reply::Say(text)) => println!("{text}"),
+                    Ok(Reply::Quiet) => {}
                     Err(err) => println!("error: {err}"),
                 }
             }
@@ -60,14 +55,35 @@ pub fn run(path: &Path, script: Option<&str>) -> Result<(), String> {
     }
 }
 
-enum Flow {
-    Go,
+/// What a command answers.
+pub(crate) enum Reply {
+    /// Nothing to say.
+    Quiet,
+    /// A line (or lines) for the user.
+    Say(String),
+    /// Leave the editor.
     Quit,
 }
 
-struct Editor {
-    path: PathBuf,
-    scenario: ServerScenario,
+/// The scenario being edited, and where it is saved.
+pub(crate) struct Editor {
+    pub(crate) path: PathBuf,
+    pub(crate) scenario: ServerScenario,
+}
+
+impl Editor {
+    /// Opens `path` if it is a scenario file, or starts a new map.
+    fn open(path: &Path) -> Result<Editor, String> {
+        let scenario = match ServerScenario::load(path) {
+            Ok(s) => s,
+            Err(_) if !path.exists() => ServerScenario::new("Untitled", 10, 8)?,
+            Err(err) => return Err(format!("{}: {err}", path.display())),
+        };
+        Ok(Editor {
+            path: path.to_path_buf(),
+            scenario,
+        })
+    }
 }
 
 fn coord(word: Option<&&str>) -> Result<u8, String> {
@@ -81,13 +97,15 @@ fn terrain(word: Option<&&str>) -> Result<Terrain, String> {
 }
 
 impl Editor {
-    fn apply(&mut self, command: &str) -> Result<Flow, String> {
+    /// Runs one command. Every edit goes through the scenario's checked
+    /// methods, so the map stays valid whatever is typed.
+    pub(crate) fn apply(&mut self, command: &str) -> Result<Reply, String> {
         let words: Vec<&str> = command.split_whitespace().collect();
         let s = &mut self.scenario;
         match words.as_slice() {
             [] => {}
-            ["help"] => println!("{HELP}"),
-            ["quit" | "q"] => return Ok(Flow::Quit),
+            ["help"] => return Ok(Reply::Say(HELP.into())),
+            ["quit" | "q"] => return Ok(Reply::Quit),
             ["new", w, h, title @ ..] => {
                 let (w, h) = (
                     w.parse().map_err(|_| "width")?,
@@ -120,35 +138,43 @@ impl Editor {
                 let n = n.parse().map_err(|_| "expected a nation number or none")?;
                 s.set_owner(coord(Some(x))?, coord(Some(y))?, Some(NationId(n)))?
             }
-            ["nation", name, "ai"] => println!("nation {}", s.add_nation(name, true)?.0),
-            ["nation", name] => println!("nation {}", s.add_nation(name, false)?.0),
+            ["nation", name, "ai"] => {
+                return Ok(Reply::Say(format!(
+                    "nation {}",
+                    s.add_nation(name, true)?.0
+                )))
+            }
+            ["nation", name] => {
+                return Ok(Reply::Say(format!(
+                    "nation {}",
+                    s.add_nation(name, false)?.0
+                )))
+            }
             ["unit", n, kind, x, y] => {
                 let n = NationId(n.parse().map_err(|_| "expected a nation number")?);
                 let kind = UnitKind::parse(kind).ok_or("expected infantry or cavalry")?;
-                println!(
-                    "unit {}",
-                    s.place_unit(n, kind, coord(Some(x))?, coord(Some(y))?)?.0
-                );
+                let id = s.place_unit(n, kind, coord(Some(x))?, coord(Some(y))?)?;
+                return Ok(Reply::Say(format!("unit {}", id.0)));
             }
             ["remove", x, y] => s.remove_unit_at(coord(Some(x))?, coord(Some(y))?)?,
             ["validate"] => {
                 s.validate()?;
-                println!("valid");
+                return Ok(Reply::Say("valid".into()));
             }
-            ["show"] => print!("{}", s.render()),
+            ["show"] => return Ok(Reply::Say(s.render().trim_end().to_string())),
             ["save"] => {
                 s.save(&self.path).map_err(|e| e.to_string())?;
-                println!("saved {}", self.path.display());
+                return Ok(Reply::Say(format!("saved {}", self.path.display())));
             }
             ["save", path] => {
                 s.save(Path::new(path)).map_err(|e| e.to_string())?;
-                println!("saved {path}");
+                return Ok(Reply::Say(format!("saved {path}")));
             }
             ["load", path] => {
                 *s = ServerScenario::load(Path::new(path)).map_err(|e| e.to_string())?
             }
             _ => return Err(format!("unknown command; {HELP}")),
         }
-        Ok(Flow::Go)
+        Ok(Reply::Quiet)
     }
 }

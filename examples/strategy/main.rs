@@ -113,7 +113,7 @@ fn main() {
         }
     };
     let result = if let Some(path) = &options.edit {
-        editor::run(path, options.script.as_deref())
+        editor::run(path, options.script.as_deref(), options.text)
     } else if let Some(addr) = &options.join {
         let name = options.name.clone().unwrap_or_else(|| "guest".into());
         client::play(
