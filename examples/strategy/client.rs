@@ -24,6 +24,7 @@ pub(crate) struct Seen {
 
 /// A connected player.
 pub(crate) struct Player {
+    pub(crate) name: String,
     pub(crate) client: NetworkClient,
     pub(crate) seen: Rc<RefCell<Seen>>,
     pending: Vec<(String, RequestTicket)>,
@@ -92,6 +93,7 @@ impl Player {
             .connect(|why| println!("disconnected: {why}"))
             .detach();
         Player {
+            name: name.to_string(),
             client,
             seen,
             pending: Vec::new(),
@@ -138,6 +140,11 @@ impl Player {
                 }
             });
         log
+    }
+
+    /// Whether every order sent has its verdict.
+    fn pending_is_empty(&self) -> bool {
+        self.pending.is_empty()
     }
 
     /// Like [`pump`](Self::pump), printing the log.
@@ -234,6 +241,7 @@ pub fn play(
     password: Option<String>,
     bot: Option<u32>,
     text: bool,
+    players: usize,
 ) -> Result<(), String> {
     let mut player = Player::connect(addr, name, password);
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -246,7 +254,7 @@ pub fn play(
     let result = match bot {
         Some(turns) => {
             println!("joined as {name}");
-            play_bot(&mut player, turns)
+            play_bot(&mut player, turns, players)
         }
         None if !text && std::io::stdout().is_terminal() => crate::tui::run(&mut player, name),
         None => {
@@ -345,7 +353,8 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
 
 /// The scripted player: every turn, each unit claims the province it stands
 /// on or steps toward land it does not own; then it ends the turn.
-fn play_bot(player: &mut Player, turns: u32) -> Result<(), String> {
+fn play_bot(player: &mut Player, turns: u32, players: usize) -> Result<(), String> {
+    bot_lobby(player, players)?;
     let started = wait_for_view(player, |_| true)?.turn;
     for _ in 0..turns {
         let view = wait_for_view(player, |_| true)?;
@@ -406,6 +415,49 @@ fn play_bot(player: &mut Player, turns: u32) -> Result<(), String> {
     println!("bot finished at turn {} (started at {started})", view.turn);
     print!("{}", render(&view));
     Ok(())
+}
+
+/// In a hosted game's lobby: take the first free seat, get ready, and start
+/// the game when this bot is the host and `players` seated players are ready.
+fn bot_lobby(player: &mut Player, players: usize) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut picked = false;
+    loop {
+        player.pump_print(Duration::from_millis(10));
+        let (view, lobby) = {
+            let seen = player.seen.borrow();
+            (seen.view.clone(), seen.lobby.clone())
+        };
+        if view.as_ref().is_some_and(|v| v.you.is_some()) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the game did not start in 15 s".into());
+        }
+        let Some(lobby) = lobby else { continue };
+        if lobby.started {
+            return Err("the game started without a seat for this bot".into());
+        }
+        if !picked {
+            let Some(seat) = lobby.seats.iter().find(|s| s.player.is_none()) else {
+                return Err("no free seat".into());
+            };
+            player.order(
+                format!("pick {}", seat.name),
+                Chan::Lobby,
+                Act::Pick,
+                &seat.nation,
+            );
+            player.order("ready".into(), Chan::Lobby, Act::Ready, &true);
+            picked = true;
+        }
+        let seated: Vec<_> = lobby.seats.iter().filter(|s| s.player.is_some()).collect();
+        let all_ready = seated.len() >= players.max(1) && seated.iter().all(|s| s.ready);
+        let host = lobby.host.as_deref() == Some(player.name.as_str());
+        if all_ready && host && player.pending_is_empty() {
+            player.order("start".into(), Chan::Lobby, Act::Start, &());
+        }
+    }
 }
 
 fn wait_for_view(

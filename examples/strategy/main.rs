@@ -7,10 +7,12 @@
 //! cargo run --release -p switchboard-strategy -- --host --port 7100    # host: lobby, others join
 //! cargo run --release -p switchboard-strategy -- --join 127.0.0.1:7100 --name bob
 //! cargo run --release -p switchboard-strategy -- --edit my.swst        # scenario editor, no network
+//! cargo run --release -p switchboard-strategy -- --serve --port 7100   # dedicated server, no local player
 //! ```
 //!
 //! `--scenario valley|islands|FILE` picks the scenario, `--bot N` lets a
-//! scripted player play N turns (for demos and tests), `--text` uses the
+//! scripted player play N turns (for demos and tests; a hosting bot starts
+//! the game once `--players P` players are seated and ready), `--text` uses the
 //! typed interface instead of the full-screen one, `--saves DIR` is where the
 //! server keeps saved games.
 
@@ -36,6 +38,8 @@ struct Options {
     bot: Option<u32>,
     lobby: bool,
     text: bool,
+    serve: bool,
+    players: usize,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -51,6 +55,10 @@ fn parse_options() -> Result<Options, String> {
             "--host" => options.host = true,
             "--lobby" => options.lobby = true,
             "--text" => options.text = true,
+            "--serve" => options.serve = true,
+            "--players" => {
+                options.players = value()?.parse().map_err(|_| "--players takes a number")?
+            }
             "--join" => options.join = Some(value()?),
             "--edit" => options.edit = Some(PathBuf::from(value()?)),
             "--script" => options.script = Some(value()?),
@@ -85,7 +93,8 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
 const USAGE: &str =
     "usage: strategy [--scenario valley|islands|FILE] [--bot TURNS] [--text] [--saves DIR]
        strategy --host [--port P] [--password X] [--name N] [--scenario ...]
-       strategy --join ADDR [--name N] [--password X] [--bot TURNS]
+       strategy --join ADDR [--name N] [--password X] [--bot TURNS [--players P]]
+       strategy --serve [--port P] [--password X] [--scenario ...]
        strategy --edit FILE [--script \"cmd; cmd; ...\"]";
 
 fn main() {
@@ -114,6 +123,8 @@ fn main() {
     };
     let result = if let Some(path) = &options.edit {
         editor::run(path, options.script.as_deref(), options.text)
+    } else if options.serve {
+        dedicated(&options)
     } else if let Some(addr) = &options.join {
         let name = options.name.clone().unwrap_or_else(|| "guest".into());
         client::play(
@@ -122,6 +133,7 @@ fn main() {
             options.password.clone(),
             options.bot,
             options.text,
+            options.players,
         )
     } else {
         local_game(&options)
@@ -130,6 +142,20 @@ fn main() {
         eprintln!("{err}");
         std::process::exit(1);
     }
+}
+
+/// A dedicated server: no local player, every interface, a lobby; stops on
+/// Ctrl-C or SIGTERM.
+fn dedicated(options: &Options) -> Result<(), String> {
+    let scenario = load_scenario(&options.scenario)?;
+    let config = switchboard::ManagerConfig {
+        password: options.password.clone(),
+        ..switchboard::ManagerConfig::default()
+    };
+    let logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
+    println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
+    switchboard::process::run_server(BindScope::AllInterfaces, options.port, config, logic, false)
+        .map_err(|e| format!("server: {e}"))
 }
 
 /// Single player or host: start this executable as the server child, play,
@@ -172,6 +198,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         options.password.clone(),
         options.bot,
         options.text,
+        options.players,
     );
     let pid = server.pid();
     let status = server

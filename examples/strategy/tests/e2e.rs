@@ -447,3 +447,70 @@ fn a_disconnected_player_never_stalls_the_turn() {
     ann.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.turn == 2));
     assert!(Path::new(BIN).exists());
 }
+
+#[test]
+fn dedicated_server_with_two_bots_joining_by_address() {
+    let saves = temp_dir("dedicated");
+    let mut server = Command::new(BIN)
+        .args(["--serve", "--port", "0", "--saves"])
+        .arg(&saves)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+    let port: u16 = std::io::BufRead::lines(stdout)
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
+        .expect("ready line");
+    let addr = format!("127.0.0.1:{port}");
+    // Whichever bot joins first hosts, and starts the game once both are
+    // seated and ready.
+    let host = Command::new(BIN)
+        .args([
+            "--join",
+            &addr,
+            "--name",
+            "ann",
+            "--text",
+            "--bot",
+            "2",
+            "--players",
+            "2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let guest = Command::new(BIN)
+        .args([
+            "--join",
+            &addr,
+            "--name",
+            "bob",
+            "--text",
+            "--bot",
+            "2",
+            "--players",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let host = host.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    for (who, output) in [("ann", &host), ("bob", &guest)] {
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{who}: {text}");
+        assert!(text.contains("bot finished at turn 3"), "{who}: {text}");
+    }
+    let both = format!(
+        "{}{}",
+        String::from_utf8_lossy(&host.stdout),
+        String::from_utf8_lossy(&guest.stdout)
+    );
+    assert!(
+        both.contains("you are Red") && both.contains("you are Blue"),
+        "{both}"
+    );
+}
