@@ -514,3 +514,70 @@ fn dedicated_server_with_two_bots_joining_by_address() {
         "{both}"
     );
 }
+
+#[test]
+fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
+    let saves = temp_dir("three");
+    let server = server(
+        &[
+            "--scenario",
+            "islands",
+            "--lobby",
+            "--saves",
+            saves.to_str().unwrap(),
+        ],
+        BindScope::AllInterfaces,
+    );
+    let proxy = Proxy::start(server.addr());
+    let mut host = Player::join(server.addr(), "host");
+    let mut bob = Player::join(proxy.addr, "bob");
+    let mut cat = Player::join(server.addr(), "cat");
+    for (player, nation) in [(&mut host, 0u8), (&mut bob, 1), (&mut cat, 2)] {
+        assert_eq!(
+            player.ask(Chan::Lobby, Act::Pick, &NationId(nation)),
+            RequestStatus::Accepted
+        );
+        assert_eq!(
+            player.ask(Chan::Lobby, Act::Ready, &true),
+            RequestStatus::Accepted
+        );
+    }
+    assert_eq!(
+        host.ask(Chan::Lobby, Act::Start, &()),
+        RequestStatus::Accepted
+    );
+    for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
+        player.until(|p| {
+            p.view
+                .borrow()
+                .as_ref()
+                .is_some_and(|v| v.you == Some(NationId(nation)))
+        });
+    }
+    // Bob's line drops mid-game; the others play on; he comes back as East.
+    proxy.cut();
+    bob.until(|p| !p.client.is_welcomed());
+    assert_eq!(
+        host.ask(Chan::Game, Act::EndTurn, &()),
+        RequestStatus::Accepted
+    );
+    bob.until(|p| p.client.is_welcomed());
+    bob.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(1)))
+    });
+    let unit = bob
+        .view()
+        .units
+        .iter()
+        .find(|u| u.nation == NationId(1))
+        .unwrap()
+        .id;
+    assert_eq!(
+        bob.ask(Chan::Game, Act::Claim, &unit),
+        RequestStatus::Accepted
+    );
+    assert_eq!(cat.view().you, Some(NationId(2)));
+}
