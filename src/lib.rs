@@ -65,6 +65,7 @@ pub mod client;
 pub mod codec;
 pub mod events;
 pub mod manager;
+pub mod master;
 pub mod message;
 pub mod process;
 pub mod router;
