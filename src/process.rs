@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::manager::{GameLogic, ManagerConfig, ServerManager};
+use crate::master::Announce;
 use crate::socket::BindScope;
 use crate::PROTOCOL_VERSION;
 
@@ -39,6 +40,9 @@ pub const ENV_BIND: &str = "SWITCHBOARD_BIND";
 pub const ENV_PORT: &str = "SWITCHBOARD_PORT";
 /// The join password, if any.
 pub const ENV_PASSWORD: &str = "SWITCHBOARD_PASSWORD";
+/// What to announce to master servers: hex of the bincode of
+/// `(masters, info, heartbeat seconds)`.
+pub const ENV_ANNOUNCE: &str = "SWITCHBOARD_ANNOUNCE";
 /// The first word of the ready line.
 pub const READY_PREFIX: &str = "SWITCHBOARD READY";
 
@@ -57,7 +61,7 @@ pub enum ServerProgram {
 }
 
 /// How to start a [`LocalServer`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalServerOptions {
     /// The program (default: the current executable).
     pub program: ServerProgram,
@@ -73,6 +77,9 @@ pub struct LocalServerOptions {
     pub ready_timeout: Duration,
     /// How long a shutdown may take before the child is killed (default 5 s).
     pub shutdown_timeout: Duration,
+    /// Register the server with master servers (a hosted game others can
+    /// find). None (default): not listed.
+    pub announce: Option<Announce>,
 }
 
 impl Default for LocalServerOptions {
@@ -85,6 +92,7 @@ impl Default for LocalServerOptions {
             password: None,
             ready_timeout: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(5),
+            announce: None,
         }
     }
 }
@@ -151,6 +159,10 @@ impl LocalServer {
         match &options.password {
             Some(password) => command.env(ENV_PASSWORD, password),
             None => command.env_remove(ENV_PASSWORD),
+        };
+        match &options.announce {
+            Some(announce) => command.env(ENV_ANNOUNCE, encode_announce(announce)),
+            None => command.env_remove(ENV_ANNOUNCE),
         };
         let mut child = command.spawn()?;
         let stdin = child.stdin.take();
@@ -271,6 +283,31 @@ fn scope_name(scope: BindScope) -> &'static str {
     }
 }
 
+fn encode_announce(announce: &Announce) -> String {
+    let value = (
+        &announce.masters,
+        &announce.info,
+        announce.heartbeat_interval.as_secs_f64(),
+    );
+    let bytes = crate::codec::encode_value(&value).expect("announce settings always encode");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_announce(hex: &str) -> Option<Announce> {
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect();
+    let (masters, info, secs): (Vec<SocketAddr>, crate::master::ServerInfo, f64) =
+        crate::codec::decode_value(&bytes?).ok()?;
+    let mut announce = Announce::new(masters, info);
+    announce.heartbeat_interval = Duration::from_secs_f64(secs.clamp(0.05, 86_400.0));
+    Some(announce)
+}
+
 /// Forwards the child's stderr into `tracing` and keeps its last lines.
 fn forward_stderr(stderr: std::process::ChildStderr, pid: u32) -> Arc<Mutex<VecDeque<String>>> {
     let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -351,6 +388,9 @@ pub fn serve_if_child<L: GameLogic>(make_logic: impl FnOnce() -> L) {
         .unwrap_or(0);
     let config = ManagerConfig {
         password: std::env::var(ENV_PASSWORD).ok().filter(|p| !p.is_empty()),
+        announce: std::env::var(ENV_ANNOUNCE)
+            .ok()
+            .and_then(|hex| decode_announce(&hex)),
         ..ManagerConfig::default()
     };
     let code = match run_server(scope, port, config, make_logic(), true) {
@@ -419,7 +459,8 @@ fn watch_parent(stop: CancellationToken) {
     });
 }
 
-async fn wait_for_signal() {
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -458,7 +499,9 @@ impl Write for Stderr {
     }
 }
 
-fn init_stderr_logging() {
+/// Logs to stderr (what a parent forwards), once per process; `SWITCHBOARD_LOG`
+/// filters (default `info`).
+pub fn init_stderr_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(|| Stderr)
         .with_ansi(false)
@@ -475,6 +518,21 @@ fn init_stderr_logging() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn announce_settings_cross_the_environment() {
+        let mut announce = Announce::new(
+            vec!["127.0.0.1:27900".parse().unwrap()],
+            crate::master::ServerInfo {
+                name: "hosted".into(),
+                region: "eu".into(),
+                ..Default::default()
+            },
+        );
+        announce.heartbeat_interval = Duration::from_millis(500);
+        assert_eq!(decode_announce(&encode_announce(&announce)), Some(announce));
+        assert_eq!(decode_announce("zz"), None);
+    }
 
     #[test]
     fn ready_line_round_trips() {

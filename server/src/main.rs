@@ -1,25 +1,45 @@
-//! `switchboard-server`: the dedicated Switchboard server.
+//! `switchboard-server`: the dedicated Switchboard server, and the master
+//! server that lists game servers.
 //!
-//! Runs the built-in board game ([`switchboard::board::BoardLogic`]): a
-//! shared board of keys and values, seats, chat and whispers, usable by any
-//! Switchboard client without game code. Prints a ready line
-//! (`SWITCHBOARD READY <protocol> <port>`) once it listens, and shuts down
-//! cleanly on Ctrl-C or SIGTERM. Started by `LocalServer` (environment
-//! `SWITCHBOARD_CHILD=1`) it also stops when its stdin closes.
+//! As a game server it runs the built-in board game
+//! ([`switchboard::board::BoardLogic`]): a shared board of keys and values,
+//! seats, chat and whispers, usable by any Switchboard client without game
+//! code. It prints a ready line (`SWITCHBOARD READY <protocol> <port>`) once
+//! it listens, and shuts down cleanly on Ctrl-C or SIGTERM. Started by
+//! `LocalServer` (environment `SWITCHBOARD_CHILD=1`) it also stops when its
+//! stdin closes. `--register-with` lists it on master servers.
+//!
+//! `switchboard-server master` runs a master server instead (UDP and TCP,
+//! default port 27900).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 use switchboard::board::BoardLogic;
+use switchboard::master::{self, Announce, MasterConfig, MasterServer, ServerInfo};
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
 
 /// The dedicated Switchboard game server.
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    game: GameArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a master server that lists game servers.
+    Master(MasterArgs),
+}
+
+#[derive(Debug, Args)]
+struct GameArgs {
     /// Who may connect: `loopback` (this machine only) or `all` (every
     /// interface).
     #[arg(long, default_value = "loopback", value_parser = parse_scope)]
@@ -42,36 +62,134 @@ struct Args {
     /// Stop when stdin closes (what a parent process uses to stop its child).
     #[arg(long)]
     watch_stdin: bool,
+    /// A master server to be listed on (repeat for several).
+    #[arg(long = "register-with", value_name = "ADDR")]
+    masters: Vec<SocketAddr>,
+    /// The name shown in server browsers.
+    #[arg(long, default_value = "Switchboard server")]
+    name: String,
+    /// The region shown in server browsers.
+    #[arg(long, default_value = "")]
+    region: String,
+    /// A key=value tag shown in server browsers (repeat for several).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    tags: Vec<(String, String)>,
+    /// Seconds between heartbeats to the masters.
+    #[arg(long, default_value_t = 60.0)]
+    heartbeat_secs: f64,
+}
+
+#[derive(Debug, Args)]
+struct MasterArgs {
+    /// `loopback` or `all`.
+    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    bind: BindScope,
+    /// UDP and TCP port.
+    #[arg(long, default_value_t = master::DEFAULT_PORT)]
+    port: u16,
+    /// Seconds after which a silent server is dropped.
+    #[arg(long, default_value_t = 180.0)]
+    expiry_secs: f64,
+    /// Servers listed at most.
+    #[arg(long, default_value_t = 10_000)]
+    max_servers: usize,
+    /// Servers listed per IP at most.
+    #[arg(long, default_value_t = 32)]
+    max_per_ip: usize,
+    /// Heartbeats per minute answered per IP.
+    #[arg(long, default_value_t = 6.0)]
+    heartbeats_per_minute: f64,
 }
 
 fn parse_scope(text: &str) -> Result<BindScope, String> {
     match text {
         "loopback" | "127.0.0.1" | "localhost" => Ok(BindScope::Loopback),
         "all" | "0.0.0.0" => Ok(BindScope::AllInterfaces),
-        other => match other.parse::<IpAddr>() {
-            Ok(_) => Err(format!("{other}: use `loopback` or `all`")),
-            Err(_) => Err(format!("{other}: expected `loopback` or `all`")),
-        },
+        other => Err(format!("{other}: expected `loopback` or `all`")),
     }
+}
+
+fn parse_tag(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{text}: expected KEY=VALUE"))
 }
 
 fn main() -> ExitCode {
     // Started by LocalServer: configuration comes from the environment.
     switchboard::process::serve_if_child(BoardLogic::default);
 
-    let args = Args::parse();
-    let mut config = ManagerConfig {
-        password: args.password.filter(|p| !p.is_empty()),
-        ..ManagerConfig::default()
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Master(args)) => run_master(args),
+        None => run_game(cli.game),
     };
-    config.sessions.grace_period = Duration::from_secs(args.grace_secs);
-    config.sessions.max_sessions = args.max_sessions;
-    let logic = BoardLogic::new(args.seats.max(1));
-    match switchboard::process::run_server(args.bind, args.port, config, logic, args.watch_stdin) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("switchboard-server: {err}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_game(args: GameArgs) -> Result<(), String> {
+    let mut config = ManagerConfig {
+        password: args.password.filter(|p| !p.is_empty()),
+        ..ManagerConfig::default()
+    };
+    config.sessions.grace_period = Duration::from_secs(args.grace_secs);
+    config.sessions.max_sessions = args.max_sessions;
+    if !args.masters.is_empty() {
+        let info = ServerInfo {
+            name: args.name,
+            game_type: "board".into(),
+            scenario: format!("{} seats", args.seats),
+            password: config.password.is_some(),
+            dedicated: true,
+            version: env!("CARGO_PKG_VERSION").into(),
+            region: args.region,
+            tags: args.tags,
+            ..ServerInfo::default()
+        };
+        info.check().map_err(|e| format!("server info: {e}"))?;
+        let mut announce = Announce::new(args.masters, info);
+        announce.heartbeat_interval = Duration::from_secs_f64(args.heartbeat_secs.max(0.05));
+        config.announce = Some(announce);
+    }
+    let logic = BoardLogic::new(args.seats.max(1));
+    switchboard::process::run_server(args.bind, args.port, config, logic, args.watch_stdin)
+        .map_err(|e| e.to_string())
+}
+
+fn run_master(args: MasterArgs) -> Result<(), String> {
+    let config = MasterConfig {
+        expiry: Duration::from_secs_f64(args.expiry_secs.max(0.1)),
+        max_servers: args.max_servers,
+        max_servers_per_ip: args.max_per_ip,
+        heartbeats_per_minute: args.heartbeats_per_minute,
+        tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
+        ..MasterConfig::default()
+    };
+    let ip = match args.bind {
+        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    switchboard::process::init_stderr_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let (server, handle) = MasterServer::bind(SocketAddr::new(ip, args.port), config)
+            .await
+            .map_err(|e| format!("cannot bind the master: {e}"))?;
+        println!(
+            "{}",
+            switchboard::process::ready_line(handle.local_addr().port())
+        );
+        server.run(switchboard::process::wait_for_signal()).await;
+        Ok(())
+    })
 }

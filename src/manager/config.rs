@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::master::Announce;
 use crate::session::{RateLimit, SessionConfig};
 use crate::socket::ServerConfig;
 
@@ -34,6 +35,9 @@ pub struct ManagerConfig {
     /// How often expired sessions and late hellos are looked for (default
     /// 250 ms).
     pub tick_interval: Duration,
+    /// Register with master servers and answer browsers' pings and info
+    /// queries on the game port (UDP). None (default): not listed anywhere.
+    pub announce: Option<Announce>,
 }
 
 impl Default for ManagerConfig {
@@ -55,6 +59,7 @@ impl Default for ManagerConfig {
             strike_window: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(5),
             tick_interval: Duration::from_millis(250),
+            announce: None,
         }
     }
 }

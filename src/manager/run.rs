@@ -14,6 +14,7 @@ use super::protocol::{
 };
 use super::stats::{ClientStats, ServerStats};
 use super::{Control, LogEntry, LogLevel, ManagerConfig};
+use crate::master::Announcer;
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::session::{ClientId, RateLimiter, Refusal, Sessions};
 use crate::socket::{CloseCode, DisconnectReason, PeerId, ServerEvent, ServerHandle, ServerStream};
@@ -69,6 +70,20 @@ impl<L: GameLogic> Runner<L> {
 
     pub(super) async fn run(mut self, shutdown: impl Future<Output = ()>) -> L {
         tokio::pin!(shutdown);
+        // Listed on master servers: heartbeats and answers on the game port.
+        let announcer = match self.config.announce.clone() {
+            Some(announce) => match Announcer::start(self.handle.local_addr(), announce).await {
+                Ok(announcer) => Some(announcer),
+                Err(err) => {
+                    self.log(
+                        LogLevel::Warn,
+                        format!("cannot announce on UDP {}: {err}", self.handle.local_addr()),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
         let mut tick = tokio::time::interval(self.config.tick_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = self.control.shutdown.clone();
@@ -85,7 +100,21 @@ impl<L: GameLogic> Runner<L> {
                 Some(reply) = self.control.stats_rx.recv() => {
                     let _ = reply.send(self.snapshot());
                 }
-                _ = tick.tick() => self.on_tick(),
+                _ = tick.tick() => {
+                    self.on_tick();
+                    if let Some(announcer) = &announcer {
+                        let players = self.peers.values().filter(|p| p.client.is_some()).count();
+                        let max = self.config.sessions.max_sessions;
+                        announcer.update(|info| {
+                            info.players = players.min(u16::MAX as usize) as u16;
+                            if info.max_players == 0 {
+                                info.max_players = max.min(u16::MAX as usize) as u16;
+                            }
+                            info.max_players = info.max_players.max(info.players);
+                            info.bots = info.bots.min(info.players);
+                        });
+                    }
+                }
                 _ = &mut shutdown => break,
                 _ = stop.cancelled() => break,
             }
