@@ -32,12 +32,25 @@ async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
             },
         )
     };
+    // Sends never block: a burst larger than the outbound queue (4096 frames)
+    // would be a slow consumer. Send as a game would, in slices, letting the
+    // writer drain between them.
+    async fn drain(handle: &switchboard::SocketHandle) {
+        while handle.stats().queued_frames > 1000 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let client_handle = client.handle();
     for i in 0..N {
         client
             .send(&Message::new(Chan::Data, Act::Seq, &content(i)).unwrap())
             .unwrap();
+        if i % 1000 == 999 {
+            drain(&client_handle).await;
+        }
     }
     let handle = server.handle();
+    let peer_handle = handle.peer(peer).unwrap();
     for i in 0..N {
         handle
             .send_to(
@@ -45,6 +58,9 @@ async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
                 &Message::new(Chan::Data, Act::Seq, &content(i)).unwrap(),
             )
             .unwrap();
+        if i % 1000 == 999 {
+            drain(&peer_handle).await;
+        }
     }
 
     let mut expected = 0;
@@ -94,10 +110,10 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
     };
     let mut reader = SocketStream::connect(addr, SocketConfig::default());
     expect_connected(&mut reader).await;
-    match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { .. } => {}
+    let reader_id = match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => peer,
         other => panic!("{other:?}"),
-    }
+    };
 
     // The healthy reader counts what it gets in its own task.
     let counter = tokio::spawn(async move {
@@ -124,9 +140,13 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
         handle
             .broadcast(&Message::new(Chan::Data, Act::Seq, &(i, &blob)).unwrap())
             .unwrap();
-        // Let the writers run, as a game's frame loop would.
+        // Between bursts, let the healthy reader catch up (however loaded the
+        // machine is); the stalled peer never does, and its queue fills.
         if i % 50 == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            let healthy = handle.peer(reader_id).unwrap();
+            while healthy.stats().queued_bytes > 64 * 1024 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
         while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, server.next_event()).await
         {
