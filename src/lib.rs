@@ -18,6 +18,7 @@
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
 //! | [`manager`] | [`ServerManager`]: hellos, sessions, requests validated by the game's [`GameLogic`], addressed updates, stats |
 //! | [`client`] | [`NetworkClient`]: joins a server, subscribes per channel, sends requests, reconnects with its id and token |
+//! | [`master`] | the master server that lists game servers, the announcer game servers run, the browser's list and ping |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
 //! | [`board`] | the built-in game of `switchboard-server`: a shared board, seats, chat |

@@ -40,6 +40,7 @@ struct Options {
     text: bool,
     serve: bool,
     players: usize,
+    masters: Vec<std::net::SocketAddr>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -56,6 +57,9 @@ fn parse_options() -> Result<Options, String> {
             "--lobby" => options.lobby = true,
             "--text" => options.text = true,
             "--serve" => options.serve = true,
+            "--master" => options
+                .masters
+                .push(value()?.parse().map_err(|_| "--master takes an IP:port")?),
             "--players" => {
                 options.players = value()?.parse().map_err(|_| "--players takes a number")?
             }
@@ -92,9 +96,9 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
 
 const USAGE: &str =
     "usage: strategy [--scenario valley|islands|FILE] [--bot TURNS] [--text] [--saves DIR]
-       strategy --host [--port P] [--password X] [--name N] [--scenario ...]
+       strategy --host [--port P] [--password X] [--name N] [--master IP:PORT] [--scenario ...]
        strategy --join ADDR [--name N] [--password X] [--bot TURNS [--players P]]
-       strategy --serve [--port P] [--password X] [--scenario ...]
+       strategy --serve [--port P] [--password X] [--master IP:PORT] [--scenario ...]
        strategy --edit FILE [--script \"cmd; cmd; ...\"]";
 
 fn main() {
@@ -144,12 +148,33 @@ fn main() {
     }
 }
 
+/// How the game appears in server browsers.
+fn listing(options: &Options, dedicated: bool) -> switchboard::master::Announce {
+    let scenario = load_scenario(&options.scenario)
+        .map(|s| s.name)
+        .unwrap_or_default();
+    let info = switchboard::master::ServerInfo {
+        name: options
+            .name
+            .clone()
+            .unwrap_or_else(|| "strategy game".into()),
+        game_type: "strategy".into(),
+        scenario,
+        password: options.password.is_some(),
+        dedicated,
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..Default::default()
+    };
+    switchboard::master::Announce::new(options.masters.clone(), info)
+}
+
 /// A dedicated server: no local player, every interface, a lobby; stops on
 /// Ctrl-C or SIGTERM.
 fn dedicated(options: &Options) -> Result<(), String> {
     let scenario = load_scenario(&options.scenario)?;
     let config = switchboard::ManagerConfig {
         password: options.password.clone(),
+        announce: (!options.masters.is_empty()).then(|| listing(options, true)),
         ..switchboard::ManagerConfig::default()
     };
     let logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());

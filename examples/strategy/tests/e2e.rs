@@ -581,3 +581,52 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     );
     assert_eq!(cat.view().you, Some(NationId(2)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedicated_server_is_found_through_a_master_server() {
+    use switchboard::master::{self, Filter, MasterConfig, MasterServer};
+    let (master_server, handle) =
+        MasterServer::bind("127.0.0.1:0".parse().unwrap(), MasterConfig::default())
+            .await
+            .unwrap();
+    tokio::spawn(master_server.run(std::future::pending()));
+    let master_addr = handle.local_addr().to_string();
+    let saves = temp_dir("listed");
+    let mut server = Command::new(BIN)
+        .args([
+            "--serve",
+            "--port",
+            "0",
+            "--name",
+            "Valley Wars",
+            "--master",
+            &master_addr,
+            "--saves",
+        ])
+        .arg(&saves)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let filter = Filter {
+        game_type: Some("strategy".into()),
+        not_full: true,
+        ..Filter::default()
+    };
+    let deadline = Instant::now() + WAIT;
+    let listed = loop {
+        let listed = master::fetch_list(handle.local_addr(), filter.clone(), WAIT)
+            .await
+            .unwrap();
+        if !listed.is_empty() || Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].info.name, "Valley Wars");
+    assert_eq!(listed[0].info.scenario, "The Valley");
+    assert!(listed[0].info.dedicated);
+}
