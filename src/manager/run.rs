@@ -72,16 +72,21 @@ impl<L: GameLogic> Runner<L> {
         tokio::pin!(shutdown);
         // Listed on master servers: heartbeats and answers on the game port.
         let announcer = match self.config.announce.clone() {
-            Some(announce) => match Announcer::start(self.handle.local_addr(), announce).await {
-                Ok(announcer) => Some(announcer),
-                Err(err) => {
-                    self.log(
-                        LogLevel::Warn,
-                        format!("cannot announce on UDP {}: {err}", self.handle.local_addr()),
-                    );
-                    None
+            Some(mut announce) => {
+                // Complete before the first heartbeat goes out.
+                self.refresh_listing(&mut announce.info);
+                match Announcer::start(self.handle.local_addr(), announce).await {
+                    Ok(announcer) => Some(announcer),
+                    Err(err) => {
+                        let addr = self.handle.local_addr();
+                        self.log(
+                            LogLevel::Warn,
+                            format!("cannot announce on UDP {addr}: {err}"),
+                        );
+                        None
+                    }
                 }
-            },
+            }
             None => None,
         };
         let mut tick = tokio::time::interval(self.config.tick_interval);
@@ -103,16 +108,7 @@ impl<L: GameLogic> Runner<L> {
                 _ = tick.tick() => {
                     self.on_tick();
                     if let Some(announcer) = &announcer {
-                        let players = self.peers.values().filter(|p| p.client.is_some()).count();
-                        let max = self.config.sessions.max_sessions;
-                        announcer.update(|info| {
-                            info.players = players.min(u16::MAX as usize) as u16;
-                            if info.max_players == 0 {
-                                info.max_players = max.min(u16::MAX as usize) as u16;
-                            }
-                            info.max_players = info.max_players.max(info.players);
-                            info.bots = info.bots.min(info.players);
-                        });
+                        announcer.update(|info| self.refresh_listing(info));
                     }
                 }
                 _ = &mut shutdown => break,
@@ -135,6 +131,18 @@ impl<L: GameLogic> Runner<L> {
                 self.on_disconnected(peer, reason);
             }
         }
+    }
+
+    /// Keeps what the server announces current: its player count, and its
+    /// capacity when the game did not set one.
+    fn refresh_listing(&self, info: &mut crate::master::ServerInfo) {
+        let players = self.peers.values().filter(|p| p.client.is_some()).count();
+        info.players = players.min(u16::MAX as usize) as u16;
+        if info.max_players == 0 {
+            info.max_players = self.config.sessions.max_sessions.min(u16::MAX as usize) as u16;
+        }
+        info.max_players = info.max_players.max(info.players);
+        info.bots = info.bots.min(info.players);
     }
 
     fn on_event(&mut self, event: ServerEvent) {

@@ -605,7 +605,7 @@ async fn dedicated_server_is_found_through_a_master_server() {
         ])
         .arg(&saves)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(saves.join("server.log")).unwrap())
         .spawn()
         .unwrap();
     let filter = Filter {
