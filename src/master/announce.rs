@@ -1,8 +1,7 @@
 //! The game server's side: heartbeats to its masters from its own game port,
 //! and answers to info queries and pings on that port.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,6 +9,7 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{self, Datagram, ServerInfo, MAX_DATAGRAM};
+use crate::session::{KeyedLimiter, RateLimit};
 
 /// What a game server announces, and to which masters.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +89,11 @@ async fn serve(
     let mut heartbeat = tokio::time::interval(announce.heartbeat_interval);
     let beat = protocol::encode(&Datagram::Heartbeat);
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
-    let mut budgets: HashMap<IpAddr, (f64, Instant)> = HashMap::new();
+    let per_minute = announce.answers_per_minute;
+    let mut budgets = KeyedLimiter::new(RateLimit {
+        per_second: per_minute / 60.0,
+        burst: (per_minute / 6.0).max(1.0),
+    });
     loop {
         tokio::select! {
             _ = heartbeat.tick() => {
@@ -98,7 +102,7 @@ async fn serve(
                         tracing::debug!(%master, %err, "heartbeat not sent");
                     }
                 }
-                budgets.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(600));
+                budgets.forget_idle(Instant::now(), Duration::from_secs(600));
             }
             received = udp.recv_from(&mut buf) => {
                 let Ok((len, from)) = received else { continue };
@@ -106,7 +110,7 @@ async fn serve(
                     continue;
                 }
                 let from_master = announce.masters.contains(&from);
-                if !from_master && !allow(&mut budgets, from.ip(), announce.answers_per_minute) {
+                if !from_master && !budgets.allow(from.ip(), Instant::now()) {
                     continue;
                 }
                 let reply = match protocol::decode(&buf[..len]) {
@@ -125,19 +129,5 @@ async fn serve(
             }
             _ = stop.cancelled() => break,
         }
-    }
-}
-
-fn allow(budgets: &mut HashMap<IpAddr, (f64, Instant)>, ip: IpAddr, per_minute: f64) -> bool {
-    let now = Instant::now();
-    let burst = (per_minute / 6.0).max(1.0);
-    let (level, at) = budgets.entry(ip).or_insert((burst, now));
-    *level = (*level + now.duration_since(*at).as_secs_f64() * per_minute / 60.0).min(burst);
-    *at = now;
-    if *level >= 1.0 {
-        *level -= 1.0;
-        true
-    } else {
-        false
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{self, Datagram, ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 use super::{MasterConfig, MasterStats};
+use crate::session::{KeyedLimiter, RateLimit};
 
 /// The store of listed servers.
 pub trait Registry: Send {
@@ -96,50 +97,28 @@ impl Registry for MemoryRegistry {
     }
 }
 
-/// A token bucket per source IP for datagrams that make the master send.
-#[derive(Debug, Default)]
-struct PerIp {
-    buckets: HashMap<IpAddr, (f64, Instant)>,
-}
-
-impl PerIp {
-    fn allow(&mut self, ip: IpAddr, now: Instant, per_minute: f64, burst: f64) -> bool {
-        let (level, at) = self.buckets.entry(ip).or_insert((burst, now));
-        let elapsed = now.saturating_duration_since(*at).as_secs_f64();
-        *level = (*level + elapsed * per_minute / 60.0).min(burst);
-        *at = now;
-        if *level >= 1.0 {
-            *level -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn forget_idle(&mut self, now: Instant, idle: Duration) {
-        self.buckets
-            .retain(|_, (_, at)| now.saturating_duration_since(*at) < idle);
-    }
-}
-
 /// The master's logic: datagrams in, datagrams out, time passed in.
 pub struct Master<R: Registry> {
     config: MasterConfig,
     registry: R,
     /// Challenges sent and not yet answered: address → (challenge, sent at).
     pending: HashMap<SocketAddr, (u64, Instant)>,
-    limits: PerIp,
+    limits: KeyedLimiter<IpAddr>,
     stats: MasterStats,
 }
 
 impl<R: Registry> Master<R> {
     /// A master over `registry`.
     pub fn new(config: MasterConfig, registry: R) -> Self {
+        let limit = RateLimit {
+            per_second: config.heartbeats_per_minute / 60.0,
+            burst: config.heartbeat_burst,
+        };
         Self {
             config,
             registry,
             pending: HashMap::new(),
-            limits: PerIp::default(),
+            limits: KeyedLimiter::new(limit),
             stats: MasterStats::default(),
         }
     }
@@ -179,12 +158,7 @@ impl<R: Registry> Master<R> {
         // would trigger is rate-limited.
         self.registry.touch(from, now);
         let config = &self.config;
-        if !self.limits.allow(
-            from.ip(),
-            now,
-            config.heartbeats_per_minute,
-            config.heartbeat_burst,
-        ) {
+        if !self.limits.allow(from.ip(), now) {
             self.stats.rate_limited += 1;
             return None;
         }

@@ -8,6 +8,6 @@ mod rate;
 mod table;
 mod token;
 
-pub use rate::{RateLimit, RateLimiter};
+pub use rate::{KeyedLimiter, RateLimit, RateLimiter};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;

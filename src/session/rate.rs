@@ -1,5 +1,8 @@
-//! Per-client rate limits: token buckets for messages and bytes.
+//! Rate limits: token buckets, per client (messages and bytes) and per key
+//! (such as a source IP).
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 /// One limit: a sustained rate and a burst.
@@ -9,6 +12,44 @@ pub struct RateLimit {
     pub per_second: f64,
     /// Units that may be spent at once.
     pub burst: f64,
+}
+
+/// One bucket per key (a source IP, say), created full on first use.
+#[derive(Debug)]
+pub struct KeyedLimiter<K> {
+    limit: RateLimit,
+    buckets: HashMap<K, Bucket>,
+}
+
+impl<K: Eq + Hash> KeyedLimiter<K> {
+    /// Buckets of `limit` for every key.
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Spends one unit of `key`'s bucket if it has one.
+    pub fn allow(&mut self, key: K, now: Instant) -> bool {
+        let bucket = self
+            .buckets
+            .entry(key)
+            .or_insert_with(|| Bucket::new(self.limit, now));
+        bucket.refill(now);
+        if bucket.level < 1.0 {
+            return false;
+        }
+        bucket.level -= 1.0;
+        true
+    }
+
+    /// Forgets keys unused for `idle` (a full bucket is what a new key gets
+    /// anyway), so that the table stays bounded by recent senders.
+    pub fn forget_idle(&mut self, now: Instant, idle: Duration) {
+        self.buckets
+            .retain(|_, b| now.saturating_duration_since(b.at) < idle);
+    }
 }
 
 /// A client's two buckets: messages and bytes.
@@ -98,6 +139,21 @@ mod tests {
             "one refilled after 100 ms"
         );
         assert!(limiter.retry_after(10) > Duration::ZERO);
+    }
+
+    #[test]
+    fn keyed_limiter_keeps_keys_apart_and_forgets_idle_ones() {
+        let t0 = Instant::now();
+        let mut limiter = KeyedLimiter::new(RateLimit {
+            per_second: 1.0,
+            burst: 2.0,
+        });
+        assert!(limiter.allow("a", t0) && limiter.allow("a", t0));
+        assert!(!limiter.allow("a", t0));
+        assert!(limiter.allow("b", t0), "another key has its own bucket");
+        assert!(limiter.allow("a", t0 + Duration::from_secs(1)));
+        limiter.forget_idle(t0 + Duration::from_secs(100), Duration::from_secs(10));
+        assert!(limiter.buckets.is_empty());
     }
 
     #[test]
