@@ -422,10 +422,10 @@ async fn bad_messages_get_typed_errors_and_repeated_abuse_disconnects() {
         assert_eq!(reply, protocol::ERROR);
         assert_eq!(m.content::<ErrorReply>().unwrap().code, expected);
     }
-    // Three more strikes pass the limit of five.
+    // Two more strikes pass the limit of five (a third may find the
+    // connection already closed by the server, which is the point).
     for _ in 0..3 {
-        raw.send(&Message::from_raw(99, 1, bytes::Bytes::new()))
-            .unwrap();
+        let _ = raw.send(&Message::from_raw(99, 1, bytes::Bytes::new()));
     }
     assert!(matches!(
         common::expect_disconnected(&mut raw).await,
