@@ -18,6 +18,7 @@
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
 //! | [`manager`] | [`ServerManager`]: hellos, sessions, requests validated by the game's [`GameLogic`], addressed updates, stats |
 //! | [`client`] | [`NetworkClient`]: joins a server, subscribes per channel, sends requests, reconnects with its id and token |
+//! | [`rooms`] | rooms, lobby and RPC for any game: `RoomsLogic` on the server, `RoomClient` with its signals |
 //! | [`master`] | the master server that lists game servers, the announcer game servers run, the browser's list and ping |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
@@ -69,6 +70,7 @@ pub mod manager;
 pub mod master;
 pub mod message;
 pub mod process;
+pub mod rooms;
 pub mod router;
 pub mod runtime;
 pub mod scenario;

@@ -23,8 +23,13 @@ pub const SYSTEM_CHANNEL: u16 = 0;
 /// and their answers.
 pub const SESSION_CHANNEL: u16 = 1;
 
+/// The channel of rooms, lobby and RPC ([`rooms`](crate::rooms)).
+pub const ROOMS_CHANNEL: u16 = 2;
+
 /// Channels below this are the framework's; applications use
-/// `FIRST_APP_CHANNEL..=65535`.
+/// `FIRST_APP_CHANNEL..=65535`. Channels 2..=15 carry framework features
+/// built on a `GameLogic` (2: rooms) and reach the logic like application
+/// channels.
 pub const FIRST_APP_CHANNEL: u16 = 16;
 
 /// A channel enum of the application. Implement it with [`channels!`](crate::channels).

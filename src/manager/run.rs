@@ -194,7 +194,9 @@ impl<L: GameLogic> Runner<L> {
         let client = state.client;
         match (message.channel_id(), client) {
             (SESSION_CHANNEL, _) => self.on_session_message(peer, client, message),
-            (channel, _) if message.is_framework() => {
+            // Channel 0 is the socket's own; 2..=15 carry framework features
+            // built on the game logic (rooms) and reach it like any other.
+            (channel, _) if channel < SESSION_CHANNEL => {
                 self.error_reply(
                     peer,
                     0,
@@ -218,7 +220,7 @@ impl<L: GameLogic> Runner<L> {
             (protocol::REQUEST, Some(client)) => match RequestFrame::decode(&message) {
                 Ok(frame) if frame.id != 0 => {
                     let inner = frame.message();
-                    if inner.is_framework() {
+                    if inner.channel_id() <= SESSION_CHANNEL {
                         let detail = format!("channel {} is reserved", inner.channel_id());
                         self.error_reply(peer, frame.id, ErrorCode::UnknownChannel, detail);
                     } else {

@@ -1,0 +1,540 @@
+//! The server side of rooms: a [`GameLogic`] that needs no game code.
+//!
+//! Rules: a player is in at most one room; a full, locked or started room
+//! refuses joiners; only the host starts (once everyone is ready), kicks and
+//! locks; when the host leaves, the longest-present player becomes host (the
+//! room closes when its last player leaves). A player whose connection drops
+//! keeps their place for the session's grace period. The server stamps the
+//! sender of every RPC and custom message.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::manager::{Audience, GameLogic, Outbox, Rejection, Request};
+use crate::session::ClientId;
+
+use super::protocol::{
+    CreateRoom, CustomMessage, CustomRequest, Kick, PlayerLeft, RoomAction, RoomId, RoomPlayer,
+    RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest, RpcTarget,
+};
+
+/// The most rooms a server holds.
+pub const MAX_ROOMS: usize = 1000;
+
+#[derive(Debug, Clone)]
+struct Member {
+    id: ClientId,
+    ready: bool,
+    connected: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Room {
+    id: RoomId,
+    name: String,
+    max_players: u8,
+    metadata: BTreeMap<String, String>,
+    private: bool,
+    locked: bool,
+    started: bool,
+    host: ClientId,
+    /// In the order they joined.
+    members: Vec<Member>,
+}
+
+/// A validated room request.
+#[derive(Debug)]
+pub enum RoomCommand {
+    /// Create a room.
+    Create(CreateRoom),
+    /// Send the list to the asker.
+    List,
+    /// Join (or, for a member, resend the room's state).
+    Join(RoomId),
+    /// Leave.
+    Leave,
+    /// Set the ready flag.
+    Ready(bool),
+    /// Start.
+    Start,
+    /// Kick a player.
+    Kick(Kick),
+    /// Lock or unlock.
+    Lock(bool),
+    /// Route an RPC.
+    Rpc(RpcRequest),
+    /// Relay a custom message.
+    Custom(CustomRequest),
+}
+
+/// Rooms, lobby and RPC for any game.
+#[derive(Debug, Default)]
+pub struct RoomsLogic {
+    rooms: BTreeMap<RoomId, Room>,
+    room_of: HashMap<ClientId, RoomId>,
+    names: HashMap<ClientId, String>,
+    next_room: u32,
+}
+
+fn invalid<T>(reason: impl Into<String>) -> Result<T, Rejection> {
+    Err(Rejection::invalid(reason))
+}
+
+fn send<T: serde::Serialize>(
+    out: &mut Outbox,
+    audience: Audience,
+    action: RoomAction,
+    content: &T,
+) {
+    if let Err(err) = out.send(audience, RoomsChannel, action, content) {
+        tracing::error!(%err, "room event did not encode");
+    }
+}
+
+impl RoomsLogic {
+    /// No rooms yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn room_of(&self, client: ClientId) -> Result<&Room, Rejection> {
+        self.room_of
+            .get(&client)
+            .and_then(|id| self.rooms.get(id))
+            .ok_or_else(|| Rejection::invalid("you are not in a room"))
+    }
+
+    fn host_room(&self, client: ClientId) -> Result<&Room, Rejection> {
+        let room = self.room_of(client)?;
+        if room.host != client {
+            return invalid("only the host may do that");
+        }
+        Ok(room)
+    }
+
+    fn player(&self, room: &Room, member: &Member) -> RoomPlayer {
+        RoomPlayer {
+            id: member.id,
+            name: self.names.get(&member.id).cloned().unwrap_or_default(),
+            host: room.host == member.id,
+            ready: member.ready,
+            connected: member.connected,
+        }
+    }
+
+    fn state(&self, room: &Room) -> RoomState {
+        RoomState {
+            id: room.id,
+            name: room.name.clone(),
+            max_players: room.max_players,
+            metadata: room.metadata.clone(),
+            locked: room.locked,
+            started: room.started,
+            players: room.members.iter().map(|m| self.player(room, m)).collect(),
+        }
+    }
+
+    fn members(room: &Room) -> Vec<ClientId> {
+        room.members.iter().map(|m| m.id).collect()
+    }
+
+    /// Takes `client` out of its room, telling the others why; migrates the
+    /// host or closes an empty room.
+    fn remove(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
+        let Some(room_id) = self.room_of.remove(&client) else {
+            return;
+        };
+        let Some(room) = self.rooms.get_mut(&room_id) else {
+            return;
+        };
+        room.members.retain(|m| m.id != client);
+        if room.members.is_empty() {
+            self.rooms.remove(&room_id);
+            return;
+        }
+        let others = Self::members(room);
+        let left = PlayerLeft {
+            id: client,
+            reason: reason.to_string(),
+        };
+        send(
+            out,
+            Audience::Only(others.clone()),
+            RoomAction::PlayerLeft,
+            &left,
+        );
+        if room.host == client {
+            room.host = room.members[0].id;
+            send(
+                out,
+                Audience::Only(others),
+                RoomAction::HostChanged,
+                &room.host,
+            );
+        }
+    }
+
+    fn set_connected(&mut self, client: ClientId, connected: bool, out: &mut Outbox) {
+        let Some(room) = self
+            .room_of
+            .get(&client)
+            .and_then(|id| self.rooms.get_mut(id))
+        else {
+            return;
+        };
+        if let Some(member) = room.members.iter_mut().find(|m| m.id == client) {
+            member.connected = connected;
+        }
+        let room = room.clone();
+        let member = room.members.iter().find(|m| m.id == client).cloned();
+        if let Some(member) = member {
+            let player = self.player(&room, &member);
+            send(
+                out,
+                Audience::Only(Self::members(&room)),
+                RoomAction::PlayerChanged,
+                &player,
+            );
+            if connected {
+                send(
+                    out,
+                    Audience::One(client),
+                    RoomAction::State,
+                    &self.state(&room),
+                );
+            }
+        }
+    }
+}
+
+impl GameLogic for RoomsLogic {
+    type Command = RoomCommand;
+
+    fn validate(&self, request: &Request) -> Result<RoomCommand, Rejection> {
+        request.channel::<RoomsChannel>()?;
+        let client = request.client;
+        match request.action::<RoomAction>()? {
+            RoomAction::Create => {
+                let create: CreateRoom = request.content()?;
+                let name = create.name.trim();
+                if name.is_empty()
+                    || name.chars().count() > 32
+                    || name.chars().any(char::is_control)
+                {
+                    return invalid("room names have 1 to 32 characters");
+                }
+                if !(1..=64).contains(&create.max_players) {
+                    return invalid("rooms take 1 to 64 players");
+                }
+                if create.metadata.len() > 16
+                    || create
+                        .metadata
+                        .iter()
+                        .any(|(k, v)| k.len() > 32 || v.len() > 128)
+                {
+                    return invalid("metadata: at most 16 pairs, keys of 32 bytes, values of 128");
+                }
+                if self.room_of.contains_key(&client) {
+                    return invalid("leave your room first");
+                }
+                if self.rooms.len() >= MAX_ROOMS {
+                    return invalid("the server has no room for more rooms");
+                }
+                Ok(RoomCommand::Create(create))
+            }
+            RoomAction::ListRooms => {
+                request.content::<()>()?;
+                Ok(RoomCommand::List)
+            }
+            RoomAction::Join => {
+                let id: RoomId = request.content()?;
+                let room = self
+                    .rooms
+                    .get(&id)
+                    .ok_or_else(|| Rejection::invalid("no such room"))?;
+                if self.room_of.get(&client) == Some(&id) {
+                    // Already in: a client coming back; not "full", not a duplicate.
+                    return Ok(RoomCommand::Join(id));
+                }
+                if self.room_of.contains_key(&client) {
+                    return invalid("you are in another room");
+                }
+                if room.started {
+                    return invalid("the game in that room has started");
+                }
+                if room.locked {
+                    return invalid("that room is locked");
+                }
+                if room.members.len() >= room.max_players as usize {
+                    return invalid("that room is full");
+                }
+                Ok(RoomCommand::Join(id))
+            }
+            RoomAction::Leave => {
+                request.content::<()>()?;
+                self.room_of(client)?;
+                Ok(RoomCommand::Leave)
+            }
+            RoomAction::Ready => {
+                let ready: bool = request.content()?;
+                if self.room_of(client)?.started {
+                    return invalid("the game has started");
+                }
+                Ok(RoomCommand::Ready(ready))
+            }
+            RoomAction::Start => {
+                request.content::<()>()?;
+                let room = self.host_room(client)?;
+                if room.started {
+                    return invalid("the game has started already");
+                }
+                if let Some(waiting) = room.members.iter().find(|m| !m.ready) {
+                    let name = self.names.get(&waiting.id).cloned().unwrap_or_default();
+                    return invalid(format!("{name} is not ready"));
+                }
+                Ok(RoomCommand::Start)
+            }
+            RoomAction::Kick => {
+                let kick: Kick = request.content()?;
+                let room = self.host_room(client)?;
+                if kick.player == client {
+                    return invalid("the host cannot kick itself; leave instead");
+                }
+                if !room.members.iter().any(|m| m.id == kick.player) {
+                    return invalid("no such player in your room");
+                }
+                Ok(RoomCommand::Kick(kick))
+            }
+            RoomAction::Lock => {
+                let locked: bool = request.content()?;
+                self.host_room(client)?;
+                Ok(RoomCommand::Lock(locked))
+            }
+            RoomAction::Rpc => {
+                let rpc: RpcRequest = request.content()?;
+                let room = self.room_of(client)?;
+                if rpc.method.is_empty() || rpc.method.len() > 64 {
+                    return invalid("method names have 1 to 64 bytes");
+                }
+                if let RpcTarget::One(target) = rpc.target {
+                    if !room.members.iter().any(|m| m.id == target) {
+                        return invalid("no such player in your room");
+                    }
+                }
+                Ok(RoomCommand::Rpc(rpc))
+            }
+            RoomAction::Custom => {
+                let custom: CustomRequest = request.content()?;
+                self.room_of(client)?;
+                if custom.channel.len() > 32 {
+                    return invalid("custom channel names have at most 32 bytes");
+                }
+                Ok(RoomCommand::Custom(custom))
+            }
+            other => Err(Rejection {
+                kind: crate::manager::RejectionKind::UnknownAction,
+                reason: format!(
+                    "{} is an event, not a request",
+                    crate::message::Action::name(other)
+                ),
+            }),
+        }
+    }
+
+    fn apply(&mut self, client: ClientId, command: RoomCommand, out: &mut Outbox) {
+        match command {
+            RoomCommand::Create(create) => {
+                self.next_room += 1;
+                let id = RoomId(self.next_room);
+                let room = Room {
+                    id,
+                    name: create.name.trim().to_string(),
+                    max_players: create.max_players,
+                    metadata: create.metadata,
+                    private: create.private,
+                    locked: false,
+                    started: false,
+                    host: client,
+                    members: vec![Member {
+                        id: client,
+                        ready: false,
+                        connected: true,
+                    }],
+                };
+                send(
+                    out,
+                    Audience::One(client),
+                    RoomAction::State,
+                    &self.state(&room),
+                );
+                self.rooms.insert(id, room);
+                self.room_of.insert(client, id);
+            }
+            RoomCommand::List => {
+                let list: Vec<RoomSummary> = self
+                    .rooms
+                    .values()
+                    .filter(|r| !r.private)
+                    .map(|r| RoomSummary {
+                        id: r.id,
+                        name: r.name.clone(),
+                        players: r.members.len() as u8,
+                        max_players: r.max_players,
+                        metadata: r.metadata.clone(),
+                        locked: r.locked,
+                        started: r.started,
+                    })
+                    .collect();
+                send(out, Audience::One(client), RoomAction::List, &list);
+            }
+            RoomCommand::Join(id) => {
+                let Some(room) = self.rooms.get_mut(&id) else {
+                    return;
+                };
+                if !room.members.iter().any(|m| m.id == client) {
+                    let others = Self::members(room);
+                    room.members.push(Member {
+                        id: client,
+                        ready: false,
+                        connected: true,
+                    });
+                    self.room_of.insert(client, id);
+                    let room = room.clone();
+                    let joined = self.player(&room, room.members.last().expect("just pushed"));
+                    send(
+                        out,
+                        Audience::Only(others),
+                        RoomAction::PlayerJoined,
+                        &joined,
+                    );
+                }
+                // Late joiners (and returning members) get the whole room.
+                if let Some(room) = self.rooms.get(&id) {
+                    send(
+                        out,
+                        Audience::One(client),
+                        RoomAction::State,
+                        &self.state(room),
+                    );
+                }
+            }
+            RoomCommand::Leave => self.remove(client, "left", out),
+            RoomCommand::Ready(ready) => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|id| self.rooms.get_mut(id))
+                else {
+                    return;
+                };
+                if let Some(member) = room.members.iter_mut().find(|m| m.id == client) {
+                    member.ready = ready;
+                }
+                let room = room.clone();
+                if let Some(member) = room.members.iter().find(|m| m.id == client) {
+                    let player = self.player(&room, member);
+                    send(
+                        out,
+                        Audience::Only(Self::members(&room)),
+                        RoomAction::PlayerChanged,
+                        &player,
+                    );
+                }
+            }
+            RoomCommand::Start => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|id| self.rooms.get_mut(id))
+                else {
+                    return;
+                };
+                room.started = true;
+                send(
+                    out,
+                    Audience::Only(Self::members(room)),
+                    RoomAction::Started,
+                    &(),
+                );
+            }
+            RoomCommand::Kick(kick) => {
+                self.remove(kick.player, &format!("kicked: {}", kick.reason), out);
+                send(
+                    out,
+                    Audience::One(kick.player),
+                    RoomAction::Kicked,
+                    &kick.reason,
+                );
+            }
+            RoomCommand::Lock(locked) => {
+                if let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|id| self.rooms.get_mut(id))
+                {
+                    room.locked = locked;
+                }
+            }
+            RoomCommand::Rpc(rpc) => {
+                let Ok(room) = self.room_of(client) else {
+                    return;
+                };
+                let audience = match rpc.target {
+                    RpcTarget::All => Audience::Only(Self::members(room)),
+                    RpcTarget::Others => Audience::Only(
+                        Self::members(room)
+                            .into_iter()
+                            .filter(|m| *m != client)
+                            .collect(),
+                    ),
+                    RpcTarget::One(target) => Audience::One(target),
+                    RpcTarget::Host => Audience::One(room.host),
+                };
+                let call = RpcCall {
+                    from: client,
+                    method: rpc.method,
+                    args: rpc.args,
+                };
+                send(out, audience, RoomAction::RpcCall, &call);
+            }
+            RoomCommand::Custom(custom) => {
+                let Ok(room) = self.room_of(client) else {
+                    return;
+                };
+                let others: Vec<ClientId> = Self::members(room)
+                    .into_iter()
+                    .filter(|m| *m != client)
+                    .collect();
+                let message = CustomMessage {
+                    from: client,
+                    channel: custom.channel,
+                    data: custom.data,
+                };
+                send(
+                    out,
+                    Audience::Only(others),
+                    RoomAction::CustomMessage,
+                    &message,
+                );
+            }
+        }
+    }
+
+    fn on_join(&mut self, client: ClientId, name: &str, _: &mut Outbox) {
+        self.names.insert(client, name.to_string());
+    }
+
+    fn on_reconnect(&mut self, client: ClientId, out: &mut Outbox) {
+        self.set_connected(client, true, out);
+    }
+
+    fn on_connection_lost(&mut self, client: ClientId, out: &mut Outbox) {
+        self.set_connected(client, false, out);
+    }
+
+    fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
+        // The goodbye reaches the others whether the player left or its
+        // grace period ran out.
+        self.remove(client, "disconnected", out);
+        self.names.remove(&client);
+    }
+}

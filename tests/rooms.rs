@@ -1,0 +1,554 @@
+//! Rooms, lobby and RPC over loopback, including regression tests named after
+//! the defects of a known Python implementation of the same feature set.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, WAIT};
+use switchboard::rooms::{
+    CreateRoom, CustomMessage, PlayerLeft, RoomClient, RoomId, RoomsLogic, RpcError, RpcTarget,
+};
+use switchboard::{
+    BindScope, ClientConfig, ClientId, ManagerConfig, ManagerHandle, ReconnectPolicy,
+    RequestStatus, ServerManager,
+};
+
+fn server() -> ManagerHandle {
+    ServerManager::spawn(
+        BindScope::Loopback,
+        0,
+        ManagerConfig::default(),
+        RoomsLogic::new(),
+    )
+    .unwrap()
+}
+
+fn player(addr: impl ToString, name: &str) -> RoomClient {
+    let config = ClientConfig {
+        reconnect: ReconnectPolicy {
+            initial_delay: Duration::from_millis(50),
+            ..Default::default()
+        },
+        ..ClientConfig::named(name)
+    };
+    let mut client = RoomClient::connect(addr, config);
+    pump(&mut [&mut client], |c| c[0].client().is_welcomed());
+    client
+}
+
+fn pump(clients: &mut [&mut RoomClient], mut done: impl FnMut(&[&mut RoomClient]) -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done(clients) {
+        assert!(Instant::now() < deadline, "condition not reached in time");
+        for c in clients.iter_mut() {
+            c.poll();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Sends with `send` and polls every client until the verdict.
+fn verdict(
+    clients: &mut [&mut RoomClient],
+    who: usize,
+    send: impl FnOnce(&mut RoomClient) -> switchboard::RequestTicket,
+) -> RequestStatus {
+    let ticket = send(clients[who]);
+    pump(clients, |_| ticket.is_done());
+    ticket.status()
+}
+
+fn new_room(name: &str, max: u8) -> CreateRoom {
+    CreateRoom {
+        name: name.into(),
+        max_players: max,
+        metadata: BTreeMap::new(),
+        private: false,
+    }
+}
+
+fn id(c: &RoomClient) -> ClientId {
+    c.client().client_id().unwrap()
+}
+
+/// ann creates a room of `max`; bob joins it. Returns the room.
+fn room_of_two(ann: &mut RoomClient, bob: &mut RoomClient, max: u8) -> RoomId {
+    assert_eq!(
+        verdict(&mut [ann, bob], 0, |c| c
+            .create(&new_room("den", max))
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    let room = ann.room().unwrap().id;
+    assert_eq!(
+        verdict(&mut [ann, bob], 1, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(&mut [ann, bob], |c| {
+        c[0].room().is_some_and(|r| r.players.len() == 2) && c[1].room().is_some()
+    });
+    room
+}
+
+#[test]
+fn joining_is_refused_for_full_locked_missing_and_duplicate_with_reasons() {
+    let server = server();
+    let (mut ann, mut bob, mut cat) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+        player(server.local_addr(), "cat"),
+    );
+    let room = room_of_two(&mut ann, &mut bob, 2);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Rejected("that room is full".into())
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(RoomId(999)).unwrap()),
+        RequestStatus::Rejected("no such room".into())
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.create(&new_room("cat's", 4)).unwrap()),
+        RequestStatus::Accepted
+    );
+    let cats = clients[2].room().unwrap().id;
+    assert_eq!(
+        verdict(clients, 1, |c| c.join(cats).unwrap()),
+        RequestStatus::Rejected("you are in another room".into())
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.lock(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c.leave().unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c.join(cats).unwrap()),
+        RequestStatus::Rejected("that room is locked".into())
+    );
+    // The rejected join was announced through the signal too.
+    let rejected = Rc::new(RefCell::new(Vec::new()));
+    let r = rejected.clone();
+    clients[1]
+        .signals()
+        .join_rejected
+        .connect(move |why| r.borrow_mut().push(why.clone()))
+        .detach();
+    clients[1].join(RoomId(42)).unwrap();
+    pump(clients, |_| !rejected.borrow().is_empty());
+    assert_eq!(rejected.borrow()[0], "no such room");
+    // The list shows both public rooms with their counts.
+    let listed = Rc::new(RefCell::new(None));
+    let l = listed.clone();
+    clients[1]
+        .signals()
+        .rooms_listed
+        .connect(move |list| *l.borrow_mut() = Some(list.clone()))
+        .detach();
+    clients[1].list().unwrap();
+    pump(clients, |_| listed.borrow().is_some());
+    let counts: Vec<(u8, bool)> = listed
+        .borrow()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|r| (r.players, r.locked))
+        .collect();
+    assert_eq!(
+        counts,
+        [(1, false), (1, true)],
+        "ann's room (bob left) and cat's locked room"
+    );
+}
+
+#[test]
+fn only_the_host_starts_and_only_when_everyone_is_ready() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    room_of_two(&mut ann, &mut bob, 4);
+    let clients = &mut [&mut ann, &mut bob];
+    assert_eq!(
+        verdict(clients, 0, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 0, |c| c.start().unwrap()),
+        RequestStatus::Rejected("bob is not ready".into())
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c.start().unwrap()),
+        RequestStatus::Rejected("only the host may do that".into())
+    );
+    let started = Rc::new(RefCell::new(0));
+    let s = started.clone();
+    clients[1]
+        .signals()
+        .game_started
+        .connect(move |_| *s.borrow_mut() += 1)
+        .detach();
+    assert_eq!(
+        verdict(clients, 0, |c| c.start().unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| *started.borrow() == 1);
+    assert!(clients[0].room().unwrap().started && clients[1].room().unwrap().started);
+}
+
+#[test]
+fn regression_custom_messages_from_one_client_reach_the_others() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let mut cat = player(server.local_addr(), "cat");
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    let heard: Vec<Rc<RefCell<Vec<CustomMessage>>>> = (0..3).map(|_| Rc::default()).collect();
+    for (c, h) in clients.iter().zip(&heard) {
+        let h = h.clone();
+        c.signals()
+            .custom
+            .connect(move |m| h.borrow_mut().push(m.clone()))
+            .detach();
+    }
+    assert_eq!(
+        verdict(clients, 1, |c| c.send_custom("emote", "waves").unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| {
+        heard[0].borrow().len() == 1 && heard[2].borrow().len() == 1
+    });
+    let bob_id = id(clients[1]);
+    for h in [&heard[0], &heard[2]] {
+        let m = &h.borrow()[0];
+        assert_eq!((m.from, m.channel.as_str()), (bob_id, "emote"));
+    }
+    assert!(heard[1].borrow().is_empty(), "not echoed to the sender");
+}
+
+#[test]
+fn regression_client_to_client_rpc_is_delivered_not_dropped() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    room_of_two(&mut ann, &mut bob, 4);
+    let got: Rc<RefCell<Vec<(String, ClientId, u32)>>> = Rc::default();
+    for (who, c) in [("ann", &ann), ("bob", &bob)] {
+        let g = got.clone();
+        c.register_rpc("add", move |from, n: u32| {
+            g.borrow_mut().push((who.to_string(), from, n))
+        });
+    }
+    let errors: Rc<RefCell<Vec<RpcError>>> = Rc::default();
+    let e = errors.clone();
+    bob.signals()
+        .rpc_error
+        .connect(move |err| e.borrow_mut().push(err.clone()))
+        .detach();
+    let (ann_id, bob_id) = (id(&ann), id(&bob));
+    let clients = &mut [&mut ann, &mut bob];
+    assert_eq!(
+        verdict(clients, 0, |c| c
+            .call(RpcTarget::One(bob_id), "add", &1u32)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c
+            .call(RpcTarget::Host, "add", &2u32)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 0, |c| c
+            .call(RpcTarget::All, "add", &3u32)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 0, |c| c
+            .call(RpcTarget::Others, "nope", &4u32)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| {
+        got.borrow().len() == 4 && errors.borrow().len() == 1
+    });
+    let mut calls = got.borrow().clone();
+    calls.sort_by_key(|c| c.2);
+    assert_eq!(
+        calls,
+        [
+            ("bob".to_string(), ann_id, 1),
+            ("ann".to_string(), bob_id, 2),
+            ("ann".to_string(), ann_id, 3),
+            ("bob".to_string(), ann_id, 3),
+        ]
+    );
+    assert_eq!(
+        errors.borrow()[0].method,
+        "nope",
+        "an unknown method is a typed error event"
+    );
+}
+
+#[test]
+fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    room_of_two(&mut ann, &mut bob, 4);
+    let seen: Rc<RefCell<Vec<ClientId>>> = Rc::default();
+    let s = seen.clone();
+    ann.register_rpc("hello", move |from, _: String| s.borrow_mut().push(from));
+    let bob_id = id(&bob);
+    let clients = &mut [&mut ann, &mut bob];
+    // There is no field in which bob could name a sender: the server stamps it.
+    assert_eq!(
+        verdict(clients, 1, |c| c
+            .call(RpcTarget::Host, "hello", "I am ann")
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| !seen.borrow().is_empty());
+    assert_eq!(seen.borrow()[0], bob_id);
+    // Ready marks the requester only.
+    assert_eq!(
+        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| {
+        c[0].room()
+            .unwrap()
+            .players
+            .iter()
+            .any(|p| p.id == bob_id && p.ready)
+    });
+    let room = clients[0].room().unwrap();
+    let ann_player = room.players.iter().find(|p| p.name == "ann").unwrap();
+    assert!(!ann_player.ready, "bob's ready did not touch ann");
+    assert!(
+        ann_player.host && !room.players.iter().find(|p| p.id == bob_id).unwrap().host,
+        "nor claim the host"
+    );
+}
+
+#[test]
+fn regression_players_cannot_join_after_the_game_started() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let mut cat = player(server.local_addr(), "cat");
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 0, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 0, |c| c.start().unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Rejected("the game in that room has started".into())
+    );
+}
+
+#[test]
+fn regression_a_kicked_client_receives_nothing_more() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let mut cat = player(server.local_addr(), "cat");
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    let bob_id = id(&bob);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    let kicked = Rc::new(RefCell::new(None));
+    let k = kicked.clone();
+    clients[1]
+        .signals()
+        .kicked
+        .connect(move |why| *k.borrow_mut() = Some(why.clone()))
+        .detach();
+    let bob_heard: Rc<RefCell<usize>> = Rc::default();
+    let b = bob_heard.clone();
+    clients[1]
+        .signals()
+        .custom
+        .connect(move |_| *b.borrow_mut() += 1)
+        .detach();
+    let cat_heard: Rc<RefCell<usize>> = Rc::default();
+    let c = cat_heard.clone();
+    clients[2]
+        .signals()
+        .custom
+        .connect(move |_| *c.borrow_mut() += 1)
+        .detach();
+    let left: Rc<RefCell<Vec<PlayerLeft>>> = Rc::default();
+    let l = left.clone();
+    clients[2]
+        .signals()
+        .player_left
+        .connect(move |p| l.borrow_mut().push(p.clone()))
+        .detach();
+
+    assert_eq!(
+        verdict(clients, 0, |c| c.kick(bob_id, "griefing").unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| {
+        kicked.borrow().is_some() && !left.borrow().is_empty()
+    });
+    assert_eq!(kicked.borrow().as_deref(), Some("griefing"));
+    assert_eq!(left.borrow()[0].reason, "kicked: griefing");
+    assert!(clients[1].room().is_none());
+    assert_eq!(
+        verdict(clients, 0, |c| c
+            .send_custom("chat", "after the kick")
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 0, |c| c.call(RpcTarget::All, "x", &0u8).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |_| *cat_heard.borrow() == 1);
+    std::thread::sleep(Duration::from_millis(100));
+    for c in clients.iter_mut() {
+        c.poll();
+    }
+    assert_eq!(
+        *bob_heard.borrow(),
+        0,
+        "the kicked client heard nothing more"
+    );
+}
+
+#[test]
+fn regression_reconnect_while_the_old_entry_exists_is_not_room_full() {
+    let server = server();
+    let proxy = Proxy::start(server.local_addr());
+    let mut ann = player(server.local_addr(), "ann");
+    let mut bob = player(proxy.addr, "bob");
+    let room = room_of_two(&mut ann, &mut bob, 2);
+    proxy.cut();
+    pump(&mut [&mut ann, &mut bob], |c| !c[1].client().is_welcomed());
+    pump(&mut [&mut ann, &mut bob], |c| c[1].client().is_welcomed());
+    // The resumed session is still in the room, and told so.
+    pump(&mut [&mut ann, &mut bob], |c| {
+        c[1].room().is_some_and(|r| r.players.len() == 2)
+    });
+    // Joining again (what a naive client does after a reconnect) is no "room full".
+    assert_eq!(
+        verdict(&mut [&mut ann, &mut bob], 1, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(ann.room().unwrap().players.len(), 2);
+}
+
+#[test]
+fn regression_the_goodbye_is_not_lost_on_disconnect_and_the_host_migrates() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    room_of_two(&mut ann, &mut bob, 4);
+    let ann_id = id(&ann);
+    let left: Rc<RefCell<Vec<PlayerLeft>>> = Rc::default();
+    let l = left.clone();
+    bob.signals()
+        .player_left
+        .connect(move |p| l.borrow_mut().push(p.clone()))
+        .detach();
+    let host: Rc<RefCell<Option<ClientId>>> = Rc::default();
+    let h = host.clone();
+    bob.signals()
+        .host_changed
+        .connect(move |id| *h.borrow_mut() = Some(*id))
+        .detach();
+    // The host quits the program: its close is its goodbye.
+    ann.close("quit");
+    drop(ann);
+    pump(&mut [&mut bob], |_| {
+        !left.borrow().is_empty() && host.borrow().is_some()
+    });
+    assert_eq!(left.borrow()[0].id, ann_id);
+    assert_eq!(
+        *host.borrow(),
+        Some(id(&bob)),
+        "the host moved to the remaining player"
+    );
+    assert!(bob.room().unwrap().players[0].host);
+}
+
+#[test]
+fn late_joiners_receive_the_full_room_state() {
+    let server = server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let mut cat = player(server.local_addr(), "cat");
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| c[2].room().is_some());
+    let state = clients[2].room().unwrap();
+    let names: Vec<(String, bool, bool)> = state
+        .players
+        .iter()
+        .map(|p| (p.name.clone(), p.host, p.ready))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("ann".to_string(), true, false),
+            ("bob".to_string(), false, true),
+            ("cat".to_string(), false, false)
+        ]
+    );
+}
