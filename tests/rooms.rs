@@ -552,3 +552,147 @@ fn late_joiners_receive_the_full_room_state() {
         ]
     );
 }
+
+fn fast_server() -> ManagerHandle {
+    // 20 Hz entity sync needs the manager to tick at least that often.
+    let config = ManagerConfig {
+        tick_interval: Duration::from_millis(10),
+        ..ManagerConfig::default()
+    };
+    ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap()
+}
+
+#[test]
+fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
+    let server = fast_server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let mut cat = player(server.local_addr(), "cat");
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    assert_eq!(
+        verdict(clients, 2, |c| c.join(room).unwrap()),
+        RequestStatus::Accepted
+    );
+    // bob spawns a ship; everyone sees it with bob as owner.
+    assert_eq!(
+        verdict(clients, 1, |c| c.spawn("ship", &(0i32, 0i32)).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| {
+        c.iter()
+            .all(|p| p.room().is_some_and(|r| r.entities.len() == 1))
+    });
+    let ship = clients[0].room().unwrap().entities[0].clone();
+    assert_eq!(ship.owner, id(clients[1]));
+    // cat is neither owner nor host: refused, nothing changes.
+    assert_eq!(
+        verdict(clients, 2, |c| c.update(ship.id, &(9i32, 9i32)).unwrap()),
+        RequestStatus::Rejected("only the entity's owner or the host may do that".into())
+    );
+    assert_eq!(
+        verdict(clients, 2, |c| c.despawn(ship.id).unwrap()),
+        RequestStatus::Rejected("only the entity's owner or the host may do that".into())
+    );
+    // The owner moves it; the host may too.
+    assert_eq!(
+        verdict(clients, 1, |c| c.update(ship.id, &(1i32, 2i32)).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| {
+        c[2].room().unwrap().entities[0].state
+            == switchboard::codec::encode_value(&(1i32, 2i32)).unwrap()
+    });
+    assert_eq!(
+        verdict(clients, 0, |c| c.update(ship.id, &(3i32, 4i32)).unwrap()),
+        RequestStatus::Accepted
+    );
+    // bob hands it to cat, who may now move it, and bob no longer may.
+    let cat_id = id(clients[2]);
+    assert_eq!(
+        verdict(clients, 1, |c| c.transfer(ship.id, cat_id).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| {
+        c[2].room().unwrap().entities[0].owner == cat_id
+    });
+    assert_eq!(
+        verdict(clients, 2, |c| c.update(ship.id, &(5i32, 6i32)).unwrap()),
+        RequestStatus::Accepted
+    );
+    assert!(matches!(
+        verdict(clients, 1, |c| c.update(ship.id, &(7i32, 7i32)).unwrap()),
+        RequestStatus::Rejected(_)
+    ));
+    assert_eq!(
+        verdict(clients, 2, |c| c.despawn(ship.id).unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(clients, |c| {
+        c.iter()
+            .all(|p| p.room().is_some_and(|r| r.entities.is_empty()))
+    });
+}
+
+#[test]
+fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
+    let server = fast_server();
+    let (mut ann, mut bob) = (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    );
+    let room = room_of_two(&mut ann, &mut bob, 4);
+    assert_eq!(
+        verdict(&mut [&mut ann, &mut bob], 0, |c| c
+            .spawn("ball", &0u32)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(&mut [&mut ann, &mut bob], |c| {
+        c[1].room().is_some_and(|r| r.entities.len() == 1)
+    });
+    let ball = ann.room().unwrap().entities[0].id;
+    let batches: Rc<RefCell<Vec<usize>>> = Rc::default();
+    let b = batches.clone();
+    bob.signals()
+        .state_updated
+        .connect(move |updates| b.borrow_mut().push(updates.len()))
+        .detach();
+    // 100 updates sent in one burst: bob sees a handful of syncs, not 100,
+    // and ends with the last state.
+    let mut tickets = Vec::new();
+    for n in 1..=100u32 {
+        tickets.push(ann.update(ball, &n).unwrap());
+    }
+    pump(&mut [&mut ann, &mut bob], |_| {
+        tickets.iter().all(|t| t.is_done())
+    });
+    let last = switchboard::codec::encode_value(&100u32).unwrap();
+    pump(&mut [&mut ann, &mut bob], |c| {
+        c[1].room().unwrap().entities[0].state == last
+    });
+    let syncs = batches.borrow().len();
+    assert!(
+        (1..=20).contains(&syncs),
+        "{syncs} syncs carried 100 updates"
+    );
+    // Nothing changes: nothing is sent.
+    let before = batches.borrow().len();
+    std::thread::sleep(Duration::from_millis(200));
+    bob.poll();
+    assert_eq!(batches.borrow().len(), before, "no change, no update");
+    // A late joiner gets the ball with its latest state.
+    let mut cat = player(server.local_addr(), "cat");
+    assert_eq!(
+        verdict(&mut [&mut ann, &mut bob, &mut cat], 2, |c| c
+            .join(room)
+            .unwrap()),
+        RequestStatus::Accepted
+    );
+    pump(&mut [&mut cat], |c| c[0].room().is_some());
+    let snapshot = cat.room().unwrap().entities;
+    assert_eq!(snapshot.len(), 1);
+    assert_eq!(snapshot[0].state, last);
+}

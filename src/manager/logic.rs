@@ -217,4 +217,10 @@ pub trait GameLogic: Send + 'static {
     fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
         let _ = (client, out);
     }
+
+    /// Called every `ManagerConfig::tick_interval`, for work on a clock
+    /// (timers, periodic state sync).
+    fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
+        let _ = (now, out);
+    }
 }

@@ -457,6 +457,7 @@ impl<L: GameLogic> Runner<L> {
     fn on_tick(&mut self) {
         let at = now();
         let mut out = Outbox::default();
+        self.logic.on_tick(at, &mut out);
         for session in self.sessions.expire(at) {
             self.log(
                 LogLevel::Info,

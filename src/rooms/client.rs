@@ -14,8 +14,9 @@ use crate::session::ClientId;
 use crate::signal::Signal;
 
 use super::protocol::{
-    CreateRoom, CustomMessage, CustomRequest, Kick, PlayerLeft, RoomAction, RoomId, RoomPlayer,
-    RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest, RpcTarget,
+    CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
+    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
+    RpcTarget, SpawnRequest, Transfer,
 };
 
 /// An RPC that could not run on this client.
@@ -54,6 +55,14 @@ pub struct RoomSignals {
     pub custom: Signal<CustomMessage>,
     /// An RPC for which no handler fits.
     pub rpc_error: Signal<RpcError>,
+    /// An entity appeared.
+    pub spawned: Signal<Entity>,
+    /// An entity is gone.
+    pub despawned: Signal<EntityId>,
+    /// Entities changed since the last sync (each once, last state).
+    pub state_updated: Signal<Vec<EntityUpdate>>,
+    /// An entity changed owner.
+    pub owner_changed: Signal<Transfer>,
 }
 
 type Handler = Box<dyn FnMut(ClientId, &[u8]) -> Result<(), codec::ContentError>>;
@@ -227,6 +236,47 @@ impl RoomClient {
         )
     }
 
+    /// Spawns an entity you own.
+    pub fn spawn<T: Serialize + ?Sized>(
+        &mut self,
+        kind: &str,
+        state: &T,
+    ) -> Result<RequestTicket, RequestError> {
+        let state = codec::encode_value(state).map_err(|e| RequestError::Send(e.to_string()))?;
+        self.ask(
+            RoomAction::Spawn,
+            &SpawnRequest {
+                kind: kind.to_string(),
+                state,
+            },
+        )
+    }
+
+    /// Sets an entity's state (owner or host); the others get it at the
+    /// next sync.
+    pub fn update<T: Serialize + ?Sized>(
+        &mut self,
+        id: EntityId,
+        state: &T,
+    ) -> Result<RequestTicket, RequestError> {
+        let state = codec::encode_value(state).map_err(|e| RequestError::Send(e.to_string()))?;
+        self.ask(RoomAction::Update, &EntityUpdate { id, state })
+    }
+
+    /// Despawns an entity (owner or host).
+    pub fn despawn(&mut self, id: EntityId) -> Result<RequestTicket, RequestError> {
+        self.ask(RoomAction::Despawn, &id)
+    }
+
+    /// Hands an entity to another member (owner or host).
+    pub fn transfer(
+        &mut self,
+        id: EntityId,
+        owner: ClientId,
+    ) -> Result<RequestTicket, RequestError> {
+        self.ask(RoomAction::Transfer, &Transfer { id, owner })
+    }
+
     /// Delivers events to signals, handlers and subscribers on this thread.
     pub fn poll(&mut self) -> usize {
         self.poll_timeout(Duration::ZERO)
@@ -328,6 +378,45 @@ fn dispatch(
         RoomAction::CustomMessage => {
             if let Some(custom) = content::<CustomMessage>(message) {
                 signals.custom.emit(&custom);
+            }
+        }
+        RoomAction::Spawned => {
+            if let Some(entity) = content::<Entity>(message) {
+                if let Some(state) = room.borrow_mut().as_mut() {
+                    state.entities.retain(|e| e.id != entity.id);
+                    state.entities.push(entity.clone());
+                }
+                signals.spawned.emit(&entity);
+            }
+        }
+        RoomAction::Despawned => {
+            if let Some(id) = content::<EntityId>(message) {
+                if let Some(state) = room.borrow_mut().as_mut() {
+                    state.entities.retain(|e| e.id != id);
+                }
+                signals.despawned.emit(&id);
+            }
+        }
+        RoomAction::StateUpdate => {
+            if let Some(updates) = content::<Vec<EntityUpdate>>(message) {
+                if let Some(state) = room.borrow_mut().as_mut() {
+                    for update in &updates {
+                        if let Some(e) = state.entities.iter_mut().find(|e| e.id == update.id) {
+                            e.state = update.state.clone();
+                        }
+                    }
+                }
+                signals.state_updated.emit(&updates);
+            }
+        }
+        RoomAction::OwnerChanged => {
+            if let Some(transfer) = content::<Transfer>(message) {
+                if let Some(state) = room.borrow_mut().as_mut() {
+                    if let Some(e) = state.entities.iter_mut().find(|e| e.id == transfer.id) {
+                        e.owner = transfer.owner;
+                    }
+                }
+                signals.owner_changed.emit(&transfer);
             }
         }
         RoomAction::RpcCall => {

@@ -13,12 +13,17 @@ use crate::manager::{Audience, GameLogic, Outbox, Rejection, Request};
 use crate::session::ClientId;
 
 use super::protocol::{
-    CreateRoom, CustomMessage, CustomRequest, Kick, PlayerLeft, RoomAction, RoomId, RoomPlayer,
-    RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest, RpcTarget,
+    CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
+    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
+    RpcTarget, SpawnRequest, Transfer,
 };
 
 /// The most rooms a server holds.
 pub const MAX_ROOMS: usize = 1000;
+/// The most entities in one room.
+pub const MAX_ENTITIES: usize = 4096;
+/// The largest entity state, in bytes.
+pub const MAX_ENTITY_STATE: usize = 16 * 1024;
 
 #[derive(Debug, Clone)]
 struct Member {
@@ -39,6 +44,10 @@ struct Room {
     host: ClientId,
     /// In the order they joined.
     members: Vec<Member>,
+    entities: BTreeMap<EntityId, Entity>,
+    /// Entities whose state changed since the last sync.
+    dirty: std::collections::BTreeSet<EntityId>,
+    next_entity: u32,
 }
 
 /// A validated room request.
@@ -64,15 +73,38 @@ pub enum RoomCommand {
     Rpc(RpcRequest),
     /// Relay a custom message.
     Custom(CustomRequest),
+    /// Spawn an entity.
+    Spawn(SpawnRequest),
+    /// Despawn an entity.
+    Despawn(EntityId),
+    /// Store a new state, synced later.
+    Update(EntityUpdate),
+    /// Change an entity's owner.
+    Transfer(Transfer),
 }
 
-/// Rooms, lobby and RPC for any game.
-#[derive(Debug, Default)]
+/// Rooms, lobby, RPC and entity replication for any game.
+#[derive(Debug)]
 pub struct RoomsLogic {
     rooms: BTreeMap<RoomId, Room>,
     room_of: HashMap<ClientId, RoomId>,
     names: HashMap<ClientId, String>,
     next_room: u32,
+    sync_interval: std::time::Duration,
+    last_sync: Option<std::time::Instant>,
+}
+
+impl Default for RoomsLogic {
+    fn default() -> Self {
+        Self {
+            rooms: BTreeMap::new(),
+            room_of: HashMap::new(),
+            names: HashMap::new(),
+            next_room: 0,
+            sync_interval: std::time::Duration::from_millis(50),
+            last_sync: None,
+        }
+    }
 }
 
 fn invalid<T>(reason: impl Into<String>) -> Result<T, Rejection> {
@@ -91,9 +123,30 @@ fn send<T: serde::Serialize>(
 }
 
 impl RoomsLogic {
-    /// No rooms yet.
+    /// No rooms yet; entity states sync at 20 Hz (run the manager with a
+    /// `tick_interval` of 50 ms or less for that rate).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Entity states sync every `interval` instead.
+    pub fn with_sync_interval(interval: std::time::Duration) -> Self {
+        Self {
+            sync_interval: interval,
+            ..Self::default()
+        }
+    }
+
+    fn entity_of(&self, client: ClientId, id: EntityId) -> Result<(&Room, &Entity), Rejection> {
+        let room = self.room_of(client)?;
+        let entity = room
+            .entities
+            .get(&id)
+            .ok_or_else(|| Rejection::invalid("no such entity"))?;
+        if entity.owner != client && room.host != client {
+            return invalid("only the entity's owner or the host may do that");
+        }
+        Ok((room, entity))
     }
 
     fn room_of(&self, client: ClientId) -> Result<&Room, Rejection> {
@@ -130,6 +183,7 @@ impl RoomsLogic {
             locked: room.locked,
             started: room.started,
             players: room.members.iter().map(|m| self.player(room, m)).collect(),
+            entities: room.entities.values().cloned().collect(),
         }
     }
 
@@ -330,6 +384,38 @@ impl GameLogic for RoomsLogic {
                 }
                 Ok(RoomCommand::Custom(custom))
             }
+            RoomAction::Spawn => {
+                let spawn: SpawnRequest = request.content()?;
+                let room = self.room_of(client)?;
+                if spawn.kind.len() > 32 || spawn.state.len() > MAX_ENTITY_STATE {
+                    return invalid("entity kinds have at most 32 bytes, states 16 KiB");
+                }
+                if room.entities.len() >= MAX_ENTITIES {
+                    return invalid("the room has the most entities it holds");
+                }
+                Ok(RoomCommand::Spawn(spawn))
+            }
+            RoomAction::Despawn => {
+                let id: EntityId = request.content()?;
+                self.entity_of(client, id)?;
+                Ok(RoomCommand::Despawn(id))
+            }
+            RoomAction::Update => {
+                let update: EntityUpdate = request.content()?;
+                self.entity_of(client, update.id)?;
+                if update.state.len() > MAX_ENTITY_STATE {
+                    return invalid("entity states have at most 16 KiB");
+                }
+                Ok(RoomCommand::Update(update))
+            }
+            RoomAction::Transfer => {
+                let transfer: Transfer = request.content()?;
+                let (room, _) = self.entity_of(client, transfer.id)?;
+                if !room.members.iter().any(|m| m.id == transfer.owner) {
+                    return invalid("the new owner is not in the room");
+                }
+                Ok(RoomCommand::Transfer(transfer))
+            }
             other => Err(Rejection {
                 kind: crate::manager::RejectionKind::UnknownAction,
                 reason: format!(
@@ -359,6 +445,9 @@ impl GameLogic for RoomsLogic {
                         ready: false,
                         connected: true,
                     }],
+                    entities: BTreeMap::new(),
+                    dirty: Default::default(),
+                    next_entity: 0,
                 };
                 send(
                     out,
@@ -516,6 +605,111 @@ impl GameLogic for RoomsLogic {
                     &message,
                 );
             }
+            RoomCommand::Spawn(spawn) => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|id| self.rooms.get_mut(id))
+                else {
+                    return;
+                };
+                room.next_entity += 1;
+                let entity = Entity {
+                    id: EntityId(room.next_entity),
+                    owner: client,
+                    kind: spawn.kind,
+                    state: spawn.state,
+                };
+                room.entities.insert(entity.id, entity.clone());
+                send(
+                    out,
+                    Audience::Only(Self::members(room)),
+                    RoomAction::Spawned,
+                    &entity,
+                );
+            }
+            RoomCommand::Despawn(id) => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|r| self.rooms.get_mut(r))
+                else {
+                    return;
+                };
+                room.entities.remove(&id);
+                room.dirty.remove(&id);
+                send(
+                    out,
+                    Audience::Only(Self::members(room)),
+                    RoomAction::Despawned,
+                    &id,
+                );
+            }
+            RoomCommand::Update(update) => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|r| self.rooms.get_mut(r))
+                else {
+                    return;
+                };
+                if let Some(entity) = room.entities.get_mut(&update.id) {
+                    if entity.state != update.state {
+                        entity.state = update.state;
+                        room.dirty.insert(update.id);
+                    }
+                }
+            }
+            RoomCommand::Transfer(transfer) => {
+                let Some(room) = self
+                    .room_of
+                    .get(&client)
+                    .and_then(|r| self.rooms.get_mut(r))
+                else {
+                    return;
+                };
+                if let Some(entity) = room.entities.get_mut(&transfer.id) {
+                    entity.owner = transfer.owner;
+                }
+                send(
+                    out,
+                    Audience::Only(Self::members(room)),
+                    RoomAction::OwnerChanged,
+                    &transfer,
+                );
+            }
+        }
+    }
+
+    /// At the sync rate: each room's changed entities, once, to its members
+    /// (changed-only: an entity updated ten times between syncs is sent
+    /// once, with its last state; an unchanged one not at all).
+    fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
+        if self
+            .last_sync
+            .is_some_and(|at| now.saturating_duration_since(at) < self.sync_interval)
+        {
+            return;
+        }
+        self.last_sync = Some(now);
+        for room in self.rooms.values_mut() {
+            if room.dirty.is_empty() {
+                continue;
+            }
+            let updates: Vec<EntityUpdate> = std::mem::take(&mut room.dirty)
+                .into_iter()
+                .filter_map(|id| room.entities.get(&id))
+                .map(|e| EntityUpdate {
+                    id: e.id,
+                    state: e.state.clone(),
+                })
+                .collect();
+            send(
+                out,
+                Audience::Only(Self::members(room)),
+                RoomAction::StateUpdate,
+                &updates,
+            );
         }
     }
 

@@ -46,6 +46,15 @@ crate::actions! {
         Rpc = 9,
         /// Request: [`CustomRequest`] for every other member.
         Custom = 10,
+        /// Request: [`SpawnRequest`]; the requester owns the new entity.
+        Spawn = 11,
+        /// Request (owner or host): despawn (content [`EntityId`]).
+        Despawn = 12,
+        /// Request (owner or host): [`EntityUpdate`], synced to the others at
+        /// the sync rate.
+        Update = 13,
+        /// Request (owner or host): [`Transfer`] ownership.
+        Transfer = 14,
         /// Event: the whole room ([`RoomState`]), to a player who joins or
         /// comes back.
         State = 20,
@@ -68,6 +77,15 @@ crate::actions! {
         Kicked = 28,
         /// Event: the room list ([`RoomSummary`] list), answering `ListRooms`.
         List = 29,
+        /// Event: an entity appeared ([`Entity`]).
+        Spawned = 30,
+        /// Event: an entity is gone (content [`EntityId`]).
+        Despawned = 31,
+        /// Event: entities whose state changed since the last sync
+        /// (list of [`EntityUpdate`]).
+        StateUpdate = 32,
+        /// Event: an entity has a new owner ([`Transfer`]).
+        OwnerChanged = 33,
     }
 }
 
@@ -193,6 +211,8 @@ pub struct RoomState {
     pub started: bool,
     /// Everyone in it.
     pub players: Vec<RoomPlayer>,
+    /// Every live entity (a late joiner's snapshot).
+    pub entities: Vec<Entity>,
 }
 
 /// A room as the list shows it.
@@ -212,4 +232,48 @@ pub struct RoomSummary {
     pub locked: bool,
     /// Whether the game started.
     pub started: bool,
+}
+
+/// A networked entity's number in its room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EntityId(pub u32);
+
+/// A networked entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entity {
+    /// Its number.
+    pub id: EntityId,
+    /// Who may update it (besides the host).
+    pub owner: ClientId,
+    /// What it is, for the game (≤ 32 bytes).
+    pub kind: String,
+    /// Its encoded state.
+    pub state: Vec<u8>,
+}
+
+/// Spawn an entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// What it is.
+    pub kind: String,
+    /// Its first state.
+    pub state: Vec<u8>,
+}
+
+/// A new state for an entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityUpdate {
+    /// Which entity.
+    pub id: EntityId,
+    /// Its encoded state.
+    pub state: Vec<u8>,
+}
+
+/// A change of owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// Which entity.
+    pub id: EntityId,
+    /// The new owner (a member of the room).
+    pub owner: ClientId,
 }
