@@ -223,4 +223,10 @@ pub trait GameLogic: Send + 'static {
     fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
         let _ = (now, out);
     }
+
+    /// About once a second: each connected client's measured round-trip
+    /// time (from the connection's keep-alive pings; zero until measured).
+    fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
+        let _ = (latencies, out);
+    }
 }

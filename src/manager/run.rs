@@ -47,6 +47,7 @@ pub(super) struct Runner<L: GameLogic> {
     sessions: Sessions,
     peers: HashMap<PeerId, Peer>,
     stats: ServerStats,
+    last_latency: Option<Instant>,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -65,6 +66,7 @@ impl<L: GameLogic> Runner<L> {
             control,
             peers: HashMap::new(),
             stats: ServerStats::default(),
+            last_latency: None,
         }
     }
 
@@ -458,6 +460,23 @@ impl<L: GameLogic> Runner<L> {
         let at = now();
         let mut out = Outbox::default();
         self.logic.on_tick(at, &mut out);
+        if self
+            .last_latency
+            .is_none_or(|t| at.saturating_duration_since(t) >= std::time::Duration::from_secs(1))
+        {
+            self.last_latency = Some(at);
+            let latencies: Vec<(ClientId, std::time::Duration)> = self
+                .peers
+                .iter()
+                .filter_map(|(peer, state)| {
+                    let rtt = self.handle.peer(*peer)?.stats().rtt_micros;
+                    Some((state.client?, std::time::Duration::from_micros(rtt)))
+                })
+                .collect();
+            if !latencies.is_empty() {
+                self.logic.on_latency(&latencies, &mut out);
+            }
+        }
         for session in self.sessions.expire(at) {
             self.log(
                 LogLevel::Info,

@@ -30,6 +30,7 @@ struct Member {
     id: ClientId,
     ready: bool,
     connected: bool,
+    latency_ms: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -171,6 +172,7 @@ impl RoomsLogic {
             host: room.host == member.id,
             ready: member.ready,
             connected: member.connected,
+            latency_ms: member.latency_ms,
         }
     }
 
@@ -444,6 +446,7 @@ impl GameLogic for RoomsLogic {
                         id: client,
                         ready: false,
                         connected: true,
+                        latency_ms: 0,
                     }],
                     entities: BTreeMap::new(),
                     dirty: Default::default(),
@@ -485,6 +488,7 @@ impl GameLogic for RoomsLogic {
                         id: client,
                         ready: false,
                         connected: true,
+                        latency_ms: 0,
                     });
                     self.room_of.insert(client, id);
                     let room = room.clone();
@@ -725,10 +729,106 @@ impl GameLogic for RoomsLogic {
         self.set_connected(client, false, out);
     }
 
+    /// Keeps each player's latency current; a change of 5 ms or more is
+    /// announced to the room.
+    fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
+        for (client, rtt) in latencies {
+            let ms = rtt.as_millis().min(u32::MAX as u128) as u32;
+            let Some(room) = self
+                .room_of
+                .get(client)
+                .and_then(|id| self.rooms.get_mut(id))
+            else {
+                continue;
+            };
+            let Some(member) = room.members.iter_mut().find(|m| m.id == *client) else {
+                continue;
+            };
+            if member.latency_ms.abs_diff(ms) < 5 {
+                continue;
+            }
+            member.latency_ms = ms;
+            let member = member.clone();
+            let room = room.clone();
+            let player = self.player(&room, &member);
+            send(
+                out,
+                Audience::Only(Self::members(&room)),
+                RoomAction::PlayerChanged,
+                &player,
+            );
+        }
+    }
+
     fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
         // The goodbye reaches the others whether the player left or its
         // grace period ran out.
         self.remove(client, "disconnected", out);
         self.names.remove(&client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    fn request<T: serde::Serialize>(client: ClientId, action: RoomAction, content: &T) -> Request {
+        Request {
+            client,
+            id: 1,
+            message: Message::new(RoomsChannel, action, content).unwrap(),
+        }
+    }
+
+    fn apply<T: serde::Serialize>(
+        logic: &mut RoomsLogic,
+        client: ClientId,
+        action: RoomAction,
+        content: &T,
+    ) -> Outbox {
+        let command = logic.validate(&request(client, action, content)).unwrap();
+        let mut out = Outbox::default();
+        logic.apply(client, command, &mut out);
+        out
+    }
+
+    #[test]
+    fn measured_latency_reaches_the_room_when_it_changes() {
+        let mut logic = RoomsLogic::new();
+        let (ann, bob) = (ClientId::random(), ClientId::random());
+        logic.on_join(ann, "ann", &mut Outbox::default());
+        logic.on_join(bob, "bob", &mut Outbox::default());
+        let create = CreateRoom {
+            name: "r".into(),
+            max_players: 4,
+            metadata: BTreeMap::new(),
+            private: false,
+        };
+        apply(&mut logic, ann, RoomAction::Create, &create);
+        apply(&mut logic, bob, RoomAction::Join, &RoomId(1));
+
+        let mut out = Outbox::default();
+        logic.on_latency(&[(bob, std::time::Duration::from_millis(42))], &mut out);
+        assert_eq!(out.updates().len(), 1);
+        let (audience, message) = &out.updates()[0];
+        assert_eq!(*audience, Audience::Only(vec![ann, bob]));
+        let player: RoomPlayer = message.content().unwrap();
+        assert_eq!((player.id, player.latency_ms), (bob, 42));
+        // A change under 5 ms is not worth a message.
+        let mut out = Outbox::default();
+        logic.on_latency(&[(bob, std::time::Duration::from_millis(44))], &mut out);
+        assert!(out.updates().is_empty());
+        // And the room's state carries it for late joiners.
+        let state = logic.state(logic.rooms.get(&RoomId(1)).unwrap());
+        assert_eq!(
+            state
+                .players
+                .iter()
+                .find(|p| p.id == bob)
+                .unwrap()
+                .latency_ms,
+            42
+        );
     }
 }

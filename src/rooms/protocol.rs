@@ -183,6 +183,9 @@ pub struct RoomPlayer {
     pub ready: bool,
     /// Whether their connection is up (false while within a reconnect grace).
     pub connected: bool,
+    /// Their measured round trip to the server, in milliseconds (0 until
+    /// measured; keep-alive pings measure it every few seconds).
+    pub latency_ms: u32,
 }
 
 /// A player left.
