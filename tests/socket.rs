@@ -277,9 +277,11 @@ async fn server_shutdown_flushes_and_tells_every_client_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
+    // Pings every 50 ms against a 1.5 s idle timeout: a wide margin, so that
+    // a loaded machine delaying a few pings does not fail the test.
     let quick = SocketConfig {
         keepalive_interval: Duration::from_millis(50),
-        idle_timeout: Duration::from_millis(400),
+        idle_timeout: Duration::from_millis(1500),
         ..SocketConfig::default()
     };
     let config = ServerConfig {
@@ -289,8 +291,8 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
     let mut server = start_server(config);
     let mut client = SocketStream::connect(server.local_addr(), quick);
     expect_connected(&mut client).await;
-    // Twice the idle timeout of silence from the application.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Longer than the idle timeout without a word from the application.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
     assert_eq!(client.handle().state(), switchboard::SocketState::Open);
     assert!(
         client.handle().stats().rtt_micros > 0,
