@@ -119,8 +119,11 @@ async fn run_halves<R, W, E>(
     let config = handle.config().clone();
     let mut decoder = FrameDecoder::new(config.codec.clone());
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
-    let mut reader = FramedRead::with_capacity(read_half, decoder, 64 * 1024);
-    let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
+    // Small to start with: an idle connection should cost little. The read
+    // buffer grows (doubling) with the traffic; the writer's buffer only
+    // holds control frames, batches of data go through `chunk`.
+    let mut reader = FramedRead::with_capacity(read_half, decoder, IDLE_READ_BUFFER);
+    let mut writer = BufWriter::with_capacity(1024, write_half);
 
     let handshake = tokio::select! {
         result = handshake(&mut reader, &mut writer, config.handshake_timeout) => result,
@@ -425,6 +428,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
             .frames_in
             .fetch_add(batch.frames, Ordering::Relaxed);
         counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
+        if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
+            grow_read_buffer(reader.read_buffer_mut());
+        }
         let batch = batch.events;
         if !batch.is_empty() && reporter.events.send(batch).await.is_err() {
             return ReadEnd::OwnerGone;
@@ -441,6 +447,24 @@ struct Batch<E> {
     events: Vec<E>,
     frames: u64,
     bytes: u64,
+}
+
+/// What a connection reads into until traffic arrives: an idle connection
+/// costs little.
+const IDLE_READ_BUFFER: usize = 1024;
+/// What a connection with traffic reads into: big reads, few system calls.
+const BUSY_READ_BUFFER: usize = 64 * 1024;
+
+/// Swaps the small read buffer for a big one, once. A fresh buffer (not a
+/// grown one) is needed: `BytesMut` keeps reallocating at the size it was
+/// first created with.
+fn grow_read_buffer(buffer: &mut bytes::BytesMut) {
+    if buffer.capacity() >= BUSY_READ_BUFFER {
+        return;
+    }
+    let mut big = bytes::BytesMut::with_capacity(BUSY_READ_BUFFER);
+    big.extend_from_slice(buffer);
+    *buffer = big;
 }
 
 /// Handles one read result: application messages and errors go into
@@ -513,7 +537,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let config = handle.config();
     let counters = &handle.shared.counters;
     let mut batch = VecDeque::new();
-    let mut chunk = Vec::with_capacity(CHUNK);
+    // Allocated on first use: an idle connection never pays for it.
+    let mut chunk = Vec::new();
     let mut last_sent;
     let keepalive = tokio::time::sleep(config.keepalive_interval);
     tokio::pin!(keepalive);
