@@ -70,6 +70,7 @@ pub mod manager;
 pub mod master;
 pub mod message;
 pub mod process;
+pub mod relay;
 pub mod rooms;
 pub mod router;
 pub mod runtime;

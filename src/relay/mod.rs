@@ -1,0 +1,11 @@
+//! The real-time relay: players' transforms relayed at 10–20 Hz to the other
+//! players in the same zone, stamped by the server with the sender and the
+//! time. Native clients speak Switchboard on channel 3; JSON clients speak
+//! newline-delimited JSON on an optional compatibility listener, and both
+//! see each other.
+
+mod hub;
+mod transform;
+
+pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
+pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
