@@ -5,7 +5,11 @@
 //! see each other.
 
 mod hub;
+mod server;
 mod transform;
 
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
+pub use server::{
+    start, Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, Relayed, RELAY_CHANNEL,
+};
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};

@@ -1,0 +1,204 @@
+//! The relay over loopback: a native client and JSON clients in zones.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{next_socket_event, WAIT};
+use serde_json::{json, Value};
+use switchboard::relay::{self, Hello, RelayAction, RelayChannel, RelayConfig, Relayed, Transform};
+use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+struct JsonClient {
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl JsonClient {
+    async fn connect(addr: std::net::SocketAddr) -> (JsonClient, u64) {
+        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+        let mut client = JsonClient {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        let welcome = client.next().await.expect("welcome");
+        assert_eq!(welcome["type"], "welcome");
+        let id = welcome["playerId"].as_u64().unwrap();
+        (client, id)
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The next line, or None at EOF.
+    async fn next(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("a line in time")
+            .ok()??;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+}
+
+async fn native_client(addr: std::net::SocketAddr, name: &str) -> (SocketStream, u32) {
+    let mut client = SocketStream::connect(addr, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut client).await,
+        SocketEvent::Connected
+    ));
+    let id = match next_socket_event(&mut client).await {
+        SocketEvent::Received(m) => m.content::<u32>().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let hello = Hello {
+        name: name.into(),
+        bot: false,
+    };
+    client
+        .send(&Message::new(RelayChannel, RelayAction::Hello, &hello).unwrap())
+        .unwrap();
+    (client, id)
+}
+
+fn at(zone: &str, x: f32) -> Message {
+    let transform = Transform {
+        position: [x, 1.0, 2.0],
+        zone: zone.into(),
+        ..Transform::default()
+    };
+    Message::new(RelayChannel, RelayAction::Transform, &transform).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_native_clients_see_each_other_within_a_zone_only() {
+    let config = RelayConfig {
+        json_port: Some(0),
+        ..RelayConfig::default()
+    };
+    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let json_addr = relay.json_addr().unwrap();
+    let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
+    let (mut town, town_id) = JsonClient::connect(json_addr).await;
+    let (mut forest, _) = JsonClient::connect(json_addr).await;
+    town.send(r#"{"type":"hello","name":"jay"}"#).await;
+    forest
+        .send(r#"{"type":"transform","x":0,"y":0,"z":0,"zone":"forest"}"#)
+        .await;
+    town.send(
+        r#"{"type":"transform","x":1,"y":2,"z":3,"zone":"town","emote":"wave","gear":{"hat":3}}"#,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The native client enters town: the JSON client there sees it, stamped.
+    native.send(&at("town", 7.0)).unwrap();
+    let seen = town.next().await.unwrap();
+    assert_eq!(seen["type"], "transform");
+    assert_eq!(seen["playerId"].as_u64().unwrap(), u64::from(native_id));
+    assert!(seen["serverTime"].as_u64().is_some());
+    assert_eq!(seen["x"], 7.0);
+
+    // The JSON client moves: the native one sees it, unknown fields intact.
+    town.send(
+        r#"{"type":"transform","x":4,"y":5,"z":6,"zone":"town","emote":"bow","gear":{"hat":4}}"#,
+    )
+    .await;
+    let relayed = loop {
+        match next_socket_event(&mut native).await {
+            SocketEvent::Received(m) if m.action::<RelayAction>() == Some(RelayAction::Relayed) => {
+                break m.content::<Relayed>().unwrap()
+            }
+            _ => {}
+        }
+    };
+    assert_eq!(u64::from(relayed.player_id), town_id);
+    assert_eq!(relayed.transform.position, [4.0, 5.0, 6.0]);
+    assert_eq!(
+        relayed.transform.extra.get("emote").map(String::as_str),
+        Some("\"bow\"")
+    );
+    assert_eq!(
+        relayed.transform.extra.get("gear").map(String::as_str),
+        Some("{\"hat\":4}")
+    );
+
+    // The native client leaves: town is told; the forest never heard of it.
+    let clients = relay.clients().await;
+    assert_eq!(clients.len(), 3);
+    assert!(clients
+        .iter()
+        .any(|c| c.name == "nat" && c.zone.as_deref() == Some("town")));
+    native.close("bye");
+    let gone = town.next().await.unwrap();
+    assert_eq!(gone, json!({"type": "disconnect", "playerId": native_id}));
+    forest
+        .send(r#"{"type":"transform","x":1,"y":0,"z":0,"zone":"forest"}"#)
+        .await;
+    match tokio::time::timeout(Duration::from_millis(300), forest.lines.next_line()).await {
+        Err(_) => {}
+        Ok(line) => panic!("the forest heard something: {line:?}"),
+    }
+    let stats = relay.stats().await;
+    assert_eq!(stats.players, 2);
+    relay.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects() {
+    let config = RelayConfig {
+        json_port: Some(0),
+        max_json_errors: 3,
+        max_json_line: 256,
+        ..RelayConfig::default()
+    };
+    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let (mut client, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
+    for (line, expect) in [
+        ("this is not json", "invalid JSON"),
+        ("[1,2,3]", "must be a JSON object"),
+        (r#"{"type":"teleport"}"#, "unknown or missing"),
+    ] {
+        client.send(line).await;
+        let reply = client.next().await.unwrap();
+        assert_eq!(reply["type"], "error");
+        assert!(
+            reply["message"].as_str().unwrap().contains(expect),
+            "{reply}"
+        );
+    }
+    // A fourth is past the limit of three: told why, then cut off.
+    client.send("{broken").await;
+    let reply = client.next().await.unwrap();
+    assert!(
+        reply["message"].as_str().unwrap().contains("invalid JSON"),
+        "{reply}"
+    );
+    let last = client.next().await.unwrap();
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many invalid lines"),
+        "{last}"
+    );
+    assert!(client.next().await.is_none(), "disconnected");
+    // An overlong line cannot be framed: an error line, then the end.
+    let (mut long, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
+    long.send(&"x".repeat(1000)).await;
+    let reply = long.next().await.unwrap();
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 256"),
+        "{reply}"
+    );
+    assert!(long.next().await.is_none(), "disconnected");
+    assert_eq!(relay.stats().await.malformed_lines, 5);
+}
