@@ -109,14 +109,25 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
         r#"{"type":"transform","x":4,"y":5,"z":6,"zone":"town","emote":"bow","gear":{"hat":4}}"#,
     )
     .await;
+    // On entering town the native client was shown where jay stood (the
+    // zone-entry snapshot); then it sees jay's move.
+    let mut relayed_seen = Vec::new();
     let relayed = loop {
-        match next_socket_event(&mut native).await {
-            SocketEvent::Received(m) if m.action::<RelayAction>() == Some(RelayAction::Relayed) => {
-                break m.content::<Relayed>().unwrap()
+        if let SocketEvent::Received(m) = next_socket_event(&mut native).await {
+            if m.action::<RelayAction>() == Some(RelayAction::Relayed) {
+                let relayed = m.content::<Relayed>().unwrap();
+                relayed_seen.push(relayed.transform.position);
+                if relayed.transform.position == [4.0, 5.0, 6.0] {
+                    break relayed;
+                }
             }
-            _ => {}
         }
     };
+    assert_eq!(
+        relayed_seen[0],
+        [1.0, 2.0, 3.0],
+        "the snapshot on entering the zone"
+    );
     assert_eq!(u64::from(relayed.player_id), town_id);
     assert_eq!(relayed.transform.position, [4.0, 5.0, 6.0]);
     assert_eq!(

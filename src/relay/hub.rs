@@ -158,6 +158,17 @@ impl Relay {
                     out.push((watchers, RelayEvent::Left { player_id: id }));
                 }
             }
+            // Whoever enters a zone is shown where everyone in it stands.
+            for other in self.others_in(&transform.zone, id) {
+                if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
+                    let event = RelayEvent::Transform {
+                        player_id: other,
+                        server_time_ms,
+                        transform: Arc::new(last),
+                    };
+                    out.push((vec![id], event));
+                }
+            }
             self.zones
                 .entry(transform.zone.clone())
                 .or_default()
@@ -249,6 +260,8 @@ mod tests {
         let (c, _) = relay.join("c", None, Link::Native, true);
         relay.transform(b, at("town", 0.0), 1);
         relay.transform(c, at("forest", 0.0), 1);
+        relay.transform(a, at("town", 4.0), 41);
+        // Moving within the zone: only the other player in town hears it.
         let out = relay.transform(a, at("town", 5.0), 42);
         assert_eq!(out.len(), 1);
         let (to, event) = &out[0];
@@ -281,6 +294,11 @@ mod tests {
         assert!(
             out.contains(&(vec![b], RelayEvent::Left { player_id: a })),
             "town hears a left"
+        );
+        assert!(
+            out.iter().any(|(to, e)| to == &vec![a]
+                && matches!(e, RelayEvent::Transform { player_id, .. } if *player_id == c)),
+            "a is shown where c stands in the forest"
         );
         assert!(out
             .iter()

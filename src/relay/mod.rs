@@ -4,10 +4,12 @@
 //! newline-delimited JSON on an optional compatibility listener, and both
 //! see each other.
 
+mod bots;
 mod hub;
 mod server;
 mod transform;
 
+pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
 pub use server::{
     start, Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, Relayed, RELAY_CHANNEL,
