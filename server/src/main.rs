@@ -36,6 +36,48 @@ struct Cli {
 enum Command {
     /// Run a master server that lists game servers.
     Master(MasterArgs),
+    /// Run a real-time relay (transforms relayed within zones).
+    Relay(RelayArgs),
+    /// Load-test a relay with bots, and report.
+    Bots(BotsArgs),
+}
+
+#[derive(Debug, Args)]
+struct RelayArgs {
+    /// `loopback` or `all`.
+    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    bind: BindScope,
+    /// The native (Switchboard) port.
+    #[arg(long, default_value_t = 7200)]
+    port: u16,
+    /// Also listen for newline-delimited JSON clients on this port.
+    #[arg(long)]
+    json_port: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+struct BotsArgs {
+    /// The relay's native address.
+    #[arg(long, default_value = "127.0.0.1:7200")]
+    addr: SocketAddr,
+    /// Bots.
+    #[arg(long, default_value_t = 100)]
+    count: usize,
+    /// Transforms per second per bot.
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Bots per zone.
+    #[arg(long, default_value_t = 20)]
+    zone_size: usize,
+    /// Seconds of sending.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The relay's process id, to report its CPU and memory (same machine).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -122,6 +164,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Master(args)) => run_master(args),
+        Some(Command::Relay(args)) => run_relay(args),
+        Some(Command::Bots(args)) => run_bots(args),
         None => run_game(cli.game),
     };
     match result {
@@ -192,4 +236,153 @@ fn run_master(args: MasterArgs) -> Result<(), String> {
         server.run(switchboard::process::wait_for_signal()).await;
         Ok(())
     })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn run_relay(args: RelayArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let runtime = runtime()?;
+    runtime.block_on(async move {
+        let mut config = switchboard::relay::RelayConfig {
+            json_port: args.json_port,
+            ..Default::default()
+        };
+        // Many players arrive at once (a load test, a server restart).
+        config.server.max_pending_handshakes = 1024;
+        config.server.max_connections = 20_000;
+        let relay = switchboard::relay::start(args.bind, args.port, config)
+            .map_err(|e| format!("cannot bind the relay: {e}"))?;
+        println!(
+            "{}",
+            switchboard::process::ready_line(relay.native_addr().port())
+        );
+        if let Some(json) = relay.json_addr() {
+            println!("JSON clients: {json}");
+        }
+        switchboard::process::wait_for_signal().await;
+        relay.stop();
+        Ok(())
+    })
+}
+
+/// Raises the open-file limit to its hard maximum; returns the limit in force.
+fn raise_file_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+        limit.rlim_cur
+    }
+}
+
+/// CPU seconds (user + system) and resident KiB of a process.
+fn process_usage(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((ticks / hz.max(1.0), rss))
+}
+
+fn run_bots(args: BotsArgs) -> Result<(), String> {
+    let limit = raise_file_limit();
+    let mut count = args.count;
+    if count as u64 + 64 > limit {
+        count = limit.saturating_sub(64) as usize;
+        eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
+    }
+    let runtime = runtime()?;
+    let before = args.server_pid.and_then(process_usage);
+    let started = std::time::Instant::now();
+    let config = switchboard::relay::load::LoadConfig {
+        addr: args.addr,
+        bots: count,
+        rate: args.rate,
+        zone_size: args.zone_size,
+        duration: Duration::from_secs_f64(args.seconds),
+    };
+    let total = args.seconds;
+    let report = runtime.block_on(switchboard::relay::load::run(
+        config,
+        |elapsed, sent, received| {
+            let done = (elapsed.as_secs_f64() / total).clamp(0.0, 1.0);
+            let bar: String = (0..30)
+                .map(|i| if (i as f64) < done * 30.0 { '#' } else { '.' })
+                .collect();
+            eprint!(
+                "\r[{bar}] {:>5.1}s sent {sent} received {received}   ",
+                elapsed.as_secs_f64()
+            );
+        },
+    ));
+    eprintln!();
+    let server = match (before, args.server_pid.and_then(process_usage)) {
+        (Some((cpu0, _)), Some((cpu1, rss))) => {
+            let wall = started.elapsed().as_secs_f64();
+            Some((100.0 * (cpu1 - cpu0) / wall, rss))
+        }
+        _ => None,
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        if let Some((cpu, rss)) = server {
+            value["server_cpu_percent"] = cpu.into();
+            value["server_rss_kib"] = rss.into();
+        }
+        println!("{value}");
+    } else {
+        println!("bots connected     {} of {count}", report.bots_connected);
+        println!(
+            "sent               {} ({:.0}/s)",
+            report.sent, report.sent_per_second
+        );
+        println!(
+            "received           {} ({:.0}/s, {:.0} bytes/s)",
+            report.received, report.received_per_second, report.bytes_per_second
+        );
+        println!(
+            "relay latency ms   p50 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}",
+            report.latency_ms_p50,
+            report.latency_ms_p95,
+            report.latency_ms_p99,
+            report.latency_ms_max
+        );
+        println!(
+            "lost {}  disconnects {}  errors {}",
+            report.lost, report.disconnects, report.errors
+        );
+        if let Some((cpu, rss)) = server {
+            println!("server             {cpu:.0}% CPU, {rss} KiB resident");
+        }
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod bots;
 mod hub;
+pub mod load;
 mod server;
 mod transform;
 
