@@ -19,6 +19,7 @@
 //! | [`manager`] | [`ServerManager`]: hellos, sessions, requests validated by the game's [`GameLogic`], addressed updates, stats |
 //! | [`client`] | [`NetworkClient`]: joins a server, subscribes per channel, sends requests, reconnects with its id and token |
 //! | [`rooms`] | rooms, lobby and RPC for any game: `RoomsLogic` on the server, `RoomClient` with its signals |
+//! | [`relay`] | the real-time relay (zones, stamped transforms, a JSON-lines listener), bots and the load tester |
 //! | [`master`] | the master server that lists game servers, the announcer game servers run, the browser's list and ping |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
