@@ -157,6 +157,12 @@ impl RoomsLogic {
             .ok_or_else(|| Rejection::invalid("you are not in a room"))
     }
 
+    /// The room `client` is in, to change it.
+    fn room_mut(&mut self, client: ClientId) -> Option<&mut Room> {
+        let id = self.room_of.get(&client)?;
+        self.rooms.get_mut(id)
+    }
+
     fn host_room(&self, client: ClientId) -> Result<&Room, Rejection> {
         let room = self.room_of(client)?;
         if room.host != client {
@@ -230,11 +236,7 @@ impl RoomsLogic {
     }
 
     fn set_connected(&mut self, client: ClientId, connected: bool, out: &mut Outbox) {
-        let Some(room) = self
-            .room_of
-            .get(&client)
-            .and_then(|id| self.rooms.get_mut(id))
-        else {
+        let Some(room) = self.room_mut(client) else {
             return;
         };
         if let Some(member) = room.members.iter_mut().find(|m| m.id == client) {
@@ -512,11 +514,7 @@ impl GameLogic for RoomsLogic {
             }
             RoomCommand::Leave => self.remove(client, "left", out),
             RoomCommand::Ready(ready) => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|id| self.rooms.get_mut(id))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 if let Some(member) = room.members.iter_mut().find(|m| m.id == client) {
@@ -534,11 +532,7 @@ impl GameLogic for RoomsLogic {
                 }
             }
             RoomCommand::Start => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|id| self.rooms.get_mut(id))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 room.started = true;
@@ -559,11 +553,7 @@ impl GameLogic for RoomsLogic {
                 );
             }
             RoomCommand::Lock(locked) => {
-                if let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|id| self.rooms.get_mut(id))
-                {
+                if let Some(room) = self.room_mut(client) {
                     room.locked = locked;
                 }
             }
@@ -610,11 +600,7 @@ impl GameLogic for RoomsLogic {
                 );
             }
             RoomCommand::Spawn(spawn) => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|id| self.rooms.get_mut(id))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 room.next_entity += 1;
@@ -633,11 +619,7 @@ impl GameLogic for RoomsLogic {
                 );
             }
             RoomCommand::Despawn(id) => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|r| self.rooms.get_mut(r))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 room.entities.remove(&id);
@@ -650,11 +632,7 @@ impl GameLogic for RoomsLogic {
                 );
             }
             RoomCommand::Update(update) => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|r| self.rooms.get_mut(r))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 if let Some(entity) = room.entities.get_mut(&update.id) {
@@ -665,11 +643,7 @@ impl GameLogic for RoomsLogic {
                 }
             }
             RoomCommand::Transfer(transfer) => {
-                let Some(room) = self
-                    .room_of
-                    .get(&client)
-                    .and_then(|r| self.rooms.get_mut(r))
-                else {
+                let Some(room) = self.room_mut(client) else {
                     return;
                 };
                 if let Some(entity) = room.entities.get_mut(&transfer.id) {
@@ -734,11 +708,7 @@ impl GameLogic for RoomsLogic {
     fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
         for (client, rtt) in latencies {
             let ms = rtt.as_millis().min(u32::MAX as u128) as u32;
-            let Some(room) = self
-                .room_of
-                .get(client)
-                .and_then(|id| self.rooms.get_mut(id))
-            else {
+            let Some(room) = self.room_mut(*client) else {
                 continue;
             };
             let Some(member) = room.members.iter_mut().find(|m| m.id == *client) else {
