@@ -529,9 +529,7 @@ impl<L: GameLogic> Runner<L> {
                     .filter_map(|s| s.peer())
                     .collect(),
             };
-            for peer in targets {
-                let _ = self.handle.send_encoded_to(peer, &encoded);
-            }
+            self.handle.send_encoded_to_many(targets, &encoded);
         }
     }
 

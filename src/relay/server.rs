@@ -325,13 +325,10 @@ fn deliver(
     let encoded = message.ok().and_then(|m| native.encode(&m).ok());
     let mut json_line = None;
     let mut slow = Vec::new();
+    let mut native_peers = Vec::new();
     for id in to {
         match routes.get(id) {
-            Some(Route::Native(peer)) => {
-                if let Some(encoded) = &encoded {
-                    let _ = native.send_encoded_to(*peer, encoded);
-                }
-            }
+            Some(Route::Native(peer)) => native_peers.push(*peer),
             Some(Route::Json { lines, .. }) => {
                 let line = json_line.get_or_insert_with(|| match event {
                     RelayEvent::Welcome { player_id } => {
@@ -352,6 +349,9 @@ fn deliver(
             }
             None => {}
         }
+    }
+    if let Some(encoded) = &encoded {
+        native.send_encoded_to_many(native_peers, encoded);
     }
     for id in slow {
         tracing::debug!(player = id, "JSON client too slow; dropped");

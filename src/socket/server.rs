@@ -166,6 +166,22 @@ impl ServerHandle {
         }
     }
 
+    /// Queues an encoded message for each of `peers` (one look-up of the peer
+    /// table for all of them). Returns how many it was queued for; a peer
+    /// that is gone or whose queue is full does not stop the others.
+    pub fn send_encoded_to_many(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        message: &EncodedMessage,
+    ) -> usize {
+        let table = self.read_peers();
+        peers
+            .into_iter()
+            .filter_map(|peer| table.get(&peer))
+            .filter(|handle| handle.send_encoded(message).is_ok())
+            .count()
+    }
+
     /// Encodes `message` once and queues the same bytes for every peer for
     /// which `filter` returns true. Returns how many peers it was queued for;
     /// a peer whose queue is full is disconnected as a slow consumer and does
