@@ -26,10 +26,36 @@ pub const SESSION_CHANNEL: u16 = 1;
 /// The channel of rooms, lobby and RPC ([`rooms`](crate::rooms)).
 pub const ROOMS_CHANNEL: u16 = 2;
 
+/// The channel of the real-time relay ([`relay`](crate::relay)).
+pub const RELAY_CHANNEL: u16 = 3;
+
+/// A one-value [`Channel`] for a framework feature's reserved channel
+/// (which [`channels!`](crate::channels) refuses, being below 16).
+macro_rules! framework_channel {
+    ($(#[$meta:meta])* $name:ident = $id:expr, $label:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name;
+
+        impl $crate::message::Channel for $name {
+            fn id(self) -> u16 {
+                $id
+            }
+            fn from_id(id: u16) -> Option<Self> {
+                (id == $id).then_some($name)
+            }
+            fn name(self) -> &'static str {
+                $label
+            }
+        }
+    };
+}
+pub(crate) use framework_channel;
+
 /// Channels below this are the framework's; applications use
 /// `FIRST_APP_CHANNEL..=65535`. Channels 2..=15 carry framework features
-/// built on a `GameLogic` (2: rooms) and reach the logic like application
-/// channels.
+/// built on a `GameLogic` (2: rooms) or served apart (3: the relay); on a
+/// `ServerManager` they reach the logic like application channels.
 pub const FIRST_APP_CHANNEL: u16 = 16;
 
 /// A channel enum of the application. Implement it with [`channels!`](crate::channels).

@@ -16,27 +16,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::{Link, Relay, RelayClient, RelayEvent, RelayStats};
 use super::transform::Transform;
-use crate::message::{Channel, Message};
+use crate::message::Message;
 use crate::runtime;
 use crate::socket::{BindScope, PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream};
 
-/// The relay's channel on native connections.
-pub const RELAY_CHANNEL: u16 = 3;
+pub use crate::message::RELAY_CHANNEL;
 
-/// The relay channel, as a [`Channel`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RelayChannel;
-
-impl Channel for RelayChannel {
-    fn id(self) -> u16 {
-        RELAY_CHANNEL
-    }
-    fn from_id(id: u16) -> Option<Self> {
-        (id == RELAY_CHANNEL).then_some(RelayChannel)
-    }
-    fn name(self) -> &'static str {
-        "Relay"
-    }
+crate::message::framework_channel! {
+    /// The relay channel, as a [`Channel`](crate::Channel).
+    RelayChannel = RELAY_CHANNEL, "Relay"
 }
 
 crate::actions! {

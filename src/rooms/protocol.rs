@@ -4,23 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{Channel, ROOMS_CHANNEL};
+use crate::message::ROOMS_CHANNEL;
 use crate::session::ClientId;
 
-/// The rooms channel, as a [`Channel`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoomsChannel;
-
-impl Channel for RoomsChannel {
-    fn id(self) -> u16 {
-        ROOMS_CHANNEL
-    }
-    fn from_id(id: u16) -> Option<Self> {
-        (id == ROOMS_CHANNEL).then_some(RoomsChannel)
-    }
-    fn name(self) -> &'static str {
-        "Rooms"
-    }
+crate::message::framework_channel! {
+    /// The rooms channel, as a [`Channel`](crate::Channel).
+    RoomsChannel = ROOMS_CHANNEL, "Rooms"
 }
 
 crate::actions! {
