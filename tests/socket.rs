@@ -315,6 +315,94 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_answering_a_ping_does_not_put_our_pings_off_forever() {
+    // The writer once took every wake-up for a send: a pong written after
+    // the keep-alive timer was armed put the ping off, the timer's early
+    // wake-up put it off again, and so on forever. A peer that pinged once
+    // and then only listened was never pinged again, and idle connections
+    // timed out (found holding 3,000 idle bots: two thirds dropped).
+    let quick = SocketConfig {
+        keepalive_interval: Duration::from_millis(200),
+        idle_timeout: Duration::from_secs(30),
+        ..SocketConfig::default()
+    };
+    let server = start_server(ServerConfig {
+        socket: quick,
+        ..ServerConfig::default()
+    });
+    let mut raw = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
+    raw_handshake(&mut raw).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // One ping (system channel 0, action 1, stamp 7), then only listen.
+    tokio::io::AsyncWriteExt::write_all(&mut raw, &raw_frame(0, &[0, 1, 7]))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    let (mut pings, mut pong) = (0, false);
+    while let Ok(frame) = tokio::time::timeout_at(deadline, read_raw_frame(&mut raw)).await {
+        let (_, body) = frame.unwrap();
+        match (body[0], body[1]) {
+            (0, 1) => pings += 1,
+            (0, 2) => pong = body[2] == 7,
+            _ => {}
+        }
+    }
+    assert!(pong, "our ping was answered");
+    // About 14 at 200 ms; a loaded machine may delay a few.
+    assert!(pings >= 3, "{pings} pings in 3 s at a 200 ms interval");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_messages_wait_for_the_flush_then_leave_in_order() {
+    let mut server = start_server(ServerConfig {
+        socket: SocketConfig {
+            outbound_queue_len: 40,
+            ..SocketConfig::default()
+        },
+        ..ServerConfig::default()
+    });
+    let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
+    expect_connected(&mut client).await;
+    let peer = match next_server_event(&mut server).await {
+        ServerEvent::PeerConnected { peer, .. } => peer,
+        other => panic!("{other:?}"),
+    };
+    let handle = server.handle();
+    for i in 0..30u32 {
+        let encoded = handle
+            .encode(&Message::new(Chan::Data, Act::Seq, &i).unwrap())
+            .unwrap();
+        assert_eq!(handle.queue_encoded_to_many([peer], &encoded), 1);
+    }
+    let socket = handle.peer(peer).unwrap();
+    assert_eq!(socket.stats().queued_frames, 30);
+    // Nothing leaves before the flush.
+    let early = tokio::time::timeout(Duration::from_millis(200), client.next_event()).await;
+    assert!(early.is_err(), "{early:?}");
+    handle.flush_peers([peer]);
+    for i in 0..30u32 {
+        match next_socket_event(&mut client).await {
+            SocketEvent::Received(message) => assert_eq!(message.content::<u32>().unwrap(), i),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(socket.stats().queued_frames, 0);
+    // The queue's limits hold for queued messages too: past them the peer
+    // is a slow consumer.
+    let encoded = handle
+        .encode(&Message::new(Chan::Data, Act::Seq, &0u32).unwrap())
+        .unwrap();
+    let queued = (0..41)
+        .map(|_| handle.queue_encoded_to_many([peer], &encoded))
+        .sum::<usize>();
+    assert_eq!(queued, 40);
+    let reason = expect_disconnected(&mut client).await;
+    assert!(reason.to_string().contains("slow"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_server_tells_the_extra_client_why() {
     let config = ServerConfig {
         max_connections: 1,

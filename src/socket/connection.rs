@@ -539,7 +539,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut batch = VecDeque::new();
     // Allocated on first use: an idle connection never pays for it.
     let mut chunk = Vec::new();
-    let mut last_sent;
+    // When this task last wrote a frame (senders' direct writes are in the
+    // queue's `last_direct`): only real writes put the next ping off.
+    let mut last_sent = Instant::now();
     let keepalive = tokio::time::sleep(config.keepalive_interval);
     tokio::pin!(keepalive);
     // An order or a ping that arrived while the socket was lent to senders.
@@ -572,6 +574,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     if let Err(err) = write_frame(writer, counters, pong).await {
                         return WriteEnd::Failed(err);
                     }
+                    last_sent = Instant::now();
                 }
                 Control::CloseNow(code, reason) => {
                     return close_with(writer, code, &reason, handle).await;
@@ -584,6 +587,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             if let Err(err) = write_frame(writer, counters, ping).await {
                 return WriteEnd::Failed(err);
             }
+            last_sent = Instant::now();
         }
         if let Some((code, reason)) = close {
             return close_with(writer, code, &reason, handle).await;
@@ -598,7 +602,6 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             if let Err(err) = writer.flush().await {
                 return WriteEnd::Failed(err);
             }
-            last_sent = Instant::now();
             {
                 // Everything is written: lend the socket to senders, who may
                 // now write a frame themselves instead of waking this task.
@@ -613,7 +616,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 next = control_rx.recv() => order = next,
                 _ = handle.shared.wake.notified() => {}
                 _ = &mut keepalive => {
-                    let due = last_sent + config.keepalive_interval;
+                    // Waking up is not sending: only a frame that went out
+                    // (from this task, or written directly by a sender)
+                    // counts. Counting every pass here once kept putting
+                    // the ping off forever, and idle peers timed out.
+                    let direct = handle.outbound().last_direct;
+                    let last = direct.map_or(last_sent, |at| last_sent.max(at.into()));
+                    let due = last + config.keepalive_interval;
                     if Instant::now() < due {
                         keepalive.as_mut().reset(due);
                     } else {
@@ -628,6 +637,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         if let Err(err) = write_batch(writer, &mut batch, &mut chunk).await {
             return WriteEnd::Failed(err);
         }
+        last_sent = Instant::now();
         counters
             .frames_out
             .fetch_add(frames as u64, Ordering::Relaxed);

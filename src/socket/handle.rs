@@ -30,7 +30,8 @@ pub(crate) struct OutQueue {
     /// The writer task has written everything and waits: a sender that
     /// finds the queue empty may write its frame to the socket itself.
     pub(crate) writer_idle: bool,
-    /// When a sender last wrote directly.
+    /// When a sender last wrote directly (the writer's keep-alive counts it
+    /// as sending).
     pub(crate) last_direct: Option<std::time::Instant>,
     /// The TCP stream, for direct writes, while the connection runs (never
     /// for other transports). Taken away when the connection ends, so that
@@ -147,20 +148,8 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
+        let mut out = self.admit(message)?;
         let len = message.wire_len();
-        let config = &self.shared.config;
-        let mut out = self.outbound();
-        // Checked under the lock: `close` sets the state before it takes the
-        // lock, so no frame can slip in behind a close frame.
-        match self.state() {
-            SocketState::Closing | SocketState::Closed => return Err(SendError::Closed),
-            SocketState::Connecting | SocketState::Open => {}
-        }
-        if out.frames >= config.outbound_queue_len || out.bytes + len > config.max_outbound_bytes {
-            drop(out);
-            self.kill(DisconnectReason::SlowConsumer);
-            return Err(SendError::SlowConsumer);
-        }
         let mut frame = message.0.clone();
         if out.queue.is_empty() && out.writer_idle {
             // The writer has nothing to write: put this frame on the wire
@@ -203,6 +192,92 @@ impl SocketHandle {
             self.shared.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Queues an already-encoded message without writing it and without
+    /// waking the writer: it leaves with the next [`flush`](Self::flush),
+    /// together with everything queued before it. A sender that fans many
+    /// messages out per tick (a relay) queues them all, then flushes each
+    /// peer once: one system call per peer per tick instead of one per
+    /// message. The same limits as [`send_encoded`](Self::send_encoded).
+    pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
+        let mut out = self.admit(message)?;
+        out.frames += 1;
+        out.bytes += message.wire_len();
+        out.queue.push_back(message.0.clone());
+        Ok(())
+    }
+
+    /// Sends what [`queue_encoded`](Self::queue_encoded) left waiting. When
+    /// the writer task is idle the frames go out in one vectored write from
+    /// the calling thread; whatever the socket does not take (or every frame,
+    /// when the writer is busy or the stream is not TCP) is the writer's.
+    pub fn flush(&self) {
+        let mut out = self.outbound();
+        if out.queue.is_empty() || !out.writer_idle {
+            return;
+        }
+        if let Some(stream) = out.direct.clone() {
+            let mut slices = [std::io::IoSlice::new(&[]); 64];
+            let count = out.queue.len().min(slices.len());
+            for (slice, frame) in slices.iter_mut().zip(&out.queue) {
+                *slice = std::io::IoSlice::new(frame);
+            }
+            let written = stream.try_write_vectored(&slices[..count]).unwrap_or(0);
+            out.last_direct = Some(std::time::Instant::now());
+            let (mut left, mut frames) = (written, 0u64);
+            while left > 0 {
+                let Some(front) = out.queue.front_mut() else {
+                    break;
+                };
+                if front.len() <= left {
+                    left -= front.len();
+                    out.queue.pop_front();
+                    frames += 1;
+                } else {
+                    *front = front.slice(left..);
+                    left = 0;
+                }
+            }
+            out.frames -= frames as usize;
+            out.bytes -= written;
+            let counters = &self.shared.counters;
+            counters.frames_out.fetch_add(frames, Ordering::Relaxed);
+            counters
+                .bytes_out
+                .fetch_add(written as u64, Ordering::Relaxed);
+            if out.queue.is_empty() {
+                return;
+            }
+        }
+        out.writer_idle = false;
+        drop(out);
+        self.shared.wake.notify_one();
+    }
+
+    /// Takes the queue's lock for one more frame of `message`, or refuses
+    /// it: closed, or over the limits (then the peer is disconnected as a
+    /// slow consumer).
+    fn admit(
+        &self,
+        message: &EncodedMessage,
+    ) -> Result<std::sync::MutexGuard<'_, OutQueue>, SendError> {
+        let config = &self.shared.config;
+        let out = self.outbound();
+        // Checked under the lock: `close` sets the state before it takes the
+        // lock, so no frame can slip in behind a close frame.
+        match self.state() {
+            SocketState::Closing | SocketState::Closed => return Err(SendError::Closed),
+            SocketState::Connecting | SocketState::Open => {}
+        }
+        if out.frames >= config.outbound_queue_len
+            || out.bytes + message.wire_len() > config.max_outbound_bytes
+        {
+            drop(out);
+            self.kill(DisconnectReason::SlowConsumer);
+            return Err(SendError::SlowConsumer);
+        }
+        Ok(out)
     }
 
     /// Lends (Some) or takes back (None) the stream for direct writes.

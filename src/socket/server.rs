@@ -182,6 +182,32 @@ impl ServerHandle {
             .count()
     }
 
+    /// Queues an encoded message for each of `peers` without writing it
+    /// (see [`SocketHandle::queue_encoded`]); [`flush_peers`](Self::flush_peers)
+    /// sends it. Returns how many peers it was queued for.
+    pub fn queue_encoded_to_many(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        message: &EncodedMessage,
+    ) -> usize {
+        let table = self.read_peers();
+        peers
+            .into_iter()
+            .filter_map(|peer| table.get(&peer))
+            .filter(|handle| handle.queue_encoded(message).is_ok())
+            .count()
+    }
+
+    /// Sends what was queued for each of `peers` with
+    /// [`queue_encoded_to_many`](Self::queue_encoded_to_many): one write per
+    /// peer (see [`SocketHandle::flush`]).
+    pub fn flush_peers(&self, peers: impl IntoIterator<Item = PeerId>) {
+        let table = self.read_peers();
+        for handle in peers.into_iter().filter_map(|peer| table.get(&peer)) {
+            handle.flush();
+        }
+    }
+
     /// Encodes `message` once and queues the same bytes for every peer for
     /// which `filter` returns true. Returns how many peers it was queued for;
     /// a peer whose queue is full is disconnected as a slow consumer and does
