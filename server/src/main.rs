@@ -53,6 +53,10 @@ struct RelayArgs {
     /// Also listen for newline-delimited JSON clients on this port.
     #[arg(long)]
     json_port: Option<u16>,
+    /// The send tick in milliseconds: what a client is sent within one tick
+    /// leaves in one write (0 sends every message at once).
+    #[arg(long, default_value_t = 5)]
+    send_interval_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -63,7 +67,7 @@ struct BotsArgs {
     /// Bots.
     #[arg(long, default_value_t = 100)]
     count: usize,
-    /// Transforms per second per bot.
+    /// Transforms per second per bot (0: idle connections, to measure memory).
     #[arg(long, default_value_t = 10.0)]
     rate: f64,
     /// Bots per zone.
@@ -252,6 +256,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
     runtime.block_on(async move {
         let mut config = switchboard::relay::RelayConfig {
             json_port: args.json_port,
+            send_interval: std::time::Duration::from_millis(args.send_interval_ms),
             ..Default::default()
         };
         // Many players arrive at once (a load test, a server restart).
@@ -314,6 +319,7 @@ fn process_usage(pid: u32) -> Option<(f64, u64)> {
 }
 
 fn run_bots(args: BotsArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
     let limit = raise_file_limit();
     let mut count = args.count;
     if count as u64 + 64 > limit {
@@ -321,8 +327,6 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
         eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
     }
     let runtime = runtime()?;
-    let before = args.server_pid.and_then(process_usage);
-    let started = std::time::Instant::now();
     let config = switchboard::relay::load::LoadConfig {
         addr: args.addr,
         bots: count,
@@ -331,6 +335,17 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(args.seconds),
     };
     let total = args.seconds;
+    // CPU is measured over the sending window only (not connecting, not
+    // the drain at the end): one sample a second after sending starts, the
+    // last one before it ends.
+    let sample = || {
+        let server = args.server_pid.and_then(process_usage);
+        let own = process_usage(std::process::id());
+        (std::time::Instant::now(), server, own)
+    };
+    let mut first = None;
+    let mut last = None;
+    let rss_before = args.server_pid.and_then(process_usage).map(|(_, rss)| rss);
     let report = runtime.block_on(switchboard::relay::load::run(
         config,
         |elapsed, sent, received| {
@@ -342,21 +357,45 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
                 "\r[{bar}] {:>5.1}s sent {sent} received {received}   ",
                 elapsed.as_secs_f64()
             );
+            if elapsed.as_secs_f64() >= 0.5 && elapsed.as_secs_f64() <= total {
+                if first.is_none() {
+                    first = Some(sample());
+                } else {
+                    last = Some(sample());
+                }
+            }
         },
     ));
     eprintln!();
-    let server = match (before, args.server_pid.and_then(process_usage)) {
-        (Some((cpu0, _)), Some((cpu1, rss))) => {
-            let wall = started.elapsed().as_secs_f64();
-            Some((100.0 * (cpu1 - cpu0) / wall, rss))
+    let percent = |cpu0: f64, cpu1: f64, wall: f64| 100.0 * (cpu1 - cpu0) / wall.max(1e-9);
+    let (mut server, mut bots_cpu) = (None, None);
+    if let (Some((t0, server0, own0)), Some((t1, server1, own1))) = (first, last) {
+        let wall = t1.duration_since(t0).as_secs_f64();
+        if let (Some((cpu0, _)), Some((cpu1, rss))) = (server0, server1) {
+            server = Some((percent(cpu0, cpu1, wall), rss));
+        }
+        if let (Some((cpu0, _)), Some((cpu1, _))) = (own0, own1) {
+            bots_cpu = Some(percent(cpu0, cpu1, wall));
+        }
+    }
+    // What the relay's resident memory grew by, per connected bot.
+    let per_connection = match (rss_before, server) {
+        (Some(before), Some((_, after))) if report.bots_connected > 0 => {
+            Some(after.saturating_sub(before) as f64 * 1024.0 / report.bots_connected as f64)
         }
         _ => None,
     };
     if args.json {
         let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        if let Some(bytes) = per_connection {
+            value["server_bytes_per_connection"] = bytes.into();
+        }
         if let Some((cpu, rss)) = server {
             value["server_cpu_percent"] = cpu.into();
             value["server_rss_kib"] = rss.into();
+        }
+        if let Some(cpu) = bots_cpu {
+            value["bots_cpu_percent"] = cpu.into();
         }
         println!("{value}");
     } else {
@@ -382,6 +421,14 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
         );
         if let Some((cpu, rss)) = server {
             println!("server             {cpu:.0}% CPU, {rss} KiB resident");
+        }
+        if let (Some(before), Some(bytes)) = (rss_before, per_connection) {
+            println!(
+                "server memory      {before} KiB before the bots, {bytes:.0} bytes per connection"
+            );
+        }
+        if let Some(cpu) = bots_cpu {
+            println!("bots (this process) {cpu:.0}% CPU");
         }
     }
     Ok(())

@@ -27,7 +27,9 @@ pub struct LoadConfig {
     pub addr: SocketAddr,
     /// Bots.
     pub bots: usize,
-    /// Transforms per second per bot.
+    /// Transforms per second per bot; 0 holds idle connections (a hello,
+    /// then only the socket's keep-alives), to measure what the relay
+    /// spends per connection.
     pub rate: f64,
     /// Bots per zone.
     pub zone_size: usize,
@@ -68,7 +70,8 @@ pub struct LoadReport {
     pub errors: u64,
 }
 
-/// Latencies in 10 µs buckets up to 1 s, and the largest seen.
+/// Latencies in 10 µs buckets up to 100 ms, 1 ms buckets up to 60 s, and
+/// the largest seen (an overloaded run reports its real seconds, not a cap).
 #[derive(Debug)]
 struct Histogram {
     buckets: Vec<u64>,
@@ -76,17 +79,47 @@ struct Histogram {
     count: u64,
 }
 
+/// Where the fine buckets end, µs.
+const FINE_US: u64 = 100_000;
+/// The fine buckets' width, µs.
+const FINE_STEP: u64 = 10;
+/// The coarse buckets' width, µs.
+const COARSE_STEP: u64 = 1_000;
+/// Where the coarse buckets end, µs.
+const COARSE_US: u64 = 60_000_000;
+
 impl Histogram {
     fn new() -> Self {
+        let len = FINE_US / FINE_STEP + (COARSE_US - FINE_US) / COARSE_STEP + 1;
         Self {
-            buckets: vec![0; 100_001],
+            buckets: vec![0; len as usize],
             max_us: 0,
             count: 0,
         }
     }
 
+    fn bucket(us: u64) -> usize {
+        let i = if us < FINE_US {
+            us / FINE_STEP
+        } else {
+            FINE_US / FINE_STEP + (us.min(COARSE_US) - FINE_US) / COARSE_STEP
+        };
+        i as usize
+    }
+
+    /// The middle of bucket `i`, µs.
+    fn middle(i: usize) -> f64 {
+        let i = i as u64;
+        let fine = FINE_US / FINE_STEP;
+        if i < fine {
+            (i * FINE_STEP) as f64 + FINE_STEP as f64 / 2.0
+        } else {
+            (FINE_US + (i - fine) * COARSE_STEP) as f64 + COARSE_STEP as f64 / 2.0
+        }
+    }
+
     fn record(&mut self, us: u64) {
-        let i = ((us / 10) as usize).min(self.buckets.len() - 1);
+        let i = Self::bucket(us).min(self.buckets.len() - 1);
         self.buckets[i] += 1;
         self.max_us = self.max_us.max(us);
         self.count += 1;
@@ -109,7 +142,7 @@ impl Histogram {
         for (i, n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= rank {
-                return (i as f64 * 10.0 + 5.0) / 1000.0;
+                return Self::middle(i).min(self.max_us as f64) / 1000.0;
             }
         }
         self.max_us as f64 / 1000.0
@@ -146,7 +179,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
     for i in 0..config.bots {
         let zone = format!("zone-{}", i / config.zone_size.max(1));
         let (totals, histogram) = (totals.clone(), histogram.clone());
-        let interval = Duration::from_secs_f64(1.0 / config.rate.max(0.01));
+        let interval = (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate));
         tasks.push(tokio::spawn(load_bot(
             config.addr,
             i,
@@ -206,7 +239,7 @@ async fn load_bot(
     addr: SocketAddr,
     index: usize,
     zone: String,
-    interval: Duration,
+    interval: Option<Duration>,
     epoch: Instant,
     start: Instant,
     end: Instant,
@@ -227,12 +260,13 @@ async fn load_bot(
     let mut connected = false;
     let mut disconnected = false;
     // Spread the bots' send times over the interval.
-    let offset = interval.mul_f64((index % 97) as f64 / 97.0);
+    let period = interval.unwrap_or(Duration::from_secs(3600));
+    let offset = period.mul_f64((index % 97) as f64 / 97.0);
     let mut next_send = start + offset;
     let position = [index as f32, 0.0, 0.0];
     let stop = end + Duration::from_millis(300);
     while Instant::now() < stop {
-        let sending = Instant::now() < end;
+        let sending = interval.is_some() && Instant::now() < end;
         tokio::select! {
             _ = tokio::time::sleep_until(stop) => break,
             _ = tokio::time::sleep_until(next_send), if sending => {
@@ -247,7 +281,7 @@ async fn load_bot(
                         LIVE_SENT.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                next_send += interval;
+                next_send += period;
             }
             event = socket.next_event() => match event {
                 Some(SocketEvent::Connected) => connected = true,
@@ -280,7 +314,12 @@ async fn load_bot(
                     }
                 }
                 Some(SocketEvent::Error(_)) => errors += 1,
-                Some(SocketEvent::Disconnected(_)) | None => {
+                Some(SocketEvent::Disconnected(reason)) => {
+                    tracing::warn!(bot = index, %reason, "load bot disconnected");
+                    disconnected = true;
+                    break;
+                }
+                None => {
                     disconnected = true;
                     break;
                 }
@@ -317,5 +356,13 @@ mod tests {
         );
         assert!((h.percentile_ms(0.99) - 9.9).abs() < 0.02);
         assert_eq!(h.max_us, 10_000);
+        // Past 100 ms the buckets are a millisecond wide, up to a minute.
+        let mut slow = Histogram::new();
+        for ms in [150u64, 2_500, 2_500, 2_500] {
+            slow.record(ms * 1000 + 200);
+        }
+        assert!((slow.percentile_ms(0.25) - 150.5).abs() < 0.01);
+        assert!((slow.percentile_ms(0.99) - 2500.2).abs() < 0.01);
+        assert_eq!(slow.max_us, 2_500_200);
     }
 }

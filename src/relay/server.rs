@@ -2,8 +2,9 @@
 //! over newline-delimited JSON, one hub task that owns the [`Relay`].
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,16 @@ pub struct RelayConfig {
     /// Lines waiting for a JSON client (default 1024); past it the client
     /// is disconnected as a slow consumer.
     pub json_queue: usize,
+    /// How often relayed messages leave for native clients (default 5 ms,
+    /// a 200 Hz send tick). What a client is sent within one tick leaves in
+    /// one write: one system call for the relay and one wake-up for the
+    /// client instead of one per transform. With 1,000 players at 10 Hz in
+    /// zones of 20 on 2 cores, sending each transform at once saturates the
+    /// relay (about 135,000 of the 190,000 deliveries a second, latency
+    /// growing past seconds); the 5 ms tick carries all of them with half a
+    /// core and p99 latency under 15 ms. It adds at most one tick (2.5 ms on
+    /// average). Zero sends each message at once.
+    pub send_interval: Duration,
 }
 
 impl Default for RelayConfig {
@@ -92,6 +103,7 @@ impl Default for RelayConfig {
             max_json_line: 4096,
             max_json_errors: 10,
             json_queue: 1024,
+            send_interval: Duration::from_millis(5),
         }
     }
 }
@@ -286,9 +298,12 @@ async fn json_connection(
 }
 
 /// Encodes an event once per kind of link, then hands it to every recipient.
+/// Native recipients are queued and added to `pending` when the relay sends
+/// on a tick, sent at once when `pending` is `None`.
 fn deliver(
     routes: &mut HashMap<u32, Route>,
     native: &ServerHandle,
+    pending: Option<&mut HashSet<PeerId>>,
     to: &[u32],
     event: &RelayEvent,
 ) {
@@ -339,7 +354,15 @@ fn deliver(
         }
     }
     if let Some(encoded) = &encoded {
-        native.send_encoded_to_many(native_peers, encoded);
+        match pending {
+            Some(pending) => {
+                native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
+                pending.extend(native_peers);
+            }
+            None => {
+                native.send_encoded_to_many(native_peers, encoded);
+            }
+        }
     }
     for id in slow {
         tracing::debug!(player = id, "JSON client too slow; dropped");
@@ -359,6 +382,10 @@ async fn hub(
     let mut relay = Relay::new();
     let mut routes: HashMap<u32, Route> = HashMap::new();
     let mut ids: HashMap<PeerId, u32> = HashMap::new();
+    let ticking = !config.send_interval.is_zero();
+    let mut pending: HashSet<PeerId> = HashSet::new();
+    let mut tick = tokio::time::interval(config.send_interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let now_ms = started.elapsed().as_millis() as u64;
         let outgoing = tokio::select! {
@@ -458,11 +485,17 @@ async fn hub(
                 }
                 Vec::new()
             }
+            _ = tick.tick(), if ticking => {
+                handle.flush_peers(pending.drain());
+                Vec::new()
+            }
             _ = stop.cancelled() => break,
         };
         for (to, event) in outgoing {
-            deliver(&mut routes, &handle, &to, &event);
+            let pending = ticking.then_some(&mut pending);
+            deliver(&mut routes, &handle, pending, &to, &event);
         }
     }
+    handle.flush_peers(pending.drain());
     handle.shutdown("relay stopping");
 }
