@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::{Decoder, FramedRead};
@@ -76,7 +76,7 @@ impl<E> Reporter<E> {
 }
 
 type Reader<R> = FramedRead<R, FrameDecoder>;
-type Writer<W> = BufWriter<W>;
+type Writer<W> = W;
 
 /// Runs a connection from its handshake to its end.
 pub(crate) async fn run<S, E>(stream: S, handle: SocketHandle, reporter: Reporter<E>)
@@ -120,10 +120,11 @@ async fn run_halves<R, W, E>(
     let mut decoder = FrameDecoder::new(config.codec.clone());
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
     // Small to start with: an idle connection should cost little. The read
-    // buffer grows (doubling) with the traffic; the writer's buffer only
-    // holds control frames, batches of data go through `chunk`.
+    // buffer is swapped for a big one when traffic comes. The writer has no
+    // buffer: batches of data are gathered in `chunk` (allocated on first
+    // use), control frames are written as they are.
     let mut reader = FramedRead::with_capacity(read_half, decoder, IDLE_READ_BUFFER);
-    let mut writer = BufWriter::with_capacity(1024, write_half);
+    let mut writer = write_half;
 
     let handshake = tokio::select! {
         result = handshake(&mut reader, &mut writer, config.handshake_timeout) => result,
@@ -248,13 +249,6 @@ enum WriteEnd {
     Failed(std::io::Error),
 }
 
-/// Orders for the writer that jump the queue.
-enum Control {
-    Pong(u64),
-    /// Close now, skipping whatever is still queued.
-    CloseNow(CloseCode, String),
-}
-
 async fn run_open<R, W, E>(
     mut reader: Reader<R>,
     mut writer: Writer<W>,
@@ -266,11 +260,9 @@ where
     W: AsyncWrite + Unpin,
 {
     let config = handle.config();
-    // Pongs and urgent closes; a full control queue only ever drops a pong.
-    let (control_tx, mut control_rx) = mpsc::channel::<Control>(8);
     let started = Instant::now();
-    let read = read_loop(&mut reader, handle, reporter, &control_tx, started);
-    let write = write_loop(&mut writer, &mut control_rx, handle, started);
+    let read = read_loop(&mut reader, handle, reporter, started);
+    let write = write_loop(&mut writer, handle, started);
     tokio::pin!(read, write);
 
     let mut reason: Option<DisconnectReason> = None;
@@ -278,10 +270,10 @@ where
     let mut read_done = false;
     let mut killed = false;
     let begin_close = |reason_now: &DisconnectReason, deadline: &mut Option<Instant>| {
-        let _ = control_tx.try_send(Control::CloseNow(
-            reason_now.close_code(),
-            reason_now.to_string(),
-        ));
+        handle.order(|out| {
+            out.close_now
+                .get_or_insert((reason_now.close_code(), reason_now.to_string()));
+        });
         deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
     };
 
@@ -367,7 +359,6 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
     reader: &mut Reader<R>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
-    control_tx: &mpsc::Sender<Control>,
     started: Instant,
 ) -> ReadEnd {
     let idle = handle.config().idle_timeout;
@@ -399,7 +390,7 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
             frames: 0,
             bytes: 0,
         };
-        let mut end = on_frame(first, &mut batch, handle, reporter, control_tx, started);
+        let mut end = on_frame(first, &mut batch, handle, reporter, started);
         // Take whatever else the last read brought, so that a burst reaches
         // the owner as one batch. Decoding straight from the read buffer
         // costs no system call, where polling the stream would try the
@@ -414,14 +405,7 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
                 Ok(None) => break,
                 Err(err) => Err(err),
             };
-            end = on_frame(
-                Some(next),
-                &mut batch,
-                handle,
-                reporter,
-                control_tx,
-                started,
-            );
+            end = on_frame(Some(next), &mut batch, handle, reporter, started);
         }
         let counters = &handle.shared.counters;
         counters
@@ -474,7 +458,6 @@ fn on_frame<E>(
     batch: &mut Batch<E>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
-    control_tx: &mpsc::Sender<Control>,
     started: Instant,
 ) -> Option<ReadEnd> {
     let frame = match next {
@@ -497,8 +480,8 @@ fn on_frame<E>(
     match message.action_id() {
         control::ACTION_PING => {
             if let Ok(stamp) = message.content::<u64>() {
-                // A full control queue only ever drops a pong.
-                let _ = control_tx.try_send(Control::Pong(stamp));
+                // Only the latest ping needs its pong.
+                handle.order(|out| out.pong = Some(stamp));
             }
         }
         control::ACTION_PONG => {
@@ -530,7 +513,6 @@ fn on_frame<E>(
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     writer: &mut Writer<W>,
-    control_rx: &mut mpsc::Receiver<Control>,
     handle: &SocketHandle,
     started: Instant,
 ) -> WriteEnd {
@@ -544,15 +526,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut last_sent = Instant::now();
     let keepalive = tokio::time::sleep(config.keepalive_interval);
     tokio::pin!(keepalive);
-    // An order or a ping that arrived while the socket was lent to senders.
-    let mut order: Option<Control> = None;
     let mut ping_due = false;
     // Frames and bytes written since the queue's accounting last saw them.
     let mut written = (0usize, 0usize);
     loop {
         // Take the socket back from direct senders, and everything queued,
         // in one lock.
-        let close = {
+        let (close, close_now, pong) = {
             let mut out = handle.outbound();
             out.writer_idle = false;
             // What the last batch wrote leaves the accounting here, in the
@@ -560,26 +540,23 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             out.frames -= std::mem::take(&mut written.0);
             out.bytes -= std::mem::take(&mut written.1);
             std::mem::swap(&mut out.queue, &mut batch);
-            if batch.is_empty() {
+            let close = if batch.is_empty() {
                 out.close.take()
             } else {
                 None
-            }
+            };
+            (close, out.close_now.take(), out.pong.take())
         };
-        // Orders that jump the queue: pongs, and closes that cannot wait.
-        while let Some(next) = order.take().or_else(|| control_rx.try_recv().ok()) {
-            match next {
-                Control::Pong(stamp) => {
-                    let pong = control::pong_frame(stamp, &config.codec);
-                    if let Err(err) = write_frame(writer, counters, pong).await {
-                        return WriteEnd::Failed(err);
-                    }
-                    last_sent = Instant::now();
-                }
-                Control::CloseNow(code, reason) => {
-                    return close_with(writer, code, &reason, handle).await;
-                }
+        // Orders that jump the queue: closes that cannot wait, and pongs.
+        if let Some((code, reason)) = close_now {
+            return close_with(writer, code, &reason, handle).await;
+        }
+        if let Some(stamp) = pong {
+            let pong = control::pong_frame(stamp, &config.codec);
+            if let Err(err) = write_frame(writer, counters, pong).await {
+                return WriteEnd::Failed(err);
             }
+            last_sent = Instant::now();
         }
         if std::mem::take(&mut ping_due) {
             let stamp = started.elapsed().as_micros() as u64;
@@ -606,14 +583,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 // Everything is written: lend the socket to senders, who may
                 // now write a frame themselves instead of waking this task.
                 let mut out = handle.outbound();
-                if !out.queue.is_empty() || out.close.is_some() {
+                if !out.queue.is_empty() || out.has_orders() {
                     continue;
                 }
                 out.writer_idle = true;
             }
             tokio::select! {
                 biased;
-                next = control_rx.recv() => order = next,
                 _ = handle.shared.wake.notified() => {}
                 _ = &mut keepalive => {
                     // Waking up is not sending: only a frame that went out

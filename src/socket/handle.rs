@@ -27,6 +27,12 @@ pub(crate) struct OutQueue {
     pub(crate) bytes: usize,
     /// Set by a graceful close: written after every frame queued before it.
     pub(crate) close: Option<(CloseCode, String)>,
+    /// Set by an urgent close (protocol error, idle peer, kill): written
+    /// next, whatever is still queued.
+    pub(crate) close_now: Option<(CloseCode, String)>,
+    /// The stamp of the latest ping, to answer next (only the latest needs
+    /// its pong, so pings cannot pile up).
+    pub(crate) pong: Option<u64>,
     /// The writer task has written everything and waits: a sender that
     /// finds the queue empty may write its frame to the socket itself.
     pub(crate) writer_idle: bool,
@@ -37,6 +43,13 @@ pub(crate) struct OutQueue {
     /// for other transports). Taken away when the connection ends, so that
     /// handles do not keep the socket open.
     pub(crate) direct: Option<Arc<tokio::net::TcpStream>>,
+}
+
+impl OutQueue {
+    /// Whether the writer has a close or a pong to write.
+    pub(crate) fn has_orders(&self) -> bool {
+        self.close.is_some() || self.close_now.is_some() || self.pong.is_some()
+    }
 }
 
 /// A frame sent within this long of a direct write is part of a burst and
@@ -278,6 +291,16 @@ impl SocketHandle {
             return Err(SendError::SlowConsumer);
         }
         Ok(out)
+    }
+
+    /// Gives the writer an order (a pong, an urgent close) and wakes it.
+    pub(crate) fn order(&self, give: impl FnOnce(&mut OutQueue)) {
+        let mut out = self.outbound();
+        give(&mut out);
+        // No direct writes until the writer has carried the order out.
+        out.writer_idle = false;
+        drop(out);
+        self.shared.wake.notify_one();
     }
 
     /// Lends (Some) or takes back (None) the stream for direct writes.
