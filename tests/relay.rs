@@ -213,3 +213,55 @@ async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects()
     assert!(long.next().await.is_none(), "disconnected");
     assert_eq!(relay.stats().await.malformed_lines, 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
+    // 0: each delivery written at once; 5 ms: the default tick; 100 ms: a
+    // tick long enough that a whole burst waits in the queue for one write.
+    for tick in [0, 5, 100] {
+        let config = RelayConfig {
+            send_interval: Duration::from_millis(tick),
+            ..RelayConfig::default()
+        };
+        let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+        let (mut sender, sender_id) = native_client(relay.native_addr(), "a").await;
+        let (mut receiver, _) = native_client(relay.native_addr(), "b").await;
+        receiver.send(&at("arena", -1.0)).unwrap();
+        // The receiver is in the arena before the sender's burst starts.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while relay
+            .clients()
+            .await
+            .iter()
+            .all(|c| c.zone.as_deref() != Some("arena"))
+        {
+            assert!(tokio::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for i in 0..200 {
+            sender.send(&at("arena", i as f32)).unwrap();
+        }
+        let mut next = 0;
+        while next < 200 {
+            if let SocketEvent::Received(m) = next_socket_event(&mut receiver).await {
+                if m.action::<RelayAction>() == Some(RelayAction::Relayed) {
+                    let relayed = m.content::<Relayed>().unwrap();
+                    assert_eq!(relayed.player_id, sender_id);
+                    assert_eq!(relayed.transform.position[0], next as f32, "tick {tick}");
+                    next += 1;
+                }
+            }
+        }
+        // The sender heard the receiver's entry and nothing of its own.
+        while let Ok(Some(event)) =
+            tokio::time::timeout(Duration::from_millis(150), sender.next_event()).await
+        {
+            if let SocketEvent::Received(m) = event {
+                if let Ok(relayed) = m.content::<Relayed>() {
+                    assert_ne!(relayed.player_id, sender_id, "tick {tick}");
+                }
+            }
+        }
+        relay.stop();
+    }
+}
