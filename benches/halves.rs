@@ -28,7 +28,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let n = 300_000usize;
+    let n: usize = std::env::var("BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300_000);
     rt.block_on(async {
         // send path: SocketStream sends, raw reader counts
         let (c, mut s) = pair().await;

@@ -26,7 +26,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::control::{self, CloseFrame, Hello};
-use super::handle::{Counters, SocketHandle};
+use super::handle::{Counters, Segment, SocketHandle};
 use super::reason::{CloseCode, DisconnectReason, SocketError};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
@@ -529,6 +529,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut ping_due = false;
     // Frames and bytes written since the queue's accounting last saw them.
     let mut written = (0usize, 0usize);
+    // Frames and bytes in `batch`.
+    let mut taken;
     loop {
         // Take the socket back from direct senders, and everything queued,
         // in one lock.
@@ -539,7 +541,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             // same lock.
             out.frames -= std::mem::take(&mut written.0);
             out.bytes -= std::mem::take(&mut written.1);
-            std::mem::swap(&mut out.queue, &mut batch);
+            taken = out.take_all(&mut batch);
             let close = if batch.is_empty() {
                 out.close.take()
             } else {
@@ -573,7 +575,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             // Before paying for a system call, give senders on this runtime
             // one turn to add to the queue: bursts then leave in one write.
             tokio::task::yield_now().await;
-            if !handle.outbound().queue.is_empty() {
+            if !handle.outbound().is_empty() {
                 continue;
             }
             if let Err(err) = writer.flush().await {
@@ -583,7 +585,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 // Everything is written: lend the socket to senders, who may
                 // now write a frame themselves instead of waking this task.
                 let mut out = handle.outbound();
-                if !out.queue.is_empty() || out.has_orders() {
+                if !out.is_empty() || out.has_orders() {
                     continue;
                 }
                 out.writer_idle = true;
@@ -609,7 +611,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             }
             continue;
         }
-        let (frames, bytes) = (batch.len(), batch.iter().map(Bytes::len).sum::<usize>());
+        let (frames, bytes) = taken;
         if let Err(err) = write_batch(writer, &mut batch, &mut chunk).await {
             return WriteEnd::Failed(err);
         }
@@ -624,25 +626,28 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Small frames are copied into one buffer of up to this many bytes and
-/// written together; larger frames are written as they are.
+/// Small segments are copied into one buffer of up to this many bytes and
+/// written together; larger ones are written as they are.
 const CHUNK: usize = 64 * 1024;
+/// A segment at least this long is written as it is, not copied.
+const WRITE_AS_IS: usize = 8 * 1024;
 
-/// Writes a batch of frames, coalescing small ones into `chunk`.
+/// Writes a batch of segments, coalescing small ones into `chunk`.
 async fn write_batch<W: AsyncWrite + Unpin>(
     writer: &mut Writer<W>,
-    batch: &mut VecDeque<Bytes>,
+    batch: &mut VecDeque<Segment>,
     chunk: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    for frame in batch.drain(..) {
-        if chunk.len() + frame.len() > CHUNK && !chunk.is_empty() {
+    for segment in batch.drain(..) {
+        let bytes = segment.bytes;
+        if !chunk.is_empty() && (chunk.len() + bytes.len() > CHUNK || bytes.len() >= WRITE_AS_IS) {
             writer.write_all(chunk).await?;
             chunk.clear();
         }
-        if frame.len() >= CHUNK {
-            writer.write_all(&frame).await?;
+        if bytes.len() >= WRITE_AS_IS {
+            writer.write_all(&bytes).await?;
         } else {
-            chunk.extend_from_slice(&frame);
+            chunk.extend_from_slice(&bytes);
         }
     }
     if !chunk.is_empty() {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -13,16 +13,38 @@ use super::reason::{CloseCode, DisconnectReason, SendError};
 use super::SocketConfig;
 use crate::message::{EncodedMessage, Message};
 
+/// Whole frames, end to end, and how many.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) bytes: Bytes,
+    pub(crate) frames: usize,
+}
+
+/// Frames up to this size are copied into the queue's tail buffer; larger
+/// ones are queued as they are (shared, not copied).
+const SMALL_FRAME: usize = 512;
+/// The tail buffer's first allocation.
+const TAIL_START: usize = 4096;
+/// A tail buffer larger than this is let go once it is empty.
+const TAIL_KEEP: usize = 256 * 1024;
+
 /// The outbound queue: frames waiting for the writer, and a pending close.
 ///
-/// A plain deque under a mutex rather than a channel: the writer takes the
-/// whole queue in one lock, so a burst of small frames costs one lock and one
-/// wake-up, not one per frame. `frames` and `bytes` count what is queued *and*
-/// what the writer has taken but not yet written, so the limits bound all the
-/// memory a peer's backlog holds.
+/// A plain buffer under a mutex rather than a channel: small frames are
+/// copied end to end into `tail` (a copy of a few dozen bytes costs less than
+/// sharing the frame: the reference count of a frame sent to many peers, or
+/// many times, would bounce between the sender's and the writer's cores),
+/// large ones are queued whole; the writer takes everything in one lock, so a
+/// burst of small frames costs one lock, one wake-up and one write. `frames`
+/// and `bytes` count what is queued *and* what the writer has taken but not
+/// yet written, so the limits bound all the memory a peer's backlog holds.
 #[derive(Debug, Default)]
 pub(crate) struct OutQueue {
-    pub(crate) queue: VecDeque<Bytes>,
+    /// Segments before the tail.
+    pub(crate) queue: VecDeque<Segment>,
+    /// Small frames, after everything in `queue`.
+    pub(crate) tail: BytesMut,
+    pub(crate) tail_frames: usize,
     pub(crate) frames: usize,
     pub(crate) bytes: usize,
     /// Set by a graceful close: written after every frame queued before it.
@@ -46,6 +68,54 @@ pub(crate) struct OutQueue {
 }
 
 impl OutQueue {
+    /// Whether no frame waits for the writer.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty() && self.tail.is_empty()
+    }
+
+    /// Queues a frame: copied into the tail when small, shared when large.
+    fn push(&mut self, frame: &Bytes) {
+        if frame.len() <= SMALL_FRAME {
+            if self.tail.capacity() - self.tail.len() < frame.len() {
+                // At least doubling: a long burst reallocates a few times,
+                // not once per few frames.
+                let more = frame.len().max(self.tail.len()).max(TAIL_START);
+                self.tail.reserve(more);
+            }
+            self.tail.extend_from_slice(frame);
+            self.tail_frames += 1;
+        } else {
+            self.seal_tail();
+            self.queue.push_back(Segment {
+                bytes: frame.clone(),
+                frames: 1,
+            });
+        }
+        self.frames += 1;
+        self.bytes += frame.len();
+    }
+
+    /// Ends the tail as a segment of the queue.
+    fn seal_tail(&mut self) {
+        if !self.tail.is_empty() {
+            let bytes = self.tail.split().freeze();
+            let frames = std::mem::take(&mut self.tail_frames);
+            self.queue.push_back(Segment { bytes, frames });
+        }
+        if self.tail.capacity() > TAIL_KEEP {
+            self.tail = BytesMut::new();
+        }
+    }
+
+    /// Moves every queued frame into `into` (empty), in order, for the
+    /// writer; returns the frames and bytes moved.
+    pub(crate) fn take_all(&mut self, into: &mut VecDeque<Segment>) -> (usize, usize) {
+        self.seal_tail();
+        std::mem::swap(&mut self.queue, into);
+        into.iter()
+            .fold((0, 0), |(f, b), s| (f + s.frames, b + s.bytes.len()))
+    }
+
     /// Whether the writer has a close or a pong to write.
     pub(crate) fn has_orders(&self) -> bool {
         self.close.is_some() || self.close_now.is_some() || self.pong.is_some()
@@ -163,8 +233,7 @@ impl SocketHandle {
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
         let mut out = self.admit(message)?;
         let len = message.wire_len();
-        let mut frame = message.0.clone();
-        if out.queue.is_empty() && out.writer_idle {
+        if out.is_empty() && out.writer_idle {
             // The writer has nothing to write: put this frame on the wire
             // ourselves, under the lock so that nothing can overtake it, and
             // without waking the writer. Only for frames that come alone: a
@@ -177,7 +246,7 @@ impl SocketHandle {
                     .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
                 if alone {
                     out.last_direct = Some(now);
-                    let written = stream.try_write(&frame).unwrap_or(0);
+                    let written = stream.try_write(&message.0).unwrap_or(0);
                     if written > 0 {
                         let counters = &self.shared.counters;
                         counters
@@ -188,14 +257,23 @@ impl SocketHandle {
                             return Ok(());
                         }
                         // The rest goes through the writer, first in line.
-                        frame = frame.slice(written..);
+                        out.queue.push_back(Segment {
+                            bytes: message.0.slice(written..),
+                            frames: 1,
+                        });
+                        out.frames += 1;
+                        out.bytes += len - written;
+                        let wake = std::mem::replace(&mut out.writer_idle, false);
+                        drop(out);
+                        if wake {
+                            self.shared.wake.notify_one();
+                        }
+                        return Ok(());
                     }
                 }
             }
         }
-        out.frames += 1;
-        out.bytes += frame.len();
-        out.queue.push_back(frame);
+        out.push(&message.0);
         // Only a writer that went idle needs waking; a busy one looks at the
         // queue again before it rests. Waking once per idle period, not per
         // frame, keeps the notify off the per-message path.
@@ -214,10 +292,7 @@ impl SocketHandle {
     /// peer once: one system call per peer per tick instead of one per
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
     pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
-        let mut out = self.admit(message)?;
-        out.frames += 1;
-        out.bytes += message.wire_len();
-        out.queue.push_back(message.0.clone());
+        self.admit(message)?.push(&message.0);
         Ok(())
     }
 
@@ -227,39 +302,58 @@ impl SocketHandle {
     /// when the writer is busy or the stream is not TCP) is the writer's.
     pub fn flush(&self) {
         let mut out = self.outbound();
-        if out.queue.is_empty() || !out.writer_idle {
+        if out.is_empty() || !out.writer_idle {
             return;
         }
         if let Some(stream) = out.direct.clone() {
+            let out = &mut *out;
             let mut slices = [std::io::IoSlice::new(&[]); 64];
-            let count = out.queue.len().min(slices.len());
-            for (slice, frame) in slices.iter_mut().zip(&out.queue) {
-                *slice = std::io::IoSlice::new(frame);
+            let mut count = 0;
+            for (slice, segment) in slices.iter_mut().zip(&out.queue) {
+                *slice = std::io::IoSlice::new(&segment.bytes);
+                count += 1;
+            }
+            if count < slices.len() && !out.tail.is_empty() {
+                slices[count] = std::io::IoSlice::new(&out.tail);
+                count += 1;
             }
             let written = stream.try_write_vectored(&slices[..count]).unwrap_or(0);
             out.last_direct = Some(std::time::Instant::now());
-            let (mut left, mut frames) = (written, 0u64);
+            let (mut left, mut frames) = (written, 0);
             while left > 0 {
-                let Some(front) = out.queue.front_mut() else {
-                    break;
-                };
-                if front.len() <= left {
-                    left -= front.len();
-                    out.queue.pop_front();
-                    frames += 1;
-                } else {
-                    *front = front.slice(left..);
-                    left = 0;
+                match out.queue.front_mut() {
+                    Some(front) if front.bytes.len() <= left => {
+                        left -= front.bytes.len();
+                        frames += front.frames;
+                        out.queue.pop_front();
+                    }
+                    Some(front) => {
+                        front.bytes.advance(left);
+                        left = 0;
+                    }
+                    None if out.tail.len() <= left => {
+                        out.tail.clear();
+                        frames += std::mem::take(&mut out.tail_frames);
+                        left = 0;
+                    }
+                    None => {
+                        // Frames partly written stay counted until they
+                        // are out.
+                        out.tail.advance(left);
+                        left = 0;
+                    }
                 }
             }
-            out.frames -= frames as usize;
+            out.frames -= frames;
             out.bytes -= written;
             let counters = &self.shared.counters;
-            counters.frames_out.fetch_add(frames, Ordering::Relaxed);
+            counters
+                .frames_out
+                .fetch_add(frames as u64, Ordering::Relaxed);
             counters
                 .bytes_out
                 .fetch_add(written as u64, Ordering::Relaxed);
-            if out.queue.is_empty() {
+            if out.is_empty() {
                 return;
             }
         }
