@@ -407,6 +407,20 @@ impl FrameDecoder {
     }
 }
 
+impl FrameDecoder {
+    /// The length, header included, of a complete uncompressed frame at the
+    /// start of `src`, without taking it: the reader's fast path, which
+    /// slices a whole read's frames out of one buffer. `None` when the next
+    /// frame is incomplete, compressed or bad: [`Decoder::decode`] then
+    /// takes it (or says what is wrong with it).
+    pub(crate) fn peek_raw(&self, src: &[u8]) -> Option<usize> {
+        let header: [u8; HEADER_LEN] = src.get(..HEADER_LEN)?.try_into().ok()?;
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let ok = len > 0 && len <= self.config.max_frame_len && header[4] == 0;
+        (ok && src.len() >= 4 + len).then_some(4 + len)
+    }
+}
+
 impl Decoder for FrameDecoder {
     type Item = Frame;
     type Error = FrameError;

@@ -10,40 +10,157 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::mpsc;
 
+use crate::message::Message;
 use crate::runtime;
+use crate::socket::SocketEvent;
 
 /// Events per batch that a reader sends at most (it sends what one read of
-/// its socket brought in).
-pub(crate) const BATCH: usize = 256;
+/// its socket brought in: a 64 KiB read holds about 900 small messages, and
+/// every batch may cost the owner a wake-up).
+pub(crate) const BATCH: usize = 1024;
+
+/// The queue holds one batch per this many events of its capacity.
+const EVENTS_PER_SLOT: usize = 256;
 
 /// Bytes after which a reader ends its batch (256 KiB). With at most one
 /// frame past it, a queue of `capacity / 256` batches holds at most about
 /// `(capacity / 256) * (256 KiB + max_frame_len)` bytes.
 pub(crate) const BATCH_BYTES: u64 = 256 * 1024;
 
+/// Turns a connection's event into its owner's event type (a server adds the
+/// peer's id).
+pub(crate) type Wrap<E> = Arc<dyn Fn(SocketEvent) -> E + Send + Sync>;
+
+/// What a network task hands its owner in one queue operation.
+///
+/// The messages of one socket read stay in one shared buffer, `chunk`, as
+/// ranges; the owner slices each message out of it when it takes it. So the
+/// buffer's reference count is touched once per batch by the network
+/// thread, and per message only on the owner's thread, instead of
+/// bouncing between the two cores for every message.
+pub(crate) struct Batch<E> {
+    items: Vec<Item<E>>,
+    chunk: Bytes,
+    wrap: Wrap<E>,
+}
+
+/// One entry of a [`Batch`].
+pub(crate) enum Item<E> {
+    /// An event ready as it is.
+    Event(E),
+    /// A message whose content is `chunk[start..end]`.
+    Message {
+        channel: u16,
+        action: u16,
+        start: usize,
+        end: usize,
+    },
+}
+
+impl<E> Batch<E> {
+    /// A batch of `items`, whose messages lie in `chunk`.
+    pub(crate) fn new(items: Vec<Item<E>>, chunk: Bytes, wrap: Wrap<E>) -> Self {
+        Self { items, chunk, wrap }
+    }
+
+    /// A batch of one event.
+    pub(crate) fn one(event: SocketEvent, wrap: &Wrap<E>) -> Self {
+        Self {
+            items: vec![Item::Event(wrap(event))],
+            chunk: Bytes::new(),
+            wrap: wrap.clone(),
+        }
+    }
+}
+
+/// The rest of the batch being handed out.
+struct Ready<E> {
+    items: std::vec::IntoIter<Item<E>>,
+    chunk: Bytes,
+    wrap: Option<Wrap<E>>,
+}
+
+impl<E> Ready<E> {
+    fn empty() -> Self {
+        Self {
+            items: Vec::new().into_iter(),
+            chunk: Bytes::new(),
+            wrap: None,
+        }
+    }
+
+    fn from(batch: Batch<E>) -> Self {
+        Self {
+            items: batch.items.into_iter(),
+            chunk: batch.chunk,
+            wrap: Some(batch.wrap),
+        }
+    }
+
+    fn next(&mut self) -> Option<E> {
+        match self.items.next()? {
+            Item::Event(event) => Some(event),
+            Item::Message {
+                channel,
+                action,
+                start,
+                end,
+            } => {
+                let message = Message::from_raw(channel, action, self.chunk.slice(start..end));
+                let wrap = self.wrap.as_ref()?;
+                Some(wrap(SocketEvent::Received(message)))
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+impl<E> std::fmt::Debug for Ready<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready")
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
 /// The receiving end of a network object's events.
 ///
 /// Producers send events in batches (one queue operation per socket read,
-/// not per message) of at most 256 events and about 256 KiB; the queue holds
-/// `capacity / 256` batches (at least one), so about `capacity` events at
-/// most.
-#[derive(Debug)]
+/// not per message) of at most 1024 events and about 256 KiB; the queue holds
+/// `capacity / 256` batches (at least one). A server's queue, shared by all
+/// its peers, mostly carries batches of a few events; a busy connection's
+/// batches are full.
 pub struct EventQueue<E> {
-    rx: mpsc::Receiver<Vec<E>>,
-    ready: std::vec::IntoIter<E>,
+    rx: mpsc::Receiver<Batch<E>>,
+    ready: Ready<E>,
+}
+
+impl<E> std::fmt::Debug for EventQueue<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventQueue")
+            .field("ready", &self.ready.len())
+            .field("batches", &self.rx.len())
+            .finish()
+    }
 }
 
 impl<E> EventQueue<E> {
-    pub(crate) fn new(capacity: usize) -> (mpsc::Sender<Vec<E>>, Self) {
-        let (tx, rx) = mpsc::channel(capacity.div_ceil(BATCH).max(1));
+    pub(crate) fn new(capacity: usize) -> (mpsc::Sender<Batch<E>>, Self) {
+        let (tx, rx) = mpsc::channel(capacity.div_ceil(EVENTS_PER_SLOT).max(1));
         (
             tx,
             Self {
                 rx,
-                ready: Vec::new().into_iter(),
+                ready: Ready::empty(),
             },
         )
     }
@@ -53,7 +170,7 @@ impl<E> EventQueue<E> {
         if let Some(event) = self.ready.next() {
             return Some(event);
         }
-        self.ready = self.rx.try_recv().ok()?.into_iter();
+        self.ready = Ready::from(self.rx.try_recv().ok()?);
         self.ready.next()
     }
 
@@ -64,7 +181,7 @@ impl<E> EventQueue<E> {
             if let Some(event) = self.ready.next() {
                 return Some(event);
             }
-            self.ready = self.rx.recv().await?.into_iter();
+            self.ready = Ready::from(self.rx.recv().await?);
         }
     }
 
@@ -83,7 +200,7 @@ impl<E> EventQueue<E> {
             .block_on(async move { tokio::time::timeout(timeout, rx.recv()).await })
             .ok()
             .flatten()?;
-        self.ready = batch.into_iter();
+        self.ready = Ready::from(batch);
         self.ready.next()
     }
 
@@ -106,7 +223,7 @@ impl<E> Stream for EventQueue<E> {
                 return Poll::Ready(Some(event));
             }
             match this.rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => this.ready = batch.into_iter(),
+                Poll::Ready(Some(batch)) => this.ready = Ready::from(batch),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

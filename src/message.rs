@@ -247,17 +247,26 @@ impl Message {
     /// Decodes a frame payload into a message. The content is not decoded
     /// until [`Message::content`] asks for it.
     pub fn decode(mut payload: Bytes) -> Result<Self, ContentError> {
-        let ((channel, action), used) = match payload.get(..2) {
-            // Fast path: both ids below 251 are one varint byte each, exactly
-            // as bincode reads them.
-            Some(&[channel, action]) if channel < 251 && action < 251 => {
-                ((u16::from(channel), u16::from(action)), 2)
-            }
-            _ => codec::decode_value_prefix::<(u16, u16)>(&payload)?,
-        };
+        let (channel, action, used) = decode_envelope(&payload)?;
         // Advancing moves a pointer; slicing would clone (and share) the buffer.
         payload.advance(used);
         Ok(Self::from_raw(channel, action, payload))
+    }
+}
+
+/// Reads a frame payload's channel and action; returns them and where the
+/// content starts.
+pub(crate) fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), ContentError> {
+    match payload.get(..2) {
+        // Fast path: both ids below 251 are one varint byte each, exactly as
+        // bincode reads them.
+        Some(&[channel, action]) if channel < 251 && action < 251 => {
+            Ok((u16::from(channel), u16::from(action), 2))
+        }
+        _ => {
+            let ((channel, action), used) = codec::decode_value_prefix::<(u16, u16)>(payload)?;
+            Ok((channel, action, used))
+        }
     }
 }
 

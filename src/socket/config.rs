@@ -31,9 +31,11 @@ pub struct SocketConfig {
     /// Bytes that may wait in the outbound queue (default 8 MiB). Past it the
     /// peer is disconnected as a slow consumer, as above.
     pub max_outbound_bytes: usize,
-    /// Events that may wait for the owner's `poll()` (default 4096). When the
-    /// queue is full the reader stops reading until the owner catches up;
-    /// nothing is dropped.
+    /// Sizes the queue of events waiting for the owner's `poll()` (default
+    /// 4096): it holds `event_queue_len / 256` batches (at least one), a
+    /// batch being what one socket read brought in, at most 1024 events and
+    /// about 256 KiB. When the queue is full the reader stops reading until
+    /// the owner catches up; nothing is dropped.
     pub event_queue_len: usize,
     /// How long a closing connection may take to flush its queue, send its
     /// close frame and wait for the peer to hang up (default 2 s).

@@ -23,12 +23,13 @@ use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
 use super::handle::{Counters, Segment, SocketHandle};
 use super::reason::{CloseCode, DisconnectReason, SocketError};
 use crate::codec::{self, FrameDecoder};
+use crate::events::{Batch, Item, Wrap};
 use crate::message::Message;
 use crate::PROTOCOL_VERSION;
 
@@ -54,8 +55,8 @@ pub(crate) type HandshakeFailureHook = Box<dyn FnOnce(&DisconnectReason) + Send 
 pub(crate) struct Reporter<E> {
     /// Events travel in batches: one queue operation for every frame that
     /// one read of the socket brought in.
-    pub(crate) events: mpsc::Sender<Vec<E>>,
-    pub(crate) wrap: Box<dyn Fn(SocketEvent) -> E + Send + Sync>,
+    pub(crate) events: mpsc::Sender<Batch<E>>,
+    pub(crate) wrap: Wrap<E>,
     pub(crate) on_open: Option<Box<dyn FnOnce() + Send + Sync>>,
     pub(crate) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
     /// Set when the server has no room: after the handshake the peer is told
@@ -71,7 +72,10 @@ impl<E> Reporter<E> {
     /// Delivers an event, waiting for room in the queue. `false` when the
     /// owner is gone.
     async fn report(&self, event: SocketEvent) -> bool {
-        self.events.send(vec![(self.wrap)(event)]).await.is_ok()
+        self.events
+            .send(Batch::one(event, &self.wrap))
+            .await
+            .is_ok()
     }
 }
 
@@ -364,7 +368,7 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
     let idle = handle.config().idle_timeout;
     // The decoder keeps no state of its own (it all lives in the buffer), so
     // a copy can decode from the reader's buffer.
-    let mut decoder = reader.decoder().clone();
+    let decoder = reader.decoder().clone();
     // One timer for the whole connection, pushed back lazily when it fires
     // early: re-arming a timer for every read costs more than the read.
     let mut last_heard = Instant::now();
@@ -385,28 +389,43 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
                 continue;
             }
         };
-        let mut batch = Batch {
-            events: Vec::with_capacity(16),
+        let mut batch = Read {
+            items: Vec::with_capacity(16),
             frames: 0,
             bytes: 0,
         };
         let mut end = on_frame(first, &mut batch, handle, reporter, started);
         // Take whatever else the last read brought, so that a burst reaches
-        // the owner as one batch. Decoding straight from the read buffer
-        // costs no system call, where polling the stream would try the
-        // socket again. A batch stops at BATCH events or BATCH_BYTES bytes,
-        // which bounds what the event queue can hold.
-        while end.is_none()
-            && batch.events.len() < crate::events::BATCH
-            && batch.bytes < crate::events::BATCH_BYTES
-        {
-            let next = match decoder.decode(reader.read_buffer_mut()) {
-                Ok(Some(frame)) => Ok(frame),
-                Ok(None) => break,
-                Err(err) => Err(err),
-            };
-            end = on_frame(Some(next), &mut batch, handle, reporter, started);
+        // the owner as one batch, straight from the read buffer (no system
+        // call). Uncompressed frames stay where they are: the batch carries
+        // the buffer once and each message as a range of it. A compressed or
+        // bad frame ends the batch; the next turn decodes it. A batch stops
+        // at BATCH events or BATCH_BYTES bytes, which bounds what the event
+        // queue can hold.
+        let mut taken = 0;
+        if end.is_none() {
+            let buffer = reader.read_buffer_mut();
+            while batch.items.len() < crate::events::BATCH
+                && batch.bytes < crate::events::BATCH_BYTES
+            {
+                let Some(len) = decoder.peek_raw(&buffer[taken..]) else {
+                    break;
+                };
+                let payload = taken + codec::HEADER_LEN..taken + len;
+                taken += len;
+                batch.frames += 1;
+                batch.bytes += len as u64;
+                end = on_raw_frame(&buffer[..], payload, &mut batch, handle, reporter, started);
+                if end.is_some() {
+                    break;
+                }
+            }
         }
+        let chunk = if taken > 0 {
+            reader.read_buffer_mut().split_to(taken).freeze()
+        } else {
+            bytes::Bytes::new()
+        };
         let counters = &handle.shared.counters;
         counters
             .frames_in
@@ -415,9 +434,11 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
             grow_read_buffer(reader.read_buffer_mut());
         }
-        let batch = batch.events;
-        if !batch.is_empty() && reporter.events.send(batch).await.is_err() {
-            return ReadEnd::OwnerGone;
+        if !batch.items.is_empty() {
+            let batch = Batch::new(batch.items, chunk, reporter.wrap.clone());
+            if reporter.events.send(batch).await.is_err() {
+                return ReadEnd::OwnerGone;
+            }
         }
         last_heard = Instant::now();
         if let Some(end) = end {
@@ -427,8 +448,8 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
 }
 
 /// The events of one read, and what they weighed.
-struct Batch<E> {
-    events: Vec<E>,
+struct Read<E> {
+    items: Vec<Item<E>>,
     frames: u64,
     bytes: u64,
 }
@@ -455,7 +476,7 @@ fn grow_read_buffer(buffer: &mut bytes::BytesMut) {
 /// `batch`, system messages are answered here. `Some` ends the reader.
 fn on_frame<E>(
     next: Option<Result<codec::Frame, codec::FrameError>>,
-    batch: &mut Batch<E>,
+    batch: &mut Read<E>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
     started: Instant,
@@ -473,10 +494,51 @@ fn on_frame<E>(
     };
     if !message.is_system() {
         batch
-            .events
-            .push((reporter.wrap)(SocketEvent::Received(message)));
+            .items
+            .push(Item::Event((reporter.wrap)(SocketEvent::Received(message))));
         return None;
     }
+    on_system(message, batch, handle, reporter, started)
+}
+
+/// Handles an uncompressed frame whose payload is `buffer[payload]` (the
+/// reader's fast path): an application message becomes a range of the
+/// batch's buffer; a system message is copied out and handled here.
+fn on_raw_frame<E>(
+    buffer: &[u8],
+    payload: std::ops::Range<usize>,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> Option<ReadEnd> {
+    let (channel, action, used) = match crate::message::decode_envelope(&buffer[payload.clone()]) {
+        Ok(envelope) => envelope,
+        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
+    };
+    let content = payload.start + used..payload.end;
+    if channel != crate::message::SYSTEM_CHANNEL {
+        batch.items.push(Item::Message {
+            channel,
+            action,
+            start: content.start,
+            end: content.end,
+        });
+        return None;
+    }
+    let content = bytes::Bytes::copy_from_slice(&buffer[content]);
+    let message = Message::from_raw(channel, action, content);
+    on_system(message, batch, handle, reporter, started)
+}
+
+/// Answers a message on the system channel. `Some` ends the reader.
+fn on_system<E>(
+    message: Message,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> Option<ReadEnd> {
     match message.action_id() {
         control::ACTION_PING => {
             if let Ok(stamp) = message.content::<u64>() {
@@ -503,9 +565,11 @@ fn on_frame<E>(
         }
         other => {
             tracing::debug!(action = other, "unknown system action ignored");
-            batch.events.push((reporter.wrap)(SocketEvent::Error(
-                SocketError::UnknownSystemAction(other),
-            )));
+            batch
+                .items
+                .push(Item::Event((reporter.wrap)(SocketEvent::Error(
+                    SocketError::UnknownSystemAction(other),
+                ))));
         }
     }
     None

@@ -101,7 +101,7 @@ impl ExtendedTcpSocket {
         runtime::handle().spawn(async move {
             let reporter = Reporter {
                 events: tx,
-                wrap: Box::new(|event| event),
+                wrap: std::sync::Arc::new(|event| event),
                 on_open: None,
                 on_close: None,
                 refuse: None,
@@ -115,7 +115,7 @@ impl ExtendedTcpSocket {
                         code: CloseCode::NORMAL,
                         reason: "closed before connecting".into(),
                     };
-                    let _ = reporter.events.send(vec![SocketEvent::Disconnected(reason)]).await;
+                    let _ = reporter.events.send(crate::events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap)).await;
                     return;
                 }
             };
@@ -130,10 +130,9 @@ impl ExtendedTcpSocket {
                 Err(err) => {
                     task_handle.set_closed();
                     let reason = DisconnectReason::ConnectFailed(err.to_string());
-                    let _ = reporter
-                        .events
-                        .send(vec![SocketEvent::Disconnected(reason)])
-                        .await;
+                    let batch =
+                        crate::events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap);
+                    let _ = reporter.events.send(batch).await;
                 }
             }
         });
@@ -150,7 +149,7 @@ impl ExtendedTcpSocket {
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let reporter = Reporter {
             events: tx,
-            wrap: Box::new(|event| event),
+            wrap: std::sync::Arc::new(|event| event),
             on_open: None,
             on_close: None,
             refuse: None,

@@ -539,7 +539,7 @@ impl Stream for ServerStream {
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
-    events: mpsc::Sender<Vec<ServerEvent>>,
+    events: mpsc::Sender<crate::events::Batch<ServerEvent>>,
 ) {
     let config = &shared.config;
     let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
@@ -573,7 +573,7 @@ async fn accept_loop(
         let failure_shared = shared.clone();
         let reporter = Reporter {
             events: events.clone(),
-            wrap: Box::new(move |event| match event {
+            wrap: Arc::new(move |event| match event {
                 SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
                 SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
                 SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
