@@ -45,34 +45,44 @@ pub(crate) type Wrap<E> = Arc<dyn Fn(SocketEvent) -> E + Send + Sync>;
 /// thread, and per message only on the owner's thread, instead of
 /// bouncing between the two cores for every message.
 pub(crate) struct Batch<E> {
-    items: Vec<Item<E>>,
+    items: Vec<Item>,
+    /// The events of `Item::Event`, in order.
+    events: Vec<E>,
     chunk: Bytes,
     wrap: Wrap<E>,
 }
 
-/// One entry of a [`Batch`].
-pub(crate) enum Item<E> {
-    /// An event ready as it is.
-    Event(E),
-    /// A message whose content is `chunk[start..end]`.
+/// One entry of a [`Batch`]: 16 bytes, whatever the owner's event type.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Item {
+    /// The next of the batch's ready events.
+    Event,
+    /// A message whose content is `chunk[start..start + len]`.
     Message {
         channel: u16,
         action: u16,
-        start: usize,
-        end: usize,
+        start: u32,
+        len: u32,
     },
 }
 
 impl<E> Batch<E> {
-    /// A batch of `items`, whose messages lie in `chunk`.
-    pub(crate) fn new(items: Vec<Item<E>>, chunk: Bytes, wrap: Wrap<E>) -> Self {
-        Self { items, chunk, wrap }
+    /// A batch of `items`, whose messages lie in `chunk` and whose other
+    /// events are `events`.
+    pub(crate) fn new(items: Vec<Item>, events: Vec<E>, chunk: Bytes, wrap: Wrap<E>) -> Self {
+        Self {
+            items,
+            events,
+            chunk,
+            wrap,
+        }
     }
 
     /// A batch of one event.
     pub(crate) fn one(event: SocketEvent, wrap: &Wrap<E>) -> Self {
         Self {
-            items: vec![Item::Event(wrap(event))],
+            items: vec![Item::Event],
+            events: vec![wrap(event)],
             chunk: Bytes::new(),
             wrap: wrap.clone(),
         }
@@ -81,7 +91,8 @@ impl<E> Batch<E> {
 
 /// The rest of the batch being handed out.
 struct Ready<E> {
-    items: std::vec::IntoIter<Item<E>>,
+    items: std::vec::IntoIter<Item>,
+    events: std::vec::IntoIter<E>,
     chunk: Bytes,
     wrap: Option<Wrap<E>>,
 }
@@ -90,6 +101,7 @@ impl<E> Ready<E> {
     fn empty() -> Self {
         Self {
             items: Vec::new().into_iter(),
+            events: Vec::new().into_iter(),
             chunk: Bytes::new(),
             wrap: None,
         }
@@ -98,6 +110,7 @@ impl<E> Ready<E> {
     fn from(batch: Batch<E>) -> Self {
         Self {
             items: batch.items.into_iter(),
+            events: batch.events.into_iter(),
             chunk: batch.chunk,
             wrap: Some(batch.wrap),
         }
@@ -105,14 +118,16 @@ impl<E> Ready<E> {
 
     fn next(&mut self) -> Option<E> {
         match self.items.next()? {
-            Item::Event(event) => Some(event),
+            Item::Event => self.events.next(),
             Item::Message {
                 channel,
                 action,
                 start,
-                end,
+                len,
             } => {
-                let message = Message::from_raw(channel, action, self.chunk.slice(start..end));
+                let (start, len) = (start as usize, len as usize);
+                let content = self.chunk.slice(start..start + len);
+                let message = Message::from_raw(channel, action, content);
                 let wrap = self.wrap.as_ref()?;
                 Some(wrap(SocketEvent::Received(message)))
             }

@@ -390,7 +390,8 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
             }
         };
         let mut batch = Read {
-            items: Vec::with_capacity(16),
+            items: Vec::new(),
+            events: Vec::new(),
             frames: 0,
             bytes: 0,
         };
@@ -405,6 +406,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         let mut taken = 0;
         if end.is_none() {
             let buffer = reader.read_buffer_mut();
+            // Room for every frame the buffer may hold, once.
+            let room = (buffer.len() / 16).clamp(1, crate::events::BATCH);
+            batch.items.reserve(room);
             while batch.items.len() < crate::events::BATCH
                 && batch.bytes < crate::events::BATCH_BYTES
             {
@@ -435,7 +439,7 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
             grow_read_buffer(reader.read_buffer_mut());
         }
         if !batch.items.is_empty() {
-            let batch = Batch::new(batch.items, chunk, reporter.wrap.clone());
+            let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap.clone());
             if reporter.events.send(batch).await.is_err() {
                 return ReadEnd::OwnerGone;
             }
@@ -449,9 +453,17 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
 
 /// The events of one read, and what they weighed.
 struct Read<E> {
-    items: Vec<Item<E>>,
+    items: Vec<Item>,
+    events: Vec<E>,
     frames: u64,
     bytes: u64,
+}
+
+impl<E> Read<E> {
+    fn push_event(&mut self, event: E) {
+        self.items.push(Item::Event);
+        self.events.push(event);
+    }
 }
 
 /// What a connection reads into until traffic arrives: an idle connection
@@ -493,9 +505,7 @@ fn on_frame<E>(
         Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
     };
     if !message.is_system() {
-        batch
-            .items
-            .push(Item::Event((reporter.wrap)(SocketEvent::Received(message))));
+        batch.push_event((reporter.wrap)(SocketEvent::Received(message)));
         return None;
     }
     on_system(message, batch, handle, reporter, started)
@@ -518,11 +528,13 @@ fn on_raw_frame<E>(
     };
     let content = payload.start + used..payload.end;
     if channel != crate::message::SYSTEM_CHANNEL {
+        // Offsets fit: a batch ends once it passes 256 KiB, and a frame's
+        // length is a u32.
         batch.items.push(Item::Message {
             channel,
             action,
-            start: content.start,
-            end: content.end,
+            start: content.start as u32,
+            len: content.len() as u32,
         });
         return None;
     }
@@ -565,11 +577,9 @@ fn on_system<E>(
         }
         other => {
             tracing::debug!(action = other, "unknown system action ignored");
-            batch
-                .items
-                .push(Item::Event((reporter.wrap)(SocketEvent::Error(
-                    SocketError::UnknownSystemAction(other),
-                ))));
+            batch.push_event((reporter.wrap)(SocketEvent::Error(
+                SocketError::UnknownSystemAction(other),
+            )));
         }
     }
     None
