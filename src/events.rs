@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use std::sync::Arc;
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use futures::Stream;
@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::message::Message;
 use crate::runtime;
-use crate::socket::SocketEvent;
+use crate::socket::{PeerId, SocketEvent};
 
 /// Events per batch that a reader sends at most (it sends what one read of
 /// its socket brought in: a 64 KiB read holds about 900 small messages, and
@@ -33,9 +33,49 @@ const EVENTS_PER_SLOT: usize = 256;
 /// `(capacity / 256) * (256 KiB + max_frame_len)` bytes.
 pub(crate) const BATCH_BYTES: u64 = 256 * 1024;
 
-/// Turns a connection's event into its owner's event type (a server adds the
-/// peer's id).
-pub(crate) type Wrap<E> = Arc<dyn Fn(SocketEvent) -> E + Send + Sync>;
+/// Where a connection's events come from: on a server, the peer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin {
+    pub(crate) peer: PeerId,
+    pub(crate) addr: SocketAddr,
+}
+
+/// Turns a connection's events into its owner's event type (a server adds
+/// the peer): a plain function and the connection's origin, copied into
+/// every batch without a reference count.
+pub(crate) struct Wrap<E> {
+    origin: Origin,
+    convert: fn(Origin, SocketEvent) -> E,
+}
+
+impl<E> Clone for Wrap<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Wrap<E> {}
+
+impl<E> Wrap<E> {
+    pub(crate) fn new(origin: Origin, convert: fn(Origin, SocketEvent) -> E) -> Self {
+        Self { origin, convert }
+    }
+
+    pub(crate) fn call(&self, event: SocketEvent) -> E {
+        (self.convert)(self.origin, event)
+    }
+}
+
+impl Wrap<SocketEvent> {
+    /// A client's events, as they are.
+    pub(crate) fn socket() -> Self {
+        let origin = Origin {
+            peer: PeerId::SERVER,
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        Self::new(origin, |_, event| event)
+    }
+}
 
 /// What a network task hands its owner in one queue operation.
 ///
@@ -82,9 +122,9 @@ impl<E> Batch<E> {
     pub(crate) fn one(event: SocketEvent, wrap: &Wrap<E>) -> Self {
         Self {
             items: vec![Item::Event],
-            events: vec![wrap(event)],
+            events: vec![wrap.call(event)],
             chunk: Bytes::new(),
-            wrap: wrap.clone(),
+            wrap: *wrap,
         }
     }
 }
@@ -129,7 +169,7 @@ impl<E> Ready<E> {
                 let content = self.chunk.slice(start..start + len);
                 let message = Message::from_raw(channel, action, content);
                 let wrap = self.wrap.as_ref()?;
-                Some(wrap(SocketEvent::Received(message)))
+                Some(wrap.call(SocketEvent::Received(message)))
             }
         }
     }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::FramedRead;
@@ -254,7 +254,7 @@ enum WriteEnd {
 }
 
 async fn run_open<R, W, E>(
-    mut reader: Reader<R>,
+    reader: Reader<R>,
     mut writer: Writer<W>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
@@ -265,7 +265,9 @@ where
 {
     let config = handle.config();
     let started = Instant::now();
-    let read = read_loop(&mut reader, handle, reporter, started);
+    let parts = reader.into_parts();
+    let (mut io, mut buffer) = (parts.io, parts.read_buf);
+    let read = read_loop(&mut io, &mut buffer, parts.codec, handle, reporter, started);
     let write = write_loop(&mut writer, handle, started);
     tokio::pin!(read, write);
 
@@ -359,96 +361,135 @@ fn take_local_close(handle: &SocketHandle) -> DisconnectReason {
     kill_reason(handle)
 }
 
+/// Reads the socket itself (the framed reader of the handshake handed over
+/// its stream and buffer): whole frames are taken straight from the buffer,
+/// many per read.
 async fn read_loop<R: AsyncRead + Unpin, E>(
-    reader: &mut Reader<R>,
+    io: &mut R,
+    buffer: &mut bytes::BytesMut,
+    mut decoder: FrameDecoder,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
     started: Instant,
 ) -> ReadEnd {
     let idle = handle.config().idle_timeout;
-    // The decoder keeps no state of its own (it all lives in the buffer), so
-    // a copy can decode from the reader's buffer.
-    let decoder = reader.decoder().clone();
     // One timer for the whole connection, pushed back lazily when it fires
     // early: re-arming a timer for every read costs more than the read.
     let mut last_heard = Instant::now();
     let silence = tokio::time::sleep(idle);
     tokio::pin!(silence);
     loop {
-        // The idle clock runs only while we wait on the socket: time spent
-        // waiting for the owner to drain events is not the peer's silence.
-        let first = tokio::select! {
-            biased;
-            first = reader.next() => first,
-            _ = &mut silence => {
-                let deadline = last_heard + idle;
-                if Instant::now() >= deadline {
-                    return ReadEnd::Idle;
-                }
-                silence.as_mut().reset(deadline);
-                continue;
-            }
-        };
         let mut batch = Read {
             items: Vec::new(),
             events: Vec::new(),
             frames: 0,
             bytes: 0,
         };
-        let mut end = on_frame(first, &mut batch, handle, reporter, started);
-        // Take whatever else the last read brought, so that a burst reaches
-        // the owner as one batch, straight from the read buffer (no system
-        // call). Uncompressed frames stay where they are: the batch carries
-        // the buffer once and each message as a range of it. A compressed or
-        // bad frame ends the batch; the next turn decodes it. A batch stops
-        // at BATCH events or BATCH_BYTES bytes, which bounds what the event
-        // queue can hold.
-        let mut taken = 0;
-        if end.is_none() {
-            let buffer = reader.read_buffer_mut();
-            // Room for every frame the buffer may hold, once.
-            let room = (buffer.len() / 16).clamp(1, crate::events::BATCH);
-            batch.items.reserve(room);
-            while batch.items.len() < crate::events::BATCH
-                && batch.bytes < crate::events::BATCH_BYTES
-            {
-                let Some(len) = decoder.peek_raw(&buffer[taken..]) else {
-                    break;
-                };
-                let payload = taken + codec::HEADER_LEN..taken + len;
-                taken += len;
-                batch.frames += 1;
-                batch.bytes += len as u64;
-                end = on_raw_frame(&buffer[..], payload, &mut batch, handle, reporter, started);
-                if end.is_some() {
-                    break;
-                }
-            }
-        }
-        let chunk = if taken > 0 {
-            reader.read_buffer_mut().split_to(taken).freeze()
-        } else {
-            bytes::Bytes::new()
-        };
+        let (taken, end) = take_frames(buffer, &mut decoder, &mut batch, handle, reporter, started);
+        let chunk = buffer.split_to(taken).freeze();
         let counters = &handle.shared.counters;
         counters
             .frames_in
             .fetch_add(batch.frames, Ordering::Relaxed);
         counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
         if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
-            grow_read_buffer(reader.read_buffer_mut());
+            grow_read_buffer(buffer);
         }
-        if !batch.items.is_empty() {
-            let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap.clone());
+        let sent_any = !batch.items.is_empty();
+        if sent_any {
+            let batch = batch.into_batch(chunk, reporter);
             if reporter.events.send(batch).await.is_err() {
                 return ReadEnd::OwnerGone;
             }
         }
-        last_heard = Instant::now();
         if let Some(end) = end {
             return end;
         }
+        if sent_any {
+            // More whole frames may be buffered: take them before reading.
+            continue;
+        }
+        // Nothing whole is buffered: read. The idle clock runs only while
+        // we wait on the socket: time spent waiting for the owner to drain
+        // events is not the peer's silence.
+        if buffer.capacity() - buffer.len() < MIN_READ_ROOM {
+            buffer.reserve(IDLE_READ_BUFFER);
+        }
+        tokio::select! {
+            biased;
+            read = io.read_buf(buffer) => match read {
+                Ok(0) if buffer.is_empty() => return ReadEnd::Eof,
+                Ok(0) => {
+                    let truncated = codec::FrameError::Truncated { buffered: buffer.len() };
+                    return ReadEnd::Failed(truncated.into());
+                }
+                Ok(_) => last_heard = Instant::now(),
+                Err(err) => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
+            },
+            _ = &mut silence => {
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return ReadEnd::Idle;
+                }
+                silence.as_mut().reset(deadline);
+            }
+        }
     }
+}
+
+/// Room a read needs in the buffer at least, or the buffer is grown first.
+const MIN_READ_ROOM: usize = 256;
+
+/// Takes the whole frames at the start of `buffer` into `batch`, up to
+/// BATCH events or BATCH_BYTES bytes (which bounds what the event queue can
+/// hold). Uncompressed frames stay where they are: the batch will carry the
+/// buffer's first `taken` bytes once and each message as a range of them. A
+/// compressed frame is decoded on its own when it comes first, and otherwise
+/// ends the batch; the next turn takes it. Returns `taken`, and how the
+/// reader ends if a frame ends it.
+fn take_frames<E>(
+    buffer: &mut bytes::BytesMut,
+    decoder: &mut FrameDecoder,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> (usize, Option<ReadEnd>) {
+    use tokio_util::codec::Decoder;
+    let mut taken = 0;
+    while batch.items.len() < crate::events::BATCH && batch.bytes < crate::events::BATCH_BYTES {
+        if let Some(len) = decoder.peek_raw(&buffer[taken..]) {
+            if batch.items.capacity() == 0 {
+                // Room for every frame the buffer may hold, once.
+                batch
+                    .items
+                    .reserve((buffer.len() / 16).clamp(1, crate::events::BATCH));
+            }
+            let payload = taken + codec::HEADER_LEN..taken + len;
+            taken += len;
+            batch.frames += 1;
+            batch.bytes += len as u64;
+            let end = on_raw_frame(&buffer[..], payload, batch, handle, reporter, started);
+            if end.is_some() {
+                return (taken, end);
+            }
+            continue;
+        }
+        if taken > 0 {
+            break;
+        }
+        // The first frame is compressed, incomplete or bad: the decoder
+        // takes it, asks for more bytes, or says what is wrong.
+        let end = match decoder.decode(buffer) {
+            Ok(Some(frame)) => on_frame(Some(Ok(frame)), batch, handle, reporter, started),
+            Ok(None) => break,
+            Err(err) => Some(ReadEnd::Failed(err.into())),
+        };
+        if end.is_some() {
+            return (taken, end);
+        }
+    }
+    (taken, None)
 }
 
 /// The events of one read, and what they weighed.
@@ -463,6 +504,12 @@ impl<E> Read<E> {
     fn push_event(&mut self, event: E) {
         self.items.push(Item::Event);
         self.events.push(event);
+    }
+
+    /// The batch for the owner: its messages become events on the owner's
+    /// thread.
+    fn into_batch(self, chunk: bytes::Bytes, reporter: &Reporter<E>) -> Batch<E> {
+        Batch::new(self.items, self.events, chunk, reporter.wrap)
     }
 }
 
@@ -505,7 +552,7 @@ fn on_frame<E>(
         Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
     };
     if !message.is_system() {
-        batch.push_event((reporter.wrap)(SocketEvent::Received(message)));
+        batch.push_event(reporter.wrap.call(SocketEvent::Received(message)));
         return None;
     }
     on_system(message, batch, handle, reporter, started)
@@ -577,9 +624,11 @@ fn on_system<E>(
         }
         other => {
             tracing::debug!(action = other, "unknown system action ignored");
-            batch.push_event((reporter.wrap)(SocketEvent::Error(
-                SocketError::UnknownSystemAction(other),
-            )));
+            batch.push_event(
+                reporter
+                    .wrap
+                    .call(SocketEvent::Error(SocketError::UnknownSystemAction(other))),
+            );
         }
     }
     None

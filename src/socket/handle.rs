@@ -23,10 +23,10 @@ pub(crate) struct Segment {
 /// Frames up to this size are copied into the queue's tail buffer; larger
 /// ones are queued as they are (shared, not copied).
 const SMALL_FRAME: usize = 512;
-/// The tail buffer's first allocation.
-const TAIL_START: usize = 4096;
-/// A tail buffer larger than this is let go once it is empty.
-const TAIL_KEEP: usize = 256 * 1024;
+/// The tail buffer's smallest allocation.
+const TAIL_START: usize = 512;
+/// The largest allocation the tail starts with (it may grow past it).
+const TAIL_HINT_MAX: usize = 64 * 1024;
 
 /// The outbound queue: frames waiting for the writer, and a pending close.
 ///
@@ -45,6 +45,10 @@ pub(crate) struct OutQueue {
     /// Small frames, after everything in `queue`.
     pub(crate) tail: BytesMut,
     pub(crate) tail_frames: usize,
+    /// How big the last tail was: the next one starts at that size, so a
+    /// steady stream of bursts allocates once per burst, not once per
+    /// doubling.
+    pub(crate) tail_hint: usize,
     pub(crate) frames: usize,
     pub(crate) bytes: usize,
     /// Set by a graceful close: written after every frame queued before it.
@@ -79,7 +83,9 @@ impl OutQueue {
             if self.tail.capacity() - self.tail.len() < frame.len() {
                 // At least doubling: a long burst reallocates a few times,
                 // not once per few frames.
-                let more = frame.len().max(self.tail.len()).max(TAIL_START);
+                let more = (frame.len().max(self.tail.len()))
+                    .max(self.tail_hint)
+                    .max(TAIL_START);
                 self.tail.reserve(more);
             }
             self.tail.extend_from_slice(frame);
@@ -96,14 +102,13 @@ impl OutQueue {
     }
 
     /// Ends the tail as a segment of the queue.
+    /// The whole buffer goes: an idle connection keeps no tail.
     fn seal_tail(&mut self) {
         if !self.tail.is_empty() {
-            let bytes = self.tail.split().freeze();
+            self.tail_hint = self.tail.len().clamp(TAIL_START, TAIL_HINT_MAX);
+            let bytes = std::mem::take(&mut self.tail).freeze();
             let frames = std::mem::take(&mut self.tail_frames);
             self.queue.push_back(Segment { bytes, frames });
-        }
-        if self.tail.capacity() > TAIL_KEEP {
-            self.tail = BytesMut::new();
         }
     }
 
@@ -332,7 +337,8 @@ impl SocketHandle {
                         left = 0;
                     }
                     None if out.tail.len() <= left => {
-                        out.tail.clear();
+                        out.tail_hint = out.tail.len().clamp(TAIL_START, TAIL_HINT_MAX);
+                        out.tail = BytesMut::new();
                         frames += std::mem::take(&mut out.tail_frames);
                         left = 0;
                     }

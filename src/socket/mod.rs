@@ -101,7 +101,7 @@ impl ExtendedTcpSocket {
         runtime::handle().spawn(async move {
             let reporter = Reporter {
                 events: tx,
-                wrap: std::sync::Arc::new(|event| event),
+                wrap: crate::events::Wrap::socket(),
                 on_open: None,
                 on_close: None,
                 refuse: None,
@@ -149,7 +149,7 @@ impl ExtendedTcpSocket {
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let reporter = Reporter {
             events: tx,
-            wrap: std::sync::Arc::new(|event| event),
+            wrap: crate::events::Wrap::socket(),
             on_open: None,
             on_close: None,
             refuse: None,

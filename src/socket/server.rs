@@ -17,7 +17,7 @@ use super::connection::{self, Reporter, SocketEvent};
 use super::{
     BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
 };
-use crate::events::EventQueue;
+use crate::events::{EventQueue, Origin, Wrap};
 use crate::message::{Action, Channel, EncodedMessage, Message};
 use crate::router::{Delivery, Router};
 use crate::runtime;
@@ -536,6 +536,17 @@ impl Stream for ServerStream {
     }
 }
 
+/// A peer's connection event as the server reports it.
+fn server_event(origin: Origin, event: SocketEvent) -> ServerEvent {
+    let Origin { peer, addr } = origin;
+    match event {
+        SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
+        SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
+        SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
+        SocketEvent::Disconnected(reason) => ServerEvent::PeerDisconnected { peer, reason },
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
@@ -573,12 +584,7 @@ async fn accept_loop(
         let failure_shared = shared.clone();
         let reporter = Reporter {
             events: events.clone(),
-            wrap: Arc::new(move |event| match event {
-                SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
-                SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
-                SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
-                SocketEvent::Disconnected(reason) => ServerEvent::PeerDisconnected { peer, reason },
-            }),
+            wrap: Wrap::new(Origin { peer, addr }, server_event),
             on_open: Some(Box::new(move || {
                 drop(pending_permit);
                 let mut peers = open_shared.peers.write().expect("peer table lock");
