@@ -482,6 +482,36 @@ impl Decoder for FrameDecoder {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// The reader's fast path agrees with the decoder: whatever the
+        /// bytes, when `peek_raw` says a whole uncompressed frame of `n`
+        /// bytes starts the buffer, the decoder takes exactly that frame.
+        #[test]
+        fn peek_raw_agrees_with_decode(
+            mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            len in 0u32..40,
+            flags in 0u8..3,
+            max in 1usize..48,
+        ) {
+            // Often a plausible header, sometimes garbage.
+            if bytes.len() >= 5 && len % 3 != 0 {
+                bytes[..4].copy_from_slice(&len.to_be_bytes());
+                bytes[4] = flags;
+            }
+            let config = CodecConfig { max_frame_len: max, ..CodecConfig::default() };
+            let mut decoder = FrameDecoder::new(config);
+            let peeked = decoder.peek_raw(&bytes);
+            let mut buf = BytesMut::from(&bytes[..]);
+            let decoded = decoder.decode(&mut buf);
+            if let Some(n) = peeked {
+                let frame = decoded.expect("a frame peek_raw accepts decodes").expect("whole");
+                proptest::prop_assert!(!frame.compressed);
+                proptest::prop_assert_eq!(&frame.payload[..], &bytes[HEADER_LEN..n]);
+                proptest::prop_assert_eq!(buf.len(), bytes.len() - n);
+            }
+        }
+    }
+
     fn decode_all(bytes: &[u8], config: CodecConfig) -> Result<Vec<Frame>, FrameError> {
         let mut decoder = FrameDecoder::new(config);
         let mut buf = BytesMut::from(bytes);

@@ -484,3 +484,89 @@ async fn direct_and_queued_writes_keep_order_and_content_with_large_frames() {
     }
     reader.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_split_anyhow_across_reads_arrive_whole_and_in_order() {
+    // The reader slices whole uncompressed frames out of its buffer and
+    // hands compressed or incomplete ones to the decoder: a raw peer mixes
+    // small, compressed and large incompressible frames and writes them in
+    // pieces of random sizes, with pauses, so that frames straddle reads.
+    let mut server = start_server(ServerConfig::default());
+    let mut raw = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
+    raw.set_nodelay(true).unwrap();
+    raw_handshake(&mut raw).await;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut expected = Vec::new();
+    let mut wire = Vec::new();
+    let config = switchboard::codec::CodecConfig::default();
+    let (mut compressed, mut large_raw) = (0, 0);
+    for i in 0..3000u32 {
+        let content: Vec<u8> = match next() % 10 {
+            // Compressible: travels zlib-compressed.
+            0 => format!("{i} ").repeat(400).into_bytes(),
+            // Incompressible and over the threshold: travels raw.
+            1 => (0..700).map(|_| next() as u8).collect(),
+            _ => (0..next() % 120).map(|_| next() as u8).collect(),
+        };
+        let message = Message::from_raw(16, 2, bytes::Bytes::from(content.clone()));
+        let encoded = message.encode(&config).unwrap();
+        let frame = encoded.as_bytes();
+        if frame[4] & 1 == 1 {
+            compressed += 1;
+        } else if frame.len() > 512 {
+            large_raw += 1;
+        }
+        wire.extend_from_slice(frame);
+        expected.push(content);
+    }
+    assert!(
+        compressed > 100 && large_raw > 100,
+        "{compressed} {large_raw}"
+    );
+    let writer = tokio::spawn(async move {
+        let mut at = 0;
+        let mut pieces = 0u64;
+        while at < wire.len() {
+            let len = (1 + next() as usize % 3000).min(wire.len() - at);
+            tokio::io::AsyncWriteExt::write_all(&mut raw, &wire[at..at + len])
+                .await
+                .unwrap();
+            at += len;
+            pieces += 1;
+            if pieces % 7 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        raw
+    });
+    let mut got = 0;
+    let mut peer = None;
+    while got < expected.len() {
+        match next_server_event(&mut server).await {
+            ServerEvent::Received(incoming) => {
+                peer = Some(incoming.peer);
+                assert_eq!(incoming.message.channel_id(), 16);
+                assert_eq!(incoming.message.action_id(), 2);
+                assert_eq!(
+                    incoming.message.content_bytes().as_ref(),
+                    &expected[got][..],
+                    "message {got}"
+                );
+                got += 1;
+            }
+            ServerEvent::PeerConnected { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let _raw = writer.await.unwrap();
+    let stats = server.handle().peer(peer.unwrap()).unwrap().stats();
+    assert_eq!(stats.frames_in, expected.len() as u64, "{stats:?}");
+}
