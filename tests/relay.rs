@@ -265,3 +265,111 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
         relay.stop();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everything() {
+    // Deliveries are queued and flushed on the send tick: a client that
+    // stops reading must still hit the outbound limit and be dropped as a
+    // slow consumer, while the others in its zone miss nothing.
+    let mut config = RelayConfig::default();
+    config.server.socket.max_outbound_bytes = 128 * 1024;
+    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let (mut sender, sender_id) = native_client(relay.native_addr(), "sender").await;
+    let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
+    // The slow client's own event queue is one batch: once it is full its
+    // reader stops reading, as a stuck game would.
+    let small = SocketConfig {
+        event_queue_len: 256,
+        ..SocketConfig::default()
+    };
+    let mut slow = SocketStream::connect(relay.native_addr(), small);
+    assert!(matches!(
+        next_socket_event(&mut slow).await,
+        SocketEvent::Connected
+    ));
+    let slow_id = match next_socket_event(&mut slow).await {
+        SocketEvent::Received(m) => m.content::<u32>().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    for client in [&mut fast, &mut slow] {
+        client.send(&at("hall", -1.0)).unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay
+        .clients()
+        .await
+        .iter()
+        .filter(|c| c.zone.as_deref() == Some("hall"))
+        .count()
+        < 2
+    {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 8,000 transforms of about 1 KiB (an extra field of random letters,
+    // at the limit of 1 KiB) from the sender: about 8 MiB for each
+    // listener, more than the slow one's socket buffers and queues hold.
+    const N: u32 = 8000;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: String = (0..1000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect();
+    let send = tokio::spawn(async move {
+        for i in 0..N {
+            let mut transform = Transform {
+                position: [i as f32, 0.0, 0.0],
+                zone: "hall".into(),
+                ..Transform::default()
+            };
+            transform
+                .extra
+                .insert("noise".into(), format!("\"{noise}\""));
+            let message = Message::new(RelayChannel, RelayAction::Transform, &transform).unwrap();
+            // Paced below the outbound limit of a client that does read.
+            while sender.handle().stats().queued_bytes > 64 * 1024 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            sender.send(&message).unwrap();
+            if i % 50 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        sender
+    });
+    let mut next = 0;
+    while next < N {
+        if let SocketEvent::Received(m) = next_socket_event(&mut fast).await {
+            if m.action::<RelayAction>() == Some(RelayAction::Relayed) {
+                let relayed = m.content::<Relayed>().unwrap();
+                if relayed.player_id == sender_id {
+                    assert_eq!(relayed.transform.position[0], next as f32);
+                    next += 1;
+                }
+            }
+        }
+    }
+    let _sender = send.await.unwrap();
+    // The slow client is gone from the relay, and the fast one was told.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.clients().await.iter().any(|c| c.id == slow_id) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the client that never reads is still connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        if let SocketEvent::Received(m) = next_socket_event(&mut fast).await {
+            if m.action::<RelayAction>() == Some(RelayAction::Left) {
+                assert_eq!(m.content::<u32>().unwrap(), slow_id);
+                break;
+            }
+        }
+    }
+    relay.stop();
+}
