@@ -274,7 +274,7 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     let mut config = RelayConfig::default();
     config.server.socket.max_outbound_bytes = 128 * 1024;
     let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
-    let (mut sender, sender_id) = native_client(relay.native_addr(), "sender").await;
+    let (sender, sender_id) = native_client(relay.native_addr(), "sender").await;
     let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
     // The slow client's own event queue is one batch: once it is full its
     // reader stops reading, as a stuck game would.
