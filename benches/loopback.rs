@@ -70,8 +70,18 @@ async fn switchboard_pair() -> (SocketStream, ServerStream, switchboard::PeerId)
     (client, server, peer)
 }
 
+/// How the bench's sender hands messages over.
+#[derive(Clone, Copy, PartialEq)]
+enum Sending {
+    /// `send_encoded` per message: the writer task writes them.
+    Send,
+    /// `queue_encoded` per message and one `flush` per burst, as a game
+    /// loop would flush once per frame: the sender writes them itself.
+    QueueAndFlush,
+}
+
 /// Switchboard, one way: the client sends, the server's event stream counts.
-async fn switchboard_throughput(messages: usize) -> f64 {
+async fn switchboard_throughput(messages: usize, sending: Sending) -> f64 {
     let (client, mut server, _) = switchboard_pair().await;
     let message = Message::from_raw(1, 1, Bytes::from(vec![7u8; PAYLOAD]));
     // Sends never block; keep the queue below its limit by sending in slices
@@ -87,7 +97,13 @@ async fn switchboard_throughput(messages: usize) -> f64 {
                 tokio::task::yield_now().await;
             }
             for _ in 0..burst {
-                handle.send_encoded(&encoded).unwrap();
+                match sending {
+                    Sending::Send => handle.send_encoded(&encoded).unwrap(),
+                    Sending::QueueAndFlush => handle.queue_encoded(&encoded).unwrap(),
+                }
+            }
+            if sending == Sending::QueueAndFlush {
+                handle.flush();
             }
             sent += burst;
             tokio::task::yield_now().await;
@@ -197,20 +213,27 @@ fn main() {
 async fn suite(messages: usize, rounds: usize) {
     // Warm up both paths once.
     raw_throughput(10_000).await;
-    switchboard_throughput(10_000).await;
+    switchboard_throughput(10_000, Sending::Send).await;
 
-    let (mut raw, mut sb) = (Vec::new(), Vec::new());
+    let (mut raw, mut sb, mut flushed) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         raw.push(raw_throughput(messages).await);
-        sb.push(switchboard_throughput(messages).await);
+        sb.push(switchboard_throughput(messages, Sending::Send).await);
+        flushed.push(switchboard_throughput(messages, Sending::QueueAndFlush).await);
     }
-    raw.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    sb.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let (raw_rate, sb_rate) = (raw[1], sb[1]);
+    for runs in [&mut raw, &mut sb, &mut flushed] {
+        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    }
+    let (raw_rate, sb_rate, flushed_rate) = (raw[1], sb[1], flushed[1]);
     println!("one way, {PAYLOAD}-byte messages, {messages} per run, median of 3:");
     println!("  raw tokio TCP   {:>12.0} msg/s", raw_rate);
     println!("  switchboard     {:>12.0} msg/s", sb_rate);
     println!("  ratio           {:>12.2}x of raw", sb_rate / raw_rate);
+    println!("  queue + flush   {:>12.0} msg/s", flushed_rate);
+    println!(
+        "  ratio           {:>12.2}x of raw",
+        flushed_rate / raw_rate
+    );
 
     let raw_rt = raw_round_trips(rounds).await;
     let sb_rt = switchboard_round_trips(rounds).await;
