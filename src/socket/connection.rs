@@ -15,14 +15,14 @@
 //! (bounded).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::{timeout, Instant};
 use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
@@ -242,7 +242,6 @@ enum ReadEnd {
     PeerClosed(CloseFrame),
     Eof,
     Failed(SocketError),
-    Idle,
     OwnerGone,
 }
 
@@ -251,6 +250,30 @@ enum WriteEnd {
     /// Our close frame went out (graceful or not).
     SentClose,
     Failed(std::io::Error),
+}
+
+/// When the reader and the writer last dealt with the peer, in microseconds
+/// since the connection opened: the one timer of the connection (keep-alive,
+/// idle, closing) reads them.
+struct Clock {
+    started: Instant,
+    /// Last heard from the peer; [`Clock::BUSY`] while the reader waits for
+    /// the owner (time the owner takes is not the peer's silence).
+    heard: AtomicU64,
+    /// Last frame written by the writer task.
+    sent: AtomicU64,
+}
+
+impl Clock {
+    const BUSY: u64 = u64::MAX;
+
+    fn stamp(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    fn at(&self, micros: u64) -> Instant {
+        self.started + Duration::from_micros(micros)
+    }
 }
 
 async fn run_open<R, W, E>(
@@ -264,16 +287,25 @@ where
     W: AsyncWrite + Unpin,
 {
     let config = handle.config();
-    let started = Instant::now();
+    let clock = Clock {
+        started: Instant::now(),
+        heard: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+    };
     let parts = reader.into_parts();
     let (mut io, mut buffer) = (parts.io, parts.read_buf);
-    let read = read_loop(&mut io, &mut buffer, parts.codec, handle, reporter, started);
-    let write = write_loop(&mut writer, handle, started);
-    tokio::pin!(read, write);
+    let read = read_loop(&mut io, &mut buffer, parts.codec, handle, reporter, &clock);
+    let write = write_loop(&mut writer, handle, &clock);
+    // One timer for the connection: the next keep-alive ping, the idle
+    // deadline, or the end of a close, whichever comes first. Pushed back
+    // lazily when it fires early.
+    let timer = tokio::time::sleep(config.keepalive_interval.min(config.idle_timeout));
+    tokio::pin!(read, write, timer);
 
     let mut reason: Option<DisconnectReason> = None;
     let mut deadline: Option<Instant> = None;
     let mut read_done = false;
+    let mut write_done = false;
     let mut killed = false;
     let begin_close = |reason_now: &DisconnectReason, deadline: &mut Option<Instant>| {
         handle.order(|out| {
@@ -284,10 +316,20 @@ where
     };
 
     loop {
+        if let Some(deadline) = deadline {
+            if deadline < timer.deadline() {
+                timer.as_mut().reset(deadline);
+            }
+        }
         tokio::select! {
             end = &mut read, if !read_done => {
                 read_done = true;
                 match end {
+                    _ if write_done => {
+                        // Our close frame is out and the peer hung up (or
+                        // went wrong): done.
+                        return reason.unwrap_or_else(|| take_local_close(handle));
+                    }
                     ReadEnd::PeerClosed(close) => {
                         return reason.unwrap_or(DisconnectReason::ClosedByPeer {
                             code: close.code,
@@ -309,10 +351,6 @@ where
                         begin_close(&now, &mut deadline);
                         reason.get_or_insert(now);
                     }
-                    ReadEnd::Idle => {
-                        begin_close(&DisconnectReason::IdleTimeout, &mut deadline);
-                        reason.get_or_insert(DisconnectReason::IdleTimeout);
-                    }
                     ReadEnd::OwnerGone => {
                         let now = DisconnectReason::Closed {
                             code: CloseCode::NORMAL,
@@ -324,19 +362,19 @@ where
                     }
                 }
             }
-            end = &mut write => {
+            end = &mut write, if !write_done => {
+                write_done = true;
                 match end {
                     WriteEnd::SentClose => {
-                        // Linger until the peer hangs up, so that closing with
-                        // unread bytes does not reset the connection and lose
-                        // our close frame on the way.
+                        // Linger until the peer hangs up (the reader ends),
+                        // so that closing with unread bytes does not reset
+                        // the connection and lose our close frame on the way.
                         let local = take_local_close(handle);
-                        let reason = reason.unwrap_or(local);
-                        if !read_done {
-                            let until = deadline.unwrap_or_else(|| Instant::now() + config.close_timeout);
-                            let _ = tokio::time::timeout_at(until, &mut read).await;
+                        reason.get_or_insert(local);
+                        if read_done {
+                            return reason.unwrap_or_else(|| take_local_close(handle));
                         }
-                        return reason;
+                        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
                     }
                     WriteEnd::Failed(err) => {
                         return reason.unwrap_or(DisconnectReason::ConnectionLost(err.to_string()));
@@ -349,8 +387,50 @@ where
                 begin_close(&now, &mut deadline);
                 reason.get_or_insert(now);
             }
-            _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                return reason.unwrap_or(DisconnectReason::ConnectionLost("close timed out".into()));
+            _ = &mut timer => {
+                let now = Instant::now();
+                if let Some(deadline) = deadline {
+                    if now >= deadline {
+                        if write_done {
+                            // Lingered long enough after our close frame.
+                            return reason.unwrap_or_else(|| take_local_close(handle));
+                        }
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost("close timed out".into()));
+                    }
+                    timer.as_mut().reset(deadline);
+                    continue;
+                }
+                let mut next = now + config.keepalive_interval.min(config.idle_timeout);
+                // Idle: nothing heard for `idle_timeout` while the reader
+                // waited on the socket.
+                let heard = clock.heard.load(Ordering::Relaxed);
+                if heard != Clock::BUSY && !read_done {
+                    let due = clock.at(heard) + config.idle_timeout;
+                    if now >= due {
+                        // The silent peer is not waited for: no lingering
+                        // for it to hang up once our close frame is out.
+                        read_done = true;
+                        begin_close(&DisconnectReason::IdleTimeout, &mut deadline);
+                        reason.get_or_insert(DisconnectReason::IdleTimeout);
+                        continue;
+                    }
+                    next = next.min(due);
+                }
+                // Keep-alive: only a frame that went out (from the writer,
+                // or written directly by a sender) puts the ping off.
+                let mut sent = clock.at(clock.sent.load(Ordering::Relaxed));
+                if let Some(at) = handle.outbound().last_direct {
+                    sent = sent.max(Instant::from_std(at));
+                }
+                let due = sent + config.keepalive_interval;
+                if now >= due {
+                    handle.order(|out| out.ping = true);
+                    clock.sent.store(clock.stamp(), Ordering::Relaxed);
+                    next = next.min(now + config.keepalive_interval);
+                } else {
+                    next = next.min(due);
+                }
+                timer.as_mut().reset(next);
             }
         }
     }
@@ -370,14 +450,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
     mut decoder: FrameDecoder,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
-    started: Instant,
+    clock: &Clock,
 ) -> ReadEnd {
-    let idle = handle.config().idle_timeout;
-    // One timer for the whole connection, pushed back lazily when it fires
-    // early: re-arming a timer for every read costs more than the read.
-    let mut last_heard = Instant::now();
-    let silence = tokio::time::sleep(idle);
-    tokio::pin!(silence);
+    let started = clock.started;
     loop {
         let mut batch = Read {
             items: Vec::new(),
@@ -398,7 +473,11 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         let sent_any = !batch.items.is_empty();
         if sent_any {
             let batch = batch.into_batch(chunk, reporter);
-            if reporter.events.send(batch).await.is_err() {
+            // Waiting for the owner is not the peer's silence.
+            clock.heard.store(Clock::BUSY, Ordering::Relaxed);
+            let sent = reporter.events.send(batch).await;
+            clock.heard.store(clock.stamp(), Ordering::Relaxed);
+            if sent.is_err() {
                 return ReadEnd::OwnerGone;
             }
         }
@@ -409,30 +488,21 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
             // More whole frames may be buffered: take them before reading.
             continue;
         }
-        // Nothing whole is buffered: read. The idle clock runs only while
-        // we wait on the socket: time spent waiting for the owner to drain
-        // events is not the peer's silence.
+        // Nothing whole is buffered: read. The connection's timer watches
+        // for silence meanwhile.
         if buffer.capacity() - buffer.len() < MIN_READ_ROOM {
             buffer.reserve(IDLE_READ_BUFFER);
         }
-        tokio::select! {
-            biased;
-            read = io.read_buf(buffer) => match read {
-                Ok(0) if buffer.is_empty() => return ReadEnd::Eof,
-                Ok(0) => {
-                    let truncated = codec::FrameError::Truncated { buffered: buffer.len() };
-                    return ReadEnd::Failed(truncated.into());
-                }
-                Ok(_) => last_heard = Instant::now(),
-                Err(err) => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
-            },
-            _ = &mut silence => {
-                let deadline = last_heard + idle;
-                if Instant::now() >= deadline {
-                    return ReadEnd::Idle;
-                }
-                silence.as_mut().reset(deadline);
+        match io.read_buf(buffer).await {
+            Ok(0) if buffer.is_empty() => return ReadEnd::Eof,
+            Ok(0) => {
+                let truncated = codec::FrameError::Truncated {
+                    buffered: buffer.len(),
+                };
+                return ReadEnd::Failed(truncated.into());
             }
+            Ok(_) => clock.heard.store(clock.stamp(), Ordering::Relaxed),
+            Err(err) => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
         }
     }
 }
@@ -637,19 +707,17 @@ fn on_system<E>(
 async fn write_loop<W: AsyncWrite + Unpin>(
     writer: &mut Writer<W>,
     handle: &SocketHandle,
-    started: Instant,
+    clock: &Clock,
 ) -> WriteEnd {
     let config = handle.config();
     let counters = &handle.shared.counters;
     let mut batch = VecDeque::new();
     // Allocated on first use: an idle connection never pays for it.
     let mut chunk = Vec::new();
-    // When this task last wrote a frame (senders' direct writes are in the
-    // queue's `last_direct`): only real writes put the next ping off.
-    let mut last_sent = Instant::now();
-    let keepalive = tokio::time::sleep(config.keepalive_interval);
-    tokio::pin!(keepalive);
-    let mut ping_due = false;
+    // Every frame this task writes is stamped on the clock: only real
+    // writes put the next keep-alive ping off (senders' direct writes are
+    // in the queue's `last_direct`).
+    let sent = || clock.sent.store(clock.stamp(), Ordering::Relaxed);
     // Frames and bytes written since the queue's accounting last saw them.
     let mut written = (0usize, 0usize);
     // Frames and bytes in `batch`.
@@ -657,7 +725,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     loop {
         // Take the socket back from direct senders, and everything queued,
         // in one lock.
-        let (close, close_now, pong) = {
+        let (close, close_now, pong, ping) = {
             let mut out = handle.outbound();
             out.writer_idle = false;
             // What the last batch wrote leaves the accounting here, in the
@@ -670,9 +738,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             } else {
                 None
             };
-            (close, out.close_now.take(), out.pong.take())
+            let ping = std::mem::take(&mut out.ping);
+            (close, out.close_now.take(), out.pong.take(), ping)
         };
-        // Orders that jump the queue: closes that cannot wait, and pongs.
+        // Orders that jump the queue: closes that cannot wait, pongs, pings.
         if let Some((code, reason)) = close_now {
             return close_with(writer, code, &reason, handle).await;
         }
@@ -681,15 +750,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             if let Err(err) = write_frame(writer, counters, pong).await {
                 return WriteEnd::Failed(err);
             }
-            last_sent = Instant::now();
+            sent();
         }
-        if std::mem::take(&mut ping_due) {
-            let stamp = started.elapsed().as_micros() as u64;
-            let ping = control::ping_frame(stamp, &config.codec);
+        if ping {
+            let ping = control::ping_frame(clock.stamp(), &config.codec);
             if let Err(err) = write_frame(writer, counters, ping).await {
                 return WriteEnd::Failed(err);
             }
-            last_sent = Instant::now();
+            sent();
         }
         if let Some((code, reason)) = close {
             return close_with(writer, code, &reason, handle).await;
@@ -713,32 +781,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 }
                 out.writer_idle = true;
             }
-            tokio::select! {
-                biased;
-                _ = handle.shared.wake.notified() => {}
-                _ = &mut keepalive => {
-                    // Waking up is not sending: only a frame that went out
-                    // (from this task, or written directly by a sender)
-                    // counts. Counting every pass here once kept putting
-                    // the ping off forever, and idle peers timed out.
-                    let direct = handle.outbound().last_direct;
-                    let last = direct.map_or(last_sent, |at| last_sent.max(at.into()));
-                    let due = last + config.keepalive_interval;
-                    if Instant::now() < due {
-                        keepalive.as_mut().reset(due);
-                    } else {
-                        keepalive.as_mut().reset(Instant::now() + config.keepalive_interval);
-                        ping_due = true;
-                    }
-                }
-            }
+            // Senders, orders (pongs, pings, closes) and closes wake us.
+            handle.shared.wake.notified().await;
             continue;
         }
         let (frames, bytes) = taken;
         if let Err(err) = write_batch(writer, &mut batch, &mut chunk).await {
             return WriteEnd::Failed(err);
         }
-        last_sent = Instant::now();
+        sent();
         counters
             .frames_out
             .fetch_add(frames as u64, Ordering::Relaxed);

@@ -59,6 +59,8 @@ pub(crate) struct OutQueue {
     /// The stamp of the latest ping, to answer next (only the latest needs
     /// its pong, so pings cannot pile up).
     pub(crate) pong: Option<u64>,
+    /// The connection's timer asks for a keep-alive ping.
+    pub(crate) ping: bool,
     /// The writer task has written everything and waits: a sender that
     /// finds the queue empty may write its frame to the socket itself.
     pub(crate) writer_idle: bool,
@@ -121,9 +123,9 @@ impl OutQueue {
             .fold((0, 0), |(f, b), s| (f + s.frames, b + s.bytes.len()))
     }
 
-    /// Whether the writer has a close or a pong to write.
+    /// Whether the writer has a close, a pong or a ping to write.
     pub(crate) fn has_orders(&self) -> bool {
-        self.close.is_some() || self.close_now.is_some() || self.pong.is_some()
+        self.close.is_some() || self.close_now.is_some() || self.pong.is_some() || self.ping
     }
 }
 
