@@ -3,7 +3,7 @@
 //! latency p50 / p99, for 64-byte messages.
 //!
 //! `cargo bench --bench loopback` (set `BENCH_MESSAGES` / `BENCH_ROUNDS` for
-//! longer runs). Ratios are what to read: absolute figures on a shared
+//! longer runs, `BENCH_PLACEMENT=thread` or `task` for one owner placement). Ratios are what to read: absolute figures on a shared
 //! machine are noise.
 
 use std::time::{Duration, Instant};
@@ -202,12 +202,18 @@ fn main() {
     // The owner of the events (the code that reads them) either on a thread
     // of its own, as a game's frame loop is, or in a task on the runtime's
     // workers, as tokio code is. The baseline's reader sits in the same place.
-    println!("== owner on its own thread (a game's frame loop) ==");
-    runtime.block_on(suite(messages, rounds));
-    println!("== owner in a tokio task ==");
-    runtime
-        .block_on(runtime.spawn(suite(messages, rounds)))
-        .unwrap();
+    // `BENCH_PLACEMENT=thread` or `task` runs one placement only.
+    let placement = std::env::var("BENCH_PLACEMENT").unwrap_or_default();
+    if placement != "task" {
+        println!("== owner on its own thread (a game's frame loop) ==");
+        runtime.block_on(suite(messages, rounds));
+    }
+    if placement != "thread" {
+        println!("== owner in a tokio task ==");
+        runtime
+            .block_on(runtime.spawn(suite(messages, rounds)))
+            .unwrap();
+    }
 }
 
 async fn suite(messages: usize, rounds: usize) {
