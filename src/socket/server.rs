@@ -174,12 +174,7 @@ impl ServerHandle {
         peers: impl IntoIterator<Item = PeerId>,
         message: &EncodedMessage,
     ) -> usize {
-        let table = self.read_peers();
-        peers
-            .into_iter()
-            .filter_map(|peer| table.get(&peer))
-            .filter(|handle| handle.send_encoded(message).is_ok())
-            .count()
+        self.count_peers(peers, |handle| handle.send_encoded(message).is_ok())
     }
 
     /// Queues an encoded message for each of `peers` without writing it
@@ -190,22 +185,32 @@ impl ServerHandle {
         peers: impl IntoIterator<Item = PeerId>,
         message: &EncodedMessage,
     ) -> usize {
-        let table = self.read_peers();
-        peers
-            .into_iter()
-            .filter_map(|peer| table.get(&peer))
-            .filter(|handle| handle.queue_encoded(message).is_ok())
-            .count()
+        self.count_peers(peers, |handle| handle.queue_encoded(message).is_ok())
     }
 
     /// Sends what was queued for each of `peers` with
     /// [`queue_encoded_to_many`](Self::queue_encoded_to_many): one write per
     /// peer (see [`SocketHandle::flush`]).
     pub fn flush_peers(&self, peers: impl IntoIterator<Item = PeerId>) {
-        let table = self.read_peers();
-        for handle in peers.into_iter().filter_map(|peer| table.get(&peer)) {
+        self.count_peers(peers, |handle| {
             handle.flush();
-        }
+            true
+        });
+    }
+
+    /// Runs `act` on each of `peers` still in the table, under one read of
+    /// the table; counts the peers for which it returned true.
+    fn count_peers(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        mut act: impl FnMut(&SocketHandle) -> bool,
+    ) -> usize {
+        let table = self.read_peers();
+        peers
+            .into_iter()
+            .filter_map(|peer| table.get(&peer))
+            .filter(|handle| act(handle))
+            .count()
     }
 
     /// Encodes `message` once and queues the same bytes for every peer for
