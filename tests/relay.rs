@@ -66,6 +66,27 @@ async fn native_client(addr: std::net::SocketAddr, name: &str) -> (SocketStream,
     (client, id)
 }
 
+/// Waits until `count` players are in `zone`, or fails after [`WAIT`].
+async fn until_in_zone(relay: &relay::RelayHandle, zone: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let clients = relay.clients().await;
+        if clients
+            .iter()
+            .filter(|c| c.zone.as_deref() == Some(zone))
+            .count()
+            >= count
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} players in {zone}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn at(zone: &str, x: f32) -> Message {
     let transform = Transform {
         position: [x, 1.0, 2.0],
@@ -228,16 +249,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
         let (mut receiver, _) = native_client(relay.native_addr(), "b").await;
         receiver.send(&at("arena", -1.0)).unwrap();
         // The receiver is in the arena before the sender's burst starts.
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while relay
-            .clients()
-            .await
-            .iter()
-            .all(|c| c.zone.as_deref() != Some("arena"))
-        {
-            assert!(tokio::time::Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_in_zone(&relay, "arena", 1).await;
         for i in 0..200 {
             sender.send(&at("arena", i as f32)).unwrap();
         }
@@ -294,18 +306,7 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     for client in [&mut fast, &mut slow] {
         client.send(&at("hall", -1.0)).unwrap();
     }
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while relay
-        .clients()
-        .await
-        .iter()
-        .filter(|c| c.zone.as_deref() == Some("hall"))
-        .count()
-        < 2
-    {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_in_zone(&relay, "hall", 2).await;
     // 8,000 transforms of about 1 KiB (an extra field of random letters,
     // at the limit of 1 KiB) from the sender: about 8 MiB for each
     // listener, more than the slow one's socket buffers and queues hold.

@@ -790,12 +790,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             return WriteEnd::Failed(err);
         }
         sent();
-        counters
-            .frames_out
-            .fetch_add(frames as u64, Ordering::Relaxed);
-        counters
-            .bytes_out
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        counters.wrote(frames, bytes);
         written = (frames, bytes);
     }
 }
@@ -837,10 +832,7 @@ async fn write_frame<W: AsyncWrite + Unpin>(
     frame: Bytes,
 ) -> std::io::Result<usize> {
     writer.write_all(&frame).await?;
-    counters.frames_out.fetch_add(1, Ordering::Relaxed);
-    counters
-        .bytes_out
-        .fetch_add(frame.len() as u64, Ordering::Relaxed);
+    counters.wrote(1, frame.len());
     Ok(frame.len())
 }
 

@@ -162,6 +162,14 @@ pub(crate) struct Counters {
     pub(crate) rtt_micros: AtomicU64,
 }
 
+impl Counters {
+    /// Counts `frames` whole frames and `bytes` bytes written.
+    pub(crate) fn wrote(&self, frames: usize, bytes: usize) {
+        self.frames_out.fetch_add(frames as u64, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
 /// A snapshot of a connection's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SocketStats {
@@ -255,12 +263,10 @@ impl SocketHandle {
                     out.last_direct = Some(now);
                     let written = stream.try_write(&message.0).unwrap_or(0);
                     if written > 0 {
-                        let counters = &self.shared.counters;
-                        counters
-                            .bytes_out
-                            .fetch_add(written as u64, Ordering::Relaxed);
+                        // A frame counts once it is all out.
+                        let whole = usize::from(written == len);
+                        self.shared.counters.wrote(whole, written);
                         if written == len {
-                            counters.frames_out.fetch_add(1, Ordering::Relaxed);
                             return Ok(());
                         }
                         // The rest goes through the writer, first in line.
@@ -354,13 +360,7 @@ impl SocketHandle {
             }
             out.frames -= frames;
             out.bytes -= written;
-            let counters = &self.shared.counters;
-            counters
-                .frames_out
-                .fetch_add(frames as u64, Ordering::Relaxed);
-            counters
-                .bytes_out
-                .fetch_add(written as u64, Ordering::Relaxed);
+            self.shared.counters.wrote(frames, written);
             if out.is_empty() {
                 return;
             }
