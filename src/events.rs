@@ -259,6 +259,23 @@ impl<E> EventQueue<E> {
         self.ready.next()
     }
 
+    /// Hands every queued event to `deliver`, on this thread, after waiting
+    /// up to `timeout` for the first when none is queued (zero: no wait).
+    /// Returns how many were delivered: what `poll()` and `poll_timeout()`
+    /// do with the events they dispatch to signals.
+    pub(crate) fn deliver(&mut self, timeout: Duration, mut deliver: impl FnMut(E)) -> usize {
+        let Some(first) = self.next_blocking(timeout) else {
+            return 0;
+        };
+        deliver(first);
+        let mut delivered = 1;
+        while let Some(event) = self.try_next() {
+            deliver(event);
+            delivered += 1;
+        }
+        delivered
+    }
+
     /// Whether no event is waiting.
     pub fn is_empty(&self) -> bool {
         self.ready.len() == 0 && self.rx.is_empty()

@@ -195,33 +195,19 @@ impl ExtendedTcpSocket {
     /// Delivers every queued event to the signals, on this thread. Returns how
     /// many were delivered. Call once per frame.
     pub fn poll(&mut self) -> usize {
-        let mut delivered = 0;
-        while let Some(event) = self.events.try_next() {
-            self.dispatch(event);
-            delivered += 1;
-        }
-        delivered
+        self.poll_timeout(Duration::ZERO)
     }
 
     /// Like [`poll`](Self::poll), but first waits up to `timeout` for an event
     /// if none is queued. For programs without a frame loop of their own.
     pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
-        match self.events.next_blocking(timeout) {
-            Some(event) => {
-                self.dispatch(event);
-                1 + self.poll()
-            }
-            None => 0,
-        }
-    }
-
-    fn dispatch(&self, event: SocketEvent) {
-        match event {
-            SocketEvent::Connected => self.signals.connected.emit(&()),
-            SocketEvent::Received(message) => self.signals.received.emit(&message),
-            SocketEvent::Error(err) => self.signals.error.emit(&err),
-            SocketEvent::Disconnected(reason) => self.signals.disconnected.emit(&reason),
-        }
+        let signals = &self.signals;
+        self.events.deliver(timeout, |event| match event {
+            SocketEvent::Connected => signals.connected.emit(&()),
+            SocketEvent::Received(message) => signals.received.emit(&message),
+            SocketEvent::Error(err) => signals.error.emit(&err),
+            SocketEvent::Disconnected(reason) => signals.disconnected.emit(&reason),
+        })
     }
 
     /// The next queued event without emitting it, waiting up to `timeout`

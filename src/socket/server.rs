@@ -446,40 +446,24 @@ impl ExtendedTcpServer {
     /// Delivers every queued event to the signals and subscribers, on this
     /// thread. Returns how many were delivered.
     pub fn poll(&mut self) -> usize {
-        let mut delivered = 0;
-        while let Some(event) = self.events.try_next() {
-            self.dispatch(event);
-            delivered += 1;
-        }
-        delivered
+        self.poll_timeout(Duration::ZERO)
     }
 
     /// Like [`poll`](Self::poll), but first waits up to `timeout` for an event
     /// if none is queued.
     pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
-        match self.events.next_blocking(timeout) {
-            Some(event) => {
-                self.dispatch(event);
-                1 + self.poll()
-            }
-            None => 0,
-        }
-    }
-
-    fn dispatch(&self, event: ServerEvent) {
-        match event {
-            ServerEvent::PeerConnected { peer, addr } => {
-                self.signals.peer_connected.emit(&(peer, addr))
-            }
+        let (signals, router) = (&self.signals, &self.router);
+        self.events.deliver(timeout, |event| match event {
+            ServerEvent::PeerConnected { peer, addr } => signals.peer_connected.emit(&(peer, addr)),
             ServerEvent::Received(incoming) => {
-                self.signals.received.emit(&incoming);
-                self.router.route(incoming.peer, incoming.message);
+                signals.received.emit(&incoming);
+                router.route(incoming.peer, incoming.message);
             }
-            ServerEvent::PeerError { peer, error } => self.signals.error.emit(&(peer, error)),
+            ServerEvent::PeerError { peer, error } => signals.error.emit(&(peer, error)),
             ServerEvent::PeerDisconnected { peer, reason } => {
-                self.signals.peer_disconnected.emit(&(peer, reason))
+                signals.peer_disconnected.emit(&(peer, reason))
             }
-        }
+        })
     }
 
     /// The `Send` form for tokio: a stream of [`ServerEvent`]s plus the
