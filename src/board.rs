@@ -187,6 +187,19 @@ impl BoardLogic {
         }
     }
 
+    /// A player arrives or comes back: it gets the whole board, the others
+    /// hear it (`word`: "joined", "back").
+    fn come_online(&mut self, client: ClientId, word: &str, out: &mut Outbox) {
+        self.online.insert(client, true);
+        send(
+            out,
+            Audience::One(client),
+            BoardAction::Snapshot,
+            &self.snapshot(client),
+        );
+        self.presence(client, word, out);
+    }
+
     fn presence(&self, client: ClientId, status: &str, out: &mut Outbox) {
         let presence = Presence {
             client,
@@ -356,25 +369,11 @@ impl GameLogic for BoardLogic {
 
     fn on_join(&mut self, client: ClientId, name: &str, out: &mut Outbox) {
         self.names.insert(client, name.to_string());
-        self.online.insert(client, true);
-        send(
-            out,
-            Audience::One(client),
-            BoardAction::Snapshot,
-            &self.snapshot(client),
-        );
-        self.presence(client, "joined", out);
+        self.come_online(client, "joined", out);
     }
 
     fn on_reconnect(&mut self, client: ClientId, out: &mut Outbox) {
-        self.online.insert(client, true);
-        send(
-            out,
-            Audience::One(client),
-            BoardAction::Snapshot,
-            &self.snapshot(client),
-        );
-        self.presence(client, "back", out);
+        self.come_online(client, "back", out);
     }
 
     fn on_connection_lost(&mut self, client: ClientId, out: &mut Outbox) {
