@@ -68,6 +68,20 @@ pub(crate) struct Reporter<E> {
     pub(crate) on_handshake_failure: Option<HandshakeFailureHook>,
 }
 
+impl Reporter<SocketEvent> {
+    /// A client connection's: its events as they are, no hooks.
+    pub(crate) fn client(events: mpsc::Sender<Batch<SocketEvent>>) -> Self {
+        Self {
+            events,
+            wrap: Wrap::socket(),
+            on_open: None,
+            on_close: None,
+            refuse: None,
+            on_handshake_failure: None,
+        }
+    }
+}
+
 impl<E> Reporter<E> {
     /// Delivers an event, waiting for room in the queue. `false` when the
     /// owner is gone.

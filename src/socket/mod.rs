@@ -99,14 +99,7 @@ impl ExtendedTcpSocket {
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let task_handle = handle.clone();
         runtime::handle().spawn(async move {
-            let reporter = Reporter {
-                events: tx,
-                wrap: crate::events::Wrap::socket(),
-                on_open: None,
-                on_close: None,
-                refuse: None,
-                on_handshake_failure: None,
-            };
+            let reporter = Reporter::client(tx);
             let stream = tokio::select! {
                 stream = TcpStream::connect(addr) => stream,
                 _ = task_handle.shared.kill.cancelled() => {
@@ -147,14 +140,7 @@ impl ExtendedTcpSocket {
     {
         let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
-        let reporter = Reporter {
-            events: tx,
-            wrap: crate::events::Wrap::socket(),
-            on_open: None,
-            on_close: None,
-            refuse: None,
-            on_handshake_failure: None,
-        };
+        let reporter = Reporter::client(tx);
         runtime::handle().spawn(connection::run(stream, handle.clone(), reporter));
         Self::from_parts(handle, events)
     }
