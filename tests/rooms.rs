@@ -62,6 +62,16 @@ fn verdict(
     ticket.status()
 }
 
+/// Like [`verdict`], and the verdict must be `Accepted`.
+#[track_caller]
+fn accepted(
+    clients: &mut [&mut RoomClient],
+    who: usize,
+    send: impl FnOnce(&mut RoomClient) -> switchboard::RequestTicket,
+) {
+    assert_eq!(verdict(clients, who, send), RequestStatus::Accepted);
+}
+
 fn new_room(name: &str, max: u8) -> CreateRoom {
     CreateRoom {
         name: name.into(),
@@ -77,17 +87,11 @@ fn id(c: &RoomClient) -> ClientId {
 
 /// ann creates a room of `max`; bob joins it. Returns the room.
 fn room_of_two(ann: &mut RoomClient, bob: &mut RoomClient, max: u8) -> RoomId {
-    assert_eq!(
-        verdict(&mut [ann, bob], 0, |c| c
-            .create(&new_room("den", max))
-            .unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(&mut [ann, bob], 0, |c| {
+        c.create(&new_room("den", max)).unwrap()
+    });
     let room = ann.room().unwrap().id;
-    assert_eq!(
-        verdict(&mut [ann, bob], 1, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(&mut [ann, bob], 1, |c| c.join(room).unwrap());
     pump(&mut [ann, bob], |c| {
         c[0].room().is_some_and(|r| r.players.len() == 2) && c[1].room().is_some()
     });
@@ -112,23 +116,14 @@ fn joining_is_refused_for_full_locked_missing_and_duplicate_with_reasons() {
         verdict(clients, 2, |c| c.join(RoomId(999)).unwrap()),
         RequestStatus::Rejected("no such room".into())
     );
-    assert_eq!(
-        verdict(clients, 2, |c| c.create(&new_room("cat's", 4)).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.create(&new_room("cat's", 4)).unwrap());
     let cats = clients[2].room().unwrap().id;
     assert_eq!(
         verdict(clients, 1, |c| c.join(cats).unwrap()),
         RequestStatus::Rejected("you are in another room".into())
     );
-    assert_eq!(
-        verdict(clients, 2, |c| c.lock(true).unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 1, |c| c.leave().unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.lock(true).unwrap());
+    accepted(clients, 1, |c| c.leave().unwrap());
     assert_eq!(
         verdict(clients, 1, |c| c.join(cats).unwrap()),
         RequestStatus::Rejected("that room is locked".into())
@@ -177,18 +172,12 @@ fn only_the_host_starts_and_only_when_everyone_is_ready() {
     );
     room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob];
-    assert_eq!(
-        verdict(clients, 0, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| c.set_ready(true).unwrap());
     assert_eq!(
         verdict(clients, 0, |c| c.start().unwrap()),
         RequestStatus::Rejected("bob is not ready".into())
     );
-    assert_eq!(
-        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.set_ready(true).unwrap());
     assert_eq!(
         verdict(clients, 1, |c| c.start().unwrap()),
         RequestStatus::Rejected("only the host may do that".into())
@@ -200,10 +189,7 @@ fn only_the_host_starts_and_only_when_everyone_is_ready() {
         .game_started
         .connect(move |_| *s.borrow_mut() += 1)
         .detach();
-    assert_eq!(
-        verdict(clients, 0, |c| c.start().unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| c.start().unwrap());
     pump(clients, |_| *started.borrow() == 1);
     assert!(clients[0].room().unwrap().started && clients[1].room().unwrap().started);
 }
@@ -218,10 +204,7 @@ fn regression_custom_messages_from_one_client_reach_the_others() {
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
-    assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.join(room).unwrap());
     let heard: Vec<Rc<RefCell<Vec<CustomMessage>>>> = (0..3).map(|_| Rc::default()).collect();
     for (c, h) in clients.iter().zip(&heard) {
         let h = h.clone();
@@ -230,10 +213,7 @@ fn regression_custom_messages_from_one_client_reach_the_others() {
             .connect(move |m| h.borrow_mut().push(m.clone()))
             .detach();
     }
-    assert_eq!(
-        verdict(clients, 1, |c| c.send_custom("emote", "waves").unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.send_custom("emote", "waves").unwrap());
     pump(clients, |_| {
         heard[0].borrow().len() == 1 && heard[2].borrow().len() == 1
     });
@@ -268,30 +248,18 @@ fn regression_client_to_client_rpc_is_delivered_not_dropped() {
         .detach();
     let (ann_id, bob_id) = (id(&ann), id(&bob));
     let clients = &mut [&mut ann, &mut bob];
-    assert_eq!(
-        verdict(clients, 0, |c| c
-            .call(RpcTarget::One(bob_id), "add", &1u32)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 1, |c| c
-            .call(RpcTarget::Host, "add", &2u32)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 0, |c| c
-            .call(RpcTarget::All, "add", &3u32)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 0, |c| c
-            .call(RpcTarget::Others, "nope", &4u32)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| {
+        c.call(RpcTarget::One(bob_id), "add", &1u32).unwrap()
+    });
+    accepted(clients, 1, |c| {
+        c.call(RpcTarget::Host, "add", &2u32).unwrap()
+    });
+    accepted(clients, 0, |c| {
+        c.call(RpcTarget::All, "add", &3u32).unwrap()
+    });
+    accepted(clients, 0, |c| {
+        c.call(RpcTarget::Others, "nope", &4u32).unwrap()
+    });
     pump(clients, |_| {
         got.borrow().len() == 4 && errors.borrow().len() == 1
     });
@@ -327,19 +295,13 @@ fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
     let bob_id = id(&bob);
     let clients = &mut [&mut ann, &mut bob];
     // There is no field in which bob could name a sender: the server stamps it.
-    assert_eq!(
-        verdict(clients, 1, |c| c
-            .call(RpcTarget::Host, "hello", "I am ann")
-            .unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| {
+        c.call(RpcTarget::Host, "hello", "I am ann").unwrap()
+    });
     pump(clients, |_| !seen.borrow().is_empty());
     assert_eq!(seen.borrow()[0], bob_id);
     // Ready marks the requester only.
-    assert_eq!(
-        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.set_ready(true).unwrap());
     pump(clients, |c| {
         c[0].room()
             .unwrap()
@@ -366,18 +328,9 @@ fn regression_players_cannot_join_after_the_game_started() {
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
-    assert_eq!(
-        verdict(clients, 0, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 0, |c| c.start().unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| c.set_ready(true).unwrap());
+    accepted(clients, 1, |c| c.set_ready(true).unwrap());
+    accepted(clients, 0, |c| c.start().unwrap());
     assert_eq!(
         verdict(clients, 2, |c| c.join(room).unwrap()),
         RequestStatus::Rejected("the game in that room has started".into())
@@ -395,10 +348,7 @@ fn regression_a_kicked_client_receives_nothing_more() {
     let room = room_of_two(&mut ann, &mut bob, 4);
     let bob_id = id(&bob);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
-    assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.join(room).unwrap());
     let kicked = Rc::new(RefCell::new(None));
     let k = kicked.clone();
     clients[1]
@@ -428,26 +378,17 @@ fn regression_a_kicked_client_receives_nothing_more() {
         .connect(move |p| l.borrow_mut().push(p.clone()))
         .detach();
 
-    assert_eq!(
-        verdict(clients, 0, |c| c.kick(bob_id, "griefing").unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| c.kick(bob_id, "griefing").unwrap());
     pump(clients, |_| {
         kicked.borrow().is_some() && !left.borrow().is_empty()
     });
     assert_eq!(kicked.borrow().as_deref(), Some("griefing"));
     assert_eq!(left.borrow()[0].reason, "kicked: griefing");
     assert!(clients[1].room().is_none());
-    assert_eq!(
-        verdict(clients, 0, |c| c
-            .send_custom("chat", "after the kick")
-            .unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 0, |c| c.call(RpcTarget::All, "x", &0u8).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| {
+        c.send_custom("chat", "after the kick").unwrap()
+    });
+    accepted(clients, 0, |c| c.call(RpcTarget::All, "x", &0u8).unwrap());
     pump(clients, |_| *cat_heard.borrow() == 1);
     std::thread::sleep(Duration::from_millis(100));
     for c in clients.iter_mut() {
@@ -475,10 +416,7 @@ fn regression_reconnect_while_the_old_entry_exists_is_not_room_full() {
         c[1].room().is_some_and(|r| r.players.len() == 2)
     });
     // Joining again (what a naive client does after a reconnect) is no "room full".
-    assert_eq!(
-        verdict(&mut [&mut ann, &mut bob], 1, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(&mut [&mut ann, &mut bob], 1, |c| c.join(room).unwrap());
     assert_eq!(ann.room().unwrap().players.len(), 2);
 }
 
@@ -528,14 +466,8 @@ fn late_joiners_receive_the_full_room_state() {
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
-    assert_eq!(
-        verdict(clients, 1, |c| c.set_ready(true).unwrap()),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.set_ready(true).unwrap());
+    accepted(clients, 2, |c| c.join(room).unwrap());
     pump(clients, |c| c[2].room().is_some());
     let state = clients[2].room().unwrap();
     let names: Vec<(String, bool, bool)> = state
@@ -572,15 +504,9 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
-    assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.join(room).unwrap());
     // bob spawns a ship; everyone sees it with bob as owner.
-    assert_eq!(
-        verdict(clients, 1, |c| c.spawn("ship", &(0i32, 0i32)).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.spawn("ship", &(0i32, 0i32)).unwrap());
     pump(clients, |c| {
         c.iter()
             .all(|p| p.room().is_some_and(|r| r.entities.len() == 1))
@@ -597,39 +523,24 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
         RequestStatus::Rejected("only the entity's owner or the host may do that".into())
     );
     // The owner moves it; the host may too.
-    assert_eq!(
-        verdict(clients, 1, |c| c.update(ship.id, &(1i32, 2i32)).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.update(ship.id, &(1i32, 2i32)).unwrap());
     pump(clients, |c| {
         c[2].room().unwrap().entities[0].state
             == switchboard::codec::encode_value(&(1i32, 2i32)).unwrap()
     });
-    assert_eq!(
-        verdict(clients, 0, |c| c.update(ship.id, &(3i32, 4i32)).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 0, |c| c.update(ship.id, &(3i32, 4i32)).unwrap());
     // bob hands it to cat, who may now move it, and bob no longer may.
     let cat_id = id(clients[2]);
-    assert_eq!(
-        verdict(clients, 1, |c| c.transfer(ship.id, cat_id).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 1, |c| c.transfer(ship.id, cat_id).unwrap());
     pump(clients, |c| {
         c[2].room().unwrap().entities[0].owner == cat_id
     });
-    assert_eq!(
-        verdict(clients, 2, |c| c.update(ship.id, &(5i32, 6i32)).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.update(ship.id, &(5i32, 6i32)).unwrap());
     assert!(matches!(
         verdict(clients, 1, |c| c.update(ship.id, &(7i32, 7i32)).unwrap()),
         RequestStatus::Rejected(_)
     ));
-    assert_eq!(
-        verdict(clients, 2, |c| c.despawn(ship.id).unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(clients, 2, |c| c.despawn(ship.id).unwrap());
     pump(clients, |c| {
         c.iter()
             .all(|p| p.room().is_some_and(|r| r.entities.is_empty()))
@@ -644,12 +555,9 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
         player(server.local_addr(), "bob"),
     );
     let room = room_of_two(&mut ann, &mut bob, 4);
-    assert_eq!(
-        verdict(&mut [&mut ann, &mut bob], 0, |c| c
-            .spawn("ball", &0u32)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(&mut [&mut ann, &mut bob], 0, |c| {
+        c.spawn("ball", &0u32).unwrap()
+    });
     pump(&mut [&mut ann, &mut bob], |c| {
         c[1].room().is_some_and(|r| r.entities.len() == 1)
     });
@@ -685,12 +593,9 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
     assert_eq!(batches.borrow().len(), before, "no change, no update");
     // A late joiner gets the ball with its latest state.
     let mut cat = player(server.local_addr(), "cat");
-    assert_eq!(
-        verdict(&mut [&mut ann, &mut bob, &mut cat], 2, |c| c
-            .join(room)
-            .unwrap()),
-        RequestStatus::Accepted
-    );
+    accepted(&mut [&mut ann, &mut bob, &mut cat], 2, |c| {
+        c.join(room).unwrap()
+    });
     pump(&mut [&mut cat], |c| c[0].room().is_some());
     let snapshot = cat.room().unwrap().entities;
     assert_eq!(snapshot.len(), 1);
