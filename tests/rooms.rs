@@ -40,6 +40,14 @@ fn player(addr: impl ToString, name: &str) -> RoomClient {
     client
 }
 
+/// Two players, "ann" and "bob", joined to `server`.
+fn ann_and_bob(server: &ManagerHandle) -> (RoomClient, RoomClient) {
+    (
+        player(server.local_addr(), "ann"),
+        player(server.local_addr(), "bob"),
+    )
+}
+
 fn pump(clients: &mut [&mut RoomClient], mut done: impl FnMut(&[&mut RoomClient]) -> bool) {
     let deadline = Instant::now() + WAIT;
     while !done(clients) {
@@ -166,10 +174,7 @@ fn joining_is_refused_for_full_locked_missing_and_duplicate_with_reasons() {
 #[test]
 fn only_the_host_starts_and_only_when_everyone_is_ready() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob];
     accepted(clients, 0, |c| c.set_ready(true).unwrap());
@@ -197,10 +202,7 @@ fn only_the_host_starts_and_only_when_everyone_is_ready() {
 #[test]
 fn regression_custom_messages_from_one_client_reach_the_others() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
@@ -228,10 +230,7 @@ fn regression_custom_messages_from_one_client_reach_the_others() {
 #[test]
 fn regression_client_to_client_rpc_is_delivered_not_dropped() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     room_of_two(&mut ann, &mut bob, 4);
     let got: Rc<RefCell<Vec<(String, ClientId, u32)>>> = Rc::default();
     for (who, c) in [("ann", &ann), ("bob", &bob)] {
@@ -284,10 +283,7 @@ fn regression_client_to_client_rpc_is_delivered_not_dropped() {
 #[test]
 fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     room_of_two(&mut ann, &mut bob, 4);
     let seen: Rc<RefCell<Vec<ClientId>>> = Rc::default();
     let s = seen.clone();
@@ -321,10 +317,7 @@ fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
 #[test]
 fn regression_players_cannot_join_after_the_game_started() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
@@ -340,10 +333,7 @@ fn regression_players_cannot_join_after_the_game_started() {
 #[test]
 fn regression_a_kicked_client_receives_nothing_more() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let bob_id = id(&bob);
@@ -423,10 +413,7 @@ fn regression_reconnect_while_the_old_entry_exists_is_not_room_full() {
 #[test]
 fn regression_the_goodbye_is_not_lost_on_disconnect_and_the_host_migrates() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     room_of_two(&mut ann, &mut bob, 4);
     let ann_id = id(&ann);
     let left: Rc<RefCell<Vec<PlayerLeft>>> = Rc::default();
@@ -459,10 +446,7 @@ fn regression_the_goodbye_is_not_lost_on_disconnect_and_the_host_migrates() {
 #[test]
 fn late_joiners_receive_the_full_room_state() {
     let server = server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
@@ -497,10 +481,7 @@ fn fast_server() -> ManagerHandle {
 #[test]
 fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
     let server = fast_server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let mut cat = player(server.local_addr(), "cat");
     let room = room_of_two(&mut ann, &mut bob, 4);
     let clients = &mut [&mut ann, &mut bob, &mut cat];
@@ -550,10 +531,7 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
 #[test]
 fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
     let server = fast_server();
-    let (mut ann, mut bob) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    );
+    let (mut ann, mut bob) = ann_and_bob(&server);
     let room = room_of_two(&mut ann, &mut bob, 4);
     accepted(&mut [&mut ann, &mut bob], 0, |c| {
         c.spawn("ball", &0u32).unwrap()
