@@ -112,6 +112,16 @@ fn invalid<T>(reason: impl Into<String>) -> Result<T, Rejection> {
     Err(Rejection::invalid(reason))
 }
 
+/// Sends to every member of `room`.
+fn to_members<T: serde::Serialize>(out: &mut Outbox, room: &Room, action: RoomAction, content: &T) {
+    send(
+        out,
+        Audience::Only(RoomsLogic::members(room)),
+        action,
+        content,
+    );
+}
+
 fn send<T: serde::Serialize>(
     out: &mut Outbox,
     audience: Audience,
@@ -246,12 +256,7 @@ impl RoomsLogic {
         let member = room.members.iter().find(|m| m.id == client).cloned();
         if let Some(member) = member {
             let player = self.player(&room, &member);
-            send(
-                out,
-                Audience::Only(Self::members(&room)),
-                RoomAction::PlayerChanged,
-                &player,
-            );
+            to_members(out, &room, RoomAction::PlayerChanged, &player);
             if connected {
                 send(
                     out,
@@ -523,12 +528,7 @@ impl GameLogic for RoomsLogic {
                 let room = room.clone();
                 if let Some(member) = room.members.iter().find(|m| m.id == client) {
                     let player = self.player(&room, member);
-                    send(
-                        out,
-                        Audience::Only(Self::members(&room)),
-                        RoomAction::PlayerChanged,
-                        &player,
-                    );
+                    to_members(out, &room, RoomAction::PlayerChanged, &player);
                 }
             }
             RoomCommand::Start => {
@@ -536,12 +536,7 @@ impl GameLogic for RoomsLogic {
                     return;
                 };
                 room.started = true;
-                send(
-                    out,
-                    Audience::Only(Self::members(room)),
-                    RoomAction::Started,
-                    &(),
-                );
+                to_members(out, room, RoomAction::Started, &());
             }
             RoomCommand::Kick(kick) => {
                 self.remove(kick.player, &format!("kicked: {}", kick.reason), out);
@@ -611,12 +606,7 @@ impl GameLogic for RoomsLogic {
                     state: spawn.state,
                 };
                 room.entities.insert(entity.id, entity.clone());
-                send(
-                    out,
-                    Audience::Only(Self::members(room)),
-                    RoomAction::Spawned,
-                    &entity,
-                );
+                to_members(out, room, RoomAction::Spawned, &entity);
             }
             RoomCommand::Despawn(id) => {
                 let Some(room) = self.room_mut(client) else {
@@ -624,12 +614,7 @@ impl GameLogic for RoomsLogic {
                 };
                 room.entities.remove(&id);
                 room.dirty.remove(&id);
-                send(
-                    out,
-                    Audience::Only(Self::members(room)),
-                    RoomAction::Despawned,
-                    &id,
-                );
+                to_members(out, room, RoomAction::Despawned, &id);
             }
             RoomCommand::Update(update) => {
                 let Some(room) = self.room_mut(client) else {
@@ -649,12 +634,7 @@ impl GameLogic for RoomsLogic {
                 if let Some(entity) = room.entities.get_mut(&transfer.id) {
                     entity.owner = transfer.owner;
                 }
-                send(
-                    out,
-                    Audience::Only(Self::members(room)),
-                    RoomAction::OwnerChanged,
-                    &transfer,
-                );
+                to_members(out, room, RoomAction::OwnerChanged, &transfer);
             }
         }
     }
@@ -682,12 +662,7 @@ impl GameLogic for RoomsLogic {
                     state: e.state.clone(),
                 })
                 .collect();
-            send(
-                out,
-                Audience::Only(Self::members(room)),
-                RoomAction::StateUpdate,
-                &updates,
-            );
+            to_members(out, room, RoomAction::StateUpdate, &updates);
         }
     }
 
@@ -721,12 +696,7 @@ impl GameLogic for RoomsLogic {
             let member = member.clone();
             let room = room.clone();
             let player = self.player(&room, &member);
-            send(
-                out,
-                Audience::Only(Self::members(&room)),
-                RoomAction::PlayerChanged,
-                &player,
-            );
+            to_members(out, &room, RoomAction::PlayerChanged, &player);
         }
     }
 
