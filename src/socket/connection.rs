@@ -486,7 +486,7 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         }
         let sent_any = !batch.items.is_empty();
         if sent_any {
-            let batch = batch.into_batch(chunk, reporter);
+            let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
             // Waiting for the owner is not the peer's silence.
             clock.heard.store(Clock::BUSY, Ordering::Relaxed);
             let sent = reporter.events.send(batch).await;
@@ -588,12 +588,6 @@ impl<E> Read<E> {
     fn push_event(&mut self, event: E) {
         self.items.push(Item::Event);
         self.events.push(event);
-    }
-
-    /// The batch for the owner: its messages become events on the owner's
-    /// thread.
-    fn into_batch(self, chunk: bytes::Bytes, reporter: &Reporter<E>) -> Batch<E> {
-        Batch::new(self.items, self.events, chunk, reporter.wrap)
     }
 }
 

@@ -41,14 +41,14 @@ const TAIL_HINT_MAX: usize = 64 * 1024;
 #[derive(Debug, Default)]
 pub(crate) struct OutQueue {
     /// Segments before the tail.
-    pub(crate) queue: VecDeque<Segment>,
+    queue: VecDeque<Segment>,
     /// Small frames, after everything in `queue`.
-    pub(crate) tail: BytesMut,
-    pub(crate) tail_frames: usize,
+    tail: BytesMut,
+    tail_frames: usize,
     /// How big the last tail was: the next one starts at that size, so a
     /// steady stream of bursts allocates once per burst, not once per
     /// doubling.
-    pub(crate) tail_hint: usize,
+    tail_hint: usize,
     pub(crate) frames: usize,
     pub(crate) bytes: usize,
     /// Set by a graceful close: written after every frame queued before it.
