@@ -484,8 +484,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
             grow_read_buffer(buffer);
         }
-        let sent_any = !batch.items.is_empty();
-        if sent_any {
+        // Frames taken (system frames included): more may be buffered.
+        let took_any = batch.frames > 0;
+        if !batch.items.is_empty() {
             let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
             // Waiting for the owner is not the peer's silence.
             clock.heard.store(Clock::BUSY, Ordering::Relaxed);
@@ -498,8 +499,9 @@ async fn read_loop<R: AsyncRead + Unpin, E>(
         if let Some(end) = end {
             return end;
         }
-        if sent_any {
-            // More whole frames may be buffered: take them before reading.
+        if took_any {
+            // More whole frames may be buffered (a batch stops at its
+            // limits): take them before reading.
             continue;
         }
         // Nothing whole is buffered: read. The connection's timer watches
