@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use common::{next_socket_event, WAIT};
 use switchboard::relay::{
-    self, Bot, BotConfig, Hello, RelayAction, RelayChannel, RelayClient, RelayConfig, RelayHandle,
-    Script, Transform,
+    self, Bot, BotConfig, Hello, MovementState, RelayAction, RelayChannel, RelayClient,
+    RelayConfig, RelayHandle, Script, Transform,
 };
 use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
 
@@ -63,13 +63,14 @@ fn x(c: &RelayClient) -> f32 {
     c.last.as_ref().unwrap().position[0]
 }
 
+/// Whether the client's last transform has a movement state that `test`
+/// accepts.
+fn state_is(c: &RelayClient, test: impl FnOnce(&MovementState) -> bool) -> bool {
+    c.last.as_ref().unwrap().state.as_ref().is_some_and(test)
+}
+
 fn moving(c: &RelayClient) -> bool {
-    c.last
-        .as_ref()
-        .unwrap()
-        .state
-        .as_ref()
-        .is_some_and(|s| s.moving)
+    state_is(c, |s| s.moving)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,33 +138,9 @@ async fn follow_square_jump_sneak_teleport_and_zone_hopping() {
     })
     .await;
     assert!(on_square.last.unwrap().position[2] <= 100.0);
-    until(&relay, "jumper", |b| {
-        b.last
-            .as_ref()
-            .unwrap()
-            .state
-            .as_ref()
-            .is_some_and(|s| s.jumping)
-    })
-    .await;
-    until(&relay, "jumper", |b| {
-        b.last
-            .as_ref()
-            .unwrap()
-            .state
-            .as_ref()
-            .is_some_and(|s| !s.jumping)
-    })
-    .await;
-    until(&relay, "sneaker", |b| {
-        b.last
-            .as_ref()
-            .unwrap()
-            .state
-            .as_ref()
-            .is_some_and(|s| s.sneaking)
-    })
-    .await;
+    until(&relay, "jumper", |b| state_is(b, |s| s.jumping)).await;
+    until(&relay, "jumper", |b| state_is(b, |s| !s.jumping)).await;
+    until(&relay, "sneaker", |b| state_is(b, |s| s.sneaking)).await;
     let first = x(&until(&relay, "teleporter", |_| true).await);
     until(&relay, "teleporter", |b| x(b) != first).await;
     until(&relay, "hopper", |b| b.zone.as_deref() == Some("town-away")).await;
