@@ -39,59 +39,48 @@ impl Player {
         let client = NetworkClient::connect(addr, config);
         let seen = Rc::new(RefCell::new(Seen::default()));
         let sink = seen.clone();
-        client
-            .subscribe(Chan::Game, move |d| {
-                let mut seen = sink.borrow_mut();
-                match d.action::<Act>() {
-                    Some(Act::View) => {
-                        if let Ok(view) = d.content() {
-                            seen.view = Some(view);
-                            seen.fresh_view = true;
-                        }
+        client.subscribe(Chan::Game, move |d| {
+            let mut seen = sink.borrow_mut();
+            match d.action::<Act>() {
+                Some(Act::View) => {
+                    if let Ok(view) = d.content() {
+                        seen.view = Some(view);
+                        seen.fresh_view = true;
                     }
-                    Some(Act::Event) => {
-                        if let Ok(text) = d.content() {
-                            seen.events.push(text);
-                        }
-                    }
-                    _ => {}
                 }
-            })
-            .detach();
+                Some(Act::Event) => {
+                    if let Ok(text) = d.content() {
+                        seen.events.push(text);
+                    }
+                }
+                _ => {}
+            }
+        });
         let sink = seen.clone();
-        client
-            .subscribe(Chan::Lobby, move |d| {
-                if let Ok(lobby) = d.content::<LobbyView>() {
-                    let mut seen = sink.borrow_mut();
-                    seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
-                    seen.lobby = Some(lobby);
-                }
-            })
-            .detach();
+        client.subscribe(Chan::Lobby, move |d| {
+            if let Ok(lobby) = d.content::<LobbyView>() {
+                let mut seen = sink.borrow_mut();
+                seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
+                seen.lobby = Some(lobby);
+            }
+        });
         client
             .signals()
             .refused
-            .connect(|why| println!("refused: {why}"))
-            .detach();
+            .connect(|why| println!("refused: {why}"));
         client
             .signals()
             .connection_lost
-            .connect(|why| println!("connection lost ({why}); reconnecting"))
-            .detach();
-        client
-            .signals()
-            .welcomed
-            .connect(|w| {
-                if w.resumed {
-                    println!("reconnected: same nation, same game");
-                }
-            })
-            .detach();
+            .connect(|why| println!("connection lost ({why}); reconnecting"));
+        client.signals().welcomed.connect(|w| {
+            if w.resumed {
+                println!("reconnected: same nation, same game");
+            }
+        });
         client
             .signals()
             .disconnected
-            .connect(|why| println!("disconnected: {why}"))
-            .detach();
+            .connect(|why| println!("disconnected: {why}"));
         Player {
             name: name.to_string(),
             client,

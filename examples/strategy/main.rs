@@ -18,71 +18,65 @@
 
 use std::path::PathBuf;
 
+use clap::Parser;
 use strategy::{client, editor, rules, scenario};
 
 use switchboard::process::{LocalServer, LocalServerOptions};
 use switchboard::socket::BindScope;
+use switchboard_master::{Announce, ServerInfo};
 
 /// Command-line options, shared by the game and its server child.
-#[derive(Debug, Default)]
+#[derive(Debug, Parser)]
+#[command(
+    name = "strategy",
+    about = "A small turn-based strategy game on Switchboard"
+)]
 struct Options {
+    /// Host a game: a lobby on every interface that others join.
+    #[arg(long)]
     host: bool,
+    /// Join a game at HOST:PORT.
+    #[arg(long, value_name = "ADDR")]
     join: Option<String>,
+    /// Edit a scenario file (no network, no server).
+    #[arg(long, value_name = "FILE")]
     edit: Option<PathBuf>,
+    /// Editor commands to run, separated by ';' (with --edit).
+    #[arg(long)]
     script: Option<String>,
+    /// The player's name (the listed name for a server).
+    #[arg(long)]
     name: Option<String>,
+    /// The port to host or serve on (0: any free port).
+    #[arg(long, default_value_t = 0)]
     port: u16,
+    /// A join password.
+    #[arg(long)]
     password: Option<String>,
+    /// valley, islands, or a scenario file.
+    #[arg(long, default_value = "valley")]
     scenario: String,
+    /// Where the server keeps saved games.
+    #[arg(long, default_value = "saves")]
     saves: PathBuf,
+    /// A scripted player plays this many turns (demos and tests).
+    #[arg(long, value_name = "TURNS")]
     bot: Option<u32>,
+    /// The server starts in the lobby (set for the hosted child).
+    #[arg(long, hide = true)]
     lobby: bool,
+    /// The typed interface instead of the full-screen one.
+    #[arg(long)]
     text: bool,
+    /// A dedicated server: no local player, every interface, a lobby.
+    #[arg(long)]
     serve: bool,
+    /// A hosting bot starts the game once this many players are ready.
+    #[arg(long, default_value_t = 0)]
     players: usize,
+    /// Register with this master server (repeatable).
+    #[arg(long = "master", value_name = "IP:PORT")]
     masters: Vec<std::net::SocketAddr>,
-}
-
-fn parse_options() -> Result<Options, String> {
-    let mut options = Options {
-        scenario: "valley".into(),
-        saves: PathBuf::from("saves"),
-        ..Options::default()
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--host" => options.host = true,
-            "--lobby" => options.lobby = true,
-            "--text" => options.text = true,
-            "--serve" => options.serve = true,
-            "--master" => options
-                .masters
-                .push(value()?.parse().map_err(|_| "--master takes an IP:port")?),
-            "--players" => {
-                options.players = value()?.parse().map_err(|_| "--players takes a number")?
-            }
-            "--join" => options.join = Some(value()?),
-            "--edit" => options.edit = Some(PathBuf::from(value()?)),
-            "--script" => options.script = Some(value()?),
-            "--name" => options.name = Some(value()?),
-            "--port" => options.port = value()?.parse().map_err(|_| "--port takes a number")?,
-            "--password" => options.password = Some(value()?),
-            "--scenario" => options.scenario = value()?,
-            "--saves" => options.saves = PathBuf::from(value()?),
-            "--bot" => {
-                options.bot = Some(
-                    value()?
-                        .parse()
-                        .map_err(|_| "--bot takes a number of turns")?,
-                )
-            }
-            "--help" | "-h" => return Err(String::new()),
-            other => return Err(format!("unknown option {other}")),
-        }
-    }
-    Ok(options)
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -94,37 +88,21 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
     }
 }
 
-const USAGE: &str =
-    "usage: strategy [--scenario valley|islands|FILE] [--bot TURNS] [--text] [--saves DIR]
-       strategy --host [--port P] [--password X] [--name N] [--master IP:PORT] [--scenario ...]
-       strategy --join ADDR [--name N] [--password X] [--bot TURNS [--players P]]
-       strategy --serve [--port P] [--password X] [--master IP:PORT] [--scenario ...]
-       strategy --edit FILE [--script \"cmd; cmd; ...\"]";
-
 fn main() {
     // Re-invoked as the local server: this never returns.
-    switchboard::process::serve_if_child(|| {
-        let options = parse_options().unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(2)
-        });
-        let scenario = load_scenario(&options.scenario).unwrap_or_else(|e| {
-            eprintln!("cannot load the scenario: {e}");
-            std::process::exit(1)
-        });
-        rules::StrategyLogic::new(scenario, options.lobby, options.saves)
-    });
+    switchboard::process::serve_if_child_with(
+        |config| config.listing = Announce::from_env().map(Announce::hook),
+        || {
+            let options = Options::parse();
+            let scenario = load_scenario(&options.scenario).unwrap_or_else(|e| {
+                eprintln!("cannot load the scenario: {e}");
+                std::process::exit(1)
+            });
+            rules::StrategyLogic::new(scenario, options.lobby, options.saves)
+        },
+    );
 
-    let options = match parse_options() {
-        Ok(options) => options,
-        Err(err) => {
-            if !err.is_empty() {
-                eprintln!("{err}");
-            }
-            eprintln!("{USAGE}");
-            std::process::exit(2);
-        }
-    };
+    let options = Options::parse();
     let result = if let Some(path) = &options.edit {
         editor::run(path, options.script.as_deref(), options.text)
     } else if options.serve {
@@ -149,11 +127,11 @@ fn main() {
 }
 
 /// How the game appears in server browsers.
-fn listing(options: &Options, dedicated: bool) -> switchboard::master::Announce {
+fn listing(options: &Options, dedicated: bool) -> Announce {
     let scenario = load_scenario(&options.scenario)
         .map(|s| s.name)
         .unwrap_or_default();
-    let info = switchboard::master::ServerInfo {
+    let info = ServerInfo {
         name: options
             .name
             .clone()
@@ -165,16 +143,17 @@ fn listing(options: &Options, dedicated: bool) -> switchboard::master::Announce 
         version: env!("CARGO_PKG_VERSION").into(),
         ..Default::default()
     };
-    switchboard::master::Announce::new(options.masters.clone(), info)
+    Announce::new(options.masters.clone(), info)
 }
 
 /// A dedicated server: no local player, every interface, a lobby; stops on
 /// Ctrl-C or SIGTERM.
 fn dedicated(options: &Options) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
     let scenario = load_scenario(&options.scenario)?;
     let config = switchboard::ManagerConfig {
         password: options.password.clone(),
-        announce: (!options.masters.is_empty()).then(|| listing(options, true)),
+        listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
         ..switchboard::ManagerConfig::default()
     };
     let logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
@@ -197,7 +176,13 @@ fn local_game(options: &Options) -> Result<(), String> {
     if options.host {
         args.push("--lobby".into());
     }
+    // A hosted game others can find: its child server lists itself.
+    let env = (options.host && !options.masters.is_empty())
+        .then(|| listing(options, false).to_env())
+        .into_iter()
+        .collect();
     let server = LocalServer::spawn(LocalServerOptions {
+        env,
         args,
         scope: if options.host {
             BindScope::AllInterfaces

@@ -17,10 +17,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use switchboard::board::BoardLogic;
-use switchboard::master::{self, Announce, MasterConfig, MasterServer, ServerInfo};
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
+use switchboard_master::{self as master, Announce, MasterConfig, MasterServer, ServerInfo};
+use switchboard_server::board::BoardLogic;
 
 /// The dedicated Switchboard game server.
 #[derive(Debug, Parser)]
@@ -182,6 +182,7 @@ fn main() -> ExitCode {
 }
 
 fn run_game(args: GameArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
     let mut config = ManagerConfig {
         password: args.password.filter(|p| !p.is_empty()),
         ..ManagerConfig::default()
@@ -203,7 +204,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         info.check().map_err(|e| format!("server info: {e}"))?;
         let mut announce = Announce::new(args.masters, info);
         announce.heartbeat_interval = Duration::from_secs_f64(args.heartbeat_secs.max(0.05));
-        config.announce = Some(announce);
+        config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
     switchboard::process::run_server(args.bind, args.port, config, logic, args.watch_stdin)
@@ -254,7 +255,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let runtime = runtime()?;
     runtime.block_on(async move {
-        let mut config = switchboard::relay::RelayConfig {
+        let mut config = switchboard_relay::RelayConfig {
             json_port: args.json_port,
             send_interval: std::time::Duration::from_millis(args.send_interval_ms),
             ..Default::default()
@@ -262,7 +263,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         // Many players arrive at once (a load test, a server restart).
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
-        let relay = switchboard::relay::start(args.bind, args.port, config)
+        let relay = switchboard_relay::start(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         println!(
             "{}",
@@ -327,7 +328,7 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
         eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
     }
     let runtime = runtime()?;
-    let config = switchboard::relay::load::LoadConfig {
+    let config = switchboard_relay::load::LoadConfig {
         addr: args.addr,
         bots: count,
         rate: args.rate,
@@ -346,7 +347,7 @@ fn run_bots(args: BotsArgs) -> Result<(), String> {
     let mut first = None;
     let mut last = None;
     let rss_before = args.server_pid.and_then(process_usage).map(|(_, rss)| rss);
-    let report = runtime.block_on(switchboard::relay::load::run(
+    let report = runtime.block_on(switchboard_relay::load::run(
         config,
         |elapsed, sent, received| {
             let done = (elapsed.as_secs_f64() / total).clamp(0.0, 1.0);

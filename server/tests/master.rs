@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use switchboard::master::{self, Filter, Listed};
+use switchboard_master::{self as master, Filter, Listed};
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard-server");
 const WAIT: Duration = Duration::from_secs(10);

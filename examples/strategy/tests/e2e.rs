@@ -57,16 +57,12 @@ impl Player {
         let view = Rc::new(RefCell::new(None));
         let lobby = Rc::new(RefCell::new(None));
         let (v, l) = (view.clone(), lobby.clone());
-        client
-            .subscribe(Chan::Game, move |d| {
-                if d.action() == Some(Act::View) {
-                    *v.borrow_mut() = d.content().ok();
-                }
-            })
-            .detach();
-        client
-            .subscribe(Chan::Lobby, move |d| *l.borrow_mut() = d.content().ok())
-            .detach();
+        client.subscribe(Chan::Game, move |d| {
+            if d.action() == Some(Act::View) {
+                *v.borrow_mut() = d.content().ok();
+            }
+        });
+        client.subscribe(Chan::Lobby, move |d| *l.borrow_mut() = d.content().ok());
         let mut player = Player {
             client,
             view,
@@ -584,7 +580,7 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dedicated_server_is_found_through_a_master_server() {
-    use switchboard::master::{self, Filter, MasterConfig, MasterServer};
+    use switchboard_master::{self as master, Filter, MasterConfig, MasterServer};
     let (master_server, handle) =
         MasterServer::bind("127.0.0.1:0".parse().unwrap(), MasterConfig::default())
             .await

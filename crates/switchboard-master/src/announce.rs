@@ -1,0 +1,237 @@
+//! The game server's side: heartbeats to its masters from its own game port,
+//! and answers to info queries and pings on that port.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{self, Datagram, ServerInfo, MAX_DATAGRAM};
+use switchboard::manager::{Listing, ListingHook, ListingStatus, ListingUpdates};
+use switchboard::session::{KeyedLimiter, RateLimit};
+
+/// The environment variable that carries an [`Announce`] to a hosted game's
+/// child server (`LocalServerOptions::env`): hex of the bincode of
+/// `(masters, info, heartbeat seconds)`.
+pub const ENV_ANNOUNCE: &str = "SWITCHBOARD_ANNOUNCE";
+
+/// What a game server announces, and to which masters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announce {
+    /// The masters to register with.
+    pub masters: Vec<SocketAddr>,
+    /// What to say about this server (the player count is kept current by
+    /// the server manager).
+    pub info: ServerInfo,
+    /// Time between heartbeats (default 60 s; a master drops a server silent
+    /// for its expiry, 180 s by default).
+    pub heartbeat_interval: Duration,
+    /// Info queries and pings answered per minute per source IP that is not
+    /// a master (default 120). Past it they are dropped.
+    pub answers_per_minute: f64,
+}
+
+impl Announce {
+    /// Announces `info` to `masters` with the default timers.
+    pub fn new(masters: Vec<SocketAddr>, info: ServerInfo) -> Self {
+        Self {
+            masters,
+            info,
+            heartbeat_interval: Duration::from_secs(60),
+            answers_per_minute: 120.0,
+        }
+    }
+}
+
+impl Announce {
+    /// The hook a `ManagerConfig::listing` takes: once the server listens,
+    /// heartbeats go out from its game port, and the player count is kept
+    /// current.
+    pub fn hook(self) -> ListingHook {
+        ListingHook::new(self)
+    }
+
+    /// This announce as an environment variable for a child server
+    /// (`LocalServerOptions::env`); [`from_env`](Self::from_env) reads it.
+    pub fn to_env(&self) -> (String, String) {
+        let value = (
+            &self.masters,
+            &self.info,
+            self.heartbeat_interval.as_secs_f64(),
+        );
+        let bytes =
+            switchboard::codec::encode_value(&value).expect("announce settings always encode");
+        let hex = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        (ENV_ANNOUNCE.to_string(), hex)
+    }
+
+    /// The announce a parent passed in [`ENV_ANNOUNCE`], if any.
+    pub fn from_env() -> Option<Self> {
+        Self::decode_hex(&std::env::var(ENV_ANNOUNCE).ok()?)
+    }
+
+    fn decode_hex(hex: &str) -> Option<Self> {
+        let bytes: Option<Vec<u8>> = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+            })
+            .collect();
+        let (masters, info, secs): (Vec<SocketAddr>, ServerInfo, f64) =
+            switchboard::codec::decode_value(&bytes?).ok()?;
+        let mut announce = Announce::new(masters, info);
+        announce.heartbeat_interval = Duration::from_secs_f64(secs.clamp(0.05, 86_400.0));
+        Some(announce)
+    }
+}
+
+impl Listing for Announce {
+    fn start(
+        &self,
+        addr: SocketAddr,
+        status: ListingStatus,
+    ) -> std::io::Result<Box<dyn ListingUpdates>> {
+        let udp = std::net::UdpSocket::bind(addr)?;
+        udp.set_nonblocking(true)?;
+        let udp = UdpSocket::from_std(udp)?;
+        let mut announcer = Announcer::serve(udp, self.clone())?;
+        announcer.update(status);
+        Ok(Box::new(announcer))
+    }
+}
+
+impl ListingUpdates for Announcer {
+    /// Keeps what the server announces current: its player count, and its
+    /// capacity when the game did not set one.
+    fn update(&mut self, status: ListingStatus) {
+        self.change(|info| {
+            info.players = status.players.min(u16::MAX as usize) as u16;
+            if info.max_players == 0 {
+                info.max_players = status.capacity.min(u16::MAX as usize) as u16;
+            }
+            info.max_players = info.max_players.max(info.players);
+            info.bots = info.bots.min(info.players);
+        });
+    }
+}
+
+/// A running announcer. Dropping it stops the heartbeats.
+#[derive(Debug)]
+pub struct Announcer {
+    info: Arc<Mutex<ServerInfo>>,
+    stop: CancellationToken,
+    local_addr: SocketAddr,
+}
+
+impl Announcer {
+    /// Binds UDP on `addr` (the game server's address and port) and starts
+    /// heartbeats and answers on the current tokio runtime.
+    pub async fn start(addr: SocketAddr, announce: Announce) -> std::io::Result<Announcer> {
+        Self::serve(UdpSocket::bind(addr).await?, announce)
+    }
+
+    fn serve(udp: UdpSocket, announce: Announce) -> std::io::Result<Announcer> {
+        let local_addr = udp.local_addr()?;
+        let info = Arc::new(Mutex::new(announce.info.clone()));
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(udp, announce, info.clone(), stop.clone()));
+        Ok(Announcer {
+            info,
+            stop,
+            local_addr,
+        })
+    }
+
+    /// Changes what is announced.
+    pub fn change(&self, change: impl FnOnce(&mut ServerInfo)) {
+        change(&mut self.info.lock().expect("info lock"));
+    }
+
+    /// The UDP address it answers on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+impl Drop for Announcer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn serve(
+    udp: UdpSocket,
+    announce: Announce,
+    info: Arc<Mutex<ServerInfo>>,
+    stop: CancellationToken,
+) {
+    let mut heartbeat = tokio::time::interval(announce.heartbeat_interval);
+    let beat = protocol::encode(&Datagram::Heartbeat);
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    let per_minute = announce.answers_per_minute;
+    let mut budgets = KeyedLimiter::new(RateLimit {
+        per_second: per_minute / 60.0,
+        burst: (per_minute / 6.0).max(1.0),
+    });
+    loop {
+        tokio::select! {
+            _ = heartbeat.tick() => {
+                for master in &announce.masters {
+                    if let Err(err) = udp.send_to(&beat, master).await {
+                        tracing::debug!(%master, %err, "heartbeat not sent");
+                    }
+                }
+                budgets.forget_idle(Instant::now(), Duration::from_secs(600));
+            }
+            received = udp.recv_from(&mut buf) => {
+                let Ok((len, from)) = received else { continue };
+                if len > MAX_DATAGRAM {
+                    continue;
+                }
+                let from_master = announce.masters.contains(&from);
+                if !from_master && !budgets.allow(from.ip(), Instant::now()) {
+                    continue;
+                }
+                let reply = match protocol::decode(&buf[..len]) {
+                    Ok(Datagram::InfoQuery { challenge, .. }) => {
+                        let info = info.lock().expect("info lock").clone();
+                        let reply = protocol::encode(&Datagram::InfoReply { challenge, info });
+                        // Never answer a stranger with more than it sent.
+                        (from_master || reply.len() <= len).then_some(reply)
+                    }
+                    Ok(Datagram::Ping { nonce }) => Some(protocol::encode(&Datagram::Pong { nonce })),
+                    _ => None,
+                };
+                if let Some(reply) = reply {
+                    let _ = udp.send_to(&reply, from).await;
+                }
+            }
+            _ = stop.cancelled() => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announce_settings_cross_the_environment() {
+        let mut announce = Announce::new(
+            vec!["127.0.0.1:27900".parse().unwrap()],
+            ServerInfo {
+                name: "hosted".into(),
+                region: "eu".into(),
+                ..Default::default()
+            },
+        );
+        announce.heartbeat_interval = Duration::from_millis(500);
+        let (name, hex) = announce.to_env();
+        assert_eq!(name, ENV_ANNOUNCE);
+        assert_eq!(Announce::decode_hex(&hex), Some(announce));
+        assert_eq!(Announce::decode_hex("zz"), None);
+    }
+}

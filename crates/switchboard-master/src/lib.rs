@@ -1,0 +1,101 @@
+//! The master server, which lists game servers, and the two sides that talk
+//! to it: game servers announcing themselves, and browsers listing them.
+//!
+//! ```text
+//!  game server ──heartbeat (UDP, from its game port)──▶ master
+//!  game server ◀──info query + challenge (UDP, to that same address)── master
+//!  game server ──info + challenge (UDP)──▶ master        (listed from now on)
+//!  browser ──list request (TCP, a Switchboard connection)──▶ master ──page──▶ browser
+//!  browser ──ping / info query (UDP)──▶ game server ──pong / info──▶ browser
+//! ```
+//!
+//! The master never trusts an address named inside a packet: it queries the
+//! address a heartbeat came from, lists it only once it answers with the
+//! challenge, and answers heartbeats at a bounded rate per address, so it
+//! cannot be used to reflect traffic at someone else. Its default port is
+//! [`DEFAULT_PORT`] (27900), UDP and TCP.
+
+mod announce;
+mod browser;
+pub mod protocol;
+mod registry;
+mod server;
+
+use std::time::Duration;
+
+pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
+pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed};
+pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
+pub use registry::{Master, MemoryRegistry, Registry};
+pub use server::{MasterHandle, MasterServer};
+
+/// The master's port unless told otherwise, UDP and TCP.
+pub const DEFAULT_PORT: u16 = 27900;
+
+/// The master's limits and timers; each field says its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MasterConfig {
+    /// A server not heard from for this long is dropped (default 180 s).
+    pub expiry: Duration,
+    /// An info query not answered within this long is forgotten (default
+    /// 10 s); a late answer lists nothing.
+    pub query_timeout: Duration,
+    /// Heartbeats per minute answered per source IP, sustained (default 6:
+    /// one every 10 s). Past it heartbeats still refresh a listed server but
+    /// trigger no query: they are dropped and counted.
+    pub heartbeats_per_minute: f64,
+    /// Heartbeats per source IP answered at once (default 4).
+    pub heartbeat_burst: f64,
+    /// Servers listed at most (default 10,000). Past it new servers are not
+    /// queried.
+    pub max_servers: usize,
+    /// Servers listed per IP at most (default 32).
+    pub max_servers_per_ip: usize,
+    /// Unanswered info queries held at most (default 10,000).
+    pub max_pending: usize,
+    /// How often expiry runs (default 1 s).
+    pub tick_interval: Duration,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs(180),
+            query_timeout: Duration::from_secs(10),
+            heartbeats_per_minute: 6.0,
+            heartbeat_burst: 4.0,
+            max_servers: 10_000,
+            max_servers_per_ip: 32,
+            max_pending: 10_000,
+            tick_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The master's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MasterStats {
+    /// Servers listed now.
+    pub listed: u64,
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// Datagrams that did not decode, or were of a kind the master does
+    /// not take, or carried info over the limits.
+    pub malformed: u64,
+    /// Heartbeats received.
+    pub heartbeats: u64,
+    /// Heartbeats over the per-address rate.
+    pub rate_limited: u64,
+    /// New servers refused because the registry or the query table was full.
+    pub refused_full: u64,
+    /// New servers refused because their IP has the most servers allowed.
+    pub refused_per_ip: u64,
+    /// Info replies that answered no query of ours.
+    pub unsolicited: u64,
+    /// Servers that got listed.
+    pub registered: u64,
+    /// Servers dropped as silent.
+    pub expired: u64,
+    /// List requests served.
+    pub lists: u64,
+}

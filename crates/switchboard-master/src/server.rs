@@ -1,0 +1,164 @@
+//! The master server's IO: one UDP socket for heartbeats and info, one
+//! Switchboard listener for list requests, on the same port.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ListRequest, MasterAction, MasterChannel, MAX_DATAGRAM};
+use crate::registry::{Master, MemoryRegistry, Registry};
+use crate::{MasterConfig, MasterStats};
+use switchboard::message::Message;
+use switchboard::runtime;
+use switchboard::socket::{ExtendedTcpServer, ServerConfig, ServerEvent, ServerStream};
+
+/// A bound master server, ready to [`run`](Self::run).
+pub struct MasterServer<R: Registry = MemoryRegistry> {
+    master: Master<R>,
+    udp: UdpSocket,
+    tcp: ServerStream,
+    tick: std::time::Duration,
+    stop: CancellationToken,
+}
+
+/// A handle to a running master: its address, and the way to stop it.
+#[derive(Debug, Clone)]
+pub struct MasterHandle {
+    local_addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl MasterHandle {
+    /// The address it listens on (UDP and TCP).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops it.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl MasterServer<MemoryRegistry> {
+    /// Binds UDP and TCP on `addr` (port 0: a free port, the same for both)
+    /// with the in-memory registry.
+    pub async fn bind(
+        addr: SocketAddr,
+        config: MasterConfig,
+    ) -> std::io::Result<(Self, MasterHandle)> {
+        Self::bind_with(addr, config, MemoryRegistry::default()).await
+    }
+}
+
+impl<R: Registry> MasterServer<R> {
+    /// Binds with a registry of the caller's choice.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        config: MasterConfig,
+        registry: R,
+    ) -> std::io::Result<(Self, MasterHandle)> {
+        // A port free for TCP may be taken for UDP: try a few.
+        let mut last_err = None;
+        for _ in 0..8 {
+            let tcp = ExtendedTcpServer::bind_addr(addr, ServerConfig::default())?;
+            let port = tcp.local_addr().port();
+            match UdpSocket::bind(SocketAddr::new(addr.ip(), port)).await {
+                Ok(udp) => {
+                    let stop = CancellationToken::new();
+                    let handle = MasterHandle {
+                        local_addr: tcp.local_addr(),
+                        stop: stop.clone(),
+                    };
+                    let tick = config.tick_interval;
+                    let server = Self {
+                        master: Master::new(config, registry),
+                        udp,
+                        tcp: tcp.into_stream(),
+                        tick,
+                        stop,
+                    };
+                    return Ok((server, handle));
+                }
+                Err(err) if addr.port() == 0 => last_err = Some(err),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| std::io::Error::other("no port free for both UDP and TCP")))
+    }
+
+    /// Serves until `shutdown` completes or the handle stops it.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        let mut tick = tokio::time::interval(self.tick);
+        let handle = self.tcp.handle();
+        loop {
+            tokio::select! {
+                received = self.udp.recv_from(&mut buf) => match received {
+                    Ok((len, from)) => {
+                        let now = Instant::now();
+                        // One byte more than the limit was read: too long.
+                        let bytes = if len > MAX_DATAGRAM { &b""[..] } else { &buf[..len] };
+                        if let Some((to, reply)) = self.master.on_datagram(from, bytes, now) {
+                            let _ = self.udp.send_to(&reply, to).await;
+                        }
+                    }
+                    Err(err) => tracing::debug!(%err, "udp receive failed"),
+                },
+                event = self.tcp.next_event() => match event {
+                    Some(ServerEvent::Received(incoming)) => {
+                        let reply = match incoming.message.action::<MasterAction>() {
+                            Some(MasterAction::List) => incoming
+                                .message
+                                .content::<ListRequest>()
+                                .ok()
+                                .map(|request| Message::new(MasterChannel::Master, MasterAction::Page, &self.master.list(&request))),
+                            Some(MasterAction::Stats) => {
+                                Some(Message::new(MasterChannel::Master, MasterAction::StatsReply, &self.master.stats()))
+                            }
+                            _ => None,
+                        };
+                        match reply {
+                            Some(Ok(message)) => {
+                                let _ = handle.send_to(incoming.peer, &message);
+                            }
+                            _ => handle.close_peer(incoming.peer, "unknown or malformed request"),
+                        }
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                _ = tick.tick() => self.master.tick(Instant::now()),
+                _ = &mut shutdown => break,
+                _ = self.stop.cancelled() => break,
+            }
+        }
+        handle.shutdown("master shutting down");
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> MasterStats {
+        self.master.stats()
+    }
+}
+
+impl MasterServer<MemoryRegistry> {
+    /// Binds and runs on the background runtime (or the current one).
+    pub fn spawn(addr: SocketAddr, config: MasterConfig) -> std::io::Result<MasterHandle> {
+        let rt = runtime::handle();
+        let (server, handle) = match tokio::runtime::Handle::try_current() {
+            Ok(_) => {
+                return Err(std::io::Error::other(
+                    "inside a runtime: use bind().await and run()",
+                ))
+            }
+            Err(_) => rt.block_on(Self::bind(addr, config))?,
+        };
+        rt.spawn(server.run(std::future::pending()));
+        Ok(handle)
+    }
+}

@@ -1,0 +1,322 @@
+//! The relay's logic, without IO: players, zones, and who hears what.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::transform::Transform;
+
+/// How a player is connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Link {
+    /// A Switchboard connection.
+    Native,
+    /// The newline-delimited JSON compatibility listener.
+    Json,
+}
+
+/// One player, as a snapshot shows it (a copy, not live state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayClient {
+    /// Its number (the JSON protocol's `playerId`).
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// Where it connected from.
+    pub addr: Option<SocketAddr>,
+    /// How.
+    pub link: Link,
+    /// Its zone, once it sent a transform.
+    pub zone: Option<String>,
+    /// Its last transform.
+    pub last: Option<Transform>,
+    /// Whether it said it is a bot.
+    pub is_bot: bool,
+}
+
+/// What the relay tells players.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RelayEvent {
+    /// Your number.
+    Welcome {
+        /// It.
+        player_id: u32,
+    },
+    /// Someone in your zone moved.
+    Transform {
+        /// Who (stamped by the server).
+        player_id: u32,
+        /// The server's clock, milliseconds (stamped by the server).
+        server_time_ms: u64,
+        /// Where and how.
+        transform: Arc<Transform>,
+    },
+    /// Someone you could see left, or left your zone.
+    Left {
+        /// Who.
+        player_id: u32,
+    },
+}
+
+/// An event and everyone who gets it.
+pub type Outgoing = (Vec<u32>, RelayEvent);
+
+/// The relay's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayStats {
+    /// Players connected now.
+    pub players: usize,
+    /// Transforms received.
+    pub transforms_in: u64,
+    /// Transform deliveries (one per recipient).
+    pub transforms_out: u64,
+    /// Transforms refused (over the limits).
+    pub refused: u64,
+    /// Malformed JSON lines.
+    pub malformed_lines: u64,
+}
+
+/// Players and zones.
+#[derive(Debug, Default)]
+pub struct Relay {
+    players: BTreeMap<u32, RelayClient>,
+    zones: HashMap<String, BTreeSet<u32>>,
+    next_id: u32,
+    stats: RelayStats,
+}
+
+impl Relay {
+    /// No players.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A player connected: its number, and its welcome.
+    pub fn join(
+        &mut self,
+        name: &str,
+        addr: Option<SocketAddr>,
+        link: Link,
+        is_bot: bool,
+    ) -> (u32, Vec<Outgoing>) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.players.insert(
+            id,
+            RelayClient {
+                id,
+                name: name.to_string(),
+                addr,
+                link,
+                zone: None,
+                last: None,
+                is_bot,
+            },
+        );
+        (id, vec![(vec![id], RelayEvent::Welcome { player_id: id })])
+    }
+
+    /// Renames a player or marks it a bot.
+    pub fn describe(&mut self, id: u32, name: &str, is_bot: bool) {
+        if let Some(player) = self.players.get_mut(&id) {
+            player.name = name.to_string();
+            player.is_bot = is_bot;
+        }
+    }
+
+    fn others_in(&self, zone: &str, except: u32) -> Vec<u32> {
+        self.zones.get(zone).map_or_else(Vec::new, |ids| {
+            ids.iter().copied().filter(|i| *i != except).collect()
+        })
+    }
+
+    /// A player moved: stamp it, relay it to the others in its zone; a zone
+    /// change is announced to the zone it left.
+    pub fn transform(
+        &mut self,
+        id: u32,
+        transform: Transform,
+        server_time_ms: u64,
+    ) -> Vec<Outgoing> {
+        self.stats.transforms_in += 1;
+        if transform.check().is_err() {
+            self.stats.refused += 1;
+            return Vec::new();
+        }
+        let Some(player) = self.players.get(&id) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let old = player.zone.clone();
+        if old.as_deref() != Some(transform.zone.as_str()) {
+            if let Some(old) = &old {
+                if let Some(ids) = self.zones.get_mut(old) {
+                    ids.remove(&id);
+                }
+                let watchers = self.others_in(old, id);
+                if !watchers.is_empty() {
+                    out.push((watchers, RelayEvent::Left { player_id: id }));
+                }
+            }
+            // Whoever enters a zone is shown where everyone in it stands.
+            for other in self.others_in(&transform.zone, id) {
+                if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
+                    let event = RelayEvent::Transform {
+                        player_id: other,
+                        server_time_ms,
+                        transform: Arc::new(last),
+                    };
+                    out.push((vec![id], event));
+                }
+            }
+            self.zones
+                .entry(transform.zone.clone())
+                .or_default()
+                .insert(id);
+        }
+        let recipients = self.others_in(&transform.zone, id);
+        self.stats.transforms_out += recipients.len() as u64;
+        let transform = Arc::new(transform);
+        if let Some(player) = self.players.get_mut(&id) {
+            player.zone = Some(transform.zone.clone());
+            player.last = Some((*transform).clone());
+        }
+        if !recipients.is_empty() {
+            out.push((
+                recipients,
+                RelayEvent::Transform {
+                    player_id: id,
+                    server_time_ms,
+                    transform,
+                },
+            ));
+        }
+        out
+    }
+
+    /// A player left: those who could see it are told.
+    pub fn leave(&mut self, id: u32) -> Vec<Outgoing> {
+        let Some(player) = self.players.remove(&id) else {
+            return Vec::new();
+        };
+        let Some(zone) = player.zone else {
+            return Vec::new();
+        };
+        if let Some(ids) = self.zones.get_mut(&zone) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.zones.remove(&zone);
+            }
+        }
+        let watchers = self.others_in(&zone, id);
+        if watchers.is_empty() {
+            Vec::new()
+        } else {
+            vec![(watchers, RelayEvent::Left { player_id: id })]
+        }
+    }
+
+    /// Counts a malformed line.
+    pub fn malformed_line(&mut self) {
+        self.stats.malformed_lines += 1;
+    }
+
+    /// A copy of every player.
+    pub fn clients(&self) -> Vec<RelayClient> {
+        self.players.values().cloned().collect()
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> RelayStats {
+        RelayStats {
+            players: self.players.len(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// How a player is connected.
+    pub fn link(&self, id: u32) -> Option<Link> {
+        self.players.get(&id).map(|p| p.link)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(zone: &str, x: f32) -> Transform {
+        Transform {
+            position: [x, 0.0, 0.0],
+            zone: zone.into(),
+            ..Transform::default()
+        }
+    }
+
+    #[test]
+    fn transforms_are_stamped_and_reach_only_the_same_zone() {
+        let mut relay = Relay::new();
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let (b, _) = relay.join("b", None, Link::Json, false);
+        let (c, _) = relay.join("c", None, Link::Native, true);
+        relay.transform(b, at("town", 0.0), 1);
+        relay.transform(c, at("forest", 0.0), 1);
+        relay.transform(a, at("town", 4.0), 41);
+        // Moving within the zone: only the other player in town hears it.
+        let out = relay.transform(a, at("town", 5.0), 42);
+        assert_eq!(out.len(), 1);
+        let (to, event) = &out[0];
+        assert_eq!(to, &vec![b], "only the other player in town");
+        match event {
+            RelayEvent::Transform {
+                player_id,
+                server_time_ms,
+                transform,
+            } => {
+                assert_eq!(
+                    (*player_id, *server_time_ms, transform.position[0]),
+                    (a, 42, 5.0)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn leaving_and_changing_zone_are_announced_to_those_who_could_see() {
+        let mut relay = Relay::new();
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let (b, _) = relay.join("b", None, Link::Native, false);
+        let (c, _) = relay.join("c", None, Link::Native, false);
+        relay.transform(a, at("town", 0.0), 0);
+        relay.transform(b, at("town", 0.0), 0);
+        relay.transform(c, at("forest", 0.0), 0);
+        let out = relay.transform(a, at("forest", 0.0), 0);
+        assert!(
+            out.contains(&(vec![b], RelayEvent::Left { player_id: a })),
+            "town hears a left"
+        );
+        assert!(
+            out.iter().any(|(to, e)| to == &vec![a]
+                && matches!(e, RelayEvent::Transform { player_id, .. } if *player_id == c)),
+            "a is shown where c stands in the forest"
+        );
+        assert!(out
+            .iter()
+            .any(|(to, e)| to == &vec![c] && matches!(e, RelayEvent::Transform { .. })));
+        let out = relay.leave(c);
+        assert_eq!(out, vec![(vec![a], RelayEvent::Left { player_id: c })]);
+        assert_eq!(relay.stats().players, 2);
+    }
+
+    #[test]
+    fn out_of_limits_transforms_are_refused() {
+        let mut relay = Relay::new();
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let mut bad = at("town", f32::NAN);
+        assert!(relay.transform(a, bad.clone(), 0).is_empty());
+        bad.position[0] = 0.0;
+        bad.zone = "z".repeat(100);
+        assert!(relay.transform(a, bad, 0).is_empty());
+        assert_eq!(relay.stats().refused, 2);
+    }
+}

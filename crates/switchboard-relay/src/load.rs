@@ -1,0 +1,369 @@
+//! The load tester: N bots sending transforms at R Hz in zones of Z bots,
+//! measuring what the relay carries and how fast.
+//!
+//! Each transform carries its sender's sequence number and send time (extra
+//! fields `seq` and `sent_us`, microseconds since the test began); every bot
+//! that receives it records the relay latency (receipt minus send time, on
+//! the same clock since all bots run in this process) and counts gaps in
+//! each sender's sequence as losses.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::server::{Hello, RelayAction, RelayChannel, Relayed};
+use crate::transform::Transform;
+use switchboard::message::Message;
+use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// The relay's native address.
+    pub addr: SocketAddr,
+    /// Bots.
+    pub bots: usize,
+    /// Transforms per second per bot; 0 holds idle connections (a hello,
+    /// then only the socket's keep-alives), to measure what the relay
+    /// spends per connection.
+    pub rate: f64,
+    /// Bots per zone.
+    pub zone_size: usize,
+    /// How long to send.
+    pub duration: Duration,
+}
+
+/// What a load test measured.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LoadReport {
+    /// Bots that connected.
+    pub bots_connected: usize,
+    /// Seconds of sending.
+    pub seconds: f64,
+    /// Transforms sent.
+    pub sent: u64,
+    /// Transforms received (by all bots together).
+    pub received: u64,
+    /// Sent per second.
+    pub sent_per_second: f64,
+    /// Received per second.
+    pub received_per_second: f64,
+    /// Bytes per second received by the bots (frames as on the wire).
+    pub bytes_per_second: f64,
+    /// Relay latency percentiles and maximum, milliseconds.
+    pub latency_ms_p50: f64,
+    /// 95th percentile.
+    pub latency_ms_p95: f64,
+    /// 99th percentile.
+    pub latency_ms_p99: f64,
+    /// Maximum.
+    pub latency_ms_max: f64,
+    /// Transforms missing from a sender's sequence at a receiver.
+    pub lost: u64,
+    /// Bots disconnected before the end.
+    pub disconnects: u64,
+    /// Errors reported by the relay or the connections.
+    pub errors: u64,
+}
+
+/// Latencies in 10 µs buckets up to 100 ms, 1 ms buckets up to 60 s, and
+/// the largest seen (an overloaded run reports its real seconds, not a cap).
+#[derive(Debug)]
+struct Histogram {
+    buckets: Vec<u64>,
+    max_us: u64,
+    count: u64,
+}
+
+/// Where the fine buckets end, µs.
+const FINE_US: u64 = 100_000;
+/// The fine buckets' width, µs.
+const FINE_STEP: u64 = 10;
+/// The coarse buckets' width, µs.
+const COARSE_STEP: u64 = 1_000;
+/// Where the coarse buckets end, µs.
+const COARSE_US: u64 = 60_000_000;
+
+impl Histogram {
+    fn new() -> Self {
+        let len = FINE_US / FINE_STEP + (COARSE_US - FINE_US) / COARSE_STEP + 1;
+        Self {
+            buckets: vec![0; len as usize],
+            max_us: 0,
+            count: 0,
+        }
+    }
+
+    fn bucket(us: u64) -> usize {
+        let i = if us < FINE_US {
+            us / FINE_STEP
+        } else {
+            FINE_US / FINE_STEP + (us.min(COARSE_US) - FINE_US) / COARSE_STEP
+        };
+        i as usize
+    }
+
+    /// The middle of bucket `i`, µs.
+    fn middle(i: usize) -> f64 {
+        let i = i as u64;
+        let fine = FINE_US / FINE_STEP;
+        if i < fine {
+            (i * FINE_STEP) as f64 + FINE_STEP as f64 / 2.0
+        } else {
+            (FINE_US + (i - fine) * COARSE_STEP) as f64 + COARSE_STEP as f64 / 2.0
+        }
+    }
+
+    fn record(&mut self, us: u64) {
+        let i = Self::bucket(us).min(self.buckets.len() - 1);
+        self.buckets[i] += 1;
+        self.max_us = self.max_us.max(us);
+        self.count += 1;
+    }
+
+    fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.max_us = self.max_us.max(other.max_us);
+        self.count += other.count;
+    }
+
+    fn percentile_ms(&self, p: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let rank = (self.count as f64 * p).ceil() as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Self::middle(i).min(self.max_us as f64) / 1000.0;
+            }
+        }
+        self.max_us as f64 / 1000.0
+    }
+}
+
+/// Live counts for the progress line.
+static LIVE_SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LIVE_RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[derive(Debug, Default)]
+struct Totals {
+    sent: u64,
+    received: u64,
+    bytes: u64,
+    lost: u64,
+    disconnects: u64,
+    errors: u64,
+    connected: usize,
+}
+
+/// Runs the test; `progress` is called about once a second with the totals
+/// so far (sent, received).
+pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64)) -> LoadReport {
+    LIVE_SENT.store(0, Ordering::Relaxed);
+    LIVE_RECEIVED.store(0, Ordering::Relaxed);
+    let epoch = Instant::now();
+    let start_sending =
+        epoch + Duration::from_secs(1) + Duration::from_millis(config.bots as u64 / 2);
+    let end = start_sending + config.duration;
+    let totals = Arc::new(Mutex::new(Totals::default()));
+    let histogram = Arc::new(Mutex::new(Histogram::new()));
+    let mut tasks = Vec::with_capacity(config.bots);
+    for i in 0..config.bots {
+        let zone = format!("zone-{}", i / config.zone_size.max(1));
+        let (totals, histogram) = (totals.clone(), histogram.clone());
+        let interval = (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate));
+        tasks.push(tokio::spawn(load_bot(
+            config.addr,
+            i,
+            zone,
+            interval,
+            epoch,
+            start_sending,
+            end,
+            totals,
+            histogram,
+        )));
+        // Arrive in a stream, not all in one instant (the relay bounds
+        // connections still in their handshake).
+        if i % 50 == 49 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    while Instant::now() < end + Duration::from_millis(500) {
+        ticker.tick().await;
+        let (sent, received) = (
+            LIVE_SENT.load(Ordering::Relaxed),
+            LIVE_RECEIVED.load(Ordering::Relaxed),
+        );
+        progress(
+            Instant::now().saturating_duration_since(start_sending),
+            sent,
+            received,
+        );
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let t = totals.lock().expect("totals");
+    let h = histogram.lock().expect("histogram");
+    let seconds = config.duration.as_secs_f64();
+    LoadReport {
+        bots_connected: t.connected,
+        seconds,
+        sent: t.sent,
+        received: t.received,
+        sent_per_second: t.sent as f64 / seconds,
+        received_per_second: t.received as f64 / seconds,
+        bytes_per_second: t.bytes as f64 / seconds,
+        latency_ms_p50: h.percentile_ms(0.50),
+        latency_ms_p95: h.percentile_ms(0.95),
+        latency_ms_p99: h.percentile_ms(0.99),
+        latency_ms_max: h.max_us as f64 / 1000.0,
+        lost: t.lost,
+        disconnects: t.disconnects,
+        errors: t.errors,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn load_bot(
+    addr: SocketAddr,
+    index: usize,
+    zone: String,
+    interval: Option<Duration>,
+    epoch: Instant,
+    start: Instant,
+    end: Instant,
+    totals: Arc<Mutex<Totals>>,
+    histogram: Arc<Mutex<Histogram>>,
+) {
+    let mut socket = SocketStream::connect(addr, SocketConfig::default());
+    let hello = Hello {
+        name: format!("load-{index}"),
+        bot: true,
+    };
+    if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
+        let _ = socket.send(&message);
+    }
+    let mut local = Histogram::new();
+    let (mut sent, mut received, mut bytes, mut lost, mut errors) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut last_seq: HashMap<u32, u64> = HashMap::new();
+    let mut connected = false;
+    let mut disconnected = false;
+    // Spread the bots' send times over the interval.
+    let period = interval.unwrap_or(Duration::from_secs(3600));
+    let offset = period.mul_f64((index % 97) as f64 / 97.0);
+    let mut next_send = start + offset;
+    let position = [index as f32, 0.0, 0.0];
+    let stop = end + Duration::from_millis(300);
+    while Instant::now() < stop {
+        let sending = interval.is_some() && Instant::now() < end;
+        tokio::select! {
+            _ = tokio::time::sleep_until(stop) => break,
+            _ = tokio::time::sleep_until(next_send), if sending => {
+                let mut extra = BTreeMap::new();
+                extra.insert("bot".into(), "true".into());
+                extra.insert("seq".into(), sent.to_string());
+                extra.insert("sent_us".into(), epoch.elapsed().as_micros().to_string());
+                let transform = Transform { position, zone: zone.clone(), extra, ..Transform::default() };
+                if let Ok(message) = Message::new(RelayChannel, RelayAction::Transform, &transform) {
+                    if socket.send(&message).is_ok() {
+                        sent += 1;
+                        LIVE_SENT.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                next_send += period;
+            }
+            event = socket.next_event() => match event {
+                Some(SocketEvent::Connected) => connected = true,
+                Some(SocketEvent::Received(message)) => {
+                    bytes += message.content_bytes().len() as u64 + 10;
+                    match message.action::<RelayAction>() {
+                        Some(RelayAction::Relayed) => {
+                            let Ok(relayed) = message.content::<Relayed>() else { continue };
+                            let extra = &relayed.transform.extra;
+                            let (Some(seq), Some(sent_us)) = (
+                                extra.get("seq").and_then(|s| s.parse::<u64>().ok()),
+                                extra.get("sent_us").and_then(|s| s.parse::<u64>().ok()),
+                            ) else { continue };
+                            let previous = last_seq.get(&relayed.player_id).copied();
+                            // A zone-entry snapshot may repeat an old one: skip.
+                            if previous.is_some_and(|p| seq <= p) {
+                                continue;
+                            }
+                            if let Some(p) = previous {
+                                lost += seq - p - 1;
+                            }
+                            last_seq.insert(relayed.player_id, seq);
+                            received += 1;
+                            LIVE_RECEIVED.fetch_add(1, Ordering::Relaxed);
+                            let now_us = epoch.elapsed().as_micros() as u64;
+                            local.record(now_us.saturating_sub(sent_us));
+                        }
+                        Some(RelayAction::Error) => errors += 1,
+                        _ => {}
+                    }
+                }
+                Some(SocketEvent::Error(_)) => errors += 1,
+                Some(SocketEvent::Disconnected(reason)) => {
+                    tracing::warn!(bot = index, %reason, "load bot disconnected");
+                    disconnected = true;
+                    break;
+                }
+                None => {
+                    disconnected = true;
+                    break;
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    socket.close("load test done");
+    let mut t = totals.lock().expect("totals");
+    t.sent += sent;
+    t.received += received;
+    t.bytes += bytes;
+    t.lost += lost;
+    t.errors += errors;
+    t.connected += usize::from(connected);
+    t.disconnects += u64::from(disconnected);
+    drop(t);
+    histogram.lock().expect("histogram").merge(&local);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_from_the_histogram() {
+        let mut h = Histogram::new();
+        for us in 1..=1000u64 {
+            h.record(us * 10);
+        }
+        assert!(
+            (h.percentile_ms(0.5) - 5.0).abs() < 0.02,
+            "{}",
+            h.percentile_ms(0.5)
+        );
+        assert!((h.percentile_ms(0.99) - 9.9).abs() < 0.02);
+        assert_eq!(h.max_us, 10_000);
+        // Past 100 ms the buckets are a millisecond wide, up to a minute.
+        let mut slow = Histogram::new();
+        for ms in [150u64, 2_500, 2_500, 2_500] {
+            slow.record(ms * 1000 + 200);
+        }
+        assert!((slow.percentile_ms(0.25) - 150.5).abs() < 0.01);
+        assert!((slow.percentile_ms(0.99) - 2500.2).abs() < 0.01);
+        assert_eq!(slow.max_us, 2_500_200);
+    }
+}

@@ -1,0 +1,271 @@
+//! What travels on the rooms channel (2).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use switchboard::message::ROOMS_CHANNEL;
+use switchboard::session::ClientId;
+
+switchboard::framework_channel! {
+    /// The rooms channel, as a [`Channel`](switchboard::Channel).
+    RoomsChannel = ROOMS_CHANNEL, "Rooms"
+}
+
+switchboard::actions! {
+    /// Requests (client → server) and events (server → client) about rooms.
+    pub enum RoomAction {
+        /// Request: [`CreateRoom`]; the creator joins as host.
+        Create = 1,
+        /// Request: the list of public rooms (content `()`); answered with `List`.
+        ListRooms = 2,
+        /// Request: join a room (content [`RoomId`]).
+        Join = 3,
+        /// Request: leave the room (content `()`).
+        Leave = 4,
+        /// Request: ready or not (content `bool`).
+        Ready = 5,
+        /// Request (host): start the game (content `()`).
+        Start = 6,
+        /// Request (host): [`Kick`] a player.
+        Kick = 7,
+        /// Request (host): lock or unlock the room (content `bool`).
+        Lock = 8,
+        /// Request: [`RpcRequest`] to route.
+        Rpc = 9,
+        /// Request: [`CustomRequest`] for every other member.
+        Custom = 10,
+        /// Request: [`SpawnRequest`]; the requester owns the new entity.
+        Spawn = 11,
+        /// Request (owner or host): despawn (content [`EntityId`]).
+        Despawn = 12,
+        /// Request (owner or host): [`EntityUpdate`], synced to the others at
+        /// the sync rate.
+        Update = 13,
+        /// Request (owner or host): [`Transfer`] ownership.
+        Transfer = 14,
+        /// Event: the whole room ([`RoomState`]), to a player who joins or
+        /// comes back.
+        State = 20,
+        /// Event: a player joined ([`RoomPlayer`]).
+        PlayerJoined = 21,
+        /// Event: a player left ([`PlayerLeft`]).
+        PlayerLeft = 22,
+        /// Event: the host changed (content [`ClientId`]).
+        HostChanged = 23,
+        /// Event: the game started (content `()`).
+        Started = 24,
+        /// Event: a player's ready flag changed ([`RoomPlayer`]).
+        PlayerChanged = 25,
+        /// Event: an RPC for you ([`RpcCall`]).
+        RpcCall = 26,
+        /// Event: a custom message ([`CustomMessage`]).
+        CustomMessage = 27,
+        /// Event: you were kicked (content: the reason, `String`); nothing
+        /// more of the room reaches you.
+        Kicked = 28,
+        /// Event: the room list ([`RoomSummary`] list), answering `ListRooms`.
+        List = 29,
+        /// Event: an entity appeared ([`Entity`]).
+        Spawned = 30,
+        /// Event: an entity is gone (content [`EntityId`]).
+        Despawned = 31,
+        /// Event: entities whose state changed since the last sync
+        /// (list of [`EntityUpdate`]).
+        StateUpdate = 32,
+        /// Event: an entity has a new owner ([`Transfer`]).
+        OwnerChanged = 33,
+    }
+}
+
+/// A room's number on its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RoomId(pub u32);
+
+/// Create a room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateRoom {
+    /// Its name (1..=32 characters).
+    pub name: String,
+    /// Players it takes (1..=64).
+    pub max_players: u8,
+    /// Free key = value pairs shown in the list.
+    pub metadata: BTreeMap<String, String>,
+    /// Not shown in the list; joined by id.
+    pub private: bool,
+}
+
+/// Kick a player.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kick {
+    /// Whom.
+    pub player: ClientId,
+    /// Why (they are told).
+    pub reason: String,
+}
+
+/// Who an RPC is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RpcTarget {
+    /// Every member, the caller included.
+    All,
+    /// Every member but the caller.
+    Others,
+    /// One member.
+    One(ClientId),
+    /// The room's host.
+    Host,
+}
+
+/// An RPC as the caller sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcRequest {
+    /// The method's name.
+    pub method: String,
+    /// Who runs it.
+    pub target: RpcTarget,
+    /// The encoded arguments.
+    pub args: Vec<u8>,
+}
+
+/// An RPC as its target receives it: the server stamps the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcCall {
+    /// Who called (stamped by the server; never what a client claims).
+    pub from: ClientId,
+    /// The method's name.
+    pub method: String,
+    /// The encoded arguments.
+    pub args: Vec<u8>,
+}
+
+/// A custom message as the sender sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomRequest {
+    /// A named channel of the game's (free text, ≤ 32 bytes).
+    pub channel: String,
+    /// The encoded content.
+    pub data: Vec<u8>,
+}
+
+/// A custom message as the others receive it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomMessage {
+    /// Who sent it (stamped by the server).
+    pub from: ClientId,
+    /// The named channel.
+    pub channel: String,
+    /// The encoded content.
+    pub data: Vec<u8>,
+}
+
+/// A player in a room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomPlayer {
+    /// Their id.
+    pub id: ClientId,
+    /// Their name.
+    pub name: String,
+    /// Whether they host the room.
+    pub host: bool,
+    /// Whether they are ready.
+    pub ready: bool,
+    /// Whether their connection is up (false while within a reconnect grace).
+    pub connected: bool,
+    /// Their measured round trip to the server, in milliseconds (0 until
+    /// measured; keep-alive pings measure it every few seconds).
+    pub latency_ms: u32,
+}
+
+/// A player left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlayerLeft {
+    /// Who.
+    pub id: ClientId,
+    /// Why: "left", "kicked: ...", "disconnected".
+    pub reason: String,
+}
+
+/// The whole room, for a player who joins or comes back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomState {
+    /// Which room.
+    pub id: RoomId,
+    /// Its name.
+    pub name: String,
+    /// Players it takes.
+    pub max_players: u8,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// Whether it is locked.
+    pub locked: bool,
+    /// Whether the game started.
+    pub started: bool,
+    /// Everyone in it.
+    pub players: Vec<RoomPlayer>,
+    /// Every live entity (a late joiner's snapshot).
+    pub entities: Vec<Entity>,
+}
+
+/// A room as the list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomSummary {
+    /// Which room.
+    pub id: RoomId,
+    /// Its name.
+    pub name: String,
+    /// Players in it.
+    pub players: u8,
+    /// Players it takes.
+    pub max_players: u8,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// Whether it is locked.
+    pub locked: bool,
+    /// Whether the game started.
+    pub started: bool,
+}
+
+/// A networked entity's number in its room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EntityId(pub u32);
+
+/// A networked entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entity {
+    /// Its number.
+    pub id: EntityId,
+    /// Who may update it (besides the host).
+    pub owner: ClientId,
+    /// What it is, for the game (≤ 32 bytes).
+    pub kind: String,
+    /// Its encoded state.
+    pub state: Vec<u8>,
+}
+
+/// Spawn an entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// What it is.
+    pub kind: String,
+    /// Its first state.
+    pub state: Vec<u8>,
+}
+
+/// A new state for an entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityUpdate {
+    /// Which entity.
+    pub id: EntityId,
+    /// Its encoded state.
+    pub state: Vec<u8>,
+}
+
+/// A change of owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// Which entity.
+    pub id: EntityId,
+    /// The new owner (a member of the room).
+    pub owner: ClientId,
+}

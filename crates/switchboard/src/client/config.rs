@@ -1,0 +1,76 @@
+//! The settings of a [`NetworkClient`](super::NetworkClient).
+
+use std::time::Duration;
+
+use crate::socket::SocketConfig;
+
+/// When and how often a client tries to get its session back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconnectPolicy {
+    /// Whether to reconnect at all (default true).
+    pub enabled: bool,
+    /// Wait before the first attempt (default 200 ms); doubles per attempt.
+    /// Each wait is drawn at random between half and all of it, so the
+    /// clients of a restarted server do not all come back at once.
+    pub initial_delay: Duration,
+    /// The longest wait between attempts (default 5 s).
+    pub max_delay: Duration,
+    /// Attempts before giving up (default 30).
+    pub max_attempts: u32,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+            max_attempts: 30,
+        }
+    }
+}
+
+/// The settings of a [`NetworkClient`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The connection's limits and timers.
+    pub socket: SocketConfig,
+    /// The player's name (1..=32 characters).
+    pub name: String,
+    /// The join password of a hosted game.
+    pub password: Option<String>,
+    /// Opaque credentials for the server's authentication hook.
+    pub credentials: Vec<u8>,
+    /// Reconnection after a connection loss.
+    pub reconnect: ReconnectPolicy,
+    /// A request with no answer after this long fails with
+    /// [`RequestError::Timeout`](super::RequestError::Timeout) (default 10 s).
+    pub request_timeout: Duration,
+    /// Requests awaiting an answer at once (default 1024); one more fails
+    /// with [`RequestError::TooManyPending`](super::RequestError::TooManyPending).
+    pub max_pending_requests: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            socket: SocketConfig::default(),
+            name: "player".into(),
+            password: None,
+            credentials: Vec::new(),
+            reconnect: ReconnectPolicy::default(),
+            request_timeout: Duration::from_secs(10),
+            max_pending_requests: 1024,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Default settings with this player name.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! An in-memory network for tests: client cores joined to a manager core,
+//! no socket, no thread, and a clock the test moves.
+//!
+//! Everything a [`ServerManager`](crate::ServerManager) and a
+//! [`NetworkClient`](crate::NetworkClient) decide is decided by
+//! [`ManagerCore`] and [`ClientCore`]; the harness carries their messages to
+//! each other at once and in order, so a game's rules, sessions and
+//! reconnects are tested fast and deterministically (in the manner of
+//! quinn-proto's `Pair`). Sockets and processes keep their own tests over
+//! loopback.
+//!
+//! ```
+//! use std::time::Duration;
+//! use switchboard::harness::Harness;
+//! use switchboard::{ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig, Outbox, Rejection, Request};
+//!
+//! switchboard::channels! { enum Chan { Count = 16 } }
+//! switchboard::actions! { enum Act { Add = 1 } }
+//!
+//! #[derive(Default)]
+//! struct Counter(u32);
+//! impl GameLogic for Counter {
+//!     type Command = u32;
+//!     fn validate(&self, request: &Request) -> Result<u32, Rejection> {
+//!         let n: u32 = request.content()?;
+//!         if n > 10 { return Err(Rejection::invalid("at most 10 at once")); }
+//!         Ok(n)
+//!     }
+//!     fn apply(&mut self, _: ClientId, n: u32, _: &mut Outbox) { self.0 += n; }
+//! }
+//!
+//! let mut net = Harness::new(ManagerConfig::default(), Counter::default());
+//! let ann = net.join(ClientConfig::named("ann"));
+//! net.request(ann, Chan::Count, Act::Add, &3u32).unwrap();
+//! net.request(ann, Chan::Count, Act::Add, &30u32).unwrap();
+//! assert_eq!(net.logic().0, 3);
+//! let verdicts: Vec<_> = net.events(ann).into_iter()
+//!     .filter_map(|e| match e { ClientEvent::RequestDone { status, .. } => Some(status), _ => None })
+//!     .collect();
+//! assert_eq!(verdicts.len(), 2);
+//! net.advance(Duration::from_secs(1));
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::client::{
+    ClientAction, ClientConfig, ClientCore, ClientEvent, RequestError, RequestStatus,
+};
+use crate::codec;
+use crate::manager::{
+    GameLogic, LogEntry, ManagerAction, ManagerConfig, ManagerCore, ManagerEvent,
+};
+use crate::message::{Action, Channel, Message};
+use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketEvent};
+use crate::ServerStats;
+
+/// A client in the harness (its index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Player(usize);
+
+/// Who is at the far end of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// A client core.
+    Client(usize),
+    /// A raw peer the test speaks for.
+    Raw,
+}
+
+/// One message or event on its way.
+#[derive(Debug)]
+enum Delivery {
+    ToServer(ManagerEvent),
+    ToClient(usize, SocketEvent),
+}
+
+/// What a raw peer heard.
+#[derive(Debug, Default)]
+struct RawPeer {
+    inbox: Vec<Message>,
+    closed: Option<DisconnectReason>,
+}
+
+/// Client cores and a manager core on one in-memory network.
+pub struct Harness<L: GameLogic> {
+    server: ManagerCore<L>,
+    clients: Vec<SimClient>,
+    raw: HashMap<PeerId, RawPeer>,
+    links: HashMap<PeerId, End>,
+    queue: VecDeque<Delivery>,
+    log: Vec<LogEntry>,
+    now: Instant,
+    next_peer: u64,
+    next_tick: Instant,
+}
+
+struct SimClient {
+    core: ClientCore,
+    peer: Option<PeerId>,
+    addr: SocketAddr,
+    reachable: bool,
+    /// Deliveries to and from it are held (a stalled link).
+    stalled: bool,
+    held: Vec<Delivery>,
+    events: Vec<ClientEvent>,
+}
+
+impl<L: GameLogic> std::fmt::Debug for Harness<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("clients", &self.clients.len())
+            .field("raw", &self.raw.len())
+            .finish()
+    }
+}
+
+impl<L: GameLogic> Harness<L> {
+    /// A server running `logic` with `config`, and nobody connected.
+    pub fn new(config: ManagerConfig, logic: L) -> Self {
+        let now = Instant::now();
+        let server = ManagerCore::new(config, logic);
+        let next_tick = now + server.tick_interval();
+        Self {
+            server,
+            clients: Vec::new(),
+            raw: HashMap::new(),
+            links: HashMap::new(),
+            queue: VecDeque::new(),
+            log: Vec::new(),
+            now,
+            next_peer: 1,
+            next_tick,
+        }
+    }
+
+    /// The harness's clock.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The game's logic on the server.
+    pub fn logic(&self) -> &L {
+        self.server.logic()
+    }
+
+    /// The manager core.
+    pub fn server(&mut self) -> &mut ManagerCore<L> {
+        &mut self.server
+    }
+
+    /// The server's counters now.
+    pub fn stats(&self) -> ServerStats {
+        self.server.snapshot(self.now, |_| None)
+    }
+
+    /// Every line the server logged so far.
+    pub fn log(&self) -> &[LogEntry] {
+        &self.log
+    }
+
+    /// A client that connects with `config` and says hello; returns once the
+    /// server has answered (see [`events`](Self::events) for the welcome).
+    pub fn join(&mut self, config: ClientConfig) -> Player {
+        let index = self.clients.len();
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40_000 + index as u16);
+        let mut core = ClientCore::new(config, 0x5eed_0000 + index as u64);
+        core.start();
+        self.clients.push(SimClient {
+            core,
+            peer: None,
+            addr,
+            reachable: true,
+            stalled: false,
+            held: Vec::new(),
+            events: Vec::new(),
+        });
+        self.settle();
+        Player(index)
+    }
+
+    /// The events `player` heard since the last call, in order.
+    pub fn events(&mut self, player: Player) -> Vec<ClientEvent> {
+        std::mem::take(&mut self.clients[player.0].events)
+    }
+
+    /// The verdict of `player`'s request `id`, if it has one among the
+    /// events not yet taken (it stays there for [`events`](Self::events)).
+    pub fn verdict(&self, player: Player, id: u64) -> Option<&RequestStatus> {
+        self.clients[player.0]
+            .events
+            .iter()
+            .find_map(|event| match event {
+                ClientEvent::RequestDone { id: done, status } if *done == id => Some(status),
+                _ => None,
+            })
+    }
+
+    /// The player's client core.
+    pub fn client(&self, player: Player) -> &ClientCore {
+        &self.clients[player.0].core
+    }
+
+    /// Sends a request from `player` and delivers everything it causes.
+    /// Returns its id.
+    pub fn request<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &mut self,
+        player: Player,
+        channel: C,
+        action: A,
+        content: &T,
+    ) -> Result<u64, RequestError> {
+        let content =
+            codec::encode_value(content).map_err(|e| RequestError::Send(e.to_string()))?;
+        let now = self.now;
+        let id = self.clients[player.0]
+            .core
+            .request(channel.id(), action.id(), content, now)?;
+        self.settle();
+        Ok(id)
+    }
+
+    /// Sends a plain message (no request id) from `player`.
+    pub fn send(&mut self, player: Player, message: Message) {
+        if let Some(peer) = self.clients[player.0].peer {
+            self.queue
+                .push_back(Delivery::ToServer(ManagerEvent::Received { peer, message }));
+            self.settle();
+        }
+    }
+
+    /// The player leaves with a goodbye.
+    pub fn close(&mut self, player: Player, reason: &str) {
+        self.clients[player.0].core.close(reason);
+        self.settle();
+    }
+
+    /// The player's connection breaks without a goodbye (a cable pulled);
+    /// what a stalled link held is lost. Its client will try to come back on
+    /// its own as the clock moves.
+    pub fn cut(&mut self, player: Player) {
+        let client = &mut self.clients[player.0];
+        client.stalled = false;
+        client.held.clear();
+        if let Some(peer) = client.peer.take() {
+            self.links.remove(&peer);
+            let lost = || DisconnectReason::ConnectionLost("cut by the test".into());
+            self.queue
+                .push_back(Delivery::ToServer(ManagerEvent::Disconnected {
+                    peer,
+                    reason: lost(),
+                }));
+            self.queue.push_back(Delivery::ToClient(
+                player.0,
+                SocketEvent::Disconnected(lost()),
+            ));
+            self.settle();
+        }
+    }
+
+    /// Whether the player's connection attempts reach the server (default
+    /// true); unreachable, they fail with "connection refused".
+    pub fn set_reachable(&mut self, player: Player, reachable: bool) {
+        self.clients[player.0].reachable = reachable;
+    }
+
+    /// Stalls the player's link (nothing moves either way, the connection
+    /// stays open: a frozen route) or lets what was held through, in order.
+    pub fn stall(&mut self, player: Player, stalled: bool) {
+        let client = &mut self.clients[player.0];
+        client.stalled = stalled;
+        if !stalled {
+            let held = std::mem::take(&mut client.held);
+            self.queue.extend(held);
+            self.settle();
+        }
+    }
+
+    /// Opens a connection the test speaks for itself (a hand-made hello, a
+    /// forged token, garbage).
+    pub fn open_raw(&mut self) -> PeerId {
+        let peer = self.new_peer();
+        self.links.insert(peer, End::Raw);
+        self.raw.insert(peer, RawPeer::default());
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 30_000);
+        self.queue
+            .push_back(Delivery::ToServer(ManagerEvent::Connected { peer, addr }));
+        self.settle();
+        peer
+    }
+
+    /// Sends `message` from a raw connection.
+    pub fn send_raw(&mut self, peer: PeerId, message: Message) {
+        if self.links.get(&peer) == Some(&End::Raw) {
+            self.queue
+                .push_back(Delivery::ToServer(ManagerEvent::Received { peer, message }));
+            self.settle();
+        }
+    }
+
+    /// What a raw connection heard since the last call.
+    pub fn raw_inbox(&mut self, peer: PeerId) -> Vec<Message> {
+        self.raw
+            .get_mut(&peer)
+            .map(|raw| std::mem::take(&mut raw.inbox))
+            .unwrap_or_default()
+    }
+
+    /// How a raw connection was closed by the server, if it was.
+    pub fn raw_closed(&self, peer: PeerId) -> Option<&DisconnectReason> {
+        self.raw.get(&peer)?.closed.as_ref()
+    }
+
+    /// Moves the clock by `by`, running the server's ticks at its interval
+    /// and the clients' timers (request expiry, reconnects) on the way.
+    pub fn advance(&mut self, by: Duration) {
+        let end = self.now + by;
+        loop {
+            let next_client = self
+                .clients
+                .iter()
+                .filter_map(|c| c.core.next_deadline())
+                .min();
+            let next = next_client.map_or(self.next_tick, |t| t.min(self.next_tick));
+            if next > end {
+                break;
+            }
+            self.now = self.now.max(next);
+            if self.now >= self.next_tick {
+                self.next_tick = self.now + self.server.tick_interval();
+                let actions: Vec<ManagerAction> = self
+                    .server
+                    .tick(self.now, |_| Some(Duration::ZERO))
+                    .collect();
+                self.route_server(actions);
+            }
+            let now = self.now;
+            for client in &mut self.clients {
+                client.core.tick(now);
+            }
+            self.settle();
+        }
+        self.now = end;
+        self.settle();
+    }
+
+    /// Carries every message and event until nothing moves.
+    fn settle(&mut self) {
+        loop {
+            for index in 0..self.clients.len() {
+                self.run_client_actions(index);
+            }
+            let Some(delivery) = self.queue.pop_front() else {
+                break;
+            };
+            if let Some(index) = self.stalled_end(&delivery) {
+                self.clients[index].held.push(delivery);
+                continue;
+            }
+            let now = self.now;
+            match delivery {
+                Delivery::ToServer(event) => {
+                    let actions: Vec<ManagerAction> = self.server.handle(event, now).collect();
+                    self.route_server(actions);
+                }
+                Delivery::ToClient(index, event) => {
+                    let client = &mut self.clients[index];
+                    client.core.handle(event, now);
+                    while let Some(event) = client.core.poll_event() {
+                        client.events.push(event);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stalled client a delivery goes to or comes from, if any.
+    fn stalled_end(&self, delivery: &Delivery) -> Option<usize> {
+        let index = match delivery {
+            Delivery::ToClient(index, _) => *index,
+            Delivery::ToServer(ManagerEvent::Received { peer, .. }) => match self.links.get(peer) {
+                Some(End::Client(index)) => *index,
+                _ => return None,
+            },
+            Delivery::ToServer(_) => return None,
+        };
+        self.clients[index].stalled.then_some(index)
+    }
+
+    fn run_client_actions(&mut self, index: usize) {
+        while let Some(action) = self.clients[index].core.poll_action() {
+            match action {
+                ClientAction::Connect => self.connect_client(index),
+                ClientAction::Send(message) => {
+                    if let Some(peer) = self.clients[index].peer {
+                        self.queue
+                            .push_back(Delivery::ToServer(ManagerEvent::Received {
+                                peer,
+                                message,
+                            }));
+                    }
+                }
+                ClientAction::Close(reason) => {
+                    if let Some(peer) = self.clients[index].peer.take() {
+                        self.links.remove(&peer);
+                        let code = CloseCode::NORMAL;
+                        self.queue
+                            .push_back(Delivery::ToServer(ManagerEvent::Disconnected {
+                                peer,
+                                reason: DisconnectReason::ClosedByPeer {
+                                    code,
+                                    reason: reason.clone(),
+                                },
+                            }));
+                        self.queue.push_back(Delivery::ToClient(
+                            index,
+                            SocketEvent::Disconnected(DisconnectReason::Closed { code, reason }),
+                        ));
+                    }
+                }
+            }
+        }
+        let client = &mut self.clients[index];
+        while let Some(event) = client.core.poll_event() {
+            client.events.push(event);
+        }
+    }
+
+    fn connect_client(&mut self, index: usize) {
+        if !self.clients[index].reachable {
+            let refused = DisconnectReason::ConnectFailed("connection refused".into());
+            self.queue.push_back(Delivery::ToClient(
+                index,
+                SocketEvent::Disconnected(refused),
+            ));
+            return;
+        }
+        let peer = self.new_peer();
+        self.links.insert(peer, End::Client(index));
+        let addr = self.clients[index].addr;
+        self.clients[index].peer = Some(peer);
+        self.queue
+            .push_back(Delivery::ToServer(ManagerEvent::Connected { peer, addr }));
+        self.queue
+            .push_back(Delivery::ToClient(index, SocketEvent::Connected));
+    }
+
+    fn new_peer(&mut self) -> PeerId {
+        let peer = PeerId(self.next_peer);
+        self.next_peer += 1;
+        peer
+    }
+
+    fn route_server(&mut self, actions: Vec<ManagerAction>) {
+        for action in actions {
+            match action {
+                ManagerAction::Send { peer, message } => self.deliver_to(peer, message),
+                ManagerAction::SendToMany { peers, message } => {
+                    for peer in peers {
+                        self.deliver_to(peer, message.clone());
+                    }
+                }
+                ManagerAction::Close { peer, code, reason } => self.close_peer(peer, code, reason),
+                ManagerAction::Log(entry) => self.log.push(entry),
+            }
+        }
+    }
+
+    fn deliver_to(&mut self, peer: PeerId, message: Message) {
+        match self.links.get(&peer) {
+            Some(End::Client(index)) => self
+                .queue
+                .push_back(Delivery::ToClient(*index, SocketEvent::Received(message))),
+            Some(End::Raw) => {
+                if let Some(raw) = self.raw.get_mut(&peer) {
+                    raw.inbox.push(message);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The server closes a connection: the far end hears why, and the
+    /// server hears that it is gone.
+    fn close_peer(&mut self, peer: PeerId, code: CloseCode, reason: String) {
+        let Some(end) = self.links.remove(&peer) else {
+            return;
+        };
+        let by_server = DisconnectReason::ClosedByPeer {
+            code,
+            reason: reason.clone(),
+        };
+        match end {
+            End::Client(index) => {
+                self.clients[index].peer = None;
+                self.queue.push_back(Delivery::ToClient(
+                    index,
+                    SocketEvent::Disconnected(by_server),
+                ));
+            }
+            End::Raw => {
+                if let Some(raw) = self.raw.get_mut(&peer) {
+                    raw.closed = Some(by_server);
+                }
+            }
+        }
+        self.queue
+            .push_back(Delivery::ToServer(ManagerEvent::Disconnected {
+                peer,
+                reason: DisconnectReason::Closed { code, reason },
+            }));
+    }
+}

@@ -1,0 +1,105 @@
+//! # Switchboard
+//!
+//! Networked games in the style of Qt's signals and slots. Every event (a
+//! connection opened, a message received, a peer gone) is a [`Signal`] that
+//! slots connect to. Network tasks never run game code: they queue events,
+//! and the game takes them once per frame on its own thread, either with
+//! `poll()` (its slots run) or with `drain()` (it gets the events as values).
+//! tokio code takes the same events as a `Stream`.
+//!
+//! This is the core crate: transport, sessions, the server manager, the
+//! client, the child-process server and save files. Rooms, the relay and
+//! the master server are crates of their own on top of it
+//! (`switchboard-rooms`, `switchboard-relay`, `switchboard-master`).
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
+//! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
+//! | [`message`] | the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
+//! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues, keep-alive, close reasons |
+//! | [`router`] | per-channel subscribers shared by clients and servers |
+//! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
+//! | [`manager`] | [`ManagerCore`] (sessions, requests validated by the game's [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver |
+//! | [`client`] | [`ClientCore`] (hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: signals, `drain()`, `Stream` |
+//! | [`harness`] | client cores and a manager core on an in-memory network with a clock the test moves |
+//! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
+//! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
+//! | [`runtime`] | where network tasks run when the game has no tokio runtime |
+//!
+//! ## Example
+//!
+//! A complete game in pull style: a server whose rule is "numbers up to 10",
+//! and a client that asks twice and reads the verdicts.
+//!
+//! ```
+//! use std::time::Duration;
+//! use switchboard::{BindScope, ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient};
+//! use switchboard::{Outbox, Rejection, Request, RequestStatus, ServerManager};
+//!
+//! switchboard::channels! { enum Chan { Score = 16 } }
+//! switchboard::actions! { enum Act { Add = 1 } }
+//!
+//! struct Score(u32);
+//! impl GameLogic for Score {
+//!     type Command = u32;
+//!     fn validate(&self, request: &Request) -> Result<u32, Rejection> {
+//!         let n: u32 = request.content()?;
+//!         (n <= 10).then_some(n).ok_or_else(|| Rejection::invalid("at most 10"))
+//!     }
+//!     fn apply(&mut self, _: ClientId, n: u32, _: &mut Outbox) {
+//!         self.0 += n;
+//!     }
+//! }
+//!
+//! let server = ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), Score(0))?;
+//! let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
+//! let wait = Duration::from_secs(10);
+//! let ok = client.request(Chan::Score, Act::Add, &3u32)?;
+//! let no = client.request(Chan::Score, Act::Add, &30u32)?;
+//! assert_eq!(ok.wait(&mut client, wait), RequestStatus::Accepted);
+//! assert_eq!(no.wait(&mut client, wait), RequestStatus::Rejected("at most 10".into()));
+//! server.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod client;
+pub mod codec;
+pub mod harness;
+pub mod manager;
+pub mod message;
+pub mod process;
+pub mod router;
+pub mod runtime;
+pub mod scenario;
+pub mod session;
+pub mod signal;
+pub mod socket;
+
+pub use client::{
+    ClientConfig, ClientCore, ClientError, ClientEvent, ClientSignals, NetworkClient,
+    ReconnectPolicy, RequestError, RequestStatus, RequestTicket, Welcomed,
+};
+pub use codec::{CodecConfig, ContentError, FrameError};
+pub use manager::{
+    Audience, GameLogic, ManagerConfig, ManagerCore, ManagerHandle, Outbox, Rejection, Request,
+    ServerManager, ServerStats,
+};
+pub use message::{Action, Channel, EncodedMessage, Message};
+pub use process::{LocalServer, LocalServerOptions, ServerProgram};
+pub use router::{Delivery, Router};
+pub use session::ClientId;
+pub use signal::{Connection, ScopedConnection, Signal};
+pub use socket::{
+    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming, PeerId,
+    SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream, SocketConfig, SocketError,
+    SocketEvent, SocketHandle, SocketState, SocketStream,
+};
+
+/// The protocol version this build speaks; both ends must match.
+pub const PROTOCOL_VERSION: u16 = 1;

@@ -1,0 +1,67 @@
+//! The settings of a [`ServerManager`](super::ServerManager).
+
+use std::time::Duration;
+
+use super::ListingHook;
+use crate::session::{RateLimit, SessionConfig};
+use crate::socket::ServerConfig;
+
+/// Every limit and timer of a server manager; each field says its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManagerConfig {
+    /// The listening socket's limits.
+    pub server: ServerConfig,
+    /// Grace period and session count.
+    pub sessions: SessionConfig,
+    /// A join password (hosted games). None (default): anyone may join. A
+    /// wrong or missing one is refused before the client gets an id.
+    pub password: Option<String>,
+    /// How long a connection may take to send its hello (default 5 s). Past
+    /// it the connection is closed.
+    pub hello_timeout: Duration,
+    /// Messages per second per client (default 60/s, burst 120). A message
+    /// over it is dropped and answered with a `RateLimited` error.
+    pub message_rate: RateLimit,
+    /// Bytes per second per client (default 64 KiB/s, burst 256 KiB).
+    /// Likewise.
+    pub byte_rate: RateLimit,
+    /// Error replies a client may earn within `strike_window` (default 20)
+    /// before it is disconnected for abuse.
+    pub max_strikes: u32,
+    /// The window for `max_strikes` (default 10 s).
+    pub strike_window: Duration,
+    /// How long a shutdown may take to flush every client (default 5 s).
+    pub shutdown_timeout: Duration,
+    /// How often expired sessions and late hellos are looked for, and
+    /// `GameLogic::on_tick` runs, unless the logic declares its own rate
+    /// with `GameLogic::tick_interval` (default 250 ms).
+    pub tick_interval: Duration,
+    /// Where to list the server once it listens (a master server: the
+    /// `switchboard-master` crate's `Announce::hook`). None (default): not
+    /// listed anywhere.
+    pub listing: Option<ListingHook>,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self {
+            server: ServerConfig::default(),
+            sessions: SessionConfig::default(),
+            password: None,
+            hello_timeout: Duration::from_secs(5),
+            message_rate: RateLimit {
+                per_second: 60.0,
+                burst: 120.0,
+            },
+            byte_rate: RateLimit {
+                per_second: 64.0 * 1024.0,
+                burst: 256.0 * 1024.0,
+            },
+            max_strikes: 20,
+            strike_window: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(5),
+            tick_interval: Duration::from_millis(250),
+            listing: None,
+        }
+    }
+}

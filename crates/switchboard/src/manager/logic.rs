@@ -1,0 +1,239 @@
+//! What a game implements: [`GameLogic`]. Requests come in, are validated
+//! without changing anything, and only then applied.
+
+use std::net::SocketAddr;
+
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::codec::ContentError;
+use crate::message::{Action, Channel, Message};
+use crate::session::ClientId;
+
+/// A client's request as the game sees it. The sender is stamped by the
+/// server: a client cannot speak for another.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Who sent it.
+    pub client: ClientId,
+    /// The client's request id (0 for a plain message sent without one).
+    pub id: u64,
+    /// The application message.
+    pub message: Message,
+}
+
+impl Request {
+    /// The channel as the game's enum, or a rejection that answers "unknown
+    /// channel".
+    pub fn channel<C: Channel>(&self) -> Result<C, Rejection> {
+        self.message.channel().ok_or_else(|| Rejection {
+            kind: RejectionKind::UnknownChannel,
+            reason: format!("unknown channel {}", self.message.channel_id()),
+        })
+    }
+
+    /// The action as the game's enum, or a rejection that answers "unknown
+    /// action".
+    pub fn action<A: Action>(&self) -> Result<A, Rejection> {
+        self.message.action().ok_or_else(|| Rejection {
+            kind: RejectionKind::UnknownAction,
+            reason: format!(
+                "unknown action {} on channel {}",
+                self.message.action_id(),
+                self.message.channel_id()
+            ),
+        })
+    }
+
+    /// The content as a `T`, or a rejection that answers "bad content".
+    pub fn content<T: DeserializeOwned>(&self) -> Result<T, Rejection> {
+        self.message.content().map_err(Rejection::from)
+    }
+}
+
+/// What kind of "no" a [`Rejection`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectionKind {
+    /// A well-formed request the rules do not allow. The client gets a
+    /// rejection with the reason.
+    Invalid,
+    /// The channel is not one the game handles: an error reply, and a strike
+    /// towards the abuse limit.
+    UnknownChannel,
+    /// The action is not one the channel handles: likewise.
+    UnknownAction,
+    /// The content does not decode: likewise.
+    BadContent,
+}
+
+/// Why a request was not applied. Nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// What kind.
+    pub kind: RejectionKind,
+    /// Why, for the player (for [`RejectionKind::Invalid`]) or the developer.
+    pub reason: String,
+}
+
+impl Rejection {
+    /// A request the rules do not allow.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Self {
+            kind: RejectionKind::Invalid,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<ContentError> for Rejection {
+    fn from(err: ContentError) -> Self {
+        Self {
+            kind: RejectionKind::BadContent,
+            reason: err.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// Who may see an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Audience {
+    /// Every connected client.
+    All,
+    /// Every connected client but one.
+    AllExcept(ClientId),
+    /// One client.
+    One(ClientId),
+    /// These clients.
+    Only(Vec<ClientId>),
+}
+
+impl Audience {
+    /// Whether `client` is in the audience.
+    pub fn includes(&self, client: ClientId) -> bool {
+        match self {
+            Audience::All => true,
+            Audience::AllExcept(other) => *other != client,
+            Audience::One(one) => *one == client,
+            Audience::Only(list) => list.contains(&client),
+        }
+    }
+}
+
+/// The updates a hook or an applied request sends out. Each message is
+/// encoded once, however many clients it reaches.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    pub(crate) updates: Vec<(Audience, Message)>,
+}
+
+impl Outbox {
+    /// Queues `content` on `channel` / `action` for `audience`.
+    pub fn send<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &mut self,
+        audience: Audience,
+        channel: C,
+        action: A,
+        content: &T,
+    ) -> Result<(), ContentError> {
+        self.updates
+            .push((audience, Message::new(channel, action, content)?));
+        Ok(())
+    }
+
+    /// Queues a built message for `audience`.
+    pub fn push(&mut self, audience: Audience, message: Message) {
+        self.updates.push((audience, message));
+    }
+
+    /// The updates queued so far.
+    pub fn updates(&self) -> &[(Audience, Message)] {
+        &self.updates
+    }
+
+    /// Takes the queued updates out.
+    pub fn take(&mut self) -> Vec<(Audience, Message)> {
+        std::mem::take(&mut self.updates)
+    }
+}
+
+/// What the authentication hook sees of a joining client.
+#[derive(Debug, Clone)]
+pub struct JoinRequest<'a> {
+    /// The name it asked for.
+    pub name: &'a str,
+    /// Its opaque credentials.
+    pub credentials: &'a [u8],
+    /// Its address, when known.
+    pub addr: Option<SocketAddr>,
+}
+
+/// The rules of a game, as the server runs them.
+///
+/// Every client request goes through [`validate`](Self::validate), which
+/// cannot change the game (it takes `&self`): a rejected request changes
+/// nothing and is answered to its sender only. An accepted request becomes a
+/// [`Command`](Self::Command) that [`apply`](Self::apply) carries out, adding
+/// updates addressed to exactly the clients that may see them.
+pub trait GameLogic: Send + 'static {
+    /// A validated request, ready to apply.
+    type Command: Send;
+
+    /// Checks a request against the rules and the current state.
+    fn validate(&self, request: &Request) -> Result<Self::Command, Rejection>;
+
+    /// Applies a validated request.
+    fn apply(&mut self, client: ClientId, command: Self::Command, out: &mut Outbox);
+
+    /// May this client join? Runs before it gets an id. Default: yes.
+    fn authenticate(&mut self, join: &JoinRequest<'_>) -> Result<(), String> {
+        let _ = join;
+        Ok(())
+    }
+
+    /// A new client joined.
+    fn on_join(&mut self, client: ClientId, name: &str, out: &mut Outbox) {
+        let _ = (client, name, out);
+    }
+
+    /// A client came back within its grace period; its session is intact.
+    /// Send it what it missed here.
+    fn on_reconnect(&mut self, client: ClientId, out: &mut Outbox) {
+        let _ = (client, out);
+    }
+
+    /// A client's connection was lost; its session waits out the grace period.
+    fn on_connection_lost(&mut self, client: ClientId, out: &mut Outbox) {
+        let _ = (client, out);
+    }
+
+    /// A client is gone for good: it left, or its grace period passed.
+    fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
+        let _ = (client, out);
+    }
+
+    /// How often [`on_tick`](Self::on_tick) runs, if the game has its own
+    /// rate (rooms sync entities at 20 Hz: 50 ms). Default: `None`, the
+    /// server's `ManagerConfig::tick_interval`.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Called every [`tick_interval`](Self::tick_interval), for work on a
+    /// clock (timers, periodic state sync).
+    fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
+        let _ = (now, out);
+    }
+
+    /// About once a second: each connected client's measured round-trip
+    /// time (from the connection's keep-alive pings; zero until measured).
+    fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
+        let _ = (latencies, out);
+    }
+}

@@ -1,0 +1,187 @@
+//! [`ServerManager`]: sessions, validated requests, addressed updates.
+//!
+//! The manager owns an [`ExtendedTcpServer`](crate::ExtendedTcpServer) (as a
+//! stream) and a [`GameLogic`]. For every connection it waits for a hello,
+//! admits the client or tells it why not, gives it an id and a reconnect
+//! token, and from then on hands each of its requests to the logic. What the
+//! logic accepts is applied and its updates go to exactly the clients they
+//! are addressed to; what it rejects changes nothing and is answered to the
+//! sender alone.
+
+mod config;
+mod core;
+mod listing;
+mod logic;
+pub mod protocol;
+mod run;
+mod stats;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+pub use config::ManagerConfig;
+pub use core::{ManagerAction, ManagerCore, ManagerEvent};
+pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
+pub use logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
+pub use stats::{ClientStats, ServerStats};
+
+use crate::runtime;
+use crate::socket::{BindScope, ServerStream};
+
+/// One line of the manager's log, as carried by [`ManagerHandle::log`]. The
+/// same line goes to `tracing`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    /// `tracing`'s level for it.
+    pub level: LogLevel,
+    /// The text (client-chosen strings in it are escaped).
+    pub text: String,
+}
+
+/// How important a [`LogEntry`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Routine: joins, leaves.
+    Info,
+    /// Something a client did wrong, or a limit that tripped.
+    Warn,
+}
+
+/// A game server: the logic and the sessions behind a listening socket.
+pub struct ServerManager<L: GameLogic> {
+    server: ServerStream,
+    logic: L,
+    config: ManagerConfig,
+    control: Control,
+}
+
+/// The manager's side of its handle.
+struct Control {
+    shutdown: CancellationToken,
+    stats_rx: mpsc::Receiver<oneshot::Sender<ServerStats>>,
+    log: broadcast::Sender<LogEntry>,
+}
+
+/// A cloneable, `Send` handle to a running manager: its address, its stats,
+/// its log, and the way to stop it.
+#[derive(Debug, Clone)]
+pub struct ManagerHandle {
+    local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
+    log: broadcast::Sender<LogEntry>,
+}
+
+impl<L: GameLogic> ServerManager<L> {
+    /// Listens on `port` of `scope` (0 picks a free port) and returns the
+    /// manager, ready to [`run`](Self::run).
+    pub fn bind(
+        scope: BindScope,
+        port: u16,
+        config: ManagerConfig,
+        logic: L,
+    ) -> std::io::Result<(Self, ManagerHandle)> {
+        let server = ServerStream::bind(scope, port, config.server.clone())?;
+        Ok(Self::new(server, config, logic))
+    }
+
+    /// A manager over an already listening server.
+    pub fn new(server: ServerStream, config: ManagerConfig, logic: L) -> (Self, ManagerHandle) {
+        let shutdown = CancellationToken::new();
+        let (stats_tx, stats_rx) = mpsc::channel(16);
+        let (log, _) = broadcast::channel(256);
+        let handle = ManagerHandle {
+            local_addr: server.local_addr(),
+            shutdown: shutdown.clone(),
+            stats_tx,
+            log: log.clone(),
+        };
+        let manager = Self {
+            server,
+            logic,
+            config,
+            control: Control {
+                shutdown,
+                stats_rx,
+                log,
+            },
+        };
+        (manager, handle)
+    }
+
+    /// Binds and runs the manager on the background runtime (or the current
+    /// one), for a server inside the game's own process.
+    pub fn spawn(
+        scope: BindScope,
+        port: u16,
+        config: ManagerConfig,
+        logic: L,
+    ) -> std::io::Result<ManagerHandle> {
+        let (manager, handle) = Self::bind(scope, port, config, logic)?;
+        runtime::handle().spawn(manager.run(std::future::pending::<()>()));
+        Ok(handle)
+    }
+
+    /// Serves until `shutdown` completes or [`ManagerHandle::shutdown`] is
+    /// called, then shuts down gracefully: stops accepting, tells every
+    /// client "server shutting down" after flushing what was queued for it,
+    /// and returns the logic, within `shutdown_timeout`.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> L {
+        use tracing::Instrument;
+        let span = tracing::info_span!("manager", addr = %self.server.local_addr());
+        let core = ManagerCore::new(self.config, self.logic);
+        run::Runner::new(self.server, core, self.control)
+            .run(shutdown)
+            .instrument(span)
+            .await
+    }
+}
+
+impl ManagerHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Asks the manager to shut down gracefully.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Whether a shutdown was asked for.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// A snapshot of the counters and connected clients. `None` once the
+    /// manager has stopped.
+    pub async fn stats(&self) -> Option<ServerStats> {
+        let (tx, rx) = oneshot::channel();
+        self.stats_tx.send(tx).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Like [`stats`](Self::stats), from code outside async, waiting up to
+    /// `timeout`.
+    pub fn stats_blocking(&self, timeout: Duration) -> Option<ServerStats> {
+        if !runtime::may_block() {
+            return None;
+        }
+        runtime::handle().block_on(async {
+            tokio::time::timeout(timeout, self.stats())
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+
+    /// The manager's log from now on. A receiver that falls more than 256
+    /// lines behind loses the oldest and is told how many.
+    pub fn log(&self) -> broadcast::Receiver<LogEntry> {
+        self.log.subscribe()
+    }
+}

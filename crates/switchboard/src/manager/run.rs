@@ -1,0 +1,179 @@
+//! The manager's tokio driver: socket events and the clock into
+//! [`ManagerCore`], its actions out to the sockets. No rule lives here.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::core::{ManagerAction, ManagerCore, ManagerEvent};
+use super::listing::{ListingStatus, ListingUpdates};
+use super::{Control, GameLogic, LogEntry, LogLevel};
+use crate::socket::{ServerEvent, ServerHandle, ServerStream};
+
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+pub(super) struct Runner<L: GameLogic> {
+    server: ServerStream,
+    handle: ServerHandle,
+    core: ManagerCore<L>,
+    control: Control,
+    listing: Option<Box<dyn ListingUpdates>>,
+}
+
+impl<L: GameLogic> Runner<L> {
+    pub(super) fn new(server: ServerStream, core: ManagerCore<L>, control: Control) -> Self {
+        Self {
+            handle: server.handle(),
+            server,
+            core,
+            control,
+            listing: None,
+        }
+    }
+
+    pub(super) async fn run(mut self, shutdown: impl Future<Output = ()>) -> L {
+        tokio::pin!(shutdown);
+        let addr = self.handle.local_addr();
+        self.start_listing();
+        let mut tick = tokio::time::interval(self.core.tick_interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stop = self.control.shutdown.clone();
+        tracing::info!("serving");
+        self.publish(LogEntry {
+            level: LogLevel::Info,
+            text: format!("serving on {addr}"),
+        });
+        loop {
+            tokio::select! {
+                event = self.server.next_event() => match event {
+                    Some(event) => self.on_event(event),
+                    None => break,
+                },
+                Some(reply) = self.control.stats_rx.recv() => {
+                    let handle = &self.handle;
+                    let _ = reply.send(self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats())));
+                }
+                _ = tick.tick() => self.on_tick(),
+                _ = &mut shutdown => break,
+                _ = stop.cancelled() => break,
+            }
+        }
+        self.shut_down().await;
+        self.core.into_logic()
+    }
+
+    /// Lists the server where the config says, if anywhere.
+    fn start_listing(&mut self) {
+        let Some(hook) = self.core.config().listing.clone() else {
+            return;
+        };
+        let addr = self.handle.local_addr();
+        match hook.0.start(addr, self.status()) {
+            Ok(updates) => self.listing = Some(updates),
+            Err(err) => {
+                tracing::warn!(%addr, %err, "cannot list the server");
+                self.publish(LogEntry {
+                    level: LogLevel::Warn,
+                    text: format!("cannot announce on UDP {addr}: {err}"),
+                });
+            }
+        }
+    }
+
+    fn status(&self) -> ListingStatus {
+        ListingStatus {
+            players: self.core.players(),
+            capacity: self.core.config().sessions.max_sessions,
+        }
+    }
+
+    async fn shut_down(&mut self) {
+        tracing::info!("shutting down");
+        self.publish(LogEntry {
+            level: LogLevel::Info,
+            text: "shutting down".into(),
+        });
+        self.handle.shutdown("server shutting down");
+        let deadline = tokio::time::Instant::now() + self.core.config().shutdown_timeout;
+        // Keep draining events so that every connection can finish flushing.
+        while let Ok(Some(event)) =
+            tokio::time::timeout_at(deadline, self.server.next_event()).await
+        {
+            if let ServerEvent::PeerDisconnected { .. } = event {
+                self.on_event(event);
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: ServerEvent) {
+        let event = match event {
+            ServerEvent::PeerConnected { peer, addr } => ManagerEvent::Connected { peer, addr },
+            ServerEvent::Received(incoming) => ManagerEvent::Received {
+                peer: incoming.peer,
+                message: incoming.message,
+            },
+            ServerEvent::PeerDisconnected { peer, reason } => {
+                ManagerEvent::Disconnected { peer, reason }
+            }
+            ServerEvent::PeerError { peer, error } => {
+                tracing::warn!(%peer, %error, "connection error");
+                return self.publish(LogEntry {
+                    level: LogLevel::Warn,
+                    text: format!("{peer}: {error}"),
+                });
+            }
+        };
+        let actions = self.core.handle(event, now());
+        carry_out(&self.handle, &self.control, actions);
+    }
+
+    fn on_tick(&mut self) {
+        let handle = &self.handle;
+        let rtt = |peer| Some(Duration::from_micros(handle.peer(peer)?.stats().rtt_micros));
+        let actions = self.core.tick(now(), rtt);
+        carry_out(&self.handle, &self.control, actions);
+        let status = self.status();
+        if let Some(listing) = &mut self.listing {
+            listing.update(status);
+        }
+    }
+
+    fn publish(&self, entry: LogEntry) {
+        let _ = self.control.log.send(entry);
+    }
+}
+
+/// Does what the core asked: sends (each message encoded once, however many
+/// peers it goes to), closes, and log lines for the operator.
+fn carry_out(
+    handle: &ServerHandle,
+    control: &Control,
+    actions: impl Iterator<Item = ManagerAction>,
+) {
+    for action in actions {
+        match action {
+            ManagerAction::Send { peer, message } => {
+                let _ = handle.send_to(peer, &message);
+            }
+            ManagerAction::SendToMany { peers, message } => match handle.encode(&message) {
+                Ok(encoded) => {
+                    handle.send_encoded_to_many(peers, &encoded);
+                }
+                Err(err) => {
+                    tracing::warn!(channel = message.channel_id(), action = message.action_id(), %err, "update not sent");
+                    let _ = control.log.send(LogEntry {
+                        level: LogLevel::Warn,
+                        text: "an update was too large to send".into(),
+                    });
+                }
+            },
+            ManagerAction::Close { peer, code, reason } => {
+                handle.close_peer_with(peer, code, &reason)
+            }
+            ManagerAction::Log(entry) => {
+                let _ = control.log.send(entry);
+            }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! One connection: [`ExtendedTcpSocket`] on the client side, and the listening
+//! [`ExtendedTcpServer`] that accepts them.
+//!
+//! A connection opens with a handshake (each side's first frame is a hello:
+//! magic and protocol version), then carries [`Message`]s both ways. Sending
+//! never blocks: frames go on a bounded outbound queue that a writer task
+//! drains. Idle connections are pinged; a silent peer is dropped; a peer that
+//! does not read is dropped as a slow consumer before its queue can grow past
+//! its limits. A close flushes what was queued, then tells the peer why.
+
+mod config;
+mod connection;
+mod control;
+mod events;
+mod handle;
+mod reason;
+mod server;
+
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, ToSocketAddrs};
+
+pub use config::{BindScope, ServerConfig, SocketConfig};
+pub use connection::SocketEvent;
+pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
+pub use handle::{SocketHandle, SocketState, SocketStats};
+pub use reason::{CloseCode, DisconnectReason, SendError, SocketError};
+pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
+
+use crate::message::Message;
+use crate::runtime;
+use crate::signal::Signal;
+use connection::Reporter;
+use events::EventQueue;
+
+/// Closes the connection when its owner goes away.
+#[derive(Debug)]
+struct CloseOnDrop(SocketHandle);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close(CloseCode::NORMAL, "closed");
+    }
+}
+
+/// The signals of one socket. Slots run inside [`ExtendedTcpSocket::poll`].
+#[derive(Debug, Default)]
+pub struct SocketSignals {
+    /// The handshake completed.
+    pub connected: Signal<()>,
+    /// A message arrived.
+    pub received: Signal<Message>,
+    /// The connection ended, and why. Always the last signal.
+    pub disconnected: Signal<DisconnectReason>,
+    /// Something went wrong; if it ended the connection, `disconnected` follows.
+    pub error: Signal<SocketError>,
+}
+
+/// A framed, compressed, keep-alive TCP connection with signals.
+///
+/// ```no_run
+/// use switchboard::{ExtendedTcpSocket, SocketConfig};
+/// let mut socket = ExtendedTcpSocket::connect("127.0.0.1:7000", SocketConfig::default());
+/// socket.signals().received.connect(|msg| println!("got {msg:?}"));
+/// loop {
+///     socket.poll(); // once per frame: slots run here, on this thread
+///     # break;
+/// }
+/// ```
+///
+/// The socket and its signals belong to the thread that polls it. For tokio,
+/// [`into_stream`](Self::into_stream) turns it into a `Send` stream of
+/// [`SocketEvent`]s. Dropping the socket closes the connection gracefully.
+pub struct ExtendedTcpSocket {
+    owner: CloseOnDrop,
+    events: EventQueue<SocketEvent>,
+    signals: SocketSignals,
+}
+
+impl std::fmt::Debug for ExtendedTcpSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtendedTcpSocket")
+            .field("handle", &self.owner.0)
+            .finish()
+    }
+}
+
+impl ExtendedTcpSocket {
+    /// Starts connecting to `addr` and returns at once, like Qt's
+    /// `connectToHost`. `connected` (or `disconnected` with
+    /// [`DisconnectReason::ConnectFailed`]) follows. Messages sent before the
+    /// connection opens are queued.
+    pub fn connect<A>(addr: A, config: SocketConfig) -> Self
+    where
+        A: ToSocketAddrs + Send + 'static,
+    {
+        let handle = SocketHandle::new(config.clone());
+        let (tx, events) = EventQueue::new(config.event_queue_len);
+        let task_handle = handle.clone();
+        runtime::handle().spawn(async move {
+            let reporter = Reporter::client(tx);
+            let stream = tokio::select! {
+                stream = TcpStream::connect(addr) => stream,
+                _ = task_handle.shared.kill.cancelled() => {
+                    task_handle.set_closed();
+                    let reason = DisconnectReason::Closed {
+                        code: CloseCode::NORMAL,
+                        reason: "closed before connecting".into(),
+                    };
+                    let _ = reporter.events.send(events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap)).await;
+                    return;
+                }
+            };
+            match stream {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    if let Ok(addr) = stream.peer_addr() {
+                        task_handle.set_peer_addr(addr);
+                    }
+                    connection::run_tcp(stream, task_handle, reporter).await;
+                }
+                Err(err) => {
+                    task_handle.set_closed();
+                    let reason = DisconnectReason::ConnectFailed(err.to_string());
+                    let batch =
+                        events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap);
+                    let _ = reporter.events.send(batch).await;
+                }
+            }
+        });
+        Self::from_parts(handle, events)
+    }
+
+    /// Runs the protocol over any byte stream: an in-memory pipe in tests,
+    /// another transport later. The handshake starts at once.
+    pub fn from_stream<S>(stream: S, config: SocketConfig) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let handle = SocketHandle::new(config.clone());
+        let (tx, events) = EventQueue::new(config.event_queue_len);
+        let reporter = Reporter::client(tx);
+        runtime::handle().spawn(connection::run(stream, handle.clone(), reporter));
+        Self::from_parts(handle, events)
+    }
+
+    fn from_parts(handle: SocketHandle, events: EventQueue<SocketEvent>) -> Self {
+        Self {
+            owner: CloseOnDrop(handle),
+            events,
+            signals: SocketSignals::default(),
+        }
+    }
+
+    /// The signals to connect slots to.
+    pub fn signals(&self) -> &SocketSignals {
+        &self.signals
+    }
+
+    /// A `Send` handle for sending and closing from anywhere.
+    pub fn handle(&self) -> SocketHandle {
+        self.owner.0.clone()
+    }
+
+    /// Encodes and queues a message; never blocks.
+    pub fn send(&self, message: &Message) -> Result<(), SendError> {
+        self.owner.0.send(message)
+    }
+
+    /// Closes gracefully: queued messages go first, then the reason.
+    pub fn close(&self, reason: &str) {
+        self.owner.0.close(CloseCode::NORMAL, reason);
+    }
+
+    /// Where the connection is in its life.
+    pub fn state(&self) -> SocketState {
+        self.owner.0.state()
+    }
+
+    /// Delivers every queued event to the signals, on this thread. Returns how
+    /// many were delivered. Call once per frame.
+    pub fn poll(&mut self) -> usize {
+        self.poll_timeout(Duration::ZERO)
+    }
+
+    /// Like [`poll`](Self::poll), but first waits up to `timeout` for an event
+    /// if none is queued. For programs without a frame loop of their own.
+    pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
+        let signals = &self.signals;
+        self.events.deliver(timeout, |event| match event {
+            SocketEvent::Connected => signals.connected.emit(&()),
+            SocketEvent::Received(message) => signals.received.emit(&message),
+            SocketEvent::Error(err) => signals.error.emit(&err),
+            SocketEvent::Disconnected(reason) => signals.disconnected.emit(&reason),
+        })
+    }
+
+    /// The next queued event without emitting it, waiting up to `timeout`
+    /// (outside async code only) if none is queued.
+    pub fn next_event_blocking(&mut self, timeout: Duration) -> Option<SocketEvent> {
+        self.events.next_blocking(timeout)
+    }
+
+    /// Waits for the next event without emitting it (for async code that
+    /// keeps the socket on one thread).
+    pub async fn next_event(&mut self) -> Option<SocketEvent> {
+        self.events.next().await
+    }
+
+    /// The next event without emitting it, as a `Stream` polls: what
+    /// `NetworkClient`'s stream reads.
+    pub(crate) fn poll_next_event(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<SocketEvent>> {
+        futures::Stream::poll_next(std::pin::Pin::new(&mut self.events), cx)
+    }
+
+    /// The `Send` form for tokio: a stream of events plus the handle. Slots
+    /// connected so far are dropped.
+    pub fn into_stream(self) -> SocketStream {
+        SocketStream {
+            owner: self.owner,
+            events: self.events,
+        }
+    }
+}
+
+/// A connection as a `Send` stream of [`SocketEvent`]s, for tokio code.
+/// Dropping it closes the connection gracefully.
+#[derive(Debug)]
+pub struct SocketStream {
+    owner: CloseOnDrop,
+    events: EventQueue<SocketEvent>,
+}
+
+impl SocketStream {
+    /// Connects to `addr` (see [`ExtendedTcpSocket::connect`]).
+    pub fn connect<A>(addr: A, config: SocketConfig) -> Self
+    where
+        A: ToSocketAddrs + Send + 'static,
+    {
+        ExtendedTcpSocket::connect(addr, config).into_stream()
+    }
+
+    /// Runs the protocol over any byte stream (see
+    /// [`ExtendedTcpSocket::from_stream`]).
+    pub fn from_stream<S>(stream: S, config: SocketConfig) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        ExtendedTcpSocket::from_stream(stream, config).into_stream()
+    }
+
+    /// A `Send` handle for sending and closing from anywhere.
+    pub fn handle(&self) -> SocketHandle {
+        self.owner.0.clone()
+    }
+
+    /// Encodes and queues a message; never blocks.
+    pub fn send(&self, message: &Message) -> Result<(), SendError> {
+        self.owner.0.send(message)
+    }
+
+    /// Closes gracefully: queued messages go first, then the reason.
+    pub fn close(&self, reason: &str) {
+        self.owner.0.close(CloseCode::NORMAL, reason);
+    }
+
+    /// Waits for the next event; `None` after `Disconnected`.
+    pub async fn next_event(&mut self) -> Option<SocketEvent> {
+        self.events.next().await
+    }
+}
+
+impl Stream for SocketStream {
+    type Item = SocketEvent;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<SocketEvent>> {
+        std::pin::Pin::new(&mut self.events).poll_next(cx)
+    }
+}

@@ -1,0 +1,189 @@
+//! Why a connection ended, and what can go wrong on one.
+
+use crate::codec::{ContentError, FrameError};
+
+/// A close code as sent in the close frame. The values follow WebSocket's
+/// where one fits; applications may use 4000..=4999 for their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CloseCode(pub u16);
+
+impl CloseCode {
+    /// An ordinary close.
+    pub const NORMAL: CloseCode = CloseCode(1000);
+    /// The server is shutting down, or the program is quitting.
+    pub const GOING_AWAY: CloseCode = CloseCode(1001);
+    /// The peer sent something that breaks the protocol.
+    pub const PROTOCOL_ERROR: CloseCode = CloseCode(1002);
+    /// The peers speak different protocol versions.
+    pub const VERSION_MISMATCH: CloseCode = CloseCode(1003);
+    /// The peer did not read fast enough and its outbound queue filled.
+    pub const SLOW_CONSUMER: CloseCode = CloseCode(1008);
+    /// Nothing arrived from the peer for too long.
+    pub const IDLE_TIMEOUT: CloseCode = CloseCode(1011);
+    /// The server has no room for another connection.
+    pub const SERVER_FULL: CloseCode = CloseCode(1013);
+    /// The client was not admitted (password, token, authentication); do not
+    /// retry with the same credentials.
+    pub const REFUSED: CloseCode = CloseCode(1010);
+    /// Too many invalid messages.
+    pub const ABUSE: CloseCode = CloseCode(1007);
+    /// Another connection of the same client took over this session.
+    pub const REPLACED: CloseCode = CloseCode(1012);
+}
+
+impl std::fmt::Display for CloseCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why a connection ended. The owner reads it from the `disconnected` signal
+/// (or the `Disconnected` event) after the fact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// This side closed the connection.
+    Closed {
+        /// The code sent to the peer.
+        code: CloseCode,
+        /// The reason sent to the peer.
+        reason: String,
+    },
+    /// The peer closed the connection and said why.
+    ClosedByPeer {
+        /// The peer's close code.
+        code: CloseCode,
+        /// The peer's reason, as it sent it.
+        reason: String,
+    },
+    /// The connection could not be opened.
+    ConnectFailed(String),
+    /// The connection broke (reset, or the peer hung up without a goodbye).
+    ConnectionLost(String),
+    /// The peer did not read its messages and its outbound queue filled, so
+    /// this side dropped it to keep memory bounded.
+    SlowConsumer,
+    /// Nothing arrived from the peer within `idle_timeout`.
+    IdleTimeout,
+    /// The peer did not complete the handshake within `handshake_timeout`.
+    HandshakeTimeout,
+    /// The peer's first frame was not a Switchboard hello.
+    NotSwitchboard,
+    /// The peer speaks another protocol version.
+    VersionMismatch {
+        /// The version this side speaks.
+        ours: u16,
+        /// The version the peer announced.
+        theirs: u16,
+    },
+    /// The peer broke the protocol (a bad frame, an undecodable envelope).
+    ProtocolError(String),
+    /// The server had no room for another connection.
+    ServerFull,
+}
+
+impl DisconnectReason {
+    /// A short stable name for the kind of reason ("connection lost",
+    /// "slow consumer", ...), for counters and metrics labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DisconnectReason::Closed { .. } => "closed by server",
+            DisconnectReason::ClosedByPeer { .. } => "closed by client",
+            DisconnectReason::ConnectFailed(_) => "connect failed",
+            DisconnectReason::ConnectionLost(_) => "connection lost",
+            DisconnectReason::SlowConsumer => "slow consumer",
+            DisconnectReason::IdleTimeout => "idle timeout",
+            DisconnectReason::HandshakeTimeout => "handshake timeout",
+            DisconnectReason::NotSwitchboard => "not switchboard",
+            DisconnectReason::VersionMismatch { .. } => "version mismatch",
+            DisconnectReason::ProtocolError(_) => "protocol error",
+            DisconnectReason::ServerFull => "server full",
+        }
+    }
+
+    /// The close code this side sends its peer for this reason.
+    pub(crate) fn close_code(&self) -> CloseCode {
+        match self {
+            DisconnectReason::Closed { code, .. } | DisconnectReason::ClosedByPeer { code, .. } => {
+                *code
+            }
+            DisconnectReason::SlowConsumer => CloseCode::SLOW_CONSUMER,
+            DisconnectReason::IdleTimeout | DisconnectReason::HandshakeTimeout => {
+                CloseCode::IDLE_TIMEOUT
+            }
+            DisconnectReason::VersionMismatch { .. } => CloseCode::VERSION_MISMATCH,
+            DisconnectReason::NotSwitchboard | DisconnectReason::ProtocolError(_) => {
+                CloseCode::PROTOCOL_ERROR
+            }
+            DisconnectReason::ServerFull => CloseCode::SERVER_FULL,
+            DisconnectReason::ConnectFailed(_) | DisconnectReason::ConnectionLost(_) => {
+                CloseCode::GOING_AWAY
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DisconnectReason::Closed { code, reason } => write!(f, "closed ({code}): {reason}"),
+            DisconnectReason::ClosedByPeer { code, reason } => {
+                write!(f, "closed by peer ({code}): {}", reason.escape_debug())
+            }
+            DisconnectReason::ConnectFailed(err) => write!(f, "connect failed: {err}"),
+            DisconnectReason::ConnectionLost(err) => write!(f, "connection lost: {err}"),
+            DisconnectReason::SlowConsumer => {
+                write!(
+                    f,
+                    "slow consumer: the peer did not read and its queue filled"
+                )
+            }
+            DisconnectReason::IdleTimeout => write!(f, "idle timeout: nothing heard from the peer"),
+            DisconnectReason::HandshakeTimeout => {
+                write!(f, "handshake timeout: the peer sent no hello")
+            }
+            DisconnectReason::NotSwitchboard => write!(f, "the peer is not a Switchboard peer"),
+            DisconnectReason::VersionMismatch { ours, theirs } => write!(
+                f,
+                "protocol version mismatch: this side speaks {ours}, the peer {theirs}"
+            ),
+            DisconnectReason::ProtocolError(err) => write!(f, "protocol error: {err}"),
+            DisconnectReason::ServerFull => write!(f, "server full"),
+        }
+    }
+}
+
+/// Something that went wrong on a connection; reported through the `error`
+/// signal. Errors that end the connection are followed by `disconnected`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SocketError {
+    /// A frame from the peer was bad; the connection is closed.
+    #[error("bad frame from peer: {0}")]
+    Frame(#[from] FrameError),
+    /// A frame's envelope did not decode; the connection is closed.
+    #[error("bad message envelope from peer: {0}")]
+    Envelope(ContentError),
+    /// The peer sent a system action this version does not know; it is
+    /// counted and ignored.
+    #[error("unknown system action {0} from peer")]
+    UnknownSystemAction(u16),
+}
+
+/// A message could not be queued.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The connection is closed or closing.
+    #[error("the connection is closed")]
+    Closed,
+    /// The peer's outbound queue is full; the peer is being disconnected.
+    #[error("the peer is a slow consumer; it is being disconnected")]
+    SlowConsumer,
+    /// The message could not be framed (too large).
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The content could not be encoded.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+}

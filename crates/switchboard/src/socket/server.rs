@@ -1,0 +1,610 @@
+//! The listening side: accepts connections, keeps the table of open peers,
+//! and sends to one, some or all of them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::connection::{self, Reporter, SocketEvent};
+use super::events::{EventQueue, Origin, Wrap};
+use super::{
+    BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
+};
+use crate::message::{Action, Channel, EncodedMessage, Message};
+use crate::router::{Delivery, Router};
+use crate::runtime;
+use crate::signal::{Connection, Signal};
+
+/// A connection's number on one server, unique for the server's life.
+/// [`PeerId::SERVER`] (0) names the server itself on a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId(pub u64);
+
+impl PeerId {
+    /// The server, as the sender of what a client receives.
+    pub const SERVER: PeerId = PeerId(0);
+}
+
+impl std::fmt::Display for PeerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == PeerId::SERVER {
+            write!(f, "server")
+        } else {
+            write!(f, "peer#{}", self.0)
+        }
+    }
+}
+
+/// What a listening server reports to its owner.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServerEvent {
+    /// A peer completed its handshake.
+    PeerConnected {
+        /// Its id.
+        peer: PeerId,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// A message arrived from a peer.
+    Received(Incoming),
+    /// Something went wrong on a peer's connection.
+    PeerError {
+        /// Whose.
+        peer: PeerId,
+        /// What.
+        error: SocketError,
+    },
+    /// A peer's connection ended; its last event.
+    PeerDisconnected {
+        /// Whose.
+        peer: PeerId,
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// A message and the peer it came from.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    /// The sender.
+    pub peer: PeerId,
+    /// The message.
+    pub message: Message,
+}
+
+struct ServerShared {
+    peers: RwLock<HashMap<PeerId, SocketHandle>>,
+    local_addr: SocketAddr,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    next_peer: AtomicU64,
+    refused: AtomicU64,
+    handshake_failures: AtomicU64,
+}
+
+/// A cloneable, `Send` handle to a listening server: send to peers, close
+/// them, shut the server down, from any thread.
+#[derive(Clone)]
+pub struct ServerHandle {
+    shared: Arc<ServerShared>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("local_addr", &self.shared.local_addr)
+            .field("peers", &self.peer_count())
+            .finish()
+    }
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with the real port when bound to 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The server's settings.
+    pub fn config(&self) -> &ServerConfig {
+        &self.shared.config
+    }
+
+    /// Peers whose handshake completed and that have not disconnected.
+    pub fn peers(&self) -> Vec<PeerId> {
+        let mut peers: Vec<PeerId> = self.read_peers().keys().copied().collect();
+        peers.sort();
+        peers
+    }
+
+    /// How many peers are connected.
+    pub fn peer_count(&self) -> usize {
+        self.read_peers().len()
+    }
+
+    /// The connection of one peer.
+    pub fn peer(&self, peer: PeerId) -> Option<SocketHandle> {
+        self.read_peers().get(&peer).cloned()
+    }
+
+    /// Connections refused because too many handshakes were pending.
+    pub fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// Connections dropped because their handshake failed (timeout, not a
+    /// Switchboard peer, other protocol version).
+    pub fn handshake_failures(&self) -> u64 {
+        self.shared.handshake_failures.load(Ordering::Relaxed)
+    }
+
+    /// Encodes once for this server's codec settings.
+    pub fn encode(&self, message: &Message) -> Result<EncodedMessage, SendError> {
+        Ok(message.encode(&self.shared.config.socket.codec)?)
+    }
+
+    /// Queues a message for one peer. Never blocks.
+    pub fn send_to(&self, peer: PeerId, message: &Message) -> Result<(), SendError> {
+        let encoded = self.encode(message)?;
+        self.send_encoded_to(peer, &encoded)
+    }
+
+    /// Queues an encoded message for one peer. Never blocks.
+    pub fn send_encoded_to(&self, peer: PeerId, message: &EncodedMessage) -> Result<(), SendError> {
+        match self.peer(peer) {
+            Some(handle) => handle.send_encoded(message),
+            None => Err(SendError::Closed),
+        }
+    }
+
+    /// Queues an encoded message for each of `peers` (one look-up of the peer
+    /// table for all of them). Returns how many it was queued for; a peer
+    /// that is gone or whose queue is full does not stop the others.
+    pub fn send_encoded_to_many(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        message: &EncodedMessage,
+    ) -> usize {
+        self.count_peers(peers, |handle| handle.send_encoded(message).is_ok())
+    }
+
+    /// Queues an encoded message for each of `peers` without writing it
+    /// (see [`SocketHandle::queue_encoded`]); [`flush_peers`](Self::flush_peers)
+    /// sends it. Returns how many peers it was queued for.
+    pub fn queue_encoded_to_many(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        message: &EncodedMessage,
+    ) -> usize {
+        self.count_peers(peers, |handle| handle.queue_encoded(message).is_ok())
+    }
+
+    /// Sends what was queued for each of `peers` with
+    /// [`queue_encoded_to_many`](Self::queue_encoded_to_many): one write per
+    /// peer (see [`SocketHandle::flush`]).
+    pub fn flush_peers(&self, peers: impl IntoIterator<Item = PeerId>) {
+        self.count_peers(peers, |handle| {
+            handle.flush();
+            true
+        });
+    }
+
+    /// Runs `act` on each of `peers` still in the table, under one read of
+    /// the table; counts the peers for which it returned true.
+    fn count_peers(
+        &self,
+        peers: impl IntoIterator<Item = PeerId>,
+        mut act: impl FnMut(&SocketHandle) -> bool,
+    ) -> usize {
+        let table = self.read_peers();
+        peers
+            .into_iter()
+            .filter_map(|peer| table.get(&peer))
+            .filter(|handle| act(handle))
+            .count()
+    }
+
+    /// Encodes `message` once and queues the same bytes for every peer for
+    /// which `filter` returns true. Returns how many peers it was queued for;
+    /// a peer whose queue is full is disconnected as a slow consumer and does
+    /// not stop the others.
+    pub fn send_where(
+        &self,
+        message: &Message,
+        mut filter: impl FnMut(PeerId) -> bool,
+    ) -> Result<usize, SendError> {
+        let encoded = self.encode(message)?;
+        let targets: Vec<(PeerId, SocketHandle)> = self
+            .read_peers()
+            .iter()
+            .filter(|(peer, _)| filter(**peer))
+            .map(|(peer, handle)| (*peer, handle.clone()))
+            .collect();
+        let mut queued = 0;
+        for (peer, handle) in targets {
+            match handle.send_encoded(&encoded) {
+                Ok(()) => queued += 1,
+                Err(err) => tracing::debug!(%peer, %err, "broadcast skipped a peer"),
+            }
+        }
+        Ok(queued)
+    }
+
+    /// Encodes `message` once and queues it for every peer.
+    pub fn broadcast(&self, message: &Message) -> Result<usize, SendError> {
+        self.send_where(message, |_| true)
+    }
+
+    /// Closes one peer gracefully with a reason it will read.
+    pub fn close_peer(&self, peer: PeerId, reason: &str) {
+        self.close_peer_with(peer, CloseCode::NORMAL, reason);
+    }
+
+    /// Closes one peer gracefully with a code and a reason it will read.
+    pub fn close_peer_with(&self, peer: PeerId, code: CloseCode, reason: &str) {
+        if let Some(handle) = self.peer(peer) {
+            handle.close(code, reason);
+        }
+    }
+
+    /// Stops accepting and closes every peer gracefully: their queues are
+    /// flushed, then they are told `reason`. Events keep arriving until every
+    /// connection has ended; then the event stream ends.
+    pub fn shutdown(&self, reason: &str) {
+        if self.shared.shutdown.is_cancelled() {
+            return;
+        }
+        self.shared.shutdown.cancel();
+        self.shared.tasks.close();
+        for handle in self.read_peers().values() {
+            handle.close(CloseCode::GOING_AWAY, reason);
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.shutdown.is_cancelled()
+    }
+
+    /// Waits until every connection task has ended, at most `timeout`. The
+    /// owner must keep draining events meanwhile. Returns whether all ended.
+    pub async fn wait_closed(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.shared.tasks.wait())
+            .await
+            .is_ok()
+    }
+
+    fn read_peers(&self) -> std::sync::RwLockReadGuard<'_, HashMap<PeerId, SocketHandle>> {
+        self.shared.peers.read().expect("peer table lock")
+    }
+}
+
+/// The signals of a listening server. Slots run inside
+/// [`ExtendedTcpServer::poll`].
+#[derive(Debug, Default)]
+pub struct ServerSignals {
+    /// A peer completed its handshake.
+    pub peer_connected: Signal<(PeerId, SocketAddr)>,
+    /// Any message from any peer (before per-channel subscribers).
+    pub received: Signal<Incoming>,
+    /// A peer's connection ended, and why.
+    pub peer_disconnected: Signal<(PeerId, DisconnectReason)>,
+    /// Something went wrong on a peer's connection.
+    pub error: Signal<(PeerId, SocketError)>,
+}
+
+/// Shuts the server down when its owner goes away.
+struct ShutdownOnDrop(ServerHandle);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        self.0.shutdown("server closed");
+    }
+}
+
+/// A listening server that accepts [`ExtendedTcpSocket`](super::ExtendedTcpSocket)
+/// peers, with signals and per-channel subscribers.
+///
+/// Every peer's events arrive through one bounded queue, drained by
+/// [`poll`](Self::poll) on the owner's thread (or as a stream, see
+/// [`into_stream`](Self::into_stream)). Dropping the server shuts it down.
+pub struct ExtendedTcpServer {
+    owner: ShutdownOnDrop,
+    events: EventQueue<ServerEvent>,
+    signals: ServerSignals,
+    router: Router,
+}
+
+impl std::fmt::Debug for ExtendedTcpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtendedTcpServer")
+            .field("handle", &self.owner.0)
+            .finish()
+    }
+}
+
+impl ExtendedTcpServer {
+    /// Listens on `port` of the interfaces `scope` names; port 0 picks a free
+    /// port (read it with [`local_addr`](Self::local_addr)).
+    pub fn bind(scope: BindScope, port: u16, config: ServerConfig) -> std::io::Result<Self> {
+        Self::bind_addr(SocketAddr::new(scope.ip(), port), config)
+    }
+
+    /// Listens on an exact address.
+    pub fn bind_addr(addr: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
+        let runtime = runtime::handle();
+        let listener = {
+            let _entered = runtime.enter();
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(1024)?
+        };
+        let shared = Arc::new(ServerShared {
+            peers: RwLock::new(HashMap::new()),
+            local_addr: listener.local_addr()?,
+            config: config.clone(),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            next_peer: AtomicU64::new(1),
+            refused: AtomicU64::new(0),
+            handshake_failures: AtomicU64::new(0),
+        });
+        let (tx, events) = EventQueue::new(config.socket.event_queue_len);
+        let accept_shared = shared.clone();
+        shared
+            .tasks
+            .spawn_on(accept_loop(listener, accept_shared, tx), &runtime);
+        tracing::info!(addr = %shared.local_addr, "listening");
+        Ok(Self {
+            owner: ShutdownOnDrop(ServerHandle { shared }),
+            events,
+            signals: ServerSignals::default(),
+            router: Router::new(),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.owner.0.local_addr()
+    }
+
+    /// A `Send` handle for sending to peers from anywhere.
+    pub fn handle(&self) -> ServerHandle {
+        self.owner.0.clone()
+    }
+
+    /// The signals to connect slots to.
+    pub fn signals(&self) -> &ServerSignals {
+        &self.signals
+    }
+
+    /// Connects `slot` to every message on `channel`; the slot gets the
+    /// sender, the action and the content.
+    pub fn subscribe<C: Channel>(
+        &self,
+        channel: C,
+        slot: impl FnMut(&Delivery) + 'static,
+    ) -> Connection {
+        self.router.subscribe(channel, slot)
+    }
+
+    /// Removes every slot of `channel`.
+    pub fn unsubscribe<C: Channel>(&self, channel: C) {
+        self.router.unsubscribe(channel)
+    }
+
+    /// Messages that arrived on a channel without subscribers.
+    pub fn unrouted(&self) -> u64 {
+        self.router.unrouted()
+    }
+
+    /// Builds and queues a message for one peer.
+    pub fn send_to<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
+        &self,
+        peer: PeerId,
+        channel: C,
+        action: A,
+        content: &T,
+    ) -> Result<(), SendError> {
+        self.owner
+            .0
+            .send_to(peer, &Message::new(channel, action, content)?)
+    }
+
+    /// Builds a message, encodes it once and queues it for every peer.
+    pub fn broadcast<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        content: &T,
+    ) -> Result<usize, SendError> {
+        self.owner
+            .0
+            .broadcast(&Message::new(channel, action, content)?)
+    }
+
+    /// Stops accepting and closes every peer gracefully (see
+    /// [`ServerHandle::shutdown`]).
+    pub fn shutdown(&self, reason: &str) {
+        self.owner.0.shutdown(reason);
+    }
+
+    /// Delivers every queued event to the signals and subscribers, on this
+    /// thread. Returns how many were delivered.
+    pub fn poll(&mut self) -> usize {
+        self.poll_timeout(Duration::ZERO)
+    }
+
+    /// Like [`poll`](Self::poll), but first waits up to `timeout` for an event
+    /// if none is queued.
+    pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
+        let (signals, router) = (&self.signals, &self.router);
+        self.events.deliver(timeout, |event| match event {
+            ServerEvent::PeerConnected { peer, addr } => signals.peer_connected.emit(&(peer, addr)),
+            ServerEvent::Received(incoming) => {
+                signals.received.emit(&incoming);
+                router.route(incoming.peer, incoming.message);
+            }
+            ServerEvent::PeerError { peer, error } => signals.error.emit(&(peer, error)),
+            ServerEvent::PeerDisconnected { peer, reason } => {
+                signals.peer_disconnected.emit(&(peer, reason))
+            }
+        })
+    }
+
+    /// The `Send` form for tokio: a stream of [`ServerEvent`]s plus the
+    /// handle. Slots and subscribers connected so far are dropped.
+    pub fn into_stream(self) -> ServerStream {
+        ServerStream {
+            owner: self.owner,
+            events: self.events,
+        }
+    }
+}
+
+/// A listening server as a `Send` stream of [`ServerEvent`]s, for tokio code.
+/// The stream ends after a shutdown, once every connection has ended.
+/// Dropping it shuts the server down.
+pub struct ServerStream {
+    owner: ShutdownOnDrop,
+    events: EventQueue<ServerEvent>,
+}
+
+impl std::fmt::Debug for ServerStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStream")
+            .field("handle", &self.owner.0)
+            .finish()
+    }
+}
+
+impl ServerStream {
+    /// Binds like [`ExtendedTcpServer::bind`].
+    pub fn bind(scope: BindScope, port: u16, config: ServerConfig) -> std::io::Result<Self> {
+        Ok(ExtendedTcpServer::bind(scope, port, config)?.into_stream())
+    }
+
+    /// A `Send` handle for sending to peers from anywhere.
+    pub fn handle(&self) -> ServerHandle {
+        self.owner.0.clone()
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.owner.0.local_addr()
+    }
+
+    /// Waits for the next event.
+    pub async fn next_event(&mut self) -> Option<ServerEvent> {
+        self.events.next().await
+    }
+}
+
+impl Stream for ServerStream {
+    type Item = ServerEvent;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<ServerEvent>> {
+        std::pin::Pin::new(&mut self.events).poll_next(cx)
+    }
+}
+
+/// A peer's connection event as the server reports it.
+fn server_event(origin: Origin, event: SocketEvent) -> ServerEvent {
+    let Origin { peer, addr } = origin;
+    match event {
+        SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
+        SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
+        SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
+        SocketEvent::Disconnected(reason) => ServerEvent::PeerDisconnected { peer, reason },
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<ServerShared>,
+    events: mpsc::Sender<super::events::Batch<ServerEvent>>,
+) {
+    let config = &shared.config;
+    let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    loop {
+        let (stream, addr) = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off, go on.
+                    tracing::warn!(%err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(pending_permit) = pending.clone().try_acquire_owned() else {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, "too many pending handshakes; connection dropped");
+            continue;
+        };
+        let slot = slots.clone().try_acquire_owned().ok();
+        let _ = stream.set_nodelay(true);
+        let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
+        let handle = SocketHandle::new(config.socket.clone());
+        handle.set_peer_addr(addr);
+        let refuse = slot.is_none().then_some(DisconnectReason::ServerFull);
+        let (open_shared, open_handle) = (shared.clone(), handle.clone());
+        let close_shared = shared.clone();
+        let failure_shared = shared.clone();
+        let reporter = Reporter {
+            events: events.clone(),
+            wrap: Wrap::new(Origin { peer, addr }, server_event),
+            on_open: Some(Box::new(move || {
+                drop(pending_permit);
+                let mut peers = open_shared.peers.write().expect("peer table lock");
+                peers.insert(peer, open_handle.clone());
+                drop(peers);
+                // A shutdown that ran before this peer was in the table
+                // missed it; close it now.
+                if open_shared.shutdown.is_cancelled() {
+                    open_handle.close(CloseCode::GOING_AWAY, "server shutting down");
+                }
+            })),
+            on_close: Some(Box::new(move || {
+                close_shared
+                    .peers
+                    .write()
+                    .expect("peer table lock")
+                    .remove(&peer);
+                drop(slot);
+            })),
+            refuse,
+            on_handshake_failure: Some(Box::new(move |reason| {
+                failure_shared
+                    .handshake_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%addr, %reason, "peer failed its handshake");
+            })),
+        };
+        tracing::debug!(%peer, %addr, "accepted");
+        shared
+            .tasks
+            .spawn(connection::run_tcp(stream, handle, reporter));
+    }
+    tracing::info!(addr = %shared.local_addr, "stopped accepting");
+}

@@ -1,0 +1,235 @@
+//! ServerManager and NetworkClient over loopback, for what is about sockets:
+//! a real network cut and the reconnect through it, a shutdown that flushes
+//! every queue before its goodbye, a server that never answers. The rules
+//! themselves are tested in memory (`manager.rs`).
+
+#[path = "../../crates/switchboard/tests/common/mod.rs"]
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, WAIT};
+use switchboard::{
+    BindScope, ClientConfig, CloseCode, DisconnectReason, ManagerConfig, ManagerHandle,
+    NetworkClient, RequestError, RequestStatus, ServerManager,
+};
+use switchboard_server::board::{
+    BoardAction, BoardChannel, BoardLogic, Line, Presence, Seats, SetValue, Snapshot,
+};
+
+fn start(config: ManagerConfig) -> ManagerHandle {
+    ServerManager::spawn(BindScope::Loopback, 0, config, BoardLogic::new(4)).unwrap()
+}
+
+/// Everything a test client heard on the board channel, in order.
+#[derive(Default)]
+struct Heard {
+    lines: Vec<Line>,
+    seats: Vec<Seats>,
+    snapshots: Vec<Snapshot>,
+    presence: Vec<Presence>,
+}
+
+fn player(addr: impl ToString, name: &str) -> (NetworkClient, Rc<RefCell<Heard>>) {
+    let config = ClientConfig {
+        reconnect: switchboard::ReconnectPolicy {
+            initial_delay: Duration::from_millis(50),
+            ..Default::default()
+        },
+        ..ClientConfig::named(name)
+    };
+    let client = NetworkClient::connect(addr, config);
+    let heard = Rc::new(RefCell::new(Heard::default()));
+    let sink = heard.clone();
+    client.subscribe(BoardChannel::Board, move |d| {
+        let mut heard = sink.borrow_mut();
+        match d.action::<BoardAction>() {
+            Some(BoardAction::Line) => heard.lines.push(d.content().unwrap()),
+            Some(BoardAction::Seats) => heard.seats.push(d.content().unwrap()),
+            Some(BoardAction::Snapshot) => heard.snapshots.push(d.content().unwrap()),
+            Some(BoardAction::Presence) => heard.presence.push(d.content().unwrap()),
+            _ => {}
+        }
+    });
+    (client, heard)
+}
+
+/// Polls every client until `done`, failing after [`WAIT`].
+fn pump(clients: &mut [&mut NetworkClient], mut done: impl FnMut(&[&mut NetworkClient]) -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done(clients) {
+        assert!(Instant::now() < deadline, "condition not reached in time");
+        for client in clients.iter_mut() {
+            client.poll();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn all_welcomed(clients: &[&mut NetworkClient]) -> bool {
+    clients.iter().all(|c| c.is_welcomed())
+}
+
+/// Sends a request and polls until its verdict.
+fn ask<T: serde::Serialize>(
+    client: &mut NetworkClient,
+    others: &mut [&mut NetworkClient],
+    action: BoardAction,
+    content: &T,
+) -> RequestStatus {
+    let ticket = client
+        .request(BoardChannel::Board, action, content)
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !ticket.is_done() {
+        assert!(Instant::now() < deadline, "no verdict in time");
+        client.poll();
+        for other in others.iter_mut() {
+            other.poll();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ticket.status()
+}
+
+#[test]
+fn reconnect_through_a_real_network_cut_keeps_the_id_and_the_session() {
+    let server = start(ManagerConfig::default());
+    let proxy = Proxy::start(server.local_addr());
+    let (mut ann, ann_heard) = player(proxy.addr, "ann");
+    let (mut bob, bob_heard) = player(server.local_addr(), "bob");
+    pump(&mut [&mut ann, &mut bob], all_welcomed);
+    assert_eq!(
+        ask(&mut ann, &mut [&mut bob], BoardAction::Claim, &3u8),
+        RequestStatus::Accepted
+    );
+    let id = ann.client_id().unwrap();
+
+    let lost = Rc::new(RefCell::new(Vec::new()));
+    let log = lost.clone();
+    ann.signals()
+        .connection_lost
+        .connect(move |reason| log.borrow_mut().push(reason.clone()));
+    let resumed = Rc::new(RefCell::new(None));
+    let r = resumed.clone();
+    ann.signals()
+        .welcomed
+        .connect(move |w| *r.borrow_mut() = Some(w.clone()));
+
+    proxy.cut();
+    pump(&mut [&mut ann, &mut bob], |_| resumed.borrow().is_some());
+    let welcomed = resumed.borrow().clone().unwrap();
+    assert!(
+        welcomed.resumed,
+        "the session was resumed, not started anew"
+    );
+    assert_eq!(welcomed.client, id);
+    assert_eq!(ann.client_id(), Some(id));
+    assert!(
+        matches!(lost.borrow()[0], DisconnectReason::ConnectionLost(_)),
+        "{:?}",
+        lost.borrow()
+    );
+
+    // The resumed client got a snapshot with its seat still its own.
+    pump(&mut [&mut ann, &mut bob], |_| {
+        ann_heard.borrow().snapshots.len() == 2
+    });
+    assert_eq!(ann_heard.borrow().snapshots[1].seats.0.get(&3), Some(&id));
+    // The others saw it go away and come back.
+    pump(&mut [&mut ann, &mut bob], |_| {
+        bob_heard
+            .borrow()
+            .presence
+            .iter()
+            .any(|p| p.status == "back")
+    });
+    // ("joined" too, when bob happened to join first.)
+    let statuses: Vec<String> = bob_heard
+        .borrow()
+        .presence
+        .iter()
+        .filter(|p| p.client == id && p.status != "joined")
+        .map(|p| p.status.clone())
+        .collect();
+    assert_eq!(statuses, ["away", "back"]);
+    // And the resumed session still acts as ann.
+    assert_eq!(
+        ask(&mut ann, &mut [&mut bob], BoardAction::Release, &()),
+        RequestStatus::Accepted
+    );
+    let stats = server.stats_blocking(WAIT).unwrap();
+    assert_eq!((stats.joins_total, stats.resumes_total), (2, 1));
+}
+
+#[test]
+fn shutdown_delivers_every_queued_update_before_the_goodbye() {
+    let server = start(ManagerConfig::default());
+    let (mut ann, _) = player(server.local_addr(), "ann");
+    let (mut bob, bob_heard) = player(server.local_addr(), "bob");
+    pump(&mut [&mut ann, &mut bob], all_welcomed);
+    let changes = Rc::new(RefCell::new(0));
+    let c = changes.clone();
+    bob.subscribe(BoardChannel::Board, move |d| {
+        if d.action() == Some(BoardAction::Changed) {
+            *c.borrow_mut() += 1;
+        }
+    });
+    let gone = Rc::new(RefCell::new(None));
+    let g = gone.clone();
+    bob.signals()
+        .disconnected
+        .connect(move |why| *g.borrow_mut() = Some(why.clone()));
+
+    // 100 changes, all accepted (so all queued for bob), then shut down at once.
+    let mut tickets = Vec::new();
+    for i in 0..100 {
+        let set = SetValue {
+            key: format!("k{i}"),
+            value: "v".into(),
+        };
+        tickets.push(
+            ann.request(BoardChannel::Board, BoardAction::Set, &set)
+                .unwrap(),
+        );
+    }
+    pump(&mut [&mut ann], |_| tickets.iter().all(|t| t.is_done()));
+    assert!(tickets
+        .iter()
+        .all(|t| t.status() == RequestStatus::Accepted));
+    server.shutdown();
+    pump(&mut [&mut bob], |_| gone.borrow().is_some());
+    assert_eq!(*changes.borrow(), 100, "no queued update lost");
+    assert!(matches!(
+        gone.borrow().as_ref().unwrap(),
+        DisconnectReason::ClosedByPeer { code: CloseCode::GOING_AWAY, reason } if reason == "server shutting down"
+    ));
+    drop(bob_heard);
+}
+
+#[test]
+fn request_without_answer_fails_with_a_timeout() {
+    // A plain socket server that never answers anything.
+    let mut silent =
+        switchboard::ExtendedTcpServer::bind(BindScope::Loopback, 0, Default::default()).unwrap();
+    let config = ClientConfig {
+        request_timeout: Duration::from_millis(300),
+        ..ClientConfig::named("ann")
+    };
+    let mut client = NetworkClient::connect(silent.local_addr(), config);
+    let ticket = client
+        .request(BoardChannel::Board, BoardAction::Say, &"anyone?")
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !ticket.is_done() {
+        assert!(Instant::now() < deadline);
+        silent.poll();
+        client.poll_timeout(Duration::from_millis(10));
+    }
+    assert_eq!(
+        ticket.status(),
+        RequestStatus::Failed(RequestError::Timeout)
+    );
+}
