@@ -263,7 +263,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         // Many players arrive at once (a load test, a server restart).
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
-        let relay = switchboard_relay::start(args.bind, args.port, config)
+        let relay = switchboard_relay::spawn(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         println!(
             "{}",
@@ -273,7 +273,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
             println!("JSON clients: {json}");
         }
         switchboard::process::wait_for_signal().await;
-        relay.stop();
+        relay.shutdown();
         Ok(())
     })
 }

@@ -13,6 +13,6 @@ mod transform;
 pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
 pub use server::{
-    start, Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, Relayed, RELAY_CHANNEL,
+    spawn, Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, Relayed, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};

@@ -159,7 +159,7 @@ impl RelayHandle {
     }
 
     /// Stops the relay.
-    pub fn stop(&self) {
+    pub fn shutdown(&self) {
         self.stop.cancel();
     }
 
@@ -187,8 +187,9 @@ impl RelayHandle {
     }
 }
 
-/// Starts a relay on the current tokio runtime (or the background one).
-pub fn start(scope: BindScope, port: u16, config: RelayConfig) -> std::io::Result<RelayHandle> {
+/// Starts a relay on the current tokio runtime (or the background one) and
+/// returns its handle; [`RelayHandle::shutdown`] stops it.
+pub fn spawn(scope: BindScope, port: u16, config: RelayConfig) -> std::io::Result<RelayHandle> {
     let native = ServerStream::bind(scope, port, config.server.clone())?;
     let rt = runtime::handle();
     let json = match config.json_port {

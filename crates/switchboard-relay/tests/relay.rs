@@ -105,7 +105,7 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
         json_port: Some(0),
         ..RelayConfig::default()
     };
-    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
     let json_addr = relay.json_addr().unwrap();
     let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
     let (mut town, town_id) = JsonClient::connect(json_addr).await;
@@ -181,7 +181,7 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
     }
     let stats = relay.stats().await;
     assert_eq!(stats.players, 2);
-    relay.stop();
+    relay.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,7 +192,7 @@ async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects()
         max_json_line: 256,
         ..RelayConfig::default()
     };
-    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
     let (mut client, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
     for (line, expect) in [
         ("this is not json", "invalid JSON"),
@@ -247,7 +247,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
             send_interval: Duration::from_millis(tick),
             ..RelayConfig::default()
         };
-        let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+        let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
         let (mut sender, sender_id) = native_client(relay.native_addr(), "a").await;
         let (mut receiver, _) = native_client(relay.native_addr(), "b").await;
         receiver.send(&at("arena", -1.0)).unwrap();
@@ -277,7 +277,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
                 }
             }
         }
-        relay.stop();
+        relay.shutdown();
     }
 }
 
@@ -288,7 +288,7 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     // slow consumer, while the others in its zone miss nothing.
     let mut config = RelayConfig::default();
     config.server.socket.max_outbound_bytes = 128 * 1024;
-    let relay = relay::start(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
     let (sender, sender_id) = native_client(relay.native_addr(), "sender").await;
     let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
     // The slow client's own event queue is one batch: once it is full its
@@ -376,5 +376,5 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
             }
         }
     }
-    relay.stop();
+    relay.shutdown();
 }

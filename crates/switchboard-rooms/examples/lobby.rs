@@ -20,11 +20,8 @@ use switchboard::{
 use switchboard_rooms::{CreateRoom, RoomClient, RoomsLogic, RpcTarget};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // A 10 ms tick lets the rooms sync entities at their 20 Hz.
-    let config = ManagerConfig {
-        tick_interval: Duration::from_millis(10),
-        ..ManagerConfig::default()
-    };
+    // The rooms ask for their own 20 Hz tick (GameLogic::tick_interval).
+    let config = ManagerConfig::default();
     let server = ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new())?;
     let mut players: Vec<RoomClient> = ["host", "ann", "bob"]
         .iter()
@@ -50,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let s = seen.clone();
     players[2].signals().state_updated.connect(move |updates| {
         for update in updates {
-            if let Ok(pos) = switchboard::codec::decode_value::<(f32, f32)>(&update.state) {
+            if let Ok(pos) = update.value::<(f32, f32)>() {
                 println!("[bob] ball at ({:.1}, {:.1})", pos.0, pos.1);
                 s.borrow_mut().push(pos);
             }

@@ -15,10 +15,11 @@ use switchboard::codec;
 use switchboard::session::ClientId;
 use switchboard::signal::Signal;
 
+use crate::event::{RoomEvent, RoomView};
 use crate::protocol::{
     CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
-    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
-    RpcTarget, SpawnRequest, Transfer,
+    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcRequest, RpcTarget,
+    SpawnRequest, Transfer,
 };
 
 /// An RPC that could not run on this client.
@@ -74,7 +75,7 @@ pub struct RoomClient {
     client: NetworkClient,
     signals: Rc<RoomSignals>,
     handlers: Rc<RefCell<HashMap<String, Handler>>>,
-    room: Rc<RefCell<Option<RoomState>>>,
+    room: Rc<RefCell<RoomView>>,
     joins: Vec<RequestTicket>,
 }
 
@@ -92,13 +93,14 @@ impl RoomClient {
         let client = NetworkClient::connect(addr, config);
         let signals = Rc::new(RoomSignals::default());
         let handlers: Rc<RefCell<HashMap<String, Handler>>> = Rc::default();
-        let room: Rc<RefCell<Option<RoomState>>> = Rc::default();
+        let room: Rc<RefCell<RoomView>> = Rc::default();
         let (s, h, r) = (signals.clone(), handlers.clone(), room.clone());
         client.subscribe(RoomsChannel, move |delivery| {
-            let Some(action) = delivery.action::<RoomAction>() else {
+            let Some(event) = RoomEvent::decode(&delivery.message) else {
                 return;
             };
-            dispatch(action, &delivery.message, &s, &h, &r);
+            r.borrow_mut().apply(&event);
+            emit(event, &s, &h);
         });
         Self {
             client,
@@ -127,7 +129,7 @@ impl RoomClient {
 
     /// The room you are in, as last heard.
     pub fn room(&self) -> Option<RoomState> {
-        self.room.borrow().clone()
+        self.room.borrow().room().cloned()
     }
 
     fn ask<T: Serialize + ?Sized>(
@@ -157,7 +159,7 @@ impl RoomClient {
 
     /// Leaves the room.
     pub fn leave(&mut self) -> Result<RequestTicket, RequestError> {
-        *self.room.borrow_mut() = None;
+        self.room.borrow_mut().clear();
         self.ask(RoomAction::Leave, &())
     }
 
@@ -302,127 +304,23 @@ impl RoomClient {
     }
 }
 
-fn dispatch(
-    action: RoomAction,
-    message: &switchboard::message::Message,
-    signals: &RoomSignals,
-    handlers: &RefCell<HashMap<String, Handler>>,
-    room: &RefCell<Option<RoomState>>,
-) {
-    fn content<T: DeserializeOwned>(message: &switchboard::message::Message) -> Option<T> {
-        message
-            .content()
-            .map_err(|err| tracing::warn!(%err, "room event did not decode"))
-            .ok()
-    }
-    match action {
-        RoomAction::State => {
-            if let Some(state) = content::<RoomState>(message) {
-                *room.borrow_mut() = Some(state.clone());
-                signals.room_state.emit(&state);
-            }
-        }
-        RoomAction::PlayerJoined => {
-            if let Some(player) = content::<RoomPlayer>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    state.players.push(player.clone());
-                }
-                signals.player_joined.emit(&player);
-            }
-        }
-        RoomAction::PlayerLeft => {
-            if let Some(left) = content::<PlayerLeft>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    state.players.retain(|p| p.id != left.id);
-                }
-                signals.player_left.emit(&left);
-            }
-        }
-        RoomAction::PlayerChanged => {
-            if let Some(player) = content::<RoomPlayer>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    if let Some(p) = state.players.iter_mut().find(|p| p.id == player.id) {
-                        *p = player.clone();
-                    }
-                }
-                signals.player_changed.emit(&player);
-            }
-        }
-        RoomAction::HostChanged => {
-            if let Some(host) = content::<ClientId>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    for p in &mut state.players {
-                        p.host = p.id == host;
-                    }
-                }
-                signals.host_changed.emit(&host);
-            }
-        }
-        RoomAction::Started => {
-            if let Some(state) = room.borrow_mut().as_mut() {
-                state.started = true;
-            }
-            signals.game_started.emit(&());
-        }
-        RoomAction::Kicked => {
-            if let Some(reason) = content::<String>(message) {
-                *room.borrow_mut() = None;
-                signals.kicked.emit(&reason);
-            }
-        }
-        RoomAction::List => {
-            if let Some(list) = content::<Vec<RoomSummary>>(message) {
-                signals.rooms_listed.emit(&list);
-            }
-        }
-        RoomAction::CustomMessage => {
-            if let Some(custom) = content::<CustomMessage>(message) {
-                signals.custom.emit(&custom);
-            }
-        }
-        RoomAction::Spawned => {
-            if let Some(entity) = content::<Entity>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    state.entities.retain(|e| e.id != entity.id);
-                    state.entities.push(entity.clone());
-                }
-                signals.spawned.emit(&entity);
-            }
-        }
-        RoomAction::Despawned => {
-            if let Some(id) = content::<EntityId>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    state.entities.retain(|e| e.id != id);
-                }
-                signals.despawned.emit(&id);
-            }
-        }
-        RoomAction::StateUpdate => {
-            if let Some(updates) = content::<Vec<EntityUpdate>>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    for update in &updates {
-                        if let Some(e) = state.entities.iter_mut().find(|e| e.id == update.id) {
-                            e.state = update.state.clone();
-                        }
-                    }
-                }
-                signals.state_updated.emit(&updates);
-            }
-        }
-        RoomAction::OwnerChanged => {
-            if let Some(transfer) = content::<Transfer>(message) {
-                if let Some(state) = room.borrow_mut().as_mut() {
-                    if let Some(e) = state.entities.iter_mut().find(|e| e.id == transfer.id) {
-                        e.owner = transfer.owner;
-                    }
-                }
-                signals.owner_changed.emit(&transfer);
-            }
-        }
-        RoomAction::RpcCall => {
-            let Some(call) = content::<RpcCall>(message) else {
-                return;
-            };
+/// Emits the signal of one event, and runs the RPC handler an RPC names.
+fn emit(event: RoomEvent, signals: &RoomSignals, handlers: &RefCell<HashMap<String, Handler>>) {
+    match event {
+        RoomEvent::State(state) => signals.room_state.emit(&state),
+        RoomEvent::PlayerJoined(player) => signals.player_joined.emit(&player),
+        RoomEvent::PlayerLeft(left) => signals.player_left.emit(&left),
+        RoomEvent::PlayerChanged(player) => signals.player_changed.emit(&player),
+        RoomEvent::HostChanged(host) => signals.host_changed.emit(&host),
+        RoomEvent::Started => signals.game_started.emit(&()),
+        RoomEvent::Kicked(reason) => signals.kicked.emit(&reason),
+        RoomEvent::List(list) => signals.rooms_listed.emit(&list),
+        RoomEvent::Custom(custom) => signals.custom.emit(&custom),
+        RoomEvent::Spawned(entity) => signals.spawned.emit(&entity),
+        RoomEvent::Despawned(id) => signals.despawned.emit(&id),
+        RoomEvent::StateUpdate(updates) => signals.state_updated.emit(&updates),
+        RoomEvent::OwnerChanged(transfer) => signals.owner_changed.emit(&transfer),
+        RoomEvent::Rpc(call) => {
             // Taken out while it runs, so that a handler may register others.
             let handler = handlers.borrow_mut().remove(&call.method);
             let error = match handler {
@@ -444,6 +342,5 @@ fn dispatch(
                 });
             }
         }
-        _ => {}
     }
 }

@@ -16,10 +16,12 @@
 //! player's entities are despawned.
 
 mod client;
+mod event;
 mod logic;
 pub mod protocol;
 
 pub use client::{RoomClient, RoomSignals, RpcError};
+pub use event::{RoomEvent, RoomView};
 pub use logic::{RoomCommand, RoomsLogic, MAX_ENTITIES, MAX_ENTITY_STATE, MAX_ROOMS};
 pub use protocol::{
     CreateRoom, CustomMessage, Entity, EntityId, EntityUpdate, PlayerLeft, RoomId, RoomPlayer,

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use switchboard::codec::{self, ContentError};
 use switchboard::message::ROOMS_CHANNEL;
 use switchboard::session::ClientId;
 
@@ -159,6 +160,13 @@ pub struct CustomMessage {
     pub data: Vec<u8>,
 }
 
+impl CustomMessage {
+    /// The content as the game's type.
+    pub fn value<T: DeserializeOwned>(&self) -> Result<T, ContentError> {
+        codec::decode_value(&self.data)
+    }
+}
+
 /// A player in a room.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomPlayer {
@@ -259,6 +267,21 @@ pub struct EntityUpdate {
     pub id: EntityId,
     /// Its encoded state.
     pub state: Vec<u8>,
+}
+
+impl Entity {
+    /// The state as the game's type (what `RoomClient::spawn` and `update`
+    /// were given).
+    pub fn value<T: DeserializeOwned>(&self) -> Result<T, ContentError> {
+        codec::decode_value(&self.state)
+    }
+}
+
+impl EntityUpdate {
+    /// The new state as the game's type.
+    pub fn value<T: DeserializeOwned>(&self) -> Result<T, ContentError> {
+        codec::decode_value(&self.state)
+    }
 }
 
 /// A change of owner.

@@ -1,84 +1,125 @@
-//! Rooms, lobby and RPC over loopback, including regression tests named after
-//! the defects of a known Python implementation of the same feature set.
+//! The rooms' rules in memory (the harness: client cores and a manager core
+//! running `RoomsLogic`, no socket, a clock the test moves), including
+//! regression tests named after the defects of a known Python implementation
+//! of the same feature set. `RoomClient` itself (its signals and RPC
+//! handlers) is tested over loopback in `rooms_loopback.rs`.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
-mod common;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::rc::Rc;
-use std::time::{Duration, Instant};
-
-use common::{Proxy, WAIT};
+use serde::Serialize;
+use switchboard::harness::{Harness, Player};
 use switchboard::{
-    BindScope, ClientConfig, ClientId, ManagerConfig, ManagerHandle, ReconnectPolicy,
-    RequestStatus, ServerManager,
+    ClientConfig, ClientEvent, ClientId, ManagerConfig, ReconnectPolicy, RequestStatus,
+};
+use switchboard_rooms::protocol::{
+    CustomRequest, Kick, RoomAction, RoomsChannel, RpcRequest, SpawnRequest,
 };
 use switchboard_rooms::{
-    CreateRoom, CustomMessage, PlayerLeft, RoomClient, RoomId, RoomsLogic, RpcError, RpcTarget,
+    CreateRoom, EntityId, EntityUpdate, RoomEvent, RoomId, RoomState, RoomView, RoomsLogic,
+    RpcTarget, Transfer,
 };
 
-fn server() -> ManagerHandle {
-    ServerManager::spawn(
-        BindScope::Loopback,
-        0,
-        ManagerConfig::default(),
-        RoomsLogic::new(),
-    )
-    .unwrap()
+/// Rooms on an in-memory network; each player's room as it heard it.
+struct Rooms {
+    net: Harness<RoomsLogic>,
+    views: HashMap<Player, RoomView>,
+    heard: HashMap<Player, Vec<RoomEvent>>,
 }
 
-fn player(addr: impl ToString, name: &str) -> RoomClient {
-    let config = ClientConfig {
-        reconnect: ReconnectPolicy {
-            initial_delay: Duration::from_millis(50),
-            ..Default::default()
-        },
-        ..ClientConfig::named(name)
-    };
-    let mut client = RoomClient::connect(addr, config);
-    pump(&mut [&mut client], |c| c[0].client().is_welcomed());
-    client
-}
-
-/// Two players, "ann" and "bob", joined to `server`.
-fn ann_and_bob(server: &ManagerHandle) -> (RoomClient, RoomClient) {
-    (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-    )
-}
-
-fn pump(clients: &mut [&mut RoomClient], mut done: impl FnMut(&[&mut RoomClient]) -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done(clients) {
-        assert!(Instant::now() < deadline, "condition not reached in time");
-        for c in clients.iter_mut() {
-            c.poll();
+impl Rooms {
+    fn new() -> Self {
+        Self {
+            net: Harness::new(ManagerConfig::default(), RoomsLogic::new()),
+            views: HashMap::new(),
+            heard: HashMap::new(),
         }
-        std::thread::sleep(Duration::from_millis(1));
     }
-}
 
-/// Sends with `send` and polls every client until the verdict.
-fn verdict(
-    clients: &mut [&mut RoomClient],
-    who: usize,
-    send: impl FnOnce(&mut RoomClient) -> switchboard::RequestTicket,
-) -> RequestStatus {
-    let ticket = send(clients[who]);
-    pump(clients, |_| ticket.is_done());
-    ticket.status()
-}
+    fn player(&mut self, name: &str) -> Player {
+        let config = ClientConfig {
+            reconnect: ReconnectPolicy {
+                initial_delay: Duration::from_millis(50),
+                ..Default::default()
+            },
+            ..ClientConfig::named(name)
+        };
+        let player = self.net.join(config);
+        assert!(self.net.client(player).is_welcomed());
+        self.views.insert(player, RoomView::default());
+        self.absorb();
+        player
+    }
 
-/// Like [`verdict`], and the verdict must be `Accepted`.
-#[track_caller]
-fn accepted(
-    clients: &mut [&mut RoomClient],
-    who: usize,
-    send: impl FnOnce(&mut RoomClient) -> switchboard::RequestTicket,
-) {
-    assert_eq!(verdict(clients, who, send), RequestStatus::Accepted);
+    fn id(&self, player: Player) -> ClientId {
+        self.net.client(player).client_id().unwrap()
+    }
+
+    /// Sends a request and returns its verdict; everything it caused has
+    /// been heard.
+    fn ask<T: Serialize + ?Sized>(
+        &mut self,
+        who: Player,
+        action: RoomAction,
+        content: &T,
+    ) -> RequestStatus {
+        let id = self
+            .net
+            .request(who, RoomsChannel, action, content)
+            .unwrap();
+        let verdict = self.net.verdict(who, id).cloned().expect("a verdict");
+        self.absorb();
+        verdict
+    }
+
+    #[track_caller]
+    fn accepted<T: Serialize + ?Sized>(&mut self, who: Player, action: RoomAction, content: &T) {
+        assert_eq!(self.ask(who, action, content), RequestStatus::Accepted);
+    }
+
+    /// Moves the clock (the rooms' 20 Hz sync runs on the way).
+    fn advance(&mut self, by: Duration) {
+        self.net.advance(by);
+        self.absorb();
+    }
+
+    /// Every player's events into its view and its log.
+    fn absorb(&mut self) {
+        let players: Vec<Player> = self.views.keys().copied().collect();
+        for player in players {
+            for event in self.net.events(player) {
+                if let ClientEvent::Message(message) = event {
+                    if let Some(event) = RoomEvent::decode(&message) {
+                        self.views.get_mut(&player).unwrap().apply(&event);
+                        self.heard.entry(player).or_default().push(event);
+                    }
+                }
+            }
+        }
+    }
+
+    fn room(&self, player: Player) -> Option<&RoomState> {
+        self.views[&player].room()
+    }
+
+    /// The room events `player` heard since the last call.
+    fn heard(&mut self, player: Player) -> Vec<RoomEvent> {
+        self.heard.remove(&player).unwrap_or_default()
+    }
+
+    /// ann creates a room of `max`; bob joins it.
+    fn room_of_two(&mut self, ann: Player, bob: Player, max: u8) -> RoomId {
+        self.accepted(ann, RoomAction::Create, &new_room("den", max));
+        let room = self.room(ann).unwrap().id;
+        self.accepted(bob, RoomAction::Join, &room);
+        assert_eq!(self.room(ann).unwrap().players.len(), 2);
+        assert!(self.room(bob).is_some());
+        room
+    }
+
+    fn ann_and_bob(&mut self) -> (Player, Player) {
+        (self.player("ann"), self.player("bob"))
+    }
 }
 
 fn new_room(name: &str, max: u8) -> CreateRoom {
@@ -90,361 +131,321 @@ fn new_room(name: &str, max: u8) -> CreateRoom {
     }
 }
 
-fn id(c: &RoomClient) -> ClientId {
-    c.client().client_id().unwrap()
+fn rejected(reason: &str) -> RequestStatus {
+    RequestStatus::Rejected(reason.into())
 }
 
-/// ann creates a room of `max`; bob joins it. Returns the room.
-fn room_of_two(ann: &mut RoomClient, bob: &mut RoomClient, max: u8) -> RoomId {
-    accepted(&mut [ann, bob], 0, |c| {
-        c.create(&new_room("den", max)).unwrap()
-    });
-    let room = ann.room().unwrap().id;
-    accepted(&mut [ann, bob], 1, |c| c.join(room).unwrap());
-    pump(&mut [ann, bob], |c| {
-        c[0].room().is_some_and(|r| r.players.len() == 2) && c[1].room().is_some()
-    });
-    room
+fn rpc<T: Serialize>(target: RpcTarget, method: &str, args: &T) -> RpcRequest {
+    RpcRequest {
+        method: method.into(),
+        target,
+        args: switchboard::codec::encode_value(args).unwrap(),
+    }
+}
+
+fn custom(channel: &str, data: &str) -> CustomRequest {
+    CustomRequest {
+        channel: channel.into(),
+        data: switchboard::codec::encode_value(data).unwrap(),
+    }
+}
+
+fn state_of<T: Serialize>(value: &T) -> Vec<u8> {
+    switchboard::codec::encode_value(value).unwrap()
 }
 
 #[test]
 fn joining_is_refused_for_full_locked_missing_and_duplicate_with_reasons() {
-    let server = server();
-    let (mut ann, mut bob, mut cat) = (
-        player(server.local_addr(), "ann"),
-        player(server.local_addr(), "bob"),
-        player(server.local_addr(), "cat"),
-    );
-    let room = room_of_two(&mut ann, &mut bob, 2);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 2);
     assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Rejected("that room is full".into())
+        net.ask(cat, RoomAction::Join, &room),
+        rejected("that room is full")
     );
     assert_eq!(
-        verdict(clients, 2, |c| c.join(RoomId(999)).unwrap()),
-        RequestStatus::Rejected("no such room".into())
+        net.ask(cat, RoomAction::Join, &RoomId(999)),
+        rejected("no such room")
     );
-    accepted(clients, 2, |c| c.create(&new_room("cat's", 4)).unwrap());
-    let cats = clients[2].room().unwrap().id;
+    net.accepted(cat, RoomAction::Create, &new_room("cat's", 4));
+    let cats = net.room(cat).unwrap().id;
     assert_eq!(
-        verdict(clients, 1, |c| c.join(cats).unwrap()),
-        RequestStatus::Rejected("you are in another room".into())
+        net.ask(bob, RoomAction::Join, &cats),
+        rejected("you are in another room")
     );
-    accepted(clients, 2, |c| c.lock(true).unwrap());
-    accepted(clients, 1, |c| c.leave().unwrap());
+    net.accepted(cat, RoomAction::Lock, &true);
+    net.accepted(bob, RoomAction::Leave, &());
     assert_eq!(
-        verdict(clients, 1, |c| c.join(cats).unwrap()),
-        RequestStatus::Rejected("that room is locked".into())
+        net.ask(bob, RoomAction::Join, &cats),
+        rejected("that room is locked")
     );
-    // The rejected join was announced through the signal too.
-    let rejected = Rc::new(RefCell::new(Vec::new()));
-    let r = rejected.clone();
-    clients[1]
-        .signals()
-        .join_rejected
-        .connect(move |why| r.borrow_mut().push(why.clone()));
-    clients[1].join(RoomId(42)).unwrap();
-    pump(clients, |_| !rejected.borrow().is_empty());
-    assert_eq!(rejected.borrow()[0], "no such room");
     // The list shows both public rooms with their counts.
-    let listed = Rc::new(RefCell::new(None));
-    let l = listed.clone();
-    clients[1]
-        .signals()
-        .rooms_listed
-        .connect(move |list| *l.borrow_mut() = Some(list.clone()));
-    clients[1].list().unwrap();
-    pump(clients, |_| listed.borrow().is_some());
-    let counts: Vec<(u8, bool)> = listed
-        .borrow()
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|r| (r.players, r.locked))
+    net.heard(bob);
+    net.accepted(bob, RoomAction::ListRooms, &());
+    let lists: Vec<Vec<(u8, bool)>> = net
+        .heard(bob)
+        .into_iter()
+        .filter_map(|e| match e {
+            RoomEvent::List(list) => Some(list.iter().map(|r| (r.players, r.locked)).collect()),
+            _ => None,
+        })
         .collect();
     assert_eq!(
-        counts,
-        [(1, false), (1, true)],
+        lists,
+        [[(1, false), (1, true)]],
         "ann's room (bob left) and cat's locked room"
     );
 }
 
 #[test]
 fn only_the_host_starts_and_only_when_everyone_is_ready() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    room_of_two(&mut ann, &mut bob, 4);
-    let clients = &mut [&mut ann, &mut bob];
-    accepted(clients, 0, |c| c.set_ready(true).unwrap());
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    net.accepted(ann, RoomAction::Ready, &true);
     assert_eq!(
-        verdict(clients, 0, |c| c.start().unwrap()),
-        RequestStatus::Rejected("bob is not ready".into())
+        net.ask(ann, RoomAction::Start, &()),
+        rejected("bob is not ready")
     );
-    accepted(clients, 1, |c| c.set_ready(true).unwrap());
+    net.accepted(bob, RoomAction::Ready, &true);
     assert_eq!(
-        verdict(clients, 1, |c| c.start().unwrap()),
-        RequestStatus::Rejected("only the host may do that".into())
+        net.ask(bob, RoomAction::Start, &()),
+        rejected("only the host may do that")
     );
-    let started = Rc::new(RefCell::new(0));
-    let s = started.clone();
-    clients[1]
-        .signals()
-        .game_started
-        .connect(move |_| *s.borrow_mut() += 1);
-    accepted(clients, 0, |c| c.start().unwrap());
-    pump(clients, |_| *started.borrow() == 1);
-    assert!(clients[0].room().unwrap().started && clients[1].room().unwrap().started);
+    net.heard(bob);
+    net.accepted(ann, RoomAction::Start, &());
+    assert_eq!(net.heard(bob), [RoomEvent::Started]);
+    assert!(net.room(ann).unwrap().started && net.room(bob).unwrap().started);
 }
 
 #[test]
 fn regression_custom_messages_from_one_client_reach_the_others() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let mut cat = player(server.local_addr(), "cat");
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
-    accepted(clients, 2, |c| c.join(room).unwrap());
-    let heard: Vec<Rc<RefCell<Vec<CustomMessage>>>> = (0..3).map(|_| Rc::default()).collect();
-    for (c, h) in clients.iter().zip(&heard) {
-        let h = h.clone();
-        c.signals()
-            .custom
-            .connect(move |m| h.borrow_mut().push(m.clone()));
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 4);
+    net.accepted(cat, RoomAction::Join, &room);
+    for p in [ann, bob, cat] {
+        net.heard(p);
     }
-    accepted(clients, 1, |c| c.send_custom("emote", "waves").unwrap());
-    pump(clients, |_| {
-        heard[0].borrow().len() == 1 && heard[2].borrow().len() == 1
-    });
-    let bob_id = id(clients[1]);
-    for h in [&heard[0], &heard[2]] {
-        let m = &h.borrow()[0];
+    net.accepted(bob, RoomAction::Custom, &custom("emote", "waves"));
+    let bob_id = net.id(bob);
+    for p in [ann, cat] {
+        let heard = net.heard(p);
+        let [RoomEvent::Custom(m)] = &heard[..] else {
+            panic!("{heard:?}")
+        };
         assert_eq!((m.from, m.channel.as_str()), (bob_id, "emote"));
+        assert_eq!(m.value::<String>().unwrap(), "waves");
     }
-    assert!(heard[1].borrow().is_empty(), "not echoed to the sender");
+    assert!(net.heard(bob).is_empty(), "not echoed to the sender");
 }
 
 #[test]
 fn regression_client_to_client_rpc_is_delivered_not_dropped() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    room_of_two(&mut ann, &mut bob, 4);
-    let got: Rc<RefCell<Vec<(String, ClientId, u32)>>> = Rc::default();
-    for (who, c) in [("ann", &ann), ("bob", &bob)] {
-        let g = got.clone();
-        c.register_rpc("add", move |from, n: u32| {
-            g.borrow_mut().push((who.to_string(), from, n))
-        });
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    net.heard(ann);
+    net.heard(bob);
+    let (ann_id, bob_id) = (net.id(ann), net.id(bob));
+    net.accepted(
+        ann,
+        RoomAction::Rpc,
+        &rpc(RpcTarget::One(bob_id), "add", &1u32),
+    );
+    net.accepted(bob, RoomAction::Rpc, &rpc(RpcTarget::Host, "add", &2u32));
+    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::All, "add", &3u32));
+    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::Others, "add", &4u32));
+    let mut calls = Vec::new();
+    for (who, p) in [("ann", ann), ("bob", bob)] {
+        for event in net.heard(p) {
+            if let RoomEvent::Rpc(call) = event {
+                let n: u32 = switchboard::codec::decode_value(&call.args).unwrap();
+                calls.push((who, call.from, call.method, n));
+            }
+        }
     }
-    let errors: Rc<RefCell<Vec<RpcError>>> = Rc::default();
-    let e = errors.clone();
-    bob.signals()
-        .rpc_error
-        .connect(move |err| e.borrow_mut().push(err.clone()));
-    let (ann_id, bob_id) = (id(&ann), id(&bob));
-    let clients = &mut [&mut ann, &mut bob];
-    accepted(clients, 0, |c| {
-        c.call(RpcTarget::One(bob_id), "add", &1u32).unwrap()
-    });
-    accepted(clients, 1, |c| {
-        c.call(RpcTarget::Host, "add", &2u32).unwrap()
-    });
-    accepted(clients, 0, |c| {
-        c.call(RpcTarget::All, "add", &3u32).unwrap()
-    });
-    accepted(clients, 0, |c| {
-        c.call(RpcTarget::Others, "nope", &4u32).unwrap()
-    });
-    pump(clients, |_| {
-        got.borrow().len() == 4 && errors.borrow().len() == 1
-    });
-    let mut calls = got.borrow().clone();
-    calls.sort_by_key(|c| c.2);
+    calls.sort_by_key(|c| (c.3, c.0));
+    let add = || "add".to_string();
     assert_eq!(
         calls,
         [
-            ("bob".to_string(), ann_id, 1),
-            ("ann".to_string(), bob_id, 2),
-            ("ann".to_string(), ann_id, 3),
-            ("bob".to_string(), ann_id, 3),
+            ("bob", ann_id, add(), 1),
+            ("ann", bob_id, add(), 2),
+            ("ann", ann_id, add(), 3),
+            ("bob", ann_id, add(), 3),
+            ("bob", ann_id, add(), 4),
         ]
-    );
-    assert_eq!(
-        errors.borrow()[0].method,
-        "nope",
-        "an unknown method is a typed error event"
     );
 }
 
 #[test]
 fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    room_of_two(&mut ann, &mut bob, 4);
-    let seen: Rc<RefCell<Vec<ClientId>>> = Rc::default();
-    let s = seen.clone();
-    ann.register_rpc("hello", move |from, _: String| s.borrow_mut().push(from));
-    let bob_id = id(&bob);
-    let clients = &mut [&mut ann, &mut bob];
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    net.heard(ann);
+    let bob_id = net.id(bob);
     // There is no field in which bob could name a sender: the server stamps it.
-    accepted(clients, 1, |c| {
-        c.call(RpcTarget::Host, "hello", "I am ann").unwrap()
-    });
-    pump(clients, |_| !seen.borrow().is_empty());
-    assert_eq!(seen.borrow()[0], bob_id);
-    // Ready marks the requester only.
-    accepted(clients, 1, |c| c.set_ready(true).unwrap());
-    pump(clients, |c| {
-        c[0].room()
-            .unwrap()
-            .players
-            .iter()
-            .any(|p| p.id == bob_id && p.ready)
-    });
-    let room = clients[0].room().unwrap();
-    let ann_player = room.players.iter().find(|p| p.name == "ann").unwrap();
-    assert!(!ann_player.ready, "bob's ready did not touch ann");
-    assert!(
-        ann_player.host && !room.players.iter().find(|p| p.id == bob_id).unwrap().host,
-        "nor claim the host"
+    net.accepted(
+        bob,
+        RoomAction::Rpc,
+        &rpc(RpcTarget::Host, "hello", &"I am ann"),
     );
+    let heard = net.heard(ann);
+    let [RoomEvent::Rpc(call)] = &heard[..] else {
+        panic!("{heard:?}")
+    };
+    assert_eq!(call.from, bob_id);
+    // Ready marks the requester only.
+    net.accepted(bob, RoomAction::Ready, &true);
+    let room = net.room(ann).unwrap();
+    let ann_player = room.players.iter().find(|p| p.name == "ann").unwrap();
+    let bob_player = room.players.iter().find(|p| p.id == bob_id).unwrap();
+    assert!(bob_player.ready);
+    assert!(!ann_player.ready, "bob's ready did not touch ann");
+    assert!(ann_player.host && !bob_player.host, "nor claim the host");
 }
 
 #[test]
 fn regression_players_cannot_join_after_the_game_started() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let mut cat = player(server.local_addr(), "cat");
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
-    accepted(clients, 0, |c| c.set_ready(true).unwrap());
-    accepted(clients, 1, |c| c.set_ready(true).unwrap());
-    accepted(clients, 0, |c| c.start().unwrap());
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 4);
+    net.accepted(ann, RoomAction::Ready, &true);
+    net.accepted(bob, RoomAction::Ready, &true);
+    net.accepted(ann, RoomAction::Start, &());
     assert_eq!(
-        verdict(clients, 2, |c| c.join(room).unwrap()),
-        RequestStatus::Rejected("the game in that room has started".into())
+        net.ask(cat, RoomAction::Join, &room),
+        rejected("the game in that room has started")
     );
 }
 
 #[test]
 fn regression_a_kicked_client_receives_nothing_more() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let mut cat = player(server.local_addr(), "cat");
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    let bob_id = id(&bob);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
-    accepted(clients, 2, |c| c.join(room).unwrap());
-    let kicked = Rc::new(RefCell::new(None));
-    let k = kicked.clone();
-    clients[1]
-        .signals()
-        .kicked
-        .connect(move |why| *k.borrow_mut() = Some(why.clone()));
-    let bob_heard: Rc<RefCell<usize>> = Rc::default();
-    let b = bob_heard.clone();
-    clients[1]
-        .signals()
-        .custom
-        .connect(move |_| *b.borrow_mut() += 1);
-    let cat_heard: Rc<RefCell<usize>> = Rc::default();
-    let c = cat_heard.clone();
-    clients[2]
-        .signals()
-        .custom
-        .connect(move |_| *c.borrow_mut() += 1);
-    let left: Rc<RefCell<Vec<PlayerLeft>>> = Rc::default();
-    let l = left.clone();
-    clients[2]
-        .signals()
-        .player_left
-        .connect(move |p| l.borrow_mut().push(p.clone()));
-
-    accepted(clients, 0, |c| c.kick(bob_id, "griefing").unwrap());
-    pump(clients, |_| {
-        kicked.borrow().is_some() && !left.borrow().is_empty()
-    });
-    assert_eq!(kicked.borrow().as_deref(), Some("griefing"));
-    assert_eq!(left.borrow()[0].reason, "kicked: griefing");
-    assert!(clients[1].room().is_none());
-    accepted(clients, 0, |c| {
-        c.send_custom("chat", "after the kick").unwrap()
-    });
-    accepted(clients, 0, |c| c.call(RpcTarget::All, "x", &0u8).unwrap());
-    pump(clients, |_| *cat_heard.borrow() == 1);
-    std::thread::sleep(Duration::from_millis(100));
-    for c in clients.iter_mut() {
-        c.poll();
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 4);
+    net.accepted(cat, RoomAction::Join, &room);
+    for p in [ann, bob, cat] {
+        net.heard(p);
     }
+    let bob_id = net.id(bob);
+    let kick = Kick {
+        player: bob_id,
+        reason: "griefing".into(),
+    };
+    net.accepted(ann, RoomAction::Kick, &kick);
+    assert_eq!(net.heard(bob), [RoomEvent::Kicked("griefing".into())]);
+    assert!(net.room(bob).is_none());
+    let cat_heard = net.heard(cat);
+    assert!(
+        matches!(&cat_heard[0], RoomEvent::PlayerLeft(left) if left.id == bob_id && left.reason == "kicked: griefing"),
+        "{cat_heard:?}"
+    );
+    net.accepted(ann, RoomAction::Custom, &custom("chat", "after the kick"));
+    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::All, "x", &0u8));
+    net.advance(Duration::from_millis(200));
     assert_eq!(
-        *bob_heard.borrow(),
-        0,
+        net.heard(cat).len(),
+        2,
+        "cat heard the message and the call"
+    );
+    assert!(
+        net.heard(bob).is_empty(),
         "the kicked client heard nothing more"
     );
 }
 
 #[test]
 fn regression_reconnect_while_the_old_entry_exists_is_not_room_full() {
-    let server = server();
-    let proxy = Proxy::start(server.local_addr());
-    let mut ann = player(server.local_addr(), "ann");
-    let mut bob = player(proxy.addr, "bob");
-    let room = room_of_two(&mut ann, &mut bob, 2);
-    proxy.cut();
-    pump(&mut [&mut ann, &mut bob], |c| !c[1].client().is_welcomed());
-    pump(&mut [&mut ann, &mut bob], |c| c[1].client().is_welcomed());
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let room = net.room_of_two(ann, bob, 2);
+    net.net.cut(bob);
+    net.absorb();
+    // ann sees bob's connection go, not bob leave.
+    let away = net
+        .room(ann)
+        .unwrap()
+        .players
+        .iter()
+        .find(|p| p.name == "bob")
+        .unwrap()
+        .clone();
+    assert!(!away.connected);
+    net.advance(Duration::from_millis(100));
+    assert!(net.net.client(bob).is_welcomed());
     // The resumed session is still in the room, and told so.
-    pump(&mut [&mut ann, &mut bob], |c| {
-        c[1].room().is_some_and(|r| r.players.len() == 2)
-    });
+    assert_eq!(net.room(bob).unwrap().players.len(), 2);
     // Joining again (what a naive client does after a reconnect) is no "room full".
-    accepted(&mut [&mut ann, &mut bob], 1, |c| c.join(room).unwrap());
-    assert_eq!(ann.room().unwrap().players.len(), 2);
+    net.accepted(bob, RoomAction::Join, &room);
+    assert_eq!(net.room(ann).unwrap().players.len(), 2);
+    assert!(net.room(ann).unwrap().players.iter().all(|p| p.connected));
 }
 
 #[test]
 fn regression_the_goodbye_is_not_lost_on_disconnect_and_the_host_migrates() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    room_of_two(&mut ann, &mut bob, 4);
-    let ann_id = id(&ann);
-    let left: Rc<RefCell<Vec<PlayerLeft>>> = Rc::default();
-    let l = left.clone();
-    bob.signals()
-        .player_left
-        .connect(move |p| l.borrow_mut().push(p.clone()));
-    let host: Rc<RefCell<Option<ClientId>>> = Rc::default();
-    let h = host.clone();
-    bob.signals()
-        .host_changed
-        .connect(move |id| *h.borrow_mut() = Some(*id));
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    net.heard(bob);
+    let (ann_id, bob_id) = (net.id(ann), net.id(bob));
     // The host quits the program: its close is its goodbye.
-    ann.close("quit");
-    drop(ann);
-    pump(&mut [&mut bob], |_| {
-        !left.borrow().is_empty() && host.borrow().is_some()
-    });
-    assert_eq!(left.borrow()[0].id, ann_id);
-    assert_eq!(
-        *host.borrow(),
-        Some(id(&bob)),
+    net.net.close(ann, "quit");
+    net.absorb();
+    let heard = net.heard(bob);
+    assert!(heard
+        .iter()
+        .any(|e| matches!(e, RoomEvent::PlayerLeft(left) if left.id == ann_id)));
+    assert!(
+        heard.contains(&RoomEvent::HostChanged(bob_id)),
         "the host moved to the remaining player"
     );
-    assert!(bob.room().unwrap().players[0].host);
+    assert!(net.room(bob).unwrap().players[0].host);
+}
+
+#[test]
+fn a_lost_connection_leaves_the_room_only_when_the_grace_period_ends() {
+    let mut config = ManagerConfig::default();
+    config.sessions.grace_period = Duration::from_secs(20);
+    let mut net = Rooms::new();
+    net.net = Harness::new(config, RoomsLogic::new());
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    net.heard(ann);
+    let bob_id = net.id(bob);
+    net.net.set_reachable(bob, false);
+    net.net.cut(bob);
+    net.advance(Duration::from_secs(19));
+    assert_eq!(
+        net.room(ann).unwrap().players.len(),
+        2,
+        "a seat kept within the grace"
+    );
+    net.advance(Duration::from_secs(2));
+    assert_eq!(net.room(ann).unwrap().players.len(), 1);
+    assert!(net
+        .heard(ann)
+        .iter()
+        .any(|e| matches!(e, RoomEvent::PlayerLeft(left) if left.id == bob_id && left.reason == "disconnected")));
 }
 
 #[test]
 fn late_joiners_receive_the_full_room_state() {
-    let server = server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let mut cat = player(server.local_addr(), "cat");
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
-    accepted(clients, 1, |c| c.set_ready(true).unwrap());
-    accepted(clients, 2, |c| c.join(room).unwrap());
-    pump(clients, |c| c[2].room().is_some());
-    let state = clients[2].room().unwrap();
-    let names: Vec<(String, bool, bool)> = state
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 4);
+    net.accepted(bob, RoomAction::Ready, &true);
+    net.accepted(cat, RoomAction::Join, &room);
+    let names: Vec<(String, bool, bool)> = net
+        .room(cat)
+        .unwrap()
         .players
         .iter()
         .map(|p| (p.name.clone(), p.host, p.ready))
@@ -459,112 +460,142 @@ fn late_joiners_receive_the_full_room_state() {
     );
 }
 
-fn fast_server() -> ManagerHandle {
-    // 20 Hz entity sync needs the manager to tick at least that often.
-    let config = ManagerConfig {
-        tick_interval: Duration::from_millis(10),
-        ..ManagerConfig::default()
-    };
-    ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap()
-}
-
 #[test]
 fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
-    let server = fast_server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let mut cat = player(server.local_addr(), "cat");
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    let clients = &mut [&mut ann, &mut bob, &mut cat];
-    accepted(clients, 2, |c| c.join(room).unwrap());
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let cat = net.player("cat");
+    let room = net.room_of_two(ann, bob, 4);
+    net.accepted(cat, RoomAction::Join, &room);
     // bob spawns a ship; everyone sees it with bob as owner.
-    accepted(clients, 1, |c| c.spawn("ship", &(0i32, 0i32)).unwrap());
-    pump(clients, |c| {
-        c.iter()
-            .all(|p| p.room().is_some_and(|r| r.entities.len() == 1))
-    });
-    let ship = clients[0].room().unwrap().entities[0].clone();
-    assert_eq!(ship.owner, id(clients[1]));
+    let ship = SpawnRequest {
+        kind: "ship".into(),
+        state: state_of(&(0i32, 0i32)),
+    };
+    net.accepted(bob, RoomAction::Spawn, &ship);
+    for p in [ann, bob, cat] {
+        assert_eq!(net.room(p).unwrap().entities.len(), 1);
+    }
+    let ship = net.room(ann).unwrap().entities[0].clone();
+    assert_eq!(ship.owner, net.id(bob));
+    assert_eq!(ship.value::<(i32, i32)>().unwrap(), (0, 0));
+    let update = |x: i32, y: i32| EntityUpdate {
+        id: ship.id,
+        state: state_of(&(x, y)),
+    };
     // cat is neither owner nor host: refused, nothing changes.
+    let not_yours = rejected("only the entity's owner or the host may do that");
+    assert_eq!(net.ask(cat, RoomAction::Update, &update(9, 9)), not_yours);
+    assert_eq!(net.ask(cat, RoomAction::Despawn, &ship.id), not_yours);
+    // The owner moves it; the host may too; the others see it at the next sync.
+    net.accepted(bob, RoomAction::Update, &update(1, 2));
+    net.advance(Duration::from_millis(50));
     assert_eq!(
-        verdict(clients, 2, |c| c.update(ship.id, &(9i32, 9i32)).unwrap()),
-        RequestStatus::Rejected("only the entity's owner or the host may do that".into())
+        net.room(cat).unwrap().entities[0]
+            .value::<(i32, i32)>()
+            .unwrap(),
+        (1, 2)
     );
-    assert_eq!(
-        verdict(clients, 2, |c| c.despawn(ship.id).unwrap()),
-        RequestStatus::Rejected("only the entity's owner or the host may do that".into())
-    );
-    // The owner moves it; the host may too.
-    accepted(clients, 1, |c| c.update(ship.id, &(1i32, 2i32)).unwrap());
-    pump(clients, |c| {
-        c[2].room().unwrap().entities[0].state
-            == switchboard::codec::encode_value(&(1i32, 2i32)).unwrap()
-    });
-    accepted(clients, 0, |c| c.update(ship.id, &(3i32, 4i32)).unwrap());
+    net.accepted(ann, RoomAction::Update, &update(3, 4));
     // bob hands it to cat, who may now move it, and bob no longer may.
-    let cat_id = id(clients[2]);
-    accepted(clients, 1, |c| c.transfer(ship.id, cat_id).unwrap());
-    pump(clients, |c| {
-        c[2].room().unwrap().entities[0].owner == cat_id
-    });
-    accepted(clients, 2, |c| c.update(ship.id, &(5i32, 6i32)).unwrap());
+    let cat_id = net.id(cat);
+    net.accepted(
+        bob,
+        RoomAction::Transfer,
+        &Transfer {
+            id: ship.id,
+            owner: cat_id,
+        },
+    );
+    assert_eq!(net.room(cat).unwrap().entities[0].owner, cat_id);
+    net.accepted(cat, RoomAction::Update, &update(5, 6));
     assert!(matches!(
-        verdict(clients, 1, |c| c.update(ship.id, &(7i32, 7i32)).unwrap()),
+        net.ask(bob, RoomAction::Update, &update(7, 7)),
         RequestStatus::Rejected(_)
     ));
-    accepted(clients, 2, |c| c.despawn(ship.id).unwrap());
-    pump(clients, |c| {
-        c.iter()
-            .all(|p| p.room().is_some_and(|r| r.entities.is_empty()))
-    });
+    net.accepted(cat, RoomAction::Despawn, &ship.id);
+    for p in [ann, bob, cat] {
+        assert!(net.room(p).unwrap().entities.is_empty());
+    }
 }
 
 #[test]
 fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
-    let server = fast_server();
-    let (mut ann, mut bob) = ann_and_bob(&server);
-    let room = room_of_two(&mut ann, &mut bob, 4);
-    accepted(&mut [&mut ann, &mut bob], 0, |c| {
-        c.spawn("ball", &0u32).unwrap()
-    });
-    pump(&mut [&mut ann, &mut bob], |c| {
-        c[1].room().is_some_and(|r| r.entities.len() == 1)
-    });
-    let ball = ann.room().unwrap().entities[0].id;
-    let batches: Rc<RefCell<Vec<usize>>> = Rc::default();
-    let b = batches.clone();
-    bob.signals()
-        .state_updated
-        .connect(move |updates| b.borrow_mut().push(updates.len()));
-    // 100 updates sent in one burst: bob sees a handful of syncs, not 100,
-    // and ends with the last state.
-    let mut tickets = Vec::new();
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    let room = net.room_of_two(ann, bob, 4);
+    let spawn = SpawnRequest {
+        kind: "ball".into(),
+        state: state_of(&0u32),
+    };
+    net.accepted(ann, RoomAction::Spawn, &spawn);
+    let ball: EntityId = net.room(bob).unwrap().entities[0].id;
+    net.heard(bob);
+    // 100 updates within one sync period, then one period: bob gets one
+    // sync with the last state, not 100.
     for n in 1..=100u32 {
-        tickets.push(ann.update(ball, &n).unwrap());
+        let update = EntityUpdate {
+            id: ball,
+            state: state_of(&n),
+        };
+        net.accepted(ann, RoomAction::Update, &update);
     }
-    pump(&mut [&mut ann, &mut bob], |_| {
-        tickets.iter().all(|t| t.is_done())
-    });
-    let last = switchboard::codec::encode_value(&100u32).unwrap();
-    pump(&mut [&mut ann, &mut bob], |c| {
-        c[1].room().unwrap().entities[0].state == last
-    });
-    let syncs = batches.borrow().len();
-    assert!(
-        (1..=20).contains(&syncs),
-        "{syncs} syncs carried 100 updates"
-    );
+    net.advance(Duration::from_millis(50));
+    let syncs: Vec<Vec<EntityUpdate>> = net
+        .heard(bob)
+        .into_iter()
+        .filter_map(|e| match e {
+            RoomEvent::StateUpdate(updates) => Some(updates),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(syncs.len(), 1, "one sync carried 100 updates");
+    assert_eq!(syncs[0].len(), 1, "the ball once");
+    assert_eq!(syncs[0][0].value::<u32>().unwrap(), 100);
     // Nothing changes: nothing is sent.
-    let before = batches.borrow().len();
-    std::thread::sleep(Duration::from_millis(200));
-    bob.poll();
-    assert_eq!(batches.borrow().len(), before, "no change, no update");
+    net.advance(Duration::from_millis(500));
+    assert!(net.heard(bob).is_empty(), "no change, no update");
     // A late joiner gets the ball with its latest state.
-    let mut cat = player(server.local_addr(), "cat");
-    accepted(&mut [&mut ann, &mut bob, &mut cat], 2, |c| {
-        c.join(room).unwrap()
-    });
-    pump(&mut [&mut cat], |c| c[0].room().is_some());
-    let snapshot = cat.room().unwrap().entities;
+    let cat = net.player("cat");
+    net.accepted(cat, RoomAction::Join, &room);
+    let snapshot = &net.room(cat).unwrap().entities;
     assert_eq!(snapshot.len(), 1);
-    assert_eq!(snapshot[0].state, last);
+    assert_eq!(snapshot[0].value::<u32>().unwrap(), 100);
+}
+
+#[test]
+fn the_sync_rate_is_the_logic_s_own_not_the_manager_s_tick() {
+    let config = ManagerConfig {
+        tick_interval: Duration::from_secs(1),
+        ..ManagerConfig::default()
+    };
+    let mut net = Rooms::new();
+    net.net = Harness::new(config, RoomsLogic::new());
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    let spawn = SpawnRequest {
+        kind: "ball".into(),
+        state: state_of(&0u32),
+    };
+    net.accepted(ann, RoomAction::Spawn, &spawn);
+    let ball = net.room(bob).unwrap().entities[0].id;
+    net.heard(bob);
+    let mut syncs = 0;
+    for n in 1..=10u32 {
+        net.accepted(
+            ann,
+            RoomAction::Update,
+            &EntityUpdate {
+                id: ball,
+                state: state_of(&n),
+            },
+        );
+        net.advance(Duration::from_millis(50));
+        syncs += net
+            .heard(bob)
+            .iter()
+            .filter(|e| matches!(e, RoomEvent::StateUpdate(_)))
+            .count();
+    }
+    assert_eq!(syncs, 10, "20 Hz, though the manager's own tick is 1 s");
 }

@@ -42,6 +42,7 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,7 @@ use crate::manager::{
     GameLogic, LogEntry, ManagerAction, ManagerConfig, ManagerCore, ManagerEvent,
 };
 use crate::message::{Action, Channel, Message};
-use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketEvent};
+use crate::socket::{CloseCode, DisconnectReason, IoFailure, PeerId, SocketEvent};
 use crate::ServerStats;
 
 /// A client in the harness (its index).
@@ -247,7 +248,12 @@ impl<L: GameLogic> Harness<L> {
         client.held.clear();
         if let Some(peer) = client.peer.take() {
             self.links.remove(&peer);
-            let lost = || DisconnectReason::ConnectionLost("cut by the test".into());
+            let lost = || {
+                DisconnectReason::ConnectionLost(IoFailure::new(
+                    ErrorKind::ConnectionReset,
+                    "cut by the test",
+                ))
+            };
             self.queue
                 .push_back(Delivery::ToServer(ManagerEvent::Disconnected {
                     peer,
@@ -431,7 +437,10 @@ impl<L: GameLogic> Harness<L> {
 
     fn connect_client(&mut self, index: usize) {
         if !self.clients[index].reachable {
-            let refused = DisconnectReason::ConnectFailed("connection refused".into());
+            let refused = DisconnectReason::ConnectFailed(IoFailure::new(
+                ErrorKind::ConnectionRefused,
+                "connection refused",
+            ));
             self.queue.push_back(Delivery::ToClient(
                 index,
                 SocketEvent::Disconnected(refused),

@@ -96,9 +96,9 @@ pub use router::{Delivery, Router};
 pub use session::ClientId;
 pub use signal::{Connection, ScopedConnection, Signal};
 pub use socket::{
-    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming, PeerId,
-    SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream, SocketConfig, SocketError,
-    SocketEvent, SocketHandle, SocketState, SocketStream,
+    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming,
+    IoFailure, PeerId, SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream,
+    SocketConfig, SocketError, SocketEvent, SocketHandle, SocketState, SocketStream,
 };
 
 /// The protocol version this build speaks; both ends must match.

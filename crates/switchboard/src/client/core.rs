@@ -214,7 +214,7 @@ impl ClientCore {
             SocketEvent::Received(message) => self.events.push_back(ClientEvent::Message(message)),
             SocketEvent::Error(err) => self
                 .events
-                .push_back(ClientEvent::Error(ClientError::Socket(err.to_string()))),
+                .push_back(ClientEvent::Error(ClientError::Socket(err.into()))),
             SocketEvent::Disconnected(reason) => self.on_disconnected(reason, now),
         }
     }
@@ -396,7 +396,10 @@ mod tests {
     use super::*;
 
     fn lost() -> DisconnectReason {
-        DisconnectReason::ConnectionLost("reset".into())
+        DisconnectReason::ConnectionLost(crate::socket::IoFailure::new(
+            std::io::ErrorKind::ConnectionReset,
+            "reset",
+        ))
     }
 
     fn welcomed_core(seed: u64) -> ClientCore {

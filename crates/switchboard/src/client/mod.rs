@@ -129,16 +129,15 @@ pub struct Welcomed {
 }
 
 /// Something the client should know about that is not a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ClientError {
     /// The server could not handle a message.
     Server(ErrorReply),
     /// The server rejected a plain message (sent without a request id).
     Rejected(String),
-    /// The connection reported a problem (the text of its
-    /// [`SocketError`](crate::SocketError)).
-    Socket(String),
+    /// The connection reported a problem.
+    Socket(std::sync::Arc<crate::SocketError>),
 }
 
 /// The signals of a client; slots run inside [`NetworkClient::poll`].

@@ -15,6 +15,7 @@
 //! (bounded).
 
 use std::collections::VecDeque;
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ use tokio_util::codec::FramedRead;
 use super::control::{self, CloseFrame, Hello};
 use super::events::{Batch, Item, Wrap};
 use super::handle::{Counters, Segment, SocketHandle};
-use super::reason::{CloseCode, DisconnectReason, SocketError};
+use super::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
 use crate::PROTOCOL_VERSION;
@@ -203,7 +204,7 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     writer: &mut Writer<W>,
     deadline: Duration,
 ) -> Result<(), DisconnectReason> {
-    let lost = |err: std::io::Error| DisconnectReason::ConnectionLost(err.to_string());
+    let lost = |err: std::io::Error| DisconnectReason::ConnectionLost(err.into());
     writer
         .write_all(&control::hello_frame(PROTOCOL_VERSION))
         .await
@@ -212,9 +213,10 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let first = match timeout(deadline, reader.next()).await {
         Err(_) => return Err(DisconnectReason::HandshakeTimeout),
         Ok(None) => {
-            return Err(DisconnectReason::ConnectionLost(
-                "the peer hung up before its hello".into(),
-            ))
+            return Err(DisconnectReason::ConnectionLost(IoFailure::new(
+                ErrorKind::UnexpectedEof,
+                "the peer hung up before its hello",
+            )))
         }
         Ok(Some(Err(codec::FrameError::Io(err)))) => return Err(lost(err)),
         Ok(Some(Err(_))) => return Err(DisconnectReason::NotSwitchboard),
@@ -351,12 +353,13 @@ where
                         });
                     }
                     ReadEnd::Eof => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(
-                            "the peer hung up without a goodbye".into(),
-                        ));
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(IoFailure::new(
+                            ErrorKind::UnexpectedEof,
+                            "the peer hung up without a goodbye",
+                        )));
                     }
                     ReadEnd::Failed(SocketError::Frame(codec::FrameError::Io(err))) => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.to_string()));
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.into()));
                     }
                     ReadEnd::Failed(err) => {
                         let now = DisconnectReason::ProtocolError(err.to_string());
@@ -391,7 +394,7 @@ where
                         deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
                     }
                     WriteEnd::Failed(err) => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.to_string()));
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.into()));
                     }
                 }
             }
@@ -409,7 +412,7 @@ where
                             // Lingered long enough after our close frame.
                             return reason.unwrap_or_else(|| take_local_close(handle));
                         }
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost("close timed out".into()));
+                        return reason.unwrap_or(DisconnectReason::ConnectionLost(IoFailure::new(ErrorKind::TimedOut, "close timed out")));
                     }
                     timer.as_mut().reset(deadline);
                     continue;

@@ -26,7 +26,7 @@ pub use config::{BindScope, ServerConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use handle::{SocketHandle, SocketState, SocketStats};
-pub use reason::{CloseCode, DisconnectReason, SendError, SocketError};
+pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 
 use crate::message::Message;
@@ -123,7 +123,7 @@ impl ExtendedTcpSocket {
                 }
                 Err(err) => {
                     task_handle.set_closed();
-                    let reason = DisconnectReason::ConnectFailed(err.to_string());
+                    let reason = DisconnectReason::ConnectFailed(err.into());
                     let batch =
                         events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap);
                     let _ = reporter.events.send(batch).await;

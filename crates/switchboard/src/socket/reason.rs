@@ -37,6 +37,45 @@ impl std::fmt::Display for CloseCode {
     }
 }
 
+/// An IO failure as a [`DisconnectReason`] keeps it: the kind to match on
+/// (`ConnectionRefused`, `ConnectionReset`, `UnexpectedEof`, `TimedOut`...)
+/// and the text for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoFailure {
+    /// What kind of failure.
+    pub kind: std::io::ErrorKind,
+    /// The system's or the library's words for it.
+    pub message: String,
+}
+
+impl IoFailure {
+    /// A failure of `kind`, described by `message`.
+    pub fn new(kind: std::io::ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&std::io::Error> for IoFailure {
+    fn from(err: &std::io::Error) -> Self {
+        Self::new(err.kind(), err.to_string())
+    }
+}
+
+impl From<std::io::Error> for IoFailure {
+    fn from(err: std::io::Error) -> Self {
+        Self::from(&err)
+    }
+}
+
+impl std::fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Why a connection ended. The owner reads it from the `disconnected` signal
 /// (or the `Disconnected` event) after the fact.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,9 +96,10 @@ pub enum DisconnectReason {
         reason: String,
     },
     /// The connection could not be opened.
-    ConnectFailed(String),
-    /// The connection broke (reset, or the peer hung up without a goodbye).
-    ConnectionLost(String),
+    ConnectFailed(IoFailure),
+    /// The connection broke (reset, or the peer hung up without a goodbye:
+    /// kind `UnexpectedEof`).
+    ConnectionLost(IoFailure),
     /// The peer did not read its messages and its outbound queue filled, so
     /// this side dropped it to keep memory bounded.
     SlowConsumer,
