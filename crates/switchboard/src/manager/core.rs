@@ -474,6 +474,8 @@ impl<L: GameLogic> ManagerCore<L> {
             id,
             message,
         };
+        // The game's own log lines inside validate and apply carry the client.
+        let _session = tracing::info_span!("session", %client, request = id).entered();
         match self.logic.validate(&request) {
             Ok(command) => {
                 let mut out = Outbox::default();

@@ -99,7 +99,8 @@ impl ExtendedTcpSocket {
         let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let task_handle = handle.clone();
-        runtime::handle().spawn(async move {
+        let span = tracing::info_span!("connection", to = "server");
+        let task = async move {
             let reporter = Reporter::client(tx);
             let stream = tokio::select! {
                 stream = TcpStream::connect(addr) => stream,
@@ -129,7 +130,8 @@ impl ExtendedTcpSocket {
                     let _ = reporter.events.send(batch).await;
                 }
             }
-        });
+        };
+        runtime::handle().spawn(tracing::Instrument::instrument(task, span));
         Self::from_parts(handle, events)
     }
 

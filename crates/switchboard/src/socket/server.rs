@@ -602,9 +602,11 @@ async fn accept_loop(
             })),
         };
         tracing::debug!(%peer, %addr, "accepted");
-        shared
-            .tasks
-            .spawn(connection::run_tcp(stream, handle, reporter));
+        let span = tracing::info_span!("connection", %peer, %addr);
+        shared.tasks.spawn(tracing::Instrument::instrument(
+            connection::run_tcp(stream, handle, reporter),
+            span,
+        ));
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");
 }
