@@ -1,0 +1,424 @@
+//! The server side of rooms: a [`GameLogic`] that needs no game code.
+//!
+//! Rules: a player is in at most one room; a full, locked or started room
+//! refuses joiners; only the host starts (once everyone is ready), kicks and
+//! locks; when the host leaves, the longest-present player becomes host (the
+//! room closes when its last player leaves). A player whose connection drops
+//! keeps their place for the session's grace period. The server stamps the
+//! sender of every RPC and custom message.
+
+mod apply;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+
+use switchboard::manager::{Audience, GameLogic, Outbox, Rejection, Request};
+use switchboard::session::ClientId;
+
+use crate::protocol::{
+    CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
+    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
+    RpcTarget, SpawnRequest, Transfer,
+};
+
+/// The most rooms a server holds.
+pub const MAX_ROOMS: usize = 1000;
+/// The most entities in one room.
+pub const MAX_ENTITIES: usize = 4096;
+/// The largest entity state, in bytes.
+pub const MAX_ENTITY_STATE: usize = 16 * 1024;
+
+#[derive(Debug, Clone)]
+struct Member {
+    id: ClientId,
+    ready: bool,
+    connected: bool,
+    latency_ms: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Room {
+    id: RoomId,
+    name: String,
+    max_players: u8,
+    metadata: BTreeMap<String, String>,
+    private: bool,
+    locked: bool,
+    started: bool,
+    host: ClientId,
+    /// In the order they joined.
+    members: Vec<Member>,
+    entities: BTreeMap<EntityId, Entity>,
+    /// Entities whose state changed since the last sync.
+    dirty: std::collections::BTreeSet<EntityId>,
+    next_entity: u32,
+}
+
+/// A validated room request.
+#[derive(Debug)]
+pub enum RoomCommand {
+    /// Create a room.
+    Create(CreateRoom),
+    /// Send the list to the asker.
+    List,
+    /// Join (or, for a member, resend the room's state).
+    Join(RoomId),
+    /// Leave.
+    Leave,
+    /// Set the ready flag.
+    Ready(bool),
+    /// Start.
+    Start,
+    /// Kick a player.
+    Kick(Kick),
+    /// Lock or unlock.
+    Lock(bool),
+    /// Route an RPC.
+    Rpc(RpcRequest),
+    /// Relay a custom message.
+    Custom(CustomRequest),
+    /// Spawn an entity.
+    Spawn(SpawnRequest),
+    /// Despawn an entity.
+    Despawn(EntityId),
+    /// Store a new state, synced later.
+    Update(EntityUpdate),
+    /// Change an entity's owner.
+    Transfer(Transfer),
+}
+
+/// Rooms, lobby, RPC and entity replication for any game.
+#[derive(Debug)]
+pub struct RoomsLogic {
+    rooms: BTreeMap<RoomId, Room>,
+    room_of: HashMap<ClientId, RoomId>,
+    names: HashMap<ClientId, String>,
+    next_room: u32,
+    sync_interval: std::time::Duration,
+    last_sync: Option<std::time::Instant>,
+}
+
+impl Default for RoomsLogic {
+    fn default() -> Self {
+        Self {
+            rooms: BTreeMap::new(),
+            room_of: HashMap::new(),
+            names: HashMap::new(),
+            next_room: 0,
+            sync_interval: std::time::Duration::from_millis(50),
+            last_sync: None,
+        }
+    }
+}
+
+fn invalid<T>(reason: impl Into<String>) -> Result<T, Rejection> {
+    Err(Rejection::invalid(reason))
+}
+
+/// Sends to every member of `room`.
+fn to_members<T: serde::Serialize>(out: &mut Outbox, room: &Room, action: RoomAction, content: &T) {
+    send(
+        out,
+        Audience::Only(RoomsLogic::members(room)),
+        action,
+        content,
+    );
+}
+
+fn send<T: serde::Serialize>(
+    out: &mut Outbox,
+    audience: Audience,
+    action: RoomAction,
+    content: &T,
+) {
+    if let Err(err) = out.send(audience, RoomsChannel, action, content) {
+        tracing::error!(%err, "room event did not encode");
+    }
+}
+
+impl RoomsLogic {
+    /// No rooms yet; entity states sync at 20 Hz (the logic asks its server
+    /// for a tick at that rate: [`GameLogic::tick_interval`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Entity states sync every `interval` instead.
+    pub fn with_sync_interval(interval: std::time::Duration) -> Self {
+        Self {
+            sync_interval: interval,
+            ..Self::default()
+        }
+    }
+
+    fn entity_of(&self, client: ClientId, id: EntityId) -> Result<(&Room, &Entity), Rejection> {
+        let room = self.room_of(client)?;
+        let entity = room
+            .entities
+            .get(&id)
+            .ok_or_else(|| Rejection::invalid("no such entity"))?;
+        if entity.owner != client && room.host != client {
+            return invalid("only the entity's owner or the host may do that");
+        }
+        Ok((room, entity))
+    }
+
+    fn room_of(&self, client: ClientId) -> Result<&Room, Rejection> {
+        self.room_of
+            .get(&client)
+            .and_then(|id| self.rooms.get(id))
+            .ok_or_else(|| Rejection::invalid("you are not in a room"))
+    }
+
+    /// The room `client` is in, to change it.
+    fn room_mut(&mut self, client: ClientId) -> Option<&mut Room> {
+        let id = self.room_of.get(&client)?;
+        self.rooms.get_mut(id)
+    }
+
+    fn host_room(&self, client: ClientId) -> Result<&Room, Rejection> {
+        let room = self.room_of(client)?;
+        if room.host != client {
+            return invalid("only the host may do that");
+        }
+        Ok(room)
+    }
+
+    fn player(&self, room: &Room, member: &Member) -> RoomPlayer {
+        RoomPlayer {
+            id: member.id,
+            name: self.names.get(&member.id).cloned().unwrap_or_default(),
+            host: room.host == member.id,
+            ready: member.ready,
+            connected: member.connected,
+            latency_ms: member.latency_ms,
+        }
+    }
+
+    fn state(&self, room: &Room) -> RoomState {
+        RoomState {
+            id: room.id,
+            name: room.name.clone(),
+            max_players: room.max_players,
+            metadata: room.metadata.clone(),
+            locked: room.locked,
+            started: room.started,
+            players: room.members.iter().map(|m| self.player(room, m)).collect(),
+            entities: room.entities.values().cloned().collect(),
+        }
+    }
+
+    fn members(room: &Room) -> Vec<ClientId> {
+        room.members.iter().map(|m| m.id).collect()
+    }
+
+    /// Takes `client` out of its room, telling the others why; migrates the
+    /// host or closes an empty room.
+    fn remove(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
+        let Some(room_id) = self.room_of.remove(&client) else {
+            return;
+        };
+        let Some(room) = self.rooms.get_mut(&room_id) else {
+            return;
+        };
+        room.members.retain(|m| m.id != client);
+        if room.members.is_empty() {
+            self.rooms.remove(&room_id);
+            return;
+        }
+        let others = Self::members(room);
+        let left = PlayerLeft {
+            id: client,
+            reason: reason.to_string(),
+        };
+        send(
+            out,
+            Audience::Only(others.clone()),
+            RoomAction::PlayerLeft,
+            &left,
+        );
+        if room.host == client {
+            room.host = room.members[0].id;
+            send(
+                out,
+                Audience::Only(others),
+                RoomAction::HostChanged,
+                &room.host,
+            );
+        }
+    }
+
+    fn set_connected(&mut self, client: ClientId, connected: bool, out: &mut Outbox) {
+        let Some(room) = self.room_mut(client) else {
+            return;
+        };
+        if let Some(member) = room.members.iter_mut().find(|m| m.id == client) {
+            member.connected = connected;
+        }
+        let room = room.clone();
+        let member = room.members.iter().find(|m| m.id == client).cloned();
+        if let Some(member) = member {
+            let player = self.player(&room, &member);
+            to_members(out, &room, RoomAction::PlayerChanged, &player);
+            if connected {
+                send(
+                    out,
+                    Audience::One(client),
+                    RoomAction::State,
+                    &self.state(&room),
+                );
+            }
+        }
+    }
+}
+
+impl GameLogic for RoomsLogic {
+    type Command = RoomCommand;
+
+    fn validate(&self, request: &Request) -> Result<RoomCommand, Rejection> {
+        self.check(request)
+    }
+
+    fn apply(&mut self, client: ClientId, command: RoomCommand, out: &mut Outbox) {
+        self.carry_out(client, command, out)
+    }
+
+    /// The sync rate: the manager ticks the rooms this often, whatever its
+    /// own `tick_interval`.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        Some(self.sync_interval)
+    }
+
+    /// At the sync rate: each room's changed entities, once, to its members
+    /// (changed-only: an entity updated ten times between syncs is sent
+    /// once, with its last state; an unchanged one not at all).
+    fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
+        if self
+            .last_sync
+            .is_some_and(|at| now.saturating_duration_since(at) < self.sync_interval)
+        {
+            return;
+        }
+        self.last_sync = Some(now);
+        for room in self.rooms.values_mut() {
+            if room.dirty.is_empty() {
+                continue;
+            }
+            let updates: Vec<EntityUpdate> = std::mem::take(&mut room.dirty)
+                .into_iter()
+                .filter_map(|id| room.entities.get(&id))
+                .map(|e| EntityUpdate {
+                    id: e.id,
+                    state: e.state.clone(),
+                })
+                .collect();
+            to_members(out, room, RoomAction::StateUpdate, &updates);
+        }
+    }
+
+    fn on_join(&mut self, client: ClientId, name: &str, _: &mut Outbox) {
+        self.names.insert(client, name.to_string());
+    }
+
+    fn on_reconnect(&mut self, client: ClientId, out: &mut Outbox) {
+        self.set_connected(client, true, out);
+    }
+
+    fn on_connection_lost(&mut self, client: ClientId, out: &mut Outbox) {
+        self.set_connected(client, false, out);
+    }
+
+    /// Keeps each player's latency current; a change of 5 ms or more is
+    /// announced to the room.
+    fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
+        for (client, rtt) in latencies {
+            let ms = rtt.as_millis().min(u32::MAX as u128) as u32;
+            let Some(room) = self.room_mut(*client) else {
+                continue;
+            };
+            let Some(member) = room.members.iter_mut().find(|m| m.id == *client) else {
+                continue;
+            };
+            if member.latency_ms.abs_diff(ms) < 5 {
+                continue;
+            }
+            member.latency_ms = ms;
+            let member = member.clone();
+            let room = room.clone();
+            let player = self.player(&room, &member);
+            to_members(out, &room, RoomAction::PlayerChanged, &player);
+        }
+    }
+
+    fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
+        // The goodbye reaches the others whether the player left or its
+        // grace period ran out.
+        self.remove(client, "disconnected", out);
+        self.names.remove(&client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard::message::Message;
+
+    fn request<T: serde::Serialize>(client: ClientId, action: RoomAction, content: &T) -> Request {
+        Request {
+            client,
+            id: 1,
+            message: Message::new(RoomsChannel, action, content).unwrap(),
+        }
+    }
+
+    fn apply<T: serde::Serialize>(
+        logic: &mut RoomsLogic,
+        client: ClientId,
+        action: RoomAction,
+        content: &T,
+    ) -> Outbox {
+        let command = logic.validate(&request(client, action, content)).unwrap();
+        let mut out = Outbox::default();
+        logic.apply(client, command, &mut out);
+        out
+    }
+
+    #[test]
+    fn measured_latency_reaches_the_room_when_it_changes() {
+        let mut logic = RoomsLogic::new();
+        let (ann, bob) = (ClientId::random(), ClientId::random());
+        logic.on_join(ann, "ann", &mut Outbox::default());
+        logic.on_join(bob, "bob", &mut Outbox::default());
+        let create = CreateRoom {
+            name: "r".into(),
+            max_players: 4,
+            metadata: BTreeMap::new(),
+            private: false,
+        };
+        apply(&mut logic, ann, RoomAction::Create, &create);
+        apply(&mut logic, bob, RoomAction::Join, &RoomId(1));
+
+        let mut out = Outbox::default();
+        logic.on_latency(&[(bob, std::time::Duration::from_millis(42))], &mut out);
+        assert_eq!(out.updates().len(), 1);
+        let (audience, message) = &out.updates()[0];
+        assert_eq!(*audience, Audience::Only(vec![ann, bob]));
+        let player: RoomPlayer = message.content().unwrap();
+        assert_eq!((player.id, player.latency_ms), (bob, 42));
+        // A change under 5 ms is not worth a message.
+        let mut out = Outbox::default();
+        logic.on_latency(&[(bob, std::time::Duration::from_millis(44))], &mut out);
+        assert!(out.updates().is_empty());
+        // And the room's state carries it for late joiners.
+        let state = logic.state(logic.rooms.get(&RoomId(1)).unwrap());
+        assert_eq!(
+            state
+                .players
+                .iter()
+                .find(|p| p.id == bob)
+                .unwrap()
+                .latency_ms,
+            42
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! Validation of every rooms request: [`RoomsLogic::check`].
+
+use super::*;
+
+impl RoomsLogic {
+    /// The rules: what each request may do, checked without changing
+    /// anything.
+    pub(super) fn check(&self, request: &Request) -> Result<RoomCommand, Rejection> {
+        request.channel::<RoomsChannel>()?;
+        let client = request.client;
+        match request.action::<RoomAction>()? {
+            RoomAction::Create => {
+                let create: CreateRoom = request.content()?;
+                let name = create.name.trim();
+                if name.is_empty()
+                    || name.chars().count() > 32
+                    || name.chars().any(char::is_control)
+                {
+                    return invalid("room names have 1 to 32 characters");
+                }
+                if !(1..=64).contains(&create.max_players) {
+                    return invalid("rooms take 1 to 64 players");
+                }
+                if create.metadata.len() > 16
+                    || create
+                        .metadata
+                        .iter()
+                        .any(|(k, v)| k.len() > 32 || v.len() > 128)
+                {
+                    return invalid("metadata: at most 16 pairs, keys of 32 bytes, values of 128");
+                }
+                if self.room_of.contains_key(&client) {
+                    return invalid("leave your room first");
+                }
+                if self.rooms.len() >= MAX_ROOMS {
+                    return invalid("the server has no room for more rooms");
+                }
+                Ok(RoomCommand::Create(create))
+            }
+            RoomAction::ListRooms => {
+                request.content::<()>()?;
+                Ok(RoomCommand::List)
+            }
+            RoomAction::Join => {
+                let id: RoomId = request.content()?;
+                let room = self
+                    .rooms
+                    .get(&id)
+                    .ok_or_else(|| Rejection::invalid("no such room"))?;
+                if self.room_of.get(&client) == Some(&id) {
+                    // Already in: a client coming back; not "full", not a duplicate.
+                    return Ok(RoomCommand::Join(id));
+                }
+                if self.room_of.contains_key(&client) {
+                    return invalid("you are in another room");
+                }
+                if room.started {
+                    return invalid("the game in that room has started");
+                }
+                if room.locked {
+                    return invalid("that room is locked");
+                }
+                if room.members.len() >= room.max_players as usize {
+                    return invalid("that room is full");
+                }
+                Ok(RoomCommand::Join(id))
+            }
+            RoomAction::Leave => {
+                request.content::<()>()?;
+                self.room_of(client)?;
+                Ok(RoomCommand::Leave)
+            }
+            RoomAction::Ready => {
+                let ready: bool = request.content()?;
+                if self.room_of(client)?.started {
+                    return invalid("the game has started");
+                }
+                Ok(RoomCommand::Ready(ready))
+            }
+            RoomAction::Start => {
+                request.content::<()>()?;
+                let room = self.host_room(client)?;
+                if room.started {
+                    return invalid("the game has started already");
+                }
+                if let Some(waiting) = room.members.iter().find(|m| !m.ready) {
+                    let name = self.names.get(&waiting.id).cloned().unwrap_or_default();
+                    return invalid(format!("{name} is not ready"));
+                }
+                Ok(RoomCommand::Start)
+            }
+            RoomAction::Kick => {
+                let kick: Kick = request.content()?;
+                let room = self.host_room(client)?;
+                if kick.player == client {
+                    return invalid("the host cannot kick itself; leave instead");
+                }
+                if !room.members.iter().any(|m| m.id == kick.player) {
+                    return invalid("no such player in your room");
+                }
+                Ok(RoomCommand::Kick(kick))
+            }
+            RoomAction::Lock => {
+                let locked: bool = request.content()?;
+                self.host_room(client)?;
+                Ok(RoomCommand::Lock(locked))
+            }
+            RoomAction::Rpc => {
+                let rpc: RpcRequest = request.content()?;
+                let room = self.room_of(client)?;
+                if rpc.method.is_empty() || rpc.method.len() > 64 {
+                    return invalid("method names have 1 to 64 bytes");
+                }
+                if let RpcTarget::One(target) = rpc.target {
+                    if !room.members.iter().any(|m| m.id == target) {
+                        return invalid("no such player in your room");
+                    }
+                }
+                Ok(RoomCommand::Rpc(rpc))
+            }
+            RoomAction::Custom => {
+                let custom: CustomRequest = request.content()?;
+                self.room_of(client)?;
+                if custom.channel.len() > 32 {
+                    return invalid("custom channel names have at most 32 bytes");
+                }
+                Ok(RoomCommand::Custom(custom))
+            }
+            RoomAction::Spawn => {
+                let spawn: SpawnRequest = request.content()?;
+                let room = self.room_of(client)?;
+                if spawn.kind.len() > 32 || spawn.state.len() > MAX_ENTITY_STATE {
+                    return invalid("entity kinds have at most 32 bytes, states 16 KiB");
+                }
+                if room.entities.len() >= MAX_ENTITIES {
+                    return invalid("the room has the most entities it holds");
+                }
+                Ok(RoomCommand::Spawn(spawn))
+            }
+            RoomAction::Despawn => {
+                let id: EntityId = request.content()?;
+                self.entity_of(client, id)?;
+                Ok(RoomCommand::Despawn(id))
+            }
+            RoomAction::Update => {
+                let update: EntityUpdate = request.content()?;
+                self.entity_of(client, update.id)?;
+                if update.state.len() > MAX_ENTITY_STATE {
+                    return invalid("entity states have at most 16 KiB");
+                }
+                Ok(RoomCommand::Update(update))
+            }
+            RoomAction::Transfer => {
+                let transfer: Transfer = request.content()?;
+                let (room, _) = self.entity_of(client, transfer.id)?;
+                if !room.members.iter().any(|m| m.id == transfer.owner) {
+                    return invalid("the new owner is not in the room");
+                }
+                Ok(RoomCommand::Transfer(transfer))
+            }
+            other => Err(Rejection {
+                kind: switchboard::manager::RejectionKind::UnknownAction,
+                reason: format!(
+                    "{} is an event, not a request",
+                    switchboard::message::Action::name(other)
+                ),
+            }),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The reader half of a connection: reads the socket, slices whole frames
+//! out of its buffer in batches for the owner, answers system frames.
+
+use super::*;
+
+/// Reads the socket itself (the framed reader of the handshake handed over
+/// its stream and buffer): whole frames are taken straight from the buffer,
+/// many per read.
+pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
+    io: &mut R,
+    buffer: &mut bytes::BytesMut,
+    mut decoder: FrameDecoder,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    clock: &Clock,
+) -> ReadEnd {
+    let started = clock.started;
+    loop {
+        let mut batch = Read {
+            items: Vec::new(),
+            events: Vec::new(),
+            frames: 0,
+            bytes: 0,
+        };
+        let (taken, end) = take_frames(buffer, &mut decoder, &mut batch, handle, reporter, started);
+        let chunk = buffer.split_to(taken).freeze();
+        let counters = &handle.shared.counters;
+        counters
+            .frames_in
+            .fetch_add(batch.frames, Ordering::Relaxed);
+        counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
+        if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
+            grow_read_buffer(buffer);
+        }
+        // Frames taken (system frames included): more may be buffered.
+        let took_any = batch.frames > 0;
+        if !batch.items.is_empty() {
+            let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
+            // Waiting for the owner is not the peer's silence.
+            clock.heard.store(Clock::BUSY, Ordering::Relaxed);
+            let sent = reporter.events.send(batch).await;
+            clock.heard.store(clock.stamp(), Ordering::Relaxed);
+            if sent.is_err() {
+                return ReadEnd::OwnerGone;
+            }
+        }
+        if let Some(end) = end {
+            return end;
+        }
+        if took_any {
+            // More whole frames may be buffered (a batch stops at its
+            // limits): take them before reading.
+            continue;
+        }
+        // Nothing whole is buffered: read. The connection's timer watches
+        // for silence meanwhile.
+        if buffer.capacity() - buffer.len() < MIN_READ_ROOM {
+            buffer.reserve(IDLE_READ_BUFFER);
+        }
+        match io.read_buf(buffer).await {
+            Ok(0) if buffer.is_empty() => return ReadEnd::Eof,
+            Ok(0) => {
+                let truncated = codec::FrameError::Truncated {
+                    buffered: buffer.len(),
+                };
+                return ReadEnd::Failed(truncated.into());
+            }
+            Ok(_) => clock.heard.store(clock.stamp(), Ordering::Relaxed),
+            Err(err) => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
+        }
+    }
+}
+
+/// Room a read needs in the buffer at least, or the buffer is grown first.
+const MIN_READ_ROOM: usize = 256;
+
+/// Takes the whole frames at the start of `buffer` into `batch`, up to
+/// BATCH events or BATCH_BYTES bytes (which bounds what the event queue can
+/// hold). Uncompressed frames stay where they are: the batch will carry the
+/// buffer's first `taken` bytes once and each message as a range of them. A
+/// compressed frame is decoded on its own when it comes first, and otherwise
+/// ends the batch; the next turn takes it. Returns `taken`, and how the
+/// reader ends if a frame ends it.
+fn take_frames<E>(
+    buffer: &mut bytes::BytesMut,
+    decoder: &mut FrameDecoder,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> (usize, Option<ReadEnd>) {
+    use tokio_util::codec::Decoder;
+    let mut taken = 0;
+    while batch.items.len() < crate::socket::events::BATCH
+        && batch.bytes < crate::socket::events::BATCH_BYTES
+    {
+        if let Some(len) = decoder.peek_raw(&buffer[taken..]) {
+            if batch.items.capacity() == 0 {
+                // Room for every frame the buffer may hold, once.
+                batch
+                    .items
+                    .reserve((buffer.len() / 16).clamp(1, crate::socket::events::BATCH));
+            }
+            let payload = taken + codec::HEADER_LEN..taken + len;
+            taken += len;
+            batch.frames += 1;
+            batch.bytes += len as u64;
+            let end = on_raw_frame(&buffer[..], payload, batch, handle, reporter, started);
+            if end.is_some() {
+                return (taken, end);
+            }
+            continue;
+        }
+        if taken > 0 {
+            break;
+        }
+        // The first frame is compressed, incomplete or bad: the decoder
+        // takes it, asks for more bytes, or says what is wrong.
+        let end = match decoder.decode(buffer) {
+            Ok(Some(frame)) => on_frame(Some(Ok(frame)), batch, handle, reporter, started),
+            Ok(None) => break,
+            Err(err) => Some(ReadEnd::Failed(err.into())),
+        };
+        if end.is_some() {
+            return (taken, end);
+        }
+    }
+    (taken, None)
+}
+
+/// The events of one read, and what they weighed.
+struct Read<E> {
+    items: Vec<Item>,
+    events: Vec<E>,
+    frames: u64,
+    bytes: u64,
+}
+
+impl<E> Read<E> {
+    fn push_event(&mut self, event: E) {
+        self.items.push(Item::Event);
+        self.events.push(event);
+    }
+}
+
+/// What a connection reads into until traffic arrives: an idle connection
+/// costs little.
+pub(super) const IDLE_READ_BUFFER: usize = 1024;
+/// What a connection with traffic reads into: big reads, few system calls.
+const BUSY_READ_BUFFER: usize = 64 * 1024;
+
+/// Swaps the small read buffer for a big one, once. A fresh buffer (not a
+/// grown one) is needed: `BytesMut` keeps reallocating at the size it was
+/// first created with.
+fn grow_read_buffer(buffer: &mut bytes::BytesMut) {
+    if buffer.capacity() >= BUSY_READ_BUFFER {
+        return;
+    }
+    let mut big = bytes::BytesMut::with_capacity(BUSY_READ_BUFFER);
+    big.extend_from_slice(buffer);
+    *buffer = big;
+}
+
+/// Handles one read result: application messages and errors go into
+/// `batch`, system messages are answered here. `Some` ends the reader.
+fn on_frame<E>(
+    next: Option<Result<codec::Frame, codec::FrameError>>,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> Option<ReadEnd> {
+    let frame = match next {
+        None => return Some(ReadEnd::Eof),
+        Some(Err(err)) => return Some(ReadEnd::Failed(err.into())),
+        Some(Ok(frame)) => frame,
+    };
+    batch.frames += 1;
+    batch.bytes += frame.payload.len() as u64 + codec::HEADER_LEN as u64;
+    let message = match Message::decode(frame.payload) {
+        Ok(message) => message,
+        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
+    };
+    if !message.is_system() {
+        batch.push_event(reporter.wrap.call(SocketEvent::Received(message)));
+        return None;
+    }
+    on_system(message, batch, handle, reporter, started)
+}
+
+/// Handles an uncompressed frame whose payload is `buffer[payload]` (the
+/// reader's fast path): an application message becomes a range of the
+/// batch's buffer; a system message is copied out and handled here.
+fn on_raw_frame<E>(
+    buffer: &[u8],
+    payload: std::ops::Range<usize>,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> Option<ReadEnd> {
+    let (channel, action, used) = match crate::message::decode_envelope(&buffer[payload.clone()]) {
+        Ok(envelope) => envelope,
+        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
+    };
+    let content = payload.start + used..payload.end;
+    if channel != crate::message::SYSTEM_CHANNEL {
+        // Offsets fit: a batch ends once it passes 256 KiB, and a frame's
+        // length is a u32.
+        batch.items.push(Item::Message {
+            channel,
+            action,
+            start: content.start as u32,
+            len: content.len() as u32,
+        });
+        return None;
+    }
+    let content = bytes::Bytes::copy_from_slice(&buffer[content]);
+    let message = Message::from_raw(channel, action, content);
+    on_system(message, batch, handle, reporter, started)
+}
+
+/// Answers a message on the system channel. `Some` ends the reader.
+fn on_system<E>(
+    message: Message,
+    batch: &mut Read<E>,
+    handle: &SocketHandle,
+    reporter: &Reporter<E>,
+    started: Instant,
+) -> Option<ReadEnd> {
+    match message.action_id() {
+        control::ACTION_PING => {
+            if let Ok(stamp) = message.content::<u64>() {
+                // Only the latest ping needs its pong.
+                handle.order(|out| out.pong = Some(stamp));
+            }
+        }
+        control::ACTION_PONG => {
+            if let Ok(stamp) = message.content::<u64>() {
+                let now = started.elapsed().as_micros() as u64;
+                handle
+                    .shared
+                    .counters
+                    .rtt_micros
+                    .store(now.saturating_sub(stamp), Ordering::Relaxed);
+            }
+        }
+        control::ACTION_CLOSE => {
+            let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
+                code: CloseCode::PROTOCOL_ERROR,
+                reason: "undecodable close frame".into(),
+            });
+            return Some(ReadEnd::PeerClosed(close));
+        }
+        other => {
+            tracing::debug!(action = other, "unknown system action ignored");
+            batch.push_event(
+                reporter
+                    .wrap
+                    .call(SocketEvent::Error(SocketError::UnknownSystemAction(other))),
+            );
+        }
+    }
+    None
+}

@@ -1,0 +1,57 @@
+//! A TCP stream shared by a connection's reader, its writer task and the
+//! senders' direct writes.
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// One half of a TCP stream shared with the senders' direct writes: reads
+/// and writes go through `&TcpStream`, so the reader, the writer task and a
+/// sender can each hold one.
+pub(super) struct SharedTcp(pub(super) std::sync::Arc<tokio::net::TcpStream>);
+
+impl AsyncRead for SharedTcp {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        loop {
+            std::task::ready!(self.0.poll_read_ready(cx))?;
+            match self.0.try_read_buf(buf) {
+                Ok(_) => return std::task::Poll::Ready(Ok(())),
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(err) => return std::task::Poll::Ready(Err(err)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedTcp {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                result => return std::task::Poll::Ready(result),
+            }
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let socket = socket2::SockRef::from(&*self.0);
+        std::task::Poll::Ready(socket.shutdown(std::net::Shutdown::Write))
+    }
+}
