@@ -7,8 +7,8 @@
 //! | [`ai`] | the nations the server plays |
 //! | [`protocol`] | channels, actions and the messages between client and server |
 //! | [`client`] | the connection, the typed interface and the scripted bot player |
-//! | [`tui`] | the full-screen terminal interface |
-//! | [`editor`] | the scenario editor: no network, no server |
+//! | [`tui`] | the full-screen game screen |
+//! | [`editor`] | the scenario editor (no network, no server) and its full-screen screen |
 
 pub mod ai;
 pub mod client;

@@ -1,6 +1,8 @@
 //! The scenario editor: edits a `ServerScenario` directly — no network, no
 //! server process — and saves the file a server loads.
 
+mod screen;
+
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
@@ -39,7 +41,7 @@ pub fn run(path: &Path, script: Option<&str>, text: bool) -> Result<(), String> 
             }
             Ok(())
         }
-        None if !text && std::io::stdout().is_terminal() => crate::tui::edit(&mut editor),
+        None if !text && std::io::stdout().is_terminal() => screen::edit(&mut editor),
         None => {
             println!("{HELP}");
             for line in std::io::stdin().lock().lines().map_while(Result::ok) {
