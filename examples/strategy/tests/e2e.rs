@@ -578,8 +578,9 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     assert_eq!(cat.view().you, Some(NationId(2)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dedicated_server_is_found_through_a_master_server() {
+/// Runs the game with `args` plus `--master` (a master in this process)
+/// until the master lists a strategy server, and returns the list.
+async fn listed_through_a_master(tag: &str, args: &[&str]) -> Vec<switchboard_master::Listed> {
     use switchboard_master::{self as master, Filter, MasterConfig, MasterServer};
     let (master_server, handle) =
         MasterServer::bind("127.0.0.1:0".parse().unwrap(), MasterConfig::default())
@@ -587,21 +588,14 @@ async fn dedicated_server_is_found_through_a_master_server() {
             .unwrap();
     tokio::spawn(master_server.run(std::future::pending()));
     let master_addr = handle.local_addr().to_string();
-    let saves = temp_dir("listed");
-    let mut server = Command::new(BIN)
-        .args([
-            "--serve",
-            "--port",
-            "0",
-            "--name",
-            "Valley Wars",
-            "--master",
-            &master_addr,
-            "--saves",
-        ])
+    let saves = temp_dir(tag);
+    let mut game = Command::new(BIN)
+        .args(args)
+        .args(["--master", &master_addr, "--saves"])
         .arg(&saves)
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(saves.join("server.log")).unwrap())
+        .stderr(std::fs::File::create(saves.join("game.log")).unwrap())
         .spawn()
         .unwrap();
     let filter = Filter {
@@ -619,10 +613,37 @@ async fn dedicated_server_is_found_through_a_master_server() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let _ = server.kill();
-    let _ = server.wait();
+    let _ = game.kill();
+    let _ = game.wait();
+    listed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedicated_server_is_found_through_a_master_server() {
+    let args = ["--serve", "--port", "0", "--name", "Valley Wars"];
+    let listed = listed_through_a_master("listed", &args).await;
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].info.name, "Valley Wars");
     assert_eq!(listed[0].info.scenario, "The Valley");
     assert!(listed[0].info.dedicated);
+}
+
+/// The hosted game's server is a child process: the listing reaches it
+/// through its environment (`LocalServerOptions::env`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_game_is_found_through_a_master_server() {
+    let args = [
+        "--host",
+        "--name",
+        "ann",
+        "--bot",
+        "1",
+        "--players",
+        "2",
+        "--text",
+    ];
+    let listed = listed_through_a_master("hosted-listed", &args).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].info.name, "ann");
+    assert!(!listed[0].info.dedicated);
 }
