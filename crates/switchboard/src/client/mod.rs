@@ -9,6 +9,7 @@
 
 mod config;
 mod core;
+mod request;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -23,8 +24,9 @@ use serde::Serialize;
 
 pub use self::core::{ClientAction, ClientCore, ClientEvent};
 pub use config::{ClientConfig, ReconnectPolicy};
+pub use request::{RequestError, RequestStatus, RequestTicket};
 
-use crate::manager::protocol::{ErrorCode, ErrorReply, Refused};
+use crate::manager::protocol::{ErrorReply, Refused};
 use crate::message::{Action, Channel, Message};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
@@ -32,92 +34,6 @@ use crate::signal::{Connection, Signal};
 use crate::socket::{
     DisconnectReason, ExtendedTcpSocket, PeerId, SendError, SocketConfig, SocketEvent, SocketState,
 };
-
-/// Why a request did not get accepted or rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RequestError {
-    /// There is no connection to send on (lost, or reconnecting).
-    #[error("not connected")]
-    NotConnected,
-    /// `max_pending_requests` requests await answers already.
-    #[error("too many requests awaiting answers")]
-    TooManyPending,
-    /// The message could not be queued.
-    #[error("cannot send: {0}")]
-    Send(String),
-    /// No answer within `request_timeout`.
-    #[error("no answer in time")]
-    Timeout,
-    /// The connection ended before the answer came; the request may or may
-    /// not have been applied.
-    #[error("connection lost before the answer")]
-    ConnectionLost,
-    /// The server could not handle the request at all.
-    #[error("server error {code:?}: {detail}")]
-    Server {
-        /// What kind.
-        code: ErrorCode,
-        /// Details.
-        detail: String,
-    },
-}
-
-/// Where a request stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RequestStatus {
-    /// Sent, no answer yet.
-    Pending,
-    /// The server applied it.
-    Accepted,
-    /// The server's rules refused it; nothing changed. The reason is for the
-    /// player.
-    Rejected(String),
-    /// It got no verdict.
-    Failed(RequestError),
-}
-
-/// A request in flight; its status changes when the client takes in the
-/// answer (in `poll`, `drain` or [`wait`](Self::wait)). Also announced by
-/// [`ClientSignals::request_done`] and [`ClientEvent::RequestDone`].
-#[derive(Debug, Clone)]
-pub struct RequestTicket {
-    id: u64,
-    status: Rc<RefCell<RequestStatus>>,
-}
-
-impl RequestTicket {
-    /// The request id the server's answer carries.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The current status.
-    pub fn status(&self) -> RequestStatus {
-        self.status.borrow().clone()
-    }
-
-    /// Whether an answer (or a failure) has arrived.
-    pub fn is_done(&self) -> bool {
-        !matches!(*self.status.borrow(), RequestStatus::Pending)
-    }
-
-    /// Runs `client`'s network side until this request has its verdict or
-    /// `timeout` passes, and returns the status (still `Pending` on a
-    /// timeout shorter than the request's own). Events that arrive meanwhile
-    /// wait for the next `poll` or `drain`; no slot runs here.
-    pub fn wait(&self, client: &mut NetworkClient, timeout: Duration) -> RequestStatus {
-        let deadline = Instant::now() + timeout;
-        while !self.is_done() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            client.pump(left.min(Duration::from_millis(50)));
-        }
-        self.status()
-    }
-}
 
 /// What the server said when it let the client in.
 #[derive(Debug, Clone, PartialEq, Eq)]

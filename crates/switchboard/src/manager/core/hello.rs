@@ -1,0 +1,104 @@
+//! Admission: a hello becomes a new session, a resumed one, or a refusal.
+
+use super::*;
+
+impl<L: GameLogic> ManagerCore<L> {
+    pub(super) fn on_hello(&mut self, peer: PeerId, hello: Hello, now: Instant) {
+        let admission = match &hello.resume {
+            Some(resume) => self
+                .sessions
+                .resume(peer, resume.client, &resume.token, now),
+            None => self.admit(peer, &hello, now),
+        };
+        let admission = match admission {
+            Ok(admission) => admission,
+            Err(refusal) => return self.refuse(peer, &hello, refusal),
+        };
+        if let Some(state) = self.peers.get_mut(&peer) {
+            state.client = Some(admission.client);
+        }
+        if let Some(old) = admission.replaced {
+            self.close(
+                old,
+                CloseCode::REPLACED,
+                "replaced by a new connection of the same client",
+            );
+            if let Some(old_state) = self.peers.get_mut(&old) {
+                old_state.client = None;
+            }
+        }
+        let welcome = Welcome {
+            client: admission.client,
+            token: admission.token,
+            resumed: admission.resumed,
+            grace_secs: self
+                .config
+                .sessions
+                .grace_period
+                .as_secs()
+                .min(u32::MAX as u64) as u32,
+        };
+        self.send(peer, protocol::session_message(protocol::WELCOME, &welcome));
+        let mut out = Outbox::default();
+        let client = admission.client;
+        if admission.resumed {
+            self.stats.resumes_total += 1;
+            tracing::info!(%client, %peer, "client is back");
+            self.log(LogLevel::Info, format!("{client} is back ({peer})"));
+            self.logic.on_reconnect(client, &mut out);
+        } else {
+            self.stats.joins_total += 1;
+            let name = hello.name.escape_debug().to_string();
+            tracing::info!(%client, %peer, name = %name, "client joined");
+            self.log(
+                LogLevel::Info,
+                format!("{client} joined as \"{name}\" ({peer})"),
+            );
+            self.logic.on_join(client, &hello.name, &mut out);
+        }
+        self.dispatch(out);
+    }
+
+    fn admit(&mut self, peer: PeerId, hello: &Hello, now: Instant) -> Result<Admission, Refusal> {
+        let name = hello.name.trim();
+        if name.is_empty()
+            || name.chars().count() > MAX_NAME_CHARS
+            || name.chars().any(char::is_control)
+        {
+            return Err(Refusal::InvalidName(format!(
+                "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
+            )));
+        }
+        if let Some(expected) = &self.config.password {
+            let given = hello.password.as_deref().unwrap_or("");
+            if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+                return Err(Refusal::WrongPassword);
+            }
+        }
+        let join = JoinRequest {
+            name,
+            credentials: &hello.credentials,
+            addr: self.peers.get(&peer).map(|p| p.addr),
+        };
+        self.logic
+            .authenticate(&join)
+            .map_err(Refusal::NotAllowed)?;
+        self.sessions.admit_new(peer, name, now)
+    }
+
+    fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal) {
+        self.stats.refused_total += 1;
+        let name = hello.name.escape_debug().to_string();
+        tracing::warn!(%peer, name = %name, %refusal, "hello refused");
+        self.log(
+            LogLevel::Warn,
+            format!("{peer} (\"{name}\") refused: {refusal}"),
+        );
+        let refused = Refused {
+            code: refusal.code(),
+            reason: refusal.to_string(),
+        };
+        self.send(peer, protocol::session_message(protocol::REFUSED, &refused));
+        self.close(peer, CloseCode::REFUSED, &refusal.to_string());
+    }
+}

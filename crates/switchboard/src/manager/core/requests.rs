@@ -1,0 +1,159 @@
+//! Messages from a connection: the session protocol, requests validated by
+//! the game, error replies and strikes.
+
+use super::*;
+
+impl<L: GameLogic> ManagerCore<L> {
+    pub(super) fn on_message(&mut self, peer: PeerId, message: Message, now: Instant) {
+        let Some(state) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        state.last_activity = now;
+        let len = message.content_bytes().len() + 8;
+        if !state.limiter.allow(len, now) {
+            self.stats.rate_limited_total += 1;
+            let detail = format!(
+                "over the rate limit; retry in {:?}",
+                state.limiter.retry_after(len)
+            );
+            return self.error_reply(peer, 0, ErrorCode::RateLimited, detail, now);
+        }
+        let client = state.client;
+        match (message.channel_id(), client) {
+            (SESSION_CHANNEL, _) => self.on_session_message(peer, client, message, now),
+            // Channel 0 is the socket's own; 2..=15 carry framework features
+            // built on the game logic (rooms) and reach it like any other.
+            (channel, _) if channel < SESSION_CHANNEL => {
+                let detail = format!("channel {channel} is reserved");
+                self.error_reply(peer, 0, ErrorCode::UnknownChannel, detail, now);
+            }
+            (_, Some(client)) => self.on_request(peer, client, 0, message, now),
+            (_, None) => {
+                let detail = "send a hello first".into();
+                self.error_reply(peer, 0, ErrorCode::NotWelcomed, detail, now)
+            }
+        }
+    }
+
+    fn on_session_message(
+        &mut self,
+        peer: PeerId,
+        client: Option<ClientId>,
+        message: Message,
+        now: Instant,
+    ) {
+        let bad = ErrorCode::BadContent;
+        match (message.action_id(), client) {
+            (protocol::HELLO, None) => match message.content::<Hello>() {
+                Ok(hello) => self.on_hello(peer, hello, now),
+                Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
+            },
+            (protocol::REQUEST, Some(client)) => match RequestFrame::decode(&message) {
+                Ok(frame) if frame.id != 0 => {
+                    let inner = frame.message();
+                    if inner.channel_id() <= SESSION_CHANNEL {
+                        let detail = format!("channel {} is reserved", inner.channel_id());
+                        self.error_reply(peer, frame.id, ErrorCode::UnknownChannel, detail, now);
+                    } else {
+                        self.on_request(peer, client, frame.id, inner, now);
+                    }
+                }
+                Ok(_) => self.error_reply(peer, 0, bad, "request id 0".into(), now),
+                Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
+            },
+            (protocol::REQUEST, None) => {
+                let detail = "send a hello first".into();
+                self.error_reply(peer, 0, ErrorCode::NotWelcomed, detail, now)
+            }
+            (action, _) => {
+                let detail = format!("session action {action} is not expected here");
+                self.error_reply(peer, 0, ErrorCode::UnknownSessionAction, detail, now)
+            }
+        }
+    }
+
+    fn on_request(
+        &mut self,
+        peer: PeerId,
+        client: ClientId,
+        id: u64,
+        message: Message,
+        now: Instant,
+    ) {
+        let request = Request {
+            client,
+            id,
+            message,
+        };
+        // The game's own log lines inside validate and apply carry the client.
+        let _session = tracing::info_span!("session", %client, request = id).entered();
+        match self.logic.validate(&request) {
+            Ok(command) => {
+                let mut out = Outbox::default();
+                self.logic.apply(client, command, &mut out);
+                self.stats.accepted_total += 1;
+                // Updates first: when the requester hears "accepted", it has
+                // already received the state the request produced.
+                self.dispatch(out);
+                if id != 0 {
+                    self.send(peer, protocol::session_message(protocol::ACCEPTED, &id));
+                }
+            }
+            Err(Rejection {
+                kind: RejectionKind::Invalid,
+                reason,
+            }) => {
+                self.stats.rejected_total += 1;
+                let rejected = Rejected { id, reason };
+                self.send(
+                    peer,
+                    protocol::session_message(protocol::REJECTED, &rejected),
+                );
+            }
+            Err(Rejection { kind, reason }) => {
+                let code = match kind {
+                    RejectionKind::UnknownChannel => ErrorCode::UnknownChannel,
+                    RejectionKind::UnknownAction => ErrorCode::UnknownAction,
+                    _ => ErrorCode::BadContent,
+                };
+                self.error_reply(peer, id, code, reason, now);
+            }
+        }
+    }
+
+    /// Answers a message that could not be handled, and counts a strike.
+    fn error_reply(
+        &mut self,
+        peer: PeerId,
+        id: u64,
+        code: ErrorCode,
+        detail: String,
+        now: Instant,
+    ) {
+        self.stats.errors_total += 1;
+        let reply = ErrorReply { id, code, detail };
+        self.send(peer, protocol::session_message(protocol::ERROR, &reply));
+        let window = self.config.strike_window;
+        let max = self.config.max_strikes as usize;
+        let Some(state) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        state.strikes.push_back(now);
+        while state
+            .strikes
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            state.strikes.pop_front();
+        }
+        if state.strikes.len() > max {
+            state.strikes.clear();
+            tracing::warn!(%peer, "disconnected after too many invalid messages");
+            self.log(
+                LogLevel::Warn,
+                format!("{peer}: disconnected after too many invalid messages"),
+            );
+            self.close(peer, CloseCode::ABUSE, "too many invalid messages");
+        }
+    }
+}
