@@ -3,6 +3,9 @@
 //! requests, addressed updates, refusals, abuse, rate limits, timeouts.
 //! What is about sockets (a real cut, shutdown flushing, a silent server) is
 //! in `manager_loopback.rs`.
+//!
+//! Longer than 500 lines on purpose: Every rule of the manager in one place, one test per
+//! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::time::Duration;
 

@@ -8,6 +8,7 @@
 //! does not read is dropped as a slow consumer before its queue can grow past
 //! its limits. A close flushes what was queued, then tells the peer why.
 
+mod accept;
 mod config;
 mod connection;
 mod control;

@@ -8,13 +8,12 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::Stream;
-use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::net::TcpSocket;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::connection::{self, Reporter, SocketEvent};
-use super::events::{EventQueue, Origin, Wrap};
+use super::accept::accept_loop;
+use super::events::EventQueue;
 use super::{
     BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
 };
@@ -81,15 +80,16 @@ pub struct Incoming {
     pub message: Message,
 }
 
-struct ServerShared {
-    peers: RwLock<HashMap<PeerId, SocketHandle>>,
-    local_addr: SocketAddr,
-    config: ServerConfig,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-    next_peer: AtomicU64,
-    refused: AtomicU64,
-    handshake_failures: AtomicU64,
+/// What the server's handles and its accept loop share.
+pub(super) struct ServerShared {
+    pub(super) peers: RwLock<HashMap<PeerId, SocketHandle>>,
+    pub(super) local_addr: SocketAddr,
+    pub(super) config: ServerConfig,
+    pub(super) shutdown: CancellationToken,
+    pub(super) tasks: TaskTracker,
+    pub(super) next_peer: AtomicU64,
+    pub(super) refused: AtomicU64,
+    pub(super) handshake_failures: AtomicU64,
 }
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
@@ -523,90 +523,4 @@ impl Stream for ServerStream {
     ) -> std::task::Poll<Option<ServerEvent>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
     }
-}
-
-/// A peer's connection event as the server reports it.
-fn server_event(origin: Origin, event: SocketEvent) -> ServerEvent {
-    let Origin { peer, addr } = origin;
-    match event {
-        SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
-        SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
-        SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
-        SocketEvent::Disconnected(reason) => ServerEvent::PeerDisconnected { peer, reason },
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<ServerShared>,
-    events: mpsc::Sender<super::events::Batch<ServerEvent>>,
-) {
-    let config = &shared.config;
-    let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
-    let slots = Arc::new(Semaphore::new(config.max_connections));
-    loop {
-        let (stream, addr) = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off, go on.
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(pending_permit) = pending.clone().try_acquire_owned() else {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%addr, "too many pending handshakes; connection dropped");
-            continue;
-        };
-        let slot = slots.clone().try_acquire_owned().ok();
-        let _ = stream.set_nodelay(true);
-        let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
-        let handle = SocketHandle::new(config.socket.clone());
-        handle.set_peer_addr(addr);
-        let refuse = slot.is_none().then_some(DisconnectReason::ServerFull);
-        let (open_shared, open_handle) = (shared.clone(), handle.clone());
-        let close_shared = shared.clone();
-        let failure_shared = shared.clone();
-        let reporter = Reporter {
-            events: events.clone(),
-            wrap: Wrap::new(Origin { peer, addr }, server_event),
-            on_open: Some(Box::new(move || {
-                drop(pending_permit);
-                let mut peers = open_shared.peers.write().expect("peer table lock");
-                peers.insert(peer, open_handle.clone());
-                drop(peers);
-                // A shutdown that ran before this peer was in the table
-                // missed it; close it now.
-                if open_shared.shutdown.is_cancelled() {
-                    open_handle.close(CloseCode::GOING_AWAY, "server shutting down");
-                }
-            })),
-            on_close: Some(Box::new(move || {
-                close_shared
-                    .peers
-                    .write()
-                    .expect("peer table lock")
-                    .remove(&peer);
-                drop(slot);
-            })),
-            refuse,
-            on_handshake_failure: Some(Box::new(move |reason| {
-                failure_shared
-                    .handshake_failures
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%addr, %reason, "peer failed its handshake");
-            })),
-        };
-        tracing::debug!(%peer, %addr, "accepted");
-        let span = tracing::info_span!("connection", %peer, %addr);
-        shared.tasks.spawn(tracing::Instrument::instrument(
-            connection::run_tcp(stream, handle, reporter),
-            span,
-        ));
-    }
-    tracing::info!(addr = %shared.local_addr, "stopped accepting");
 }

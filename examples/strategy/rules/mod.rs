@@ -7,144 +7,18 @@ use std::path::PathBuf;
 
 use switchboard::{Audience, ClientId, GameLogic, Outbox, Rejection, Request};
 
+mod orders;
+
+pub use orders::{
+    check_attack, check_claim, check_move, do_attack, do_claim, do_move, sight, winner,
+    PROVINCE_SIGHT, UNIT_SIGHT,
+};
+
 use crate::ai;
 use crate::protocol::{
     Act, Attack, Chan, LobbyView, Move, NationStatus, NationView, Seat, TileView,
 };
-use crate::scenario::{NationId, ServerScenario, Terrain, UnitId};
-
-/// How far units see (squares, in every direction).
-pub const UNIT_SIGHT: i16 = 2;
-/// How far owned provinces see.
-pub const PROVINCE_SIGHT: i16 = 1;
-
-/// Checks a one-square move; returns its cost in movement points.
-pub fn check_move(
-    s: &ServerScenario,
-    nation: NationId,
-    unit: UnitId,
-    x: u8,
-    y: u8,
-) -> Result<u8, String> {
-    let u = s.unit(unit).ok_or("no such unit")?;
-    if u.nation != nation {
-        return Err("that unit is not yours".into());
-    }
-    let province = s.province(x, y).ok_or("that is off the map")?;
-    if u.x.abs_diff(x) + u.y.abs_diff(y) != 1 {
-        return Err("units move one province at a time, not diagonally".into());
-    }
-    let cost = province.terrain.cost().ok_or("units cannot enter water")?;
-    if u.moves_left < cost {
-        return Err(format!(
-            "not enough movement left ({} of {cost})",
-            u.moves_left
-        ));
-    }
-    match s.unit_at(x, y) {
-        Some(other) if other.nation == nation => Err("one of your units is there".into()),
-        Some(_) => Err("an enemy unit is there: attack it".into()),
-        None => Ok(cost),
-    }
-}
-
-/// Applies a checked move.
-pub fn do_move(s: &mut ServerScenario, unit: UnitId, x: u8, y: u8, cost: u8) {
-    if let Some(u) = s.unit_mut(unit) {
-        u.x = x;
-        u.y = y;
-        u.moves_left -= cost;
-    }
-}
-
-/// Checks a claim of the province under `unit`.
-pub fn check_claim(s: &ServerScenario, nation: NationId, unit: UnitId) -> Result<(), String> {
-    let u = s.unit(unit).ok_or("no such unit")?;
-    if u.nation != nation {
-        return Err("that unit is not yours".into());
-    }
-    if u.moves_left == 0 {
-        return Err("that unit has no movement left this turn".into());
-    }
-    if s.province(u.x, u.y).and_then(|p| p.owner) == Some(nation) {
-        return Err("that province is yours already".into());
-    }
-    Ok(())
-}
-
-/// Applies a checked claim.
-pub fn do_claim(s: &mut ServerScenario, unit: UnitId) {
-    let Some(u) = s.unit(unit).copied() else {
-        return;
-    };
-    let _ = s.set_owner(u.x, u.y, Some(u.nation));
-    if let Some(u) = s.unit_mut(unit) {
-        u.moves_left = 0;
-    }
-}
-
-/// Checks an attack; returns whether the attacker wins (strength above the
-/// defender's strength plus its terrain's defense; ties hold).
-pub fn check_attack(
-    s: &ServerScenario,
-    nation: NationId,
-    unit: UnitId,
-    target: UnitId,
-) -> Result<bool, String> {
-    let u = s.unit(unit).ok_or("no such unit")?;
-    if u.nation != nation {
-        return Err("that unit is not yours".into());
-    }
-    let t = s.unit(target).ok_or("no such target")?;
-    if t.nation == nation {
-        return Err("you cannot attack your own unit".into());
-    }
-    if u.x.abs_diff(t.x) + u.y.abs_diff(t.y) != 1 {
-        return Err("the target is not next to that unit".into());
-    }
-    if u.moves_left == 0 {
-        return Err("that unit has no movement left this turn".into());
-    }
-    let terrain = s.province(t.x, t.y).map_or(Terrain::Plains, |p| p.terrain);
-    Ok(u.kind.strength() > t.kind.strength() + terrain.defense())
-}
-
-/// Applies a checked attack: the loser is removed, the attacker is spent.
-pub fn do_attack(s: &mut ServerScenario, unit: UnitId, target: UnitId, attacker_wins: bool) {
-    let loser = if attacker_wins { target } else { unit };
-    s.units.retain(|u| u.id != loser);
-    if let Some(u) = s.unit_mut(unit) {
-        u.moves_left = 0;
-    }
-}
-
-/// Which provinces `nation` sees.
-pub fn sight(s: &ServerScenario, nation: NationId) -> Vec<bool> {
-    let (w, h) = (s.width as i16, s.height as i16);
-    let mut seen = vec![false; s.provinces.len()];
-    let mut light = |cx: i16, cy: i16, r: i16| {
-        for y in (cy - r).max(0)..=(cy + r).min(h - 1) {
-            for x in (cx - r).max(0)..=(cx + r).min(w - 1) {
-                seen[(y * w + x) as usize] = true;
-            }
-        }
-    };
-    for u in s.units.iter().filter(|u| u.nation == nation) {
-        light(u.x as i16, u.y as i16, UNIT_SIGHT);
-    }
-    for (i, p) in s.provinces.iter().enumerate() {
-        if p.owner == Some(nation) {
-            light(i as i16 % w, i as i16 / w, PROVINCE_SIGHT);
-        }
-    }
-    seen
-}
-
-/// The one nation with units left, if only one has any.
-pub fn winner(s: &ServerScenario) -> Option<NationId> {
-    let alive: BTreeSet<NationId> = s.units.iter().map(|u| u.nation).collect();
-    (alive.len() == 1).then(|| *alive.iter().next().expect("one"))
-}
+use crate::scenario::{NationId, ServerScenario, UnitId};
 
 /// A validated order.
 #[derive(Debug)]
@@ -603,85 +477,4 @@ impl GameLogic for StrategyLogic {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::{builtin, UnitKind};
-
-    fn valley() -> ServerScenario {
-        builtin("valley").unwrap()
-    }
-
-    #[test]
-    fn moves_follow_terrain_ownership_and_adjacency() {
-        let s = valley();
-        let red = NationId(0);
-        let inf = s.unit_at(1, 3).unwrap().id;
-        assert_eq!(check_move(&s, red, inf, 2, 3), Ok(1));
-        assert!(check_move(&s, red, inf, 2, 4)
-            .unwrap_err()
-            .contains("diagonally"));
-        assert!(check_move(&s, red, inf, 3, 3)
-            .unwrap_err()
-            .contains("one province"));
-        assert!(check_move(&s, NationId(1), inf, 2, 3)
-            .unwrap_err()
-            .contains("not yours"));
-        assert!(check_move(&s, red, inf, 1, 4)
-            .unwrap_err()
-            .contains("your units"));
-        let mut s = s;
-        s.set_terrain(2, 3, Terrain::Water).unwrap();
-        assert!(check_move(&s, red, inf, 2, 3)
-            .unwrap_err()
-            .contains("water"));
-        s.set_terrain(2, 3, Terrain::Mountains).unwrap();
-        assert!(check_move(&s, red, inf, 2, 3)
-            .unwrap_err()
-            .contains("not enough movement"));
-    }
-
-    #[test]
-    fn attack_strength_and_terrain_decide() {
-        let mut s = ServerScenario::new("t", 4, 2).unwrap();
-        let a = s.add_nation("A", false).unwrap();
-        let b = s.add_nation("B", false).unwrap();
-        let inf = s.place_unit(a, UnitKind::Infantry, 0, 0).unwrap();
-        let cav = s.place_unit(b, UnitKind::Cavalry, 1, 0).unwrap();
-        assert_eq!(
-            check_attack(&s, a, inf, cav),
-            Ok(true),
-            "3 beats 2 on plains"
-        );
-        s.set_terrain(1, 0, Terrain::Forest).unwrap();
-        assert_eq!(
-            check_attack(&s, a, inf, cav),
-            Ok(false),
-            "3 does not beat 2 + 1"
-        );
-        do_attack(&mut s, inf, cav, false);
-        assert!(s.unit(inf).is_none(), "the failed attacker is lost");
-        assert_eq!(winner(&s), Some(b));
-    }
-
-    #[test]
-    fn fog_hides_what_is_far_from_a_nation() {
-        let logic = StrategyLogic::new(valley(), false, std::env::temp_dir());
-        let view = logic.view(Some(NationId(0)));
-        assert!(view.tile(1, 3).is_some(), "around its own units");
-        assert!(view.tile(11, 4).is_none(), "the enemy's home is in the fog");
-        assert!(
-            view.units.iter().all(|u| u.nation == NationId(0)),
-            "no enemy unit in sight at the start"
-        );
-        let spectator = logic.view(None);
-        assert!(spectator.tiles.iter().all(Option::is_none) && spectator.units.is_empty());
-    }
-
-    #[test]
-    fn save_names_are_never_paths() {
-        for bad in ["", "../x", "a/b", "UPPER", "x.swst", &"a".repeat(33)] {
-            assert!(check_save_name(bad).is_err(), "{bad:?}");
-        }
-        assert!(check_save_name("turn-3_backup").is_ok());
-    }
-}
+mod tests;
