@@ -4,7 +4,7 @@
 //! What is about sockets (a real cut, shutdown flushing, a silent server) is
 //! in `manager_loopback.rs`.
 //!
-//! Longer than 500 lines on purpose: Every rule of the manager in one place, one test per
+//! Longer than 500 lines on purpose: every rule of the manager in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::time::Duration;

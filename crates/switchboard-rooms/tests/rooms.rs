@@ -4,7 +4,7 @@
 //! of the same feature set. `RoomClient` itself (its signals and RPC
 //! handlers) is tested over loopback in `rooms_loopback.rs`.
 //!
-//! Longer than 500 lines on purpose: Every rule of the rooms in one place, one test per
+//! Longer than 500 lines on purpose: every rule of the rooms in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::collections::{BTreeMap, HashMap};

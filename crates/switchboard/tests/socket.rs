@@ -1,6 +1,6 @@
 //! Sockets over real loopback TCP: delivery, order, slow consumers, closing.
 //!
-//! Longer than 500 lines on purpose: One connection's whole life in one place, one test per
+//! Longer than 500 lines on purpose: one connection's whole life in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 mod common;

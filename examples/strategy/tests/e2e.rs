@@ -1,7 +1,7 @@
 //! End to end with real processes: the `strategy` binary as single-player
 //! game, as hosted server with a lobby, and as scenario editor.
 //!
-//! Longer than 500 lines on purpose: The reference game end to end in one place, one test per
+//! Longer than 500 lines on purpose: the reference game end to end in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::cell::RefCell;
