@@ -288,6 +288,27 @@ impl EncodedMessage {
     }
 }
 
+/// Who a message came from: a connection's number on one server, unique for
+/// the server's life. [`PeerId::SERVER`] (0) names the server itself on a
+/// client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId(pub u64);
+
+impl PeerId {
+    /// The server, as the sender of what a client receives.
+    pub const SERVER: PeerId = PeerId(0);
+}
+
+impl std::fmt::Display for PeerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == PeerId::SERVER {
+            write!(f, "server")
+        } else {
+            write!(f, "peer#{}", self.0)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,9 +12,8 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 
 use crate::codec::ContentError;
-use crate::message::{Action, Channel, Message};
+use crate::message::{Action, Channel, Message, PeerId};
 use crate::signal::{Connection, Signal};
-use crate::socket::PeerId;
 
 /// A message as a subscriber receives it.
 #[derive(Debug, Clone)]
@@ -51,8 +50,8 @@ impl Router {
         Self::default()
     }
 
-    /// Connects `slot` to `channel`. Keep the [`Connection`] (or detach it):
-    /// dropping it unsubscribes the slot.
+    /// Connects `slot` to `channel`; it stays until the returned
+    /// [`Connection`] disconnects it (or [`unsubscribe`](Self::unsubscribe)).
     pub fn subscribe<C: Channel>(
         &self,
         channel: C,

@@ -12,6 +12,8 @@ use tokio::net::TcpSocket;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use crate::message::PeerId;
+
 use super::accept::accept_loop;
 use super::events::EventQueue;
 use super::{
@@ -21,26 +23,6 @@ use crate::message::{Action, Channel, EncodedMessage, Message};
 use crate::router::{Delivery, Router};
 use crate::runtime;
 use crate::signal::{Connection, Signal};
-
-/// A connection's number on one server, unique for the server's life.
-/// [`PeerId::SERVER`] (0) names the server itself on a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerId(pub u64);
-
-impl PeerId {
-    /// The server, as the sender of what a client receives.
-    pub const SERVER: PeerId = PeerId(0);
-}
-
-impl std::fmt::Display for PeerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if *self == PeerId::SERVER {
-            write!(f, "server")
-        } else {
-            write!(f, "peer#{}", self.0)
-        }
-    }
-}
 
 /// What a listening server reports to its owner.
 #[derive(Debug)]
