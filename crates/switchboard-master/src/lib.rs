@@ -14,6 +14,19 @@
 //! challenge, and answers heartbeats at a bounded rate per address, so it
 //! cannot be used to reflect traffic at someone else. Its default port is
 //! [`DEFAULT_PORT`] (27900), UDP and TCP.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`protocol`] | the datagrams and the list request/pages, byte for byte |
+//! | `registry` | [`Master`]: the listed servers, challenges, expiry, per-IP limits (no IO) |
+//! | `server` | [`MasterServer`]: the master's UDP and TCP sides |
+//! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
+//! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod announce;
 mod browser;

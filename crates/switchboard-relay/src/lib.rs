@@ -3,6 +3,19 @@
 //! time. Native clients speak Switchboard on channel 3; JSON clients speak
 //! newline-delimited JSON on an optional compatibility listener, and both
 //! see each other.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
+//! | `server` | [`spawn`]: the relay's tokio side, native and JSON-lines listeners, the send tick |
+//! | `transform` | [`Transform`] and its limits, JSON and native forms |
+//! | `bots` | scripted [`Bot`]s that move and chat like players |
+//! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod bots;
 mod hub;

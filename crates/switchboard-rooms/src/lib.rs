@@ -14,6 +14,18 @@
 //! sync rate (20 Hz by default), each changed entity once with its last
 //! state; a late joiner gets every live entity with the room. A leaving
 //! player's entities are despawned.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`protocol`] | what travels on the rooms channel (2): requests, events, their types |
+//! | `logic` | [`RoomsLogic`]: the rules (`validate.rs`) and what accepted requests do (`apply.rs`) |
+//! | `event` | [`RoomEvent`] decoded from a message, [`RoomView`] the room as a client knows it |
+//! | `client` | [`RoomClient`]: a `NetworkClient` with room signals and RPC handlers |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod client;
 mod event;

@@ -30,7 +30,7 @@ impl Default for ReconnectPolicy {
     }
 }
 
-/// The settings of a [`NetworkClient`].
+/// The settings of a [`NetworkClient`](super::NetworkClient).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig {
     /// The connection's limits and timers.

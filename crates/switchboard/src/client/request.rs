@@ -53,7 +53,8 @@ pub enum RequestStatus {
 
 /// A request in flight; its status changes when the client takes in the
 /// answer (in `poll`, `drain` or [`wait`](Self::wait)). Also announced by
-/// [`ClientSignals::request_done`] and [`ClientEvent::RequestDone`].
+/// [`ClientSignals::request_done`](super::ClientSignals::request_done) and
+/// [`ClientEvent::RequestDone`](super::ClientEvent::RequestDone).
 #[derive(Debug, Clone)]
 pub struct RequestTicket {
     pub(super) id: u64,

@@ -21,7 +21,7 @@ const STDERR_TAIL: usize = 40;
 #[non_exhaustive]
 pub enum ServerProgram {
     /// The running executable itself, re-invoked; its `main` must call
-    /// [`serve_if_child`] first.
+    /// [`serve_if_child`](super::serve_if_child) first.
     CurrentExe,
     /// Another program, such as `switchboard-server`.
     Path(PathBuf),
