@@ -211,7 +211,7 @@ impl RoomClient {
         method: &str,
         args: &T,
     ) -> Result<RequestTicket, RequestError> {
-        let args = codec::encode_value(args).map_err(|e| RequestError::Send(e.to_string()))?;
+        let args = codec::encode_value(args)?;
         self.ask(
             RoomAction::Rpc,
             &RpcRequest {
@@ -228,7 +228,7 @@ impl RoomClient {
         channel: &str,
         data: &T,
     ) -> Result<RequestTicket, RequestError> {
-        let data = codec::encode_value(data).map_err(|e| RequestError::Send(e.to_string()))?;
+        let data = codec::encode_value(data)?;
         self.ask(
             RoomAction::Custom,
             &CustomRequest {
@@ -244,7 +244,7 @@ impl RoomClient {
         kind: &str,
         state: &T,
     ) -> Result<RequestTicket, RequestError> {
-        let state = codec::encode_value(state).map_err(|e| RequestError::Send(e.to_string()))?;
+        let state = codec::encode_value(state)?;
         self.ask(
             RoomAction::Spawn,
             &SpawnRequest {
@@ -261,7 +261,7 @@ impl RoomClient {
         id: EntityId,
         state: &T,
     ) -> Result<RequestTicket, RequestError> {
-        let state = codec::encode_value(state).map_err(|e| RequestError::Send(e.to_string()))?;
+        let state = codec::encode_value(state)?;
         self.ask(RoomAction::Update, &EntityUpdate { id, state })
     }
 

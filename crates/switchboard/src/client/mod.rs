@@ -16,6 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -215,14 +216,13 @@ impl NetworkClient {
         if self.socket.is_none() {
             return Err(RequestError::NotConnected);
         }
-        let content =
-            crate::codec::encode_value(content).map_err(|e| RequestError::Send(e.to_string()))?;
+        let content = crate::codec::encode_value(content)?;
         let id = self
             .core
             .request(channel.id(), action.id(), content, Instant::now())?;
         if let Some(Err(err)) = self.carry_out() {
             self.core.cancel_request(id);
-            return Err(RequestError::Send(err.to_string()));
+            return Err(RequestError::Send(Arc::new(err)));
         }
         let status = Rc::new(RefCell::new(RequestStatus::Pending));
         self.tickets.insert(id, status.clone());

@@ -2,13 +2,18 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::NetworkClient;
+use crate::codec::ContentError;
 use crate::manager::protocol::ErrorCode;
+use crate::socket::SendError;
 
 /// Why a request did not get accepted or rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Two `Send` errors are equal when they are the same error (one `Arc`).
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
     /// There is no connection to send on (lost, or reconnecting).
@@ -17,9 +22,13 @@ pub enum RequestError {
     /// `max_pending_requests` requests await answers already.
     #[error("too many requests awaiting answers")]
     TooManyPending,
-    /// The message could not be queued.
+    /// The content could not be encoded; nothing was sent.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    /// The message could not be queued (connection closed, slow consumer,
+    /// frame too large).
     #[error("cannot send: {0}")]
-    Send(String),
+    Send(Arc<SendError>),
     /// No answer within `request_timeout`.
     #[error("no answer in time")]
     Timeout,
@@ -36,6 +45,24 @@ pub enum RequestError {
         detail: String,
     },
 }
+
+impl PartialEq for RequestError {
+    fn eq(&self, other: &Self) -> bool {
+        use RequestError::*;
+        match (self, other) {
+            (NotConnected, NotConnected)
+            | (TooManyPending, TooManyPending)
+            | (Timeout, Timeout)
+            | (ConnectionLost, ConnectionLost) => true,
+            (Content(a), Content(b)) => a == b,
+            (Send(a), Send(b)) => Arc::ptr_eq(a, b),
+            (Server { code, detail }, Server { code: c, detail: d }) => code == c && detail == d,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for RequestError {}
 
 /// Where a request stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

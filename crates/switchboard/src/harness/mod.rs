@@ -216,8 +216,7 @@ impl<L: GameLogic> Harness<L> {
         action: A,
         content: &T,
     ) -> Result<u64, RequestError> {
-        let content =
-            codec::encode_value(content).map_err(|e| RequestError::Send(e.to_string()))?;
+        let content = codec::encode_value(content)?;
         let now = self.now;
         let id = self.clients[player.0]
             .core
