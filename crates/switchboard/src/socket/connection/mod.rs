@@ -14,6 +14,7 @@
 //! never waits on this task: it queues frames (bounded) and drains events
 //! (bounded).
 
+mod keepalive;
 mod reader;
 mod tcp;
 mod writer;
@@ -425,13 +426,16 @@ where
                     timer.as_mut().reset(deadline);
                     continue;
                 }
-                let mut next = now + config.keepalive_interval.min(config.idle_timeout);
-                // Idle: nothing heard for `idle_timeout` while the reader
-                // waited on the socket.
                 let heard = clock.heard.load(Ordering::Relaxed);
-                if heard != Clock::BUSY && !read_done {
-                    let due = clock.at(heard) + config.idle_timeout;
-                    if now >= due {
+                let heard = (heard != Clock::BUSY && !read_done).then(|| clock.at(heard));
+                // A frame that went out from the writer, or written
+                // directly by a sender.
+                let mut sent = clock.at(clock.sent.load(Ordering::Relaxed));
+                if let Some(at) = handle.outbound().last_direct {
+                    sent = sent.max(Instant::from_std(at));
+                }
+                let next = match keepalive::tick(now, heard, sent, config.keepalive_interval, config.idle_timeout) {
+                    keepalive::Tick::Idle => {
                         // The silent peer is not waited for: no lingering
                         // for it to hang up once our close frame is out.
                         read_done = true;
@@ -439,22 +443,13 @@ where
                         reason.get_or_insert(DisconnectReason::IdleTimeout);
                         continue;
                     }
-                    next = next.min(due);
-                }
-                // Keep-alive: only a frame that went out (from the writer,
-                // or written directly by a sender) puts the ping off.
-                let mut sent = clock.at(clock.sent.load(Ordering::Relaxed));
-                if let Some(at) = handle.outbound().last_direct {
-                    sent = sent.max(Instant::from_std(at));
-                }
-                let due = sent + config.keepalive_interval;
-                if now >= due {
-                    handle.order(|out| out.ping = true);
-                    clock.sent.store(clock.stamp(), Ordering::Relaxed);
-                    next = next.min(now + config.keepalive_interval);
-                } else {
-                    next = next.min(due);
-                }
+                    keepalive::Tick::Ping { next } => {
+                        handle.order(|out| out.ping = true);
+                        clock.sent.store(clock.stamp(), Ordering::Relaxed);
+                        next
+                    }
+                    keepalive::Tick::Wait { next } => next,
+                };
                 timer.as_mut().reset(next);
             }
         }
