@@ -35,6 +35,9 @@ use crate::socket::{CloseCode, DisconnectReason, PeerId};
 /// Names at most this many characters long.
 const MAX_NAME_CHARS: usize = 32;
 
+/// The shortest tick a server runs (1 ms): a zero interval would spin.
+pub const MIN_TICK: Duration = Duration::from_millis(1);
+
 /// How often the logic hears its clients' round-trip times.
 const LATENCY_EVERY: Duration = Duration::from_secs(1);
 
@@ -158,11 +161,13 @@ impl<L: GameLogic> ManagerCore<L> {
     }
 
     /// How often [`tick`](Self::tick) wants to run: the logic's own rate
-    /// ([`GameLogic::tick_interval`]) when it has one, else the config's.
+    /// ([`GameLogic::tick_interval`]) when it has one, else the config's;
+    /// never less than [`MIN_TICK`].
     pub fn tick_interval(&self) -> Duration {
         self.logic
             .tick_interval()
             .unwrap_or(self.config.tick_interval)
+            .max(MIN_TICK)
     }
 
     /// Clients welcomed and connected now.
