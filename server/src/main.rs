@@ -263,7 +263,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         // Many players arrive at once (a load test, a server restart).
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
-        let relay = switchboard_relay::spawn(args.bind, args.port, config)
+        let relay = switchboard_relay::RelayServer::spawn(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         println!(
             "{}",

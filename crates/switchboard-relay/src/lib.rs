@@ -9,7 +9,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
-//! | `server` | [`spawn`]: the relay's tokio side, native and JSON-lines listeners, the send tick |
+//! | `server` | [`RelayServer`]: the relay's tokio side, native and JSON-lines listeners, the send tick |
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |
 //! | `bots` | scripted [`Bot`]s that move and chat like players |
 //! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
@@ -26,6 +26,6 @@ mod transform;
 pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
 pub use server::{
-    spawn, Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, Relayed, RELAY_CHANNEL,
+    Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};

@@ -187,35 +187,93 @@ impl RelayHandle {
     }
 }
 
-/// Starts a relay on the current tokio runtime (or the background one) and
-/// returns its handle; [`RelayHandle::shutdown`] stops it.
-pub fn spawn(scope: BindScope, port: u16, config: RelayConfig) -> std::io::Result<RelayHandle> {
-    let native = ServerStream::bind(scope, port, config.server.clone())?;
-    let rt = runtime::handle();
-    let json = match config.json_port {
-        Some(port) => {
-            let _entered = rt.enter();
-            let listener = std::net::TcpListener::bind(SocketAddr::new(scope.ip(), port))?;
-            listener.set_nonblocking(true)?;
-            Some(TcpListener::from_std(listener)?)
-        }
-        None => None,
-    };
-    let json_addr = json.as_ref().map(|l| l.local_addr()).transpose()?;
-    let stop = CancellationToken::new();
-    let (control_tx, control_rx) = mpsc::channel(16);
-    let (json_tx, json_rx) = mpsc::channel(1024);
-    if let Some(listener) = json {
-        rt.spawn(accept_json(listener, json_tx, config.clone(), stop.clone()));
+/// A relay bound to its ports, ready to [`run`](Self::run); or started at
+/// once with [`spawn`](Self::spawn).
+pub struct RelayServer {
+    native: ServerStream,
+    json: Option<TcpListener>,
+    json_events: (mpsc::Sender<JsonEvent>, mpsc::Receiver<JsonEvent>),
+    control: mpsc::Receiver<Control>,
+    config: RelayConfig,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for RelayServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayServer")
+            .field("native", &self.native.local_addr())
+            .finish()
     }
-    let handle = RelayHandle {
-        native_addr: native.local_addr(),
-        json_addr,
-        stop: stop.clone(),
-        control: control_tx,
-    };
-    rt.spawn(hub(native, json_rx, control_rx, config, stop));
-    Ok(handle)
+}
+
+impl RelayServer {
+    /// Listens on `port` of `scope` (0 picks a free port), and on
+    /// `config.json_port` for JSON-lines clients when set.
+    pub fn bind(
+        scope: BindScope,
+        port: u16,
+        config: RelayConfig,
+    ) -> std::io::Result<(RelayServer, RelayHandle)> {
+        let native = ServerStream::bind(scope, port, config.server.clone())?;
+        let json = match config.json_port {
+            Some(port) => {
+                let _entered = runtime::handle().enter();
+                let listener = std::net::TcpListener::bind(SocketAddr::new(scope.ip(), port))?;
+                listener.set_nonblocking(true)?;
+                Some(TcpListener::from_std(listener)?)
+            }
+            None => None,
+        };
+        let json_addr = json.as_ref().map(|l| l.local_addr()).transpose()?;
+        let stop = CancellationToken::new();
+        let (control_tx, control) = mpsc::channel(16);
+        let handle = RelayHandle {
+            native_addr: native.local_addr(),
+            json_addr,
+            stop: stop.clone(),
+            control: control_tx,
+        };
+        let server = RelayServer {
+            native,
+            json,
+            json_events: mpsc::channel(1024),
+            control,
+            config,
+            stop,
+        };
+        Ok((server, handle))
+    }
+
+    /// Binds and runs the relay on the current tokio runtime (or the
+    /// background one); [`RelayHandle::shutdown`] stops it.
+    pub fn spawn(scope: BindScope, port: u16, config: RelayConfig) -> std::io::Result<RelayHandle> {
+        let (server, handle) = Self::bind(scope, port, config)?;
+        runtime::handle().spawn(server.run(std::future::pending::<()>()));
+        Ok(handle)
+    }
+
+    /// Relays until `shutdown` completes or [`RelayHandle::shutdown`] is
+    /// called, then closes every connection.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let (json_tx, json_rx) = self.json_events;
+        if let Some(listener) = self.json {
+            tokio::spawn(accept_json(
+                listener,
+                json_tx,
+                self.config.clone(),
+                self.stop.clone(),
+            ));
+        }
+        let stop = self.stop.clone();
+        let hub = hub(self.native, json_rx, self.control, self.config, self.stop);
+        tokio::pin!(hub, shutdown);
+        tokio::select! {
+            _ = &mut hub => return,
+            _ = &mut shutdown => stop.cancel(),
+        }
+        // The hub sees the cancellation and closes every connection.
+        hub.await;
+    }
 }
 
 fn error_line(message: &str) -> String {

@@ -105,7 +105,7 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
         json_port: Some(0),
         ..RelayConfig::default()
     };
-    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
     let json_addr = relay.json_addr().unwrap();
     let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
     let (mut town, town_id) = JsonClient::connect(json_addr).await;
@@ -192,7 +192,7 @@ async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects()
         max_json_line: 256,
         ..RelayConfig::default()
     };
-    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
     let (mut client, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
     for (line, expect) in [
         ("this is not json", "invalid JSON"),
@@ -247,7 +247,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
             send_interval: Duration::from_millis(tick),
             ..RelayConfig::default()
         };
-        let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
+        let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
         let (mut sender, sender_id) = native_client(relay.native_addr(), "a").await;
         let (mut receiver, _) = native_client(relay.native_addr(), "b").await;
         receiver.send(&at("arena", -1.0)).unwrap();
@@ -288,7 +288,7 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     // slow consumer, while the others in its zone miss nothing.
     let mut config = RelayConfig::default();
     config.server.socket.max_outbound_bytes = 128 * 1024;
-    let relay = relay::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
     let (sender, sender_id) = native_client(relay.native_addr(), "sender").await;
     let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
     // The slow client's own event queue is one batch: once it is full its
@@ -377,4 +377,24 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
         }
     }
     relay.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_run_in_place_stops_when_its_shutdown_future_completes() {
+    let (server, handle) =
+        relay::RelayServer::bind(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let (mut client, _) = native_client(handle.native_addr(), "ann").await;
+    assert!(handle.is_running());
+    stop.send(()).unwrap();
+    loop {
+        if let SocketEvent::Disconnected(_) = next_socket_event(&mut client).await {
+            break;
+        }
+    }
+    tokio::time::timeout(WAIT, running).await.unwrap().unwrap();
+    assert!(!handle.is_running());
 }
