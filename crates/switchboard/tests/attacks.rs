@@ -259,9 +259,9 @@ async fn peer_that_goes_silent_is_dropped_after_idle_timeout() {
 }
 
 #[tokio::test]
-async fn handshake_flood_beyond_the_pending_limit_is_dropped() {
+async fn handshake_flood_beyond_the_per_address_pending_limit_is_dropped() {
     let config = ServerConfig {
-        max_pending_handshakes: 4,
+        max_pending_handshakes_per_ip: 4,
         ..ServerConfig::default()
     };
     let server = start_server(config);
@@ -270,7 +270,8 @@ async fn handshake_flood_beyond_the_pending_limit_is_dropped() {
         idle.push(TcpStream::connect(server.local_addr()).await.unwrap());
     }
     // More connections until one is dropped without a byte: the four silent
-    // ones (and any extra the accept loop took before them) fill the slots.
+    // ones (and any extra the accept loop took before them) fill the
+    // address's slots.
     let mut refused_seen = false;
     for _ in 0..20 {
         let mut extra = TcpStream::connect(server.local_addr()).await.unwrap();
@@ -285,7 +286,7 @@ async fn handshake_flood_beyond_the_pending_limit_is_dropped() {
     }
     assert!(
         refused_seen,
-        "a connection past the pending limit was dropped"
+        "a connection past the address's pending limit was dropped"
     );
     assert!(server.handle().refused() >= 1);
     // A legitimate client still gets in once the silent ones are gone.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Origin, Wrap};
@@ -24,14 +24,28 @@ fn server_event(origin: Origin, event: SocketEvent) -> ServerEvent {
     }
 }
 
+/// Takes a connection out of the gate when its task ends, however it ends.
+struct Leave {
+    shared: Arc<ServerShared>,
+    ticket: u64,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.shared
+            .gate
+            .lock()
+            .expect("gate lock")
+            .ended(self.ticket);
+    }
+}
+
 pub(super) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
     events: mpsc::Sender<Batch<ServerEvent>>,
 ) {
     let config = &shared.config;
-    let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
-    let slots = Arc::new(Semaphore::new(config.max_connections));
     loop {
         let (stream, addr) = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -45,25 +59,40 @@ pub(super) async fn accept_loop(
                 }
             },
         };
-        let Ok(pending_permit) = pending.clone().try_acquire_owned() else {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%addr, "too many pending handshakes; connection dropped");
-            continue;
-        };
-        let slot = slots.clone().try_acquire_owned().ok();
-        let _ = stream.set_nodelay(true);
         let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
         let handle = SocketHandle::new(config.socket.clone());
+        let admitted =
+            shared
+                .gate
+                .lock()
+                .expect("gate lock")
+                .admit(peer.0, addr.ip(), handle.clone());
+        match admitted {
+            Err(turned) => {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%addr, ?turned, "connection dropped at accept");
+                continue;
+            }
+            Ok(Some(evicted)) => {
+                tracing::debug!(peer = ?evicted.peer_addr(), "oldest pending handshake evicted");
+                evicted.kill(DisconnectReason::HandshakeTimeout);
+            }
+            Ok(None) => {}
+        }
+        let _ = stream.set_nodelay(true);
         handle.set_peer_addr(addr);
-        let refuse = slot.is_none().then_some(DisconnectReason::ServerFull);
         let (open_shared, open_handle) = (shared.clone(), handle.clone());
+        let refuse_shared = shared.clone();
         let close_shared = shared.clone();
         let failure_shared = shared.clone();
+        let leave = Leave {
+            shared: shared.clone(),
+            ticket: peer.0,
+        };
         let reporter = Reporter {
             events: events.clone(),
             wrap: Wrap::new(Origin { peer, addr }, server_event),
             on_open: Some(Box::new(move || {
-                drop(pending_permit);
                 let mut peers = open_shared.peers.write().expect("peer table lock");
                 peers.insert(peer, open_handle.clone());
                 drop(peers);
@@ -73,15 +102,22 @@ pub(super) async fn accept_loop(
                     open_handle.close(CloseCode::GOING_AWAY, "server shutting down");
                 }
             })),
+            // Runs when the task ends, or is dropped with it: either way the
+            // connection leaves the gate.
             on_close: Some(Box::new(move || {
                 close_shared
                     .peers
                     .write()
                     .expect("peer table lock")
                     .remove(&peer);
-                drop(slot);
+                drop(leave);
             })),
-            refuse,
+            refuse: Some(Box::new(move || {
+                let mut gate = refuse_shared.gate.lock().expect("gate lock");
+                gate.opened(peer.0)
+                    .err()
+                    .map(|_| DisconnectReason::ServerFull)
+            })),
             on_handshake_failure: Some(Box::new(move |reason| {
                 failure_shared
                     .handshake_failures

@@ -86,9 +86,17 @@ pub struct ServerConfig {
     /// Connections open at once (default 1024). One more completes the
     /// handshake, is told "server full" and is closed.
     pub max_connections: usize,
-    /// Connections still in their handshake at once (default 64). Further
-    /// connections are closed at once, before any byte is read from them.
+    /// Connections still in their handshake at once (default 64). A
+    /// connection that finds them all taken evicts the oldest (it is
+    /// closed), so silent connections cannot keep everyone else out.
     pub max_pending_handshakes: usize,
+    /// Connections in their handshake from one address at once (default 8;
+    /// an IPv6 address counts per /64). Further ones from that address are
+    /// closed at once, before any byte is read from them.
+    pub max_pending_handshakes_per_ip: usize,
+    /// Connections open or in their handshake from one address (default
+    /// 64). Further ones from that address are closed at once.
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +105,8 @@ impl Default for ServerConfig {
             socket: SocketConfig::default(),
             max_connections: 1024,
             max_pending_handshakes: 64,
+            max_pending_handshakes_per_ip: 8,
+            max_connections_per_ip: 64,
         }
     }
 }

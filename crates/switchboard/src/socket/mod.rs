@@ -13,6 +13,7 @@ mod config;
 mod connection;
 mod control;
 mod events;
+mod gate;
 mod handle;
 mod reason;
 mod server;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::Stream;
@@ -16,6 +16,7 @@ pub use crate::message::PeerId;
 
 use super::accept::accept_loop;
 use super::events::EventQueue;
+use super::gate::{Gate, GateLimits};
 use super::{
     BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
 };
@@ -72,6 +73,8 @@ pub(super) struct ServerShared {
     pub(super) next_peer: AtomicU64,
     pub(super) refused: AtomicU64,
     pub(super) handshake_failures: AtomicU64,
+    /// Pending and open connections, per address.
+    pub(super) gate: Mutex<Gate<SocketHandle>>,
 }
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
@@ -118,7 +121,8 @@ impl ServerHandle {
         self.read_peers().get(&peer).cloned()
     }
 
-    /// Connections refused because too many handshakes were pending.
+    /// Connections refused at accept: too many pending handshakes or
+    /// connections from their address.
     pub fn refused(&self) -> u64 {
         self.shared.refused.load(Ordering::Relaxed)
     }
@@ -343,6 +347,12 @@ impl ExtendedTcpServer {
             tasks: TaskTracker::new(),
             next_peer: AtomicU64::new(1),
             refused: AtomicU64::new(0),
+            gate: Mutex::new(Gate::new(GateLimits {
+                max_pending: config.max_pending_handshakes,
+                max_pending_per_ip: config.max_pending_handshakes_per_ip,
+                max_connections: config.max_connections,
+                max_connections_per_ip: config.max_connections_per_ip,
+            })),
             handshake_failures: AtomicU64::new(0),
         });
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);

@@ -57,6 +57,9 @@ pub enum SocketEvent {
     Disconnected(DisconnectReason),
 }
 
+/// Asked after the handshake whether the peer may stay.
+pub(crate) type RefuseHook = Box<dyn FnOnce() -> Option<DisconnectReason> + Send + Sync>;
+
 /// Told why a handshake failed, instead of an event.
 pub(crate) type HandshakeFailureHook = Box<dyn FnOnce(&DisconnectReason) + Send + Sync>;
 
@@ -69,9 +72,10 @@ pub(crate) struct Reporter<E> {
     pub(crate) wrap: Wrap<E>,
     pub(crate) on_open: Option<Box<dyn FnOnce() + Send + Sync>>,
     pub(crate) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
-    /// Set when the server has no room: after the handshake the peer is told
-    /// this and closed, and no event is reported.
-    pub(crate) refuse: Option<DisconnectReason>,
+    /// Asked once the handshake is done: `Some` (the server has no room)
+    /// means the peer is told that reason and closed, and no event is
+    /// reported.
+    pub(crate) refuse: Option<RefuseHook>,
     /// Called instead of reporting when the handshake fails and
     /// `report_handshake_failure` is false (a server does not announce the
     /// end of a peer it never announced).
@@ -172,7 +176,7 @@ async fn run_halves<R, W, E>(
         return;
     }
     reader.decoder_mut().config_mut().max_frame_len = config.codec.max_frame_len;
-    if let Some(reason) = reporter.refuse.take() {
+    if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
         send_close_now(&mut writer, &reason, &config).await;
         handle.set_direct(None);
         handle.set_closed();

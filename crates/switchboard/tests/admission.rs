@@ -1,0 +1,130 @@
+//! Per-address admission over real sockets, from several loopback addresses
+//! (127.0.0.2, 127.0.0.3, ... all reach a server on 127.0.0.1): an attacking
+//! address is limited, a client from another address always gets in.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use common::{start_server, WAIT};
+use switchboard::{ServerConfig, SocketConfig, SocketEvent, SocketStream};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+/// A raw TCP connection from `127.0.0.<from>`.
+async fn tcp_from(from: u8, to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(loopback(from), 0)).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// Whether a Switchboard client from `127.0.0.<from>` completes its
+/// handshake within `within`.
+async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
+    let stream = tcp_from(from, to).await;
+    let mut client = SocketStream::from_stream(stream, SocketConfig::default());
+    matches!(
+        tokio::time::timeout(within, client.next_event()).await,
+        Ok(Some(SocketEvent::Connected))
+    )
+}
+
+/// Whether the server dropped `stream` at once, without a byte.
+async fn dropped_at_once(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 16];
+    matches!(
+        tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
+    let server = start_server(ServerConfig::default());
+    let addr = server.local_addr();
+    // 70 silent connections from one address (what locked 17 of 24 others
+    // out before the per-address limit).
+    let mut silent = Vec::new();
+    for _ in 0..70 {
+        silent.push(tcp_from(2, addr).await);
+    }
+    let mut dropped = 0;
+    for stream in &mut silent {
+        if dropped_at_once(stream).await {
+            dropped += 1;
+        }
+    }
+    assert_eq!(
+        dropped,
+        70 - 8,
+        "the address holds its 8 pending handshakes, no more"
+    );
+    for attempt in 0..24 {
+        assert!(
+            gets_in(3, addr, WAIT).await,
+            "attempt {attempt} from another address"
+        );
+    }
+    assert!(server.handle().refused() >= 62);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_exhaustion_from_many_addresses_evicts_the_oldest_silent_one() {
+    let config = ServerConfig {
+        max_pending_handshakes: 16,
+        max_pending_handshakes_per_ip: 2,
+        ..ServerConfig::default()
+    };
+    let server = start_server(config);
+    let addr = server.local_addr();
+    // 40 silent connections from 20 addresses: the pending table (16) is
+    // full; each newcomer evicts the oldest.
+    let mut silent = Vec::new();
+    for from in 2..22 {
+        for _ in 0..2 {
+            silent.push(tcp_from(from, addr).await);
+        }
+    }
+    for attempt in 0..10 {
+        assert!(
+            gets_in(100, addr, Duration::from_secs(2)).await,
+            "newcomer {attempt} got in past a full pending table"
+        );
+    }
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_exhaustion_from_one_address_is_capped_per_address() {
+    let config = ServerConfig {
+        max_connections_per_ip: 4,
+        ..ServerConfig::default()
+    };
+    let server = start_server(config);
+    let addr = server.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let stream = tcp_from(2, addr).await;
+        let mut client = SocketStream::from_stream(stream, SocketConfig::default());
+        assert!(matches!(
+            tokio::time::timeout(WAIT, client.next_event()).await,
+            Ok(Some(SocketEvent::Connected))
+        ));
+        held.push(client);
+    }
+    let mut fifth = tcp_from(2, addr).await;
+    assert!(
+        dropped_at_once(&mut fifth).await,
+        "a fifth from the same address"
+    );
+    assert!(gets_in(3, addr, WAIT).await, "another address is welcome");
+    // A closed connection frees its address's slot.
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(gets_in(2, addr, WAIT).await);
+}
