@@ -592,3 +592,62 @@ fn a_cut_fails_open_requests_and_no_request_goes_out_while_disconnected() {
     net.advance(Duration::from_secs(1));
     assert!(net.client(ann).is_welcomed());
 }
+
+fn from(last: u8) -> std::net::IpAddr {
+    std::net::IpAddr::from([127, 0, 0, last])
+}
+
+#[test]
+fn session_exhaustion_by_hello_and_hang_up_cannot_lock_players_out() {
+    let mut config = ManagerConfig::default();
+    config.sessions.max_sessions = 64;
+    let mut net = board(config);
+    // The attack: 64 clients from many addresses say hello and hang up
+    // without a goodbye; their sessions wait out the grace period.
+    let mut ghosts = Vec::new();
+    for i in 0..64u8 {
+        let ghost = net.join_from(from(10 + i % 32), ClientConfig::named("ghost"));
+        net.set_reachable(ghost, false);
+        net.cut(ghost);
+        ghosts.push(ghost);
+    }
+    assert_eq!(net.stats().sessions, 64);
+    // A real player is welcomed: the ghost offline the longest gives way,
+    // and the game hears it leave.
+    let ann = net.join_from(from(2), named("ann"));
+    assert!(net.client(ann).is_welcomed());
+    let stats = net.stats();
+    assert_eq!((stats.sessions, stats.evicted_total), (64, 1));
+    // Every later player too.
+    for _ in 0..10 {
+        let player = net.join_from(from(3), ClientConfig::named("bob"));
+        assert!(net.client(player).is_welcomed());
+    }
+    assert_eq!(net.stats().evicted_total, 11);
+}
+
+#[test]
+fn session_exhaustion_from_one_address_is_capped_per_address() {
+    let mut config = ManagerConfig::default();
+    config.sessions.max_sessions_per_ip = 4;
+    let mut net = board(config);
+    let held: Vec<Player> = (0..4)
+        .map(|_| net.join_from(from(2), ClientConfig::named("eve")))
+        .collect();
+    assert!(held.iter().all(|p| net.client(*p).is_welcomed()));
+    let fifth = net.join_from(from(2), ClientConfig::named("eve"));
+    let refused = heard(&mut net, fifth).refused;
+    assert_eq!(
+        (refused[0].code, refused[0].reason.as_str()),
+        (8, "too many sessions from your address")
+    );
+    // Another address is always welcome.
+    let ann = net.join_from(from(3), named("ann"));
+    assert!(net.client(ann).is_welcomed());
+    // The address's own offline session gives way to its next client.
+    net.set_reachable(held[0], false);
+    net.cut(held[0]);
+    let sixth = net.join_from(from(2), ClientConfig::named("eve"));
+    assert!(net.client(sixth).is_welcomed());
+    assert_eq!(net.stats().evicted_total, 1);
+}

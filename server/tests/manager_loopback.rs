@@ -233,3 +233,68 @@ fn request_without_answer_fails_with_a_timeout() {
         RequestStatus::Failed(RequestError::Timeout)
     );
 }
+
+/// A connection from `127.0.0.<from>` that speaks the wire by hand, says
+/// hello, and returns the session action the server answered with. Dropping
+/// the stream hangs up without a goodbye.
+async fn hello_from(from: u8, server: &ManagerHandle) -> (tokio::net::TcpStream, u16) {
+    use switchboard::manager::protocol::{self, Hello};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, from], 0)))
+        .unwrap();
+    let mut stream = socket.connect(server.local_addr()).await.unwrap();
+    common::raw_handshake(&mut stream).await;
+    let hello = Hello {
+        name: "x".into(),
+        password: None,
+        credentials: vec![],
+        resume: None,
+    };
+    let frame = protocol::session_message(protocol::HELLO, &hello)
+        .encode(&Default::default())
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, frame.as_bytes())
+        .await
+        .unwrap();
+    loop {
+        let (_, body) = tokio::time::timeout(WAIT, common::read_raw_frame(&mut stream))
+            .await
+            .unwrap()
+            .unwrap();
+        let message = switchboard::Message::decode(body.into()).unwrap();
+        if message.channel_id() == 1 {
+            return (stream, message.action_id());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_exhaustion_over_real_sockets_from_other_addresses_cannot_lock_a_player_out() {
+    use switchboard::manager::protocol::WELCOME;
+    let mut config = ManagerConfig::default();
+    config.sessions.max_sessions = 32;
+    config.sessions.max_sessions_per_ip = 8;
+    let server = start(config);
+    // Hello and hang up, 8 from each of four addresses: the table is full of
+    // sessions waiting out their grace period.
+    for from in 2..6 {
+        for _ in 0..8 {
+            let (socket, answer) = hello_from(from, &server).await;
+            assert_eq!(answer, WELCOME);
+            drop(socket);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.stats().await.unwrap().sessions, 32);
+    // A ninth from an attacking address is refused only while its own are
+    // online; they are offline, so it takes the place of its oldest.
+    let (_again, answer) = hello_from(2, &server).await;
+    assert_eq!(answer, WELCOME);
+    // A player from an address of its own is welcome.
+    let (_player, answer) = hello_from(9, &server).await;
+    assert_eq!(answer, WELCOME);
+    let stats = server.stats().await.unwrap();
+    assert_eq!(stats.sessions, 32);
+    assert_eq!(stats.evicted_total, 2);
+}

@@ -168,8 +168,14 @@ impl<L: GameLogic> Harness<L> {
     /// A client that connects with `config` and says hello; returns once the
     /// server has answered (see [`events`](Self::events) for the welcome).
     pub fn join(&mut self, config: ClientConfig) -> Player {
+        self.join_from(IpAddr::V4(Ipv4Addr::LOCALHOST), config)
+    }
+
+    /// Like [`join`](Self::join), from address `ip` (the server's
+    /// per-address limits see it).
+    pub fn join_from(&mut self, ip: IpAddr, config: ClientConfig) -> Player {
         let index = self.clients.len();
-        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40_000 + index as u16);
+        let addr = SocketAddr::new(ip, 40_000u16.wrapping_add(index as u16));
         let mut core = ClientCore::new(config, 0x5eed_0000 + index as u64);
         core.start();
         self.clients.push(SimClient {

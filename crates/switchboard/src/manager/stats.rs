@@ -44,8 +44,10 @@ pub struct ServerStats {
     pub joins_total: u64,
     /// Reconnects that resumed a session.
     pub resumes_total: u64,
-    /// Hellos refused (password, auth, token, full, name).
+    /// Hellos refused (password, auth, token, full, name, address).
     pub refused_total: u64,
+    /// Offline sessions that ended early to make room for a newcomer.
+    pub evicted_total: u64,
     /// Requests accepted.
     pub accepted_total: u64,
     /// Requests rejected by the rules.

@@ -11,13 +11,14 @@
 //! ```
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::token::ReconnectToken;
-use crate::socket::PeerId;
+use crate::socket::{address_key, PeerId};
 
 /// A client's public id: stable across reconnects, shown to other players.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -44,8 +45,15 @@ pub struct SessionConfig {
     /// runs; a reconnect then gets [`Refusal::Expired`].
     pub grace_period: Duration,
     /// Sessions held at once, online or within their grace period (default
-    /// 1024). A new client past it gets [`Refusal::Full`].
+    /// 1024). A new client that finds them all taken makes the session
+    /// offline the longest give way (its grace period ends early); when
+    /// every session is online it gets [`Refusal::Full`].
     pub max_sessions: usize,
+    /// Sessions held at once for one address (default 32; an IPv6 address
+    /// counts per /64). Past it the address's session offline the longest
+    /// gives way; when all of them are online the newcomer gets
+    /// [`Refusal::TooManyFromAddress`].
+    pub max_sessions_per_ip: usize,
 }
 
 impl Default for SessionConfig {
@@ -53,6 +61,7 @@ impl Default for SessionConfig {
         Self {
             grace_period: Duration::from_secs(60),
             max_sessions: 1024,
+            max_sessions_per_ip: 32,
         }
     }
 }
@@ -82,6 +91,9 @@ pub enum Refusal {
     /// The player name is empty, too long, or has control characters.
     #[error("invalid name: {0}")]
     InvalidName(String),
+    /// The client's address holds `max_sessions_per_ip` sessions, all online.
+    #[error("too many sessions from your address")]
+    TooManyFromAddress,
 }
 
 impl Refusal {
@@ -95,6 +107,7 @@ impl Refusal {
             Refusal::WrongPassword => 5,
             Refusal::NotAllowed(_) => 6,
             Refusal::InvalidName(_) => 7,
+            Refusal::TooManyFromAddress => 8,
         }
     }
 }
@@ -113,6 +126,8 @@ pub struct Session {
     pub id: ClientId,
     /// The player's name.
     pub name: String,
+    /// The address it joined from (an IPv6 /64 as one address).
+    pub from: IpAddr,
     /// When the session began.
     pub joined_at: Instant,
     /// How many times the client came back.
@@ -143,6 +158,9 @@ pub struct Admission {
     /// A connection this one replaced (a half-open socket of the same
     /// client); the caller closes it.
     pub replaced: Option<PeerId>,
+    /// An offline session that gave way to this new one (the table, or the
+    /// address's share of it, was full); the game hears it leave.
+    pub evicted: Option<ClientId>,
 }
 
 /// Every session, and which connection serves which.
@@ -151,6 +169,8 @@ pub struct Sessions {
     config: SessionConfig,
     by_id: HashMap<ClientId, Session>,
     by_peer: HashMap<PeerId, ClientId>,
+    /// Sessions per address.
+    per_ip: HashMap<IpAddr, usize>,
 }
 
 impl Sessions {
@@ -162,16 +182,26 @@ impl Sessions {
         }
     }
 
-    /// Starts a new session for the client on `peer`.
+    /// Starts a new session for the client on `peer`, from address `from`.
     pub fn admit_new(
         &mut self,
         peer: PeerId,
         name: &str,
+        from: IpAddr,
         now: Instant,
     ) -> Result<Admission, Refusal> {
-        if self.by_id.len() >= self.config.max_sessions {
-            return Err(Refusal::Full);
-        }
+        let from = address_key(from);
+        let evicted = if self.per_ip.get(&from).copied().unwrap_or(0)
+            >= self.config.max_sessions_per_ip.max(1)
+        {
+            let oldest = self.oldest_offline(|s| s.from == from);
+            Some(oldest.ok_or(Refusal::TooManyFromAddress)?)
+        } else if self.by_id.len() >= self.config.max_sessions {
+            Some(self.oldest_offline(|_| true).ok_or(Refusal::Full)?)
+        } else {
+            None
+        };
+        let evicted = evicted.and_then(|id| self.remove(id)).map(|s| s.id);
         let client = ClientId::random();
         let token = ReconnectToken::generate();
         self.by_id.insert(
@@ -179,19 +209,50 @@ impl Sessions {
             Session {
                 id: client,
                 name: name.to_string(),
+                from,
                 joined_at: now,
                 reconnects: 0,
                 token: token.clone(),
                 link: Link::Online(peer),
             },
         );
+        *self.per_ip.entry(from).or_default() += 1;
         self.by_peer.insert(peer, client);
         Ok(Admission {
             client,
             token,
             resumed: false,
             replaced: None,
+            evicted,
         })
+    }
+
+    /// The session among `which` that has been offline the longest.
+    fn oldest_offline(&self, which: impl Fn(&Session) -> bool) -> Option<ClientId> {
+        self.by_id
+            .values()
+            .filter(|s| which(s))
+            .filter_map(|s| match s.link {
+                Link::Offline { since } => Some((since, s.id)),
+                Link::Online(_) => None,
+            })
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    /// Takes a session out of the table.
+    fn remove(&mut self, client: ClientId) -> Option<Session> {
+        let session = self.by_id.remove(&client)?;
+        if let Some(peer) = session.peer() {
+            self.by_peer.remove(&peer);
+        }
+        if let Some(count) = self.per_ip.get_mut(&session.from) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_ip.remove(&session.from);
+            }
+        }
+        Some(session)
     }
 
     /// Gives `client` back to the holder of its current token, on `peer`.
@@ -227,6 +288,7 @@ impl Sessions {
             token,
             resumed: true,
             replaced,
+            evicted: None,
         })
     }
 
@@ -243,8 +305,8 @@ impl Sessions {
 
     /// The client on `peer` left for good: its session ends now.
     pub fn leave(&mut self, peer: PeerId) -> Option<Session> {
-        let client = self.by_peer.remove(&peer)?;
-        self.by_id.remove(&client)
+        let client = self.by_peer.get(&peer).copied()?;
+        self.remove(client)
     }
 
     /// Ends every session whose grace period has passed; returns them.
@@ -258,7 +320,7 @@ impl Sessions {
             .collect();
         expired
             .into_iter()
-            .filter_map(|id| self.by_id.remove(&id))
+            .filter_map(|id| self.remove(id))
             .collect()
     }
 
@@ -293,11 +355,13 @@ mod tests {
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
+    const HOME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     fn table() -> Sessions {
         Sessions::new(SessionConfig {
             grace_period: Duration::from_secs(60),
             max_sessions: 2,
+            max_sessions_per_ip: 32,
         })
     }
 
@@ -305,7 +369,7 @@ mod tests {
     fn reconnect_within_grace_keeps_the_id_and_rotates_the_token() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let first = sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         assert_eq!(
             sessions.connection_lost(PeerId(1), t0 + SECOND),
             Some(first.client)
@@ -324,7 +388,7 @@ mod tests {
     fn reused_token_is_refused_and_changes_nothing() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let first = sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         sessions.connection_lost(PeerId(1), t0);
         let second = sessions
             .resume(PeerId(2), first.client, &first.token, t0)
@@ -345,7 +409,7 @@ mod tests {
     fn forged_token_and_unknown_id_are_refused() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let first = sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         let forged = ReconnectToken([0; 32]);
         assert_eq!(
             sessions.resume(PeerId(2), first.client, &forged, t0),
@@ -366,7 +430,7 @@ mod tests {
     fn expired_session_is_refused_then_removed() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let first = sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         sessions.connection_lost(PeerId(1), t0);
         let late = t0 + 61 * SECOND;
         assert_eq!(
@@ -384,7 +448,7 @@ mod tests {
     fn online_sessions_never_expire() {
         let t0 = Instant::now();
         let mut sessions = table();
-        sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         assert!(sessions.expire(t0 + 3600 * SECOND).is_empty());
     }
 
@@ -392,7 +456,7 @@ mod tests {
     fn resume_over_a_half_open_connection_replaces_it() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let first = sessions.admit_new(PeerId(1), "ann", t0).unwrap();
+        let first = sessions.admit_new(PeerId(1), "ann", HOME, t0).unwrap();
         let again = sessions
             .resume(PeerId(2), first.client, &first.token, t0)
             .unwrap();
@@ -406,9 +470,12 @@ mod tests {
     fn table_full_refuses_new_clients_but_not_reconnects() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let a = sessions.admit_new(PeerId(1), "a", t0).unwrap();
-        sessions.admit_new(PeerId(2), "b", t0).unwrap();
-        assert_eq!(sessions.admit_new(PeerId(3), "c", t0), Err(Refusal::Full));
+        let a = sessions.admit_new(PeerId(1), "a", HOME, t0).unwrap();
+        sessions.admit_new(PeerId(2), "b", HOME, t0).unwrap();
+        assert_eq!(
+            sessions.admit_new(PeerId(3), "c", HOME, t0),
+            Err(Refusal::Full)
+        );
         sessions.connection_lost(PeerId(1), t0);
         assert!(sessions.resume(PeerId(4), a.client, &a.token, t0).is_ok());
     }
@@ -417,11 +484,58 @@ mod tests {
     fn leave_ends_the_session_at_once() {
         let t0 = Instant::now();
         let mut sessions = table();
-        let a = sessions.admit_new(PeerId(1), "a", t0).unwrap();
+        let a = sessions.admit_new(PeerId(1), "a", HOME, t0).unwrap();
         assert_eq!(sessions.leave(PeerId(1)).unwrap().id, a.client);
         assert_eq!(
             sessions.resume(PeerId(2), a.client, &a.token, t0),
             Err(Refusal::UnknownSession)
         );
+    }
+
+    #[test]
+    fn a_full_table_makes_the_session_offline_longest_give_way() {
+        let t0 = Instant::now();
+        let mut sessions = table();
+        let a = sessions.admit_new(PeerId(1), "a", HOME, t0).unwrap();
+        let b = sessions.admit_new(PeerId(2), "b", HOME, t0).unwrap();
+        sessions.connection_lost(PeerId(2), t0);
+        sessions.connection_lost(PeerId(1), t0 + SECOND);
+        let c = sessions
+            .admit_new(PeerId(3), "c", HOME, t0 + 2 * SECOND)
+            .unwrap();
+        assert_eq!(c.evicted, Some(b.client), "b was offline the longest");
+        assert_eq!(sessions.len(), 2);
+        assert_eq!(
+            sessions.resume(PeerId(4), b.client, &b.token, t0 + 3 * SECOND),
+            Err(Refusal::UnknownSession)
+        );
+        assert!(sessions
+            .resume(PeerId(5), a.client, &a.token, t0 + 3 * SECOND)
+            .is_ok());
+    }
+
+    #[test]
+    fn an_address_over_its_share_evicts_its_own_offline_session_or_is_refused() {
+        let t0 = Instant::now();
+        let mut sessions = Sessions::new(SessionConfig {
+            grace_period: Duration::from_secs(60),
+            max_sessions: 100,
+            max_sessions_per_ip: 2,
+        });
+        let (x, y) = (IpAddr::from([127, 0, 0, 2]), IpAddr::from([127, 0, 0, 3]));
+        let other = sessions.admit_new(PeerId(9), "y", y, t0).unwrap();
+        sessions.connection_lost(PeerId(9), t0);
+        sessions.admit_new(PeerId(1), "x1", x, t0).unwrap();
+        let x2 = sessions.admit_new(PeerId(2), "x2", x, t0).unwrap();
+        assert_eq!(
+            sessions.admit_new(PeerId(3), "x3", x, t0).err(),
+            Some(Refusal::TooManyFromAddress),
+            "both online: refused, and another address's offline session is not taken"
+        );
+        sessions.connection_lost(PeerId(2), t0);
+        let x3 = sessions.admit_new(PeerId(3), "x3", x, t0).unwrap();
+        assert_eq!(x3.evicted, Some(x2.client));
+        assert!(sessions.get(other.client).is_some());
+        assert_eq!(Refusal::TooManyFromAddress.code(), 8);
     }
 }

@@ -1,5 +1,7 @@
 //! Admission: a hello becomes a new session, a resumed one, or a refusal.
 
+use std::net::{IpAddr, Ipv4Addr};
+
 use super::*;
 
 impl<L: GameLogic> ManagerCore<L> {
@@ -41,6 +43,13 @@ impl<L: GameLogic> ManagerCore<L> {
         self.send(peer, protocol::session_message(protocol::WELCOME, &welcome));
         let mut out = Outbox::default();
         let client = admission.client;
+        if let Some(gone) = admission.evicted {
+            // Its grace period ends early: a live newcomer needed the room.
+            self.stats.evicted_total += 1;
+            tracing::info!(client = %gone, "an offline session gave way to a newcomer");
+            self.log(LogLevel::Info, format!("{gone} gave way to a newcomer"));
+            self.logic.on_leave(gone, &mut out);
+        }
         if admission.resumed {
             self.stats.resumes_total += 1;
             tracing::info!(%client, %peer, "client is back");
@@ -83,7 +92,9 @@ impl<L: GameLogic> ManagerCore<L> {
         self.logic
             .authenticate(&join)
             .map_err(Refusal::NotAllowed)?;
-        self.sessions.admit_new(peer, name, now)
+        let from = self.peers.get(&peer).map(|p| p.addr.ip());
+        let from = from.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        self.sessions.admit_new(peer, name, from, now)
     }
 
     fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal) {
