@@ -373,6 +373,17 @@ async fn queued_messages_wait_for_the_flush_then_leave_in_order() {
         other => panic!("{other:?}"),
     };
     let handle = server.handle();
+    // A writer busy with earlier frames takes queued ones with them; the
+    // promise is about an idle writer. One message there and back, and a
+    // moment, and the new connection's writer is idle.
+    handle
+        .send_to(peer, &Message::new(Chan::Data, Act::Seq, &999u32).unwrap())
+        .unwrap();
+    assert!(matches!(
+        next_socket_event(&mut client).await,
+        SocketEvent::Received(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(50)).await;
     for i in 0..30u32 {
         let encoded = handle
             .encode(&Message::new(Chan::Data, Act::Seq, &i).unwrap())

@@ -299,8 +299,9 @@ impl SocketHandle {
     }
 
     /// Queues an already-encoded message without writing it and without
-    /// waking the writer: it leaves with the next [`flush`](Self::flush),
-    /// together with everything queued before it. A sender that fans many
+    /// waking the writer: it leaves with the next [`flush`](Self::flush) at
+    /// the latest, together with everything queued before it (a writer
+    /// still busy with earlier frames takes it with them, sooner). A sender that fans many
     /// messages out per tick (a relay) queues them all, then flushes each
     /// peer once: one system call per peer per tick instead of one per
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
