@@ -76,19 +76,109 @@ pub struct RelayStats {
     pub malformed_lines: u64,
 }
 
+/// The relay's limits per player; each field says its default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RelayLimits {
+    /// Transforms a player may send per second, sustained (default 60;
+    /// players send at 10 to 20 Hz). One over it is dropped and counted as a
+    /// strike.
+    pub transforms_per_second: f64,
+    /// Transforms a player may send at once (default 120).
+    pub transform_burst: f64,
+    /// Strikes within `strike_window_ms` before the player is disconnected
+    /// for abuse (default 100).
+    pub max_strikes: u32,
+    /// The window strikes count in, milliseconds (default 10,000).
+    pub strike_window_ms: u64,
+}
+
+impl Default for RelayLimits {
+    fn default() -> Self {
+        Self {
+            transforms_per_second: 60.0,
+            transform_burst: 120.0,
+            max_strikes: 100,
+            strike_window_ms: 10_000,
+        }
+    }
+}
+
+/// A player's transform budget and strikes, on the relay's millisecond clock.
+#[derive(Debug, Clone)]
+struct Budget {
+    level: f64,
+    at_ms: u64,
+    strikes: std::collections::VecDeque<u64>,
+}
+
 /// Players and zones.
 #[derive(Debug, Default)]
 pub struct Relay {
     players: BTreeMap<u32, RelayClient>,
+    budgets: HashMap<u32, Budget>,
     zones: HashMap<String, BTreeSet<u32>>,
     next_id: u32,
+    limits: RelayLimits,
+    /// Players to disconnect for abuse, and why; the driver takes them.
+    abusive: Vec<(u32, String)>,
     stats: RelayStats,
 }
 
 impl Relay {
-    /// No players.
+    /// No players, the default limits.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// No players, these limits.
+    pub fn with_limits(limits: RelayLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// Players that must be disconnected for abuse, and why (each once).
+    pub fn take_abusive(&mut self) -> Vec<(u32, String)> {
+        std::mem::take(&mut self.abusive)
+    }
+
+    /// Zones with players in them.
+    pub fn zone_count(&self) -> usize {
+        self.zones.len()
+    }
+
+    /// Spends one transform of `id`'s budget at `now_ms`; past the budget,
+    /// a strike, and past the strikes, the player is marked abusive.
+    fn spend(&mut self, id: u32, now_ms: u64) -> bool {
+        let limits = self.limits;
+        let budget = self.budgets.entry(id).or_insert(Budget {
+            level: limits.transform_burst,
+            at_ms: now_ms,
+            strikes: std::collections::VecDeque::new(),
+        });
+        let elapsed = now_ms.saturating_sub(budget.at_ms) as f64 / 1000.0;
+        budget.level =
+            (budget.level + elapsed * limits.transforms_per_second).min(limits.transform_burst);
+        budget.at_ms = budget.at_ms.max(now_ms);
+        if budget.level >= 1.0 {
+            budget.level -= 1.0;
+            return true;
+        }
+        budget.strikes.push_back(now_ms);
+        while budget
+            .strikes
+            .front()
+            .is_some_and(|t| now_ms.saturating_sub(*t) > limits.strike_window_ms)
+        {
+            budget.strikes.pop_front();
+        }
+        if budget.strikes.len() > limits.max_strikes as usize {
+            budget.strikes.clear();
+            self.abusive
+                .push((id, "too many transforms: over the rate limit".into()));
+        }
+        false
     }
 
     /// A player connected: its number, and its welcome.
@@ -139,7 +229,10 @@ impl Relay {
         server_time_ms: u64,
     ) -> Vec<Outgoing> {
         self.stats.transforms_in += 1;
-        if transform.check().is_err() {
+        if !self.players.contains_key(&id) {
+            return Vec::new();
+        }
+        if !self.spend(id, server_time_ms) || transform.check().is_err() {
             self.stats.refused += 1;
             return Vec::new();
         }
@@ -152,6 +245,11 @@ impl Relay {
             if let Some(old) = &old {
                 if let Some(ids) = self.zones.get_mut(old) {
                     ids.remove(&id);
+                    // An empty zone is forgotten: fresh zone names cannot
+                    // grow the relay.
+                    if ids.is_empty() {
+                        self.zones.remove(old);
+                    }
                 }
                 let watchers = self.others_in(old, id);
                 if !watchers.is_empty() {
@@ -196,6 +294,7 @@ impl Relay {
 
     /// A player left: those who could see it are told.
     pub fn leave(&mut self, id: u32) -> Vec<Outgoing> {
+        self.budgets.remove(&id);
         let Some(player) = self.players.remove(&id) else {
             return Vec::new();
         };
@@ -318,5 +417,48 @@ mod tests {
         bad.zone = "z".repeat(100);
         assert!(relay.transform(a, bad, 0).is_empty());
         assert_eq!(relay.stats().refused, 2);
+    }
+
+    #[test]
+    fn zone_leak_one_transform_per_fresh_zone_keeps_only_occupied_zones() {
+        let mut relay = Relay::new();
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let (b, _) = relay.join("b", None, Link::Json, false);
+        relay.transform(b, at("town", 0.0), 0);
+        // 300,000 transforms, each to a zone never seen before, at 50 Hz.
+        for i in 0..300_000u64 {
+            relay.transform(a, at(&format!("zone-{i}"), 0.0), i * 20);
+        }
+        assert_eq!(
+            relay.zone_count(),
+            2,
+            "a's current zone and b's town, nothing else"
+        );
+        assert_eq!(relay.stats().refused, 0);
+        relay.leave(a);
+        relay.leave(b);
+        assert_eq!(relay.zone_count(), 0);
+    }
+
+    #[test]
+    fn transform_flood_is_rate_limited_then_the_player_is_marked_abusive() {
+        let mut relay = Relay::new();
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let (b, _) = relay.join("b", None, Link::Native, false);
+        relay.transform(b, at("town", 0.0), 0);
+        let mut heard = 0;
+        for _ in 0..1_000 {
+            heard += relay.transform(a, at("town", 1.0), 5).len();
+        }
+        // The burst of 120 (b's entry snapshot aside) reaches b; the rest
+        // is dropped, each drop a strike; past 100 strikes a is abusive, once.
+        assert_eq!(heard, 120 + 1);
+        assert_eq!(relay.stats().refused, 880);
+        let abusive = relay.take_abusive();
+        assert_eq!(abusive.len(), 8, "once per 101 strikes");
+        assert!(abusive.iter().all(|(id, _)| *id == a));
+        assert!(relay.take_abusive().is_empty());
+        // The budget refills with time: 60 a second.
+        assert_eq!(relay.transform(a, at("town", 2.0), 1_005).len(), 1);
     }
 }

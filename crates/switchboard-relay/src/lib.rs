@@ -24,7 +24,7 @@ mod server;
 mod transform;
 
 pub use bots::{Bot, BotConfig, Script};
-pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayStats};
+pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats};
 pub use server::{
     Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed, RELAY_CHANNEL,
 };

@@ -15,12 +15,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Link, Relay, RelayClient, RelayEvent, RelayStats};
+use crate::hub::{Link, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats};
 use crate::transform::Transform;
 use switchboard::message::Message;
 use switchboard::runtime;
 use switchboard::socket::{
-    BindScope, PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream,
+    BindScope, CloseCode, PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream,
 };
 
 pub use switchboard::message::RELAY_CHANNEL;
@@ -95,6 +95,9 @@ pub struct RelayConfig {
     /// core and p99 latency under 15 ms. It adds at most one tick (2.5 ms on
     /// average). Zero sends each message at once.
     pub send_interval: Duration,
+    /// Per-player limits: transforms per second, burst, strikes before a
+    /// disconnect for abuse.
+    pub limits: RelayLimits,
 }
 
 impl Default for RelayConfig {
@@ -106,6 +109,7 @@ impl Default for RelayConfig {
             max_json_errors: 10,
             json_queue: 1024,
             send_interval: Duration::from_millis(5),
+            limits: RelayLimits::default(),
         }
     }
 }
@@ -440,7 +444,7 @@ async fn hub(
 ) {
     let started = Instant::now();
     let handle = native.handle();
-    let mut relay = Relay::new();
+    let mut relay = Relay::with_limits(config.limits);
     let mut routes: HashMap<u32, Route> = HashMap::new();
     let mut ids: HashMap<PeerId, u32> = HashMap::new();
     let ticking = !config.send_interval.is_zero();
@@ -555,6 +559,20 @@ async fn hub(
         for (to, event) in outgoing {
             let pending = ticking.then_some(&mut pending);
             deliver(&mut routes, &handle, pending, &to, &event);
+        }
+        for (id, reason) in relay.take_abusive() {
+            tracing::warn!(player = id, %reason, "disconnected for abuse");
+            match routes.remove(&id) {
+                Some(Route::Native(peer)) => {
+                    handle.close_peer_with(peer, CloseCode::ABUSE, &reason)
+                }
+                // Its line queue closes with the route: the connection
+                // ends, and `Gone` takes the player out of its zone.
+                Some(Route::Json { lines, .. }) => {
+                    let _ = lines.try_send(error_line(&reason));
+                }
+                None => {}
+            }
         }
     }
     handle.flush_peers(pending.drain());

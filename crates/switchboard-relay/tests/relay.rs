@@ -9,7 +9,7 @@ use common::{next_socket_event, WAIT};
 use serde_json::{json, Value};
 use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{
-    self as relay, Hello, RelayAction, RelayChannel, RelayConfig, Relayed, Transform,
+    self as relay, Hello, RelayAction, RelayChannel, RelayConfig, RelayLimits, Relayed, Transform,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -46,6 +46,16 @@ impl JsonClient {
             .expect("a line in time")
             .ok()??;
         Some(serde_json::from_str(&line).unwrap())
+    }
+}
+
+/// No transform rate limit: for the tests of the send path, whose bursts
+/// are far over a player's budget.
+fn unlimited() -> RelayLimits {
+    RelayLimits {
+        transforms_per_second: 1e9,
+        transform_burst: 1e9,
+        ..RelayLimits::default()
     }
 }
 
@@ -245,6 +255,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
     for tick in [0, 5, 100] {
         let config = RelayConfig {
             send_interval: Duration::from_millis(tick),
+            limits: unlimited(),
             ..RelayConfig::default()
         };
         let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
@@ -288,6 +299,7 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     // slow consumer, while the others in its zone miss nothing.
     let mut config = RelayConfig::default();
     config.server.socket.max_outbound_bytes = 128 * 1024;
+    config.limits = unlimited();
     let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
     let (sender, sender_id) = native_client(relay.native_addr(), "sender").await;
     let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
@@ -397,4 +409,59 @@ async fn a_relay_run_in_place_stops_when_its_shutdown_future_completes() {
     }
     tokio::time::timeout(WAIT, running).await.unwrap().unwrap();
     assert!(!handle.is_running());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transform_flood_from_a_native_client_is_disconnected_for_abuse() {
+    let config = RelayConfig {
+        json_port: Some(0),
+        ..RelayConfig::default()
+    };
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let (mut flooder, _) = native_client(relay.native_addr(), "flood").await;
+    let transform = Transform {
+        zone: "town".into(),
+        ..Transform::default()
+    };
+    let message = Message::new(RelayChannel, RelayAction::Transform, &transform).unwrap();
+    for _ in 0..2_000 {
+        if flooder.send(&message).is_err() {
+            break;
+        }
+    }
+    let reason = loop {
+        if let SocketEvent::Disconnected(reason) = next_socket_event(&mut flooder).await {
+            break reason;
+        }
+    };
+    assert!(
+        matches!(&reason, switchboard::DisconnectReason::ClosedByPeer { code, .. } if *code == switchboard::CloseCode::ABUSE),
+        "{reason:?}"
+    );
+    // A JSON client that floods is dropped too, and leaves no ghost behind.
+    let (mut json, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
+    let line = r#"{"type":"transform","x":1,"y":0,"z":0,"zone":"town"}"#;
+    let mut burst = String::new();
+    for _ in 0..2_000 {
+        burst.push_str(line);
+        burst.push('\n');
+    }
+    let _ = json.write.write_all(burst.as_bytes()).await;
+    let mut last = None;
+    while let Some(value) = json.next().await {
+        last = Some(value);
+    }
+    let last = last.expect("told why");
+    assert_eq!(last["type"], "error");
+    assert!(
+        last["message"].as_str().unwrap().contains("rate limit"),
+        "{last}"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.stats().await.players > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "ghost players left");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(relay.clients().await.len(), 0);
+    relay.shutdown();
 }
