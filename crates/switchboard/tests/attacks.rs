@@ -328,3 +328,75 @@ async fn message_flood_from_a_peer_is_backpressured_not_buffered() {
         Ok(event) => panic!("the flooder was not disconnected: {event:?}"),
     }
 }
+
+#[tokio::test]
+async fn compressed_system_frame_is_refused() {
+    // A ping (channel 0, action 1) padded to be worth compressing: system
+    // frames are a few bytes and never compressed.
+    let mut payload = vec![0, 1];
+    payload.extend(vec![0u8; 4096]);
+    let (error, reason, (code, _)) = send_after_handshake(&raw_frame(1, &zlib(&payload))).await;
+    assert!(error.contains("compressed system frame"), "{error}");
+    assert!(
+        matches!(reason, DisconnectReason::ProtocolError(_)),
+        "{reason:?}"
+    );
+    assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
+}
+
+#[tokio::test]
+async fn compressed_hello_bomb_is_refused_without_inflating_it() {
+    let server = start_server(ServerConfig::default());
+    let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+    // "SWBD", the version, and 4 MiB of zeros, compressed to a few KiB.
+    let mut hello = b"SWBD".to_vec();
+    hello.extend_from_slice(&switchboard::PROTOCOL_VERSION.to_be_bytes());
+    hello.extend(vec![0u8; 4 * 1024 * 1024]);
+    raw.write_all(&raw_frame(1, &zlib(&hello))).await.unwrap();
+    // The server's hello, then the end: no welcome, nothing inflated.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(WAIT, raw.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "closed in time");
+    let handle = server.handle();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while handle.handshake_failures() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "counted as a failed handshake"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn inflate_bomb_stream_is_closed_at_the_connection_s_inflate_budget() {
+    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    // Frames of about 4 KiB that each inflate to 4 MiB (an application
+    // message on channel 16): the budget is 8 MiB a second, one 4 MiB frame
+    // at once beyond it.
+    let mut payload = vec![16, 1];
+    payload.extend(vec![0u8; 4 * 1024 * 1024 - 16]);
+    let frame = raw_frame(1, &zlib(&payload));
+    assert!(frame.len() < 8 * 1024, "{} bytes on the wire", frame.len());
+    let mut burst = Vec::new();
+    for _ in 0..50 {
+        burst.extend_from_slice(&frame);
+    }
+    let _ = raw.write_all(&burst).await;
+    let mut received = 0;
+    let mut error = String::new();
+    let reason = loop {
+        match next_server_event(&mut server).await {
+            ServerEvent::Received(_) => received += 1,
+            ServerEvent::PeerError { error: err, .. } => error = err.to_string(),
+            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(error.contains("inflate past the budget"), "{error}");
+    assert!(
+        matches!(reason, DisconnectReason::ProtocolError(_)),
+        "{reason:?}"
+    );
+    assert!(received <= 3, "{received} frames of 4 MiB inflated, not 50");
+}

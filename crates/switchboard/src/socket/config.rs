@@ -40,6 +40,11 @@ pub struct SocketConfig {
     /// How long a closing connection may take to flush its queue, send its
     /// close frame and wait for the peer to hang up (default 2 s).
     pub close_timeout: Duration,
+    /// Bytes the peer's compressed frames may inflate to per second
+    /// (default 8 MiB), with one frame of `codec.max_decompressed_len` at
+    /// once. A frame that would inflate past what is left is not inflated
+    /// further: the connection is closed with a protocol error saying so.
+    pub max_inflated_per_second: usize,
 }
 
 impl Default for SocketConfig {
@@ -53,6 +58,7 @@ impl Default for SocketConfig {
             max_outbound_bytes: 8 * 1024 * 1024,
             event_queue_len: 4096,
             close_timeout: Duration::from_secs(2),
+            max_inflated_per_second: 8 * 1024 * 1024,
         }
     }
 }

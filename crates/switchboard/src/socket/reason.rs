@@ -204,6 +204,18 @@ pub enum SocketError {
     /// A frame's envelope did not decode; the connection is closed.
     #[error("bad message envelope from peer: {0}")]
     Envelope(ContentError),
+    /// A system frame arrived compressed (they never are); the connection
+    /// is closed.
+    #[error("compressed system frame from peer")]
+    CompressedSystemFrame,
+    /// The peer's compressed frames would inflate past the connection's
+    /// budget (`SocketConfig::max_inflated_per_second`); the connection is
+    /// closed.
+    #[error("the peer's frames inflate past the budget of {per_second} bytes a second")]
+    InflateBudget {
+        /// The budget.
+        per_second: usize,
+    },
     /// The peer sent a system action this version does not know; it is
     /// counted and ignored.
     #[error("unknown system action {0} from peer")]

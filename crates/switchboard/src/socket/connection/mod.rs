@@ -150,7 +150,10 @@ async fn run_halves<R, W, E>(
 {
     let config = handle.config().clone();
     let mut decoder = FrameDecoder::new(config.codec.clone());
+    // The hello is a few bytes and never compressed: nothing bigger is read
+    // or inflated before it.
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
+    decoder.config_mut().max_decompressed_len = control::MAX_HELLO_FRAME_LEN;
     // Small to start with: an idle connection should cost little. The read
     // buffer is swapped for a big one when traffic comes. The writer has no
     // buffer: batches of data are gathered in `chunk` (allocated on first
@@ -175,7 +178,7 @@ async fn run_halves<R, W, E>(
         }
         return;
     }
-    reader.decoder_mut().config_mut().max_frame_len = config.codec.max_frame_len;
+    *reader.decoder_mut().config_mut() = config.codec.clone();
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
         send_close_now(&mut writer, &reason, &config).await;
         handle.set_direct(None);
@@ -233,6 +236,7 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
         Ok(Some(Err(codec::FrameError::Io(err)))) => return Err(lost(err)),
         Ok(Some(Err(_))) => return Err(DisconnectReason::NotSwitchboard),
+        Ok(Some(Ok(frame))) if frame.compressed => return Err(DisconnectReason::NotSwitchboard),
         Ok(Some(Ok(frame))) => frame,
     };
     match control::parse_hello(&first.payload) {

@@ -15,6 +15,12 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
     clock: &Clock,
 ) -> ReadEnd {
     let started = clock.started;
+    let config = handle.config();
+    let mut budget = InflateBudget::new(
+        config.max_inflated_per_second,
+        config.codec.max_decompressed_len,
+        started,
+    );
     loop {
         let mut batch = Read {
             items: Vec::new(),
@@ -22,7 +28,15 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
             frames: 0,
             bytes: 0,
         };
-        let (taken, end) = take_frames(buffer, &mut decoder, &mut batch, handle, reporter, started);
+        let (taken, end) = take_frames(
+            buffer,
+            &mut decoder,
+            &mut budget,
+            &mut batch,
+            handle,
+            reporter,
+            started,
+        );
         let chunk = buffer.split_to(taken).freeze();
         let counters = &handle.shared.counters;
         counters
@@ -71,6 +85,40 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
     }
 }
 
+/// What a connection may inflate: `per_second` bytes a second, and one frame
+/// of the largest size at once. A peer that sends small frames inflating to
+/// megabytes cannot make the server burn more than its share.
+struct InflateBudget {
+    per_second: usize,
+    max_frame: usize,
+    level: f64,
+    at: Instant,
+}
+
+impl InflateBudget {
+    fn new(per_second: usize, max_frame: usize, now: Instant) -> Self {
+        Self {
+            per_second,
+            max_frame,
+            level: per_second.max(max_frame) as f64,
+            at: now,
+        }
+    }
+
+    /// Bytes that may be inflated now.
+    fn room(&mut self, now: Instant) -> usize {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        let cap = self.per_second.max(self.max_frame) as f64;
+        self.level = (self.level + elapsed * self.per_second as f64).min(cap);
+        self.at = now;
+        self.level as usize
+    }
+
+    fn spend(&mut self, inflated: usize) {
+        self.level = (self.level - inflated as f64).max(0.0);
+    }
+}
+
 /// Room a read needs in the buffer at least, or the buffer is grown first.
 const MIN_READ_ROOM: usize = 256;
 
@@ -84,6 +132,7 @@ const MIN_READ_ROOM: usize = 256;
 fn take_frames<E>(
     buffer: &mut bytes::BytesMut,
     decoder: &mut FrameDecoder,
+    budget: &mut InflateBudget,
     batch: &mut Read<E>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
@@ -115,10 +164,27 @@ fn take_frames<E>(
             break;
         }
         // The first frame is compressed, incomplete or bad: the decoder
-        // takes it, asks for more bytes, or says what is wrong.
-        let end = match decoder.decode(buffer) {
-            Ok(Some(frame)) => on_frame(Some(Ok(frame)), batch, handle, reporter, started),
+        // takes it, asks for more bytes, or says what is wrong. It inflates
+        // no more than what is left of this second's budget.
+        let now = Instant::now();
+        let room = budget.room(now);
+        let max = budget.max_frame;
+        decoder.config_mut().max_decompressed_len = room.min(max);
+        let decoded = decoder.decode(buffer);
+        decoder.config_mut().max_decompressed_len = max;
+        let end = match decoded {
+            Ok(Some(frame)) => {
+                if frame.compressed {
+                    budget.spend(frame.payload.len());
+                }
+                on_frame(Some(Ok(frame)), batch, handle, reporter, started)
+            }
             Ok(None) => break,
+            Err(codec::FrameError::DecompressedTooLarge { .. }) if room < max => {
+                Some(ReadEnd::Failed(SocketError::InflateBudget {
+                    per_second: budget.per_second,
+                }))
+            }
             Err(err) => Some(ReadEnd::Failed(err.into())),
         };
         if end.is_some() {
@@ -177,10 +243,16 @@ fn on_frame<E>(
     };
     batch.frames += 1;
     batch.bytes += frame.payload.len() as u64 + codec::HEADER_LEN as u64;
+    let compressed = frame.compressed;
     let message = match Message::decode(frame.payload) {
         Ok(message) => message,
         Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
     };
+    if compressed && message.is_system() {
+        // System frames are a few bytes and never compressed: one that is
+        // only makes the server inflate for nothing.
+        return Some(ReadEnd::Failed(SocketError::CompressedSystemFrame));
+    }
     if !message.is_system() {
         batch.push_event(reporter.wrap.call(SocketEvent::Received(message)));
         return None;
