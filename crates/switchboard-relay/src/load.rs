@@ -20,6 +20,35 @@ use crate::transform::Transform;
 use switchboard::message::Message;
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 
+/// Bots that share one source address when the relay is on loopback.
+const BOTS_PER_ADDRESS: usize = 4;
+
+/// Where bot `index` connects from: against a relay on IPv4 loopback, the
+/// bots spread over the loopback network (127.0.x.y), a few per address,
+/// as players come from many homes; the relay's per-address limits then
+/// apply as they would in production. Elsewhere, the system's choice.
+fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
+    if !(relay.is_ipv4() && relay.ip().is_loopback()) {
+        return None;
+    }
+    let host = index / BOTS_PER_ADDRESS;
+    let ip = std::net::Ipv4Addr::new(
+        127,
+        1 + (host / 250 / 256) as u8,
+        (host / 250 % 256) as u8,
+        2 + (host % 250) as u8,
+    );
+    Some(SocketAddr::new(ip.into(), 0))
+}
+
+async fn connect_from(from: SocketAddr, to: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(from)?;
+    let stream = socket.connect(to).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadConfig {
@@ -246,7 +275,17 @@ async fn load_bot(
     totals: Arc<Mutex<Totals>>,
     histogram: Arc<Mutex<Histogram>>,
 ) {
-    let mut socket = SocketStream::connect(addr, SocketConfig::default());
+    let mut socket = match source_address(index, addr) {
+        Some(from) => match connect_from(from, addr).await {
+            Ok(stream) => SocketStream::from_stream(stream, SocketConfig::default()),
+            Err(err) => {
+                tracing::warn!(bot = index, %from, %err, "load bot could not connect");
+                totals.lock().expect("totals").disconnects += 1;
+                return;
+            }
+        },
+        None => SocketStream::connect(addr, SocketConfig::default()),
+    };
     let hello = Hello {
         name: format!("load-{index}"),
         bot: true,

@@ -34,6 +34,9 @@ fn main() {
         let config = ServerConfig {
             max_connections: n + 10,
             max_pending_handshakes: n + 10,
+            // Every client comes from this one address.
+            max_pending_handshakes_per_ip: n + 10,
+            max_connections_per_ip: n + 10,
             ..ServerConfig::default()
         };
         let mut server = ServerStream::bind(BindScope::Loopback, 0, config).unwrap();
