@@ -400,3 +400,68 @@ async fn inflate_bomb_stream_is_closed_at_the_connection_s_inflate_budget() {
     );
     assert!(received <= 3, "{received} frames of 4 MiB inflated, not 50");
 }
+
+#[tokio::test]
+async fn inflate_bomb_by_reconnecting_does_not_refill_the_address_s_budget() {
+    let mut server = start_server(ServerConfig::default());
+    let mut payload = vec![16, 1];
+    payload.extend(vec![0u8; 4 * 1024 * 1024 - 16]);
+    let frame = raw_frame(1, &zlib(&payload));
+    // Connects from 127.0.0.<from>, sends `count` bombs, and returns how many
+    // the server inflated before it closed the connection.
+    async fn bombs(
+        server: &mut switchboard::ServerStream,
+        from: u8,
+        frame: &[u8],
+        count: usize,
+    ) -> usize {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, from], 0).into()).unwrap();
+        let mut raw = socket.connect(server.local_addr()).await.unwrap();
+        raw_handshake(&mut raw).await;
+        let mut burst = Vec::new();
+        for _ in 0..count {
+            burst.extend_from_slice(frame);
+        }
+        let _ = raw.write_all(&burst).await;
+        // Only this connection's events count (earlier ones may still be
+        // reporting their end).
+        let ours = raw.local_addr().unwrap();
+        let mut peer = None;
+        let mut inflated = 0;
+        loop {
+            match next_server_event(server).await {
+                ServerEvent::PeerConnected { peer: p, addr } if addr == ours => peer = Some(p),
+                ServerEvent::Received(m) if Some(m.peer) == peer => inflated += 1,
+                ServerEvent::PeerDisconnected { peer: p, .. } if Some(p) == peer => {
+                    return inflated
+                }
+                _ => {}
+            }
+            if inflated == count {
+                return inflated;
+            }
+        }
+    }
+    let first = bombs(&mut server, 2, &frame, 10).await;
+    assert!(
+        (1..=3).contains(&first),
+        "{first} inflated on the first connection"
+    );
+    // Right after, the address may not even connect: reconnecting is no way
+    // around its budget, nor a cheap way to make the server accept and close.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, 2], 0).into()).unwrap();
+    let mut again = socket.connect(server.local_addr()).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_millis(500), again.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "dropped at accept: {read:?}"
+    );
+    // Once half the budget has come back (8 MiB a second), it may.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(bombs(&mut server, 2, &frame, 1).await, 1);
+    let other = bombs(&mut server, 3, &frame, 1).await;
+    assert_eq!(other, 1, "another address has its own budget");
+}

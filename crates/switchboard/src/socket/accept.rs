@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Origin, Wrap};
+use super::gate::address_key;
 use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
 use super::{CloseCode, DisconnectReason, SocketHandle};
 
@@ -59,6 +60,20 @@ pub(super) async fn accept_loop(
                 }
             },
         };
+        // An address that spent its inflate budget waits for half of it to
+        // come back before it may connect again: reconnecting is not a way
+        // around it, nor a cheap way to make the server accept and close.
+        let now = std::time::Instant::now();
+        let budget = shared
+            .budgets
+            .lock()
+            .expect("budgets lock")
+            .of(address_key(addr.ip()), now);
+        if budget.lock().expect("budget lock").is_spent(now) {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, "inflate budget spent: connection dropped at accept");
+            continue;
+        }
         let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
         let handle = SocketHandle::new(config.socket.clone());
         let admitted =
@@ -81,6 +96,7 @@ pub(super) async fn accept_loop(
         }
         let _ = stream.set_nodelay(true);
         handle.set_peer_addr(addr);
+        *handle.shared.inflate.lock().expect("inflate lock") = Some(budget);
         let (open_shared, open_handle) = (shared.clone(), handle.clone());
         let refuse_shared = shared.clone();
         let close_shared = shared.clone();

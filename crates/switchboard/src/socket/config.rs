@@ -42,8 +42,10 @@ pub struct SocketConfig {
     pub close_timeout: Duration,
     /// Bytes the peer's compressed frames may inflate to per second
     /// (default 8 MiB), with one frame of `codec.max_decompressed_len` at
-    /// once. A frame that would inflate past what is left is not inflated
-    /// further: the connection is closed with a protocol error saying so.
+    /// once. On a server, every connection from one address (an IPv6 /64)
+    /// shares this budget, so reconnecting does not refill it. A frame that
+    /// would inflate past what is left is not inflated further: the
+    /// connection is closed with a protocol error saying so.
     pub max_inflated_per_second: usize,
 }
 

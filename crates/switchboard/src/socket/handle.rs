@@ -199,6 +199,9 @@ pub(crate) struct Shared {
     pub(crate) kill_reason: Mutex<Option<DisconnectReason>>,
     pub(crate) counters: Counters,
     pub(crate) peer_addr: Mutex<Option<SocketAddr>>,
+    /// The inflate budget this connection shares with others from its
+    /// address (set by a server); `None`: a budget of its own.
+    pub(crate) inflate: Mutex<Option<super::budget::SharedBudget>>,
     pub(crate) config: SocketConfig,
 }
 
@@ -228,6 +231,7 @@ impl SocketHandle {
             kill_reason: Mutex::new(None),
             counters: Counters::default(),
             peer_addr: Mutex::new(None),
+            inflate: Mutex::new(None),
             config,
         };
         Self {

@@ -9,6 +9,7 @@
 //! its limits. A close flushes what was queued, then tells the peer why.
 
 mod accept;
+mod budget;
 mod config;
 mod connection;
 mod control;

@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 pub use crate::message::PeerId;
 
 use super::accept::accept_loop;
+use super::budget::AddressBudgets;
 use super::events::EventQueue;
 use super::gate::{Gate, GateLimits};
 use super::{
@@ -75,6 +76,8 @@ pub(super) struct ServerShared {
     pub(super) handshake_failures: AtomicU64,
     /// Pending and open connections, per address.
     pub(super) gate: Mutex<Gate<SocketHandle>>,
+    /// Inflate budgets, per address.
+    pub(super) budgets: Mutex<AddressBudgets>,
 }
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
@@ -354,6 +357,10 @@ impl ExtendedTcpServer {
                 max_connections_per_ip: config.max_connections_per_ip,
             })),
             handshake_failures: AtomicU64::new(0),
+            budgets: Mutex::new(AddressBudgets::new(
+                config.socket.max_inflated_per_second,
+                config.socket.codec.max_decompressed_len,
+            )),
         });
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         let accept_shared = shared.clone();

@@ -2,6 +2,7 @@
 //! out of its buffer in batches for the owner, answers system frames.
 
 use super::*;
+use crate::socket::budget::{InflateBudget, SharedBudget};
 
 /// Reads the socket itself (the framed reader of the handshake handed over
 /// its stream and buffer): whole frames are taken straight from the buffer,
@@ -16,11 +17,20 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
 ) -> ReadEnd {
     let started = clock.started;
     let config = handle.config();
-    let mut budget = InflateBudget::new(
-        config.max_inflated_per_second,
-        config.codec.max_decompressed_len,
-        started,
-    );
+    let budget = handle
+        .shared
+        .inflate
+        .lock()
+        .expect("inflate lock")
+        .clone()
+        .unwrap_or_else(|| {
+            let own = InflateBudget::new(
+                config.max_inflated_per_second,
+                config.codec.max_decompressed_len,
+                started.into_std(),
+            );
+            std::sync::Arc::new(std::sync::Mutex::new(own))
+        });
     loop {
         let mut batch = Read {
             items: Vec::new(),
@@ -31,7 +41,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
         let (taken, end) = take_frames(
             buffer,
             &mut decoder,
-            &mut budget,
+            &budget,
             &mut batch,
             handle,
             reporter,
@@ -85,40 +95,6 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
     }
 }
 
-/// What a connection may inflate: `per_second` bytes a second, and one frame
-/// of the largest size at once. A peer that sends small frames inflating to
-/// megabytes cannot make the server burn more than its share.
-struct InflateBudget {
-    per_second: usize,
-    max_frame: usize,
-    level: f64,
-    at: Instant,
-}
-
-impl InflateBudget {
-    fn new(per_second: usize, max_frame: usize, now: Instant) -> Self {
-        Self {
-            per_second,
-            max_frame,
-            level: per_second.max(max_frame) as f64,
-            at: now,
-        }
-    }
-
-    /// Bytes that may be inflated now.
-    fn room(&mut self, now: Instant) -> usize {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        let cap = self.per_second.max(self.max_frame) as f64;
-        self.level = (self.level + elapsed * self.per_second as f64).min(cap);
-        self.at = now;
-        self.level as usize
-    }
-
-    fn spend(&mut self, inflated: usize) {
-        self.level = (self.level - inflated as f64).max(0.0);
-    }
-}
-
 /// Room a read needs in the buffer at least, or the buffer is grown first.
 const MIN_READ_ROOM: usize = 256;
 
@@ -132,7 +108,7 @@ const MIN_READ_ROOM: usize = 256;
 fn take_frames<E>(
     buffer: &mut bytes::BytesMut,
     decoder: &mut FrameDecoder,
-    budget: &mut InflateBudget,
+    budget: &SharedBudget,
     batch: &mut Read<E>,
     handle: &SocketHandle,
     reporter: &Reporter<E>,
@@ -166,24 +142,28 @@ fn take_frames<E>(
         // The first frame is compressed, incomplete or bad: the decoder
         // takes it, asks for more bytes, or says what is wrong. It inflates
         // no more than what is left of this second's budget.
-        let now = Instant::now();
-        let room = budget.room(now);
-        let max = budget.max_frame;
+        let max = handle.config().codec.max_decompressed_len;
+        let room = budget
+            .lock()
+            .expect("budget lock")
+            .room(std::time::Instant::now());
         decoder.config_mut().max_decompressed_len = room.min(max);
         let decoded = decoder.decode(buffer);
         decoder.config_mut().max_decompressed_len = max;
         let end = match decoded {
             Ok(Some(frame)) => {
                 if frame.compressed {
-                    budget.spend(frame.payload.len());
+                    budget
+                        .lock()
+                        .expect("budget lock")
+                        .spend(frame.payload.len());
                 }
                 on_frame(Some(Ok(frame)), batch, handle, reporter, started)
             }
             Ok(None) => break,
             Err(codec::FrameError::DecompressedTooLarge { .. }) if room < max => {
-                Some(ReadEnd::Failed(SocketError::InflateBudget {
-                    per_second: budget.per_second,
-                }))
+                let per_second = budget.lock().expect("budget lock").per_second();
+                Some(ReadEnd::Failed(SocketError::InflateBudget { per_second }))
             }
             Err(err) => Some(ReadEnd::Failed(err.into())),
         };
