@@ -93,9 +93,14 @@ struct GameArgs {
     /// The port to listen on; 0 picks a free one (printed in the ready line).
     #[arg(long, default_value_t = 7000)]
     port: u16,
-    /// A password clients must give to join.
-    #[arg(long, env = "SWITCHBOARD_PASSWORD")]
+    /// A password clients must give to join. Prefer `--password-file` or the
+    /// SWITCHBOARD_PASSWORD variable: a command line is visible to every
+    /// user of the machine.
+    #[arg(long, env = "SWITCHBOARD_PASSWORD", hide_env_values = true)]
     password: Option<String>,
+    /// A file whose first line is the join password.
+    #[arg(long, value_name = "PATH", conflicts_with = "password")]
+    password_file: Option<std::path::PathBuf>,
     /// Seconds a disconnected client keeps its session for a reconnect.
     #[arg(long, default_value_t = 60)]
     grace_secs: u64,
@@ -183,8 +188,19 @@ fn main() -> ExitCode {
 
 fn run_game(args: GameArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
+    let password = match &args.password_file {
+        Some(path) => Some(read_password(path)?),
+        None => {
+            if std::env::args().any(|a| a == "--password" || a.starts_with("--password=")) {
+                tracing::warn!(
+                    "the password on the command line is visible to every user of this machine; use --password-file or SWITCHBOARD_PASSWORD"
+                );
+            }
+            args.password.clone()
+        }
+    };
     let mut config = ManagerConfig {
-        password: args.password.filter(|p| !p.is_empty()),
+        password: password.filter(|p| !p.is_empty()),
         ..ManagerConfig::default()
     };
     config.sessions.grace_period = Duration::from_secs(args.grace_secs);
@@ -209,6 +225,13 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     let logic = BoardLogic::new(args.seats.max(1));
     switchboard::process::run_server(args.bind, args.port, config, logic, args.watch_stdin)
         .map_err(|e| e.to_string())
+}
+
+/// The first line of a password file, without its line ending.
+fn read_password(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the password file {}: {e}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").to_string())
 }
 
 fn run_master(args: MasterArgs) -> Result<(), String> {

@@ -502,6 +502,8 @@ fn wrong_password_is_refused_before_an_id_is_given() {
     assert_eq!(net.client(eve).client_id(), None);
     assert!(net.client(eve).is_finished());
 
+    // Same address: it waits a second after a wrong password.
+    net.advance(Duration::from_secs(1));
     let friend = net.join(ClientConfig {
         password: Some("sesame".into()),
         ..ClientConfig::named("friend")
@@ -650,4 +652,40 @@ fn session_exhaustion_from_one_address_is_capped_per_address() {
     let sixth = net.join_from(from(2), ClientConfig::named("eve"));
     assert!(net.client(sixth).is_welcomed());
     assert_eq!(net.stats().evicted_total, 1);
+}
+
+#[test]
+fn password_guessing_from_one_address_waits_longer_after_each_failure() {
+    let mut net = board(ManagerConfig {
+        password: Some("sesame".into()),
+        ..ManagerConfig::default()
+    });
+    let guess = |password: &str| ClientConfig {
+        password: Some(password.into()),
+        ..ClientConfig::named("eve")
+    };
+    let code =
+        |net: &mut Harness<BoardLogic>, player| heard(net, player).refused.first().map(|r| r.code);
+    let first = net.join_from(from(2), guess("open"));
+    assert_eq!(code(&mut net, first), Some(5), "wrong password");
+    // At once again, even with the right password: not checked, wait 1 s.
+    let second = net.join_from(from(2), guess("sesame"));
+    let refused = heard(&mut net, second).refused;
+    assert_eq!(
+        (refused[0].code, refused[0].reason.as_str()),
+        (9, "too many wrong passwords; retry in 1 s")
+    );
+    net.advance(Duration::from_secs(1));
+    let third = net.join_from(from(2), guess("sesam"));
+    assert_eq!(code(&mut net, third), Some(5));
+    // The wait doubled: 1 s is not enough now, 2 s is.
+    net.advance(Duration::from_secs(1));
+    let fourth = net.join_from(from(2), guess("sesame"));
+    assert_eq!(code(&mut net, fourth), Some(9));
+    net.advance(Duration::from_secs(1));
+    let fifth = net.join_from(from(2), guess("sesame"));
+    assert!(net.client(fifth).is_welcomed());
+    // Another address was never slowed down.
+    let ann = net.join_from(from(3), guess("sesame"));
+    assert!(net.client(ann).is_welcomed());
 }

@@ -338,3 +338,45 @@ fn silent_child_is_a_timeout_and_is_killed() {
         other => panic!("expected Timeout, got {other:?}"),
     }
 }
+
+#[test]
+fn password_from_a_file_admits_the_right_one_and_refuses_the_wrong() {
+    let dir = std::env::temp_dir().join(format!("switchboard-pw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("password");
+    std::fs::write(&file, "sesame\n").unwrap();
+    let mut child = Command::new(server_binary())
+        .args(["--port", "0", "--bind", "loopback", "--password-file"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .strip_prefix("SWITCHBOARD READY 1 ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("ready line, got {line:?}"));
+    let join = |password: &str| {
+        let config = ClientConfig {
+            password: Some(password.into()),
+            ..ClientConfig::named("ann")
+        };
+        let mut client = NetworkClient::connect(format!("127.0.0.1:{port}"), config);
+        wait_until("an answer", || {
+            client.poll();
+            client.is_welcomed() || client.is_finished()
+        });
+        client.is_welcomed()
+    };
+    assert!(
+        join("sesame"),
+        "the file's first line, without its line ending"
+    );
+    assert!(!join("sesame\n"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::ListingHook;
-use crate::session::{RateLimit, SessionConfig};
+use crate::session::{BackoffPolicy, RateLimit, SessionConfig};
 use crate::socket::ServerConfig;
 
 /// Every limit and timer of a server manager; each field says its default.
@@ -16,6 +16,10 @@ pub struct ManagerConfig {
     /// A join password (hosted games). None (default): anyone may join. A
     /// wrong or missing one is refused before the client gets an id.
     pub password: Option<String>,
+    /// How an address that gave a wrong password is slowed down: it waits
+    /// 1 s, doubling with each failure up to 60 s, before its next attempt
+    /// is even checked (refusal 9 says how long); 4096 addresses remembered.
+    pub password_backoff: BackoffPolicy,
     /// How long a connection may take to send its hello (default 5 s). Past
     /// it the connection is closed.
     pub hello_timeout: Duration,
@@ -48,6 +52,7 @@ impl Default for ManagerConfig {
             server: ServerConfig::default(),
             sessions: SessionConfig::default(),
             password: None,
+            password_backoff: BackoffPolicy::default(),
             hello_timeout: Duration::from_secs(5),
             message_rate: RateLimit {
                 per_second: 60.0,

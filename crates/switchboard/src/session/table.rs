@@ -94,6 +94,10 @@ pub enum Refusal {
     /// The client's address holds `max_sessions_per_ip` sessions, all online.
     #[error("too many sessions from your address")]
     TooManyFromAddress,
+    /// The client's address gave a wrong password recently: it waits this
+    /// long before it may try again (the password was not checked).
+    #[error("too many wrong passwords; retry in {} s", .0.as_secs().max(1))]
+    Throttled(Duration),
 }
 
 impl Refusal {
@@ -108,6 +112,7 @@ impl Refusal {
             Refusal::NotAllowed(_) => 6,
             Refusal::InvalidName(_) => 7,
             Refusal::TooManyFromAddress => 8,
+            Refusal::Throttled(_) => 9,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
+use crate::socket::address_key;
 
 impl<L: GameLogic> ManagerCore<L> {
     pub(super) fn on_hello(&mut self, peer: PeerId, hello: Hello, now: Instant) {
@@ -78,11 +79,21 @@ impl<L: GameLogic> ManagerCore<L> {
                 "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
             )));
         }
+        let from = self.peers.get(&peer).map(|p| p.addr.ip());
+        let from = address_key(from.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         if let Some(expected) = &self.config.password {
+            // A guesser waits longer after every wrong password, and is not
+            // even checked meanwhile.
+            let wait = self.password_failures.wait(from, now);
+            if !wait.is_zero() {
+                return Err(Refusal::Throttled(wait));
+            }
             let given = hello.password.as_deref().unwrap_or("");
             if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+                self.password_failures.failed(from, now);
                 return Err(Refusal::WrongPassword);
             }
+            self.password_failures.succeeded(from);
         }
         let join = JoinRequest {
             name,
@@ -92,8 +103,6 @@ impl<L: GameLogic> ManagerCore<L> {
         self.logic
             .authenticate(&join)
             .map_err(Refusal::NotAllowed)?;
-        let from = self.peers.get(&peer).map(|p| p.addr.ip());
-        let from = from.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         self.sessions.admit_new(peer, name, from, now)
     }
 

@@ -29,7 +29,7 @@ use super::protocol::{
 use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ManagerConfig};
 use crate::message::{Message, SESSION_CHANNEL};
-use crate::session::{Admission, ClientId, RateLimiter, Refusal, Sessions};
+use crate::session::{Admission, Backoff, ClientId, RateLimiter, Refusal, Sessions};
 use crate::socket::{CloseCode, DisconnectReason, PeerId};
 
 /// Names at most this many characters long.
@@ -122,6 +122,8 @@ pub struct ManagerCore<L: GameLogic> {
     peers: HashMap<PeerId, Peer>,
     stats: ServerStats,
     last_latency: Option<Instant>,
+    /// Wrong passwords per address.
+    password_failures: Backoff,
     actions: Vec<ManagerAction>,
 }
 
@@ -131,6 +133,7 @@ impl<L: GameLogic> ManagerCore<L> {
         Self {
             logic,
             sessions: Sessions::new(config.sessions.clone()),
+            password_failures: Backoff::new(config.password_backoff),
             config,
             peers: HashMap::new(),
             stats: ServerStats::default(),
@@ -212,6 +215,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 self.logic.on_latency(&latencies, &mut out);
             }
         }
+        self.password_failures.forget_old(now);
         for session in self.sessions.expire(now) {
             tracing::info!(client = %session.id, "session expired after its grace period");
             self.log(

@@ -1,0 +1,143 @@
+//! Failures per address, with a wait that doubles: how password guessing is
+//! slowed down. Time is passed in.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// How long an address waits after failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackoffPolicy {
+    /// The wait after the first failure (default 1 s); it doubles with each
+    /// failure after it.
+    pub first: Duration,
+    /// The longest wait (default 60 s).
+    pub max: Duration,
+    /// Addresses remembered at most (default 4096); past it the one that
+    /// failed longest ago is forgotten.
+    pub max_addresses: usize,
+}
+
+impl Default for BackoffPolicy {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            max_addresses: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: Instant,
+    until: Instant,
+}
+
+/// Failures per address (an address key: see `ServerConfig`).
+#[derive(Debug, Default)]
+pub struct Backoff {
+    policy: BackoffPolicy,
+    addresses: HashMap<IpAddr, Failures>,
+}
+
+impl Backoff {
+    /// Nobody failed yet.
+    pub fn new(policy: BackoffPolicy) -> Self {
+        Self {
+            policy,
+            addresses: HashMap::new(),
+        }
+    }
+
+    /// How long `ip` must still wait before it may try again (zero: now).
+    pub fn wait(&self, ip: IpAddr, now: Instant) -> Duration {
+        self.addresses
+            .get(&ip)
+            .map_or(Duration::ZERO, |f| f.until.saturating_duration_since(now))
+    }
+
+    /// `ip` failed at `now`: its wait doubles.
+    pub fn failed(&mut self, ip: IpAddr, now: Instant) {
+        if !self.addresses.contains_key(&ip)
+            && self.addresses.len() >= self.policy.max_addresses.max(1)
+        {
+            if let Some(oldest) = self
+                .addresses
+                .iter()
+                .min_by_key(|(_, f)| f.last)
+                .map(|(ip, _)| *ip)
+            {
+                self.addresses.remove(&oldest);
+            }
+        }
+        let policy = self.policy;
+        let entry = self.addresses.entry(ip).or_insert(Failures {
+            count: 0,
+            last: now,
+            until: now,
+        });
+        entry.count = entry.count.saturating_add(1);
+        entry.last = now;
+        let wait = policy
+            .first
+            .saturating_mul(1 << (entry.count - 1).min(20))
+            .min(policy.max);
+        entry.until = now + wait;
+    }
+
+    /// `ip` succeeded: its failures are forgotten.
+    pub fn succeeded(&mut self, ip: IpAddr) {
+        self.addresses.remove(&ip);
+    }
+
+    /// Forgets addresses whose last failure is older than the longest wait
+    /// (their next failure starts over).
+    pub fn forget_old(&mut self, now: Instant) {
+        let keep = self.policy.max;
+        self.addresses
+            .retain(|_, f| now.saturating_duration_since(f.last) <= keep);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn the_wait_doubles_with_each_failure_up_to_the_maximum() {
+        let t0 = Instant::now();
+        let mut backoff = Backoff::new(BackoffPolicy::default());
+        assert_eq!(backoff.wait(ip(2), t0), Duration::ZERO);
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            backoff.failed(ip(2), t0);
+            waits.push(backoff.wait(ip(2), t0).as_secs());
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff.wait(ip(3), t0), Duration::ZERO, "another address");
+        backoff.succeeded(ip(2));
+        assert_eq!(backoff.wait(ip(2), t0), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_forgets_old_failures() {
+        let t0 = Instant::now();
+        let mut backoff = Backoff::new(BackoffPolicy {
+            max_addresses: 3,
+            ..BackoffPolicy::default()
+        });
+        for last in 2..10 {
+            backoff.failed(ip(last), t0 + Duration::from_secs(last as u64));
+        }
+        assert_eq!(backoff.addresses.len(), 3);
+        assert!(backoff.wait(ip(9), t0 + Duration::from_secs(9)) > Duration::ZERO);
+        backoff.forget_old(t0 + Duration::from_secs(200));
+        assert!(backoff.addresses.is_empty());
+    }
+}
