@@ -689,3 +689,21 @@ fn password_guessing_from_one_address_waits_longer_after_each_failure() {
     let ann = net.join_from(from(3), guess("sesame"));
     assert!(net.client(ann).is_welcomed());
 }
+
+#[test]
+fn player_names_are_trimmed_once_and_the_game_sees_the_trimmed_name() {
+    let mut net = board(ManagerConfig::default());
+    let ann = net.join(named("  ann  "));
+    assert!(net.client(ann).is_welcomed());
+    assert_eq!(net.stats().clients[0].name, "ann");
+    let bob = net.join(named("bob"));
+    let joined: Vec<String> = heard(&mut net, bob)
+        .snapshots
+        .iter()
+        .flat_map(|s| s.players.values().cloned())
+        .collect();
+    assert!(joined.contains(&"ann".to_string()), "{joined:?}");
+    let eve = net.join(named("e\u{1b}[2Jve"));
+    let refused = heard(&mut net, eve).refused;
+    assert_eq!(refused[0].code, 7, "control characters are refused");
+}

@@ -602,3 +602,45 @@ fn the_sync_rate_is_the_logic_s_own_not_the_manager_s_tick() {
     }
     assert_eq!(syncs, 10, "20 Hz, though the manager's own tick is 1 s");
 }
+
+#[test]
+fn regression_a_leaver_s_entities_are_despawned_for_the_others() {
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    for (who, kind) in [(bob, "ship"), (bob, "boat"), (ann, "fort")] {
+        let spawn = SpawnRequest {
+            kind: kind.into(),
+            state: state_of(&0u32),
+        };
+        net.accepted(who, RoomAction::Spawn, &spawn);
+    }
+    assert_eq!(net.room(ann).unwrap().entities.len(), 3);
+    net.accepted(bob, RoomAction::Leave, &());
+    let kinds: Vec<&str> = net
+        .room(ann)
+        .unwrap()
+        .entities
+        .iter()
+        .map(|e| e.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["fort"], "bob's ship and boat went with bob");
+    // A late joiner does not get them either.
+    let cat = net.player("cat");
+    let room = net.room(ann).unwrap().id;
+    net.accepted(cat, RoomAction::Join, &room);
+    assert_eq!(net.room(cat).unwrap().entities.len(), 1);
+}
+
+#[test]
+fn room_names_follow_the_one_name_rule_trimmed_and_without_control_characters() {
+    let mut net = Rooms::new();
+    let ann = net.player("ann");
+    let bad = net.ask(ann, RoomAction::Create, &new_room("bell\u{7}", 4));
+    assert!(
+        matches!(&bad, RequestStatus::Rejected(why) if why.starts_with("room name:")),
+        "{bad:?}"
+    );
+    net.accepted(ann, RoomAction::Create, &new_room("  den  ", 4));
+    assert_eq!(net.room(ann).unwrap().name, "den");
+}

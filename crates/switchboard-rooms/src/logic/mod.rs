@@ -237,6 +237,23 @@ impl RoomsLogic {
             RoomAction::PlayerLeft,
             &left,
         );
+        // A leaver's entities go with it.
+        let owned: Vec<EntityId> = room
+            .entities
+            .values()
+            .filter(|e| e.owner == client)
+            .map(|e| e.id)
+            .collect();
+        for id in owned {
+            room.entities.remove(&id);
+            room.dirty.remove(&id);
+            send(
+                out,
+                Audience::Only(others.clone()),
+                RoomAction::Despawned,
+                &id,
+            );
+        }
         if room.host == client {
             room.host = room.members[0].id;
             send(

@@ -10,14 +10,11 @@ impl RoomsLogic {
         let client = request.client;
         match request.action::<RoomAction>()? {
             RoomAction::Create => {
-                let create: CreateRoom = request.content()?;
-                let name = create.name.trim();
-                if name.is_empty()
-                    || name.chars().count() > 32
-                    || name.chars().any(char::is_control)
-                {
-                    return invalid("room names have 1 to 32 characters");
-                }
+                let mut create: CreateRoom = request.content()?;
+                create.name = match switchboard::session::checked_name(&create.name) {
+                    Ok(name) => name.to_string(),
+                    Err(why) => return invalid(format!("room name: {why}")),
+                };
                 if !(1..=64).contains(&create.max_players) {
                     return invalid("rooms take 1 to 64 players");
                 }

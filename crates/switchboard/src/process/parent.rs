@@ -247,12 +247,59 @@ fn scope_name(scope: BindScope) -> &'static str {
     }
 }
 
+/// The longest line kept of the child's output (bytes); the rest of a
+/// longer line is skipped, so a child cannot make its parent buffer without
+/// bound.
+const MAX_LINE: usize = 2048;
+
+/// Lines of a child's output, each cut at [`MAX_LINE`] bytes (and read as
+/// UTF-8 with replacement); ends at EOF or an error.
+struct CappedLines<R> {
+    reader: BufReader<R>,
+}
+
+impl<R: std::io::Read> CappedLines<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            reader: BufReader::new(inner),
+        }
+    }
+}
+
+impl<R: std::io::Read> Iterator for CappedLines<R> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let mut line = Vec::new();
+        loop {
+            let available = self.reader.fill_buf().ok()?;
+            if available.is_empty() {
+                return (!line.is_empty()).then(|| String::from_utf8_lossy(&line).into_owned());
+            }
+            let (chunk, found) = match available.iter().position(|b| *b == b'\n') {
+                Some(at) => (&available[..at], Some(at + 1)),
+                None => (available, None),
+            };
+            let room = MAX_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            let used = found.unwrap_or(available.len());
+            self.reader.consume(used);
+            if found.is_some() {
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Some(String::from_utf8_lossy(&line).into_owned());
+            }
+        }
+    }
+}
+
 /// Forwards the child's stderr into `tracing` and keeps its last lines.
 fn forward_stderr(stderr: std::process::ChildStderr, pid: u32) -> Arc<Mutex<VecDeque<String>>> {
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     let keep = tail.clone();
     std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in CappedLines::new(stderr) {
             tracing::info!(target: "switchboard::child", pid, "{}", line.escape_debug());
             if let Ok(mut tail) = keep.lock() {
                 if tail.len() == STDERR_TAIL {
@@ -270,7 +317,7 @@ fn forward_stderr(stderr: std::process::ChildStderr, pid: u32) -> Arc<Mutex<VecD
 fn watch_stdout(stdout: std::process::ChildStdout, pid: u32) -> mpsc::Receiver<Result<u16, u16>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in CappedLines::new(stdout) {
             match parse_ready(&line) {
                 Some(ready) => {
                     let _ = tx.send(ready);
@@ -282,4 +329,19 @@ fn watch_stdout(stdout: std::process::ChildStdout, pid: u32) -> mpsc::Receiver<R
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_s_endless_line_is_cut_and_the_next_lines_still_arrive() {
+        let mut output = vec![b'x'; 10 * MAX_LINE];
+        output.extend_from_slice(b"\nready\r\nlast");
+        let lines: Vec<String> = CappedLines::new(&output[..]).collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0].len(), MAX_LINE);
+        assert_eq!(&lines[1..], ["ready", "last"]);
+    }
 }

@@ -13,3 +13,22 @@ pub use backoff::{Backoff, BackoffPolicy};
 pub use rate::{KeyedLimiter, RateLimit, RateLimiter};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;
+
+/// Names (players', rooms') have at most this many characters.
+pub const MAX_NAME_CHARS: usize = 32;
+
+/// The one rule for names a peer chooses (a player's, a room's): trimmed,
+/// 1 to [`MAX_NAME_CHARS`] characters, no control characters. Returns the
+/// trimmed name, or why not.
+pub fn checked_name(raw: &str) -> Result<&str, String> {
+    let name = raw.trim();
+    if name.is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || name.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
+        ));
+    }
+    Ok(name)
+}

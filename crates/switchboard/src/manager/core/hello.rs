@@ -3,6 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
+use crate::session::checked_name;
 use crate::socket::address_key;
 
 impl<L: GameLogic> ManagerCore<L> {
@@ -58,27 +59,25 @@ impl<L: GameLogic> ManagerCore<L> {
             self.logic.on_reconnect(client, &mut out);
         } else {
             self.stats.joins_total += 1;
-            let name = hello.name.escape_debug().to_string();
-            tracing::info!(%client, %peer, name = %name, "client joined");
+            // The name as the session keeps it: trimmed and checked once.
+            let name = self
+                .sessions
+                .get(client)
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            let shown = name.escape_debug().to_string();
+            tracing::info!(%client, %peer, name = %shown, "client joined");
             self.log(
                 LogLevel::Info,
-                format!("{client} joined as \"{name}\" ({peer})"),
+                format!("{client} joined as \"{shown}\" ({peer})"),
             );
-            self.logic.on_join(client, &hello.name, &mut out);
+            self.logic.on_join(client, &name, &mut out);
         }
         self.dispatch(out);
     }
 
     fn admit(&mut self, peer: PeerId, hello: &Hello, now: Instant) -> Result<Admission, Refusal> {
-        let name = hello.name.trim();
-        if name.is_empty()
-            || name.chars().count() > MAX_NAME_CHARS
-            || name.chars().any(char::is_control)
-        {
-            return Err(Refusal::InvalidName(format!(
-                "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
-            )));
-        }
+        let name = checked_name(&hello.name).map_err(Refusal::InvalidName)?;
         let from = self.peers.get(&peer).map(|p| p.addr.ip());
         let from = address_key(from.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         if let Some(expected) = &self.config.password {

@@ -32,9 +32,6 @@ use crate::message::{Message, SESSION_CHANNEL};
 use crate::session::{Admission, Backoff, ClientId, RateLimiter, Refusal, Sessions};
 use crate::socket::{CloseCode, DisconnectReason, PeerId};
 
-/// Names at most this many characters long.
-const MAX_NAME_CHARS: usize = 32;
-
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
 
