@@ -189,8 +189,15 @@ impl Relay {
         link: Link,
         is_bot: bool,
     ) -> (u32, Vec<Outgoing>) {
-        self.next_id += 1;
-        let id = self.next_id;
+        // Ids go up and wrap past u32::MAX, never onto 0 or a live player.
+        let mut id = self.next_id;
+        loop {
+            id = id.wrapping_add(1);
+            if id != 0 && !self.players.contains_key(&id) {
+                break;
+            }
+        }
+        self.next_id = id;
         self.players.insert(
             id,
             RelayClient {
@@ -460,5 +467,16 @@ mod tests {
         assert!(relay.take_abusive().is_empty());
         // The budget refills with time: 60 a second.
         assert_eq!(relay.transform(a, at("town", 2.0), 1_005).len(), 1);
+    }
+
+    #[test]
+    fn player_ids_wrap_without_landing_on_live_players() {
+        let mut relay = Relay::new();
+        let (first, _) = relay.join("first", None, Link::Native, false);
+        assert_eq!(first, 1);
+        relay.next_id = u32::MAX - 1;
+        let (a, _) = relay.join("a", None, Link::Native, false);
+        let (b, _) = relay.join("b", None, Link::Native, false);
+        assert_eq!((a, b), (u32::MAX, 2), "past u32::MAX: not 0, not 1 (live)");
     }
 }

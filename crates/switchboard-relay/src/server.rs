@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -98,6 +99,20 @@ pub struct RelayConfig {
     /// Per-player limits: transforms per second, burst, strikes before a
     /// disconnect for abuse.
     pub limits: RelayLimits,
+    /// JSON connections open at once (default 1024). Further ones are
+    /// closed at accept.
+    pub max_json_connections: usize,
+    /// JSON connections open at once from one address (default 16; an IPv6
+    /// address counts per /64). Further ones are closed at accept.
+    pub max_json_connections_per_ip: usize,
+    /// A JSON client that sends nothing for this long is disconnected
+    /// (default 120 s; a client sends a line, a transform or a hello, at
+    /// least this often).
+    pub json_idle_timeout: Duration,
+    /// A line to a JSON client that cannot be written within this long
+    /// disconnects it (default 10 s): a client that stops reading does not
+    /// hold a task and a socket forever.
+    pub json_write_timeout: Duration,
 }
 
 impl Default for RelayConfig {
@@ -110,6 +125,10 @@ impl Default for RelayConfig {
             json_queue: 1024,
             send_interval: Duration::from_millis(5),
             limits: RelayLimits::default(),
+            max_json_connections: 1024,
+            max_json_connections_per_ip: 16,
+            json_idle_timeout: Duration::from_secs(120),
+            json_write_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -284,25 +303,81 @@ fn error_line(message: &str) -> String {
     json!({"type": "error", "message": message}).to_string()
 }
 
+/// Open JSON connections, in total and per address.
+#[derive(Debug, Default)]
+struct JsonCount {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// Takes a JSON connection out of the count when it ends.
+struct JsonSlot {
+    count: Arc<Mutex<JsonCount>>,
+    ip: IpAddr,
+}
+
+impl Drop for JsonSlot {
+    fn drop(&mut self) {
+        let mut count = self.count.lock().expect("json count lock");
+        count.total -= 1;
+        if let Some(n) = count.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                count.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A JSON connection from `ip` may open, within the caps.
+fn json_slot(count: &Arc<Mutex<JsonCount>>, ip: IpAddr, config: &RelayConfig) -> Option<JsonSlot> {
+    let ip = switchboard::socket::address_key(ip);
+    let mut counts = count.lock().expect("json count lock");
+    let from_ip = counts.per_ip.get(&ip).copied().unwrap_or(0);
+    if counts.total >= config.max_json_connections || from_ip >= config.max_json_connections_per_ip
+    {
+        return None;
+    }
+    counts.total += 1;
+    *counts.per_ip.entry(ip).or_default() += 1;
+    Some(JsonSlot {
+        count: count.clone(),
+        ip,
+    })
+}
+
 async fn accept_json(
     listener: TcpListener,
     events: mpsc::Sender<JsonEvent>,
     config: RelayConfig,
     stop: CancellationToken,
 ) {
+    let count = Arc::new(Mutex::new(JsonCount::default()));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.cancelled() => return,
         };
-        if let Ok((stream, addr)) = accepted {
-            tokio::spawn(json_connection(
-                stream,
-                addr,
-                events.clone(),
-                config.clone(),
-            ));
-        }
+        let (stream, addr) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of file descriptors and the like: back off, go on.
+                tracing::warn!(%err, "JSON accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(slot) = json_slot(&count, addr.ip(), &config) else {
+            tracing::debug!(%addr, "JSON connection over the caps: closed at accept");
+            continue;
+        };
+        tokio::spawn(json_connection(
+            stream,
+            addr,
+            events.clone(),
+            config.clone(),
+            slot,
+        ));
     }
 }
 
@@ -311,6 +386,7 @@ async fn json_connection(
     addr: SocketAddr,
     events: mpsc::Sender<JsonEvent>,
     config: RelayConfig,
+    _slot: JsonSlot,
 ) {
     let _ = stream.set_nodelay(true);
     let (read, mut write) = stream.into_split();
@@ -329,17 +405,27 @@ async fn json_connection(
     }
     let Ok(id) = id_rx.await else { return };
     // The writer ends when the hub drops this client (garbage, slow, stop).
+    let write_timeout = config.json_write_timeout;
     let mut writer = tokio::spawn(async move {
         while let Some(mut line) = lines_rx.recv().await {
             line.push('\n');
-            if write.write_all(line.as_bytes()).await.is_err() {
+            let written = tokio::time::timeout(write_timeout, write.write_all(line.as_bytes()));
+            if !matches!(written.await, Ok(Ok(()))) {
                 break;
             }
         }
-        let _ = write.shutdown().await;
+        let _ = tokio::time::timeout(write_timeout, write.shutdown()).await;
     });
     let mut lines = FramedRead::new(read, LinesCodec::new_with_max_length(config.max_json_line));
-    while let Some(line) = lines.next().await {
+    loop {
+        let line = match tokio::time::timeout(config.json_idle_timeout, lines.next()).await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(_) => {
+                tracing::debug!(%addr, "JSON client idle: disconnected");
+                break;
+            }
+        };
         let line = match line {
             Ok(line) => Ok(line),
             Err(LinesCodecError::MaxLineLengthExceeded) => {

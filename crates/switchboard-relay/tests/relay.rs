@@ -465,3 +465,68 @@ async fn transform_flood_from_a_native_client_is_disconnected_for_abuse() {
     assert_eq!(relay.clients().await.len(), 0);
     relay.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_connection_exhaustion_is_capped_per_address_and_idle_ones_are_dropped() {
+    let config = RelayConfig {
+        json_port: Some(0),
+        max_json_connections_per_ip: 3,
+        json_idle_timeout: Duration::from_millis(300),
+        ..RelayConfig::default()
+    };
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let json = relay.json_addr().unwrap();
+    let from = |last: u8| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, last], 0).into()).unwrap();
+        socket.connect(json).await.unwrap()
+    };
+    // Three from one address are welcome; a fourth is closed at accept.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let stream = from(2).await;
+        let mut lines = BufReader::new(stream).lines();
+        let welcome = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(welcome.unwrap().contains("welcome"));
+        held.push(lines);
+    }
+    let mut fourth = BufReader::new(from(2).await).lines();
+    let answer = tokio::time::timeout(WAIT, fourth.next_line())
+        .await
+        .unwrap();
+    assert!(
+        matches!(answer, Ok(None) | Err(_)),
+        "closed without a welcome: {answer:?}"
+    );
+    // Another address is welcome.
+    let mut other = BufReader::new(from(3).await).lines();
+    let welcome = tokio::time::timeout(WAIT, other.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(welcome.unwrap().contains("welcome"));
+    // Silent past the idle timeout: all of them are dropped, and leave.
+    for lines in held.iter_mut().chain([&mut other]) {
+        let end = tokio::time::timeout(WAIT, async {
+            while let Ok(Some(_)) = lines.next_line().await {}
+        })
+        .await;
+        assert!(end.is_ok(), "dropped when idle");
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.stats().await.players > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no ghost players");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Their slots are free again.
+    let mut again = BufReader::new(from(2).await).lines();
+    let welcome = tokio::time::timeout(WAIT, again.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(welcome.unwrap().contains("welcome"));
+    relay.shutdown();
+}

@@ -35,7 +35,7 @@ pub(crate) enum Turned {
 
 /// The address a limit counts: an IPv4 address, or an IPv6 /64 (one
 /// subscriber's network), an IPv4-mapped IPv6 address counting as IPv4.
-pub(crate) fn address_key(ip: IpAddr) -> IpAddr {
+pub fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -28,7 +28,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 pub use config::{BindScope, ServerConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
-pub(crate) use gate::address_key;
+pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
