@@ -136,7 +136,7 @@ impl Default for RelayConfig {
 enum Route {
     Native(PeerId),
     Json {
-        lines: mpsc::Sender<String>,
+        lines: mpsc::Sender<JsonLine>,
         errors: u32,
     },
 }
@@ -144,7 +144,7 @@ enum Route {
 enum JsonEvent {
     Joined {
         addr: SocketAddr,
-        lines: mpsc::Sender<String>,
+        lines: mpsc::Sender<JsonLine>,
         id: oneshot::Sender<u32>,
     },
     Line {
@@ -299,8 +299,16 @@ impl RelayServer {
     }
 }
 
-fn error_line(message: &str) -> String {
-    json!({"type": "error", "message": message}).to_string()
+/// A line for JSON clients, newline included, shared by every recipient.
+type JsonLine = Arc<str>;
+
+fn json_line_of(mut text: String) -> JsonLine {
+    text.push('\n');
+    text.into()
+}
+
+fn error_line(message: &str) -> JsonLine {
+    json_line_of(json!({"type": "error", "message": message}).to_string())
 }
 
 /// Open JSON connections, in total and per address.
@@ -390,7 +398,7 @@ async fn json_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let (read, mut write) = stream.into_split();
-    let (lines_tx, mut lines_rx) = mpsc::channel::<String>(config.json_queue.max(1));
+    let (lines_tx, mut lines_rx) = mpsc::channel::<JsonLine>(config.json_queue.max(1));
     let (id_tx, id_rx) = oneshot::channel();
     if events
         .send(JsonEvent::Joined {
@@ -407,8 +415,7 @@ async fn json_connection(
     // The writer ends when the hub drops this client (garbage, slow, stop).
     let write_timeout = config.json_write_timeout;
     let mut writer = tokio::spawn(async move {
-        while let Some(mut line) = lines_rx.recv().await {
-            line.push('\n');
+        while let Some(line) = lines_rx.recv().await {
             let written = tokio::time::timeout(write_timeout, write.write_all(line.as_bytes()));
             if !matches!(written.await, Ok(Ok(()))) {
                 break;
@@ -484,18 +491,22 @@ fn deliver(
         match routes.get(id) {
             Some(Route::Native(peer)) => native_peers.push(*peer),
             Some(Route::Json { lines, .. }) => {
-                let line = json_line.get_or_insert_with(|| match event {
-                    RelayEvent::Welcome { player_id } => {
-                        json!({"type": "welcome", "playerId": player_id}).to_string()
-                    }
-                    RelayEvent::Left { player_id } => {
-                        json!({"type": "disconnect", "playerId": player_id}).to_string()
-                    }
-                    RelayEvent::Transform {
-                        player_id,
-                        server_time_ms,
-                        transform,
-                    } => transform.to_json(*player_id, *server_time_ms).to_string(),
+                // Encoded once, shared by every JSON recipient.
+                let line = json_line.get_or_insert_with(|| {
+                    let value = match event {
+                        RelayEvent::Welcome { player_id } => {
+                            json!({"type": "welcome", "playerId": player_id})
+                        }
+                        RelayEvent::Left { player_id } => {
+                            json!({"type": "disconnect", "playerId": player_id})
+                        }
+                        RelayEvent::Transform {
+                            player_id,
+                            server_time_ms,
+                            transform,
+                        } => transform.to_json(*player_id, *server_time_ms),
+                    };
+                    json_line_of(value.to_string())
                 });
                 if lines.try_send(line.clone()).is_err() {
                     slow.push(*id);
