@@ -64,7 +64,9 @@ pub async fn fetch_list(
 ) -> std::io::Result<Vec<Listed>> {
     let mut socket = SocketStream::connect(master, SocketConfig::default());
     let mut servers = Vec::new();
-    for page in 0.. {
+    // A master that keeps saying "more" is not followed past this: a list
+    // holds at most MAX_LISTED servers.
+    for page in 0..MAX_LISTED.div_ceil(MAX_PAGE as usize) as u32 {
         let request = ListRequest {
             filter: filter.clone(),
             page,
@@ -73,6 +75,11 @@ pub async fn fetch_list(
         let message = Message::new(MasterChannel::Master, MasterAction::List, &request)
             .map_err(std::io::Error::other)?;
         let reply: ListPage = ask(&mut socket, message, timeout).await?;
+        if reply.servers.len() > MAX_PAGE as usize {
+            return Err(std::io::Error::other(
+                "the master sent a page longer than asked",
+            ));
+        }
         let last = reply.servers.is_empty()
             || (page + 1) as usize * MAX_PAGE as usize >= reply.total as usize;
         servers.extend(reply.servers);
@@ -83,6 +90,9 @@ pub async fn fetch_list(
     socket.close("done");
     Ok(servers)
 }
+
+/// The most servers a browser takes from one master's list.
+pub const MAX_LISTED: usize = 10_000;
 
 /// The master's counters.
 pub async fn master_stats(master: SocketAddr, timeout: Duration) -> std::io::Result<MasterStats> {

@@ -30,6 +30,7 @@
 
 mod announce;
 mod browser;
+mod pending;
 pub mod protocol;
 mod registry;
 mod server;
@@ -37,7 +38,7 @@ mod server;
 use std::time::Duration;
 
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
-pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed};
+pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
 pub use registry::{Master, MemoryRegistry, Registry};
 pub use server::{MasterHandle, MasterServer};
@@ -64,8 +65,23 @@ pub struct MasterConfig {
     pub max_servers: usize,
     /// Servers listed per IP at most (default 32).
     pub max_servers_per_ip: usize,
-    /// Unanswered info queries held at most (default 10,000).
+    /// Unanswered info queries held at most (default 10,000); a new one
+    /// past it replaces the oldest, so spoofed heartbeats cannot keep real
+    /// servers from registering.
     pub max_pending: usize,
+    /// Unanswered info queries to one address at most (default 16; an IPv6
+    /// address counts per /64). Past it its heartbeats get no query.
+    pub max_pending_per_ip: usize,
+    /// Source addresses whose heartbeat rate is remembered at most (default
+    /// 65,536); past it those whose budget refilled are forgotten first.
+    pub max_limited_addresses: usize,
+    /// List requests answered per minute per address (default 600, bursts
+    /// of a sixth of it: a browser reading 10,000 servers asks 100 pages).
+    /// Past it the connection is closed with a reason.
+    pub lists_per_minute: f64,
+    /// The longest list request frame (default 4 KiB): the list port closes
+    /// a connection that sends a longer one.
+    pub max_request_len: usize,
     /// How often expiry runs (default 1 s).
     pub tick_interval: Duration,
 }
@@ -80,6 +96,10 @@ impl Default for MasterConfig {
             max_servers: 10_000,
             max_servers_per_ip: 32,
             max_pending: 10_000,
+            max_pending_per_ip: 16,
+            max_limited_addresses: 65_536,
+            lists_per_minute: 600.0,
+            max_request_len: 4096,
             tick_interval: Duration::from_secs(1),
         }
     }
@@ -107,6 +127,10 @@ pub struct MasterStats {
     pub unsolicited: u64,
     /// Servers that got listed.
     pub registered: u64,
+    /// Unanswered queries given up for newer ones (the table was full).
+    pub challenges_evicted: u64,
+    /// List requests over the per-address rate.
+    pub lists_refused: u64,
     /// Servers dropped as silent.
     pub expired: u64,
     /// List requests served.

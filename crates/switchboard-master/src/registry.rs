@@ -2,10 +2,11 @@
 //! store can back several master instances later; and the master's logic as a
 //! state machine with time passed in.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use crate::pending::Pending;
 use crate::protocol::{self, Datagram, ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 use crate::{MasterConfig, MasterStats};
 use switchboard::session::{KeyedLimiter, RateLimit};
@@ -101,8 +102,8 @@ impl Registry for MemoryRegistry {
 pub struct Master<R: Registry> {
     config: MasterConfig,
     registry: R,
-    /// Challenges sent and not yet answered: address → (challenge, sent at).
-    pending: HashMap<SocketAddr, (u64, Instant)>,
+    /// Challenges sent and not yet answered.
+    pending: Pending,
     limits: KeyedLimiter<IpAddr>,
     stats: MasterStats,
 }
@@ -115,10 +116,10 @@ impl<R: Registry> Master<R> {
             burst: config.heartbeat_burst,
         };
         Self {
+            pending: Pending::new(config.max_pending, config.max_pending_per_ip),
+            limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
             config,
             registry,
-            pending: HashMap::new(),
-            limits: KeyedLimiter::new(limit),
             stats: MasterStats::default(),
         }
     }
@@ -173,14 +174,17 @@ impl<R: Registry> Master<R> {
                 return None;
             }
         }
-        if self.pending.len() >= config.max_pending && !self.pending.contains_key(&from) {
-            self.stats.refused_full += 1;
-            return None;
-        }
         let mut challenge = [0u8; 8];
         getrandom::fill(&mut challenge).expect("the OS random source failed");
         let challenge = u64::from_le_bytes(challenge);
-        self.pending.insert(from, (challenge, now));
+        match self.pending.insert(from, challenge, now) {
+            Ok(true) => self.stats.challenges_evicted += 1,
+            Ok(false) => {}
+            Err(_) => {
+                self.stats.refused_per_ip += 1;
+                return None;
+            }
+        }
         // Always to the address the heartbeat came from, never one named in
         // a packet.
         Some((
@@ -193,14 +197,11 @@ impl<R: Registry> Master<R> {
     }
 
     fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
-        match self.pending.get(&from) {
-            Some((expected, _)) if *expected == challenge => {}
-            _ => {
-                self.stats.unsolicited += 1;
-                return;
-            }
+        if self.pending.get(from) != Some(challenge) {
+            self.stats.unsolicited += 1;
+            return;
         }
-        self.pending.remove(&from);
+        self.pending.remove(from);
         if let Err(err) = info.check() {
             self.stats.malformed += 1;
             tracing::debug!(%from, %err, "server info refused");
@@ -217,10 +218,18 @@ impl<R: Registry> Master<R> {
     pub fn tick(&mut self, now: Instant) {
         let expired = self.registry.expire(now, self.config.expiry);
         self.stats.expired += expired as u64;
-        let timeout = self.config.query_timeout;
-        self.pending
-            .retain(|_, (_, sent)| now.saturating_duration_since(*sent) <= timeout);
+        self.pending.expire(now, self.config.query_timeout);
         self.limits.forget_idle(now, Duration::from_secs(600));
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    /// Counts a list request refused for its rate.
+    pub fn list_refused(&mut self) {
+        self.stats.lists_refused += 1;
     }
 
     /// A page of servers.

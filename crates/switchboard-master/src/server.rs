@@ -1,8 +1,9 @@
 //! The master server's IO: one UDP socket for heartbeats and info, one
 //! Switchboard listener for list requests, on the same port.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use tokio::net::UdpSocket;
@@ -13,7 +14,8 @@ use crate::registry::{Master, MemoryRegistry, Registry};
 use crate::{MasterConfig, MasterStats};
 use switchboard::message::Message;
 use switchboard::runtime;
-use switchboard::socket::{ExtendedTcpServer, ServerConfig, ServerEvent, ServerStream};
+use switchboard::session::{KeyedLimiter, RateLimit};
+use switchboard::socket::{ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream};
 
 /// A bound master server, ready to [`run`](Self::run).
 pub struct MasterServer<R: Registry = MemoryRegistry> {
@@ -64,7 +66,12 @@ impl<R: Registry> MasterServer<R> {
         // A port free for TCP may be taken for UDP: try a few.
         let mut last_err = None;
         for _ in 0..8 {
-            let tcp = ExtendedTcpServer::bind_addr(addr, ServerConfig::default())?;
+            // List requests are small: a connection that sends a bigger
+            // frame (or one that inflates bigger) is closed.
+            let mut tcp_config = ServerConfig::default();
+            tcp_config.socket.codec.max_frame_len = config.max_request_len;
+            tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
+            let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
             let port = tcp.local_addr().port();
             match UdpSocket::bind(SocketAddr::new(addr.ip(), port)).await {
                 Ok(udp) => {
@@ -96,6 +103,16 @@ impl<R: Registry> MasterServer<R> {
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
         let mut tick = tokio::time::interval(self.tick);
         let handle = self.tcp.handle();
+        // List requests per address, and where each connection comes from.
+        let config = self.master.config().clone();
+        let mut lists = KeyedLimiter::with_max_keys(
+            RateLimit {
+                per_second: config.lists_per_minute / 60.0,
+                burst: (config.lists_per_minute / 6.0).max(1.0),
+            },
+            config.max_limited_addresses,
+        );
+        let mut addresses: HashMap<PeerId, IpAddr> = HashMap::new();
         loop {
             tokio::select! {
                 received = self.udp.recv_from(&mut buf) => match received {
@@ -110,7 +127,19 @@ impl<R: Registry> MasterServer<R> {
                     Err(err) => tracing::debug!(%err, "udp receive failed"),
                 },
                 event = self.tcp.next_event() => match event {
+                    Some(ServerEvent::PeerConnected { peer, addr }) => {
+                        addresses.insert(peer, switchboard::socket::address_key(addr.ip()));
+                    }
+                    Some(ServerEvent::PeerDisconnected { peer, .. }) => {
+                        addresses.remove(&peer);
+                    }
                     Some(ServerEvent::Received(incoming)) => {
+                        let ip = addresses.get(&incoming.peer).copied();
+                        if ip.is_some_and(|ip| !lists.allow(ip, Instant::now())) {
+                            self.master.list_refused();
+                            handle.close_peer(incoming.peer, "too many list requests; slow down");
+                            continue;
+                        }
                         let reply = match incoming.message.action::<MasterAction>() {
                             Some(MasterAction::List) => incoming
                                 .message

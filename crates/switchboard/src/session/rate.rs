@@ -14,24 +14,43 @@ pub struct RateLimit {
     pub burst: f64,
 }
 
-/// One bucket per key (a source IP, say), created full on first use.
+/// One bucket per key (a source IP, say), created full on first use, for at
+/// most `max_keys` keys (default 65,536): when a new key finds the table
+/// full, the keys whose buckets have refilled are forgotten (a full bucket
+/// is what a new key gets anyway), and if none has, one key is.
 #[derive(Debug)]
 pub struct KeyedLimiter<K> {
     limit: RateLimit,
     buckets: HashMap<K, Bucket>,
+    max_keys: usize,
 }
 
-impl<K: Eq + Hash> KeyedLimiter<K> {
+impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
     /// Buckets of `limit` for every key.
     pub fn new(limit: RateLimit) -> Self {
+        Self::with_max_keys(limit, 65_536)
+    }
+
+    /// Buckets of `limit`, for at most `max_keys` keys at once.
+    pub fn with_max_keys(limit: RateLimit, max_keys: usize) -> Self {
         Self {
             limit,
             buckets: HashMap::new(),
+            max_keys: max_keys.max(1),
         }
     }
 
     /// Spends one unit of `key`'s bucket if it has one.
     pub fn allow(&mut self, key: K, now: Instant) -> bool {
+        if !self.buckets.contains_key(&key) && self.buckets.len() >= self.max_keys {
+            self.forget_refilled(now);
+            if self.buckets.len() >= self.max_keys {
+                let any = self.buckets.keys().next().cloned();
+                if let Some(any) = any {
+                    self.buckets.remove(&any);
+                }
+            }
+        }
         let bucket = self
             .buckets
             .entry(key)
@@ -49,6 +68,24 @@ impl<K: Eq + Hash> KeyedLimiter<K> {
     pub fn forget_idle(&mut self, now: Instant, idle: Duration) {
         self.buckets
             .retain(|_, b| now.saturating_duration_since(b.at) < idle);
+    }
+
+    /// Forgets keys whose buckets are full again.
+    fn forget_refilled(&mut self, now: Instant) {
+        self.buckets.retain(|_, b| {
+            b.refill(now);
+            b.level < b.limit.burst
+        });
+    }
+
+    /// Keys remembered now.
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no key is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
     }
 }
 
@@ -164,5 +201,25 @@ mod tests {
         assert!(!limiter.allow(200, t0), "only 100 bytes left");
         assert!(limiter.allow(100, t0));
         assert!(limiter.allow(500, t0 + Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn spoofed_sources_cannot_grow_the_keyed_limiter_past_its_bound() {
+        let t0 = Instant::now();
+        let limit = RateLimit {
+            per_second: 0.1,
+            burst: 4.0,
+        };
+        let mut limiter = KeyedLimiter::with_max_keys(limit, 100);
+        for i in 0..10_000u32 {
+            limiter.allow(i, t0);
+        }
+        assert!(limiter.len() <= 100, "{} keys", limiter.len());
+        // A key being limited keeps its state while others come and go.
+        let mut busy = KeyedLimiter::with_max_keys(limit, 100);
+        for _ in 0..4 {
+            assert!(busy.allow(u32::MAX, t0));
+        }
+        assert!(!busy.allow(u32::MAX, t0));
     }
 }
