@@ -40,6 +40,25 @@ fn alive(pid: u32) -> bool {
     }
 }
 
+/// The server binary started by hand with `args`, and the port its ready
+/// line gives.
+fn started_by_hand(args: &[&str]) -> (std::process::Child, u16) {
+    let mut child = Command::new(server_binary())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .strip_prefix("SWITCHBOARD READY 1 ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("ready line, got {line:?}"));
+    (child, port)
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !done() {
@@ -139,19 +158,7 @@ fn hosting_binds_every_interface_and_two_players_join() {
 
 #[test]
 fn remote_client_plays_on_a_separately_started_server_which_stops_on_sigterm() {
-    let mut child = Command::new(server_binary())
-        .args(["--port", "0", "--bind", "loopback"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let port: u16 = line
-        .strip_prefix("SWITCHBOARD READY 1 ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("ready line, got {line:?}"));
+    let (mut child, port) = started_by_hand(&["--port", "0", "--bind", "loopback"]);
     let mut client = welcomed(format!("localhost:{port}"), "remote");
     assert_eq!(
         ask(&mut client, BoardAction::Say, &"hi from afar"),
@@ -345,20 +352,15 @@ fn password_from_a_file_admits_the_right_one_and_refuses_the_wrong() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("password");
     std::fs::write(&file, "sesame\n").unwrap();
-    let mut child = Command::new(server_binary())
-        .args(["--port", "0", "--bind", "loopback", "--password-file"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let port: u16 = line
-        .strip_prefix("SWITCHBOARD READY 1 ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("ready line, got {line:?}"));
+    let file_arg = file.to_str().unwrap();
+    let (mut child, port) = started_by_hand(&[
+        "--port",
+        "0",
+        "--bind",
+        "loopback",
+        "--password-file",
+        file_arg,
+    ]);
     let join = |password: &str| {
         let config = ClientConfig {
             password: Some(password.into()),

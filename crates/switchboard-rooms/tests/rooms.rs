@@ -120,6 +120,15 @@ impl Rooms {
         room
     }
 
+    /// ann (the host), bob and cat in one room of four.
+    fn three_in_a_room(&mut self) -> (Player, Player, Player, RoomId) {
+        let (ann, bob) = self.ann_and_bob();
+        let cat = self.player("cat");
+        let room = self.room_of_two(ann, bob, 4);
+        self.accepted(cat, RoomAction::Join, &room);
+        (ann, bob, cat, room)
+    }
+
     fn ann_and_bob(&mut self) -> (Player, Player) {
         (self.player("ann"), self.player("bob"))
     }
@@ -225,10 +234,7 @@ fn only_the_host_starts_and_only_when_everyone_is_ready() {
 #[test]
 fn regression_custom_messages_from_one_client_reach_the_others() {
     let mut net = Rooms::new();
-    let (ann, bob) = net.ann_and_bob();
-    let cat = net.player("cat");
-    let room = net.room_of_two(ann, bob, 4);
-    net.accepted(cat, RoomAction::Join, &room);
+    let (ann, bob, cat, _) = net.three_in_a_room();
     for p in [ann, bob, cat] {
         net.heard(p);
     }
@@ -330,10 +336,7 @@ fn regression_players_cannot_join_after_the_game_started() {
 #[test]
 fn regression_a_kicked_client_receives_nothing_more() {
     let mut net = Rooms::new();
-    let (ann, bob) = net.ann_and_bob();
-    let cat = net.player("cat");
-    let room = net.room_of_two(ann, bob, 4);
-    net.accepted(cat, RoomAction::Join, &room);
+    let (ann, bob, cat, _) = net.three_in_a_room();
     for p in [ann, bob, cat] {
         net.heard(p);
     }
@@ -466,10 +469,7 @@ fn late_joiners_receive_the_full_room_state() {
 #[test]
 fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
     let mut net = Rooms::new();
-    let (ann, bob) = net.ann_and_bob();
-    let cat = net.player("cat");
-    let room = net.room_of_two(ann, bob, 4);
-    net.accepted(cat, RoomAction::Join, &room);
+    let (ann, bob, cat, _) = net.three_in_a_room();
     // bob spawns a ship; everyone sees it with bob as owner.
     let ship = SpawnRequest {
         kind: "ship".into(),
