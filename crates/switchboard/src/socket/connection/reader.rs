@@ -56,6 +56,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
         if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
             grow_read_buffer(buffer);
         }
+        shrink_read_buffer(buffer);
         // Frames taken (system frames included): more may be buffered.
         let took_any = batch.frames > 0;
         if !batch.items.is_empty() {
@@ -195,6 +196,18 @@ pub(super) const IDLE_READ_BUFFER: usize = 1024;
 /// What a connection with traffic reads into: big reads, few system calls.
 const BUSY_READ_BUFFER: usize = 64 * 1024;
 
+/// After a large frame the buffer may have grown to its size: once it holds
+/// little again, a buffer of the usual size takes its place, so that one
+/// big frame does not make the connection cost megabytes for the rest of
+/// its life.
+fn shrink_read_buffer(buffer: &mut bytes::BytesMut) {
+    if buffer.capacity() > 2 * BUSY_READ_BUFFER && buffer.len() <= BUSY_READ_BUFFER / 2 {
+        let mut usual = bytes::BytesMut::with_capacity(BUSY_READ_BUFFER);
+        usual.extend_from_slice(buffer);
+        *buffer = usual;
+    }
+}
+
 /// Swaps the small read buffer for a big one, once. A fresh buffer (not a
 /// grown one) is needed: `BytesMut` keeps reallocating at the size it was
 /// first created with.
@@ -314,4 +327,23 @@ fn on_system<E>(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_buffer_shrinks_back_after_a_large_frame() {
+        let mut buffer = bytes::BytesMut::with_capacity(1024 * 1024 + 5);
+        buffer.extend_from_slice(&[7u8; 100]);
+        shrink_read_buffer(&mut buffer);
+        assert_eq!(buffer.capacity(), BUSY_READ_BUFFER);
+        assert_eq!(&buffer[..], &[7u8; 100][..], "what was buffered is kept");
+        // A buffer still full of a big frame's bytes is left alone.
+        let mut full = bytes::BytesMut::with_capacity(1024 * 1024);
+        full.extend_from_slice(&vec![1u8; 512 * 1024]);
+        shrink_read_buffer(&mut full);
+        assert!(full.capacity() >= 512 * 1024);
+    }
 }
