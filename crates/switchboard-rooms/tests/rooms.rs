@@ -644,3 +644,34 @@ fn room_names_follow_the_one_name_rule_trimmed_and_without_control_characters() 
     net.accepted(ann, RoomAction::Create, &new_room("  den  ", 4));
     assert_eq!(net.room(ann).unwrap().name, "den");
 }
+
+#[test]
+fn quotas_per_server_and_per_player_hold() {
+    let limits = switchboard_rooms::RoomLimits {
+        max_rooms: 1,
+        max_entities_per_player: 3,
+        ..Default::default()
+    };
+    let mut net = Rooms::new();
+    net.net = Harness::new(ManagerConfig::default(), RoomsLogic::with_limits(limits));
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    let cat = net.player("cat");
+    assert_eq!(
+        net.ask(cat, RoomAction::Create, &new_room("second", 4)),
+        rejected("the server has no room for more rooms")
+    );
+    let spawn = || SpawnRequest {
+        kind: "unit".into(),
+        state: state_of(&0u32),
+    };
+    for _ in 0..3 {
+        net.accepted(ann, RoomAction::Spawn, &spawn());
+    }
+    assert_eq!(
+        net.ask(ann, RoomAction::Spawn, &spawn()),
+        rejected("you own 3 entities, the most a player may")
+    );
+    net.accepted(bob, RoomAction::Spawn, &spawn());
+    assert_eq!(net.room(bob).unwrap().entities.len(), 4);
+}

@@ -87,9 +87,35 @@ pub enum RoomCommand {
     Transfer(Transfer),
 }
 
+/// The rooms' quotas; each field says its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoomLimits {
+    /// Rooms a server holds (default [`MAX_ROOMS`], 1000). A create past it
+    /// is rejected.
+    pub max_rooms: usize,
+    /// Entities in one room (default [`MAX_ENTITIES`], 4096).
+    pub max_entities: usize,
+    /// Entities one player owns at once (default 256).
+    pub max_entities_per_player: usize,
+    /// Bytes of one entity's state (default [`MAX_ENTITY_STATE`], 16 KiB).
+    pub max_entity_state: usize,
+}
+
+impl Default for RoomLimits {
+    fn default() -> Self {
+        Self {
+            max_rooms: MAX_ROOMS,
+            max_entities: MAX_ENTITIES,
+            max_entities_per_player: 256,
+            max_entity_state: MAX_ENTITY_STATE,
+        }
+    }
+}
+
 /// Rooms, lobby, RPC and entity replication for any game.
 #[derive(Debug)]
 pub struct RoomsLogic {
+    limits: RoomLimits,
     rooms: BTreeMap<RoomId, Room>,
     room_of: HashMap<ClientId, RoomId>,
     names: HashMap<ClientId, String>,
@@ -101,6 +127,7 @@ pub struct RoomsLogic {
 impl Default for RoomsLogic {
     fn default() -> Self {
         Self {
+            limits: RoomLimits::default(),
             rooms: BTreeMap::new(),
             room_of: HashMap::new(),
             names: HashMap::new(),
@@ -141,6 +168,14 @@ impl RoomsLogic {
     /// for a tick at that rate: [`GameLogic::tick_interval`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// These quotas instead of the defaults.
+    pub fn with_limits(limits: RoomLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
     }
 
     /// Entity states sync every `interval` instead.

@@ -29,7 +29,7 @@ impl RoomsLogic {
                 if self.room_of.contains_key(&client) {
                     return invalid("leave your room first");
                 }
-                if self.rooms.len() >= MAX_ROOMS {
+                if self.rooms.len() >= self.limits.max_rooms {
                     return invalid("the server has no room for more rooms");
                 }
                 Ok(RoomCommand::Create(create))
@@ -126,11 +126,19 @@ impl RoomsLogic {
             RoomAction::Spawn => {
                 let spawn: SpawnRequest = request.content()?;
                 let room = self.room_of(client)?;
-                if spawn.kind.len() > 32 || spawn.state.len() > MAX_ENTITY_STATE {
-                    return invalid("entity kinds have at most 32 bytes, states 16 KiB");
+                let limits = &self.limits;
+                if spawn.kind.len() > 32 || spawn.state.len() > limits.max_entity_state {
+                    return invalid(format!(
+                        "entity kinds have at most 32 bytes, states {} bytes",
+                        limits.max_entity_state
+                    ));
                 }
-                if room.entities.len() >= MAX_ENTITIES {
+                if room.entities.len() >= limits.max_entities {
                     return invalid("the room has the most entities it holds");
+                }
+                let owned = room.entities.values().filter(|e| e.owner == client).count();
+                if owned >= limits.max_entities_per_player {
+                    return invalid(format!("you own {owned} entities, the most a player may"));
                 }
                 Ok(RoomCommand::Spawn(spawn))
             }
@@ -142,7 +150,7 @@ impl RoomsLogic {
             RoomAction::Update => {
                 let update: EntityUpdate = request.content()?;
                 self.entity_of(client, update.id)?;
-                if update.state.len() > MAX_ENTITY_STATE {
+                if update.state.len() > self.limits.max_entity_state {
                     return invalid("entity states have at most 16 KiB");
                 }
                 Ok(RoomCommand::Update(update))
