@@ -405,6 +405,14 @@ impl ServerScenario {
         Ok(loaded)
     }
 
+    /// A scenario file's bytes, decoded and checked like [`load`](Self::load)
+    /// (what the fuzzer feeds).
+    pub fn from_file_bytes(bytes: &[u8]) -> Result<Self, ScenarioError> {
+        let loaded: Self = scenario::from_bytes(MAGIC, FORMAT_VERSION, bytes)?;
+        loaded.validate().map_err(ScenarioError::Invalid)?;
+        Ok(loaded)
+    }
+
     /// The map as text, one row a line: terrain glyphs, units as the first
     /// letter of their kind (upper case for nation 0's, digits of nations
     /// otherwise would not fit: the nation number follows in the legend).
