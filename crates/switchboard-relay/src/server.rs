@@ -2,8 +2,9 @@
 //! over newline-delimited JSON, one hub task that owns the [`Relay`].
 
 use std::collections::HashMap;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
@@ -86,6 +88,9 @@ pub struct RelayConfig {
     /// Lines waiting for a JSON client (default 1024); past it the client
     /// is disconnected as a slow consumer.
     pub json_queue: usize,
+    /// Bytes waiting for a JSON client (default 256 KiB); past it the client
+    /// is disconnected as a slow consumer, however few lines that is.
+    pub json_queue_bytes: usize,
     /// How often relayed messages leave for native clients (default 5 ms,
     /// a 200 Hz send tick). What a client is sent within one tick leaves in
     /// one write: one system call for the relay and one wake-up for the
@@ -123,6 +128,7 @@ impl Default for RelayConfig {
             max_json_line: 4096,
             max_json_errors: 10,
             json_queue: 1024,
+            json_queue_bytes: 256 * 1024,
             send_interval: Duration::from_millis(5),
             limits: RelayLimits::default(),
             max_json_connections: 1024,
@@ -135,16 +141,66 @@ impl Default for RelayConfig {
 
 enum Route {
     Native(PeerId),
-    Json {
-        lines: mpsc::Sender<JsonLine>,
-        errors: u32,
-    },
+    Json { lines: JsonQueue, errors: u32 },
+}
+
+/// The lines waiting for one JSON client, bounded in lines and in bytes:
+/// the hub's end. Dropping every sender ends the connection's writer.
+struct JsonQueue {
+    lines: mpsc::Sender<JsonLine>,
+    bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
+}
+
+/// The connection writer's end of a [`JsonQueue`].
+struct JsonLines {
+    lines: mpsc::Receiver<JsonLine>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl JsonQueue {
+    fn new(config: &RelayConfig) -> (Self, JsonLines) {
+        let (lines, rx) = mpsc::channel(config.json_queue.max(1));
+        let bytes = Arc::new(AtomicUsize::new(0));
+        let queue = JsonQueue {
+            lines,
+            bytes: bytes.clone(),
+            max_bytes: config.json_queue_bytes,
+        };
+        (queue, JsonLines { lines: rx, bytes })
+    }
+
+    /// Queues `line`; `false` when the client is too far behind (in lines
+    /// or in bytes) and must be dropped as a slow consumer.
+    fn push(&self, line: &JsonLine) -> bool {
+        let queued = self.bytes.fetch_add(line.len(), Ordering::Relaxed) + line.len();
+        if queued > self.max_bytes || self.lines.try_send(line.clone()).is_err() {
+            self.bytes.fetch_sub(line.len(), Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+impl JsonLines {
+    /// Writes the queued lines until the hub drops the queue, a write fails
+    /// or one takes longer than `timeout`; then hangs up.
+    async fn write_to(mut self, mut write: OwnedWriteHalf, timeout: Duration) {
+        while let Some(line) = self.lines.recv().await {
+            let written = tokio::time::timeout(timeout, write.write_all(line.as_bytes())).await;
+            self.bytes.fetch_sub(line.len(), Ordering::Relaxed);
+            if !matches!(written, Ok(Ok(()))) {
+                break;
+            }
+        }
+        let _ = tokio::time::timeout(timeout, write.shutdown()).await;
+    }
 }
 
 enum JsonEvent {
     Joined {
         addr: SocketAddr,
-        lines: mpsc::Sender<JsonLine>,
+        lines: JsonQueue,
         id: oneshot::Sender<u32>,
     },
     Line {
@@ -397,13 +453,13 @@ async fn json_connection(
     _slot: JsonSlot,
 ) {
     let _ = stream.set_nodelay(true);
-    let (read, mut write) = stream.into_split();
-    let (lines_tx, mut lines_rx) = mpsc::channel::<JsonLine>(config.json_queue.max(1));
+    let (read, write) = stream.into_split();
+    let (queue, queued) = JsonQueue::new(&config);
     let (id_tx, id_rx) = oneshot::channel();
     if events
         .send(JsonEvent::Joined {
             addr,
-            lines: lines_tx,
+            lines: queue,
             id: id_tx,
         })
         .await
@@ -412,20 +468,20 @@ async fn json_connection(
         return;
     }
     let Ok(id) = id_rx.await else { return };
-    // The writer ends when the hub drops this client (garbage, slow, stop).
-    let write_timeout = config.json_write_timeout;
-    let mut writer = tokio::spawn(async move {
-        while let Some(line) = lines_rx.recv().await {
-            let written = tokio::time::timeout(write_timeout, write.write_all(line.as_bytes()));
-            if !matches!(written.await, Ok(Ok(()))) {
-                break;
-            }
-        }
-        let _ = tokio::time::timeout(write_timeout, write.shutdown()).await;
-    });
+    // The writer ends when the hub drops this client (garbage, slow, abuse,
+    // stop); the reader stops with it, so the player leaves its zone at once.
+    let mut writer = tokio::spawn(queued.write_to(write, config.json_write_timeout));
+    let mut writer_done = false;
     let mut lines = FramedRead::new(read, LinesCodec::new_with_max_length(config.max_json_line));
     loop {
-        let line = match tokio::time::timeout(config.json_idle_timeout, lines.next()).await {
+        let next = tokio::select! {
+            next = tokio::time::timeout(config.json_idle_timeout, lines.next()) => next,
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
+        };
+        let line = match next {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(_) => {
@@ -440,16 +496,17 @@ async fn json_connection(
             }
             Err(LinesCodecError::Io(_)) => break,
         };
-        if events.send(JsonEvent::Line { id, line }).await.is_err() || writer.is_finished() {
+        if events.send(JsonEvent::Line { id, line }).await.is_err() {
             break;
         }
     }
     // The hub drops this client's line queue on `Gone`; the writer then
     // sends what is queued (an error line, say) and hangs up.
     let _ = events.send(JsonEvent::Gone { id }).await;
-    if tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer)
-        .await
-        .is_err()
+    if !writer_done
+        && tokio::time::timeout(Duration::from_secs(2), &mut writer)
+            .await
+            .is_err()
     {
         writer.abort();
     }
@@ -457,14 +514,15 @@ async fn json_connection(
 
 /// Encodes an event once per kind of link, then hands it to every recipient.
 /// Native recipients are queued and added to `pending` when the relay sends
-/// on a tick, sent at once when `pending` is `None`.
+/// on a tick, sent at once when `pending` is `None`. Returns the JSON
+/// recipients too far behind to take it: slow consumers, to be dropped.
 fn deliver(
-    routes: &mut HashMap<u32, Route>,
+    routes: &HashMap<u32, Route>,
     native: &ServerHandle,
     pending: Option<&mut HashSet<PeerId>>,
     to: &[u32],
     event: &RelayEvent,
-) {
+) -> Vec<u32> {
     let message = match event {
         RelayEvent::Welcome { player_id } => {
             Message::new(RelayChannel, RelayAction::Welcome, player_id)
@@ -508,7 +566,7 @@ fn deliver(
                     };
                     json_line_of(value.to_string())
                 });
-                if lines.try_send(line.clone()).is_err() {
+                if !lines.push(line) {
                     slow.push(*id);
                 }
             }
@@ -526,10 +584,7 @@ fn deliver(
             }
         }
     }
-    for id in slow {
-        tracing::debug!(player = id, "JSON client too slow; dropped");
-        routes.remove(&id);
-    }
+    slow
 }
 
 async fn hub(
@@ -623,15 +678,22 @@ async fn hub(
                         Ok(out) => out,
                         Err(message) => {
                             relay.malformed_line();
-                            if let Some(Route::Json { lines, errors }) = routes.get_mut(&id) {
-                                *errors += 1;
-                                let _ = lines.try_send(error_line(&message));
-                                if *errors > config.max_json_errors {
-                                    let _ = lines.try_send(error_line("too many invalid lines: disconnecting"));
-                                    routes.remove(&id);
+                            let cut = match routes.get_mut(&id) {
+                                Some(Route::Json { lines, errors }) => {
+                                    *errors += 1;
+                                    lines.push(&error_line(&message));
+                                    *errors > config.max_json_errors
                                 }
+                                _ => false,
+                            };
+                            if cut {
+                                if let Some(Route::Json { lines, .. }) = routes.remove(&id) {
+                                    lines.push(&error_line("too many invalid lines: disconnecting"));
+                                }
+                                relay.leave(id)
+                            } else {
+                                Vec::new()
                             }
-                            Vec::new()
                         }
                     }
                 }
@@ -653,22 +715,36 @@ async fn hub(
             }
             _ = stop.cancelled() => break,
         };
-        for (to, event) in outgoing {
-            let pending = ticking.then_some(&mut pending);
-            deliver(&mut routes, &handle, pending, &to, &event);
-        }
-        for (id, reason) in relay.take_abusive() {
-            tracing::warn!(player = id, %reason, "disconnected for abuse");
-            match routes.remove(&id) {
-                Some(Route::Native(peer)) => {
-                    handle.close_peer_with(peer, CloseCode::ABUSE, &reason)
+        // A player dropped here (too slow, abusive) leaves its zone at once,
+        // and its leaving is delivered like any other event.
+        let mut outgoing = VecDeque::from(outgoing);
+        loop {
+            while let Some((to, event)) = outgoing.pop_front() {
+                let pending = ticking.then_some(&mut pending);
+                for id in deliver(&routes, &handle, pending, &to, &event) {
+                    tracing::debug!(player = id, "JSON client too slow; dropped");
+                    routes.remove(&id);
+                    outgoing.extend(relay.leave(id));
                 }
-                // Its line queue closes with the route: the connection
-                // ends, and `Gone` takes the player out of its zone.
-                Some(Route::Json { lines, .. }) => {
-                    let _ = lines.try_send(error_line(&reason));
+            }
+            let abusive = relay.take_abusive();
+            if abusive.is_empty() {
+                break;
+            }
+            for (id, reason) in abusive {
+                tracing::warn!(player = id, %reason, "disconnected for abuse");
+                match routes.remove(&id) {
+                    Some(Route::Native(peer)) => {
+                        handle.close_peer_with(peer, CloseCode::ABUSE, &reason)
+                    }
+                    // Told why; the queue closes with the route, and the
+                    // connection with it.
+                    Some(Route::Json { lines, .. }) => {
+                        lines.push(&error_line(&reason));
+                    }
+                    None => {}
                 }
-                None => {}
+                outgoing.extend(relay.leave(id));
             }
         }
     }

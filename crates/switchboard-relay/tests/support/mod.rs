@@ -1,0 +1,106 @@
+//! Helpers shared by the relay's loopback tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use crate::common::{next_socket_event, WAIT};
+use serde_json::Value;
+use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
+use switchboard_relay::{self as relay, Hello, RelayAction, RelayChannel, RelayLimits, Transform};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+pub struct JsonClient {
+    pub lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    pub write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl JsonClient {
+    pub async fn connect(addr: std::net::SocketAddr) -> (JsonClient, u64) {
+        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+        let mut client = JsonClient {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        let welcome = client.next().await.expect("welcome");
+        assert_eq!(welcome["type"], "welcome");
+        let id = welcome["playerId"].as_u64().unwrap();
+        (client, id)
+    }
+
+    pub async fn send(&mut self, line: &str) {
+        self.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The next line, or None at EOF.
+    pub async fn next(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("a line in time")
+            .ok()??;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+}
+
+/// No transform rate limit: for the tests of the send path, whose bursts
+/// are far over a player's budget.
+pub fn unlimited() -> RelayLimits {
+    RelayLimits {
+        transforms_per_second: 1e9,
+        transform_burst: 1e9,
+        ..RelayLimits::default()
+    }
+}
+
+pub async fn native_client(addr: std::net::SocketAddr, name: &str) -> (SocketStream, u32) {
+    let mut client = SocketStream::connect(addr, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut client).await,
+        SocketEvent::Connected
+    ));
+    let id = match next_socket_event(&mut client).await {
+        SocketEvent::Received(m) => m.content::<u32>().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let hello = Hello {
+        name: name.into(),
+        bot: false,
+    };
+    client
+        .send(&Message::new(RelayChannel, RelayAction::Hello, &hello).unwrap())
+        .unwrap();
+    (client, id)
+}
+
+/// Waits until `count` players are in `zone`, or fails after [`WAIT`].
+pub async fn until_in_zone(relay: &relay::RelayHandle, zone: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let clients = relay.clients().await;
+        if clients
+            .iter()
+            .filter(|c| c.zone.as_deref() == Some(zone))
+            .count()
+            >= count
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} players in {zone}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub fn at(zone: &str, x: f32) -> Message {
+    let transform = Transform {
+        position: [x, 1.0, 2.0],
+        zone: zone.into(),
+        ..Transform::default()
+    };
+    Message::new(RelayChannel, RelayAction::Transform, &transform).unwrap()
+}
