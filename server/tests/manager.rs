@@ -707,3 +707,35 @@ fn player_names_are_trimmed_once_and_the_game_sees_the_trimmed_name() {
     let refused = heard(&mut net, eve).refused;
     assert_eq!(refused[0].code, 7, "control characters are refused");
 }
+
+#[test]
+fn log_flood_by_join_and_leave_from_one_address_is_capped_and_others_are_still_logged() {
+    let mut net = board(ManagerConfig::default());
+    let rate = ManagerConfig::default().peer_log_rate;
+    assert_eq!((rate.per_second, rate.burst), (1.0, 20.0));
+    // The attack: 100 joins and leaves from one address, two lines each.
+    for _ in 0..100 {
+        let eve = net.join_from(from(2), ClientConfig::named("eve"));
+        assert!(net.client(eve).is_welcomed());
+        net.close(eve, "bye");
+    }
+    // Its address had 20 lines; the rest were skipped and counted.
+    assert_eq!(net.log().len(), 20);
+    assert_eq!(net.stats().logs_skipped_total, 180);
+    // A player from another address is logged, with what was skipped.
+    let ann = net.join_from(from(3), named("ann"));
+    assert!(net.client(ann).is_welcomed());
+    let last = &net.log().last().unwrap().text;
+    assert!(
+        last.contains("joined as \"ann\"") && last.contains("(180 lines about peers skipped"),
+        "{last}"
+    );
+    // The flooding address gets a line a second back.
+    net.advance(Duration::from_secs(3));
+    for _ in 0..5 {
+        let eve = net.join_from(from(2), ClientConfig::named("eve"));
+        net.close(eve, "bye");
+    }
+    assert_eq!(net.log().len(), 21 + 3);
+    assert_eq!(net.stats().logs_skipped_total, 180 + 7);
+}

@@ -34,6 +34,11 @@ pub struct ManagerConfig {
     pub max_strikes: u32,
     /// The window for `max_strikes` (default 10 s).
     pub strike_window: Duration,
+    /// Log lines about peers from one address (default 1 a second, burst
+    /// 20): joins, leaves, refusals, errors. Past it they are skipped and
+    /// counted (`ServerStats::logs_skipped_total`), and the next line says
+    /// how many were, so no peer can flood the operator's log.
+    pub peer_log_rate: RateLimit,
     /// How long a shutdown may take to flush every client (default 5 s).
     pub shutdown_timeout: Duration,
     /// How often expired sessions and late hellos are looked for, and
@@ -64,6 +69,10 @@ impl Default for ManagerConfig {
             },
             max_strikes: 20,
             strike_window: Duration::from_secs(10),
+            peer_log_rate: RateLimit {
+                per_second: 1.0,
+                burst: 20.0,
+            },
             shutdown_timeout: Duration::from_secs(5),
             tick_interval: Duration::from_millis(250),
             listing: None,

@@ -116,13 +116,7 @@ impl<L: GameLogic> Runner<L> {
             ServerEvent::PeerDisconnected { peer, reason } => {
                 ManagerEvent::Disconnected { peer, reason }
             }
-            ServerEvent::PeerError { peer, error } => {
-                tracing::warn!(%peer, %error, "connection error");
-                return self.publish(LogEntry {
-                    level: LogLevel::Warn,
-                    text: format!("{peer}: {error}"),
-                });
-            }
+            ServerEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
         let actions = self.core.handle(event, now());
         carry_out(&self.handle, &self.control, actions);

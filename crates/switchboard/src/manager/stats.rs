@@ -58,4 +58,6 @@ pub struct ServerStats {
     pub rate_limited_total: u64,
     /// Connections ended, by reason.
     pub disconnects: BTreeMap<String, u64>,
+    /// Log lines about peers skipped by `ManagerConfig::peer_log_rate`.
+    pub logs_skipped_total: u64,
 }

@@ -10,7 +10,7 @@ mod table;
 mod token;
 
 pub use backoff::{Backoff, BackoffPolicy};
-pub use rate::{KeyedLimiter, RateLimit, RateLimiter};
+pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;
 

@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
+
+use crate::socket::address_key;
 
 /// One limit: a sustained rate and a burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +89,45 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
     /// Whether no key is remembered.
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
+    }
+}
+
+/// Log lines about peers, limited per address so that no peer can flood
+/// the operator's log: each address (an IPv6 /64 as one) has a bucket of
+/// lines; a line over it is skipped and counted, and the next line let
+/// through says how many were.
+#[derive(Debug)]
+pub struct LogLimiter {
+    lines: KeyedLimiter<IpAddr>,
+    skipped: u64,
+    skipped_total: u64,
+}
+
+impl LogLimiter {
+    /// `limit` lines for every address.
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            lines: KeyedLimiter::new(limit),
+            skipped: 0,
+            skipped_total: 0,
+        }
+    }
+
+    /// Whether a line about a peer at `ip` may be logged now: `Some(n)` if
+    /// it may, `n` being the lines (from any address) skipped since the
+    /// last one let through; `None` if it is skipped.
+    pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Option<u64> {
+        if !self.lines.allow(address_key(ip), now) {
+            self.skipped += 1;
+            self.skipped_total += 1;
+            return None;
+        }
+        Some(std::mem::take(&mut self.skipped))
+    }
+
+    /// Lines skipped since the start.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped_total
     }
 }
 

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
-use crate::session::checked_name;
+use crate::session::{checked_name, MAX_NAME_CHARS};
 use crate::socket::address_key;
 
 impl<L: GameLogic> ManagerCore<L> {
@@ -16,7 +16,7 @@ impl<L: GameLogic> ManagerCore<L> {
         };
         let admission = match admission {
             Ok(admission) => admission,
-            Err(refusal) => return self.refuse(peer, &hello, refusal),
+            Err(refusal) => return self.refuse(peer, &hello, refusal, now),
         };
         if let Some(state) = self.peers.get_mut(&peer) {
             state.client = Some(admission.client);
@@ -48,14 +48,14 @@ impl<L: GameLogic> ManagerCore<L> {
         if let Some(gone) = admission.evicted {
             // Its grace period ends early: a live newcomer needed the room.
             self.stats.evicted_total += 1;
-            tracing::info!(client = %gone, "an offline session gave way to a newcomer");
-            self.log(LogLevel::Info, format!("{gone} gave way to a newcomer"));
+            let text = format!("{gone}, offline, gave way to a newcomer ({peer})");
+            self.peer_log(peer, LogLevel::Info, text, now);
             self.logic.on_leave(gone, &mut out);
         }
         if admission.resumed {
             self.stats.resumes_total += 1;
-            tracing::info!(%client, %peer, "client is back");
-            self.log(LogLevel::Info, format!("{client} is back ({peer})"));
+            let text = format!("{client} is back ({peer})");
+            self.peer_log(peer, LogLevel::Info, text, now);
             self.logic.on_reconnect(client, &mut out);
         } else {
             self.stats.joins_total += 1;
@@ -66,11 +66,8 @@ impl<L: GameLogic> ManagerCore<L> {
                 .map(|s| s.name.clone())
                 .unwrap_or_default();
             let shown = name.escape_debug().to_string();
-            tracing::info!(%client, %peer, name = %shown, "client joined");
-            self.log(
-                LogLevel::Info,
-                format!("{client} joined as \"{shown}\" ({peer})"),
-            );
+            let text = format!("{client} joined as \"{shown}\" ({peer})");
+            self.peer_log(peer, LogLevel::Info, text, now);
             self.logic.on_join(client, &name, &mut out);
         }
         self.dispatch(out);
@@ -105,14 +102,13 @@ impl<L: GameLogic> ManagerCore<L> {
         self.sessions.admit_new(peer, name, from, now)
     }
 
-    fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal) {
+    fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal, now: Instant) {
         self.stats.refused_total += 1;
-        let name = hello.name.escape_debug().to_string();
-        tracing::warn!(%peer, name = %name, %refusal, "hello refused");
-        self.log(
-            LogLevel::Warn,
-            format!("{peer} (\"{name}\") refused: {refusal}"),
-        );
+        // As much of the name as a valid one could hold.
+        let name: String = hello.name.chars().take(MAX_NAME_CHARS).collect();
+        let name = name.escape_debug();
+        let text = format!("{peer} (\"{name}\") refused: {refusal}");
+        self.peer_log(peer, LogLevel::Warn, text, now);
         let refused = Refused {
             code: refusal.code(),
             reason: refusal.to_string(),

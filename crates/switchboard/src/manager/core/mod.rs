@@ -29,8 +29,8 @@ use super::protocol::{
 use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ManagerConfig};
 use crate::message::{Message, SESSION_CHANNEL};
-use crate::session::{Admission, Backoff, ClientId, RateLimiter, Refusal, Sessions};
-use crate::socket::{CloseCode, DisconnectReason, PeerId};
+use crate::session::{Admission, Backoff, ClientId, LogLimiter, RateLimiter, Refusal, Sessions};
+use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketError};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
@@ -62,6 +62,14 @@ pub enum ManagerEvent {
         peer: PeerId,
         /// Why.
         reason: DisconnectReason,
+    },
+    /// A connection sent something the socket layer could not take (an
+    /// unknown system action, say); it is logged, within its address's share.
+    Failed {
+        /// Which.
+        peer: PeerId,
+        /// What.
+        error: SocketError,
     },
 }
 
@@ -121,6 +129,7 @@ pub struct ManagerCore<L: GameLogic> {
     last_latency: Option<Instant>,
     /// Wrong passwords per address.
     password_failures: Backoff,
+    peer_logs: LogLimiter,
     actions: Vec<ManagerAction>,
 }
 
@@ -131,6 +140,7 @@ impl<L: GameLogic> ManagerCore<L> {
             logic,
             sessions: Sessions::new(config.sessions.clone()),
             password_failures: Backoff::new(config.password_backoff),
+            peer_logs: LogLimiter::new(config.peer_log_rate),
             config,
             peers: HashMap::new(),
             stats: ServerStats::default(),
@@ -185,6 +195,9 @@ impl<L: GameLogic> ManagerCore<L> {
             ManagerEvent::Connected { peer, addr } => self.on_connected(peer, addr, now),
             ManagerEvent::Received { peer, message } => self.on_message(peer, message, now),
             ManagerEvent::Disconnected { peer, reason } => self.on_disconnected(peer, reason, now),
+            ManagerEvent::Failed { peer, error } => {
+                self.peer_log(peer, LogLevel::Warn, format!("{peer}: {error}"), now)
+            }
         }
         self.actions.drain(..)
     }
@@ -259,6 +272,7 @@ impl<L: GameLogic> ManagerCore<L> {
     ) -> ServerStats {
         let mut stats = self.stats.clone();
         stats.sessions = self.sessions.len();
+        stats.logs_skipped_total = self.peer_logs.skipped_total();
         stats.clients = self
             .peers
             .iter()
@@ -319,16 +333,13 @@ impl<L: GameLogic> ManagerCore<L> {
         let mut out = Outbox::default();
         if left {
             if let Some(session) = self.sessions.leave(peer) {
-                tracing::info!(client = %session.id, %peer, %reason, "client left");
-                self.log(LogLevel::Info, format!("{} left ({reason})", session.id));
+                let text = format!("{} left ({reason})", session.id);
+                self.addr_log(state.addr, LogLevel::Info, text, now);
                 self.logic.on_leave(session.id, &mut out);
             }
         } else if let Some(client) = self.sessions.connection_lost(peer, now) {
-            tracing::info!(%client, %peer, %reason, "client lost its connection");
-            self.log(
-                LogLevel::Info,
-                format!("{client} lost its connection ({reason})"),
-            );
+            let text = format!("{client} lost its connection ({reason})");
+            self.addr_log(state.addr, LogLevel::Info, text, now);
             self.logic.on_connection_lost(client, &mut out);
         }
         self.dispatch(out);
@@ -377,5 +388,31 @@ impl<L: GameLogic> ManagerCore<L> {
     fn log(&mut self, level: LogLevel, text: String) {
         self.actions
             .push(ManagerAction::Log(LogEntry { level, text }));
+    }
+
+    /// A line about something `peer` did, for `tracing` and the operator's
+    /// log, within its address's share (`ManagerConfig::peer_log_rate`).
+    fn peer_log(&mut self, peer: PeerId, level: LogLevel, text: String, now: Instant) {
+        let Some(addr) = self.peers.get(&peer).map(|p| p.addr) else {
+            return;
+        };
+        self.addr_log(addr, level, text, now);
+    }
+
+    /// [`peer_log`](Self::peer_log) for a peer already gone.
+    fn addr_log(&mut self, addr: SocketAddr, level: LogLevel, mut text: String, now: Instant) {
+        let Some(skipped) = self.peer_logs.admit(addr.ip(), now) else {
+            return;
+        };
+        if skipped > 0 {
+            text.push_str(&format!(
+                " ({skipped} lines about peers skipped before this)"
+            ));
+        }
+        match level {
+            LogLevel::Info => tracing::info!(%addr, "{text}"),
+            LogLevel::Warn => tracing::warn!(%addr, "{text}"),
+        }
+        self.log(level, text);
     }
 }

@@ -148,11 +148,8 @@ impl<L: GameLogic> ManagerCore<L> {
         }
         if state.strikes.len() > max {
             state.strikes.clear();
-            tracing::warn!(%peer, "disconnected after too many invalid messages");
-            self.log(
-                LogLevel::Warn,
-                format!("{peer}: disconnected after too many invalid messages"),
-            );
+            let text = format!("{peer}: disconnected after too many invalid messages");
+            self.peer_log(peer, LogLevel::Warn, text, now);
             self.close(peer, CloseCode::ABUSE, "too many invalid messages");
         }
     }
