@@ -34,7 +34,9 @@ pub mod protocol;
 
 pub use client::{RoomClient, RoomSignals, RpcError};
 pub use event::{RoomEvent, RoomView};
-pub use logic::{RoomCommand, RoomLimits, RoomsLogic, MAX_ENTITIES, MAX_ENTITY_STATE, MAX_ROOMS};
+pub use logic::{
+    RoomCommand, RoomLimits, RoomsLogic, MAX_ENTITIES, MAX_ENTITY_STATE, MAX_ROOMS, PAGE_BYTES,
+};
 pub use protocol::{
     CreateRoom, CustomMessage, Entity, EntityId, EntityUpdate, PlayerLeft, RoomId, RoomPlayer,
     RoomState, RoomSummary, RpcCall, RpcTarget, Transfer,

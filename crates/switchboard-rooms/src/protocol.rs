@@ -211,8 +211,11 @@ pub struct RoomState {
     pub started: bool,
     /// Everyone in it.
     pub players: Vec<RoomPlayer>,
-    /// Every live entity (a late joiner's snapshot).
+    /// The room's live entities, as many as fit one page (64 KiB of state).
     pub entities: Vec<Entity>,
+    /// Entities that did not fit: they follow at once as `Spawned` events
+    /// (0 for most rooms). The snapshot is whole once they have arrived.
+    pub more_entities: u32,
 }
 
 /// A room as the list shows it.

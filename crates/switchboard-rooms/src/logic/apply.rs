@@ -27,14 +27,10 @@ impl RoomsLogic {
                     }],
                     entities: BTreeMap::new(),
                     dirty: Default::default(),
+                    state_bytes: 0,
                     next_entity: 0,
                 };
-                send(
-                    out,
-                    Audience::One(client),
-                    RoomAction::State,
-                    &self.state(&room),
-                );
+                self.send_state(out, client, &room);
                 self.rooms.insert(id, room);
                 self.room_of.insert(client, id);
             }
@@ -79,12 +75,7 @@ impl RoomsLogic {
                 }
                 // Late joiners (and returning members) get the whole room.
                 if let Some(room) = self.rooms.get(&id) {
-                    send(
-                        out,
-                        Audience::One(client),
-                        RoomAction::State,
-                        &self.state(room),
-                    );
+                    self.send_state(out, client, room);
                 }
             }
             RoomCommand::Leave => self.remove(client, "left", out),
@@ -123,6 +114,7 @@ impl RoomsLogic {
                 }
             }
             RoomCommand::Rpc(rpc) => {
+                *self.rpcs.entry(client).or_default() += 1;
                 let Ok(room) = self.room_of(client) else {
                     return;
                 };
@@ -145,6 +137,7 @@ impl RoomsLogic {
                 send(out, audience, RoomAction::RpcCall, &call);
             }
             RoomCommand::Custom(custom) => {
+                *self.rpcs.entry(client).or_default() += 1;
                 let Ok(room) = self.room_of(client) else {
                     return;
                 };
@@ -175,6 +168,7 @@ impl RoomsLogic {
                     kind: spawn.kind,
                     state: spawn.state,
                 };
+                room.state_bytes += entity.state.len();
                 room.entities.insert(entity.id, entity.clone());
                 to_members(out, room, RoomAction::Spawned, &entity);
             }
@@ -182,7 +176,9 @@ impl RoomsLogic {
                 let Some(room) = self.room_mut(client) else {
                     return;
                 };
-                room.entities.remove(&id);
+                if let Some(entity) = room.entities.remove(&id) {
+                    room.state_bytes -= entity.state.len();
+                }
                 room.dirty.remove(&id);
                 to_members(out, room, RoomAction::Despawned, &id);
             }
@@ -192,6 +188,8 @@ impl RoomsLogic {
                 };
                 if let Some(entity) = room.entities.get_mut(&update.id) {
                     if entity.state != update.state {
+                        room.state_bytes =
+                            room.state_bytes - entity.state.len() + update.state.len();
                         entity.state = update.state;
                         room.dirty.insert(update.id);
                     }

@@ -8,7 +8,10 @@
 //! sender of every RPC and custom message.
 
 mod apply;
+mod pages;
 mod validate;
+
+pub use pages::PAGE_BYTES;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -51,6 +54,8 @@ struct Room {
     entities: BTreeMap<EntityId, Entity>,
     /// Entities whose state changed since the last sync.
     dirty: std::collections::BTreeSet<EntityId>,
+    /// Bytes of all its entities' states.
+    state_bytes: usize,
     next_entity: u32,
 }
 
@@ -99,6 +104,14 @@ pub struct RoomLimits {
     pub max_entities_per_player: usize,
     /// Bytes of one entity's state (default [`MAX_ENTITY_STATE`], 16 KiB).
     pub max_entity_state: usize,
+    /// Bytes of all the entity states in one room (default 4 MiB): what a
+    /// late joiner is sent, so it stays under a connection's outbound limit
+    /// (8 MiB). A spawn or update past it is rejected.
+    pub max_room_state: usize,
+    /// RPCs and custom messages one player may send per second (default
+    /// 30): each fans out to the room. Past it they are rejected until the
+    /// next second.
+    pub max_rpcs_per_second: u32,
 }
 
 impl Default for RoomLimits {
@@ -108,6 +121,8 @@ impl Default for RoomLimits {
             max_entities: MAX_ENTITIES,
             max_entities_per_player: 256,
             max_entity_state: MAX_ENTITY_STATE,
+            max_room_state: 4 * 1024 * 1024,
+            max_rpcs_per_second: 30,
         }
     }
 }
@@ -122,6 +137,9 @@ pub struct RoomsLogic {
     next_room: u32,
     sync_interval: std::time::Duration,
     last_sync: Option<std::time::Instant>,
+    /// RPCs and custom messages each player sent since `rpc_window` began.
+    rpcs: HashMap<ClientId, u32>,
+    rpc_window: Option<std::time::Instant>,
 }
 
 impl Default for RoomsLogic {
@@ -134,6 +152,8 @@ impl Default for RoomsLogic {
             next_room: 0,
             sync_interval: std::time::Duration::from_millis(50),
             last_sync: None,
+            rpcs: HashMap::new(),
+            rpc_window: None,
         }
     }
 }
@@ -230,19 +250,6 @@ impl RoomsLogic {
         }
     }
 
-    fn state(&self, room: &Room) -> RoomState {
-        RoomState {
-            id: room.id,
-            name: room.name.clone(),
-            max_players: room.max_players,
-            metadata: room.metadata.clone(),
-            locked: room.locked,
-            started: room.started,
-            players: room.members.iter().map(|m| self.player(room, m)).collect(),
-            entities: room.entities.values().cloned().collect(),
-        }
-    }
-
     fn members(room: &Room) -> Vec<ClientId> {
         room.members.iter().map(|m| m.id).collect()
     }
@@ -280,7 +287,9 @@ impl RoomsLogic {
             .map(|e| e.id)
             .collect();
         for id in owned {
-            room.entities.remove(&id);
+            if let Some(entity) = room.entities.remove(&id) {
+                room.state_bytes -= entity.state.len();
+            }
             room.dirty.remove(&id);
             send(
                 out,
@@ -313,12 +322,7 @@ impl RoomsLogic {
             let player = self.player(&room, &member);
             to_members(out, &room, RoomAction::PlayerChanged, &player);
             if connected {
-                send(
-                    out,
-                    Audience::One(client),
-                    RoomAction::State,
-                    &self.state(&room),
-                );
+                self.send_state(out, client, &room);
             }
         }
     }
@@ -346,6 +350,13 @@ impl GameLogic for RoomsLogic {
     /// once, with its last state; an unchanged one not at all).
     fn on_tick(&mut self, now: std::time::Instant, out: &mut Outbox) {
         if self
+            .rpc_window
+            .is_none_or(|at| now.saturating_duration_since(at) >= std::time::Duration::from_secs(1))
+        {
+            self.rpc_window = Some(now);
+            self.rpcs.clear();
+        }
+        if self
             .last_sync
             .is_some_and(|at| now.saturating_duration_since(at) < self.sync_interval)
         {
@@ -364,7 +375,7 @@ impl GameLogic for RoomsLogic {
                     state: e.state.clone(),
                 })
                 .collect();
-            to_members(out, room, RoomAction::StateUpdate, &updates);
+            pages::send_updates(out, room, updates);
         }
     }
 
@@ -407,6 +418,7 @@ impl GameLogic for RoomsLogic {
         // grace period ran out.
         self.remove(client, "disconnected", out);
         self.names.remove(&client);
+        self.rpcs.remove(&client);
     }
 }
 
@@ -462,7 +474,9 @@ mod tests {
         logic.on_latency(&[(bob, std::time::Duration::from_millis(44))], &mut out);
         assert!(out.updates().is_empty());
         // And the room's state carries it for late joiners.
-        let state = logic.state(logic.rooms.get(&RoomId(1)).unwrap());
+        let mut out = Outbox::default();
+        logic.send_state(&mut out, bob, logic.rooms.get(&RoomId(1)).unwrap());
+        let state: RoomState = out.updates()[0].1.content().unwrap();
         assert_eq!(
             state
                 .players

@@ -105,6 +105,7 @@ impl RoomsLogic {
             RoomAction::Rpc => {
                 let rpc: RpcRequest = request.content()?;
                 let room = self.room_of(client)?;
+                self.check_rpc_rate(client)?;
                 if rpc.method.is_empty() || rpc.method.len() > 64 {
                     return invalid("method names have 1 to 64 bytes");
                 }
@@ -118,6 +119,7 @@ impl RoomsLogic {
             RoomAction::Custom => {
                 let custom: CustomRequest = request.content()?;
                 self.room_of(client)?;
+                self.check_rpc_rate(client)?;
                 if custom.channel.len() > 32 {
                     return invalid("custom channel names have at most 32 bytes");
                 }
@@ -140,6 +142,7 @@ impl RoomsLogic {
                 if owned >= limits.max_entities_per_player {
                     return invalid(format!("you own {owned} entities, the most a player may"));
                 }
+                self.check_room_state(room, 0, spawn.state.len())?;
                 Ok(RoomCommand::Spawn(spawn))
             }
             RoomAction::Despawn => {
@@ -149,10 +152,14 @@ impl RoomsLogic {
             }
             RoomAction::Update => {
                 let update: EntityUpdate = request.content()?;
-                self.entity_of(client, update.id)?;
+                let (room, entity) = self.entity_of(client, update.id)?;
                 if update.state.len() > self.limits.max_entity_state {
-                    return invalid("entity states have at most 16 KiB");
+                    return invalid(format!(
+                        "entity states have at most {} bytes",
+                        self.limits.max_entity_state
+                    ));
                 }
+                self.check_room_state(room, entity.state.len(), update.state.len())?;
                 Ok(RoomCommand::Update(update))
             }
             RoomAction::Transfer => {
@@ -171,5 +178,28 @@ impl RoomsLogic {
                 ),
             }),
         }
+    }
+
+    /// Whether `client` may send one more RPC or custom message this second.
+    fn check_rpc_rate(&self, client: ClientId) -> Result<(), Rejection> {
+        let sent = self.rpcs.get(&client).copied().unwrap_or(0);
+        if sent >= self.limits.max_rpcs_per_second {
+            return invalid(format!(
+                "at most {} RPCs and custom messages a second",
+                self.limits.max_rpcs_per_second
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `room` may hold a state of `new` bytes in place of `old`.
+    fn check_room_state(&self, room: &Room, old: usize, new: usize) -> Result<(), Rejection> {
+        if room.state_bytes - old + new > self.limits.max_room_state {
+            return invalid(format!(
+                "the room's entities hold at most {} bytes of state",
+                self.limits.max_room_state
+            ));
+        }
+        Ok(())
     }
 }
