@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
-use super::events::{Batch, Origin, Wrap};
+use super::events::{Batch, Credit, Origin, Wrap};
 use super::gate::address_key;
 use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
 use super::{CloseCode, DisconnectReason, SocketHandle};
@@ -108,6 +108,7 @@ pub(super) async fn accept_loop(
         let reporter = Reporter {
             events: events.clone(),
             wrap: Wrap::new(Origin { peer, addr }, server_event),
+            credit: Some(Credit::new(config.max_queued_bytes_per_peer)),
             on_open: Some(Box::new(move || {
                 let mut peers = open_shared.peers.write().expect("peer table lock");
                 peers.insert(peer, open_handle.clone());

@@ -105,6 +105,12 @@ pub struct ServerConfig {
     /// Connections open or in their handshake from one address (default
     /// 64). Further ones from that address are closed at once.
     pub max_connections_per_ip: usize,
+    /// Bytes of one connection's messages waiting in the server's shared
+    /// event queue (default 1 MiB). Past it that connection's reader waits
+    /// for the server to catch up (TCP pushes back on the peer), so a fast
+    /// or big sender cannot fill the queue ahead of everyone else: another
+    /// peer's message waits behind at most this much of it.
+    pub max_queued_bytes_per_peer: usize,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +121,7 @@ impl Default for ServerConfig {
             max_pending_handshakes: 64,
             max_pending_handshakes_per_ip: 8,
             max_connections_per_ip: 64,
+            max_queued_bytes_per_peer: 1024 * 1024,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! event is dropped and memory stays bounded.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use futures::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::{PeerId, SocketEvent};
 use crate::message::Message;
@@ -77,6 +79,50 @@ impl Wrap<SocketEvent> {
     }
 }
 
+/// One connection's share of a queue it shares with others (a server's):
+/// the bytes of its batches not yet taken by the owner. Its reader waits
+/// for room before queueing more, so one fast or big sender cannot fill the
+/// queue ahead of everyone else; its socket stops being read meanwhile and
+/// TCP pushes back on the peer.
+#[derive(Debug)]
+pub(crate) struct Credit {
+    queued: AtomicU64,
+    budget: u64,
+    room: Notify,
+}
+
+impl Credit {
+    /// A share of `budget` bytes (at least one batch always goes in).
+    pub(crate) fn new(budget: usize) -> Arc<Self> {
+        Arc::new(Self {
+            queued: AtomicU64::new(0),
+            budget: budget as u64,
+            room: Notify::new(),
+        })
+    }
+
+    /// Waits until the connection has less than its budget queued, then
+    /// counts `bytes` more.
+    pub(crate) async fn acquire(&self, bytes: u64) {
+        loop {
+            let room = self.room.notified();
+            if self.queued.load(Ordering::Acquire) < self.budget {
+                self.queued.fetch_add(bytes, Ordering::AcqRel);
+                return;
+            }
+            room.await;
+        }
+    }
+
+    /// The owner took `bytes` of this connection's batches.
+    fn release(&self, bytes: u64) {
+        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        if before >= self.budget && before - bytes < self.budget {
+            self.room.notify_one();
+        }
+    }
+}
+
 /// What a network task hands its owner in one queue operation.
 ///
 /// The messages of one socket read stay in one shared buffer, `chunk`, as
@@ -90,6 +136,8 @@ pub(crate) struct Batch<E> {
     events: Vec<E>,
     chunk: Bytes,
     wrap: Wrap<E>,
+    /// The share it was counted against, and for how many bytes.
+    credit: Option<(Arc<Credit>, u64)>,
 }
 
 /// One entry of a [`Batch`]: 16 bytes, whatever the owner's event type.
@@ -115,7 +163,15 @@ impl<E> Batch<E> {
             events,
             chunk,
             wrap,
+            credit: None,
         }
+    }
+
+    /// The batch, counted as `bytes` against `credit`, which the owner
+    /// gives back when it takes the batch.
+    pub(crate) fn counted(mut self, credit: Arc<Credit>, bytes: u64) -> Self {
+        self.credit = Some((credit, bytes));
+        self
     }
 
     /// A batch of one event.
@@ -125,6 +181,7 @@ impl<E> Batch<E> {
             events: vec![wrap.call(event)],
             chunk: Bytes::new(),
             wrap: *wrap,
+            credit: None,
         }
     }
 }
@@ -148,6 +205,9 @@ impl<E> Ready<E> {
     }
 
     fn from(batch: Batch<E>) -> Self {
+        if let Some((credit, bytes)) = &batch.credit {
+            credit.release(*bytes);
+        }
         Self {
             items: batch.items.into_iter(),
             events: batch.events.into_iter(),

@@ -26,6 +26,7 @@ use writer::write_loop;
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,7 +37,7 @@ use tokio::time::{timeout, Instant};
 use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
-use super::events::{Batch, Item, Wrap};
+use super::events::{Batch, Credit, Item, Wrap};
 use super::handle::{Counters, Segment, SocketHandle};
 use super::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 use crate::codec::{self, FrameDecoder};
@@ -70,6 +71,8 @@ pub(crate) struct Reporter<E> {
     /// one read of the socket brought in.
     pub(crate) events: mpsc::Sender<Batch<E>>,
     pub(crate) wrap: Wrap<E>,
+    /// The connection's share of a queue shared with others (a server's).
+    pub(crate) credit: Option<Arc<Credit>>,
     pub(crate) on_open: Option<Box<dyn FnOnce() + Send + Sync>>,
     pub(crate) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
     /// Asked once the handshake is done: `Some` (the server has no room)
@@ -88,6 +91,7 @@ impl Reporter<SocketEvent> {
         Self {
             events,
             wrap: Wrap::socket(),
+            credit: None,
             on_open: None,
             on_close: None,
             refuse: None,

@@ -60,10 +60,14 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
         // Frames taken (system frames included): more may be buffered.
         let took_any = batch.frames > 0;
         if !batch.items.is_empty() {
-            let batch = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
+            let mut queued = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
             // Waiting for the owner is not the peer's silence.
             clock.heard.store(Clock::BUSY, Ordering::Relaxed);
-            let sent = reporter.events.send(batch).await;
+            if let Some(credit) = &reporter.credit {
+                credit.acquire(batch.bytes).await;
+                queued = queued.counted(credit.clone(), batch.bytes);
+            }
+            let sent = reporter.events.send(queued).await;
             clock.heard.store(clock.stamp(), Ordering::Relaxed);
             if sent.is_err() {
                 return ReadEnd::OwnerGone;
