@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, NetworkClient, RequestStatus, RequestTicket};
 
-use crate::protocol::{Act, Attack, Chan, LobbyView, Move, NationView};
+use crate::protocol::{
+    nation_digit, nation_letter, printable, Act, Attack, Chan, LobbyView, Move, NationView,
+};
 use crate::scenario::{NationId, UnitId};
 
 /// What the client has heard.
@@ -43,14 +45,15 @@ impl Player {
             let mut seen = sink.borrow_mut();
             match d.action::<Act>() {
                 Some(Act::View) => {
-                    if let Ok(view) = d.content() {
+                    if let Ok(mut view) = d.content::<NationView>() {
+                        view.make_printable();
                         seen.view = Some(view);
                         seen.fresh_view = true;
                     }
                 }
                 Some(Act::Event) => {
-                    if let Ok(text) = d.content() {
-                        seen.events.push(text);
+                    if let Ok(text) = d.content::<String>() {
+                        seen.events.push(printable(&text));
                     }
                 }
                 _ => {}
@@ -58,7 +61,8 @@ impl Player {
         });
         let sink = seen.clone();
         client.subscribe(Chan::Lobby, move |d| {
-            if let Ok(lobby) = d.content::<LobbyView>() {
+            if let Ok(mut lobby) = d.content::<LobbyView>() {
+                lobby.make_printable();
                 let mut seen = sink.borrow_mut();
                 seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
                 seen.lobby = Some(lobby);
@@ -67,11 +71,13 @@ impl Player {
         client
             .signals()
             .refused
-            .connect(|why| println!("refused: {why}"));
-        client
-            .signals()
-            .connection_lost
-            .connect(|why| println!("connection lost ({why}); reconnecting"));
+            .connect(|why| println!("refused: {}", printable(&why.to_string())));
+        client.signals().connection_lost.connect(|why| {
+            println!(
+                "connection lost ({}); reconnecting",
+                printable(&why.to_string())
+            )
+        });
         client.signals().welcomed.connect(|w| {
             if w.resumed {
                 println!("reconnected: same nation, same game");
@@ -80,7 +86,7 @@ impl Player {
         client
             .signals()
             .disconnected
-            .connect(|why| println!("disconnected: {why}"));
+            .connect(|why| println!("disconnected: {}", printable(&why.to_string())));
         Player {
             name: name.to_string(),
             client,
@@ -120,7 +126,7 @@ impl Player {
                 RequestStatus::Pending => true,
                 RequestStatus::Accepted => false,
                 RequestStatus::Rejected(reason) => {
-                    log.push(format!("{label}: rejected: {reason}"));
+                    log.push(format!("{label}: rejected: {}", printable(&reason)));
                     false
                 }
                 RequestStatus::Failed(err) => {
@@ -166,9 +172,9 @@ pub fn render(view: &NationView) -> String {
         out.push_str(&format!("{y:2} "));
         for x in 0..view.width {
             let c = match (view.unit_at(x, y), view.tile(x, y)) {
-                (Some(unit), _) => char::from(b'0' + unit.nation.0),
+                (Some(unit), _) => nation_digit(unit.nation),
                 (None, Some(tile)) => match tile.owner {
-                    Some(owner) => char::from(b'a' + owner.0),
+                    Some(owner) => nation_letter(owner),
                     None => tile.terrain.glyph(),
                 },
                 (None, None) => ' ',

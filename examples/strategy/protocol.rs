@@ -117,7 +117,18 @@ impl NationView {
         if x >= self.width || y >= self.height {
             return None;
         }
-        self.tiles[y as usize * self.width as usize + x as usize]
+        // A view whose tiles do not fill its map (a broken or hostile
+        // server) shows fog where they are missing.
+        let at = y as usize * self.width as usize + x as usize;
+        self.tiles.get(at).copied().flatten()
+    }
+
+    /// Makes the server's text safe to print (see [`printable`]).
+    pub fn make_printable(&mut self) {
+        self.scenario = printable(&self.scenario);
+        for nation in &mut self.nations {
+            nation.name = printable(&nation.name);
+        }
     }
 
     /// The unit at (x, y), if seen.
@@ -148,4 +159,104 @@ pub struct LobbyView {
     pub started: bool,
     /// The host's name.
     pub host: Option<String>,
+}
+
+impl LobbyView {
+    /// Makes the server's text safe to print (see [`printable`]).
+    pub fn make_printable(&mut self) {
+        for seat in &mut self.seats {
+            seat.name = printable(&seat.name);
+            seat.player = seat.player.as_deref().map(printable);
+        }
+        self.host = self.host.as_deref().map(printable);
+    }
+}
+
+/// Text from the server as the terminal may show it: at most 200
+/// characters, control characters (a terminal's escape sequences among
+/// them) shown as `?`.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// A nation's digit on the map (`?` past 9).
+pub fn nation_digit(nation: NationId) -> char {
+    char::from_digit(u32::from(nation.0), 10).unwrap_or('?')
+}
+
+/// A nation's letter on the map (`?` past z).
+pub fn nation_letter(nation: NationId) -> char {
+    if nation.0 < 26 {
+        char::from(b'a' + nation.0)
+    } else {
+        '?'
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{render, render_lobby};
+    use crate::scenario::UnitKind;
+
+    #[test]
+    fn hostile_server_views_render_without_a_panic_or_terminal_escapes() {
+        // Tiles that do not fill the map, nations past the map's digits and
+        // letters, and escape sequences in every name.
+        let evil = "\u{1b}[2J\u{1b}]0;owned\u{7}";
+        let mut view = NationView {
+            scenario: evil.repeat(100),
+            turn: u32::MAX,
+            you: Some(NationId(250)),
+            width: 200,
+            height: 3,
+            tiles: vec![Some(TileView {
+                terrain: Terrain::Plains,
+                owner: Some(NationId(250)),
+            })],
+            units: vec![Unit {
+                id: UnitId(1),
+                nation: NationId(255),
+                kind: UnitKind::Infantry,
+                x: 150,
+                y: 2,
+                moves_left: 9,
+            }],
+            nations: vec![NationStatus {
+                id: NationId(250),
+                name: evil.into(),
+                ai: false,
+                ended: false,
+                provinces: 1,
+            }],
+            winner: Some(NationId(250)),
+        };
+        view.make_printable();
+        let text = render(&view);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains('?'));
+        assert_eq!(view.tile(5, 2), None, "missing tiles are fog");
+        let mut lobby = LobbyView {
+            seats: vec![Seat {
+                nation: NationId(250),
+                name: evil.into(),
+                player: Some(evil.into()),
+                ready: true,
+            }],
+            started: false,
+            host: Some(evil.into()),
+        };
+        lobby.make_printable();
+        let text = render_lobby(&lobby);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+    }
 }

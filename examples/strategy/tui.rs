@@ -21,7 +21,7 @@ use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::client::Player;
-use crate::protocol::{Act, Attack, Chan, LobbyView, Move, NationView};
+use crate::protocol::{nation_letter, Act, Attack, Chan, LobbyView, Move, NationView};
 use crate::scenario::{NationId, Terrain, UnitId, UnitKind};
 
 const NATION_COLORS: [Color; 8] = [
@@ -294,7 +294,7 @@ fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
                             (format!("{kind}{}", unit.nation.0), style)
                         }
                         None => {
-                            let owner = tile.owner.map_or(' ', |n| char::from(b'a' + n.0));
+                            let owner = tile.owner.map_or(' ', nation_letter);
                             let fg = tile.owner.map_or(Color::White, nation_color);
                             (
                                 format!("{}{owner}", tile.terrain.glyph()),
@@ -326,7 +326,9 @@ fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
 
 fn draw_side(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
     let mut lines = Vec::new();
-    let you = view.you.expect("a seated player");
+    let you = view
+        .you
+        .expect("draw shows the map only to a seated player");
     let name = view
         .nations
         .iter()

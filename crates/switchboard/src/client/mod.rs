@@ -288,7 +288,12 @@ impl NetworkClient {
         } else {
             Duration::ZERO
         };
-        loop {
+        // At most a queue's worth per call: a server that sends as fast as
+        // the game takes cannot keep one call (or the events kept for the
+        // game) growing forever; the rest waits in the socket's queue.
+        let mut budget = self.socket_config.event_queue_len.max(1);
+        while budget > 0 {
+            budget -= 1;
             if let Some(deadline) = self.core.next_deadline() {
                 wait = wait.min(deadline.saturating_duration_since(Instant::now()));
             }

@@ -35,7 +35,10 @@ pub struct SocketConfig {
     /// 4096): it holds `event_queue_len / 256` batches (at least one), a
     /// batch being what one socket read brought in, at most 1024 events and
     /// about 256 KiB. When the queue is full the reader stops reading until
-    /// the owner catches up; nothing is dropped.
+    /// the owner catches up; nothing is dropped. One `poll()` (or a
+    /// `NetworkClient`'s `drain()`) hands out at most this many events, so
+    /// a peer that sends without pause cannot keep a game's frame from
+    /// ending.
     pub event_queue_len: usize,
     /// How long a closing connection may take to flush its queue, send its
     /// close frame and wait for the peer to hang up (default 2 s).

@@ -257,6 +257,7 @@ impl<E> std::fmt::Debug for Ready<E> {
 pub(crate) struct EventQueue<E> {
     rx: mpsc::Receiver<Batch<E>>,
     ready: Ready<E>,
+    capacity: usize,
 }
 
 impl<E> std::fmt::Debug for EventQueue<E> {
@@ -276,6 +277,7 @@ impl<E> EventQueue<E> {
             Self {
                 rx,
                 ready: Ready::empty(),
+                capacity: capacity.max(1),
             },
         )
     }
@@ -319,8 +321,10 @@ impl<E> EventQueue<E> {
         self.ready.next()
     }
 
-    /// Hands every queued event to `deliver`, on this thread, after waiting
-    /// up to `timeout` for the first when none is queued (zero: no wait).
+    /// Hands the queued events to `deliver`, on this thread, after waiting
+    /// up to `timeout` for the first when none is queued (zero: no wait);
+    /// at most the queue's capacity in one call, so that a peer that sends
+    /// as fast as the owner handles cannot keep one call going forever.
     /// Returns how many were delivered: what `poll()` and `poll_timeout()`
     /// do with the events they dispatch to signals.
     pub(crate) fn deliver(&mut self, timeout: Duration, mut deliver: impl FnMut(E)) -> usize {
@@ -329,7 +333,8 @@ impl<E> EventQueue<E> {
         };
         deliver(first);
         let mut delivered = 1;
-        while let Some(event) = self.try_next() {
+        while delivered < self.capacity {
+            let Some(event) = self.try_next() else { break };
             deliver(event);
             delivered += 1;
         }
