@@ -173,7 +173,7 @@ async fn servers_register_are_listed_filtered_pinged_expire_and_come_back_after_
 async fn a_heartbeat_flood_from_one_address_is_limited_and_garbage_is_counted() {
     let (_master_proc, master) = start_master(0, &[]);
     let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let beat = master::protocol::encode(&master::protocol::Datagram::Heartbeat);
+    let beat = master::protocol::heartbeat();
     // In bursts of 50, so that the kernel's receive buffer, not the master,
     // is not what stops most of them.
     for burst in 0..10 {

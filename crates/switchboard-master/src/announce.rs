@@ -1,6 +1,7 @@
 //! The game server's side: heartbeats to its masters from its own game port,
 //! and answers to info queries and pings on that port.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,8 +29,9 @@ pub struct Announce {
     /// Time between heartbeats (default 60 s; a master drops a server silent
     /// for its expiry, 180 s by default).
     pub heartbeat_interval: Duration,
-    /// Info queries and pings answered per minute per source IP that is not
-    /// a master (default 120). Past it they are dropped.
+    /// Info queries and pings answered per minute per source IP (default
+    /// 120), but for the one query each master sends after a heartbeat.
+    /// Past it they are dropped.
     pub answers_per_minute: f64,
 }
 
@@ -162,6 +164,10 @@ impl Drop for Announcer {
     }
 }
 
+/// How long after a heartbeat its master's query is answered in full (the
+/// master keeps a challenge 10 s).
+const QUERY_WINDOW: Duration = Duration::from_secs(10);
+
 async fn serve(
     udp: UdpSocket,
     announce: Announce,
@@ -169,38 +175,51 @@ async fn serve(
     stop: CancellationToken,
 ) {
     let mut heartbeat = tokio::time::interval(announce.heartbeat_interval);
-    let beat = protocol::encode(&Datagram::Heartbeat);
+    let beat = protocol::heartbeat();
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
     let per_minute = announce.answers_per_minute;
     let mut budgets = KeyedLimiter::new(RateLimit {
         per_second: per_minute / 60.0,
         burst: (per_minute / 6.0).max(1.0),
     });
+    // The masters that may query us now: one query each per heartbeat, for
+    // as long as the master keeps its challenge. Any other packet that
+    // claims a master's address is treated as a stranger's (rate-limited,
+    // never answered with more than it sent), so a forged source cannot
+    // turn us on a master.
+    let mut expected: HashMap<SocketAddr, Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = heartbeat.tick() => {
+                let now = Instant::now();
                 for master in &announce.masters {
                     if let Err(err) = udp.send_to(&beat, master).await {
                         tracing::debug!(%master, %err, "heartbeat not sent");
                     }
+                    expected.insert(*master, now);
                 }
-                budgets.forget_idle(Instant::now(), Duration::from_secs(600));
+                budgets.forget_idle(now, Duration::from_secs(600));
             }
             received = udp.recv_from(&mut buf) => {
                 let Ok((len, from)) = received else { continue };
                 if len > MAX_DATAGRAM {
                     continue;
                 }
-                let from_master = announce.masters.contains(&from);
-                if !from_master && !budgets.allow(from.ip(), Instant::now()) {
+                let now = Instant::now();
+                let datagram = protocol::decode(&buf[..len]);
+                let awaited = matches!(datagram, Ok(Datagram::InfoQuery { .. }))
+                    && expected
+                        .remove(&from)
+                        .is_some_and(|at| now.saturating_duration_since(at) < QUERY_WINDOW);
+                if !awaited && !budgets.allow(from.ip(), now) {
                     continue;
                 }
-                let reply = match protocol::decode(&buf[..len]) {
+                let reply = match datagram {
                     Ok(Datagram::InfoQuery { challenge, .. }) => {
                         let info = info.lock().expect("info lock").clone();
                         let reply = protocol::encode(&Datagram::InfoReply { challenge, info });
                         // Never answer a stranger with more than it sent.
-                        (from_master || reply.len() <= len).then_some(reply)
+                        (awaited || reply.len() <= len).then_some(reply)
                     }
                     Ok(Datagram::Ping { nonce }) => Some(protocol::encode(&Datagram::Pong { nonce })),
                     _ => None,

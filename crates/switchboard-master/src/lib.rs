@@ -119,6 +119,9 @@ pub struct MasterStats {
     pub heartbeats: u64,
     /// Heartbeats over the per-address rate.
     pub rate_limited: u64,
+    /// Heartbeats shorter than the query they would earn (not padded):
+    /// dropped, so that a forged one cannot be amplified.
+    pub short_heartbeats: u64,
     /// New servers refused because the registry or the query table was full.
     pub refused_full: u64,
     /// New servers refused because their IP has the most servers allowed.

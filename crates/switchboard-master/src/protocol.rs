@@ -20,8 +20,8 @@ use switchboard::codec;
 
 /// The first bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SWMS";
-/// The datagram format version.
-pub const VERSION: u8 = 1;
+/// The datagram format version (2: heartbeats carry padding).
+pub const VERSION: u8 = 2;
 /// The largest datagram read or sent.
 pub const MAX_DATAGRAM: usize = 1200;
 
@@ -96,8 +96,13 @@ impl ServerInfo {
 /// One datagram.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Datagram {
-    /// Game server → master: I am here (from the game's own port).
-    Heartbeat,
+    /// Game server → master: I am here (from the game's own port). Padded
+    /// ([`heartbeat`]) to at least the length of the query it triggers, so
+    /// that a forged one cannot make the master send more than it got.
+    Heartbeat {
+        /// Zeros, ignored.
+        padding: Vec<u8>,
+    },
     /// Master or browser → game server: your info, with this challenge.
     /// A game server answers a query that is not from one of its masters
     /// only when the query is at least as long as the answer (a browser pads
@@ -149,6 +154,17 @@ pub fn encode(datagram: &Datagram) -> Vec<u8> {
     bytes.push(VERSION);
     codec::encode_value_into(datagram, &mut bytes).expect("datagrams always encode");
     bytes
+}
+
+/// The padding of a [`heartbeat`]: enough for the longest info query the
+/// master answers with (a challenge of 9 bytes and empty padding: 16 bytes).
+pub const HEARTBEAT_PADDING: usize = 16;
+
+/// A heartbeat, padded to at least the length of any query it triggers.
+pub fn heartbeat() -> Vec<u8> {
+    encode(&Datagram::Heartbeat {
+        padding: vec![0; HEARTBEAT_PADDING],
+    })
 }
 
 /// Decodes a datagram.
@@ -276,7 +292,9 @@ mod tests {
             ..ServerInfo::default()
         };
         for d in [
-            Datagram::Heartbeat,
+            Datagram::Heartbeat {
+                padding: vec![0; HEARTBEAT_PADDING],
+            },
             Datagram::InfoQuery {
                 challenge: 7,
                 padding: vec![0; 100],
@@ -292,7 +310,7 @@ mod tests {
         assert_eq!(decode(b"GET / HTTP/1.1"), Err(DatagramError::NotOurs));
         assert_eq!(decode(b"SWMS\x09\x00"), Err(DatagramError::Version(9)));
         assert!(matches!(
-            decode(b"SWMS\x01\xff\xff"),
+            decode(b"SWMS\x02\xff\xff"),
             Err(DatagramError::Body(_))
         ));
     }

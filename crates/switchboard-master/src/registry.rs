@@ -141,7 +141,7 @@ impl<R: Registry> Master<R> {
             }
         };
         match datagram {
-            Datagram::Heartbeat => self.on_heartbeat(from, now),
+            Datagram::Heartbeat { .. } => self.on_heartbeat(from, bytes.len(), now),
             Datagram::InfoReply { challenge, info } => {
                 self.on_info(from, challenge, info, now);
                 None
@@ -153,7 +153,14 @@ impl<R: Registry> Master<R> {
         }
     }
 
-    fn on_heartbeat(&mut self, from: SocketAddr, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+    /// A heartbeat of `len` bytes from `from`: the query it earns goes back
+    /// to `from`, and only when it is no longer than the heartbeat.
+    fn on_heartbeat(
+        &mut self,
+        from: SocketAddr,
+        len: usize,
+        now: Instant,
+    ) -> Option<(SocketAddr, Vec<u8>)> {
         self.stats.heartbeats += 1;
         // A heartbeat keeps a listed server alive even when the query it
         // would trigger is rate-limited.
@@ -177,6 +184,15 @@ impl<R: Registry> Master<R> {
         let mut challenge = [0u8; 8];
         getrandom::fill(&mut challenge).expect("the OS random source failed");
         let challenge = u64::from_le_bytes(challenge);
+        let query = protocol::encode(&Datagram::InfoQuery {
+            challenge,
+            padding: Vec::new(),
+        });
+        if query.len() > len {
+            // Unpadded: answering would amplify a forged heartbeat.
+            self.stats.short_heartbeats += 1;
+            return None;
+        }
         match self.pending.insert(from, challenge, now) {
             Ok(true) => self.stats.challenges_evicted += 1,
             Ok(false) => {}
@@ -187,13 +203,7 @@ impl<R: Registry> Master<R> {
         }
         // Always to the address the heartbeat came from, never one named in
         // a packet.
-        Some((
-            from,
-            protocol::encode(&Datagram::InfoQuery {
-                challenge,
-                padding: Vec::new(),
-            }),
-        ))
+        Some((from, query))
     }
 
     fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
@@ -279,8 +289,7 @@ mod tests {
         name: &str,
         now: Instant,
     ) -> bool {
-        let Some(query) = master.on_datagram(from, &protocol::encode(&Datagram::Heartbeat), now)
-        else {
+        let Some(query) = master.on_datagram(from, &protocol::heartbeat(), now) else {
             return false;
         };
         let (to, challenge) = challenge_of(Some(query));
@@ -312,8 +321,7 @@ mod tests {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
         let a = addr(1, 7000);
-        let (_, challenge) =
-            challenge_of(master.on_datagram(a, &protocol::encode(&Datagram::Heartbeat), t0));
+        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0));
         assert!(all(&mut master).is_empty(), "not listed before it answers");
         // A reply with the wrong challenge, or from elsewhere, lists nothing.
         let wrong = protocol::encode(&Datagram::InfoReply {
@@ -346,7 +354,7 @@ mod tests {
     fn heartbeat_flood_from_one_address_is_limited() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
-        let beat = protocol::encode(&Datagram::Heartbeat);
+        let beat = protocol::heartbeat();
         let answered = (0..1000)
             .filter(|_| master.on_datagram(addr(9, 1), &beat, t0).is_some())
             .count();

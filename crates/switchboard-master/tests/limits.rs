@@ -104,3 +104,90 @@ async fn hostile_master_saying_there_is_always_more_cannot_keep_a_browser_paging
         (master::MAX_LISTED / MAX_PAGE as usize) as u32
     );
 }
+
+#[test]
+fn amplification_by_an_unpadded_heartbeat_earns_no_query() {
+    let mut master =
+        master::Master::new(MasterConfig::default(), master::MemoryRegistry::default());
+    let now = std::time::Instant::now();
+    let victim: SocketAddr = "192.0.2.7:27015".parse().unwrap();
+    let bare = master::protocol::encode(&master::protocol::Datagram::Heartbeat {
+        padding: Vec::new(),
+    });
+    assert_eq!(master.on_datagram(victim, &bare, now), None);
+    assert_eq!(master.stats().short_heartbeats, 1);
+    // A padded one earns its query, never longer than itself.
+    let beat = master::protocol::heartbeat();
+    let (to, query) = master.on_datagram(victim, &beat, now).expect("a query");
+    assert_eq!(to, victim);
+    assert!(
+        query.len() <= beat.len(),
+        "{} > {}",
+        query.len(),
+        beat.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_queries_claiming_a_master_s_address_get_no_full_answer() {
+    // The "master" is a UDP socket of the test's; it receives the game's
+    // heartbeats and may ask once per heartbeat.
+    let fake_master = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut announce = master::Announce::new(
+        vec![fake_master.local_addr().unwrap()],
+        ServerInfo {
+            name: "a server with a long name to make its info reply big".into(),
+            ..ServerInfo::default()
+        },
+    );
+    announce.heartbeat_interval = Duration::from_secs(3600);
+    let game = master::Announcer::start("127.0.0.1:0".parse().unwrap(), announce)
+        .await
+        .unwrap();
+    let mut buf = vec![0; 2048];
+    let (len, from) = tokio::time::timeout(WAIT, fake_master.recv_from(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(from, game.local_addr());
+    assert!(matches!(
+        master::protocol::decode(&buf[..len]),
+        Ok(master::protocol::Datagram::Heartbeat { .. })
+    ));
+    let query = |challenge| {
+        master::protocol::encode(&master::protocol::Datagram::InfoQuery {
+            challenge,
+            padding: Vec::new(),
+        })
+    };
+    // The master's one query after the heartbeat is answered in full.
+    fake_master.send_to(&query(1), from).await.unwrap();
+    let (len, _) = tokio::time::timeout(WAIT, fake_master.recv_from(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let sent = query(1).len();
+    assert!(
+        len > sent,
+        "the full answer ({len} bytes) to the awaited query"
+    );
+    // Any more "from the master" (forged sources, as far as the game can
+    // tell) are a stranger's: small queries get nothing back.
+    for challenge in 2..12 {
+        fake_master.send_to(&query(challenge), from).await.unwrap();
+    }
+    let more =
+        tokio::time::timeout(Duration::from_millis(300), fake_master.recv_from(&mut buf)).await;
+    assert!(more.is_err(), "an answer to a forged query: {more:?}");
+    // A padded query (a browser's) is still answered, within the rate.
+    let padded = master::protocol::encode(&master::protocol::Datagram::InfoQuery {
+        challenge: 99,
+        padding: vec![0; 300],
+    });
+    fake_master.send_to(&padded, from).await.unwrap();
+    let (len, _) = tokio::time::timeout(WAIT, fake_master.recv_from(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(len <= padded.len());
+}

@@ -29,6 +29,12 @@ impl ClientId {
     pub fn random() -> Self {
         Self(Uuid::new_v4())
     }
+
+    /// The id whose 128 bits are `n`: for tests and tools that need the
+    /// same ids every run. A server gives out only random ones.
+    pub fn from_u128(n: u128) -> Self {
+        Self(Uuid::from_u128(n))
+    }
 }
 
 impl std::fmt::Display for ClientId {
