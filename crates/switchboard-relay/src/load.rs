@@ -99,64 +99,69 @@ pub struct LoadReport {
     pub errors: u64,
 }
 
-/// Latencies in 10 µs buckets up to 100 ms, 1 ms buckets up to 60 s, and
-/// the largest seen (an overloaded run reports its real seconds, not a cap).
+/// Latencies in log-linear buckets: each power of two of microseconds is
+/// cut into [`SUB_BUCKETS`] equal parts, so a bucket is at most 1/128 of its
+/// value wide (under 1% error) from 1 µs to [`TOP_US`] (67 s), in 10 KiB
+/// per bot; and the largest seen, exactly (an overloaded run reports its
+/// real seconds, not a cap).
 #[derive(Debug)]
 struct Histogram {
-    buckets: Vec<u64>,
+    buckets: Vec<u32>,
     max_us: u64,
     count: u64,
 }
 
-/// Where the fine buckets end, µs.
-const FINE_US: u64 = 100_000;
-/// The fine buckets' width, µs.
-const FINE_STEP: u64 = 10;
-/// The coarse buckets' width, µs.
-const COARSE_STEP: u64 = 1_000;
-/// Where the coarse buckets end, µs.
-const COARSE_US: u64 = 60_000_000;
+/// Parts of each power of two.
+const SUB_BUCKETS: u64 = 128;
+/// Powers of two covered: up to 2^26 µs, 67 s.
+const POWERS: u32 = 26;
+/// The top of the range, µs.
+const TOP_US: u64 = 1 << POWERS;
 
 impl Histogram {
     fn new() -> Self {
-        let len = FINE_US / FINE_STEP + (COARSE_US - FINE_US) / COARSE_STEP + 1;
         Self {
-            buckets: vec![0; len as usize],
+            // Powers 0 to 6 share the first SUB_BUCKETS (1 µs each).
+            buckets: vec![0; (SUB_BUCKETS as usize) * (POWERS as usize - 6)],
             max_us: 0,
             count: 0,
         }
     }
 
+    /// Below `SUB_BUCKETS` a bucket per µs; above, the power of two and the
+    /// top seven bits under its leading one.
     fn bucket(us: u64) -> usize {
-        let i = if us < FINE_US {
-            us / FINE_STEP
-        } else {
-            FINE_US / FINE_STEP + (us.min(COARSE_US) - FINE_US) / COARSE_STEP
-        };
-        i as usize
+        let us = us.min(TOP_US - 1);
+        if us < SUB_BUCKETS {
+            return us as usize;
+        }
+        let power = 63 - us.leading_zeros() as u64; // 7 and up
+        let sub = (us >> (power - 7)) - SUB_BUCKETS;
+        ((power - 6) * SUB_BUCKETS + sub) as usize
     }
 
     /// The middle of bucket `i`, µs.
     fn middle(i: usize) -> f64 {
         let i = i as u64;
-        let fine = FINE_US / FINE_STEP;
-        if i < fine {
-            (i * FINE_STEP) as f64 + FINE_STEP as f64 / 2.0
-        } else {
-            (FINE_US + (i - fine) * COARSE_STEP) as f64 + COARSE_STEP as f64 / 2.0
+        if i < SUB_BUCKETS {
+            return i as f64 + 0.5;
         }
+        let power = i / SUB_BUCKETS + 6;
+        let sub = i % SUB_BUCKETS;
+        let width = 1u64 << (power - 7);
+        ((SUB_BUCKETS + sub) * width) as f64 + width as f64 / 2.0
     }
 
     fn record(&mut self, us: u64) {
-        let i = Self::bucket(us).min(self.buckets.len() - 1);
-        self.buckets[i] += 1;
+        let i = Self::bucket(us);
+        self.buckets[i] = self.buckets[i].saturating_add(1);
         self.max_us = self.max_us.max(us);
         self.count += 1;
     }
 
     fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
         self.max_us = self.max_us.max(other.max_us);
         self.count += other.count;
@@ -169,9 +174,13 @@ impl Histogram {
         let rank = (self.count as f64 * p).ceil() as u64;
         let mut seen = 0;
         for (i, n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
+            seen += u64::from(*n);
+            if seen >= rank && i + 1 < self.buckets.len() {
                 return Self::middle(i).min(self.max_us as f64) / 1000.0;
+            }
+            if seen >= rank {
+                // The top bucket holds everything past the range.
+                break;
             }
         }
         self.max_us as f64 / 1000.0
@@ -384,25 +393,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_from_the_histogram() {
+    fn percentiles_from_the_histogram_within_one_percent() {
         let mut h = Histogram::new();
         for us in 1..=1000u64 {
             h.record(us * 10);
         }
-        assert!(
-            (h.percentile_ms(0.5) - 5.0).abs() < 0.02,
-            "{}",
-            h.percentile_ms(0.5)
-        );
-        assert!((h.percentile_ms(0.99) - 9.9).abs() < 0.02);
-        assert_eq!(h.max_us, 10_000);
-        // Past 100 ms the buckets are a millisecond wide, up to a minute.
-        let mut slow = Histogram::new();
-        for ms in [150u64, 2_500, 2_500, 2_500] {
-            slow.record(ms * 1000 + 200);
+        for (p, exact) in [(0.5, 5.0), (0.99, 9.9)] {
+            let got = h.percentile_ms(p);
+            assert!(
+                (got - exact).abs() / exact < 0.01,
+                "p{p}: {got} for {exact}"
+            );
         }
-        assert!((slow.percentile_ms(0.25) - 150.5).abs() < 0.01);
-        assert!((slow.percentile_ms(0.99) - 2500.2).abs() < 0.01);
-        assert_eq!(slow.max_us, 2_500_200);
+        assert_eq!(h.max_us, 10_000);
+        // Seconds too, and past the top the largest is still exact.
+        let mut slow = Histogram::new();
+        for us in [150_200u64, 2_500_200, 2_500_200, 2_500_200, 90_000_000] {
+            slow.record(us);
+        }
+        let quarter = slow.percentile_ms(0.2);
+        assert!((quarter - 150.2).abs() / 150.2 < 0.01, "{quarter}");
+        let most = slow.percentile_ms(0.6);
+        assert!((most - 2500.2).abs() / 2500.2 < 0.01, "{most}");
+        assert_eq!(slow.max_us, 90_000_000);
+        assert_eq!(slow.percentile_ms(1.0), 90_000.0);
+        // Every value lands in a bucket whose middle is within 1% of it.
+        for us in (1..5_000_000u64).step_by(997) {
+            let middle = Histogram::middle(Histogram::bucket(us));
+            assert!(
+                (middle - us as f64).abs() / (us as f64) < 0.01 || us < 100,
+                "{us}: {middle}"
+            );
+        }
+        // 10 KiB.
+        assert_eq!(std::mem::size_of::<u32>() * h.buckets.len(), 10 * 1024);
     }
 }

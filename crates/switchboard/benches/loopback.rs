@@ -2,6 +2,13 @@
 //! bytes, in the same run: messages per second one way, and round-trip
 //! latency p50 / p99, for 64-byte messages.
 //!
+//! The headline is the typed path a game takes: a struct of 16 `f32` built
+//! into a message and sent per message, decoded with `content` on arrival;
+//! beside it the same struct through tokio-util's `LengthDelimitedCodec` with
+//! bincode (what a user would write by hand), and raw TCP carrying 64 bytes.
+//! The pre-encoded figures (`send_encoded` of one frame again and again)
+//! follow.
+//!
 //! `cargo bench --bench loopback` (set `BENCH_MESSAGES` / `BENCH_ROUNDS` for
 //! longer runs, `BENCH_PLACEMENT=thread` or `task` for one owner placement). Ratios are what to read: absolute figures on a shared
 //! machine are noise.
@@ -9,14 +16,129 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use serde::{Deserialize, Serialize};
 use switchboard::{
     BindScope, Message, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketEvent,
     SocketStream,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 const PAYLOAD: usize = 64;
+
+/// What a game sends many of: 16 floats (a pose), 64 bytes in bincode.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Pose([f32; 16]);
+
+fn pose(i: usize) -> Pose {
+    let mut v = [0.5f32; 16];
+    v[0] = i as f32;
+    Pose(v)
+}
+
+switchboard::channels! { enum Chan { World = 16 } }
+switchboard::actions! { enum Act { Pose = 1 } }
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard()
+}
+
+/// The hand-written path: tokio-util's `LengthDelimitedCodec` carrying
+/// bincode, `feed` per message and one `flush` per 1,024, decoded on arrival.
+async fn codec_throughput(messages: usize) -> f64 {
+    let (client, server) = raw_pair().await;
+    let start = Instant::now();
+    let writer = tokio::spawn(async move {
+        let mut sink = FramedWrite::new(client, LengthDelimitedCodec::new());
+        for i in 0..messages {
+            let bytes = bincode::serde::encode_to_vec(pose(i), bincode_config()).unwrap();
+            sink.feed(Bytes::from(bytes)).await.unwrap();
+            if i % 1024 == 1023 {
+                SinkExt::<Bytes>::flush(&mut sink).await.unwrap();
+            }
+        }
+        SinkExt::<Bytes>::flush(&mut sink).await.unwrap();
+        sink
+    });
+    let mut source = FramedRead::new(server, LengthDelimitedCodec::new());
+    let mut sum = 0.0f32;
+    for _ in 0..messages {
+        let frame = source.next().await.unwrap().unwrap();
+        let (pose, _): (Pose, usize) =
+            bincode::serde::decode_from_slice(&frame, bincode_config()).unwrap();
+        sum += pose.0[0];
+    }
+    let elapsed = start.elapsed();
+    drop(writer.await.unwrap());
+    std::hint::black_box(sum);
+    messages as f64 / elapsed.as_secs_f64()
+}
+
+/// How the typed bench's sender builds and hands over each `Pose`.
+#[derive(Clone, Copy, PartialEq)]
+enum Typed {
+    /// `Message::new`, then `send`.
+    NewAndSend,
+    /// `send_value`: straight into a frame.
+    SendValue,
+    /// `queue_value` per message and one `flush` per burst (a frame loop).
+    QueueValue,
+}
+
+/// Switchboard's typed path: a `Pose` built into a message per message and
+/// sent, decoded with `content` on arrival.
+async fn typed_throughput(messages: usize, typed: Typed) -> f64 {
+    let (client, mut server, _) = switchboard_pair().await;
+    let start = Instant::now();
+    let sender = tokio::spawn(async move {
+        let handle = client.handle();
+        let mut sent = 0;
+        while sent < messages {
+            let burst = (messages - sent).min(1024);
+            while handle.stats().queued_frames > 2000 {
+                tokio::task::yield_now().await;
+            }
+            for i in sent..sent + burst {
+                match typed {
+                    Typed::NewAndSend => {
+                        let message = Message::new(Chan::World, Act::Pose, &pose(i)).unwrap();
+                        handle.send(&message).unwrap()
+                    }
+                    Typed::SendValue => {
+                        handle.send_value(Chan::World, Act::Pose, &pose(i)).unwrap()
+                    }
+                    Typed::QueueValue => handle
+                        .queue_value(Chan::World, Act::Pose, &pose(i))
+                        .unwrap(),
+                }
+            }
+            if typed == Typed::QueueValue {
+                handle.flush();
+            }
+            sent += burst;
+            tokio::task::yield_now().await;
+        }
+        client
+    });
+    let mut sum = 0.0f32;
+    let mut got = 0;
+    while got < messages {
+        match server.next_event().await {
+            Some(ServerEvent::Received(incoming)) => {
+                sum += incoming.message.content::<Pose>().unwrap().0[0];
+                got += 1;
+            }
+            Some(other) => panic!("{other:?}"),
+            None => panic!("server stream ended"),
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(sender.await.unwrap());
+    std::hint::black_box(sum);
+    messages as f64 / elapsed.as_secs_f64()
+}
 
 async fn raw_pair() -> (TcpStream, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -217,29 +339,50 @@ fn main() {
 }
 
 async fn suite(messages: usize, rounds: usize) {
-    // Warm up both paths once.
+    // Warm up every path once.
     raw_throughput(10_000).await;
+    codec_throughput(10_000).await;
+    typed_throughput(10_000, Typed::SendValue).await;
     switchboard_throughput(10_000, Sending::Send).await;
 
-    let (mut raw, mut sb, mut flushed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut runs: [Vec<f64>; 7] = Default::default();
     for _ in 0..3 {
-        raw.push(raw_throughput(messages).await);
-        sb.push(switchboard_throughput(messages, Sending::Send).await);
-        flushed.push(switchboard_throughput(messages, Sending::QueueAndFlush).await);
+        runs[0].push(raw_throughput(messages).await);
+        runs[1].push(codec_throughput(messages).await);
+        runs[2].push(typed_throughput(messages, Typed::NewAndSend).await);
+        runs[3].push(typed_throughput(messages, Typed::SendValue).await);
+        runs[4].push(typed_throughput(messages, Typed::QueueValue).await);
+        runs[5].push(switchboard_throughput(messages, Sending::Send).await);
+        runs[6].push(switchboard_throughput(messages, Sending::QueueAndFlush).await);
     }
-    for runs in [&mut raw, &mut sb, &mut flushed] {
-        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    }
-    let (raw_rate, sb_rate, flushed_rate) = (raw[1], sb[1], flushed[1]);
+    let [raw, codec, new_send, send_value, queue_value, sb, flushed] = runs.map(|mut r| {
+        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        r[1]
+    });
     println!("one way, {PAYLOAD}-byte messages, {messages} per run, median of 3:");
-    println!("  raw tokio TCP   {:>12.0} msg/s", raw_rate);
-    println!("  switchboard     {:>12.0} msg/s", sb_rate);
-    println!("  ratio           {:>12.2}x of raw", sb_rate / raw_rate);
-    println!("  queue + flush   {:>12.0} msg/s", flushed_rate);
+    println!("  raw tokio TCP (64 bytes)          {raw:>12.0} msg/s");
+    let by_hand = "tokio-util + bincode (by hand)";
     println!(
-        "  ratio           {:>12.2}x of raw",
-        flushed_rate / raw_rate
+        "  {by_hand:<33} {codec:>12.0} msg/s   {:>5.2}x raw",
+        codec / raw
     );
+    for (name, rate) in [
+        ("typed: Message::new + send", new_send),
+        ("typed: send_value", send_value),
+        ("typed: queue_value + flush", queue_value),
+    ] {
+        println!(
+            "  {name:<33} {rate:>12.0} msg/s   {:>5.2}x raw   {:>5.2}x by hand",
+            rate / raw,
+            rate / codec
+        );
+    }
+    for (name, rate) in [
+        ("pre-encoded: send_encoded", sb),
+        ("pre-encoded: queue + flush", flushed),
+    ] {
+        println!("  {name:<33} {rate:>12.0} msg/s   {:>5.2}x raw", rate / raw);
+    }
 
     let raw_rt = raw_round_trips(rounds).await;
     let sb_rt = switchboard_round_trips(rounds).await;

@@ -246,6 +246,30 @@ pub fn encode_frame_in_place(mut buf: Vec<u8>, config: &CodecConfig) -> Result<B
     check_outgoing_len(Bytes::from(buf), config)
 }
 
+/// Finishes a frame built in `buf` ([`HEADER_LEN`] placeholder bytes, then
+/// the payload): `Some` compressed frame in a buffer of its own when that
+/// pays, otherwise `None` with the header written in place. Either way the
+/// frame is checked against the limit.
+pub(crate) fn finish_frame(
+    buf: &mut [u8],
+    config: &CodecConfig,
+) -> Result<Option<Bytes>, FrameError> {
+    let payload_len = buf.len() - HEADER_LEN;
+    if payload_len >= config.compress_threshold {
+        if let Some(frame) = try_compressed_frame(&buf[HEADER_LEN..], config) {
+            return check_outgoing_len(frame, config).map(Some);
+        }
+    }
+    if payload_len + 1 > config.max_frame_len {
+        return Err(FrameError::TooLarge {
+            len: payload_len + 1,
+            max: config.max_frame_len,
+        });
+    }
+    write_header(&mut buf[..HEADER_LEN], payload_len, 0);
+    Ok(None)
+}
+
 fn check_outgoing_len(frame: Bytes, config: &CodecConfig) -> Result<Bytes, FrameError> {
     let len = frame.len() - 4;
     if len > config.max_frame_len {

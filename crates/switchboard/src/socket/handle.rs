@@ -1,133 +1,19 @@
 //! The sending side of a connection, shared between its owner and its task.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
+use serde::Serialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::outqueue::{with_frame, Frame, OutQueue, TAIL_HINT_MAX, TAIL_START};
 use super::reason::{CloseCode, DisconnectReason, SendError};
 use super::SocketConfig;
-use crate::message::{EncodedMessage, Message};
-
-/// Whole frames, end to end, and how many.
-#[derive(Debug)]
-pub(crate) struct Segment {
-    pub(crate) bytes: Bytes,
-    pub(crate) frames: usize,
-}
-
-/// Frames up to this size are copied into the queue's tail buffer; larger
-/// ones are queued as they are (shared, not copied).
-const SMALL_FRAME: usize = 512;
-/// The tail buffer's smallest allocation.
-const TAIL_START: usize = 512;
-/// The largest allocation the tail starts with (it may grow past it).
-const TAIL_HINT_MAX: usize = 64 * 1024;
-
-/// The outbound queue: frames waiting for the writer, and a pending close.
-///
-/// A plain buffer under a mutex rather than a channel: small frames are
-/// copied end to end into `tail` (a copy of a few dozen bytes costs less than
-/// sharing the frame: the reference count of a frame sent to many peers, or
-/// many times, would bounce between the sender's and the writer's cores),
-/// large ones are queued whole; the writer takes everything in one lock, so a
-/// burst of small frames costs one lock, one wake-up and one write. `frames`
-/// and `bytes` count what is queued *and* what the writer has taken but not
-/// yet written, so the limits bound all the memory a peer's backlog holds.
-#[derive(Debug, Default)]
-pub(crate) struct OutQueue {
-    /// Segments before the tail.
-    queue: VecDeque<Segment>,
-    /// Small frames, after everything in `queue`.
-    tail: BytesMut,
-    tail_frames: usize,
-    /// How big the last tail was: the next one starts at that size, so a
-    /// steady stream of bursts allocates once per burst, not once per
-    /// doubling.
-    tail_hint: usize,
-    pub(crate) frames: usize,
-    pub(crate) bytes: usize,
-    /// Set by a graceful close: written after every frame queued before it.
-    pub(crate) close: Option<(CloseCode, String)>,
-    /// Set by an urgent close (protocol error, idle peer, kill): written
-    /// next, whatever is still queued.
-    pub(crate) close_now: Option<(CloseCode, String)>,
-    /// The stamp of the latest ping, to answer next (only the latest needs
-    /// its pong, so pings cannot pile up).
-    pub(crate) pong: Option<u64>,
-    /// The connection's timer asks for a keep-alive ping.
-    pub(crate) ping: bool,
-    /// The writer task has written everything and waits: a sender that
-    /// finds the queue empty may write its frame to the socket itself.
-    pub(crate) writer_idle: bool,
-    /// When a sender last wrote directly (the writer's keep-alive counts it
-    /// as sending).
-    pub(crate) last_direct: Option<std::time::Instant>,
-    /// The TCP stream, for direct writes, while the connection runs (never
-    /// for other transports). Taken away when the connection ends, so that
-    /// handles do not keep the socket open.
-    pub(crate) direct: Option<Arc<tokio::net::TcpStream>>,
-}
-
-impl OutQueue {
-    /// Whether no frame waits for the writer.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.queue.is_empty() && self.tail.is_empty()
-    }
-
-    /// Queues a frame: copied into the tail when small, shared when large.
-    fn push(&mut self, frame: &Bytes) {
-        if frame.len() <= SMALL_FRAME {
-            if self.tail.capacity() - self.tail.len() < frame.len() {
-                // At least doubling: a long burst reallocates a few times,
-                // not once per few frames.
-                let more = (frame.len().max(self.tail.len()))
-                    .max(self.tail_hint)
-                    .max(TAIL_START);
-                self.tail.reserve(more);
-            }
-            self.tail.extend_from_slice(frame);
-            self.tail_frames += 1;
-        } else {
-            self.seal_tail();
-            self.queue.push_back(Segment {
-                bytes: frame.clone(),
-                frames: 1,
-            });
-        }
-        self.frames += 1;
-        self.bytes += frame.len();
-    }
-
-    /// Ends the tail as a segment of the queue.
-    /// The whole buffer goes: an idle connection keeps no tail.
-    fn seal_tail(&mut self) {
-        if !self.tail.is_empty() {
-            self.tail_hint = self.tail.len().clamp(TAIL_START, TAIL_HINT_MAX);
-            let bytes = std::mem::take(&mut self.tail).freeze();
-            let frames = std::mem::take(&mut self.tail_frames);
-            self.queue.push_back(Segment { bytes, frames });
-        }
-    }
-
-    /// Moves every queued frame into `into` (empty), in order, for the
-    /// writer; returns the frames and bytes moved.
-    pub(crate) fn take_all(&mut self, into: &mut VecDeque<Segment>) -> (usize, usize) {
-        self.seal_tail();
-        std::mem::swap(&mut self.queue, into);
-        into.iter()
-            .fold((0, 0), |(f, b), s| (f + s.frames, b + s.bytes.len()))
-    }
-
-    /// Whether the writer has a close, a pong or a ping to write.
-    pub(crate) fn has_orders(&self) -> bool {
-        self.close.is_some() || self.close_now.is_some() || self.pong.is_some() || self.ping
-    }
-}
+use crate::codec;
+use crate::message::{Action, Channel, EncodedMessage, Message};
 
 /// A frame sent within this long of a direct write is part of a burst and
 /// goes through the writer task instead.
@@ -240,9 +126,63 @@ impl SocketHandle {
     }
 
     /// Encodes `message` and queues it. Never blocks. See [`send_encoded`](Self::send_encoded).
+    /// The frame is built in a buffer the calling thread reuses: nothing is
+    /// allocated for a small message.
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
-        let encoded = message.encode(&self.shared.config.codec)?;
-        self.send_encoded(&encoded)
+        let content = message.content_bytes();
+        with_frame(
+            &self.shared.config.codec,
+            message.channel_id(),
+            message.action_id(),
+            |buf| {
+                buf.extend_from_slice(content);
+                Ok(())
+            },
+            |frame| self.send_frame(frame),
+        )
+    }
+
+    /// Builds a message of `channel`, `action` and `value` straight into a
+    /// frame and sends it, as [`send`](Self::send) does a [`Message`]: the
+    /// typed path a game takes per message, with no `Message` and no
+    /// allocation in between (the value is encoded once, into a buffer the
+    /// calling thread reuses). The same limits and errors as
+    /// [`send_encoded`](Self::send_encoded).
+    pub fn send_value<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<(), SendError> {
+        with_frame(
+            &self.shared.config.codec,
+            channel.id(),
+            action.id(),
+            |buf| codec::encode_value_into(value, buf),
+            |frame| self.send_frame(frame),
+        )
+    }
+
+    /// [`send_value`](Self::send_value) without writing: the frame leaves
+    /// with the next [`flush`](Self::flush), as with
+    /// [`queue_encoded`](Self::queue_encoded). A game loop queues what it
+    /// sends in a frame and flushes once.
+    pub fn queue_value<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<(), SendError> {
+        with_frame(
+            &self.shared.config.codec,
+            channel.id(),
+            action.id(),
+            |buf| codec::encode_value_into(value, buf),
+            |frame| {
+                self.admit(frame.len())?.push(frame);
+                Ok(())
+            },
+        )
     }
 
     /// Queues an already-encoded message (encode once, send many). Never
@@ -250,8 +190,12 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
-        let mut out = self.admit(message)?;
-        let len = message.wire_len();
+        self.send_frame(Frame::Shared(&message.0))
+    }
+
+    fn send_frame(&self, frame: Frame<'_>) -> Result<(), SendError> {
+        let len = frame.len();
+        let mut out = self.admit(len)?;
         if out.is_empty() && out.writer_idle {
             // The writer has nothing to write: put this frame on the wire
             // ourselves, under the lock so that nothing can overtake it, and
@@ -265,7 +209,7 @@ impl SocketHandle {
                     .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
                 if alone {
                     out.last_direct = Some(now);
-                    let written = stream.try_write(&message.0).unwrap_or(0);
+                    let written = stream.try_write(frame.as_slice()).unwrap_or(0);
                     if written > 0 {
                         // A frame counts once it is all out.
                         let whole = usize::from(written == len);
@@ -274,12 +218,7 @@ impl SocketHandle {
                             return Ok(());
                         }
                         // The rest goes through the writer, first in line.
-                        out.queue.push_back(Segment {
-                            bytes: message.0.slice(written..),
-                            frames: 1,
-                        });
-                        out.frames += 1;
-                        out.bytes += len - written;
+                        out.push_front_rest(frame.rest_from(written));
                         let wake = std::mem::replace(&mut out.writer_idle, false);
                         drop(out);
                         if wake {
@@ -290,7 +229,7 @@ impl SocketHandle {
                 }
             }
         }
-        out.push(&message.0);
+        out.push(frame);
         // Only a writer that went idle needs waking; a busy one looks at the
         // queue again before it rests. Waking once per idle period, not per
         // frame, keeps the notify off the per-message path.
@@ -310,7 +249,8 @@ impl SocketHandle {
     /// peer once: one system call per peer per tick instead of one per
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
     pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
-        self.admit(message)?.push(&message.0);
+        self.admit(message.wire_len())?
+            .push(Frame::Shared(&message.0));
         Ok(())
     }
 
@@ -375,13 +315,10 @@ impl SocketHandle {
         self.shared.wake.notify_one();
     }
 
-    /// Takes the queue's lock for one more frame of `message`, or refuses
+    /// Takes the queue's lock for one more frame of `len` bytes, or refuses
     /// it: closed, or over the limits (then the peer is disconnected as a
     /// slow consumer).
-    fn admit(
-        &self,
-        message: &EncodedMessage,
-    ) -> Result<std::sync::MutexGuard<'_, OutQueue>, SendError> {
+    fn admit(&self, len: usize) -> Result<std::sync::MutexGuard<'_, OutQueue>, SendError> {
         let config = &self.shared.config;
         let out = self.outbound();
         // Checked under the lock: `close` sets the state before it takes the
@@ -390,9 +327,7 @@ impl SocketHandle {
             SocketState::Closing | SocketState::Closed => return Err(SendError::Closed),
             SocketState::Connecting | SocketState::Open => {}
         }
-        if out.frames >= config.outbound_queue_len
-            || out.bytes + message.wire_len() > config.max_outbound_bytes
-        {
+        if out.frames >= config.outbound_queue_len || out.bytes + len > config.max_outbound_bytes {
             drop(out);
             self.kill(DisconnectReason::SlowConsumer);
             return Err(SendError::SlowConsumer);

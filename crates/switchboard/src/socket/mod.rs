@@ -16,6 +16,7 @@ mod control;
 mod events;
 mod gate;
 mod handle;
+mod outqueue;
 mod reason;
 mod server;
 
@@ -33,7 +34,7 @@ pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 
-use crate::message::Message;
+use crate::message::{Action, Channel, Message};
 use crate::runtime;
 use crate::signal::Signal;
 use connection::Reporter;
@@ -175,6 +176,18 @@ impl ExtendedTcpSocket {
         self.owner.0.send(message)
     }
 
+    /// Builds a message of `channel`, `action` and `value` straight into a
+    /// frame and queues it ([`SocketHandle::send_value`]): the typed path,
+    /// with no `Message` and no allocation in between. Never blocks.
+    pub fn send_value<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<(), SendError> {
+        self.owner.0.send_value(channel, action, value)
+    }
+
     /// Closes gracefully: queued messages go first, then the reason.
     pub fn close(&self, reason: &str) {
         self.owner.0.close(CloseCode::NORMAL, reason);
@@ -268,6 +281,18 @@ impl SocketStream {
     /// Encodes and queues a message; never blocks.
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
         self.owner.0.send(message)
+    }
+
+    /// Builds a message of `channel`, `action` and `value` straight into a
+    /// frame and queues it ([`SocketHandle::send_value`]): the typed path,
+    /// with no `Message` and no allocation in between. Never blocks.
+    pub fn send_value<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<(), SendError> {
+        self.owner.0.send_value(channel, action, value)
     }
 
     /// Closes gracefully: queued messages go first, then the reason.

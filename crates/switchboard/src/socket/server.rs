@@ -143,8 +143,25 @@ impl ServerHandle {
 
     /// Queues a message for one peer. Never blocks.
     pub fn send_to(&self, peer: PeerId, message: &Message) -> Result<(), SendError> {
-        let encoded = self.encode(message)?;
-        self.send_encoded_to(peer, &encoded)
+        match self.peer(peer) {
+            Some(handle) => handle.send(message),
+            None => Err(SendError::Closed),
+        }
+    }
+
+    /// Builds a message of `channel`, `action` and `value` straight into a
+    /// frame for one peer ([`SocketHandle::send_value`]). Never blocks.
+    pub fn send_value_to<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
+        &self,
+        peer: PeerId,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<(), SendError> {
+        match self.peer(peer) {
+            Some(handle) => handle.send_value(channel, action, value),
+            None => Err(SendError::Closed),
+        }
     }
 
     /// Queues an encoded message for one peer. Never blocks.
@@ -419,9 +436,7 @@ impl ExtendedTcpServer {
         action: A,
         content: &T,
     ) -> Result<(), SendError> {
-        self.owner
-            .0
-            .send_to(peer, &Message::new(channel, action, content)?)
+        self.owner.0.send_value_to(peer, channel, action, content)
     }
 
     /// Builds a message, encodes it once and queues it for every peer.
@@ -510,6 +525,13 @@ impl ServerStream {
     /// Waits for the next event.
     pub async fn next_event(&mut self) -> Option<ServerEvent> {
         self.events.next().await
+    }
+
+    /// The next event if one is queued, without waiting: a loop that
+    /// handles what has arrived, then does something once for all of it
+    /// (flushes, say), takes them with this after `next_event`.
+    pub fn try_next_event(&mut self) -> Option<ServerEvent> {
+        self.events.try_next()
     }
 }
 

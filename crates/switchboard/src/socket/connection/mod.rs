@@ -38,7 +38,8 @@ use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
 use super::events::{Batch, Credit, Item, Wrap};
-use super::handle::{Counters, Segment, SocketHandle};
+use super::handle::{Counters, SocketHandle};
+use super::outqueue::Segment;
 use super::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
