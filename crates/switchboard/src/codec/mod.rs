@@ -180,12 +180,24 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), ContentError> {
-    bincode::serde::encode_into_std_write(value, out, bincode_config())
-        .map(|_| ())
-        .map_err(|err| ContentError::Encode {
+    bincode::serde::encode_into_writer(value, AppendTo(out), bincode_config()).map_err(|err| {
+        ContentError::Encode {
             type_name: std::any::type_name::<T>(),
             reason: err.to_string(),
-        })
+        }
+    })
+}
+
+/// bincode's writer for a `Vec` it appends to: no `io::Write` and no byte
+/// count in between, one `extend_from_slice` per field.
+struct AppendTo<'a>(&'a mut Vec<u8>);
+
+impl bincode::enc::write::Writer for AppendTo<'_> {
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 /// Decodes a serde value that must fill `bytes` exactly.

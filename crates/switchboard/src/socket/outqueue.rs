@@ -29,24 +29,36 @@ pub(crate) fn with_frame<R>(
     content: impl FnOnce(&mut Vec<u8>) -> Result<(), ContentError>,
     then: impl FnOnce(Frame<'_>) -> Result<R, SendError>,
 ) -> Result<R, SendError> {
-    // Taken out while in use, so that a nested call (a `Serialize` that
-    // sends, say) gets a buffer of its own instead of a panic.
-    let mut buf = SCRATCH.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            let result = build(&mut buf, config, channel, action, content, then);
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
+            }
+            result
+        }
+        // A nested call (a `Serialize` that sends, say): a buffer of its own.
+        Err(_) => build(&mut Vec::new(), config, channel, action, content, then),
+    })
+}
+
+fn build<R>(
+    buf: &mut Vec<u8>,
+    config: &CodecConfig,
+    channel: u16,
+    action: u16,
+    content: impl FnOnce(&mut Vec<u8>) -> Result<(), ContentError>,
+    then: impl FnOnce(Frame<'_>) -> Result<R, SendError>,
+) -> Result<R, SendError> {
     buf.clear();
     buf.extend_from_slice(&[0; codec::HEADER_LEN]);
-    put_varint_u16(&mut buf, channel);
-    put_varint_u16(&mut buf, action);
-    let result = content(&mut buf)
-        .map_err(SendError::from)
-        .and_then(|()| Ok(codec::finish_frame(&mut buf, config)?))
-        .and_then(|compressed| match &compressed {
-            Some(frame) => then(Frame::Shared(frame)),
-            None => then(Frame::Borrowed(&buf)),
-        });
-    if buf.capacity() <= SCRATCH_KEEP {
-        SCRATCH.with(|cell| *cell.borrow_mut() = buf);
+    put_varint_u16(buf, channel);
+    put_varint_u16(buf, action);
+    content(buf)?;
+    match codec::finish_frame(buf, config)? {
+        Some(compressed) => then(Frame::Shared(&compressed)),
+        None => then(Frame::Borrowed(buf)),
     }
-    result
 }
 
 /// A `u16` as bincode's varint: one byte below 251, else 251 and two bytes
