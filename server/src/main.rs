@@ -53,10 +53,14 @@ struct RelayArgs {
     /// Also listen for newline-delimited JSON clients on this port.
     #[arg(long)]
     json_port: Option<u16>,
-    /// The send tick in milliseconds: what a client is sent within one tick
-    /// leaves in one write (0 sends every message at once).
-    #[arg(long, default_value_t = 5)]
+    /// The longest, in milliseconds, a relayed message waits to share a
+    /// write when the relay is busy (0: never waits); a quiet relay writes
+    /// at once.
+    #[arg(long, default_value_t = 10)]
     send_interval_ms: u64,
+    /// Deliveries a second under which every delivery is written at once.
+    #[arg(long, default_value_t = 100_000)]
+    quiet_rate: u32,
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +285,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         let mut config = switchboard_relay::RelayConfig {
             json_port: args.json_port,
             send_interval: std::time::Duration::from_millis(args.send_interval_ms),
+            quiet_deliveries_per_second: args.quiet_rate,
             ..Default::default()
         };
         // Many players arrive at once (a load test, a server restart).

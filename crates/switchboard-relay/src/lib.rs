@@ -18,9 +18,12 @@
 #![warn(unreachable_pub)]
 
 mod bots;
+mod dispatch;
 mod hub;
+mod json;
 pub mod load;
 mod server;
+mod stamp;
 mod transform;
 
 pub use bots::{Bot, BotConfig, Script};

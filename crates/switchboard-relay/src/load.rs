@@ -1,8 +1,9 @@
 //! The load tester: N bots sending transforms at R Hz in zones of Z bots,
 //! measuring what the relay carries and how fast.
 //!
-//! Each transform carries its sender's sequence number and send time (extra
-//! fields `seq` and `sent_us`, microseconds since the test began); every bot
+//! Each transform carries its sender's sequence number and send time (the
+//! extra field `stamp`: `[seq, sent_us]`, microseconds since the test
+//! began, read back without allocating, see `stamp.rs`); every bot
 //! that receives it records the relay latency (receipt minus send time, on
 //! the same clock since all bots run in this process) and counts gaps in
 //! each sender's sequence as losses.
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::server::{Hello, RelayAction, RelayChannel, Relayed};
+use crate::server::{Hello, RelayAction, RelayChannel};
+use crate::stamp::{self, Stamp};
 use crate::transform::Transform;
 use switchboard::message::Message;
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
@@ -303,89 +305,128 @@ async fn load_bot(
         let _ = socket.send(&message);
     }
     let mut local = Histogram::new();
-    let (mut sent, mut received, mut bytes, mut lost, mut errors) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut counts = Counts::default();
     let mut last_seq: HashMap<u32, u64> = HashMap::new();
-    let mut connected = false;
-    let mut disconnected = false;
     // Spread the bots' send times over the interval.
     let period = interval.unwrap_or(Duration::from_secs(3600));
     let offset = period.mul_f64((index % 97) as f64 / 97.0);
-    let mut next_send = start + offset;
     let position = [index as f32, 0.0, 0.0];
-    let stop = end + Duration::from_millis(300);
-    while Instant::now() < stop {
-        let sending = interval.is_some() && Instant::now() < end;
+    let stop = tokio::time::sleep_until(end + Duration::from_millis(300));
+    let send = tokio::time::sleep_until(start + offset);
+    tokio::pin!(stop, send);
+    let mut sending = interval.is_some();
+    loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(stop) => break,
-            _ = tokio::time::sleep_until(next_send), if sending => {
-                let mut extra = BTreeMap::new();
-                extra.insert("bot".into(), "true".into());
-                extra.insert("seq".into(), sent.to_string());
-                extra.insert("sent_us".into(), epoch.elapsed().as_micros().to_string());
+            _ = &mut stop => break,
+            _ = &mut send, if sending => {
+                let stamp = Stamp { seq: counts.sent, sent_us: epoch.elapsed().as_micros() as u64 };
+                let extra = BTreeMap::from([(stamp::FIELD.to_string(), stamp.text())]);
                 let transform = Transform { position, zone: zone.clone(), extra, ..Transform::default() };
-                if let Ok(message) = Message::new(RelayChannel, RelayAction::Transform, &transform) {
-                    if socket.send(&message).is_ok() {
-                        sent += 1;
-                        LIVE_SENT.fetch_add(1, Ordering::Relaxed);
-                    }
+                if socket.send_value(RelayChannel, RelayAction::Transform, &transform).is_ok() {
+                    counts.sent += 1;
+                    LIVE_SENT.fetch_add(1, Ordering::Relaxed);
                 }
-                next_send += period;
+                let next = send.deadline() + period;
+                sending = next < end;
+                send.as_mut().reset(next);
             }
-            event = socket.next_event() => match event {
-                Some(SocketEvent::Connected) => connected = true,
-                Some(SocketEvent::Received(message)) => {
-                    bytes += message.content_bytes().len() as u64 + 10;
-                    match message.action::<RelayAction>() {
-                        Some(RelayAction::Relayed) => {
-                            let Ok(relayed) = message.content::<Relayed>() else { continue };
-                            let extra = &relayed.transform.extra;
-                            let (Some(seq), Some(sent_us)) = (
-                                extra.get("seq").and_then(|s| s.parse::<u64>().ok()),
-                                extra.get("sent_us").and_then(|s| s.parse::<u64>().ok()),
-                            ) else { continue };
-                            let previous = last_seq.get(&relayed.player_id).copied();
-                            // A zone-entry snapshot may repeat an old one: skip.
-                            if previous.is_some_and(|p| seq <= p) {
-                                continue;
+            event = socket.next_event() => {
+                // What else has arrived is handled with it, on one reading
+                // of the clock.
+                let now_us = epoch.elapsed().as_micros() as u64;
+                let received = counts.received;
+                let mut event = event;
+                loop {
+                    match event {
+                        Some(event) => {
+                            if !on_event(event, now_us, &mut counts, &mut last_seq, &mut local) {
+                                tracing::warn!(bot = index, "load bot disconnected");
+                                counts.disconnected = true;
+                                break;
                             }
-                            if let Some(p) = previous {
-                                lost += seq - p - 1;
-                            }
-                            last_seq.insert(relayed.player_id, seq);
-                            received += 1;
-                            LIVE_RECEIVED.fetch_add(1, Ordering::Relaxed);
-                            let now_us = epoch.elapsed().as_micros() as u64;
-                            local.record(now_us.saturating_sub(sent_us));
                         }
-                        Some(RelayAction::Error) => errors += 1,
-                        _ => {}
+                        None => {
+                            counts.disconnected = true;
+                            break;
+                        }
                     }
+                    event = match socket.try_next_event() {
+                        Some(next) => Some(next),
+                        None => break,
+                    };
                 }
-                Some(SocketEvent::Error(_)) => errors += 1,
-                Some(SocketEvent::Disconnected(reason)) => {
-                    tracing::warn!(bot = index, %reason, "load bot disconnected");
-                    disconnected = true;
+                LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
+                if counts.disconnected {
                     break;
                 }
-                None => {
-                    disconnected = true;
-                    break;
-                }
-                Some(_) => {}
-            },
+            }
         }
     }
     socket.close("load test done");
     let mut t = totals.lock().expect("totals");
-    t.sent += sent;
-    t.received += received;
-    t.bytes += bytes;
-    t.lost += lost;
-    t.errors += errors;
-    t.connected += usize::from(connected);
-    t.disconnects += u64::from(disconnected);
+    t.sent += counts.sent;
+    t.received += counts.received;
+    t.bytes += counts.bytes;
+    t.lost += counts.lost;
+    t.errors += counts.errors;
+    t.connected += usize::from(counts.connected);
+    t.disconnects += u64::from(counts.disconnected);
     drop(t);
     histogram.lock().expect("histogram").merge(&local);
+}
+
+/// One bot's counts.
+#[derive(Debug, Default)]
+struct Counts {
+    sent: u64,
+    received: u64,
+    bytes: u64,
+    lost: u64,
+    errors: u64,
+    connected: bool,
+    disconnected: bool,
+}
+
+/// Takes one event in; `false` when the connection ended.
+fn on_event(
+    event: SocketEvent,
+    now_us: u64,
+    counts: &mut Counts,
+    last_seq: &mut HashMap<u32, u64>,
+    histogram: &mut Histogram,
+) -> bool {
+    match event {
+        SocketEvent::Connected => counts.connected = true,
+        SocketEvent::Received(message) => {
+            counts.bytes += message.content_bytes().len() as u64 + 10;
+            match message.action::<RelayAction>() {
+                Some(RelayAction::Relayed) => {
+                    let Some((player_id, Stamp { seq, sent_us })) =
+                        stamp::read(message.content_bytes())
+                    else {
+                        return true;
+                    };
+                    let previous = last_seq.get(&player_id).copied();
+                    // A zone-entry snapshot may repeat an old one: skip.
+                    if previous.is_some_and(|p| seq <= p) {
+                        return true;
+                    }
+                    if let Some(p) = previous {
+                        counts.lost += seq - p - 1;
+                    }
+                    last_seq.insert(player_id, seq);
+                    counts.received += 1;
+                    histogram.record(now_us.saturating_sub(sent_us));
+                }
+                Some(RelayAction::Error) => counts.errors += 1,
+                _ => {}
+            }
+        }
+        SocketEvent::Error(_) => counts.errors += 1,
+        SocketEvent::Disconnected(_) => return false,
+        _ => {}
+    }
+    true
 }
 
 #[cfg(test)]

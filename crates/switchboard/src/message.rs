@@ -277,6 +277,22 @@ pub(crate) fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), Conte
 pub struct EncodedMessage(pub(crate) Bytes);
 
 impl EncodedMessage {
+    /// Builds the frame of a message of `channel`, `action` and `value`
+    /// directly, without a [`Message`] in between: one buffer, the value
+    /// encoded once, for a message that goes to many peers.
+    pub fn of<C: Channel, A: Action, T: Serialize + ?Sized>(
+        channel: C,
+        action: A,
+        value: &T,
+        config: &CodecConfig,
+    ) -> Result<EncodedMessage, crate::socket::SendError> {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(&[0; codec::HEADER_LEN]);
+        codec::encode_value_into(&(channel.id(), action.id()), &mut buf)?;
+        codec::encode_value_into(value, &mut buf)?;
+        Ok(EncodedMessage(codec::encode_frame_in_place(buf, config)?))
+    }
+
     /// The frame bytes as they go on the wire.
     pub fn as_bytes(&self) -> &Bytes {
         &self.0

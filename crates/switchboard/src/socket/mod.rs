@@ -16,6 +16,7 @@ mod control;
 mod events;
 mod gate;
 mod handle;
+mod ids;
 mod outqueue;
 mod reason;
 mod server;
@@ -31,6 +32,7 @@ pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
+pub use ids::{IdBuildHasher, IdHasher};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 
@@ -303,6 +305,13 @@ impl SocketStream {
     /// Waits for the next event; `None` after `Disconnected`.
     pub async fn next_event(&mut self) -> Option<SocketEvent> {
         self.events.next().await
+    }
+
+    /// The next event if one is queued, without waiting: after
+    /// `next_event`, a loop takes what else has arrived with this and
+    /// handles it as one batch.
+    pub fn try_next_event(&mut self) -> Option<SocketEvent> {
+        self.events.try_next()
     }
 }
 

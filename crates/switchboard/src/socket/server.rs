@@ -26,6 +26,8 @@ use crate::router::{Delivery, Router};
 use crate::runtime;
 use crate::signal::{Connection, Signal};
 
+/// The live peers, by id (ids the server hands out: the fast hasher).
+pub(super) type PeerTable = HashMap<PeerId, SocketHandle, super::IdBuildHasher>;
 /// What a listening server reports to its owner.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -66,7 +68,7 @@ pub struct Incoming {
 
 /// What the server's handles and its accept loop share.
 pub(super) struct ServerShared {
-    pub(super) peers: RwLock<HashMap<PeerId, SocketHandle>>,
+    pub(super) peers: RwLock<PeerTable>,
     pub(super) local_addr: SocketAddr,
     pub(super) config: ServerConfig,
     pub(super) shutdown: CancellationToken,
@@ -289,7 +291,7 @@ impl ServerHandle {
             .is_ok()
     }
 
-    fn read_peers(&self) -> std::sync::RwLockReadGuard<'_, HashMap<PeerId, SocketHandle>> {
+    fn read_peers(&self) -> std::sync::RwLockReadGuard<'_, PeerTable> {
         self.shared.peers.read().expect("peer table lock")
     }
 }
@@ -360,7 +362,7 @@ impl ExtendedTcpServer {
             socket.listen(1024)?
         };
         let shared = Arc::new(ServerShared {
-            peers: RwLock::new(HashMap::new()),
+            peers: RwLock::new(PeerTable::default()),
             local_addr: listener.local_addr()?,
             config: config.clone(),
             shutdown: CancellationToken::new(),

@@ -1,0 +1,436 @@
+//! The relay's one task: takes native and JSON players' events, runs the
+//! [`Relay`], and delivers what it says, paced by [`Pacing`].
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::{Link, Outgoing, Relay, RelayEvent};
+use crate::json::{error_line, json_line_of, JsonEvent, JsonQueue};
+use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
+use crate::transform::Transform;
+use switchboard::message::EncodedMessage;
+use switchboard::socket::{
+    CloseCode, IdBuildHasher, PeerId, ServerEvent, ServerHandle, ServerStream,
+};
+
+/// Events taken in one go before the deliveries they caused may leave.
+const BATCH: usize = 256;
+
+/// How a player is reached.
+enum Route {
+    Native(PeerId),
+    Json { lines: JsonQueue, errors: u32 },
+}
+
+/// When queued deliveries leave for native players. While the relay is
+/// quiet, at once: everything that arrived together is handled, then each
+/// player gets what it was sent in one write. Under load the relay waits a
+/// little between rounds of writes, longer the busier it is (up to
+/// `RelayConfig::send_interval`), so that a player's messages share writes:
+/// one system call for the relay and one wake-up for the player instead of
+/// one per message, which is what lets a busy relay keep up.
+#[derive(Debug)]
+struct Pacing {
+    max_wait: Duration,
+    quiet_rate: f64,
+    /// Deliveries counted since `window_at`; the rate is read every 100 ms.
+    window_at: Instant,
+    window_count: u64,
+    wait: Duration,
+}
+
+/// How often the delivery rate is read.
+const WINDOW: Duration = Duration::from_millis(100);
+
+impl Pacing {
+    fn new(config: &RelayConfig, now: Instant) -> Self {
+        Self {
+            max_wait: config.send_interval,
+            quiet_rate: f64::from(config.quiet_deliveries_per_second.max(1)),
+            window_at: now,
+            window_count: 0,
+            wait: Duration::ZERO,
+        }
+    }
+
+    /// Counts `n` deliveries, and reads the rate when a window is over:
+    /// under `quiet_rate` no wait; above it a wait in proportion, reaching
+    /// `max_wait` at four times the quiet rate.
+    fn delivered(&mut self, n: usize, now: Instant) {
+        self.window_count += n as u64;
+        let elapsed = now.saturating_duration_since(self.window_at);
+        if elapsed < WINDOW {
+            return;
+        }
+        let rate = self.window_count as f64 / elapsed.as_secs_f64();
+        let load = ((rate - self.quiet_rate) / (3.0 * self.quiet_rate)).clamp(0.0, 1.0);
+        self.wait = self.max_wait.mul_f64(load);
+        self.window_at = now;
+        self.window_count = 0;
+    }
+}
+
+/// Native players with deliveries waiting, in the order their first one
+/// was queued: each leaves `Pacing::wait` after its first delivery, so
+/// under load the writes are spread over time (and over the players'
+/// phases) instead of coming in bursts of every player at once.
+#[derive(Debug, Default)]
+struct Pending {
+    queued: HashSet<PeerId, IdBuildHasher>,
+    order: VecDeque<(PeerId, Instant)>,
+}
+
+impl Pending {
+    fn add(&mut self, peers: &[PeerId], now: Instant) {
+        for peer in peers {
+            if self.queued.insert(*peer) {
+                self.order.push_back((*peer, now));
+            }
+        }
+    }
+
+    /// When the oldest waiting delivery should leave.
+    fn due(&self, wait: Duration) -> Option<Instant> {
+        self.order.front().map(|(_, at)| *at + wait)
+    }
+
+    /// The players whose wait is over at `now` (all of them at `None`).
+    fn take_due(&mut self, now: Option<Instant>, wait: Duration) -> Vec<PeerId> {
+        let mut due = Vec::new();
+        while let Some((peer, at)) = self.order.front().copied() {
+            if now.is_some_and(|now| at + wait > now) {
+                break;
+            }
+            self.order.pop_front();
+            self.queued.remove(&peer);
+            due.push(peer);
+        }
+        due
+    }
+}
+
+/// The relay and the ways to reach its players.
+struct Dispatch {
+    relay: Relay,
+    routes: HashMap<u32, Route, IdBuildHasher>,
+    ids: HashMap<PeerId, u32, IdBuildHasher>,
+    handle: ServerHandle,
+    /// Native players with deliveries queued and not yet flushed.
+    pending: Pending,
+    pacing: Pacing,
+    config: RelayConfig,
+    started: Instant,
+}
+
+impl Dispatch {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn on_native(&mut self, event: ServerEvent) -> Vec<Outgoing> {
+        let now_ms = self.now_ms();
+        match event {
+            ServerEvent::PeerConnected { peer, addr } => {
+                let (id, out) = self.relay.join("", Some(addr), Link::Native, false);
+                self.routes.insert(id, Route::Native(peer));
+                self.ids.insert(peer, id);
+                out
+            }
+            ServerEvent::Received(incoming) => {
+                let Some(&id) = self.ids.get(&incoming.peer) else {
+                    return Vec::new();
+                };
+                let message = incoming.message;
+                let error = |text: &str| {
+                    let _ = self.handle.send_value_to(
+                        incoming.peer,
+                        RelayChannel,
+                        RelayAction::Error,
+                        text,
+                    );
+                    Vec::new()
+                };
+                match (
+                    message.channel::<RelayChannel>(),
+                    message.action::<RelayAction>(),
+                ) {
+                    (Some(_), Some(RelayAction::Transform)) => match message.content::<Transform>()
+                    {
+                        Ok(transform) => self.relay.transform(id, transform, now_ms),
+                        Err(err) => error(&err.to_string()),
+                    },
+                    (Some(_), Some(RelayAction::Hello)) => {
+                        if let Ok(hello) = message.content::<Hello>() {
+                            self.relay.describe(id, &hello.name, hello.bot);
+                        }
+                        Vec::new()
+                    }
+                    _ => error("unknown channel or action"),
+                }
+            }
+            ServerEvent::PeerDisconnected { peer, .. } => match self.ids.remove(&peer) {
+                Some(id) => {
+                    self.routes.remove(&id);
+                    self.relay.leave(id)
+                }
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    fn on_json(&mut self, event: JsonEvent) -> Vec<Outgoing> {
+        let now_ms = self.now_ms();
+        match event {
+            JsonEvent::Joined {
+                addr,
+                lines,
+                id: reply,
+            } => {
+                let (id, out) = self.relay.join("", Some(addr), Link::Json, false);
+                self.routes.insert(id, Route::Json { lines, errors: 0 });
+                let _ = reply.send(id);
+                out
+            }
+            JsonEvent::Line { id, line } => {
+                let parsed = line.and_then(|line| {
+                    serde_json::from_str::<Value>(&line).map_err(|e| format!("invalid JSON: {e}"))
+                });
+                let relay = &mut self.relay;
+                let result = match parsed {
+                    Ok(Value::Object(object)) => match object.get("type").and_then(Value::as_str) {
+                        Some("transform") => {
+                            Transform::from_json(&object).map(|t| relay.transform(id, t, now_ms))
+                        }
+                        Some("hello") => {
+                            let name = object.get("name").and_then(Value::as_str).unwrap_or("");
+                            let name: String = name.chars().take(32).collect();
+                            let bot = object.get("bot").and_then(Value::as_bool).unwrap_or(false);
+                            relay.describe(id, &name, bot);
+                            Ok(Vec::new())
+                        }
+                        _ => Err("unknown or missing \"type\"".to_string()),
+                    },
+                    Ok(_) => Err("a line must be a JSON object".into()),
+                    Err(err) => Err(err),
+                };
+                result.unwrap_or_else(|message| self.garbage(id, &message))
+            }
+            JsonEvent::Gone { id } => {
+                self.routes.remove(&id);
+                self.relay.leave(id)
+            }
+        }
+    }
+
+    /// A JSON player sent a line that is no use: told why; past its
+    /// allowance, dropped (and out of its zone at once).
+    fn garbage(&mut self, id: u32, message: &str) -> Vec<Outgoing> {
+        self.relay.malformed_line();
+        let cut = match self.routes.get_mut(&id) {
+            Some(Route::Json { lines, errors }) => {
+                *errors += 1;
+                lines.push(&error_line(message));
+                *errors > self.config.max_json_errors
+            }
+            _ => false,
+        };
+        if !cut {
+            return Vec::new();
+        }
+        if let Some(Route::Json { lines, .. }) = self.routes.remove(&id) {
+            lines.push(&error_line("too many invalid lines: disconnecting"));
+        }
+        self.relay.leave(id)
+    }
+
+    /// Delivers `outgoing`; a player dropped on the way (too slow, abusive)
+    /// leaves its zone at once, and its leaving is delivered like any other
+    /// event.
+    fn deliver_all(&mut self, outgoing: Vec<Outgoing>) {
+        let mut outgoing = VecDeque::from(outgoing);
+        loop {
+            while let Some((to, event)) = outgoing.pop_front() {
+                let now = Instant::now();
+                let (slow, delivered) = deliver(
+                    &self.routes,
+                    &self.handle,
+                    &mut self.pending,
+                    &to,
+                    &event,
+                    now,
+                );
+                self.pacing.delivered(delivered, now);
+                for id in slow {
+                    tracing::debug!(player = id, "JSON client too slow; dropped");
+                    self.routes.remove(&id);
+                    outgoing.extend(self.relay.leave(id));
+                }
+            }
+            let abusive = self.relay.take_abusive();
+            if abusive.is_empty() {
+                return;
+            }
+            for (id, reason) in abusive {
+                tracing::warn!(player = id, %reason, "disconnected for abuse");
+                match self.routes.remove(&id) {
+                    Some(Route::Native(peer)) => {
+                        self.handle.close_peer_with(peer, CloseCode::ABUSE, &reason)
+                    }
+                    // Told why; the queue closes with the route, and the
+                    // connection with it.
+                    Some(Route::Json { lines, .. }) => {
+                        lines.push(&error_line(&reason));
+                    }
+                    None => {}
+                }
+                outgoing.extend(self.relay.leave(id));
+            }
+        }
+    }
+
+    /// Writes what waits for the native players whose wait is over at
+    /// `now` (for all of them at `None`), one write each.
+    fn flush(&mut self, now: Option<Instant>) {
+        let due = self.pending.take_due(now, self.pacing.wait);
+        self.handle.flush_peers(due);
+    }
+}
+
+/// Encodes an event once per kind of link, then hands it to every
+/// recipient: native ones are queued (and added to `pending`, for the next
+/// flush), JSON ones get the shared line. Returns the JSON recipients too
+/// far behind to take it (slow consumers, to be dropped), and how many it
+/// was queued for.
+fn deliver(
+    routes: &HashMap<u32, Route, IdBuildHasher>,
+    native: &ServerHandle,
+    pending: &mut Pending,
+    to: &[u32],
+    event: &RelayEvent,
+    now: Instant,
+) -> (Vec<u32>, usize) {
+    let codec = &native.config().socket.codec;
+    let encoded = match event {
+        RelayEvent::Welcome { player_id } => {
+            EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
+        }
+        RelayEvent::Left { player_id } => {
+            EncodedMessage::of(RelayChannel, RelayAction::Left, player_id, codec)
+        }
+        RelayEvent::Transform {
+            player_id,
+            server_time_ms,
+            transform,
+        } => {
+            // `Relayed`'s fields, the transform borrowed rather than cloned.
+            let relayed = (*player_id, *server_time_ms, &**transform);
+            EncodedMessage::of(RelayChannel, RelayAction::Relayed, &relayed, codec)
+        }
+    }
+    .ok();
+    let mut json_line = None;
+    let mut slow = Vec::new();
+    let mut native_peers = Vec::new();
+    for id in to {
+        match routes.get(id) {
+            Some(Route::Native(peer)) => native_peers.push(*peer),
+            Some(Route::Json { lines, .. }) => {
+                // Encoded once, shared by every JSON recipient.
+                let line = json_line.get_or_insert_with(|| {
+                    let value = match event {
+                        RelayEvent::Welcome { player_id } => {
+                            json!({"type": "welcome", "playerId": player_id})
+                        }
+                        RelayEvent::Left { player_id } => {
+                            json!({"type": "disconnect", "playerId": player_id})
+                        }
+                        RelayEvent::Transform {
+                            player_id,
+                            server_time_ms,
+                            transform,
+                        } => transform.to_json(*player_id, *server_time_ms),
+                    };
+                    json_line_of(value.to_string())
+                });
+                if !lines.push(line) {
+                    slow.push(*id);
+                }
+            }
+            None => {}
+        }
+    }
+    if let Some(encoded) = &encoded {
+        native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
+        pending.add(&native_peers, now);
+    }
+    (slow, to.len())
+}
+
+/// The relay's task, until `stop` or the native listener ends.
+pub(crate) async fn run(
+    mut native: ServerStream,
+    mut json: mpsc::Receiver<JsonEvent>,
+    mut control: mpsc::Receiver<Control>,
+    config: RelayConfig,
+    stop: CancellationToken,
+) {
+    let started = Instant::now();
+    let mut hub = Dispatch {
+        relay: crate::hub::Relay::with_limits(config.limits),
+        routes: HashMap::default(),
+        ids: HashMap::default(),
+        handle: native.handle(),
+        pending: Pending::default(),
+        pacing: Pacing::new(&config, started),
+        config,
+        started,
+    };
+    let wake = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(wake);
+    let mut armed = false;
+    loop {
+        tokio::select! {
+            event = native.next_event() => {
+                let Some(event) = event else { break };
+                let out = hub.on_native(event);
+                hub.deliver_all(out);
+                // What else has arrived goes with it.
+                for _ in 0..BATCH {
+                    let Some(event) = native.try_next_event() else { break };
+                    let out = hub.on_native(event);
+                    hub.deliver_all(out);
+                }
+            }
+            Some(event) = json.recv() => {
+                let out = hub.on_json(event);
+                hub.deliver_all(out);
+                for _ in 0..BATCH {
+                    let Ok(event) = json.try_recv() else { break };
+                    let out = hub.on_json(event);
+                    hub.deliver_all(out);
+                }
+            }
+            Some(request) = control.recv() => match request {
+                Control::Clients(reply) => { let _ = reply.send(hub.relay.clients()); }
+                Control::Stats(reply) => { let _ = reply.send(hub.relay.stats()); }
+            },
+            _ = &mut wake, if armed => armed = false,
+            _ = stop.cancelled() => break,
+        }
+        let now = Instant::now();
+        hub.flush(Some(now));
+        if let Some(due) = hub.pending.due(hub.pacing.wait) {
+            if !armed || wake.deadline() > due.into() {
+                wake.as_mut().reset(due.into());
+                armed = true;
+            }
+        }
+    }
+    hub.flush(None);
+    hub.handle.shutdown("relay stopping");
+}

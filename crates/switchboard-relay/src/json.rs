@@ -1,0 +1,245 @@
+//! The JSON-lines listener: connections capped in total and per address,
+//! lines read with a length limit and an idle timeout, written with a
+//! write timeout from a queue bounded in lines and bytes.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::RelayConfig;
+
+/// The lines waiting for one JSON client, bounded in lines and in bytes:
+/// the hub's end. Dropping every sender ends the connection's writer.
+pub(crate) struct JsonQueue {
+    lines: mpsc::Sender<JsonLine>,
+    bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
+}
+
+/// The connection writer's end of a [`JsonQueue`].
+struct JsonLines {
+    lines: mpsc::Receiver<JsonLine>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl JsonQueue {
+    fn new(config: &RelayConfig) -> (Self, JsonLines) {
+        let (lines, rx) = mpsc::channel(config.json_queue.max(1));
+        let bytes = Arc::new(AtomicUsize::new(0));
+        let queue = JsonQueue {
+            lines,
+            bytes: bytes.clone(),
+            max_bytes: config.json_queue_bytes,
+        };
+        (queue, JsonLines { lines: rx, bytes })
+    }
+
+    /// Queues `line`; `false` when the client is too far behind (in lines
+    /// or in bytes) and must be dropped as a slow consumer.
+    pub(crate) fn push(&self, line: &JsonLine) -> bool {
+        let queued = self.bytes.fetch_add(line.len(), Ordering::Relaxed) + line.len();
+        if queued > self.max_bytes || self.lines.try_send(line.clone()).is_err() {
+            self.bytes.fetch_sub(line.len(), Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+impl JsonLines {
+    /// Writes the queued lines until the hub drops the queue, a write fails
+    /// or one takes longer than `timeout`; then hangs up.
+    async fn write_to(mut self, mut write: OwnedWriteHalf, timeout: Duration) {
+        while let Some(line) = self.lines.recv().await {
+            let written = tokio::time::timeout(timeout, write.write_all(line.as_bytes())).await;
+            self.bytes.fetch_sub(line.len(), Ordering::Relaxed);
+            if !matches!(written, Ok(Ok(()))) {
+                break;
+            }
+        }
+        let _ = tokio::time::timeout(timeout, write.shutdown()).await;
+    }
+}
+
+pub(crate) enum JsonEvent {
+    Joined {
+        addr: SocketAddr,
+        lines: JsonQueue,
+        id: oneshot::Sender<u32>,
+    },
+    Line {
+        id: u32,
+        line: Result<String, String>,
+    },
+    Gone {
+        id: u32,
+    },
+}
+
+/// A line for JSON clients, newline included, shared by every recipient.
+pub(crate) type JsonLine = Arc<str>;
+
+pub(crate) fn json_line_of(mut text: String) -> JsonLine {
+    text.push('\n');
+    text.into()
+}
+
+pub(crate) fn error_line(message: &str) -> JsonLine {
+    json_line_of(json!({"type": "error", "message": message}).to_string())
+}
+
+/// Open JSON connections, in total and per address.
+#[derive(Debug, Default)]
+struct JsonCount {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// Takes a JSON connection out of the count when it ends.
+struct JsonSlot {
+    count: Arc<Mutex<JsonCount>>,
+    ip: IpAddr,
+}
+
+impl Drop for JsonSlot {
+    fn drop(&mut self) {
+        let mut count = self.count.lock().expect("json count lock");
+        count.total -= 1;
+        if let Some(n) = count.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                count.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A JSON connection from `ip` may open, within the caps.
+fn json_slot(count: &Arc<Mutex<JsonCount>>, ip: IpAddr, config: &RelayConfig) -> Option<JsonSlot> {
+    let ip = switchboard::socket::address_key(ip);
+    let mut counts = count.lock().expect("json count lock");
+    let from_ip = counts.per_ip.get(&ip).copied().unwrap_or(0);
+    if counts.total >= config.max_json_connections || from_ip >= config.max_json_connections_per_ip
+    {
+        return None;
+    }
+    counts.total += 1;
+    *counts.per_ip.entry(ip).or_default() += 1;
+    Some(JsonSlot {
+        count: count.clone(),
+        ip,
+    })
+}
+
+pub(crate) async fn accept_json(
+    listener: TcpListener,
+    events: mpsc::Sender<JsonEvent>,
+    config: RelayConfig,
+    stop: CancellationToken,
+) {
+    let count = Arc::new(Mutex::new(JsonCount::default()));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.cancelled() => return,
+        };
+        let (stream, addr) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of file descriptors and the like: back off, go on.
+                tracing::warn!(%err, "JSON accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(slot) = json_slot(&count, addr.ip(), &config) else {
+            tracing::debug!(%addr, "JSON connection over the caps: closed at accept");
+            continue;
+        };
+        tokio::spawn(json_connection(
+            stream,
+            addr,
+            events.clone(),
+            config.clone(),
+            slot,
+        ));
+    }
+}
+
+async fn json_connection(
+    stream: TcpStream,
+    addr: SocketAddr,
+    events: mpsc::Sender<JsonEvent>,
+    config: RelayConfig,
+    _slot: JsonSlot,
+) {
+    let _ = stream.set_nodelay(true);
+    let (read, write) = stream.into_split();
+    let (queue, queued) = JsonQueue::new(&config);
+    let (id_tx, id_rx) = oneshot::channel();
+    if events
+        .send(JsonEvent::Joined {
+            addr,
+            lines: queue,
+            id: id_tx,
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let Ok(id) = id_rx.await else { return };
+    // The writer ends when the hub drops this client (garbage, slow, abuse,
+    // stop); the reader stops with it, so the player leaves its zone at once.
+    let mut writer = tokio::spawn(queued.write_to(write, config.json_write_timeout));
+    let mut writer_done = false;
+    let mut lines = FramedRead::new(read, LinesCodec::new_with_max_length(config.max_json_line));
+    loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout(config.json_idle_timeout, lines.next()) => next,
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
+        };
+        let line = match next {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(_) => {
+                tracing::debug!(%addr, "JSON client idle: disconnected");
+                break;
+            }
+        };
+        let line = match line {
+            Ok(line) => Ok(line),
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                Err(format!("line longer than {} bytes", config.max_json_line))
+            }
+            Err(LinesCodecError::Io(_)) => break,
+        };
+        if events.send(JsonEvent::Line { id, line }).await.is_err() {
+            break;
+        }
+    }
+    // The hub drops this client's line queue on `Gone`; the writer then
+    // sends what is queued (an error line, say) and hangs up.
+    let _ = events.send(JsonEvent::Gone { id }).await;
+    if !writer_done
+        && tokio::time::timeout(Duration::from_secs(2), &mut writer)
+            .await
+            .is_err()
+    {
+        writer.abort();
+    }
+}
