@@ -7,8 +7,10 @@
 //! | module | owns |
 //! |---|---|
 //! | [`board`] | the built-in game: a shared board of keys and values, seats, chat, whispers |
+//! | [`requests`] | the manager path's load test: clients sending requests that are broadcast to all |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
 pub mod board;
+pub mod requests;

@@ -1,7 +1,7 @@
 //! The relay's one task: takes native and JSON players' events, runs the
 //! [`Relay`], and delivers what it says, paced by [`Pacing`].
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -14,7 +14,7 @@ use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
 use crate::transform::Transform;
 use switchboard::message::EncodedMessage;
 use switchboard::socket::{
-    CloseCode, IdBuildHasher, PeerId, ServerEvent, ServerHandle, ServerStream,
+    CloseCode, IdBuildHasher, Pacer, PacerConfig, PeerId, ServerEvent, ServerHandle, ServerStream,
 };
 
 /// Events taken in one go before the deliveries they caused may leave.
@@ -26,102 +26,14 @@ enum Route {
     Json { lines: JsonQueue, errors: u32 },
 }
 
-/// When queued deliveries leave for native players. While the relay is
-/// quiet, at once: everything that arrived together is handled, then each
-/// player gets what it was sent in one write. Under load the relay waits a
-/// little between rounds of writes, longer the busier it is (up to
-/// `RelayConfig::send_interval`), so that a player's messages share writes:
-/// one system call for the relay and one wake-up for the player instead of
-/// one per message, which is what lets a busy relay keep up.
-#[derive(Debug)]
-struct Pacing {
-    max_wait: Duration,
-    quiet_rate: f64,
-    /// Deliveries counted since `window_at`; the rate is read every 100 ms.
-    window_at: Instant,
-    window_count: u64,
-    wait: Duration,
-}
-
-/// How often the delivery rate is read.
-const WINDOW: Duration = Duration::from_millis(100);
-
-impl Pacing {
-    fn new(config: &RelayConfig, now: Instant) -> Self {
-        Self {
-            max_wait: config.send_interval,
-            quiet_rate: f64::from(config.quiet_deliveries_per_second.max(1)),
-            window_at: now,
-            window_count: 0,
-            wait: Duration::ZERO,
-        }
-    }
-
-    /// Counts `n` deliveries, and reads the rate when a window is over:
-    /// under `quiet_rate` no wait; above it a wait in proportion, reaching
-    /// `max_wait` at four times the quiet rate.
-    fn delivered(&mut self, n: usize, now: Instant) {
-        self.window_count += n as u64;
-        let elapsed = now.saturating_duration_since(self.window_at);
-        if elapsed < WINDOW {
-            return;
-        }
-        let rate = self.window_count as f64 / elapsed.as_secs_f64();
-        let load = ((rate - self.quiet_rate) / (3.0 * self.quiet_rate)).clamp(0.0, 1.0);
-        self.wait = self.max_wait.mul_f64(load);
-        self.window_at = now;
-        self.window_count = 0;
-    }
-}
-
-/// Native players with deliveries waiting, in the order their first one
-/// was queued: each leaves `Pacing::wait` after its first delivery, so
-/// under load the writes are spread over time (and over the players'
-/// phases) instead of coming in bursts of every player at once.
-#[derive(Debug, Default)]
-struct Pending {
-    queued: HashSet<PeerId, IdBuildHasher>,
-    order: VecDeque<(PeerId, Instant)>,
-}
-
-impl Pending {
-    fn add(&mut self, peers: &[PeerId], now: Instant) {
-        for peer in peers {
-            if self.queued.insert(*peer) {
-                self.order.push_back((*peer, now));
-            }
-        }
-    }
-
-    /// When the oldest waiting delivery should leave.
-    fn due(&self, wait: Duration) -> Option<Instant> {
-        self.order.front().map(|(_, at)| *at + wait)
-    }
-
-    /// The players whose wait is over at `now` (all of them at `None`).
-    fn take_due(&mut self, now: Option<Instant>, wait: Duration) -> Vec<PeerId> {
-        let mut due = Vec::new();
-        while let Some((peer, at)) = self.order.front().copied() {
-            if now.is_some_and(|now| at + wait > now) {
-                break;
-            }
-            self.order.pop_front();
-            self.queued.remove(&peer);
-            due.push(peer);
-        }
-        due
-    }
-}
-
 /// The relay and the ways to reach its players.
 struct Dispatch {
     relay: Relay,
     routes: HashMap<u32, Route, IdBuildHasher>,
     ids: HashMap<PeerId, u32, IdBuildHasher>,
     handle: ServerHandle,
-    /// Native players with deliveries queued and not yet flushed.
-    pending: Pending,
-    pacing: Pacing,
+    /// When native players' queued deliveries leave.
+    pacer: Pacer,
     config: RelayConfig,
     started: Instant,
 }
@@ -255,16 +167,8 @@ impl Dispatch {
         let mut outgoing = VecDeque::from(outgoing);
         loop {
             while let Some((to, event)) = outgoing.pop_front() {
-                let now = Instant::now();
-                let (slow, delivered) = deliver(
-                    &self.routes,
-                    &self.handle,
-                    &mut self.pending,
-                    &to,
-                    &event,
-                    now,
-                );
-                self.pacing.delivered(delivered, now);
+                let (slow, native, delivered) = deliver(&self.routes, &self.handle, &to, &event);
+                self.pacer.queued(&native, delivered, Instant::now());
                 for id in slow {
                     tracing::debug!(player = id, "JSON client too slow; dropped");
                     self.routes.remove(&id);
@@ -292,28 +196,19 @@ impl Dispatch {
             }
         }
     }
-
-    /// Writes what waits for the native players whose wait is over at
-    /// `now` (for all of them at `None`), one write each.
-    fn flush(&mut self, now: Option<Instant>) {
-        let due = self.pending.take_due(now, self.pacing.wait);
-        self.handle.flush_peers(due);
-    }
 }
 
 /// Encodes an event once per kind of link, then hands it to every
-/// recipient: native ones are queued (and added to `pending`, for the next
-/// flush), JSON ones get the shared line. Returns the JSON recipients too
-/// far behind to take it (slow consumers, to be dropped), and how many it
-/// was queued for.
+/// recipient: native ones are queued (for the pacer to flush), JSON ones get
+/// the shared line. Returns the JSON recipients too far behind to take it
+/// (slow consumers, to be dropped), the native ones it was queued for, and
+/// how many recipients it had.
 fn deliver(
     routes: &HashMap<u32, Route, IdBuildHasher>,
     native: &ServerHandle,
-    pending: &mut Pending,
     to: &[u32],
     event: &RelayEvent,
-    now: Instant,
-) -> (Vec<u32>, usize) {
+) -> (Vec<u32>, Vec<PeerId>, usize) {
     let codec = &native.config().socket.codec;
     let encoded = match event {
         RelayEvent::Welcome { player_id } => {
@@ -364,11 +259,13 @@ fn deliver(
             None => {}
         }
     }
-    if let Some(encoded) = &encoded {
-        native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
-        pending.add(&native_peers, now);
+    match &encoded {
+        Some(encoded) => {
+            native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
+        }
+        None => native_peers.clear(),
     }
-    (slow, to.len())
+    (slow, native_peers, to.len())
 }
 
 /// The relay's task, until `stop` or the native listener ends.
@@ -385,8 +282,13 @@ pub(crate) async fn run(
         routes: HashMap::default(),
         ids: HashMap::default(),
         handle: native.handle(),
-        pending: Pending::default(),
-        pacing: Pacing::new(&config, started),
+        pacer: Pacer::new(
+            PacerConfig {
+                max_wait: config.send_interval,
+                quiet_rate: config.quiet_deliveries_per_second,
+            },
+            started,
+        ),
         config,
         started,
     };
@@ -422,15 +324,14 @@ pub(crate) async fn run(
             _ = &mut wake, if armed => armed = false,
             _ = stop.cancelled() => break,
         }
-        let now = Instant::now();
-        hub.flush(Some(now));
-        if let Some(due) = hub.pending.due(hub.pacing.wait) {
+        hub.pacer.flush_due(&hub.handle, Some(Instant::now()));
+        if let Some(due) = hub.pacer.next_due() {
             if !armed || wake.deadline() > due.into() {
                 wake.as_mut().reset(due.into());
                 armed = true;
             }
         }
     }
-    hub.flush(None);
+    hub.pacer.flush_due(&hub.handle, None);
     hub.handle.shutdown("relay stopping");
 }

@@ -29,7 +29,7 @@ const BOTS_PER_ADDRESS: usize = 4;
 /// bots spread over the loopback network (127.0.x.y), a few per address,
 /// as players come from many homes; the relay's per-address limits then
 /// apply as they would in production. Elsewhere, the system's choice.
-fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
+pub fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
     if !(relay.is_ipv4() && relay.ip().is_loopback()) {
         return None;
     }
@@ -43,7 +43,11 @@ fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip.into(), 0))
 }
 
-async fn connect_from(from: SocketAddr, to: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+/// Connects to `to` from the local address `from` (no delay on).
+pub async fn connect_from(
+    from: SocketAddr,
+    to: SocketAddr,
+) -> std::io::Result<tokio::net::TcpStream> {
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.bind(from)?;
     let stream = socket.connect(to).await?;
@@ -107,7 +111,7 @@ pub struct LoadReport {
 /// per bot; and the largest seen, exactly (an overloaded run reports its
 /// real seconds, not a cap).
 #[derive(Debug)]
-struct Histogram {
+pub struct Histogram {
     buckets: Vec<u32>,
     max_us: u64,
     count: u64,
@@ -120,8 +124,15 @@ const POWERS: u32 = 26;
 /// The top of the range, µs.
 const TOP_US: u64 = 1 << POWERS;
 
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Histogram {
-    fn new() -> Self {
+    /// Empty.
+    pub fn new() -> Self {
         Self {
             // Powers 0 to 6 share the first SUB_BUCKETS (1 µs each).
             buckets: vec![0; (SUB_BUCKETS as usize) * (POWERS as usize - 6)],
@@ -154,14 +165,16 @@ impl Histogram {
         ((SUB_BUCKETS + sub) * width) as f64 + width as f64 / 2.0
     }
 
-    fn record(&mut self, us: u64) {
+    /// Counts one latency of `us` microseconds.
+    pub fn record(&mut self, us: u64) {
         let i = Self::bucket(us);
         self.buckets[i] = self.buckets[i].saturating_add(1);
         self.max_us = self.max_us.max(us);
         self.count += 1;
     }
 
-    fn merge(&mut self, other: &Histogram) {
+    /// Adds another histogram's counts.
+    pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
             *a = a.saturating_add(*b);
         }
@@ -169,7 +182,8 @@ impl Histogram {
         self.count += other.count;
     }
 
-    fn percentile_ms(&self, p: f64) -> f64 {
+    /// The latency below which a fraction `p` of the counts lie, in ms.
+    pub fn percentile_ms(&self, p: f64) -> f64 {
         if self.count == 0 {
             return 0.0;
         }

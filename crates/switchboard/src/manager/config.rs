@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::ListingHook;
 use crate::session::{BackoffPolicy, RateLimit, SessionConfig};
-use crate::socket::ServerConfig;
+use crate::socket::{PacerConfig, ServerConfig};
 
 /// Every limit and timer of a server manager; each field says its default.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +45,11 @@ pub struct ManagerConfig {
     /// `GameLogic::on_tick` runs, unless the logic declares its own rate
     /// with `GameLogic::tick_interval` (default 250 ms).
     pub tick_interval: Duration,
+    /// When updates for many clients leave (default: at once while quiet;
+    /// under load, each client's updates share a write, waiting up to
+    /// 10 ms: [`PacerConfig`]). A reply to one client (a verdict) leaves at
+    /// once, with whatever waits for that client before it.
+    pub pacing: PacerConfig,
     /// Where to list the server once it listens (a master server: the
     /// `switchboard-master` crate's `Announce::hook`). None (default): not
     /// listed anywhere.
@@ -75,6 +80,7 @@ impl Default for ManagerConfig {
             },
             shutdown_timeout: Duration::from_secs(5),
             tick_interval: Duration::from_millis(250),
+            pacing: PacerConfig::default(),
             listing: None,
         }
     }

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use super::core::{ManagerAction, ManagerCore, ManagerEvent};
 use super::listing::{ListingStatus, ListingUpdates};
 use super::{Control, GameLogic, LogEntry, LogLevel};
-use crate::socket::{ServerEvent, ServerHandle, ServerStream};
+use crate::socket::{Pacer, ServerEvent, ServerHandle, ServerStream};
+
+/// Events taken in one go before the deliveries they caused may leave.
+const BATCH: usize = 256;
 
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -19,6 +22,8 @@ pub(super) struct Runner<L: GameLogic> {
     core: ManagerCore<L>,
     control: Control,
     listing: Option<Box<dyn ListingUpdates>>,
+    /// When queued updates leave (see [`Pacer`]).
+    pacer: Pacer,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -26,6 +31,7 @@ impl<L: GameLogic> Runner<L> {
         Self {
             handle: server.handle(),
             server,
+            pacer: Pacer::new(core.config().pacing, now()),
             core,
             control,
             listing: None,
@@ -44,10 +50,20 @@ impl<L: GameLogic> Runner<L> {
             level: LogLevel::Info,
             text: format!("serving on {addr}"),
         });
+        let wake = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(wake);
+        let mut armed = false;
         loop {
             tokio::select! {
                 event = self.server.next_event() => match event {
-                    Some(event) => self.on_event(event),
+                    Some(event) => {
+                        self.on_event(event);
+                        // What else has arrived goes with it.
+                        for _ in 0..BATCH {
+                            let Some(event) = self.server.try_next_event() else { break };
+                            self.on_event(event);
+                        }
+                    }
                     None => break,
                 },
                 Some(reply) = self.control.stats_rx.recv() => {
@@ -55,10 +71,20 @@ impl<L: GameLogic> Runner<L> {
                     let _ = reply.send(self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats())));
                 }
                 _ = tick.tick() => self.on_tick(),
+                _ = &mut wake, if armed => armed = false,
                 _ = &mut shutdown => break,
                 _ = stop.cancelled() => break,
             }
+            self.pacer.flush_due(&self.handle, Some(now()));
+            if let Some(due) = self.pacer.next_due() {
+                let due = tokio::time::Instant::from_std(due);
+                if !armed || wake.deadline() > due {
+                    wake.as_mut().reset(due);
+                    armed = true;
+                }
+            }
         }
+        self.pacer.flush_due(&self.handle, None);
         self.shut_down().await;
         self.core.into_logic()
     }
@@ -119,14 +145,14 @@ impl<L: GameLogic> Runner<L> {
             ServerEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
         let actions = self.core.handle(event, now());
-        carry_out(&self.handle, &self.control, actions);
+        carry_out(&self.handle, &self.control, &mut self.pacer, actions);
     }
 
     fn on_tick(&mut self) {
         let handle = &self.handle;
         let rtt = |peer| Some(Duration::from_micros(handle.peer(peer)?.stats().rtt_micros));
         let actions = self.core.tick(now(), rtt);
-        carry_out(&self.handle, &self.control, actions);
+        carry_out(&self.handle, &self.control, &mut self.pacer, actions);
         let status = self.status();
         if let Some(listing) = &mut self.listing {
             listing.update(status);
@@ -139,10 +165,12 @@ impl<L: GameLogic> Runner<L> {
 }
 
 /// Does what the core asked: sends (each message encoded once, however many
-/// peers it goes to), closes, and log lines for the operator.
+/// peers it goes to; updates for many queued for the pacer), closes, and
+/// log lines for the operator.
 fn carry_out(
     handle: &ServerHandle,
     control: &Control,
+    pacer: &mut Pacer,
     actions: impl Iterator<Item = ManagerAction>,
 ) {
     for action in actions {
@@ -152,7 +180,8 @@ fn carry_out(
             }
             ManagerAction::SendToMany { peers, message } => match handle.encode(&message) {
                 Ok(encoded) => {
-                    handle.send_encoded_to_many(peers, &encoded);
+                    handle.queue_encoded_to_many(peers.iter().copied(), &encoded);
+                    pacer.queued(&peers, peers.len(), now());
                 }
                 Err(err) => {
                     tracing::warn!(channel = message.channel_id(), action = message.action_id(), %err, "update not sent");

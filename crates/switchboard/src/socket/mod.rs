@@ -18,6 +18,7 @@ mod gate;
 mod handle;
 mod ids;
 mod outqueue;
+mod pacer;
 mod reason;
 mod server;
 
@@ -33,6 +34,7 @@ pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
+pub use pacer::{Pacer, PacerConfig};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 

@@ -1,0 +1,165 @@
+//! [`Pacer`]: when a busy server's queued deliveries leave, so that a peer's
+//! messages share writes.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::{IdBuildHasher, PeerId, ServerHandle};
+
+/// How a [`Pacer`] paces; each field says its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacerConfig {
+    /// The longest a delivery waits to share a write when the server is
+    /// busy (default 10 ms; zero: never waits).
+    pub max_wait: Duration,
+    /// Deliveries a second (messages times recipients) under which every
+    /// delivery leaves at once (default 100,000).
+    pub quiet_rate: u32,
+}
+
+impl Default for PacerConfig {
+    fn default() -> Self {
+        Self {
+            max_wait: Duration::from_millis(10),
+            quiet_rate: 100_000,
+        }
+    }
+}
+
+/// When queued deliveries leave. A server queues what it sends
+/// ([`ServerHandle::queue_encoded_to_many`]), tells the pacer
+/// ([`queued`](Self::queued)), and after handling what arrived together
+/// calls [`flush_due`](Self::flush_due), waking again at
+/// [`next_due`](Self::next_due).
+///
+/// While the server is quiet, everything leaves at once: each peer gets what
+/// one batch of events sent it in one write. Busier (past
+/// [`PacerConfig::quiet_rate`]), each peer's deliveries leave a wait after
+/// its first one, in proportion to the load and reaching
+/// [`PacerConfig::max_wait`] at four times the quiet rate, so that a peer's
+/// messages share a write: one system call for the server and one wake-up
+/// for the peer instead of one per message, which is what lets a busy
+/// server keep up. The waits run from each peer's first delivery, so the
+/// writes are spread over time rather than coming in rounds of every peer
+/// at once.
+#[derive(Debug)]
+pub struct Pacer {
+    config: PacerConfig,
+    /// Deliveries counted since `window_at`; the rate is read every 100 ms.
+    window_at: Instant,
+    window_count: u64,
+    wait: Duration,
+    queued: HashSet<PeerId, IdBuildHasher>,
+    /// Peers with deliveries waiting, in the order of their first one.
+    order: VecDeque<(PeerId, Instant)>,
+}
+
+/// How often the delivery rate is read.
+const WINDOW: Duration = Duration::from_millis(100);
+
+impl Pacer {
+    /// Nothing queued; quiet.
+    pub fn new(config: PacerConfig, now: Instant) -> Self {
+        Self {
+            config,
+            window_at: now,
+            window_count: 0,
+            wait: Duration::ZERO,
+            queued: HashSet::default(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// The wait a delivery queued now gets.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Deliveries were queued for `peers` at `now` (`deliveries` counts
+    /// every recipient, those reached otherwise too, for the rate).
+    pub fn queued(&mut self, peers: &[PeerId], deliveries: usize, now: Instant) {
+        for peer in peers {
+            if self.queued.insert(*peer) {
+                self.order.push_back((*peer, now));
+            }
+        }
+        self.window_count += deliveries as u64;
+        let elapsed = now.saturating_duration_since(self.window_at);
+        if elapsed < WINDOW {
+            return;
+        }
+        let rate = self.window_count as f64 / elapsed.as_secs_f64();
+        let quiet = f64::from(self.config.quiet_rate.max(1));
+        let load = ((rate - quiet) / (3.0 * quiet)).clamp(0.0, 1.0);
+        self.wait = self.config.max_wait.mul_f64(load);
+        self.window_at = now;
+        self.window_count = 0;
+    }
+
+    /// When the oldest waiting delivery should leave.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.order.front().map(|(_, at)| *at + self.wait)
+    }
+
+    /// Writes what waits for the peers whose wait is over at `now` (for
+    /// every peer at `None`: a server stopping), one write each.
+    pub fn flush_due(&mut self, handle: &ServerHandle, now: Option<Instant>) {
+        let mut due = Vec::new();
+        while let Some((peer, at)) = self.order.front().copied() {
+            if now.is_some_and(|now| at + self.wait > now) {
+                break;
+            }
+            self.order.pop_front();
+            self.queued.remove(&peer);
+            due.push(peer);
+        }
+        if !due.is_empty() {
+            handle.flush_peers(due);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_means_at_once_and_load_means_a_wait_in_proportion() {
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(PacerConfig::default(), t0);
+        let peers: Vec<PeerId> = (1..=10).map(PeerId).collect();
+        // 50,000 deliveries a second: quiet.
+        for ms in 0..=100 {
+            pacer.queued(&peers, 50, t0 + Duration::from_millis(ms));
+        }
+        assert_eq!(pacer.wait(), Duration::ZERO);
+        assert_eq!(pacer.next_due(), Some(t0));
+        // 250,000 a second: half way from the quiet rate to four times it.
+        let t1 = t0 + Duration::from_millis(100);
+        for ms in 1..=100 {
+            pacer.queued(&peers, 250, t1 + Duration::from_millis(ms));
+        }
+        let near = |a: Duration, b: Duration| a.abs_diff(b) < Duration::from_micros(10);
+        assert!(
+            near(pacer.wait(), Duration::from_millis(5)),
+            "{:?}",
+            pacer.wait()
+        );
+        // Each peer once, in the order of its first delivery.
+        assert_eq!(pacer.order.len(), 10);
+        assert!(near(
+            pacer.next_due().unwrap() - t0,
+            Duration::from_millis(5)
+        ));
+        // 1,000,000 a second: the longest wait.
+        let t2 = t1 + Duration::from_millis(100);
+        for ms in 1..=100 {
+            pacer.queued(&peers, 1000, t2 + Duration::from_millis(ms));
+        }
+        assert!(
+            near(pacer.wait(), Duration::from_millis(10)),
+            "{:?}",
+            pacer.wait()
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The load testers' command lines: `bots` (the relay) and `requests` (the
+//! manager path), with the server's CPU and memory read from `/proc`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::runtime;
+
+#[derive(Debug, Args)]
+pub(crate) struct BotsArgs {
+    /// The relay's native address.
+    #[arg(long, default_value = "127.0.0.1:7200")]
+    addr: SocketAddr,
+    /// Bots.
+    #[arg(long, default_value_t = 100)]
+    count: usize,
+    /// Transforms per second per bot (0: idle connections, to measure memory).
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Bots per zone.
+    #[arg(long, default_value_t = 20)]
+    zone_size: usize,
+    /// Seconds of sending.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The relay's process id, to report its CPU and memory (same machine).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RequestsArgs {
+    /// The board server's address (`switchboard-server --port P`).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    addr: SocketAddr,
+    /// Clients.
+    #[arg(long, default_value_t = 100)]
+    count: usize,
+    /// Requests per second per client; each accepted one goes to every client.
+    #[arg(long, default_value_t = 2.0)]
+    rate: f64,
+    /// Seconds of sending.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The server's process id, to report its CPU (same machine).
+    #[arg(long)]
+    server_pid: Option<u32>,
+}
+
+/// Raises the open-file limit to its hard maximum; returns the limit in force.
+pub(crate) fn raise_file_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+        limit.rlim_cur
+    }
+}
+
+/// CPU seconds (user + system) and resident KiB of a process.
+fn process_usage(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((ticks / hz.max(1.0), rss))
+}
+
+pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let limit = raise_file_limit();
+    let mut count = args.count;
+    if count as u64 + 64 > limit {
+        count = limit.saturating_sub(64) as usize;
+        eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
+    }
+    let runtime = runtime()?;
+    let config = switchboard_relay::load::LoadConfig {
+        addr: args.addr,
+        bots: count,
+        rate: args.rate,
+        zone_size: args.zone_size,
+        duration: Duration::from_secs_f64(args.seconds),
+    };
+    let total = args.seconds;
+    // CPU is measured over the sending window only (not connecting, not
+    // the drain at the end): one sample a second after sending starts, the
+    // last one before it ends.
+    let sample = || {
+        let server = args.server_pid.and_then(process_usage);
+        let own = process_usage(std::process::id());
+        (std::time::Instant::now(), server, own)
+    };
+    let mut first = None;
+    let mut last = None;
+    let rss_before = args.server_pid.and_then(process_usage).map(|(_, rss)| rss);
+    let report = runtime.block_on(switchboard_relay::load::run(
+        config,
+        |elapsed, sent, received| {
+            let done = (elapsed.as_secs_f64() / total).clamp(0.0, 1.0);
+            let bar: String = (0..30)
+                .map(|i| if (i as f64) < done * 30.0 { '#' } else { '.' })
+                .collect();
+            eprint!(
+                "\r[{bar}] {:>5.1}s sent {sent} received {received}   ",
+                elapsed.as_secs_f64()
+            );
+            if elapsed.as_secs_f64() >= 0.5 && elapsed.as_secs_f64() <= total {
+                if first.is_none() {
+                    first = Some(sample());
+                } else {
+                    last = Some(sample());
+                }
+            }
+        },
+    ));
+    eprintln!();
+    let percent = |cpu0: f64, cpu1: f64, wall: f64| 100.0 * (cpu1 - cpu0) / wall.max(1e-9);
+    let (mut server, mut bots_cpu) = (None, None);
+    if let (Some((t0, server0, own0)), Some((t1, server1, own1))) = (first, last) {
+        let wall = t1.duration_since(t0).as_secs_f64();
+        if let (Some((cpu0, _)), Some((cpu1, rss))) = (server0, server1) {
+            server = Some((percent(cpu0, cpu1, wall), rss));
+        }
+        if let (Some((cpu0, _)), Some((cpu1, _))) = (own0, own1) {
+            bots_cpu = Some(percent(cpu0, cpu1, wall));
+        }
+    }
+    // What the relay's resident memory grew by, per connected bot.
+    let per_connection = match (rss_before, server) {
+        (Some(before), Some((_, after))) if report.bots_connected > 0 => {
+            Some(after.saturating_sub(before) as f64 * 1024.0 / report.bots_connected as f64)
+        }
+        _ => None,
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        if let Some(bytes) = per_connection {
+            value["server_bytes_per_connection"] = bytes.into();
+        }
+        if let Some((cpu, rss)) = server {
+            value["server_cpu_percent"] = cpu.into();
+            value["server_rss_kib"] = rss.into();
+        }
+        if let Some(cpu) = bots_cpu {
+            value["bots_cpu_percent"] = cpu.into();
+        }
+        println!("{value}");
+    } else {
+        println!("bots connected     {} of {count}", report.bots_connected);
+        println!(
+            "sent               {} ({:.0}/s)",
+            report.sent, report.sent_per_second
+        );
+        println!(
+            "received           {} ({:.0}/s, {:.0} bytes/s)",
+            report.received, report.received_per_second, report.bytes_per_second
+        );
+        println!(
+            "relay latency ms   p50 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}",
+            report.latency_ms_p50,
+            report.latency_ms_p95,
+            report.latency_ms_p99,
+            report.latency_ms_max
+        );
+        println!(
+            "lost {}  disconnects {}  errors {}",
+            report.lost, report.disconnects, report.errors
+        );
+        if let Some((cpu, rss)) = server {
+            let per_delivery = 1e4 * cpu / report.received_per_second.max(1e-9);
+            println!(
+                "server             {cpu:.0}% CPU, {rss} KiB resident, {per_delivery:.2} us per delivery"
+            );
+        }
+        if let (Some(before), Some(bytes)) = (rss_before, per_connection) {
+            println!(
+                "server memory      {before} KiB before the bots, {bytes:.0} bytes per connection"
+            );
+        }
+        if let Some(cpu) = bots_cpu {
+            println!("bots (this process) {cpu:.0}% CPU");
+        }
+    }
+    Ok(())
+}
+
+/// `requests`: the manager path under load, and the server's CPU per delivery.
+pub(crate) fn run_requests(args: RequestsArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let limit = raise_file_limit();
+    let count = args.count.min(limit.saturating_sub(64) as usize);
+    let runtime = runtime()?;
+    let load = switchboard_server::requests::RequestLoad {
+        addr: args.addr,
+        clients: count,
+        rate: args.rate,
+        duration: Duration::from_secs_f64(args.seconds),
+    };
+    let before = args.server_pid.and_then(process_usage);
+    let own_before = process_usage(std::process::id());
+    let report = runtime.block_on(switchboard_server::requests::run(load));
+    let after = args.server_pid.and_then(process_usage);
+    let own_after = process_usage(std::process::id());
+    println!("clients welcomed   {} of {count}", report.welcomed);
+    println!(
+        "requests           {} sent, {} accepted ({:.0}/s), {} refused",
+        report.sent, report.accepted, report.accepted_per_second, report.refused
+    );
+    println!(
+        "deliveries         {} ({:.0}/s)",
+        report.deliveries, report.deliveries_per_second
+    );
+    println!(
+        "request → accepted p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        report.latency_ms_p50, report.latency_ms_p99, report.latency_ms_max
+    );
+    println!("disconnects        {}", report.disconnects);
+    // CPU over the whole run (joining and the drain included: little).
+    if let (Some((cpu0, _)), Some((cpu1, rss))) = (before, after) {
+        let cpu = cpu1 - cpu0;
+        println!(
+            "server             {:.0}% CPU over the sending time, {rss} KiB resident, {:.2} us per delivery",
+            100.0 * cpu / report.seconds,
+            1e6 * cpu / report.deliveries.max(1) as f64
+        );
+    }
+    if let (Some((cpu0, _)), Some((cpu1, _))) = (own_before, own_after) {
+        println!(
+            "clients (this process) {:.0}% CPU",
+            100.0 * (cpu1 - cpu0) / report.seconds
+        );
+    }
+    Ok(())
+}
