@@ -101,6 +101,16 @@ impl Credit {
         })
     }
 
+    /// Counts `bytes` more if the connection has less than its budget
+    /// queued; `false` (nothing counted) otherwise.
+    pub(crate) fn try_acquire(&self, bytes: u64) -> bool {
+        if self.queued.load(Ordering::Acquire) < self.budget {
+            self.queued.fetch_add(bytes, Ordering::AcqRel);
+            return true;
+        }
+        false
+    }
+
     /// Waits until the connection has less than its budget queued, then
     /// counts `bytes` more.
     pub(crate) async fn acquire(&self, bytes: u64) {

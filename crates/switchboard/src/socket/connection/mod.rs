@@ -178,7 +178,7 @@ async fn run_halves<R, W, E>(
         match reporter.on_handshake_failure.take() {
             Some(hook) => hook(&reason),
             None => {
-                reporter.report(SocketEvent::Disconnected(reason)).await;
+                Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
             }
         }
         return;
@@ -194,7 +194,7 @@ async fn run_halves<R, W, E>(
     if let Some(on_open) = reporter.on_open.take() {
         on_open();
     }
-    if !reporter.report(SocketEvent::Connected).await {
+    if !Box::pin(reporter.report(SocketEvent::Connected)).await {
         handle.close(CloseCode::NORMAL, "closed");
     }
     let reason = run_open(reader, writer, &handle, &reporter).await;
@@ -204,7 +204,7 @@ async fn run_halves<R, W, E>(
     if let Some(on_close) = reporter.on_close.take() {
         on_close();
     }
-    reporter.report(SocketEvent::Disconnected(reason)).await;
+    Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
 }
 
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
@@ -386,7 +386,9 @@ where
                     ReadEnd::Failed(err) => {
                         let now = DisconnectReason::ProtocolError(err.to_string());
                         tracing::debug!(peer = ?handle.peer_addr(), %err, "protocol error");
-                        reporter.report(SocketEvent::Error(err)).await;
+                        // Rare: boxed, so that it does not widen every
+                        // connection's task.
+                        Box::pin(reporter.report(SocketEvent::Error(err))).await;
                         begin_close(&now, &mut deadline);
                         reason.get_or_insert(now);
                     }

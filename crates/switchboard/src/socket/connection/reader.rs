@@ -64,10 +64,20 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
             // Waiting for the owner is not the peer's silence.
             clock.heard.store(Clock::BUSY, Ordering::Relaxed);
             if let Some(credit) = &reporter.credit {
-                credit.acquire(batch.bytes).await;
+                if !credit.try_acquire(batch.bytes) {
+                    // The slow paths are boxed: their futures would widen
+                    // every connection's task, idle ones too.
+                    Box::pin(credit.acquire(batch.bytes)).await;
+                }
                 queued = queued.counted(credit.clone(), batch.bytes);
             }
-            let sent = reporter.events.send(queued).await;
+            let sent = match reporter.events.try_send(queued) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::TrySendError::Full(queued)) => {
+                    Box::pin(reporter.events.send(queued)).await.map_err(|_| ())
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+            };
             clock.heard.store(clock.stamp(), Ordering::Relaxed);
             if sent.is_err() {
                 return ReadEnd::OwnerGone;
@@ -196,7 +206,7 @@ impl<E> Read<E> {
 
 /// What a connection reads into until traffic arrives: an idle connection
 /// costs little.
-pub(super) const IDLE_READ_BUFFER: usize = 1024;
+pub(super) const IDLE_READ_BUFFER: usize = 256;
 /// What a connection with traffic reads into: big reads, few system calls.
 const BUSY_READ_BUFFER: usize = 64 * 1024;
 
