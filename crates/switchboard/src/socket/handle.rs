@@ -154,13 +154,7 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
-        with_frame(
-            &self.shared.config.codec,
-            channel.id(),
-            action.id(),
-            |buf| codec::encode_value_into(value, buf),
-            |frame| self.send_frame(frame),
-        )
+        self.with_value_frame(channel, action, value, |frame| self.send_frame(frame))
     }
 
     /// [`send_value`](Self::send_value) without writing: the frame leaves
@@ -173,16 +167,24 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
-        with_frame(
-            &self.shared.config.codec,
-            channel.id(),
-            action.id(),
-            |buf| codec::encode_value_into(value, buf),
-            |frame| {
-                self.admit(frame.len())?.push(frame);
-                Ok(())
-            },
-        )
+        self.with_value_frame(channel, action, value, |frame| {
+            self.admit(frame.len())?.push(frame);
+            Ok(())
+        })
+    }
+
+    /// Builds the frame of `value` in this thread's scratch buffer and hands
+    /// it to `then`.
+    fn with_value_frame<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+        then: impl FnOnce(Frame<'_>) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        let codec = &self.shared.config.codec;
+        let content = |buf: &mut Vec<u8>| codec::encode_value_into(value, buf);
+        with_frame(codec, channel.id(), action.id(), content, then)
     }
 
     /// Queues an already-encoded message (encode once, send many). Never
