@@ -188,6 +188,30 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
     })
 }
 
+/// Appends the bincode encoding of a serde value to a `BytesMut` (an
+/// outbound queue's tail).
+pub(crate) fn encode_value_onto<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut BytesMut,
+) -> Result<(), ContentError> {
+    bincode::serde::encode_into_writer(value, AppendToBytes(out), bincode_config()).map_err(|err| {
+        ContentError::Encode {
+            type_name: std::any::type_name::<T>(),
+            reason: err.to_string(),
+        }
+    })
+}
+
+struct AppendToBytes<'a>(&'a mut BytesMut);
+
+impl bincode::enc::write::Writer for AppendToBytes<'_> {
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
 /// bincode's writer for a `Vec` it appends to: no `io::Write` and no byte
 /// count in between, one `extend_from_slice` per field.
 struct AppendTo<'a>(&'a mut Vec<u8>);

@@ -154,7 +154,30 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
-        self.with_value_frame(channel, action, value, |frame| self.send_frame(frame))
+        let Some(mut out) = self.push_value(channel, action, value)? else {
+            return self.with_value_frame(channel, action, value, |frame| self.send_frame(frame));
+        };
+        if !out.writer_idle {
+            // The writer is busy and takes it with what it has.
+            return Ok(());
+        }
+        // Alone (the only frame waiting, and not right behind a direct
+        // write): on the wire from this thread, as `send_frame` does; part
+        // of a burst: the writer's, woken once.
+        let now = std::time::Instant::now();
+        let alone = out.frames == 1
+            && out.direct.is_some()
+            && out
+                .last_direct
+                .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
+        if alone {
+            self.flush_locked(out);
+            return Ok(());
+        }
+        out.writer_idle = false;
+        drop(out);
+        self.shared.wake.notify_one();
+        Ok(())
     }
 
     /// [`send_value`](Self::send_value) without writing: the frame leaves
@@ -167,10 +190,39 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
+        if self.push_value(channel, action, value)?.is_some() {
+            return Ok(());
+        }
         self.with_value_frame(channel, action, value, |frame| {
             self.admit(frame.len())?.push(frame);
             Ok(())
         })
+    }
+
+    /// Builds a small frame of `value` straight onto the queue's tail,
+    /// under the lock, with no buffer in between (nearly every message);
+    /// returns the lock. `None`: it must go the general way (worth
+    /// compressing, or past the frame limit), nothing was queued.
+    fn push_value<C: Channel, A: Action, T: Serialize + ?Sized>(
+        &self,
+        channel: C,
+        action: A,
+        value: &T,
+    ) -> Result<Option<std::sync::MutexGuard<'_, OutQueue>>, SendError> {
+        let config = &self.shared.config;
+        let mut out = self.admit(0)?;
+        let content = |tail: &mut BytesMut| codec::encode_value_onto(value, tail);
+        let Some(len) = out.push_onto_tail(&config.codec, channel.id(), action.id(), content)?
+        else {
+            return Ok(None);
+        };
+        if out.bytes > config.max_outbound_bytes {
+            out.unpush_tail(len);
+            drop(out);
+            self.kill(DisconnectReason::SlowConsumer);
+            return Err(SendError::SlowConsumer);
+        }
+        Ok(Some(out))
     }
 
     /// Builds the frame of `value` in this thread's scratch buffer and hands
@@ -261,7 +313,11 @@ impl SocketHandle {
     /// the calling thread; whatever the socket does not take (or every frame,
     /// when the writer is busy or the stream is not TCP) is the writer's.
     pub fn flush(&self) {
-        let mut out = self.outbound();
+        self.flush_locked(self.outbound());
+    }
+
+    /// [`flush`](Self::flush), the queue's lock already taken.
+    fn flush_locked(&self, mut out: std::sync::MutexGuard<'_, OutQueue>) {
         if out.is_empty() || !out.writer_idle {
             return;
         }

@@ -63,13 +63,23 @@ fn build<R>(
 
 /// A `u16` as bincode's varint: one byte below 251, else 251 and two bytes
 /// little-endian (what `Message::encode` writes for the ids).
-fn put_varint_u16(buf: &mut Vec<u8>, value: u16) {
+fn varint_u16(value: u16) -> ([u8; 3], usize) {
+    let [low, high] = value.to_le_bytes();
     if value < 251 {
-        buf.push(value as u8);
+        ([low, 0, 0], 1)
     } else {
-        buf.push(251);
-        buf.extend_from_slice(&value.to_le_bytes());
+        ([251, low, high], 3)
     }
+}
+
+fn put_varint_u16(buf: &mut Vec<u8>, value: u16) {
+    let (bytes, len) = varint_u16(value);
+    buf.extend_from_slice(&bytes[..len]);
+}
+
+fn put_varint_u16_onto(buf: &mut BytesMut, value: u16) {
+    let (bytes, len) = varint_u16(value);
+    buf.extend_from_slice(&bytes[..len]);
 }
 
 /// One frame to queue: bytes shared with other queues (a message encoded
@@ -200,6 +210,53 @@ impl OutQueue {
         self.bytes += len;
     }
 
+    /// Builds a small frame straight onto the tail: header, ids, and the
+    /// content `content` writes, with no buffer in between. `Ok(None)`: it
+    /// must go the general way (it would be worth compressing, or is past
+    /// the frame limit), and nothing of it stays on the tail. The caller
+    /// checks the queue's limits with the returned length and takes the
+    /// frame back with [`unpush_tail`](Self::unpush_tail) if they refuse it.
+    pub(crate) fn push_onto_tail(
+        &mut self,
+        config: &CodecConfig,
+        channel: u16,
+        action: u16,
+        content: impl FnOnce(&mut BytesMut) -> Result<(), ContentError>,
+    ) -> Result<Option<usize>, ContentError> {
+        if self.tail.capacity() - self.tail.len() < SMALL_FRAME {
+            let more = self.tail.len().max(self.tail_hint).max(TAIL_START);
+            self.tail.reserve(more);
+        }
+        let start = self.tail.len();
+        self.tail.extend_from_slice(&[0; codec::HEADER_LEN]);
+        put_varint_u16_onto(&mut self.tail, channel);
+        put_varint_u16_onto(&mut self.tail, action);
+        if let Err(err) = content(&mut self.tail) {
+            self.tail.truncate(start);
+            return Err(err);
+        }
+        let len = self.tail.len() - start;
+        let payload = len - codec::HEADER_LEN;
+        if payload >= config.compress_threshold || payload + 1 > config.max_frame_len {
+            self.tail.truncate(start);
+            return Ok(None);
+        }
+        self.tail[start..start + 4].copy_from_slice(&((payload + 1) as u32).to_be_bytes());
+        self.tail_frames += 1;
+        self.frames += 1;
+        self.bytes += len;
+        Ok(Some(len))
+    }
+
+    /// Takes back the frame of `len` bytes [`push_onto_tail`](Self::push_onto_tail)
+    /// just added.
+    pub(crate) fn unpush_tail(&mut self, len: usize) {
+        self.tail.truncate(self.tail.len() - len);
+        self.tail_frames -= 1;
+        self.frames -= 1;
+        self.bytes -= len;
+    }
+
     /// Queues the rest of a frame a direct write left, first in line.
     pub(crate) fn push_front_rest(&mut self, rest: Bytes) {
         self.frames += 1;
@@ -292,5 +349,31 @@ mod tests {
         );
         assert!(matches!(refused, Err(SendError::Frame(_))), "{refused:?}");
         assert_eq!(built(16, 1, &small), encoded(16, 1, &small));
+    }
+
+    #[test]
+    fn frames_built_onto_the_tail_are_what_encode_makes_and_big_ones_go_the_general_way() {
+        let config = CodecConfig::default();
+        let mut queue = OutQueue::default();
+        let small = [0.5f32; 16];
+        let mut expected = Vec::new();
+        for (channel, action) in [(16, 1), (250, 251), (u16::MAX, 300)] {
+            let content = |tail: &mut BytesMut| codec::encode_value_onto(&small, tail);
+            let len = queue
+                .push_onto_tail(&config, channel, action, content)
+                .unwrap();
+            expected.extend(encoded(channel, action, &small));
+            assert_eq!(len, Some(encoded(channel, action, &small).len()));
+        }
+        assert_eq!(&queue.tail[..], &expected[..]);
+        assert_eq!((queue.frames, queue.bytes), (3, expected.len()));
+        // Worth compressing: not on the tail, nothing left behind.
+        let big = "all work and no play ".repeat(200);
+        let content = |tail: &mut BytesMut| codec::encode_value_onto(&big, tail);
+        assert_eq!(queue.push_onto_tail(&config, 16, 1, content).unwrap(), None);
+        assert_eq!(&queue.tail[..], &expected[..]);
+        // Taken back whole.
+        queue.unpush_tail(expected.len() / 3);
+        assert_eq!((queue.frames, queue.bytes), (2, expected.len() * 2 / 3));
     }
 }
