@@ -47,6 +47,8 @@ pub(super) async fn accept_loop(
     events: mpsc::Sender<Batch<ServerEvent>>,
 ) {
     let config = &shared.config;
+    // One copy of the connections' settings, shared by all of them.
+    let socket_config = Arc::new(config.socket.clone());
     loop {
         let (stream, addr) = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -75,7 +77,7 @@ pub(super) async fn accept_loop(
             continue;
         }
         let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
-        let handle = SocketHandle::new(config.socket.clone());
+        let handle = SocketHandle::new(socket_config.clone());
         let admitted =
             shared
                 .gate

@@ -88,7 +88,8 @@ pub(crate) struct Shared {
     /// The inflate budget this connection shares with others from its
     /// address (set by a server); `None`: a budget of its own.
     pub(crate) inflate: Mutex<Option<super::budget::SharedBudget>>,
-    pub(crate) config: SocketConfig,
+    /// Shared by every connection of a server.
+    pub(crate) config: Arc<SocketConfig>,
 }
 
 /// A cloneable, `Send` handle to one connection: send to it, close it, read
@@ -108,7 +109,8 @@ impl std::fmt::Debug for SocketHandle {
 }
 
 impl SocketHandle {
-    pub(crate) fn new(config: SocketConfig) -> Self {
+    pub(crate) fn new(config: impl Into<Arc<SocketConfig>>) -> Self {
+        let config = config.into();
         let shared = Shared {
             outbound: Mutex::new(OutQueue::default()),
             wake: Notify::new(),

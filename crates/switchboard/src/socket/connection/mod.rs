@@ -153,7 +153,7 @@ async fn run_halves<R, W, E>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let config = handle.config().clone();
+    let config = handle.config();
     let mut decoder = FrameDecoder::new(config.codec.clone());
     // The hello is a few bytes and never compressed: nothing bigger is read
     // or inflated before it.
@@ -171,7 +171,7 @@ async fn run_halves<R, W, E>(
         _ = handle.shared.kill.cancelled() => Err(kill_reason(&handle)),
     };
     if let Err(reason) = handshake {
-        send_close_now(&mut writer, &reason, &config).await;
+        send_close_now(&mut writer, &reason, config).await;
         tracing::debug!(peer = ?handle.peer_addr(), %reason, "handshake failed");
         handle.set_direct(None);
         handle.set_closed();
@@ -185,7 +185,7 @@ async fn run_halves<R, W, E>(
     }
     *reader.decoder_mut().config_mut() = config.codec.clone();
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
-        send_close_now(&mut writer, &reason, &config).await;
+        send_close_now(&mut writer, &reason, config).await;
         handle.set_direct(None);
         handle.set_closed();
         return;

@@ -42,24 +42,24 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         };
         // Orders that jump the queue: closes that cannot wait, pongs, pings.
         if let Some((code, reason)) = close_now {
-            return close_with(writer, code, &reason, handle).await;
+            return Box::pin(close_with(writer, code, &reason, handle)).await;
         }
         if let Some(stamp) = pong {
             let pong = control::pong_frame(stamp, &config.codec);
-            if let Err(err) = write_frame(writer, counters, pong).await {
+            if let Err(err) = Box::pin(write_frame(writer, counters, pong)).await {
                 return WriteEnd::Failed(err);
             }
             sent();
         }
         if ping {
             let ping = control::ping_frame(clock.stamp(), &config.codec);
-            if let Err(err) = write_frame(writer, counters, ping).await {
+            if let Err(err) = Box::pin(write_frame(writer, counters, ping)).await {
                 return WriteEnd::Failed(err);
             }
             sent();
         }
         if let Some((code, reason)) = close {
-            return close_with(writer, code, &reason, handle).await;
+            return Box::pin(close_with(writer, code, &reason, handle)).await;
         }
         if batch.is_empty() {
             // Before paying for a system call, give senders on this runtime
