@@ -65,6 +65,54 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
+    #[command(flatten)]
+    admin: AdminArgs,
+}
+
+/// The admin HTTP server (off unless a port is given).
+#[derive(Debug, Args)]
+struct AdminArgs {
+    /// Serve the admin API and `/metrics` on this port (0 picks one).
+    #[arg(long)]
+    admin_port: Option<u16>,
+    /// Where the admin server listens: `loopback` (default) or `all` (then
+    /// a token is required).
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
+    admin_bind: BindScope,
+    /// The token controls need (`Authorization: Bearer ...`). Prefer
+    /// `--admin-token-file` or SWITCHBOARD_ADMIN_TOKEN: a command line is
+    /// visible to every user of the machine.
+    #[arg(long, env = "SWITCHBOARD_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Read the admin token from this file (first line).
+    #[arg(long, value_name = "PATH", conflicts_with = "admin_token")]
+    admin_token_file: Option<std::path::PathBuf>,
+}
+
+impl AdminArgs {
+    /// Starts the admin server for `source` if a port was given; prints its
+    /// address.
+    async fn start(
+        &self,
+        source: std::sync::Arc<dyn switchboard_admin::AdminSource>,
+    ) -> Result<Option<switchboard_admin::AdminServer>, String> {
+        let Some(port) = self.admin_port else {
+            return Ok(None);
+        };
+        let token = match &self.admin_token_file {
+            Some(path) => Some(read_password(path)?),
+            None => self.admin_token.clone(),
+        };
+        let config = switchboard_admin::AdminConfig {
+            addr: SocketAddr::new(self.admin_bind.ip(), port),
+            token,
+        };
+        let admin = switchboard_admin::AdminServer::spawn(config, source)
+            .await
+            .map_err(|e| e.to_string())?;
+        println!("admin: http://{}/api/overview", admin.local_addr());
+        Ok(Some(admin))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -280,6 +328,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }
+        let _admin = args.admin.start(std::sync::Arc::new(relay.clone())).await?;
         switchboard::process::wait_for_signal().await;
         relay.shutdown();
         Ok(())

@@ -160,6 +160,23 @@ impl Dispatch {
         self.relay.leave(id)
     }
 
+    /// Disconnects player `id` for the operator: told why, out of its zone
+    /// at once. `false` if there is no such player.
+    fn kick(&mut self, id: u32, reason: &str) -> bool {
+        match self.routes.remove(&id) {
+            Some(Route::Native(peer)) => {
+                self.handle.close_peer_with(peer, CloseCode::KICKED, reason)
+            }
+            Some(Route::Json { lines, .. }) => {
+                lines.push(&error_line(&format!("kicked: {reason}")));
+            }
+            None => return false,
+        }
+        let out = self.relay.leave(id);
+        self.deliver_all(out);
+        true
+    }
+
     /// Delivers `outgoing`; a player dropped on the way (too slow, abusive)
     /// leaves its zone at once, and its leaving is delivered like any other
     /// event.
@@ -320,6 +337,9 @@ pub(crate) async fn run(
             Some(request) = control.recv() => match request {
                 Control::Clients(reply) => { let _ = reply.send(hub.relay.clients()); }
                 Control::Stats(reply) => { let _ = reply.send(hub.relay.stats()); }
+                Control::Kick { id, reason, done } => {
+                    let _ = done.send(hub.kick(id, &reason));
+                }
             },
             _ = &mut wake, if armed => armed = false,
             _ = stop.cancelled() => break,

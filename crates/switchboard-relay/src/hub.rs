@@ -66,6 +66,8 @@ pub type Outgoing = (Vec<u32>, RelayEvent);
 pub struct RelayStats {
     /// Players connected now.
     pub players: usize,
+    /// Zones with a player in them now.
+    pub zones: usize,
     /// Transforms received.
     pub transforms_in: u64,
     /// Transform deliveries (one per recipient).
@@ -336,6 +338,7 @@ impl Relay {
     pub fn stats(&self) -> RelayStats {
         RelayStats {
             players: self.players.len(),
+            zones: self.zones.len(),
             ..self.stats.clone()
         }
     }

@@ -9,14 +9,19 @@
 //! | module | owns |
 //! |---|---|
 //! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
-//! | `server` | [`RelayServer`]: the relay's tokio side, native and JSON-lines listeners, the send tick |
+//! | `server` | [`RelayServer`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
+//! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`) |
+//! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
+//! | `admin` | the relay for its admin server (`switchboard_admin::AdminSource`): players, zones, counters, kick |
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |
 //! | `bots` | scripted [`Bot`]s that move and chat like players |
 //! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
+//! | `stamp` | the load tester's stamp in a transform, read back without allocating |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod admin;
 mod bots;
 mod dispatch;
 mod hub;

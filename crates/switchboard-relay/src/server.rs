@@ -136,6 +136,11 @@ impl Default for RelayConfig {
 pub(crate) enum Control {
     Clients(oneshot::Sender<Vec<RelayClient>>),
     Stats(oneshot::Sender<RelayStats>),
+    Kick {
+        id: u32,
+        reason: String,
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// A running relay: its addresses, snapshots, and the way to stop it.
@@ -175,6 +180,22 @@ impl RelayHandle {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
+    }
+
+    /// Disconnects player `id`, telling it `reason` (a native player gets
+    /// close code 4000, a JSON one an error line); it leaves its zone at
+    /// once. `false` if there is no such player.
+    pub async fn kick(&self, id: u32, reason: &str) -> bool {
+        let (done, rx) = oneshot::channel();
+        let kick = Control::Kick {
+            id,
+            reason: reason.to_string(),
+            done,
+        };
+        if self.control.send(kick).await.is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
     }
 
     /// A copy of the counters.

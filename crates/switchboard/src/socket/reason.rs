@@ -29,6 +29,8 @@ impl CloseCode {
     pub const ABUSE: CloseCode = CloseCode(1007);
     /// Another connection of the same client took over this session.
     pub const REPLACED: CloseCode = CloseCode(1012);
+    /// Disconnected by the server's operator (the admin server's kick).
+    pub const KICKED: CloseCode = CloseCode(4000);
 }
 
 impl std::fmt::Display for CloseCode {

@@ -1,0 +1,34 @@
+//! The operator's admin HTTP server: what a Switchboard server is doing,
+//! seen from outside its process, and the controls an operator needs.
+//!
+//! A server mode (the relay, the board game, the master, the rooms server)
+//! implements [`AdminSource`]; [`AdminServer::spawn`] serves it:
+//!
+//! | route | what | token |
+//! |---|---|---|
+//! | `GET /api/overview` | mode, uptime, clients, counters | on loopback: no; elsewhere: yes |
+//! | `GET /api/clients` | every client: id, name, address, place, ... | likewise |
+//! | `POST /api/clients/{id}/kick` | disconnects a client (JSON body `{"reason": "..."}`) | always |
+//! | `GET /metrics` | the counters in Prometheus' text format | likewise as reads |
+//!
+//! The token travels in a header (`Authorization: Bearer <token>`, never in
+//! a URL) and is compared in constant time. Off unless asked; it binds
+//! loopback by default, and binding elsewhere requires a token.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`source`] | [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports |
+//! | [`metrics`] | the Prometheus text format |
+//! | [`server`] | [`AdminServer`], [`AdminConfig`]: routes, the token |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod metrics;
+pub mod server;
+pub mod source;
+
+pub use server::{AdminConfig, AdminError, AdminServer};
+pub use source::{AdminClient, AdminSource, Counter, CounterKind, Snapshot};

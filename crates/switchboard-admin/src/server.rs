@@ -1,0 +1,257 @@
+//! [`AdminServer`]: the routes, the token, the listener.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics;
+use crate::source::AdminSource;
+
+/// Where the admin server listens and who may use it; each field says its
+/// default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// The address (default `127.0.0.1:0`: loopback, a free port). An
+    /// address other than loopback needs a `token`.
+    pub addr: SocketAddr,
+    /// The token every control needs (and, off loopback, every read),
+    /// sent as `Authorization: Bearer <token>` (default none: reads on
+    /// loopback only, controls off).
+    pub token: Option<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+        }
+    }
+}
+
+/// Why an admin server did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// Bound off loopback without a token.
+    #[error("an admin server on {0} (not loopback) needs a token")]
+    NeedsToken(SocketAddr),
+    /// The listener could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running admin server; dropping it (or [`shutdown`](Self::shutdown))
+/// stops it.
+#[derive(Debug)]
+pub struct AdminServer {
+    addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+struct Shared {
+    source: Arc<dyn AdminSource>,
+    token: Option<String>,
+    /// Reads need no token (bound to loopback).
+    open_reads: bool,
+    started: Instant,
+}
+
+/// The largest request body (a kick's reason): 4 KiB.
+const MAX_BODY: usize = 4096;
+
+impl AdminServer {
+    /// Listens on `config.addr` and serves `source` on the current tokio
+    /// runtime.
+    pub async fn spawn(
+        config: AdminConfig,
+        source: Arc<dyn AdminSource>,
+    ) -> Result<AdminServer, AdminError> {
+        let loopback = config.addr.ip().is_loopback();
+        if !loopback && config.token.as_deref().is_none_or(str::is_empty) {
+            return Err(AdminError::NeedsToken(config.addr));
+        }
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| AdminError::Listen {
+                addr: config.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| AdminError::Listen {
+            addr: config.addr,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            source,
+            token: config.token.filter(|t| !t.is_empty()),
+            open_reads: loopback,
+            started: Instant::now(),
+        });
+        let app = Router::new()
+            .route("/api/overview", get(overview))
+            .route("/api/clients", get(clients))
+            .route("/api/clients/{id}/kick", post(kick))
+            .route("/metrics", get(prometheus))
+            .layer(DefaultBodyLimit::max(MAX_BODY))
+            .with_state(shared);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let serve =
+                axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned());
+            if let Err(err) = serve.await {
+                tracing::warn!(%err, "admin server failed");
+            }
+        });
+        tracing::info!(%addr, "admin server listening");
+        Ok(AdminServer { addr, stop })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops it.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What a request may do, by its token.
+enum Access {
+    Granted,
+    Refused(Response),
+}
+
+impl Shared {
+    /// Whether `headers` carry the token (compared in constant time).
+    fn has_token(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return false;
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+    }
+
+    fn read(&self, headers: &HeaderMap) -> Access {
+        if self.open_reads || self.has_token(headers) {
+            Access::Granted
+        } else {
+            Access::Refused(refuse(StatusCode::UNAUTHORIZED, "a token is needed"))
+        }
+    }
+
+    fn control(&self, headers: &HeaderMap) -> Access {
+        if self.token.is_none() {
+            let why = "no admin token is configured: controls are off";
+            return Access::Refused(refuse(StatusCode::FORBIDDEN, why));
+        }
+        if self.has_token(headers) {
+            Access::Granted
+        } else {
+            Access::Refused(refuse(StatusCode::UNAUTHORIZED, "a valid token is needed"))
+        }
+    }
+}
+
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (status, Json(json!({ "error": why }))).into_response()
+}
+
+async fn overview(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    let snapshot = shared.source.snapshot().await;
+    Json(json!({
+        "mode": shared.source.mode(),
+        "uptime_seconds": shared.started.elapsed().as_secs_f64(),
+        "clients": snapshot.clients.len(),
+        "counters": snapshot.counters,
+    }))
+    .into_response()
+}
+
+async fn clients(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    Json(shared.source.snapshot().await.clients).into_response()
+}
+
+#[derive(Deserialize)]
+struct KickBody {
+    #[serde(default)]
+    reason: String,
+}
+
+async fn kick(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Option<Json<KickBody>>,
+) -> Response {
+    if let Access::Refused(response) = shared.control(&headers) {
+        return response;
+    }
+    let reason: String = body
+        .map(|Json(b)| b.reason)
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    let reason = if reason.trim().is_empty() {
+        "kicked by the operator".to_string()
+    } else {
+        reason
+    };
+    if shared.source.kick(id.clone(), reason.clone()).await {
+        tracing::info!(client = %id, %reason, "kicked by the operator");
+        Json(json!({ "kicked": id, "reason": reason })).into_response()
+    } else {
+        refuse(StatusCode::NOT_FOUND, "no such client")
+    }
+}
+
+async fn prometheus(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    let snapshot = shared.source.snapshot().await;
+    let uptime = shared.started.elapsed().as_secs_f64();
+    let text = metrics::render(shared.source.mode(), uptime, &snapshot);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

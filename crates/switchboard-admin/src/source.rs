@@ -1,0 +1,105 @@
+//! What a server mode reports to its admin server, and what it lets the
+//! operator do.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+/// A future an [`AdminSource`] returns (its modes answer from their own
+/// tasks).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One server mode, as its admin server sees it.
+pub trait AdminSource: Send + Sync + 'static {
+    /// The mode's name: `relay`, `board`, `master`, `rooms`.
+    fn mode(&self) -> &'static str;
+
+    /// Everything the overview, the clients table and `/metrics` show, now.
+    fn snapshot(&self) -> BoxFuture<'_, Snapshot>;
+
+    /// Disconnects client `id`, telling it `reason`; `false` if there is no
+    /// such client.
+    fn kick(&self, id: String, reason: String) -> BoxFuture<'_, bool>;
+}
+
+/// What a mode reports at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// The connected clients.
+    pub clients: Vec<AdminClient>,
+    /// Its counters and gauges (for `/metrics` and the overview).
+    pub counters: Vec<Counter>,
+}
+
+/// One client, as the clients table shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AdminClient {
+    /// Its id in this mode (a player number, a session id).
+    pub id: String,
+    /// The name it gave.
+    pub name: String,
+    /// Where it connects from, if known.
+    pub addr: Option<String>,
+    /// Where it is: a zone, a room, a seat.
+    pub place: Option<String>,
+    /// What it is: `native`, `json`, `bot`, ...
+    pub kind: String,
+}
+
+/// Whether a [`Counter`] only grows or goes up and down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CounterKind {
+    /// Only grows (its name ends in `_total`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// One number a mode reports, named by Prometheus conventions (base units,
+/// `_total` for counters), with labels of bounded cardinality (a reason, a
+/// channel, a mode; never a client id).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Counter {
+    /// The metric's name.
+    pub name: String,
+    /// One line of help.
+    pub help: String,
+    /// Counter or gauge.
+    pub kind: CounterKind,
+    /// Label pairs.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+impl Counter {
+    /// A counter without labels.
+    pub fn total(name: &str, help: &str, value: u64) -> Self {
+        Self {
+            name: name.into(),
+            help: help.into(),
+            kind: CounterKind::Counter,
+            labels: Vec::new(),
+            value: value as f64,
+        }
+    }
+
+    /// A gauge without labels.
+    pub fn gauge(name: &str, help: &str, value: f64) -> Self {
+        Self {
+            name: name.into(),
+            help: help.into(),
+            kind: CounterKind::Gauge,
+            labels: Vec::new(),
+            value,
+        }
+    }
+
+    /// The same with a label added.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+}

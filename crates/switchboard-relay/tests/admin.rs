@@ -1,0 +1,139 @@
+//! The relay's admin server over real HTTP: clients listed, counters in
+//! Prometheus text, a kick that needs the token and disconnects.
+
+#[path = "../../switchboard/tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use common::{next_socket_event, WAIT};
+use support::{at, native_client, until_in_zone};
+use switchboard::{BindScope, CloseCode, DisconnectReason, SocketEvent};
+use switchboard_admin::{AdminConfig, AdminServer};
+use switchboard_relay::{self as relay, RelayConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+async fn http(
+    admin: &AdminServer,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(admin.local_addr())
+        .await
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token() {
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let config = AdminConfig {
+        token: Some("s3cret".into()),
+        ..AdminConfig::default()
+    };
+    let admin = AdminServer::spawn(config, Arc::new(relay.clone()))
+        .await
+        .unwrap();
+    let (mut ann, ann_id) = native_client(relay.native_addr(), "ann").await;
+    ann.send(&at("hall", 1.0)).unwrap();
+    until_in_zone(&relay, "hall", 1).await;
+
+    // Reads are open on loopback.
+    let (status, body) = http(&admin, "GET", "/api/clients", None, "").await;
+    assert_eq!(status, 200, "{body}");
+    let clients: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(clients[0]["id"], ann_id.to_string());
+    assert_eq!(clients[0]["name"], "ann");
+    assert_eq!(clients[0]["place"], "hall");
+    let (status, body) = http(&admin, "GET", "/api/overview", None, "").await;
+    assert_eq!(status, 200);
+    let overview: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (overview["mode"].as_str(), overview["clients"].as_u64()),
+        (Some("relay"), Some(1))
+    );
+    let (status, metrics) = http(&admin, "GET", "/metrics", None, "").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("# TYPE switchboard_relay_players gauge\nswitchboard_relay_players 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("switchboard_relay_zones 1\n"));
+    assert!(metrics.contains("switchboard_up{mode=\"relay\"} 1\n"));
+
+    // A kick without the token, or with a wrong one: 401, and nothing changes.
+    let path = format!("/api/clients/{ann_id}/kick");
+    let reason = r#"{"reason":"be nice"}"#;
+    for token in [None, Some("guess")] {
+        let (status, _) = http(&admin, "POST", &path, token, reason).await;
+        assert_eq!(status, 401);
+    }
+    assert_eq!(relay.clients().await.len(), 1);
+    // No such client: 404.
+    let (status, _) = http(
+        &admin,
+        "POST",
+        "/api/clients/999/kick",
+        Some("s3cret"),
+        reason,
+    )
+    .await;
+    assert_eq!(status, 404);
+    // With it: ann is told why and leaves.
+    let (status, body) = http(&admin, "POST", &path, Some("s3cret"), reason).await;
+    assert_eq!(status, 200, "{body}");
+    loop {
+        match next_socket_event(&mut ann).await {
+            SocketEvent::Disconnected(DisconnectReason::ClosedByPeer { code, reason }) => {
+                assert_eq!((code, reason.as_str()), (CloseCode::KICKED, "be nice"));
+                break;
+            }
+            SocketEvent::Disconnected(other) => panic!("{other:?}"),
+            _ => {}
+        }
+    }
+    assert!(relay.clients().await.is_empty());
+    relay.shutdown();
+}
+
+#[tokio::test]
+async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_off() {
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let exposed = AdminConfig {
+        addr: "0.0.0.0:0".parse().unwrap(),
+        token: None,
+    };
+    let refused = AdminServer::spawn(exposed, Arc::new(relay.clone())).await;
+    assert!(matches!(
+        refused,
+        Err(switchboard_admin::AdminError::NeedsToken(_))
+    ));
+    // On loopback without a token: reads yes, controls no.
+    let admin = AdminServer::spawn(AdminConfig::default(), Arc::new(relay.clone()))
+        .await
+        .unwrap();
+    assert_eq!(http(&admin, "GET", "/api/clients", None, "").await.0, 200);
+    let (status, body) = http(&admin, "POST", "/api/clients/1/kick", None, "{}").await;
+    assert_eq!(status, 403, "{body}");
+    relay.shutdown();
+}
