@@ -328,7 +328,8 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }
-        let _admin = args.admin.start(std::sync::Arc::new(relay.clone())).await?;
+        let source = switchboard_relay::RelayAdmin::new(relay.clone());
+        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
         switchboard::process::wait_for_signal().await;
         relay.shutdown();
         Ok(())

@@ -72,8 +72,10 @@ struct Shared {
     started: Instant,
 }
 
-/// The largest request body (a kick's reason): 4 KiB.
+/// The largest request body (a kick's reason, a notice): 4 KiB.
 const MAX_BODY: usize = 4096;
+/// The most bots one request starts.
+pub const MAX_BOTS_PER_REQUEST: usize = 500;
 
 impl AdminServer {
     /// Listens on `config.addr` and serves `source` on the current tokio
@@ -106,6 +108,8 @@ impl AdminServer {
             .route("/api/overview", get(overview))
             .route("/api/clients", get(clients))
             .route("/api/clients/{id}/kick", post(kick))
+            .route("/api/notice", post(notice))
+            .route("/api/bots", post(spawn_bots).delete(remove_bots))
             .route("/metrics", get(prometheus))
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(shared);
@@ -254,4 +258,72 @@ async fn prometheus(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Re
         text,
     )
         .into_response()
+}
+
+#[derive(Deserialize)]
+struct NoticeBody {
+    text: String,
+}
+
+async fn notice(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Option<Json<NoticeBody>>,
+) -> Response {
+    if let Access::Refused(response) = shared.control(&headers) {
+        return response;
+    }
+    let text: String = body.map(|Json(b)| b.text).unwrap_or_default();
+    let text: String = text.chars().take(500).collect();
+    if text.trim().is_empty() {
+        return refuse(StatusCode::BAD_REQUEST, "a notice needs a text");
+    }
+    match shared.source.notice(text).await {
+        Ok(reached) => Json(json!({ "reached": reached })).into_response(),
+        Err(why) => refuse(StatusCode::NOT_IMPLEMENTED, &why),
+    }
+}
+
+#[derive(Deserialize)]
+struct BotsBody {
+    count: usize,
+    #[serde(default)]
+    script: String,
+    #[serde(default)]
+    place: Option<String>,
+}
+
+async fn spawn_bots(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Option<Json<BotsBody>>,
+) -> Response {
+    if let Access::Refused(response) = shared.control(&headers) {
+        return response;
+    }
+    let Some(Json(body)) = body else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "a JSON body {\"count\": N, \"script\": ...}",
+        );
+    };
+    if !(1..=MAX_BOTS_PER_REQUEST).contains(&body.count) {
+        let why = format!("1 to {MAX_BOTS_PER_REQUEST} bots at a time");
+        return refuse(StatusCode::BAD_REQUEST, &why);
+    }
+    match shared
+        .source
+        .spawn_bots(body.count, body.script, body.place)
+        .await
+    {
+        Ok(spawned) => Json(json!({ "spawned": spawned })).into_response(),
+        Err(why) => refuse(StatusCode::BAD_REQUEST, &why),
+    }
+}
+
+async fn remove_bots(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Access::Refused(response) = shared.control(&headers) {
+        return response;
+    }
+    Json(json!({ "removed": shared.source.remove_bots().await })).into_response()
 }

@@ -21,6 +21,33 @@ pub trait AdminSource: Send + Sync + 'static {
     /// Disconnects client `id`, telling it `reason`; `false` if there is no
     /// such client.
     fn kick(&self, id: String, reason: String) -> BoxFuture<'_, bool>;
+
+    /// Sends every client the operator's notice; how many it reached. A
+    /// mode without notices says why not.
+    fn notice(&self, text: String) -> BoxFuture<'_, Result<usize, String>> {
+        let _ = text;
+        let mode = self.mode();
+        Box::pin(async move { Err(format!("the {mode} has no notices")) })
+    }
+
+    /// Starts `count` bots running `script` (a name the mode knows) in
+    /// `place` (a zone, a room); how many started. A mode without bots
+    /// says why not.
+    fn spawn_bots(
+        &self,
+        count: usize,
+        script: String,
+        place: Option<String>,
+    ) -> BoxFuture<'_, Result<usize, String>> {
+        let _ = (count, script, place);
+        let mode = self.mode();
+        Box::pin(async move { Err(format!("the {mode} has no bots")) })
+    }
+
+    /// Stops every bot the admin server started; how many.
+    fn remove_bots(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async { 0 })
+    }
 }
 
 /// What a mode reports at one moment.

@@ -1,20 +1,68 @@
 //! The relay seen from its admin server (`switchboard_admin`): players,
-//! zones, counters, and the operator's kick.
+//! zones, counters, and the operator's kick, notices and bots.
+
+use std::sync::Mutex;
 
 use switchboard_admin::source::BoxFuture;
 use switchboard_admin::{AdminClient, AdminSource, Counter, Snapshot};
 
+use crate::bots::{Bot, BotConfig, Script};
 use crate::hub::Link;
 use crate::server::RelayHandle;
 
-impl AdminSource for RelayHandle {
+/// A running relay as an [`AdminSource`], with the bots its operator
+/// started.
+#[derive(Debug)]
+pub struct RelayAdmin {
+    relay: RelayHandle,
+    bots: Mutex<Vec<Bot>>,
+    /// Bots started so far (their names count on).
+    started: Mutex<usize>,
+}
+
+impl RelayAdmin {
+    /// The admin view of `relay`.
+    pub fn new(relay: RelayHandle) -> Self {
+        Self {
+            relay,
+            bots: Mutex::new(Vec::new()),
+            started: Mutex::new(0),
+        }
+    }
+}
+
+/// The most bots the operator may have running at once.
+pub const MAX_ADMIN_BOTS: usize = 2000;
+
+/// A script by the name the admin API takes.
+fn script(name: &str) -> Option<Script> {
+    Some(match name {
+        "" | "idle" => Script::Idle,
+        "walk_to_player" => Script::WalkToPlayer,
+        "circle" => Script::WalkCircle { radius: 100.0 },
+        "square" => Script::WalkSquare { side: 200.0 },
+        "follow" => Script::FollowPlayer,
+        "jump" => Script::JumpLoop,
+        "sneak" => Script::SneakToggle,
+        "teleport" => Script::Teleport,
+        "zone_hop" => Script::LeaveZoneAndReturn,
+        _ => return None,
+    })
+}
+
+/// The names [`script`] takes.
+const SCRIPTS: &str =
+    "idle, walk_to_player, circle, square, follow, jump, sneak, teleport, zone_hop";
+
+impl AdminSource for RelayAdmin {
     fn mode(&self) -> &'static str {
         "relay"
     }
 
     fn snapshot(&self) -> BoxFuture<'_, Snapshot> {
         Box::pin(async move {
-            let (clients, stats) = (self.clients().await, self.stats().await);
+            let relay = &self.relay;
+            let (clients, stats) = (relay.clients().await, relay.stats().await);
             let clients = clients
                 .into_iter()
                 .map(|c| AdminClient {
@@ -69,9 +117,51 @@ impl AdminSource for RelayHandle {
     fn kick(&self, id: String, reason: String) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             match id.parse::<u32>() {
-                Ok(id) => RelayHandle::kick(self, id, &reason).await,
+                Ok(id) => self.relay.kick(id, &reason).await,
                 Err(_) => false,
             }
+        })
+    }
+
+    fn notice(&self, text: String) -> BoxFuture<'_, Result<usize, String>> {
+        Box::pin(async move { Ok(self.relay.notice(&text).await) })
+    }
+
+    fn spawn_bots(
+        &self,
+        count: usize,
+        script_name: String,
+        place: Option<String>,
+    ) -> BoxFuture<'_, Result<usize, String>> {
+        Box::pin(async move {
+            let script = script(&script_name)
+                .ok_or_else(|| format!("no script {script_name:?}; scripts: {SCRIPTS}"))?;
+            let mut bots = self.bots.lock().expect("bots lock");
+            bots.retain(Bot::is_running);
+            if bots.len() + count > MAX_ADMIN_BOTS {
+                return Err(format!(
+                    "{} bots run already; at most {MAX_ADMIN_BOTS}",
+                    bots.len()
+                ));
+            }
+            let zone = place.unwrap_or_else(|| "lobby".into());
+            let mut started = self.started.lock().expect("started lock");
+            for _ in 0..count {
+                *started += 1;
+                let config = BotConfig::new(&format!("bot-{}", *started), &zone);
+                bots.push(Bot::spawn(self.relay.native_addr(), config, script.clone()));
+            }
+            Ok(count)
+        })
+    }
+
+    fn remove_bots(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async move {
+            let bots = std::mem::take(&mut *self.bots.lock().expect("bots lock"));
+            for bot in &bots {
+                bot.stop();
+            }
+            bots.len()
         })
     }
 }

@@ -177,6 +177,25 @@ impl Dispatch {
         true
     }
 
+    /// Sends every player the operator's `text`; returns how many it
+    /// reached.
+    fn notice(&mut self, text: &str) -> usize {
+        let codec = &self.handle.config().socket.codec;
+        let native = EncodedMessage::of(RelayChannel, RelayAction::Notice, text, codec).ok();
+        let line = json_line_of(json!({"type": "notice", "text": text}).to_string());
+        let mut reached = 0;
+        for route in self.routes.values() {
+            let sent = match route {
+                Route::Native(peer) => native
+                    .as_ref()
+                    .is_some_and(|m| self.handle.send_encoded_to(*peer, m).is_ok()),
+                Route::Json { lines, .. } => lines.push(&line),
+            };
+            reached += usize::from(sent);
+        }
+        reached
+    }
+
     /// Delivers `outgoing`; a player dropped on the way (too slow, abusive)
     /// leaves its zone at once, and its leaving is delivered like any other
     /// event.
@@ -339,6 +358,9 @@ pub(crate) async fn run(
                 Control::Stats(reply) => { let _ = reply.send(hub.relay.stats()); }
                 Control::Kick { id, reason, done } => {
                     let _ = done.send(hub.kick(id, &reason));
+                }
+                Control::Notice { text, done } => {
+                    let _ = done.send(hub.notice(&text));
                 }
             },
             _ = &mut wake, if armed => armed = false,

@@ -31,6 +31,7 @@ mod server;
 mod stamp;
 mod transform;
 
+pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats};
 pub use server::{

@@ -37,6 +37,9 @@ switchboard::actions! {
         Left = 5,
         /// Relay → client: a message could not be used (`String`).
         Error = 6,
+        /// Relay → client: a notice from the operator, for every player
+        /// (`String`).
+        Notice = 7,
     }
 }
 
@@ -141,6 +144,10 @@ pub(crate) enum Control {
         reason: String,
         done: oneshot::Sender<bool>,
     },
+    Notice {
+        text: String,
+        done: oneshot::Sender<usize>,
+    },
 }
 
 /// A running relay: its addresses, snapshots, and the way to stop it.
@@ -196,6 +203,20 @@ impl RelayHandle {
             return false;
         }
         rx.await.unwrap_or(false)
+    }
+
+    /// Sends every player `text` (native: a `Notice`; JSON: a line
+    /// `{"type":"notice","text":...}`); returns how many it reached.
+    pub async fn notice(&self, text: &str) -> usize {
+        let (done, rx) = oneshot::channel();
+        let notice = Control::Notice {
+            text: text.to_string(),
+            done,
+        };
+        if self.control.send(notice).await.is_err() {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
     }
 
     /// A copy of the counters.

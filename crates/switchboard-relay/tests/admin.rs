@@ -11,7 +11,7 @@ use common::{next_socket_event, WAIT};
 use support::{at, native_client, until_in_zone};
 use switchboard::{BindScope, CloseCode, DisconnectReason, SocketEvent};
 use switchboard_admin::{AdminConfig, AdminServer};
-use switchboard_relay::{self as relay, RelayConfig};
+use switchboard_relay::{self as relay, RelayAction, RelayAdmin, RelayConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
@@ -51,7 +51,7 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
         token: Some("s3cret".into()),
         ..AdminConfig::default()
     };
-    let admin = AdminServer::spawn(config, Arc::new(relay.clone()))
+    let admin = AdminServer::spawn(config, Arc::new(RelayAdmin::new(relay.clone())))
         .await
         .unwrap();
     let (mut ann, ann_id) = native_client(relay.native_addr(), "ann").await;
@@ -116,6 +116,69 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
     relay.shutdown();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_spawns_bots_with_a_script_sends_a_notice_and_removes_the_bots() {
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let config = AdminConfig {
+        token: Some("s3cret".into()),
+        ..AdminConfig::default()
+    };
+    let admin = AdminServer::spawn(config, Arc::new(RelayAdmin::new(relay.clone())))
+        .await
+        .unwrap();
+    let (mut ann, _) = native_client(relay.native_addr(), "ann").await;
+    ann.send(&at("hall", 1.0)).unwrap();
+    until_in_zone(&relay, "hall", 1).await;
+    let token = Some("s3cret");
+    // An unknown script, or too many bots: refused with the reason.
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/api/bots",
+        token,
+        r#"{"count":5,"script":"dance"}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("scripts: idle"), "{body}");
+    let (status, _) = http(&admin, "POST", "/api/bots", token, r#"{"count":100000}"#).await;
+    assert_eq!(status, 400);
+    // Five bots walking circles in the hall: the clients table shows them.
+    let body = r#"{"count":5,"script":"circle","place":"hall"}"#;
+    let (status, reply) = http(&admin, "POST", "/api/bots", token, body).await;
+    assert_eq!((status, reply.as_str()), (200, r#"{"spawned":5}"#));
+    until_in_zone(&relay, "hall", 6).await;
+    let (_, clients) = http(&admin, "GET", "/api/clients", None, "").await;
+    assert_eq!(clients.matches(r#""kind":"bot""#).count(), 5, "{clients}");
+    // A notice reaches every player.
+    let (status, reply) = http(
+        &admin,
+        "POST",
+        "/api/notice",
+        token,
+        r#"{"text":"restart at noon"}"#,
+    )
+    .await;
+    assert_eq!((status, reply.as_str()), (200, r#"{"reached":6}"#));
+    loop {
+        if let SocketEvent::Received(m) = next_socket_event(&mut ann).await {
+            if m.action::<RelayAction>() == Some(RelayAction::Notice) {
+                assert_eq!(m.content::<String>().unwrap(), "restart at noon");
+                break;
+            }
+        }
+    }
+    // Removed: they leave.
+    let (status, reply) = http(&admin, "DELETE", "/api/bots", token, "").await;
+    assert_eq!((status, reply.as_str()), (200, r#"{"removed":5}"#));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.clients().await.len() > 1 {
+        assert!(tokio::time::Instant::now() < deadline, "the bots left");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    relay.shutdown();
+}
+
 #[tokio::test]
 async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_off() {
     let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
@@ -123,15 +186,18 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
         addr: "0.0.0.0:0".parse().unwrap(),
         token: None,
     };
-    let refused = AdminServer::spawn(exposed, Arc::new(relay.clone())).await;
+    let refused = AdminServer::spawn(exposed, Arc::new(RelayAdmin::new(relay.clone()))).await;
     assert!(matches!(
         refused,
         Err(switchboard_admin::AdminError::NeedsToken(_))
     ));
     // On loopback without a token: reads yes, controls no.
-    let admin = AdminServer::spawn(AdminConfig::default(), Arc::new(relay.clone()))
-        .await
-        .unwrap();
+    let admin = AdminServer::spawn(
+        AdminConfig::default(),
+        Arc::new(RelayAdmin::new(relay.clone())),
+    )
+    .await
+    .unwrap();
     assert_eq!(http(&admin, "GET", "/api/clients", None, "").await.0, 200);
     let (status, body) = http(&admin, "POST", "/api/clients/1/kick", None, "{}").await;
     assert_eq!(status, 403, "{body}");
