@@ -6,9 +6,12 @@
 //!
 //! | route | what | token |
 //! |---|---|---|
-//! | `GET /api/overview` | mode, uptime, clients, counters | on loopback: no; elsewhere: yes |
+//! | `GET /` | the page: overview, chart, clients, controls (no data in it) | no |
+//! | `GET /api/events` | the same, live: a `snapshot` server-sent event a second | on loopback: no; elsewhere: yes |
+//! | `GET /api/overview` | mode, uptime, clients, counters | likewise |
 //! | `GET /api/clients` | every client: id, name, address, place, ... | likewise |
 //! | `POST /api/clients/{id}/kick` | disconnects a client (JSON body `{"reason": "..."}`) | always |
+//! | `POST /api/notice`, `POST` / `DELETE /api/bots` | a notice to every client; bots started, removed | always |
 //! | `GET /metrics` | the counters in Prometheus' text format | likewise as reads |
 //!
 //! The token travels in a header (`Authorization: Bearer <token>`, never in

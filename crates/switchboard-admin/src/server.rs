@@ -72,6 +72,13 @@ struct Shared {
     started: Instant,
 }
 
+/// The page: one file, styles and script inline, nothing fetched from
+/// elsewhere (it works offline).
+const PAGE: &str = include_str!("../assets/index.html");
+
+/// How often the live stream sends a snapshot.
+const EVENTS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The largest request body (a kick's reason, a notice): 4 KiB.
 const MAX_BODY: usize = 4096;
 /// The most bots one request starts.
@@ -105,6 +112,8 @@ impl AdminServer {
             started: Instant::now(),
         });
         let app = Router::new()
+            .route("/", get(page))
+            .route("/api/events", get(events))
             .route("/api/overview", get(overview))
             .route("/api/clients", get(clients))
             .route("/api/clients/{id}/kick", post(kick))
@@ -186,6 +195,47 @@ impl Shared {
 
 fn refuse(status: StatusCode, why: &str) -> Response {
     (status, Json(json!({ "error": why }))).into_response()
+}
+
+/// The page holds no data (it fetches it with the token the operator
+/// types), so it is served to anyone who can reach the port.
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+            ),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+/// Everything the page shows, as server-sent events: a `snapshot` event a
+/// second (mode, uptime, counters, clients).
+async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    let tick = tokio::time::interval(EVENTS_EVERY);
+    let stream = futures::stream::unfold((shared, tick), |(shared, mut tick)| async move {
+        tick.tick().await;
+        let snapshot = shared.source.snapshot().await;
+        let data = json!({
+            "mode": shared.source.mode(),
+            "uptime_seconds": shared.started.elapsed().as_secs_f64(),
+            "counters": snapshot.counters,
+            "clients": snapshot.clients,
+        });
+        let event = Event::default().event("snapshot").data(data.to_string());
+        Some((Ok::<_, std::convert::Infallible>(event), (shared, tick)))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn overview(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {

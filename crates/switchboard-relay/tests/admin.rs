@@ -203,3 +203,60 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
     assert_eq!(status, 403, "{body}");
     relay.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshots() {
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let admin = AdminServer::spawn(
+        AdminConfig::default(),
+        Arc::new(RelayAdmin::new(relay.clone())),
+    )
+    .await
+    .unwrap();
+    let (status, page) = http(&admin, "GET", "/", None, "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<canvas id=\"chart\"") && page.contains("id=\"clients\""));
+    // Nothing fetched from elsewhere: no CDN, no external script or style.
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "external references"
+    );
+    assert!(
+        !page.contains("innerHTML"),
+        "peer-chosen names go in as text"
+    );
+
+    let (_ann, ann_id) = native_client(relay.native_addr(), "ann").await;
+    let mut stream = tokio::net::TcpStream::connect(admin.local_addr())
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let snapshot = tokio::time::timeout(WAIT, async {
+        loop {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the stream ended: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if let Some(at) = seen.find("event: snapshot\ndata: ") {
+                let rest = &seen[at + "event: snapshot\ndata: ".len()..];
+                if let Some(end) = rest.find('\n') {
+                    return rest[..end].to_string();
+                }
+            }
+        }
+    })
+    .await
+    .expect("a snapshot within the wait");
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen
+        .to_lowercase()
+        .contains("content-type: text/event-stream"));
+    let snapshot: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    assert_eq!(snapshot["mode"], "relay");
+    assert_eq!(snapshot["clients"][0]["id"], ann_id.to_string());
+    relay.shutdown();
+}
