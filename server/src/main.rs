@@ -159,6 +159,8 @@ struct GameArgs {
     /// Seconds between heartbeats to the masters.
     #[arg(long, default_value_t = 60.0)]
     heartbeat_secs: f64,
+    #[command(flatten)]
+    admin: AdminArgs,
 }
 
 #[derive(Debug, Args)]
@@ -255,8 +257,28 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
-    switchboard::process::run_server(args.bind, args.port, config, logic, args.watch_stdin)
-        .map_err(|e| e.to_string())
+    let admin = args.admin;
+    switchboard::process::run_server_with(
+        args.bind,
+        args.port,
+        config,
+        logic,
+        args.watch_stdin,
+        move |handle| {
+            let source = switchboard_admin::ManagerAdmin::new("board", handle.clone());
+            tokio::spawn(async move {
+                match admin.start(std::sync::Arc::new(source)).await {
+                    // Kept for as long as the server runs.
+                    Ok(server) => {
+                        let _server = server;
+                        std::future::pending::<()>().await
+                    }
+                    Err(err) => tracing::error!(%err, "admin server not started"),
+                }
+            });
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The first line of a password file, without its line ending.

@@ -739,3 +739,41 @@ fn log_flood_by_join_and_leave_from_one_address_is_capped_and_others_are_still_l
     assert_eq!(net.log().len(), 21 + 3);
     assert_eq!(net.stats().logs_skipped_total, 180 + 7);
 }
+
+#[test]
+fn operator_kick_ends_the_session_the_others_are_told_and_the_client_does_not_come_back() {
+    let mut net = board(ManagerConfig::default());
+    let ann = net.join(named("ann"));
+    let bob = net.join(named("bob"));
+    heard(&mut net, ann);
+    let bob_id = net.client(bob).client_id().unwrap();
+    assert!(net.kick(bob_id, "be nice"));
+    // bob is told why and stays away (no reconnect), however long we wait.
+    let gone = heard(&mut net, bob);
+    assert_eq!(
+        gone.disconnected,
+        [DisconnectReason::ClosedByPeer {
+            code: CloseCode::KICKED,
+            reason: "be nice".into()
+        }]
+    );
+    net.advance(Duration::from_secs(5));
+    assert!(!net.client(bob).is_welcomed());
+    assert_eq!(net.stats().sessions, 1);
+    // ann hears that bob left, at once (not after a grace period).
+    let heard_by_ann = heard(&mut net, ann);
+    assert!(
+        heard_by_ann
+            .presence
+            .iter()
+            .any(|p| p.client == bob_id && p.status == "left"),
+        "{:?}",
+        heard_by_ann.presence
+    );
+    // Kicking someone not there does nothing.
+    assert!(!net.kick(bob_id, "again"));
+    assert!(net
+        .log()
+        .iter()
+        .any(|l| l.text.contains("kicked by the operator: be nice")));
+}

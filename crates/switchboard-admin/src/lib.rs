@@ -25,13 +25,16 @@
 //! | [`source`] | [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports |
 //! | [`metrics`] | the Prometheus text format |
 //! | [`server`] | [`AdminServer`], [`AdminConfig`]: routes, the token |
+//! | [`manager`] | [`ManagerAdmin`]: any `ServerManager` (the board game, a game's own server) as a source |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod manager;
 pub mod metrics;
 pub mod server;
 pub mod source;
 
+pub use manager::ManagerAdmin;
 pub use server::{AdminConfig, AdminError, AdminServer};
-pub use source::{AdminClient, AdminSource, Counter, CounterKind, Snapshot};
+pub use source::{AdminClient, AdminSource, Counter, CounterKind, Snapshot, Traffic};

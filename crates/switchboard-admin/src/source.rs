@@ -70,8 +70,30 @@ pub struct AdminClient {
     pub addr: Option<String>,
     /// Where it is: a zone, a room, a seat.
     pub place: Option<String>,
-    /// What it is: `native`, `json`, `bot`, ...
+    /// What it is: `native`, `json`, `bot`, `player`, ...
     pub kind: String,
+    /// Its traffic and timing, where the mode keeps them.
+    #[serde(flatten)]
+    pub traffic: Option<Traffic>,
+}
+
+/// A client's traffic and timing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Traffic {
+    /// Seconds since it connected.
+    pub connected_seconds: f64,
+    /// Seconds since it last sent anything.
+    pub idle_seconds: f64,
+    /// The last measured round trip, milliseconds.
+    pub rtt_ms: f64,
+    /// Messages received from it.
+    pub messages_in: u64,
+    /// Bytes received from it.
+    pub bytes_in: u64,
+    /// Messages sent to it.
+    pub messages_out: u64,
+    /// Bytes sent to it.
+    pub bytes_out: u64,
 }
 
 /// Whether a [`Counter`] only grows or goes up and down.

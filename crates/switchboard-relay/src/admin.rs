@@ -76,6 +76,7 @@ impl AdminSource for RelayAdmin {
                         (false, Link::Json) => "json",
                     }
                     .to_string(),
+                    traffic: None,
                 })
                 .collect();
             let counters = vec![

@@ -58,6 +58,7 @@ use crate::manager::{
     GameLogic, LogEntry, ManagerAction, ManagerConfig, ManagerCore, ManagerEvent,
 };
 use crate::message::{Action, Channel, Message};
+use crate::session::ClientId;
 use crate::socket::{CloseCode, DisconnectReason, IoFailure, PeerId, SocketEvent};
 use crate::ServerStats;
 
@@ -238,6 +239,17 @@ impl<L: GameLogic> Harness<L> {
                 .push_back(Delivery::ToServer(ManagerEvent::Received { peer, message }));
             self.settle();
         }
+    }
+
+    /// The operator kicks `client` ([`ManagerCore::kick`]); whether it was
+    /// connected. Everything it causes is delivered before this returns.
+    pub fn kick(&mut self, client: ClientId, reason: &str) -> bool {
+        let now = self.now;
+        let (kicked, actions) = self.server.kick(client, reason, now);
+        let actions: Vec<ManagerAction> = actions.collect();
+        self.route_server(actions);
+        self.settle();
+        kicked
     }
 
     /// The player leaves with a goodbye.

@@ -30,6 +30,7 @@ pub use logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKi
 pub use stats::{ClientStats, ServerStats};
 
 use crate::runtime;
+use crate::session::ClientId;
 use crate::socket::{BindScope, ServerStream};
 
 /// One line of the manager's log, as carried by [`ManagerHandle::log`]. The
@@ -63,8 +64,12 @@ pub struct ServerManager<L: GameLogic> {
 struct Control {
     shutdown: CancellationToken,
     stats_rx: mpsc::Receiver<oneshot::Sender<ServerStats>>,
+    kick_rx: mpsc::Receiver<Kick>,
     log: broadcast::Sender<LogEntry>,
 }
+
+/// The operator's kick: who, why, and the answer (whether it was there).
+type Kick = (ClientId, String, oneshot::Sender<bool>);
 
 /// A cloneable, `Send` handle to a running manager: its address, its stats,
 /// its log, and the way to stop it.
@@ -73,6 +78,7 @@ pub struct ManagerHandle {
     local_addr: SocketAddr,
     shutdown: CancellationToken,
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
+    kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
 }
 
@@ -93,11 +99,13 @@ impl<L: GameLogic> ServerManager<L> {
     pub fn new(server: ServerStream, config: ManagerConfig, logic: L) -> (Self, ManagerHandle) {
         let shutdown = CancellationToken::new();
         let (stats_tx, stats_rx) = mpsc::channel(16);
+        let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             shutdown: shutdown.clone(),
             stats_tx,
+            kick_tx,
             log: log.clone(),
         };
         let manager = Self {
@@ -107,6 +115,7 @@ impl<L: GameLogic> ServerManager<L> {
             control: Control {
                 shutdown,
                 stats_rx,
+                kick_rx,
                 log,
             },
         };
@@ -177,6 +186,23 @@ impl ManagerHandle {
                 .ok()
                 .flatten()
         })
+    }
+
+    /// Disconnects `client` for the operator: its session ends at once (the
+    /// game hears it leave) and its connection is closed with code 4000 and
+    /// `reason`, which its client does not reconnect after. `false` if it
+    /// is not connected (or the manager has stopped).
+    pub async fn kick(&self, client: ClientId, reason: &str) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self
+            .kick_tx
+            .send((client, reason.to_string(), tx))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        rx.await.unwrap_or(false)
     }
 
     /// The manager's log from now on. A receiver that falls more than 256

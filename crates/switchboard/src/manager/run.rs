@@ -66,6 +66,11 @@ impl<L: GameLogic> Runner<L> {
                     }
                     None => break,
                 },
+                Some((client, reason, reply)) = self.control.kick_rx.recv() => {
+                    let (kicked, actions) = self.core.kick(client, &reason, now());
+                    carry_out(&self.handle, &self.control, &mut self.pacer, actions);
+                    let _ = reply.send(kicked);
+                }
                 Some(reply) = self.control.stats_rx.recv() => {
                     let handle = &self.handle;
                     let _ = reply.send(self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats())));

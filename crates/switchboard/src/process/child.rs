@@ -76,6 +76,20 @@ pub fn run_server<L: GameLogic>(
     logic: L,
     watch_stdin: bool,
 ) -> std::io::Result<()> {
+    run_server_with(scope, port, config, logic, watch_stdin, |_| {})
+}
+
+/// [`run_server`], calling `started` with the manager's handle once it
+/// listens and its ready line is out, inside the server's runtime (it may
+/// spawn tasks there: an admin server, say).
+pub fn run_server_with<L: GameLogic>(
+    scope: BindScope,
+    port: u16,
+    config: ManagerConfig,
+    logic: L,
+    watch_stdin: bool,
+    started: impl FnOnce(&crate::manager::ManagerHandle),
+) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("switchboard-server")
@@ -92,6 +106,7 @@ pub fn run_server<L: GameLogic>(
             writeln!(stdout, "{}", ready_line(handle.local_addr().port()))?;
             stdout.flush()?;
         }
+        started(&handle);
         let signals = stop.clone();
         tokio::spawn(async move {
             wait_for_signal().await;

@@ -22,7 +22,9 @@ mod parent;
 
 #[cfg(feature = "stderr-log")]
 pub use child::init_stderr_logging;
-pub use child::{run_server, serve_if_child, serve_if_child_with, wait_for_signal};
+pub use child::{
+    run_server, run_server_with, serve_if_child, serve_if_child_with, wait_for_signal,
+};
 pub use parent::{LocalServer, LocalServerOptions, ServerProgram, SpawnError};
 
 use crate::PROTOCOL_VERSION;

@@ -255,6 +255,34 @@ impl<L: GameLogic> ManagerCore<L> {
         self.actions.drain(..)
     }
 
+    /// The operator disconnects `client`: its session ends at once (the
+    /// game hears it leave, the others as the game tells them) and its
+    /// connection is closed with [`CloseCode::KICKED`] and `reason`.
+    /// `false` (and nothing done) if it is not connected.
+    pub fn kick(
+        &mut self,
+        client: ClientId,
+        reason: &str,
+        now: Instant,
+    ) -> (bool, std::vec::Drain<'_, ManagerAction>) {
+        let peer = self.sessions.get(client).and_then(|s| s.peer());
+        let Some(session) = peer.and_then(|peer| self.sessions.leave(peer)) else {
+            return (false, self.actions.drain(..));
+        };
+        let peer = peer.expect("a session left by its peer");
+        let text = format!(
+            "{} kicked by the operator: {}",
+            session.id,
+            reason.escape_debug()
+        );
+        self.peer_log(peer, LogLevel::Warn, text, now);
+        self.close(peer, CloseCode::KICKED, reason);
+        let mut out = Outbox::default();
+        self.logic.on_leave(session.id, &mut out);
+        self.dispatch(out);
+        (true, self.actions.drain(..))
+    }
+
     /// Sends updates from outside a request (an operator's broadcast, a
     /// change made through [`logic_mut`](Self::logic_mut)).
     pub fn broadcast(&mut self, out: Outbox) -> std::vec::Drain<'_, ManagerAction> {

@@ -1,0 +1,170 @@
+//! [`ManagerAdmin`]: a running `ServerManager` as an [`AdminSource`]:
+//! its clients with their traffic, its counters, the operator's kick.
+
+use switchboard::manager::ManagerHandle;
+use switchboard::session::ClientId;
+
+use crate::source::{AdminClient, AdminSource, BoxFuture, Counter, Snapshot, Traffic};
+
+/// A server manager (any `GameLogic`) seen by its admin server.
+#[derive(Debug, Clone)]
+pub struct ManagerAdmin {
+    mode: &'static str,
+    handle: ManagerHandle,
+}
+
+impl ManagerAdmin {
+    /// The manager behind `handle`, shown as `mode` (`board`, the game's
+    /// name).
+    pub fn new(mode: &'static str, handle: ManagerHandle) -> Self {
+        Self { mode, handle }
+    }
+}
+
+impl AdminSource for ManagerAdmin {
+    fn mode(&self) -> &'static str {
+        self.mode
+    }
+
+    fn snapshot(&self) -> BoxFuture<'_, Snapshot> {
+        Box::pin(async move {
+            let Some(stats) = self.handle.stats().await else {
+                return Snapshot::default();
+            };
+            let clients = stats
+                .clients
+                .iter()
+                .map(|c| AdminClient {
+                    id: c.id.to_string(),
+                    name: c.name.clone(),
+                    addr: Some(c.addr.to_string()),
+                    place: None,
+                    kind: "player".into(),
+                    traffic: Some(Traffic {
+                        connected_seconds: c.connected_for.as_secs_f64(),
+                        idle_seconds: c.idle_for.as_secs_f64(),
+                        rtt_ms: c.rtt_micros as f64 / 1000.0,
+                        messages_in: c.messages_in,
+                        bytes_in: c.bytes_in,
+                        messages_out: c.messages_out,
+                        bytes_out: c.bytes_out,
+                    }),
+                })
+                .collect::<Vec<_>>();
+            let mut counters = vec![
+                Counter::gauge(
+                    "switchboard_clients",
+                    "Clients connected now.",
+                    clients.len() as f64,
+                ),
+                Counter::gauge(
+                    "switchboard_sessions",
+                    "Sessions now, those in their grace period included.",
+                    stats.sessions as f64,
+                ),
+                Counter::total(
+                    "switchboard_connections_total",
+                    "Connections accepted.",
+                    stats.connections_total,
+                ),
+                Counter::total(
+                    "switchboard_joins_total",
+                    "New sessions.",
+                    stats.joins_total,
+                ),
+                Counter::total(
+                    "switchboard_resumes_total",
+                    "Sessions resumed after a reconnect.",
+                    stats.resumes_total,
+                ),
+                Counter::total(
+                    "switchboard_refused_total",
+                    "Hellos refused.",
+                    stats.refused_total,
+                ),
+                Counter::total(
+                    "switchboard_evicted_total",
+                    "Offline sessions that gave way to a newcomer.",
+                    stats.evicted_total,
+                ),
+                Counter::total(
+                    "switchboard_requests_total",
+                    "Requests, by verdict.",
+                    stats.accepted_total,
+                )
+                .with_label("verdict", "accepted"),
+                Counter::total(
+                    "switchboard_requests_total",
+                    "Requests, by verdict.",
+                    stats.rejected_total,
+                )
+                .with_label("verdict", "rejected"),
+                Counter::total(
+                    "switchboard_errors_total",
+                    "Messages answered with an error.",
+                    stats.errors_total,
+                ),
+                Counter::total(
+                    "switchboard_rate_limited_total",
+                    "Messages dropped over a client's rate.",
+                    stats.rate_limited_total,
+                ),
+                Counter::total(
+                    "switchboard_logs_skipped_total",
+                    "Log lines about peers skipped by the per-address limit.",
+                    stats.logs_skipped_total,
+                ),
+            ];
+            let traffic = |f: fn(&Traffic) -> u64| -> u64 {
+                clients
+                    .iter()
+                    .filter_map(|c| c.traffic.as_ref())
+                    .map(f)
+                    .sum()
+            };
+            counters.extend([
+                Counter::gauge(
+                    "switchboard_connected_messages_in",
+                    "Messages received from the clients connected now.",
+                    traffic(|t| t.messages_in) as f64,
+                ),
+                Counter::gauge(
+                    "switchboard_connected_bytes_in",
+                    "Bytes received from the clients connected now.",
+                    traffic(|t| t.bytes_in) as f64,
+                ),
+                Counter::gauge(
+                    "switchboard_connected_messages_out",
+                    "Messages sent to the clients connected now.",
+                    traffic(|t| t.messages_out) as f64,
+                ),
+                Counter::gauge(
+                    "switchboard_connected_bytes_out",
+                    "Bytes sent to the clients connected now.",
+                    traffic(|t| t.bytes_out) as f64,
+                ),
+            ]);
+            // The reasons are the kinds of `DisconnectReason`: a bounded set.
+            for (reason, count) in &stats.disconnects {
+                counters.push(
+                    Counter::total(
+                        "switchboard_disconnects_total",
+                        "Connections ended, by reason.",
+                        *count,
+                    )
+                    .with_label("reason", reason),
+                );
+            }
+            Snapshot { clients, counters }
+        })
+    }
+
+    fn kick(&self, id: String, reason: String) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match id.parse() {
+                Ok(uuid) => self.handle.kick(ClientId(uuid), &reason).await,
+                Err(_) => false,
+            }
+        })
+    }
+}
