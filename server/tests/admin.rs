@@ -173,6 +173,17 @@ fn board_process_admin_shows_a_player_with_its_traffic_and_kicks_it_for_good() {
     );
     let (_, clients) = get(&admin, "/api/clients");
     assert_eq!(clients, "[]");
+    // The log tail has it all, and filters.
+    let (status, log) = get(&admin, "/api/log");
+    assert_eq!(status, 200);
+    assert!(log.contains("joined as \\\"ann\\\""), "{log}");
+    let (_, warnings) = get(&admin, "/api/log?level=warn&q=kicked");
+    let warnings: serde_json::Value = serde_json::from_str(&warnings).unwrap();
+    assert_eq!(warnings.as_array().unwrap().len(), 1, "{warnings}");
+    assert!(warnings[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("kicked by the operator: be nice"));
     child.kill().unwrap();
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -9,6 +9,7 @@
 //! | `GET /` | the page: overview, chart, clients, controls (no data in it) | no |
 //! | `GET /api/events` | the same, live: a `snapshot` server-sent event a second | on loopback: no; elsewhere: yes |
 //! | `GET /api/overview` | mode, uptime, clients, counters | likewise |
+//! | `GET /api/log?level=warn&q=text` | the mode's latest log lines, filtered | likewise |
 //! | `GET /api/clients` | every client: id, name, address, place, ... | likewise |
 //! | `POST /api/clients/{id}/kick` | disconnects a client (JSON body `{"reason": "..."}`) | always |
 //! | `POST /api/notice`, `POST` / `DELETE /api/bots` | a notice to every client; bots started, removed | always |
@@ -37,4 +38,4 @@ pub mod source;
 
 pub use manager::ManagerAdmin;
 pub use server::{AdminConfig, AdminError, AdminServer};
-pub use source::{AdminClient, AdminSource, Counter, CounterKind, Snapshot, Traffic};
+pub use source::{AdminClient, AdminSource, Counter, CounterKind, LogLine, Snapshot, Traffic};

@@ -1,23 +1,60 @@
 //! [`ManagerAdmin`]: a running `ServerManager` as an [`AdminSource`]:
 //! its clients with their traffic, its counters, the operator's kick.
 
-use switchboard::manager::ManagerHandle;
-use switchboard::session::ClientId;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use crate::source::{AdminClient, AdminSource, BoxFuture, Counter, Snapshot, Traffic};
+use switchboard::manager::{LogLevel, ManagerHandle};
+use switchboard::session::ClientId;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::source::{AdminClient, AdminSource, BoxFuture, Counter, LogLine, Snapshot, Traffic};
+
+/// Log lines a [`ManagerAdmin`] keeps.
+pub const LOG_LINES: usize = 500;
 
 /// A server manager (any `GameLogic`) seen by its admin server.
 #[derive(Debug, Clone)]
 pub struct ManagerAdmin {
     mode: &'static str,
     handle: ManagerHandle,
+    log: Arc<Mutex<VecDeque<LogLine>>>,
 }
 
 impl ManagerAdmin {
     /// The manager behind `handle`, shown as `mode` (`board`, the game's
-    /// name).
+    /// name). Its log's latest [`LOG_LINES`] lines are kept from now on, by
+    /// a task on the current tokio runtime.
     pub fn new(mode: &'static str, handle: ManagerHandle) -> Self {
-        Self { mode, handle }
+        let log = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_LINES)));
+        let (mut lines, kept, started) = (handle.log(), log.clone(), Instant::now());
+        tokio::spawn(async move {
+            loop {
+                let (level, text) = match lines.recv().await {
+                    Ok(entry) => {
+                        let level = match entry.level {
+                            LogLevel::Info => "info",
+                            LogLevel::Warn => "warn",
+                        };
+                        (level, entry.text)
+                    }
+                    Err(RecvError::Lagged(n)) => ("warn", format!("({n} log lines missed)")),
+                    Err(RecvError::Closed) => break,
+                };
+                let line = LogLine {
+                    at_seconds: started.elapsed().as_secs_f64(),
+                    level,
+                    text,
+                };
+                let mut kept = kept.lock().expect("log lock");
+                if kept.len() == LOG_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
+        Self { mode, handle, log }
     }
 }
 
@@ -157,6 +194,10 @@ impl AdminSource for ManagerAdmin {
             }
             Snapshot { clients, counters }
         })
+    }
+
+    fn log(&self) -> Vec<LogLine> {
+        self.log.lock().expect("log lock").iter().cloned().collect()
     }
 
     fn kick(&self, id: String, reason: String) -> BoxFuture<'_, bool> {

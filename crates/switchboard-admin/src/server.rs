@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -117,6 +117,7 @@ impl AdminServer {
             .route("/api/overview", get(overview))
             .route("/api/clients", get(clients))
             .route("/api/clients/{id}/kick", post(kick))
+            .route("/api/log", get(log))
             .route("/api/notice", post(notice))
             .route("/api/bots", post(spawn_bots).delete(remove_bots))
             .route("/metrics", get(prometheus))
@@ -376,4 +377,34 @@ async fn remove_bots(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         return response;
     }
     Json(json!({ "removed": shared.source.remove_bots().await })).into_response()
+}
+
+#[derive(Deserialize)]
+struct LogQuery {
+    /// `warn`: warnings only.
+    #[serde(default)]
+    level: Option<String>,
+    /// Lines containing this (case-insensitive).
+    #[serde(default)]
+    q: Option<String>,
+}
+
+async fn log(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<LogQuery>,
+) -> Response {
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    let warn_only = query.level.as_deref() == Some("warn");
+    let needle = query.q.unwrap_or_default().to_lowercase();
+    let lines: Vec<_> = shared
+        .source
+        .log()
+        .into_iter()
+        .filter(|l| !warn_only || l.level == "warn")
+        .filter(|l| needle.is_empty() || l.text.to_lowercase().contains(&needle))
+        .collect();
+    Json(lines).into_response()
 }

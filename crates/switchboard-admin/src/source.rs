@@ -48,6 +48,23 @@ pub trait AdminSource: Send + Sync + 'static {
     fn remove_bots(&self) -> BoxFuture<'_, usize> {
         Box::pin(async { 0 })
     }
+
+    /// The latest lines of the mode's log, oldest first (empty for a mode
+    /// that keeps none).
+    fn log(&self) -> Vec<LogLine> {
+        Vec::new()
+    }
+}
+
+/// One line of a mode's log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogLine {
+    /// Seconds since the admin view started.
+    pub at_seconds: f64,
+    /// `info` or `warn`.
+    pub level: &'static str,
+    /// The text (peer-chosen strings in it are escaped by the server).
+    pub text: String,
 }
 
 /// What a mode reports at one moment.
