@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 
 use common::{next_socket_event, WAIT};
-use support::{at, native_client, until_in_zone};
+use support::{at, native_client, relay_with_admin, until_in_zone};
 use switchboard::{BindScope, CloseCode, DisconnectReason, SocketEvent};
 use switchboard_admin::{AdminConfig, AdminServer};
 use switchboard_relay::{self as relay, RelayAction, RelayAdmin, RelayConfig};
@@ -46,14 +46,7 @@ async fn http(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
-    let config = AdminConfig {
-        token: Some("s3cret".into()),
-        ..AdminConfig::default()
-    };
-    let admin = AdminServer::spawn(config, Arc::new(RelayAdmin::new(relay.clone())))
-        .await
-        .unwrap();
+    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
     let (mut ann, ann_id) = native_client(relay.native_addr(), "ann").await;
     ann.send(&at("hall", 1.0)).unwrap();
     until_in_zone(&relay, "hall", 1).await;
@@ -118,14 +111,7 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_spawns_bots_with_a_script_sends_a_notice_and_removes_the_bots() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
-    let config = AdminConfig {
-        token: Some("s3cret".into()),
-        ..AdminConfig::default()
-    };
-    let admin = AdminServer::spawn(config, Arc::new(RelayAdmin::new(relay.clone())))
-        .await
-        .unwrap();
+    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
     let (mut ann, _) = native_client(relay.native_addr(), "ann").await;
     ann.send(&at("hall", 1.0)).unwrap();
     until_in_zone(&relay, "hall", 1).await;
@@ -206,13 +192,7 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshots() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
-    let admin = AdminServer::spawn(
-        AdminConfig::default(),
-        Arc::new(RelayAdmin::new(relay.clone())),
-    )
-    .await
-    .unwrap();
+    let (relay, admin) = relay_with_admin(None).await;
     let (status, page) = http(&admin, "GET", "/", None, "").await;
     assert_eq!(status, 200);
     assert!(page.contains("<canvas id=\"chart\"") && page.contains("id=\"clients\""));

@@ -9,14 +9,10 @@ mod common;
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::native_client;
-use switchboard::BindScope;
-use switchboard_admin::{AdminConfig, AdminServer};
-use switchboard_relay::{self as relay, RelayAdmin, RelayConfig};
+use support::{native_client, relay_with_admin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A chromedriver process and one headless Chromium session in it.
@@ -213,14 +209,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
-    let config = AdminConfig {
-        token: Some("s3cret".into()),
-        ..AdminConfig::default()
-    };
-    let admin = AdminServer::spawn(config, Arc::new(RelayAdmin::new(relay.clone())))
-        .await
-        .unwrap();
+    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
     let browser = Browser::start().await;
     let url = format!("http://{}/", admin.local_addr());
     browser

@@ -104,3 +104,25 @@ pub fn at(zone: &str, x: f32) -> Message {
     };
     Message::new(RelayChannel, RelayAction::Transform, &transform).unwrap()
 }
+
+/// A relay on loopback and its admin server (on loopback, with `token` if
+/// given).
+pub async fn relay_with_admin(
+    token: Option<&str>,
+) -> (relay::RelayHandle, switchboard_admin::AdminServer) {
+    let relay = relay::RelayServer::spawn(
+        switchboard::BindScope::Loopback,
+        0,
+        relay::RelayConfig::default(),
+    )
+    .unwrap();
+    let config = switchboard_admin::AdminConfig {
+        token: token.map(str::to_string),
+        ..switchboard_admin::AdminConfig::default()
+    };
+    let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
+    let admin = switchboard_admin::AdminServer::spawn(config, source)
+        .await
+        .unwrap();
+    (relay, admin)
+}
