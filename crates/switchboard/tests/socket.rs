@@ -150,8 +150,12 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
         // Keep the healthy reader's queue well under its 256 KiB limit,
         // however loaded the machine is; the stalled peer never drains, and
         // its queue fills.
-        let healthy = handle.peer(reader_id).unwrap();
-        while healthy.stats().queued_bytes > 96 * 1024 {
+        // (Gone once the reader has all 2,000 and hangs up: it may be done
+        // before the last broadcast's check.)
+        while handle
+            .peer(reader_id)
+            .is_some_and(|healthy| healthy.stats().queued_bytes > 96 * 1024)
+        {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, server.next_event()).await
@@ -425,6 +429,16 @@ async fn full_server_tells_the_extra_client_why() {
     let server = start_server(config);
     let mut first = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut first).await;
+    // The client is connected once it has the server's hello; the server
+    // counts it once it has the client's. Only then is the server full.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.handle().peers().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server counts the first"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut second = SocketStream::connect(server.local_addr(), SocketConfig::default());
     let reason = expect_disconnected(&mut second).await;
     assert!(
