@@ -68,7 +68,7 @@ pub fn serve_if_child_with<L: GameLogic>(
 /// or, when `watch_stdin` is set, EOF or a `shutdown` line on stdin (how a
 /// parent stops its child, and how a child notices its parent died). Prints
 /// the ready line on stdout once it listens. Installs no log subscriber:
-/// the program chooses ([`init_stderr_logging`] is one).
+/// the program chooses (`init_stderr_logging`, behind the `stderr-log` feature, is one).
 pub fn run_server<L: GameLogic>(
     scope: BindScope,
     port: u16,
