@@ -98,6 +98,14 @@ fn relay_process_serves_its_admin_api_and_metrics_on_the_port_asked() {
         "{body}"
     );
     assert!(body.contains("switchboard_relay_players 0\n"), "{body}");
+    assert!(
+        body.contains("# TYPE process_resident_memory_bytes gauge\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("# TYPE process_cpu_seconds_total counter\n"),
+        "{body}"
+    );
     let (status, body) = get(&relay.admin, "/api/overview");
     assert_eq!(status, 200);
     assert!(body.contains("\"mode\":\"relay\""), "{body}");

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::source::{CounterKind, Snapshot};
+use crate::source::{Counter, CounterKind, Snapshot};
 
 /// `snapshot`'s counters as Prometheus text, plus `switchboard_up` and
 /// `switchboard_uptime_seconds` labelled with the mode. Metrics of one name
@@ -54,6 +54,45 @@ pub fn render(mode: &str, uptime_seconds: f64, snapshot: &Snapshot) -> String {
     out
 }
 
+/// The serving process's own counters, by Prometheus' standard names:
+/// `process_cpu_seconds_total` and `process_resident_memory_bytes` (read
+/// from `/proc` on Linux; nothing elsewhere).
+pub fn process_counters() -> Vec<Counter> {
+    let mut counters = Vec::new();
+    let ticks_per_second = 100.0; // USER_HZ, 100 on every Linux
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+        if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
+            let mut cpu = Counter::total(
+                "process_cpu_seconds_total",
+                "User and system CPU time of the server's process, in seconds.",
+                0,
+            );
+            cpu.value = (user + system) / ticks_per_second;
+            counters.push(cpu);
+        }
+    }
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        let rss_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok());
+        if let Some(kib) = rss_kib {
+            counters.push(Counter::gauge(
+                "process_resident_memory_bytes",
+                "Resident memory of the server's process, in bytes.",
+                kib * 1024.0,
+            ));
+        }
+    }
+    counters
+}
+
 /// A label value as the format wants it: backslash, quote and newline
 /// escaped.
 fn escape(value: &str) -> String {
@@ -66,7 +105,6 @@ fn escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::Counter;
 
     #[test]
     fn counters_are_grouped_by_name_with_escaped_labels() {
@@ -84,5 +122,13 @@ mod tests {
         assert!(text.contains("x_total{reason=\"a \\\"b\\\"\\n\"} 4\n"));
         assert!(text.contains("# TYPE y gauge\ny 1.5\n"));
         assert!(text.contains("switchboard_up{mode=\"relay\"} 1\n"));
+    }
+
+    #[test]
+    fn the_process_reports_its_cpu_and_memory() {
+        let counters = process_counters();
+        let value = |name: &str| counters.iter().find(|c| c.name == name).map(|c| c.value);
+        assert!(value("process_resident_memory_bytes").is_some_and(|v| v > 1e6));
+        assert!(value("process_cpu_seconds_total").is_some_and(|v| v >= 0.0));
     }
 }

@@ -160,6 +160,13 @@ enum Access {
 }
 
 impl Shared {
+    /// The mode's snapshot, with the process's CPU and memory added.
+    async fn snapshot(&self) -> crate::source::Snapshot {
+        let mut snapshot = self.source.snapshot().await;
+        snapshot.counters.extend(metrics::process_counters());
+        snapshot
+    }
+
     /// Whether `headers` carry the token (compared in constant time).
     fn has_token(&self, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else {
@@ -224,7 +231,7 @@ async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     let tick = tokio::time::interval(EVENTS_EVERY);
     let stream = futures::stream::unfold((shared, tick), |(shared, mut tick)| async move {
         tick.tick().await;
-        let snapshot = shared.source.snapshot().await;
+        let snapshot = shared.snapshot().await;
         let data = json!({
             "mode": shared.source.mode(),
             "uptime_seconds": shared.started.elapsed().as_secs_f64(),
@@ -243,7 +250,7 @@ async fn overview(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Resp
     if let Access::Refused(response) = shared.read(&headers) {
         return response;
     }
-    let snapshot = shared.source.snapshot().await;
+    let snapshot = shared.snapshot().await;
     Json(json!({
         "mode": shared.source.mode(),
         "uptime_seconds": shared.started.elapsed().as_secs_f64(),
@@ -298,7 +305,7 @@ async fn prometheus(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Re
     if let Access::Refused(response) = shared.read(&headers) {
         return response;
     }
-    let snapshot = shared.source.snapshot().await;
+    let snapshot = shared.snapshot().await;
     let uptime = shared.started.elapsed().as_secs_f64();
     let text = metrics::render(shared.source.mode(), uptime, &snapshot);
     (
