@@ -759,7 +759,13 @@ fn operator_kick_ends_the_session_the_others_are_told_and_the_client_does_not_co
     );
     net.advance(Duration::from_secs(5));
     assert!(!net.client(bob).is_welcomed());
-    assert_eq!(net.stats().sessions, 1);
+    let stats = net.stats();
+    assert_eq!(stats.sessions, 1);
+    assert!(
+        stats.clients.iter().all(|c| c.id != bob_id),
+        "{:?}",
+        stats.clients
+    );
     // ann hears that bob left, at once (not after a grace period).
     let heard_by_ann = heard(&mut net, ann);
     assert!(

@@ -270,6 +270,12 @@ impl<L: GameLogic> ManagerCore<L> {
             return (false, self.actions.drain(..));
         };
         let peer = peer.expect("a session left by its peer");
+        // The connection is no one's any more while it closes: not listed,
+        // and its end changes nothing.
+        if let Some(state) = self.peers.get_mut(&peer) {
+            state.client = None;
+            state.closing = true;
+        }
         let text = format!(
             "{} kicked by the operator: {}",
             session.id,
