@@ -15,9 +15,15 @@ use crate::server::RelayHandle;
 #[derive(Debug)]
 pub struct RelayAdmin {
     relay: RelayHandle,
-    bots: Mutex<Vec<Bot>>,
-    /// Bots started so far (their names count on).
-    started: Mutex<usize>,
+    bots: Mutex<Bots>,
+}
+
+/// The operator's bots: those running, and how many were ever started
+/// (their names count on).
+#[derive(Debug, Default)]
+struct Bots {
+    running: Vec<Bot>,
+    started: usize,
 }
 
 impl RelayAdmin {
@@ -25,8 +31,7 @@ impl RelayAdmin {
     pub fn new(relay: RelayHandle) -> Self {
         Self {
             relay,
-            bots: Mutex::new(Vec::new()),
-            started: Mutex::new(0),
+            bots: Mutex::default(),
         }
     }
 }
@@ -138,19 +143,19 @@ impl AdminSource for RelayAdmin {
             let script = script(&script_name)
                 .ok_or_else(|| format!("no script {script_name:?}; scripts: {SCRIPTS}"))?;
             let mut bots = self.bots.lock().expect("bots lock");
-            bots.retain(Bot::is_running);
-            if bots.len() + count > MAX_ADMIN_BOTS {
+            bots.running.retain(Bot::is_running);
+            if bots.running.len() + count > MAX_ADMIN_BOTS {
                 return Err(format!(
                     "{} bots run already; at most {MAX_ADMIN_BOTS}",
-                    bots.len()
+                    bots.running.len()
                 ));
             }
             let zone = place.unwrap_or_else(|| "lobby".into());
-            let mut started = self.started.lock().expect("started lock");
             for _ in 0..count {
-                *started += 1;
-                let config = BotConfig::new(&format!("bot-{}", *started), &zone);
-                bots.push(Bot::spawn(self.relay.native_addr(), config, script.clone()));
+                bots.started += 1;
+                let config = BotConfig::new(&format!("bot-{}", bots.started), &zone);
+                let bot = Bot::spawn(self.relay.native_addr(), config, script.clone());
+                bots.running.push(bot);
             }
             Ok(count)
         })
@@ -158,7 +163,7 @@ impl AdminSource for RelayAdmin {
 
     fn remove_bots(&self) -> BoxFuture<'_, usize> {
         Box::pin(async move {
-            let bots = std::mem::take(&mut *self.bots.lock().expect("bots lock"));
+            let bots = std::mem::take(&mut self.bots.lock().expect("bots lock").running);
             for bot in &bots {
                 bot.stop();
             }

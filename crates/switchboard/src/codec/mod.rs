@@ -180,6 +180,15 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), ContentError> {
+    encode_value_onto(value, out)
+}
+
+/// Appends the bincode encoding of a serde value to any buffer (a `Vec`, an
+/// outbound queue's `BytesMut` tail).
+pub(crate) fn encode_value_onto<T: Serialize + ?Sized, B: BufMut>(
+    value: &T,
+    out: &mut B,
+) -> Result<(), ContentError> {
     bincode::serde::encode_into_writer(value, AppendTo(out), bincode_config()).map_err(|err| {
         ContentError::Encode {
             type_name: std::any::type_name::<T>(),
@@ -188,39 +197,26 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
     })
 }
 
-/// Appends the bincode encoding of a serde value to a `BytesMut` (an
-/// outbound queue's tail).
-pub(crate) fn encode_value_onto<T: Serialize + ?Sized>(
-    value: &T,
-    out: &mut BytesMut,
-) -> Result<(), ContentError> {
-    bincode::serde::encode_into_writer(value, AppendToBytes(out), bincode_config()).map_err(|err| {
-        ContentError::Encode {
-            type_name: std::any::type_name::<T>(),
-            reason: err.to_string(),
-        }
-    })
-}
+/// bincode's writer for a buffer it appends to: no `io::Write` and no byte
+/// count in between, one `put_slice` per field.
+struct AppendTo<'a, B>(&'a mut B);
 
-struct AppendToBytes<'a>(&'a mut BytesMut);
-
-impl bincode::enc::write::Writer for AppendToBytes<'_> {
+impl<B: BufMut> bincode::enc::write::Writer for AppendTo<'_, B> {
     #[inline(always)]
     fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
-        self.0.extend_from_slice(bytes);
+        self.0.put_slice(bytes);
         Ok(())
     }
 }
 
-/// bincode's writer for a `Vec` it appends to: no `io::Write` and no byte
-/// count in between, one `extend_from_slice` per field.
-struct AppendTo<'a>(&'a mut Vec<u8>);
-
-impl bincode::enc::write::Writer for AppendTo<'_> {
-    #[inline(always)]
-    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
-        self.0.extend_from_slice(bytes);
-        Ok(())
+/// Appends a `u16` as bincode's varint: one byte below 251, else 251 and
+/// two bytes little-endian (what the envelope's ids are).
+pub(crate) fn put_varint_u16<B: BufMut>(buf: &mut B, value: u16) {
+    if value < 251 {
+        buf.put_u8(value as u8);
+    } else {
+        buf.put_u8(251);
+        buf.put_u16_le(value);
     }
 }
 
@@ -272,14 +268,7 @@ pub fn encode_frame(payload: &[u8], config: &CodecConfig) -> Result<Bytes, Frame
 /// already starts with [`HEADER_LEN`] placeholder bytes. Saves a copy of the
 /// payload when it goes uncompressed.
 pub fn encode_frame_in_place(mut buf: Vec<u8>, config: &CodecConfig) -> Result<Bytes, FrameError> {
-    let payload_len = buf.len() - HEADER_LEN;
-    if payload_len >= config.compress_threshold {
-        if let Some(frame) = try_compressed_frame(&buf[HEADER_LEN..], config) {
-            return check_outgoing_len(frame, config);
-        }
-    }
-    write_header(&mut buf[..HEADER_LEN], payload_len, 0);
-    check_outgoing_len(Bytes::from(buf), config)
+    Ok(finish_frame(&mut buf, config)?.unwrap_or_else(|| Bytes::from(buf)))
 }
 
 /// Finishes a frame built in `buf` ([`HEADER_LEN`] placeholder bytes, then
@@ -322,7 +311,7 @@ fn put_header(buf: &mut BytesMut, payload_len: usize, flags: u8) {
     buf.put_u8(flags);
 }
 
-fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
+pub(crate) fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
     header[..4].copy_from_slice(&((body_len + 1) as u32).to_be_bytes());
     header[4] = flags;
 }

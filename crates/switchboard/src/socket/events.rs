@@ -116,8 +116,7 @@ impl Credit {
     pub(crate) async fn acquire(&self, bytes: u64) {
         loop {
             let room = self.room.notified();
-            if self.queued.load(Ordering::Acquire) < self.budget {
-                self.queued.fetch_add(bytes, Ordering::AcqRel);
+            if self.try_acquire(bytes) {
                 return;
             }
             room.await;

@@ -52,34 +52,13 @@ fn build<R>(
 ) -> Result<R, SendError> {
     buf.clear();
     buf.extend_from_slice(&[0; codec::HEADER_LEN]);
-    put_varint_u16(buf, channel);
-    put_varint_u16(buf, action);
+    codec::put_varint_u16(buf, channel);
+    codec::put_varint_u16(buf, action);
     content(buf)?;
     match codec::finish_frame(buf, config)? {
         Some(compressed) => then(Frame::Shared(&compressed)),
         None => then(Frame::Borrowed(buf)),
     }
-}
-
-/// A `u16` as bincode's varint: one byte below 251, else 251 and two bytes
-/// little-endian (what `Message::encode` writes for the ids).
-fn varint_u16(value: u16) -> ([u8; 3], usize) {
-    let [low, high] = value.to_le_bytes();
-    if value < 251 {
-        ([low, 0, 0], 1)
-    } else {
-        ([251, low, high], 3)
-    }
-}
-
-fn put_varint_u16(buf: &mut Vec<u8>, value: u16) {
-    let (bytes, len) = varint_u16(value);
-    buf.extend_from_slice(&bytes[..len]);
-}
-
-fn put_varint_u16_onto(buf: &mut BytesMut, value: u16) {
-    let (bytes, len) = varint_u16(value);
-    buf.extend_from_slice(&bytes[..len]);
 }
 
 /// One frame to queue: bytes shared with other queues (a message encoded
@@ -229,8 +208,8 @@ impl OutQueue {
         }
         let start = self.tail.len();
         self.tail.extend_from_slice(&[0; codec::HEADER_LEN]);
-        put_varint_u16_onto(&mut self.tail, channel);
-        put_varint_u16_onto(&mut self.tail, action);
+        codec::put_varint_u16(&mut self.tail, channel);
+        codec::put_varint_u16(&mut self.tail, action);
         if let Err(err) = content(&mut self.tail) {
             self.tail.truncate(start);
             return Err(err);
@@ -241,7 +220,7 @@ impl OutQueue {
             self.tail.truncate(start);
             return Ok(None);
         }
-        self.tail[start..start + 4].copy_from_slice(&((payload + 1) as u32).to_be_bytes());
+        codec::write_header(&mut self.tail[start..start + codec::HEADER_LEN], payload, 0);
         self.tail_frames += 1;
         self.frames += 1;
         self.bytes += len;
