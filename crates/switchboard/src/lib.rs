@@ -98,7 +98,8 @@ pub use signal::{Connection, ScopedConnection, Signal};
 pub use socket::{
     BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming,
     IoFailure, PeerId, SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream,
-    SocketConfig, SocketError, SocketEvent, SocketHandle, SocketState, SocketStream,
+    SocketConfig, SocketError, SocketEvent, SocketHandle, SocketState, SocketStream, WebPage,
+    WebSocketConfig,
 };
 
 /// The protocol version this build speaks; both ends must match.

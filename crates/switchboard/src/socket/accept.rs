@@ -5,13 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
 use super::gate::address_key;
 use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
+use super::websocket::{self, Accepted, WebSocketConfig};
 use super::{CloseCode, DisconnectReason, SocketHandle};
 
 /// A peer's connection event as the server reports it.
@@ -41,10 +42,21 @@ impl Drop for Leave {
     }
 }
 
+/// What a listener's connections speak.
+pub(super) enum Transport {
+    /// Frames straight on TCP.
+    Tcp,
+    /// An HTTP upgrade to a WebSocket, then frames in binary messages.
+    WebSocket(Arc<WebSocketConfig>),
+}
+
+/// Accepts connections on `listener` until the server shuts down. A server
+/// runs one loop per listener; they share its peer table and its limits.
 pub(super) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
     events: mpsc::Sender<Batch<ServerEvent>>,
+    transport: Transport,
 ) {
     let config = &shared.config;
     // One copy of the connections' settings, shared by all of them.
@@ -146,10 +158,52 @@ pub(super) async fn accept_loop(
         };
         tracing::debug!(%peer, %addr, "accepted");
         let span = tracing::info_span!("connection", %peer, %addr);
-        shared.tasks.spawn(tracing::Instrument::instrument(
-            connection::run_tcp(stream, handle, reporter),
-            span,
-        ));
+        // Spawned apart, so that a TCP connection's task is no bigger for
+        // the WebSocket upgrade it never does.
+        match &transport {
+            Transport::Tcp => shared.tasks.spawn(tracing::Instrument::instrument(
+                connection::run_tcp(stream, handle, reporter),
+                span,
+            )),
+            Transport::WebSocket(ws) => shared.tasks.spawn(tracing::Instrument::instrument(
+                run_websocket(stream, handle, reporter, ws.clone()),
+                span,
+            )),
+        };
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");
+}
+
+/// A connection to the WebSocket listener: its HTTP request within the
+/// handshake timeout (a page is served and the connection ends; a bad
+/// request is answered and counted as a failed handshake), then the same
+/// task as a TCP connection.
+async fn run_websocket(
+    stream: TcpStream,
+    handle: SocketHandle,
+    mut reporter: Reporter<ServerEvent>,
+    ws: Arc<WebSocketConfig>,
+) {
+    let config = handle.config();
+    let upgrade = tokio::time::timeout(
+        config.handshake_timeout,
+        websocket::accept(stream, &ws, &config.codec),
+    );
+    let accepted = tokio::select! {
+        accepted = upgrade => accepted.unwrap_or(Ok(Accepted::TimedOut)),
+        // Evicted as the oldest pending handshake.
+        _ = handle.shared.kill.cancelled() => Ok(Accepted::TimedOut),
+    };
+    let failed = match accepted {
+        Ok(Accepted::Upgraded(ws)) => return connection::run_ws(*ws, handle, reporter).await,
+        Ok(Accepted::Served) => None,
+        Ok(Accepted::Refused(why)) => Some(DisconnectReason::ProtocolError(why.into())),
+        Ok(Accepted::TimedOut) => Some(DisconnectReason::HandshakeTimeout),
+        Err(err) => Some(DisconnectReason::ConnectionLost(err.into())),
+    };
+    handle.set_closed();
+    if let (Some(reason), Some(hook)) = (failed, reporter.on_handshake_failure.take()) {
+        hook(&reason);
+    }
+    // Dropping the reporter takes the connection out of the gate.
 }

@@ -3,6 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use super::websocket::WebSocketConfig;
 use crate::codec::CodecConfig;
 
 /// The settings of one connection. Both ends of a connection may use
@@ -114,6 +115,11 @@ pub struct ServerConfig {
     /// or big sender cannot fill the queue ahead of everyone else: another
     /// peer's message waits behind at most this much of it.
     pub max_queued_bytes_per_peer: usize,
+    /// A WebSocket listener beside the TCP one (default none): browsers and
+    /// other WebSocket clients speak the same protocol on it, one frame per
+    /// binary message, and join the same peer table under the same limits
+    /// (the per-address ones count both listeners' connections together).
+    pub websocket: Option<WebSocketConfig>,
 }
 
 impl Default for ServerConfig {
@@ -125,6 +131,7 @@ impl Default for ServerConfig {
             max_pending_handshakes_per_ip: 8,
             max_connections_per_ip: 64,
             max_queued_bytes_per_peer: 1024 * 1024,
+            websocket: None,
         }
     }
 }

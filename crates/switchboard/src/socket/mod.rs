@@ -21,6 +21,7 @@ mod outqueue;
 mod pacer;
 mod reason;
 mod server;
+mod websocket;
 
 use std::time::Duration;
 
@@ -37,12 +38,22 @@ pub use ids::{IdBuildHasher, IdHasher};
 pub use pacer::{Pacer, PacerConfig};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
+pub use websocket::{WebPage, WebSocketConfig};
 
 use crate::message::{Action, Channel, Message};
 use crate::runtime;
 use crate::signal::Signal;
 use connection::Reporter;
 use events::EventQueue;
+
+/// A client's transport, once open.
+enum Opened {
+    Tcp(TcpStream),
+    WebSocket(
+        Box<tokio_tungstenite::WebSocketStream<TcpStream>>,
+        std::net::SocketAddr,
+    ),
+}
 
 /// Closes the connection when its owner goes away.
 #[derive(Debug)]
@@ -105,14 +116,41 @@ impl ExtendedTcpSocket {
     where
         A: ToSocketAddrs + Send + 'static,
     {
+        Self::open(config, async move {
+            TcpStream::connect(addr).await.map(Opened::Tcp)
+        })
+    }
+
+    /// Starts connecting to a WebSocket listener at `url`
+    /// (`ws://host:port/`), like [`connect`](Self::connect): the same
+    /// protocol, one frame per binary message. Only `ws://` is spoken; a
+    /// TLS proxy in front of the server serves `wss://`.
+    pub fn connect_ws(url: &str, config: SocketConfig) -> Self {
+        let url = url.to_string();
+        let codec = config.codec.clone();
+        Self::open(config, async move {
+            let target = websocket::WsUrl::parse(&url)?;
+            let stream = TcpStream::connect((target.host.as_str(), target.port)).await?;
+            let _ = stream.set_nodelay(true);
+            let peer = stream.peer_addr();
+            let ws = websocket::client_handshake(&url, stream, &codec).await?;
+            Ok(Opened::WebSocket(Box::new(ws), peer?))
+        })
+    }
+
+    /// Runs a connection once `open` has opened its transport.
+    fn open<F>(config: SocketConfig, open: F) -> Self
+    where
+        F: std::future::Future<Output = std::io::Result<Opened>> + Send + 'static,
+    {
         let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let task_handle = handle.clone();
         let span = tracing::info_span!("connection", to = "server");
         let task = async move {
             let reporter = Reporter::client(tx);
-            let stream = tokio::select! {
-                stream = TcpStream::connect(addr) => stream,
+            let opened = tokio::select! {
+                opened = open => opened,
                 _ = task_handle.shared.kill.cancelled() => {
                     task_handle.set_closed();
                     let reason = DisconnectReason::Closed {
@@ -123,13 +161,17 @@ impl ExtendedTcpSocket {
                     return;
                 }
             };
-            match stream {
-                Ok(stream) => {
+            match opened {
+                Ok(Opened::Tcp(stream)) => {
                     let _ = stream.set_nodelay(true);
                     if let Ok(addr) = stream.peer_addr() {
                         task_handle.set_peer_addr(addr);
                     }
                     connection::run_tcp(stream, task_handle, reporter).await;
+                }
+                Ok(Opened::WebSocket(ws, addr)) => {
+                    task_handle.set_peer_addr(addr);
+                    connection::run_ws(*ws, task_handle, reporter).await;
                 }
                 Err(err) => {
                     task_handle.set_closed();
@@ -266,6 +308,12 @@ impl SocketStream {
         A: ToSocketAddrs + Send + 'static,
     {
         ExtendedTcpSocket::connect(addr, config).into_stream()
+    }
+
+    /// Connects to a WebSocket listener (see
+    /// [`ExtendedTcpSocket::connect_ws`]).
+    pub fn connect_ws(url: &str, config: SocketConfig) -> Self {
+        ExtendedTcpSocket::connect_ws(url, config).into_stream()
     }
 
     /// Runs the protocol over any byte stream (see

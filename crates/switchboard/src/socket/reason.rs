@@ -222,6 +222,11 @@ pub enum SocketError {
     /// counted and ignored.
     #[error("unknown system action {0} from peer")]
     UnknownSystemAction(u16),
+    /// The transport carrying the frames broke its rules (a WebSocket text
+    /// message, a WebSocket message that is not exactly one frame); the
+    /// connection is closed.
+    #[error("bad transport from peer: {0}")]
+    Transport(String),
 }
 
 /// A message could not be queued.

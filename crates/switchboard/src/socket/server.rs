@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::Stream;
-use tokio::net::TcpSocket;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use crate::message::PeerId;
 
-use super::accept::accept_loop;
+use super::accept::{accept_loop, Transport};
 use super::budget::AddressBudgets;
 use super::events::EventQueue;
 use super::gate::{Gate, GateLimits};
@@ -70,6 +70,8 @@ pub struct Incoming {
 pub(super) struct ServerShared {
     pub(super) peers: RwLock<PeerTable>,
     pub(super) local_addr: SocketAddr,
+    /// Where the WebSocket listener listens, if there is one.
+    pub(super) websocket_addr: Option<SocketAddr>,
     pub(super) config: ServerConfig,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: TaskTracker,
@@ -102,6 +104,13 @@ impl ServerHandle {
     /// The address the server listens on (with the real port when bound to 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// The address of the WebSocket listener, if the server has one
+    /// ([`ServerConfig::websocket`]); clients connect to
+    /// `ws://<this address>/`.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.shared.websocket_addr
     }
 
     /// The server's settings.
@@ -350,20 +359,15 @@ impl ExtendedTcpServer {
     /// Listens on an exact address.
     pub fn bind_addr(addr: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
         let runtime = runtime::handle();
-        let listener = {
-            let _entered = runtime.enter();
-            let socket = if addr.is_ipv4() {
-                TcpSocket::new_v4()?
-            } else {
-                TcpSocket::new_v6()?
-            };
-            socket.set_reuseaddr(true)?;
-            socket.bind(addr)?;
-            socket.listen(1024)?
+        let listener = listen(addr, &runtime)?;
+        let ws_listener = match &config.websocket {
+            Some(ws) => Some(listen(SocketAddr::new(addr.ip(), ws.port), &runtime)?),
+            None => None,
         };
         let shared = Arc::new(ServerShared {
             peers: RwLock::new(PeerTable::default()),
             local_addr: listener.local_addr()?,
+            websocket_addr: ws_listener.as_ref().map(|l| l.local_addr()).transpose()?,
             config: config.clone(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -382,10 +386,14 @@ impl ExtendedTcpServer {
             )),
         });
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
-        let accept_shared = shared.clone();
-        shared
-            .tasks
-            .spawn_on(accept_loop(listener, accept_shared, tx), &runtime);
+        if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
+            let transport = Transport::WebSocket(Arc::new(ws.clone()));
+            let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
+            shared.tasks.spawn_on(accept, &runtime);
+            tracing::info!(addr = ?shared.websocket_addr, "listening for WebSockets");
+        }
+        let accept = accept_loop(listener, shared.clone(), tx, Transport::Tcp);
+        shared.tasks.spawn_on(accept, &runtime);
         tracing::info!(addr = %shared.local_addr, "listening");
         Ok(Self {
             owner: ShutdownOnDrop(ServerHandle { shared }),
@@ -398,6 +406,11 @@ impl ExtendedTcpServer {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.owner.0.local_addr()
+    }
+
+    /// The address of the WebSocket listener, if the server has one.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.owner.0.websocket_addr()
     }
 
     /// A `Send` handle for sending to peers from anywhere.
@@ -524,6 +537,11 @@ impl ServerStream {
         self.owner.0.local_addr()
     }
 
+    /// The address of the WebSocket listener, if the server has one.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.owner.0.websocket_addr()
+    }
+
     /// Waits for the next event.
     pub async fn next_event(&mut self) -> Option<ServerEvent> {
         self.events.next().await
@@ -546,4 +564,17 @@ impl Stream for ServerStream {
     ) -> std::task::Poll<Option<ServerEvent>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
     }
+}
+
+/// A listening TCP socket on `addr`, registered with `runtime`.
+fn listen(addr: SocketAddr, runtime: &tokio::runtime::Handle) -> std::io::Result<TcpListener> {
+    let _entered = runtime.enter();
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }

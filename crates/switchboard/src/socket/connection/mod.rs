@@ -143,6 +143,18 @@ pub(crate) async fn run_tcp<E>(
     .await;
 }
 
+/// Runs a connection over an upgraded WebSocket: the same task as TCP, over
+/// byte halves that carry one frame per binary message.
+pub(crate) async fn run_ws<S, E>(
+    ws: tokio_tungstenite::WebSocketStream<S>,
+    handle: SocketHandle,
+    reporter: Reporter<E>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    run(super::websocket::FrameStream::new(ws), handle, reporter).await;
+}
+
 /// Runs a connection from its handshake to its end, over its two halves.
 async fn run_halves<R, W, E>(
     read_half: R,

@@ -105,7 +105,12 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
                 return ReadEnd::Failed(truncated.into());
             }
             Ok(_) => clock.heard.store(clock.stamp(), Ordering::Relaxed),
-            Err(err) => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
+            Err(err) => match super::super::websocket::TransportViolation::of(&err) {
+                Some(violation) => {
+                    return ReadEnd::Failed(SocketError::Transport(violation.0.clone()))
+                }
+                None => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
+            },
         }
     }
 }
