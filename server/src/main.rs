@@ -10,7 +10,10 @@
 //! stdin closes. `--register-with` lists it on master servers.
 //!
 //! `switchboard-server master` runs a master server instead (UDP and TCP,
-//! default port 27900).
+//! default port 27900); `rooms` a rooms and lobby server
+//! (`switchboard_rooms::RoomsLogic`); `relay` a real-time relay. Game,
+//! rooms and relay servers take `--ws-port` for browsers and other
+//! WebSocket clients.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -19,6 +22,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
+mod web;
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
 use switchboard_master::{self as master, Announce, MasterConfig, MasterServer, ServerInfo};
@@ -40,6 +44,8 @@ enum Command {
     Master(MasterArgs),
     /// Run a real-time relay (transforms relayed within zones).
     Relay(RelayArgs),
+    /// Run a rooms server: lobby, rooms, RPC and replication for any game.
+    Rooms(RoomsArgs),
     /// Load-test a relay with bots, and report.
     Bots(load_cli::BotsArgs),
     /// Load-test a board server's manager path: requests broadcast to all.
@@ -65,6 +71,32 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
+    #[command(flatten)]
+    ws: web::WsArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
+}
+
+#[derive(Debug, Args)]
+struct RoomsArgs {
+    /// `loopback` or `all`.
+    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    bind: BindScope,
+    /// The native (Switchboard) port; 0 picks a free one.
+    #[arg(long, default_value_t = 7100)]
+    port: u16,
+    /// Seconds a disconnected player keeps its session (and its place in
+    /// its room) for a reconnect.
+    #[arg(long, default_value_t = 60)]
+    grace_secs: u64,
+    /// Sessions held at once.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
+    /// Stop when stdin closes.
+    #[arg(long)]
+    watch_stdin: bool,
+    #[command(flatten)]
+    ws: web::WsArgs,
     #[command(flatten)]
     admin: AdminArgs,
 }
@@ -160,6 +192,8 @@ struct GameArgs {
     #[arg(long, default_value_t = 60.0)]
     heartbeat_secs: f64,
     #[command(flatten)]
+    ws: web::WsArgs,
+    #[command(flatten)]
     admin: AdminArgs,
 }
 
@@ -207,6 +241,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Master(args)) => run_master(args),
         Some(Command::Relay(args)) => run_relay(args),
+        Some(Command::Rooms(args)) => run_rooms(args),
         Some(Command::Bots(args)) => load_cli::run_bots(args),
         Some(Command::Requests(args)) => load_cli::run_requests(args),
         None => run_game(cli.game),
@@ -239,6 +274,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     };
     config.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.sessions.max_sessions = args.max_sessions;
+    args.ws.apply(&mut config.server, web::Pages::Client);
     if !args.masters.is_empty() {
         let info = ServerInfo {
             name: args.name,
@@ -257,27 +293,44 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
-    let admin = args.admin;
-    switchboard::process::run_server_with(
-        args.bind,
-        args.port,
-        config,
-        logic,
-        args.watch_stdin,
-        move |handle| {
-            let source = switchboard_admin::ManagerAdmin::new("board", handle.clone());
-            tokio::spawn(async move {
-                match admin.start(std::sync::Arc::new(source)).await {
-                    // Kept for as long as the server runs.
-                    Ok(server) => {
-                        let _server = server;
-                        std::future::pending::<()>().await
-                    }
-                    Err(err) => tracing::error!(%err, "admin server not started"),
+    run_manager("board", args.bind, args.port, config, logic, args.watch_stdin, args.admin)
+}
+
+fn run_rooms(args: RoomsArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let mut config = ManagerConfig::default();
+    config.sessions.grace_period = Duration::from_secs(args.grace_secs);
+    config.sessions.max_sessions = args.max_sessions;
+    args.ws.apply(&mut config.server, web::Pages::Client);
+    let logic = switchboard_rooms::RoomsLogic::new();
+    run_manager("rooms", args.bind, args.port, config, logic, args.watch_stdin, args.admin)
+}
+
+/// Runs a `ServerManager` with `logic` until a signal (or stdin's end):
+/// the ready line, the WebSocket address, the admin server.
+fn run_manager<L: switchboard::GameLogic>(
+    mode: &'static str,
+    bind: BindScope,
+    port: u16,
+    config: ManagerConfig,
+    logic: L,
+    watch_stdin: bool,
+    admin: AdminArgs,
+) -> Result<(), String> {
+    switchboard::process::run_server_with(bind, port, config, logic, watch_stdin, move |handle| {
+        web::announce(handle.websocket_addr());
+        let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
+        tokio::spawn(async move {
+            match admin.start(std::sync::Arc::new(source)).await {
+                // Kept for as long as the server runs.
+                Ok(server) => {
+                    let _server = server;
+                    std::future::pending::<()>().await
                 }
-            });
-        },
-    )
+                Err(err) => tracing::error!(%err, "admin server not started"),
+            }
+        });
+    })
     .map_err(|e| e.to_string())
 }
 
@@ -341,12 +394,14 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         // Many players arrive at once (a load test, a server restart).
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
+        args.ws.apply(&mut config.server, web::Pages::RelayDemo);
         let relay = switchboard_relay::RelayServer::spawn(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         println!(
             "{}",
             switchboard::process::ready_line(relay.native_addr().port())
         );
+        web::announce(relay.websocket_addr());
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }

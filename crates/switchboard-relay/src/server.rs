@@ -154,6 +154,7 @@ pub(crate) enum Control {
 #[derive(Debug, Clone)]
 pub struct RelayHandle {
     native_addr: SocketAddr,
+    websocket_addr: Option<SocketAddr>,
     json_addr: Option<SocketAddr>,
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
@@ -163,6 +164,12 @@ impl RelayHandle {
     /// Where native clients connect.
     pub fn native_addr(&self) -> SocketAddr {
         self.native_addr
+    }
+
+    /// Where WebSocket clients (browsers) connect, when the listener is on
+    /// (`config.server.websocket`): the same protocol as native clients.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.websocket_addr
     }
 
     /// Where JSON clients connect, when the listener is on.
@@ -271,6 +278,7 @@ impl RelayServer {
         let (control_tx, control) = mpsc::channel(16);
         let handle = RelayHandle {
             native_addr: native.local_addr(),
+            websocket_addr: native.websocket_addr(),
             json_addr,
             stop: stop.clone(),
             control: control_tx,

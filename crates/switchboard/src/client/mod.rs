@@ -130,8 +130,10 @@ impl std::fmt::Debug for NetworkClient {
 }
 
 impl NetworkClient {
-    /// Starts connecting to `addr` ("host:port" or a `SocketAddr`) and
-    /// returns at once; `connected` and `welcomed` follow.
+    /// Starts connecting to `addr` and returns at once; `connected` and
+    /// `welcomed` follow. `addr` is "host:port" or a `SocketAddr` for the
+    /// TCP port, or a `ws://host:port/` URL for a server's WebSocket
+    /// listener (the same session either way).
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
@@ -329,9 +331,12 @@ impl NetworkClient {
         while let Some(action) = self.core.poll_action() {
             match action {
                 ClientAction::Connect => {
-                    let addr = self.addr.clone();
-                    self.socket =
-                        Some(ExtendedTcpSocket::connect(addr, self.socket_config.clone()));
+                    let config = self.socket_config.clone();
+                    self.socket = Some(if self.addr.starts_with("ws://") {
+                        ExtendedTcpSocket::connect_ws(&self.addr, config)
+                    } else {
+                        ExtendedTcpSocket::connect(self.addr.clone(), config)
+                    });
                 }
                 ClientAction::Send(message) => {
                     last = Some(match &self.socket {

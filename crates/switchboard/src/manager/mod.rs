@@ -76,6 +76,7 @@ type Kick = (ClientId, String, oneshot::Sender<bool>);
 #[derive(Debug, Clone)]
 pub struct ManagerHandle {
     local_addr: SocketAddr,
+    websocket_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
     kick_tx: mpsc::Sender<Kick>,
@@ -103,6 +104,7 @@ impl<L: GameLogic> ServerManager<L> {
         let (log, _) = broadcast::channel(256);
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
+            websocket_addr: server.websocket_addr(),
             shutdown: shutdown.clone(),
             stats_tx,
             kick_tx,
@@ -154,6 +156,12 @@ impl ManagerHandle {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the WebSocket listener, if the manager has one
+    /// (`config.server.websocket`).
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.websocket_addr
     }
 
     /// Asks the manager to shut down gracefully.

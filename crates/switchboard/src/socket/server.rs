@@ -387,10 +387,11 @@ impl ExtendedTcpServer {
         });
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
+            let addr = ws_listener.local_addr()?;
             let transport = Transport::WebSocket(Arc::new(ws.clone()));
             let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
             shared.tasks.spawn_on(accept, &runtime);
-            tracing::info!(addr = ?shared.websocket_addr, "listening for WebSockets");
+            tracing::info!(%addr, "listening for WebSockets");
         }
         let accept = accept_loop(listener, shared.clone(), tx, Transport::Tcp);
         shared.tasks.spawn_on(accept, &runtime);

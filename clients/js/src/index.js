@@ -1,0 +1,9 @@
+// The Switchboard JavaScript client: plain ES modules for browsers and node
+// (docs/JAVASCRIPT.md). Everything is importable from here.
+
+export * from './bincode.js';
+export * from './frame.js';
+export * from './socket.js';
+export * from './session.js';
+export * from './rooms.js';
+export * from './relay.js';

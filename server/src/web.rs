@@ -1,0 +1,73 @@
+//! The WebSocket listener's options, shared by every mode that has one, and
+//! the pages it serves: the JavaScript client's modules and the browser
+//! demos built on them.
+
+use clap::Args;
+use switchboard::{ServerConfig, WebSocketConfig};
+
+/// The JavaScript client, served as ES modules under `/js/`, so that a page
+/// on the WebSocket port imports it from the server itself (no CDN, no
+/// build step).
+const CLIENT_MODULES: &[(&str, &str)] = &[
+    ("bincode.js", include_str!("../../clients/js/src/bincode.js")),
+    ("frame.js", include_str!("../../clients/js/src/frame.js")),
+    ("socket.js", include_str!("../../clients/js/src/socket.js")),
+    ("session.js", include_str!("../../clients/js/src/session.js")),
+    ("rooms.js", include_str!("../../clients/js/src/rooms.js")),
+    ("relay.js", include_str!("../../clients/js/src/relay.js")),
+    ("index.js", include_str!("../../clients/js/src/index.js")),
+];
+
+/// The relay demo: every player as a moving dot.
+const RELAY_DEMO: &str = include_str!("../assets/relay-demo.html");
+
+/// `--ws-port` and `--ws-origin`.
+#[derive(Debug, Args)]
+pub(crate) struct WsArgs {
+    /// Also listen for WebSocket clients (browsers) on this port: the same
+    /// protocol, sessions, rooms and zones as the TCP port. 0 picks a port.
+    #[arg(long)]
+    ws_port: Option<u16>,
+    /// An origin browsers may connect from, e.g. `https://game.example`
+    /// (repeat for several; default: any).
+    #[arg(long = "ws-origin", value_name = "ORIGIN")]
+    ws_origins: Vec<String>,
+}
+
+/// Which pages a mode serves on its WebSocket port.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pages {
+    /// The JavaScript client only.
+    Client,
+    /// The client and the relay demo at `/`.
+    RelayDemo,
+}
+
+impl WsArgs {
+    /// Puts the listener into `server` when a port was given.
+    pub(crate) fn apply(&self, server: &mut ServerConfig, pages: Pages) {
+        let Some(port) = self.ws_port else { return };
+        let mut ws = WebSocketConfig {
+            allowed_origins: self.ws_origins.clone(),
+            ..WebSocketConfig::on_port(port)
+        };
+        for (name, source) in CLIENT_MODULES {
+            ws = ws.with_page(
+                &format!("/js/{name}"),
+                "text/javascript; charset=utf-8",
+                *source,
+            );
+        }
+        if let Pages::RelayDemo = pages {
+            ws = ws.with_page("/", "text/html; charset=utf-8", RELAY_DEMO);
+        }
+        server.websocket = Some(ws);
+    }
+}
+
+/// Prints where WebSocket clients connect, if they can.
+pub(crate) fn announce(addr: Option<std::net::SocketAddr>) {
+    if let Some(addr) = addr {
+        println!("WebSocket clients: ws://{addr}/");
+    }
+}
