@@ -1,0 +1,62 @@
+// The relay over WebSocket with a native Rust bot in the same zone: the
+// bot's transforms reach the JavaScript client, and the JavaScript client's
+// reach the bot (it follows the JavaScript player: 50 units behind on x).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { RelayClient } from '../src/relay.js';
+import { startServer, until } from './support.js';
+
+const TOKEN = 'relay-test-token';
+let server;
+before(async () => {
+  server = await startServer(['relay', '--admin-port', '0'], { SWITCHBOARD_ADMIN_TOKEN: TOKEN });
+});
+after(() => server.stop());
+
+async function spawnBots(body) {
+  const response = await fetch(`${server.admin}/api/bots`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  assert.equal(response.status, 200, await response.text());
+}
+
+test('transforms cross between a JavaScript client and a native bot', async () => {
+  const js = new RelayClient(server.ws, { name: 'node' });
+  const id = await js.ready;
+  assert.ok(id > 0);
+  const me = [400, 0, 20];
+  const moving = setInterval(() => js.move({ position: me, zone: 'js-zone' }), 100);
+  try {
+    await spawnBots({ count: 1, script: 'follow', place: 'js-zone' });
+    // The bot's transforms arrive...
+    await until(() => js.players.size === 1, 'the bot in the zone');
+    const [botId] = js.players.keys();
+    assert.notEqual(botId, id);
+    // ...and it moved to 50 units behind us on x: it heard our transforms.
+    await until(() => Math.abs(js.players.get(botId).transform.position[0] - (me[0] - 50)) < 1, 'the bot following us', 15000);
+    const relayed = js.players.get(botId);
+    assert.equal(relayed.transform.zone, 'js-zone');
+    assert.ok(relayed.server_time_ms > 0);
+  } finally {
+    clearInterval(moving);
+    js.close();
+  }
+});
+
+test('a notice from the operator reaches the JavaScript client', async () => {
+  const js = new RelayClient(server.ws, { name: 'node' });
+  await js.ready;
+  const notice = js.once('notice');
+  const response = await fetch(`${server.admin}/api/notice`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ text: 'restart in 5 minutes' }),
+  });
+  assert.equal(response.status, 200);
+  assert.equal(await notice, 'restart in 5 minutes');
+  js.close();
+});
