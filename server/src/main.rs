@@ -293,7 +293,15 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
-    run_manager("board", args.bind, args.port, config, logic, args.watch_stdin, args.admin)
+    run_manager(
+        "board",
+        args.bind,
+        args.port,
+        config,
+        logic,
+        args.watch_stdin,
+        args.admin,
+    )
 }
 
 fn run_rooms(args: RoomsArgs) -> Result<(), String> {
@@ -303,7 +311,15 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     let logic = switchboard_rooms::RoomsLogic::new();
-    run_manager("rooms", args.bind, args.port, config, logic, args.watch_stdin, args.admin)
+    run_manager(
+        "rooms",
+        args.bind,
+        args.port,
+        config,
+        logic,
+        args.watch_stdin,
+        args.admin,
+    )
 }
 
 /// Runs a `ServerManager` with `logic` until a signal (or stdin's end):

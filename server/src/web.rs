@@ -9,10 +9,16 @@ use switchboard::{ServerConfig, WebSocketConfig};
 /// on the WebSocket port imports it from the server itself (no CDN, no
 /// build step).
 const CLIENT_MODULES: &[(&str, &str)] = &[
-    ("bincode.js", include_str!("../../clients/js/src/bincode.js")),
+    (
+        "bincode.js",
+        include_str!("../../clients/js/src/bincode.js"),
+    ),
     ("frame.js", include_str!("../../clients/js/src/frame.js")),
     ("socket.js", include_str!("../../clients/js/src/socket.js")),
-    ("session.js", include_str!("../../clients/js/src/session.js")),
+    (
+        "session.js",
+        include_str!("../../clients/js/src/session.js"),
+    ),
     ("rooms.js", include_str!("../../clients/js/src/rooms.js")),
     ("relay.js", include_str!("../../clients/js/src/relay.js")),
     ("index.js", include_str!("../../clients/js/src/index.js")),

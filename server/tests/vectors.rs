@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use switchboard::codec::{self, CodecConfig};
 use switchboard::manager::protocol::{
-    ErrorCode, ErrorReply, Hello, Refused, RequestFrame, Rejected, Resume, Welcome,
+    ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Resume, Welcome,
 };
 use switchboard::session::ReconnectToken;
 use switchboard::ClientId;
@@ -438,7 +438,11 @@ fn the_wire_vectors_are_what_the_rust_codec_writes_and_reads() {
     let (file, expected) = (file.as_array().unwrap(), expected.as_array().unwrap());
     assert_eq!(file.len(), expected.len(), "vectors added or removed");
     for (in_file, ours) in file.iter().zip(expected) {
-        assert_eq!(in_file, ours, "the Rust encoding changed for {}", ours["name"]);
+        assert_eq!(
+            in_file, ours,
+            "the Rust encoding changed for {}",
+            ours["name"]
+        );
         check_decoding(in_file);
     }
     assert!(file.iter().any(|v| v["value"]["compressed"] == true));

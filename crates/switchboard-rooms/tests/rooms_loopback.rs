@@ -213,8 +213,7 @@ fn room_client_signals_rejected_joins_and_the_room_list() {
 fn a_websocket_player_and_a_tcp_player_share_one_room() {
     let mut config = ManagerConfig::default();
     config.server.websocket = Some(switchboard::WebSocketConfig::default());
-    let server =
-        ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap();
+    let server = ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap();
     let ws = format!("ws://{}/", server.websocket_addr().unwrap());
     let mut ann = player(server.local_addr(), "ann");
     let mut bob = player(&ws, "bob");
@@ -222,16 +221,24 @@ fn a_websocket_player_and_a_tcp_player_share_one_room() {
     // The room is full: one room, whatever the transport.
     let mut cat = player(&ws, "cat");
     let room = ann.room().unwrap().id;
-    let verdict = verdict(&mut [&mut ann, &mut bob, &mut cat], 2, |c| c.join(room).unwrap());
+    let verdict = verdict(&mut [&mut ann, &mut bob, &mut cat], 2, |c| {
+        c.join(room).unwrap()
+    });
     assert!(matches!(verdict, RequestStatus::Rejected(_)), "{verdict:?}");
     // An RPC crosses from the WebSocket player to the TCP one, stamped.
     let got: Rc<RefCell<Vec<(ClientId, String)>>> = Rc::default();
     let g = got.clone();
-    ann.register_rpc("greet", move |from, text: String| g.borrow_mut().push((from, text)));
+    ann.register_rpc("greet", move |from, text: String| {
+        g.borrow_mut().push((from, text))
+    });
     let bob_id = id(&bob);
     accepted(&mut [&mut ann, &mut bob], 1, |c| {
-        c.call(RpcTarget::Host, "greet", "hello from a browser").unwrap()
+        c.call(RpcTarget::Host, "greet", "hello from a browser")
+            .unwrap()
     });
     pump(&mut [&mut ann, &mut bob], |_| !got.borrow().is_empty());
-    assert_eq!(got.borrow()[0], (bob_id, "hello from a browser".to_string()));
+    assert_eq!(
+        got.borrow()[0],
+        (bob_id, "hello from a browser".to_string())
+    );
 }

@@ -1,0 +1,154 @@
+//! The relay's browser demo in a real headless Chromium: the page, served by
+//! `switchboard-server relay --ws-port` itself, connects over WebSocket with
+//! the JavaScript client, and a native Rust bot's movement shows up on it.
+//! A screenshot is written to `target/relay-demo.png`.
+
+#[path = "../../crates/switchboard-relay/tests/webdriver/mod.rs"]
+mod webdriver;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchboard_relay::{Bot, BotConfig, Script};
+use webdriver::Browser;
+
+/// A relay process, killed when dropped.
+struct Relay {
+    child: Child,
+    native: SocketAddr,
+    websocket: SocketAddr,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_relay() -> Relay {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .args([
+            "relay",
+            "--bind",
+            "loopback",
+            "--port",
+            "0",
+            "--ws-port",
+            "0",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut native = None;
+    let mut websocket = None;
+    while native.is_none() || websocket.is_none() {
+        let line = lines.next().expect("the relay's lines").unwrap();
+        if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
+            native = Some(SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap())));
+        }
+        if let Some(url) = line.strip_prefix("WebSocket clients: ws://") {
+            websocket = Some(url.trim_end_matches('/').parse().unwrap());
+        }
+    }
+    Relay {
+        child,
+        native: native.unwrap(),
+        websocket: websocket.unwrap(),
+    }
+}
+
+/// Waits until `script` returns something `check` accepts; returns it.
+async fn until(
+    browser: &Browser,
+    what: &str,
+    script: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = browser.run(script, json!([])).await;
+        if check(&value) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{what}: the page says {value}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
+    let relay = start_relay();
+    let browser = Browser::start().await;
+    let url = format!("http://{}/?zone=demo&name=chromium", relay.websocket);
+    browser
+        .call("POST", "/url", Some(json!({"url": url})))
+        .await;
+    until(
+        &browser,
+        "the page connects over WebSocket",
+        "return !!(window.demo && window.demo.connected);",
+        |v| v == true,
+    )
+    .await;
+
+    // A native bot walks a circle in the page's zone.
+    let config = BotConfig {
+        start: [50.0, 0.0, 37.0],
+        speed: 30.0,
+        ..BotConfig::new("walker", "demo")
+    };
+    let _bot = Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 });
+    let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
+    let first = until(&browser, "the bot's dot", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    // Its movement shows up: the position on the page changes.
+    until(&browser, "the bot's dot moves", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1) && *v != first
+    })
+    .await;
+    // The other way: a native bot that keeps 50 units behind the page's
+    // player on x (the page stands at x = 50) heard the page's transforms.
+    let follower = BotConfig {
+        start: [90.0, 0.0, 60.0],
+        ..BotConfig::new("follower", "demo")
+    };
+    let _follower = Bot::spawn(relay.native, follower, Script::FollowPlayer);
+    until(
+        &browser,
+        "the follower behind the page's player",
+        dots,
+        |v| {
+            v.as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|li| li.as_str().unwrap_or("").contains(" at 0.0,"))
+            })
+        },
+    )
+    .await;
+    let status = browser
+        .run(
+            "return document.getElementById('status').textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("connected over WebSocket as player"),
+        "{status}"
+    );
+
+    let shot = browser.screenshot("relay-demo.png").await;
+    assert!(shot.exists());
+    browser.quit().await;
+}
