@@ -13,6 +13,10 @@ pub(crate) struct BotsArgs {
     /// The relay's native address.
     #[arg(long, default_value = "127.0.0.1:7200")]
     addr: SocketAddr,
+    /// Connect to the relay's WebSocket port at this address instead
+    /// (`relay --ws-port`): the same load over WebSocket.
+    #[arg(long)]
+    ws_addr: Option<SocketAddr>,
     /// Bots.
     #[arg(long, default_value_t = 100)]
     count: usize,
@@ -104,6 +108,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
     let runtime = runtime()?;
     let config = switchboard_relay::load::LoadConfig {
         addr: args.addr,
+        websocket: args.ws_addr,
         bots: count,
         rate: args.rate,
         zone_size: args.zone_size,

@@ -60,6 +60,10 @@ pub async fn connect_from(
 pub struct LoadConfig {
     /// The relay's native address.
     pub addr: SocketAddr,
+    /// The relay's WebSocket address: when set, the bots connect there
+    /// instead (the same protocol, one frame per WebSocket message), to
+    /// compare what a WebSocket client costs.
+    pub websocket: Option<SocketAddr>,
     /// Bots.
     pub bots: usize,
     /// Transforms per second per bot; 0 holds idle connections (a hello,
@@ -236,6 +240,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         let interval = (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate));
         tasks.push(tokio::spawn(load_bot(
             config.addr,
+            config.websocket,
             i,
             zone,
             interval,
@@ -291,6 +296,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
 #[allow(clippy::too_many_arguments)]
 async fn load_bot(
     addr: SocketAddr,
+    websocket: Option<SocketAddr>,
     index: usize,
     zone: String,
     interval: Option<Duration>,
@@ -300,16 +306,26 @@ async fn load_bot(
     totals: Arc<Mutex<Totals>>,
     histogram: Arc<Mutex<Histogram>>,
 ) {
-    let mut socket = match source_address(index, addr) {
-        Some(from) => match connect_from(from, addr).await {
-            Ok(stream) => SocketStream::from_stream(stream, SocketConfig::default()),
+    let to = websocket.unwrap_or(addr);
+    let mut socket = match source_address(index, to) {
+        Some(from) => match connect_from(from, to).await {
+            Ok(stream) => match websocket {
+                Some(ws) => {
+                    let url = format!("ws://{ws}/");
+                    SocketStream::connect_ws_over(&url, stream, SocketConfig::default())
+                }
+                None => SocketStream::from_stream(stream, SocketConfig::default()),
+            },
             Err(err) => {
                 tracing::warn!(bot = index, %from, %err, "load bot could not connect");
                 totals.lock().expect("totals").disconnects += 1;
                 return;
             }
         },
-        None => SocketStream::connect(addr, SocketConfig::default()),
+        None => match websocket {
+            Some(ws) => SocketStream::connect_ws(&format!("ws://{ws}/"), SocketConfig::default()),
+            None => SocketStream::connect(addr, SocketConfig::default()),
+        },
     };
     let hello = Hello {
         name: format!("load-{index}"),

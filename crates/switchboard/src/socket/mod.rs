@@ -55,6 +55,20 @@ enum Opened {
     ),
 }
 
+impl Opened {
+    /// The client's WebSocket handshake to `url` over `stream`.
+    async fn websocket(
+        url: &str,
+        stream: TcpStream,
+        codec: &crate::codec::CodecConfig,
+    ) -> std::io::Result<Opened> {
+        let _ = stream.set_nodelay(true);
+        let peer = stream.peer_addr()?;
+        let ws = websocket::client_handshake(url, stream, codec).await?;
+        Ok(Opened::WebSocket(Box::new(ws), peer))
+    }
+}
+
 /// Closes the connection when its owner goes away.
 #[derive(Debug)]
 struct CloseOnDrop(SocketHandle);
@@ -131,11 +145,16 @@ impl ExtendedTcpSocket {
         Self::open(config, async move {
             let target = websocket::WsUrl::parse(&url)?;
             let stream = TcpStream::connect((target.host.as_str(), target.port)).await?;
-            let _ = stream.set_nodelay(true);
-            let peer = stream.peer_addr();
-            let ws = websocket::client_handshake(&url, stream, &codec).await?;
-            Ok(Opened::WebSocket(Box::new(ws), peer?))
+            Opened::websocket(&url, stream, &codec).await
         })
+    }
+
+    /// Like [`connect_ws`](Self::connect_ws), over a TCP stream already
+    /// connected to the server (one bound to a chosen local address, say).
+    pub fn connect_ws_over(url: &str, stream: TcpStream, config: SocketConfig) -> Self {
+        let url = url.to_string();
+        let codec = config.codec.clone();
+        Self::open(config, async move { Opened::websocket(&url, stream, &codec).await })
     }
 
     /// Runs a connection once `open` has opened its transport.
@@ -314,6 +333,12 @@ impl SocketStream {
     /// [`ExtendedTcpSocket::connect_ws`]).
     pub fn connect_ws(url: &str, config: SocketConfig) -> Self {
         ExtendedTcpSocket::connect_ws(url, config).into_stream()
+    }
+
+    /// Connects to a WebSocket listener over a connected TCP stream (see
+    /// [`ExtendedTcpSocket::connect_ws_over`]).
+    pub fn connect_ws_over(url: &str, stream: TcpStream, config: SocketConfig) -> Self {
+        ExtendedTcpSocket::connect_ws_over(url, stream, config).into_stream()
     }
 
     /// Runs the protocol over any byte stream (see
