@@ -19,7 +19,7 @@
 //! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
-//! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through |
+//! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
 //! | [`manager`] | [`ManagerCore`] (sessions, requests validated by the game's [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver |

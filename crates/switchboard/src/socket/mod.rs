@@ -7,6 +7,10 @@
 //! drains. Idle connections are pinged; a silent peer is dropped; a peer that
 //! does not read is dropped as a slow consumer before its queue can grow past
 //! its limits. A close flushes what was queued, then tells the peer why.
+//!
+//! The same connection runs over TCP or over a WebSocket (`websocket`): a
+//! server may listen on both ([`ServerConfig::websocket`]), one peer table
+//! and one set of limits for the two.
 
 mod accept;
 mod budget;
@@ -154,7 +158,9 @@ impl ExtendedTcpSocket {
     pub fn connect_ws_over(url: &str, stream: TcpStream, config: SocketConfig) -> Self {
         let url = url.to_string();
         let codec = config.codec.clone();
-        Self::open(config, async move { Opened::websocket(&url, stream, &codec).await })
+        Self::open(config, async move {
+            Opened::websocket(&url, stream, &codec).await
+        })
     }
 
     /// Runs a connection once `open` has opened its transport.
