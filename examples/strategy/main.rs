@@ -50,6 +50,10 @@ struct Options {
     /// The port to host or serve on (0: any free port).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Also take players over WebSocket on this port (host or dedicated
+    /// server): the same game for browser and JavaScript clients.
+    #[arg(long)]
+    ws_port: Option<u16>,
     /// A join password.
     #[arg(long)]
     password: Option<String>,
@@ -91,7 +95,10 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
 fn main() {
     // Re-invoked as the local server: this never returns.
     switchboard::process::serve_if_child_with(
-        |config| config.listing = Announce::from_env().map(Announce::hook),
+        |config| {
+            config.listing = Announce::from_env().map(Announce::hook);
+            config.server.websocket = websocket(&Options::parse());
+        },
         || {
             let options = Options::parse();
             let scenario = load_scenario(&options.scenario).unwrap_or_else(|e| {
@@ -126,6 +133,11 @@ fn main() {
     }
 }
 
+/// The WebSocket listener `--ws-port` asks for.
+fn websocket(options: &Options) -> Option<switchboard::WebSocketConfig> {
+    options.ws_port.map(switchboard::WebSocketConfig::on_port)
+}
+
 /// How the game appears in server browsers.
 fn listing(options: &Options, dedicated: bool) -> Announce {
     let scenario = load_scenario(&options.scenario)
@@ -151,15 +163,21 @@ fn listing(options: &Options, dedicated: bool) -> Announce {
 fn dedicated(options: &Options) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let scenario = load_scenario(&options.scenario)?;
-    let config = switchboard::ManagerConfig {
+    let mut config = switchboard::ManagerConfig {
         password: options.password.clone(),
         listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
         ..switchboard::ManagerConfig::default()
     };
+    config.server.websocket = websocket(options);
     let logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
     println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
-    switchboard::process::run_server(BindScope::AllInterfaces, options.port, config, logic, false)
-        .map_err(|e| format!("server: {e}"))
+    let (scope, port) = (BindScope::AllInterfaces, options.port);
+    switchboard::process::run_server_with(scope, port, config, logic, false, |handle| {
+        if let Some(addr) = handle.websocket_addr() {
+            println!("WebSocket clients: ws://{addr}/");
+        }
+    })
+    .map_err(|e| format!("server: {e}"))
 }
 
 /// Single player or host: start this executable as the server child, play,
@@ -175,6 +193,9 @@ fn local_game(options: &Options) -> Result<(), String> {
     args.push(options.saves.display().to_string());
     if options.host {
         args.push("--lobby".into());
+    }
+    if let Some(port) = options.ws_port {
+        args.extend(["--ws-port".to_string(), port.to_string()]);
     }
     // A hosted game others can find: its child server lists itself.
     let env = (options.host && !options.masters.is_empty())
@@ -195,6 +216,9 @@ fn local_game(options: &Options) -> Result<(), String> {
     })
     .map_err(|e| format!("cannot start the local server: {e}"))?;
     println!("server pid {} on port {}", server.pid(), server.port());
+    if let Some(port) = options.ws_port.filter(|_| options.host) {
+        println!("browsers and WebSocket clients join at ws://<this machine's address>:{port}/");
+    }
     if options.host {
         println!(
             "hosting: others join with --join <this machine's address>:{}",

@@ -422,3 +422,52 @@ async fn per_address_connection_limit_counts_websocket_and_tcp_together() {
     }
     assert_eq!(server.handle().peer_count(), 2);
 }
+
+#[tokio::test]
+async fn a_websocket_peer_that_never_reads_is_dropped_as_a_slow_consumer() {
+    let mut config = ServerConfig {
+        websocket: Some(WebSocketConfig::default()),
+        ..ServerConfig::default()
+    };
+    config.socket.max_outbound_bytes = 256 * 1024;
+    let mut server = start_server(config);
+    // Handshake, then never read again.
+    let _ws = raw_ws_peer(&mut server).await;
+    let peer = server.handle().peers()[0];
+    // Bytes that do not compress: what is sent is what piles up.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let noise: Vec<u8> = (0..16 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let chunk = Message::new(Chan::Data, Act::Seq, &noise).unwrap();
+    let mut sent = 0usize;
+    let deadline = std::time::Instant::now() + WAIT;
+    // The kernel's buffers and tungstenite's bounded one fill, then the
+    // connection's queue: past its bytes, the peer is dropped.
+    while server.handle().send_to(peer, &chunk).is_ok() {
+        sent += 1;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never dropped after {sent} messages"
+        );
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    loop {
+        match next_server_event(&mut server).await {
+            ServerEvent::PeerDisconnected { reason, .. } => {
+                assert_eq!(
+                    reason,
+                    DisconnectReason::SlowConsumer,
+                    "after {sent} messages"
+                );
+                break;
+            }
+            _ => continue,
+        }
+    }
+}

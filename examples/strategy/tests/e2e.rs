@@ -650,3 +650,36 @@ async fn hosted_game_is_found_through_a_master_server() {
     assert_eq!(listed[0].info.name, "ann");
     assert!(!listed[0].info.dedicated);
 }
+
+#[test]
+fn hosted_game_takes_a_websocket_player_beside_a_tcp_player() {
+    let saves = temp_dir("ws");
+    // A free port for the child's WebSocket listener.
+    let ws_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let host = server(
+        &[
+            "--scenario",
+            "valley",
+            "--lobby",
+            "--saves",
+            saves.to_str().unwrap(),
+            "--ws-port",
+            &ws_port,
+        ],
+        BindScope::AllInterfaces,
+    );
+    let mut ann = Player::join(host.addr(), "ann");
+    let mut bob = Player::join(format!("ws://127.0.0.1:{ws_port}/"), "bob");
+    lobby_start(&mut ann, &mut bob);
+    // One game, started by the TCP host with the WebSocket player ready:
+    // each plays its own nation.
+    assert_eq!(ann.view().you, Some(NationId(0)));
+    assert_eq!(bob.view().you, Some(NationId(1)));
+    host.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(saves);
+}
