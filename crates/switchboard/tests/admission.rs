@@ -128,3 +128,45 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(gets_in(2, addr, WAIT).await);
 }
+
+#[tokio::test]
+async fn attached_connections_are_admitted_under_the_address_they_name() {
+    let mut server = start_server(ServerConfig {
+        max_connections_per_ip: 2,
+        ..ServerConfig::default()
+    });
+    let handle = server.handle();
+    let far = SocketAddr::new(IpAddr::from([203, 0, 113, 7]), 5000);
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let peer = handle.attach(theirs, far).expect("admitted");
+        let mut client = SocketStream::from_stream(ours, SocketConfig::default());
+        assert!(matches!(
+            tokio::time::timeout(WAIT, client.next_event())
+                .await
+                .unwrap(),
+            Some(SocketEvent::Connected)
+        ));
+        clients.push((peer, client));
+    }
+    // The server sees the named address, and counts it: a third is refused.
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        if let switchboard::ServerEvent::PeerConnected { addr, .. } =
+            common::next_server_event(&mut server).await
+        {
+            seen.push(addr);
+        }
+    }
+    assert_eq!(seen, [far, far]);
+    let (_, theirs) = tokio::io::duplex(1024);
+    assert!(
+        handle.attach(theirs, far).is_none(),
+        "over the address's limit"
+    );
+    // Another address still gets in.
+    let (_, theirs) = tokio::io::duplex(1024);
+    let near = SocketAddr::new(IpAddr::from([203, 0, 113, 8]), 5000);
+    assert!(handle.attach(theirs, near).is_some());
+}

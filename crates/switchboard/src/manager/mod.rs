@@ -77,6 +77,7 @@ type Kick = (ClientId, String, oneshot::Sender<bool>);
 pub struct ManagerHandle {
     local_addr: SocketAddr,
     websocket_addr: Option<SocketAddr>,
+    server: crate::socket::ServerHandle,
     shutdown: CancellationToken,
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
     kick_tx: mpsc::Sender<Kick>,
@@ -105,6 +106,7 @@ impl<L: GameLogic> ServerManager<L> {
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             websocket_addr: server.websocket_addr(),
+            server: server.handle(),
             shutdown: shutdown.clone(),
             stats_tx,
             kick_tx,
@@ -162,6 +164,18 @@ impl ManagerHandle {
     /// (`config.server.websocket`).
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.websocket_addr
+    }
+
+    /// Runs a client connection over `stream` for a peer at `addr`, as if
+    /// it had connected to the manager's port (the same sessions, limits
+    /// and rules): how a compatibility listener (AxisPy's JSON, say) joins
+    /// its translated clients to the game. See
+    /// [`ServerHandle::attach`](crate::socket::ServerHandle::attach).
+    pub fn attach<S>(&self, stream: S, addr: SocketAddr) -> Option<crate::PeerId>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        self.server.attach(stream, addr)
     }
 
     /// Asks the manager to shut down gracefully.

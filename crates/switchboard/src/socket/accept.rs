@@ -1,10 +1,12 @@
 //! The accept loop of a listening server: the connection and handshake
 //! limits, each peer's entry in the table, and its connection task.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -58,9 +60,6 @@ pub(super) async fn accept_loop(
     events: mpsc::Sender<Batch<ServerEvent>>,
     transport: Transport,
 ) {
-    let config = &shared.config;
-    // One copy of the connections' settings, shared by all of them.
-    let socket_config = Arc::new(config.socket.clone());
     loop {
         let (stream, addr) = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -74,90 +73,16 @@ pub(super) async fn accept_loop(
                 }
             },
         };
-        // An address that spent its inflate budget waits for half of it to
-        // come back before it may connect again: reconnecting is not a way
-        // around it, nor a cheap way to make the server accept and close.
-        let now = std::time::Instant::now();
-        let budget = shared
-            .budgets
-            .lock()
-            .expect("budgets lock")
-            .of(address_key(addr.ip()), now);
-        if budget.lock().expect("budget lock").is_spent(now) {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%addr, "inflate budget spent: connection dropped at accept");
+        let Some(Admitted {
+            handle,
+            reporter,
+            span,
+            ..
+        }) = admit(&shared, &events, addr)
+        else {
             continue;
-        }
-        let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
-        let handle = SocketHandle::new(socket_config.clone());
-        let admitted =
-            shared
-                .gate
-                .lock()
-                .expect("gate lock")
-                .admit(peer.0, addr.ip(), handle.clone());
-        match admitted {
-            Err(turned) => {
-                shared.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%addr, ?turned, "connection dropped at accept");
-                continue;
-            }
-            Ok(Some(evicted)) => {
-                tracing::debug!(peer = ?evicted.peer_addr(), "oldest pending handshake evicted");
-                evicted.kill(DisconnectReason::HandshakeTimeout);
-            }
-            Ok(None) => {}
-        }
+        };
         let _ = stream.set_nodelay(true);
-        handle.set_peer_addr(addr);
-        *handle.shared.inflate.lock().expect("inflate lock") = Some(budget);
-        let (open_shared, open_handle) = (shared.clone(), handle.clone());
-        let refuse_shared = shared.clone();
-        let close_shared = shared.clone();
-        let failure_shared = shared.clone();
-        let leave = Leave {
-            shared: shared.clone(),
-            ticket: peer.0,
-        };
-        let reporter = Reporter {
-            events: events.clone(),
-            wrap: Wrap::new(Origin { peer, addr }, server_event),
-            credit: Some(Credit::new(config.max_queued_bytes_per_peer)),
-            on_open: Some(Box::new(move || {
-                let mut peers = open_shared.peers.write().expect("peer table lock");
-                peers.insert(peer, open_handle.clone());
-                drop(peers);
-                // A shutdown that ran before this peer was in the table
-                // missed it; close it now.
-                if open_shared.shutdown.is_cancelled() {
-                    open_handle.close(CloseCode::GOING_AWAY, "server shutting down");
-                }
-            })),
-            // Runs when the task ends, or is dropped with it: either way the
-            // connection leaves the gate.
-            on_close: Some(Box::new(move || {
-                close_shared
-                    .peers
-                    .write()
-                    .expect("peer table lock")
-                    .remove(&peer);
-                drop(leave);
-            })),
-            refuse: Some(Box::new(move || {
-                let mut gate = refuse_shared.gate.lock().expect("gate lock");
-                gate.opened(peer.0)
-                    .err()
-                    .map(|_| DisconnectReason::ServerFull)
-            })),
-            on_handshake_failure: Some(Box::new(move |reason| {
-                failure_shared
-                    .handshake_failures
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%addr, %reason, "peer failed its handshake");
-            })),
-        };
-        tracing::debug!(%peer, %addr, "accepted");
-        let span = tracing::info_span!("connection", %peer, %addr);
         // Spawned apart, so that a TCP connection's task is no bigger for
         // the WebSocket upgrade it never does.
         match &transport {
@@ -172,6 +97,133 @@ pub(super) async fn accept_loop(
         };
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");
+}
+
+/// Runs a connection over `stream`, a peer at `addr` that reached the
+/// server some other way (a compatibility listener's translated
+/// connection): admitted through the same gate as the listeners' peers.
+/// `None` when the server turned it away (its limits, or a shutdown).
+pub(super) fn attach<S>(shared: &Arc<ServerShared>, stream: S, addr: SocketAddr) -> Option<PeerId>
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    if shared.shutdown.is_cancelled() {
+        return None;
+    }
+    let events = shared.events.upgrade()?;
+    let admitted = admit(shared, &events, addr)?;
+    shared.tasks.spawn(tracing::Instrument::instrument(
+        connection::run(stream, admitted.handle, admitted.reporter),
+        admitted.span,
+    ));
+    Some(admitted.peer)
+}
+
+/// A connection let in: its id, handle, the reporter that keeps the peer
+/// table and the gate up to date, and its span.
+struct Admitted {
+    peer: PeerId,
+    handle: SocketHandle,
+    reporter: Reporter<ServerEvent>,
+    span: tracing::Span,
+}
+
+/// Lets a new connection from `addr` in, or not: the address's inflate
+/// budget, then the gate's limits.
+fn admit(
+    shared: &Arc<ServerShared>,
+    events: &mpsc::Sender<Batch<ServerEvent>>,
+    addr: SocketAddr,
+) -> Option<Admitted> {
+    let config = &shared.config;
+    // An address that spent its inflate budget waits for half of it to
+    // come back before it may connect again: reconnecting is not a way
+    // around it, nor a cheap way to make the server accept and close.
+    let now = std::time::Instant::now();
+    let budget = shared
+        .budgets
+        .lock()
+        .expect("budgets lock")
+        .of(address_key(addr.ip()), now);
+    if budget.lock().expect("budget lock").is_spent(now) {
+        shared.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%addr, "inflate budget spent: connection dropped at accept");
+        return None;
+    }
+    let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
+    let handle = SocketHandle::new(shared.socket_config.clone());
+    let admitted = shared
+        .gate
+        .lock()
+        .expect("gate lock")
+        .admit(peer.0, addr.ip(), handle.clone());
+    match admitted {
+        Err(turned) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, ?turned, "connection dropped at accept");
+            return None;
+        }
+        Ok(Some(evicted)) => {
+            tracing::debug!(peer = ?evicted.peer_addr(), "oldest pending handshake evicted");
+            evicted.kill(DisconnectReason::HandshakeTimeout);
+        }
+        Ok(None) => {}
+    }
+    handle.set_peer_addr(addr);
+    *handle.shared.inflate.lock().expect("inflate lock") = Some(budget);
+    let (open_shared, open_handle) = (shared.clone(), handle.clone());
+    let refuse_shared = shared.clone();
+    let close_shared = shared.clone();
+    let failure_shared = shared.clone();
+    let leave = Leave {
+        shared: shared.clone(),
+        ticket: peer.0,
+    };
+    let reporter = Reporter {
+        events: events.clone(),
+        wrap: Wrap::new(Origin { peer, addr }, server_event),
+        credit: Some(Credit::new(config.max_queued_bytes_per_peer)),
+        on_open: Some(Box::new(move || {
+            let mut peers = open_shared.peers.write().expect("peer table lock");
+            peers.insert(peer, open_handle.clone());
+            drop(peers);
+            // A shutdown that ran before this peer was in the table
+            // missed it; close it now.
+            if open_shared.shutdown.is_cancelled() {
+                open_handle.close(CloseCode::GOING_AWAY, "server shutting down");
+            }
+        })),
+        // Runs when the task ends, or is dropped with it: either way the
+        // connection leaves the gate.
+        on_close: Some(Box::new(move || {
+            close_shared
+                .peers
+                .write()
+                .expect("peer table lock")
+                .remove(&peer);
+            drop(leave);
+        })),
+        refuse: Some(Box::new(move || {
+            let mut gate = refuse_shared.gate.lock().expect("gate lock");
+            gate.opened(peer.0)
+                .err()
+                .map(|_| DisconnectReason::ServerFull)
+        })),
+        on_handshake_failure: Some(Box::new(move |reason| {
+            failure_shared
+                .handshake_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, %reason, "peer failed its handshake");
+        })),
+    };
+    tracing::debug!(%peer, %addr, "accepted");
+    let span = tracing::info_span!("connection", %peer, %addr);
+    Some(Admitted {
+        peer,
+        handle,
+        reporter,
+        span,
+    })
 }
 
 /// A connection to the WebSocket listener: its HTTP request within the

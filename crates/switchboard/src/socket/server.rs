@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -16,7 +17,7 @@ pub use crate::message::PeerId;
 
 use super::accept::{accept_loop, Transport};
 use super::budget::AddressBudgets;
-use super::events::EventQueue;
+use super::events::{Batch, EventQueue};
 use super::gate::{Gate, GateLimits};
 use super::{
     BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
@@ -82,6 +83,11 @@ pub(super) struct ServerShared {
     pub(super) gate: Mutex<Gate<SocketHandle>>,
     /// Inflate budgets, per address.
     pub(super) budgets: Mutex<AddressBudgets>,
+    /// One copy of the connections' settings, shared by all of them.
+    pub(super) socket_config: Arc<super::SocketConfig>,
+    /// The event queue, for connections attached from outside the accept
+    /// loops; weak, so that the queue ends when the accept loops do.
+    pub(super) events: mpsc::WeakSender<Batch<ServerEvent>>,
 }
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
@@ -111,6 +117,19 @@ impl ServerHandle {
     /// `ws://<this address>/`.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.shared.websocket_addr
+    }
+
+    /// Runs a connection over `stream` as if the peer at `addr` had
+    /// connected to a listener: the same handshake, limits (`addr`'s
+    /// per-address ones included) and events. For compatibility listeners
+    /// that translate another protocol into this one over an in-memory
+    /// pipe (`tokio::io::duplex`). `None` when the server turned it away
+    /// (its limits, or a shutdown); the stream is then dropped.
+    pub fn attach<S>(&self, stream: S, addr: SocketAddr) -> Option<PeerId>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        super::accept::attach(&self.shared, stream, addr)
     }
 
     /// The server's settings.
@@ -364,6 +383,7 @@ impl ExtendedTcpServer {
             Some(ws) => Some(listen(SocketAddr::new(addr.ip(), ws.port), &runtime)?),
             None => None,
         };
+        let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         let shared = Arc::new(ServerShared {
             peers: RwLock::new(PeerTable::default()),
             local_addr: listener.local_addr()?,
@@ -384,8 +404,9 @@ impl ExtendedTcpServer {
                 config.socket.max_inflated_per_second,
                 config.socket.codec.max_decompressed_len,
             )),
+            socket_config: Arc::new(config.socket.clone()),
+            events: tx.downgrade(),
         });
-        let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
             let addr = ws_listener.local_addr()?;
             let transport = Transport::WebSocket(Arc::new(ws.clone()));
