@@ -95,6 +95,10 @@ struct RoomsArgs {
     /// Stop when stdin closes.
     #[arg(long)]
     watch_stdin: bool,
+    /// Also take unchanged AxisPy games on this port (AxisPy's own default
+    /// is 8765): `ws://HOST:PORT/<room>` joins the room of that name.
+    #[arg(long)]
+    axispy_port: Option<u16>,
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
@@ -293,15 +297,12 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
-    run_manager(
-        "board",
-        args.bind,
-        args.port,
-        config,
-        logic,
-        args.watch_stdin,
-        args.admin,
-    )
+    let listen = Listen {
+        bind: args.bind,
+        port: args.port,
+        watch_stdin: args.watch_stdin,
+    };
+    run_manager("board", listen, config, logic, args.admin, |_| {})
 }
 
 fn run_rooms(args: RoomsArgs) -> Result<(), String> {
@@ -311,30 +312,59 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     let logic = switchboard_rooms::RoomsLogic::new();
-    run_manager(
-        "rooms",
-        args.bind,
-        args.port,
-        config,
-        logic,
-        args.watch_stdin,
-        args.admin,
-    )
+    let listen = Listen {
+        bind: args.bind,
+        port: args.port,
+        watch_stdin: args.watch_stdin,
+    };
+    let axispy_port = args.axispy_port;
+    let axispy = move |handle: &switchboard::ManagerHandle| {
+        let Some(port) = axispy_port else { return };
+        let config = switchboard_rooms::axispy::AxisPyConfig {
+            grace: Duration::from_secs(args.grace_secs),
+            ..Default::default()
+        };
+        let (addr, handle) = (SocketAddr::new(listen.bind.ip(), port), handle.clone());
+        tokio::spawn(async move {
+            match switchboard_rooms::axispy::AxisPyListener::spawn(addr, config, handle).await {
+                Ok(listener) => {
+                    println!("AxisPy clients: ws://{}/<room>", listener.local_addr());
+                    std::future::pending::<()>().await
+                }
+                Err(err) => tracing::error!(%err, "AxisPy listener not started"),
+            }
+        });
+    };
+    run_manager("rooms", listen, config, logic, args.admin, axispy)
+}
+
+/// Where a manager listens, and whether it stops with its stdin.
+#[derive(Debug, Clone, Copy)]
+struct Listen {
+    bind: BindScope,
+    port: u16,
+    watch_stdin: bool,
 }
 
 /// Runs a `ServerManager` with `logic` until a signal (or stdin's end):
-/// the ready line, the WebSocket address, the admin server.
+/// the ready line, the WebSocket address, the admin server, and what
+/// `started` adds (a compatibility listener).
 fn run_manager<L: switchboard::GameLogic>(
     mode: &'static str,
-    bind: BindScope,
-    port: u16,
+    listen: Listen,
     config: ManagerConfig,
     logic: L,
-    watch_stdin: bool,
     admin: AdminArgs,
+    started: impl FnOnce(&switchboard::ManagerHandle),
 ) -> Result<(), String> {
+    let Listen {
+        bind,
+        port,
+        watch_stdin,
+    } = listen;
     switchboard::process::run_server_with(bind, port, config, logic, watch_stdin, move |handle| {
         web::announce(handle.websocket_addr());
+        started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
         tokio::spawn(async move {
             match admin.start(std::sync::Arc::new(source)).await {

@@ -23,10 +23,12 @@
 //! | `logic` | [`RoomsLogic`]: the rules (`validate.rs`) and what accepted requests do (`apply.rs`) |
 //! | `event` | [`RoomEvent`] decoded from a message, [`RoomView`] the room as a client knows it |
 //! | `client` | [`RoomClient`]: a `NetworkClient` with room signals and RPC handlers |
+//! | [`axispy`] | [`AxisPyListener`](axispy::AxisPyListener): unchanged AxisPy games in the same rooms, their JSON translated |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod axispy;
 mod client;
 mod event;
 mod logic;

@@ -190,6 +190,13 @@ impl RoomsLogic {
         Self::default()
     }
 
+    /// A player gone for good, and why (the others hear it).
+    fn forget(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
+        self.remove(client, reason, out);
+        self.names.remove(&client);
+        self.rpcs.remove(&client);
+    }
+
     /// These quotas instead of the defaults.
     pub fn with_limits(limits: RoomLimits) -> Self {
         Self {
@@ -416,9 +423,11 @@ impl GameLogic for RoomsLogic {
     fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
         // The goodbye reaches the others whether the player left or its
         // grace period ran out.
-        self.remove(client, "disconnected", out);
-        self.names.remove(&client);
-        self.rpcs.remove(&client);
+        self.forget(client, "disconnected", out);
+    }
+
+    fn on_kicked(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
+        self.forget(client, &format!("kicked: {reason}"), out);
     }
 }
 

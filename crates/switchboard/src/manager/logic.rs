@@ -218,6 +218,13 @@ pub trait GameLogic: Send + 'static {
         let _ = (client, out);
     }
 
+    /// A client was kicked by the server's operator, with `reason`; it is
+    /// gone for good. By default the same as [`on_leave`](Self::on_leave).
+    fn on_kicked(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
+        let _ = reason;
+        self.on_leave(client, out);
+    }
+
     /// How often [`on_tick`](Self::on_tick) runs, if the game has its own
     /// rate (rooms sync entities at 20 Hz: 50 ms). Default: `None`, the
     /// server's `ManagerConfig::tick_interval`.

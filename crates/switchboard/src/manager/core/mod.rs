@@ -284,7 +284,7 @@ impl<L: GameLogic> ManagerCore<L> {
         self.peer_log(peer, LogLevel::Warn, text, now);
         self.close(peer, CloseCode::KICKED, reason);
         let mut out = Outbox::default();
-        self.logic.on_leave(session.id, &mut out);
+        self.logic.on_kicked(session.id, reason, &mut out);
         self.dispatch(out);
         (true, self.actions.drain(..))
     }

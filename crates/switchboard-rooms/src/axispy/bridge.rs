@@ -1,0 +1,567 @@
+//! One AxisPy connection: its JSON messages translated to a Switchboard
+//! session with the rooms server, and back.
+//!
+//! ```text
+//!  Waiting ──join_request──▶ joining (hello, list, join or create: one join
+//!     │                        at a time on the listener)
+//!     │                        ├─ accepted ─▶ Joined ─disconnect / kick─▶ closed
+//!     │                        └─ refused ──▶ Inert (open, forwards nothing)
+//!     └─ socket lost ─▶ closed (a joined session waits out its grace)
+//! ```
+//!
+//! The session is a real connection to the `ServerManager`, attached over an
+//! in-memory pipe under the AxisPy client's own address: `RoomsLogic` is the
+//! authority for everything (full rooms, started games, owners, stamps),
+//! and per-address limits count the AxisPy client with everyone else.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use switchboard::manager::protocol::{self as session, Hello, RequestFrame, Resume, Welcome};
+use switchboard::message::{Action, Message, SESSION_CHANNEL};
+use switchboard::session::RateLimiter;
+use switchboard::socket::{CloseCode, SocketConfig, SocketEvent, SocketStream};
+use switchboard::ClientId;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message as Ws;
+use tokio_tungstenite::WebSocketStream;
+
+use super::directory::{Claim, Probe};
+use super::wire::{self, Incoming, SERVER_ID};
+use super::{RoomAsk, Shared};
+use crate::protocol::{CreateRoom, EntityId, RoomAction, RoomState};
+use crate::{RoomEvent, RoomView};
+
+/// Close codes this listener uses: 4xxx, so that the client waits a second
+/// before it reconnects (1000, 1001 and 1005 bring it back at once).
+pub(super) const KICKED: u16 = 4001;
+const REPLACED: u16 = 4002;
+pub(super) const LEFT: u16 = 4003;
+const ABUSE: u16 = 4008;
+pub(super) const GONE: u16 = 4011;
+
+type Socket = WebSocketStream<TcpStream>;
+
+/// The player this connection is, once joined.
+pub(super) struct Me {
+    /// Its AxisPy id.
+    pub(super) id: String,
+    pub(super) client: ClientId,
+    /// The room it is in, by name.
+    pub(super) room: String,
+}
+
+/// How the connection ended, for the log.
+pub(super) enum End {
+    Lost,
+    Closed(&'static str),
+}
+
+pub(super) struct Bridge {
+    ws: Socket,
+    addr: SocketAddr,
+    ask: RoomAsk,
+    pub(super) shared: Arc<Shared>,
+    conn: u64,
+    pub(super) session: Option<SocketStream>,
+    pub(super) me: Option<Me>,
+    /// Refused: kept open, forwards nothing (the client would otherwise
+    /// reconnect at once and ask again).
+    inert: bool,
+    pub(super) view: RoomView,
+    /// Full states of the entities this player owns (x, y, r and the union
+    /// of vars), since owners send only what changed.
+    pub(super) mine: HashMap<EntityId, Value>,
+    /// Despawns this player asked for (it already removed them).
+    pub(super) despawning: HashSet<EntityId>,
+    next_request: u64,
+    /// What each pending request was, when its rejection needs an answer.
+    pub(super) pending: HashMap<u64, Pending>,
+    pub(super) start_asked: bool,
+    /// How AxisPy clients name the players seen in the room.
+    pub(super) names: HashMap<ClientId, String>,
+    limiter: RateLimiter,
+    strikes: u32,
+    probes: mpsc::Receiver<Probe>,
+    probe_tx: mpsc::Sender<Probe>,
+    /// A probe being answered: its reply and deadline.
+    probing: Option<(Probe, Instant)>,
+    heard: Instant,
+}
+
+/// Requests whose rejection the client must hear about.
+pub(super) enum Pending {
+    /// A despawn: refused, the entity is sent back to the client.
+    Despawn(EntityId),
+}
+
+impl Bridge {
+    pub(super) fn new(ws: Socket, addr: SocketAddr, ask: RoomAsk, shared: Arc<Shared>) -> Self {
+        let conn = shared
+            .next_conn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (probe_tx, probes) = mpsc::channel(4);
+        let limiter = RateLimiter::new(
+            shared.config.message_rate,
+            shared.config.byte_rate,
+            Instant::now(),
+        );
+        Self {
+            ws,
+            addr,
+            ask,
+            shared,
+            conn,
+            session: None,
+            me: None,
+            inert: false,
+            view: RoomView::default(),
+            mine: HashMap::new(),
+            despawning: HashSet::new(),
+            next_request: 1,
+            pending: HashMap::new(),
+            start_asked: false,
+            names: HashMap::new(),
+            limiter,
+            strikes: 0,
+            probes,
+            probe_tx,
+            probing: None,
+            heard: Instant::now(),
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        let end = self.serve().await;
+        if let Some(me) = self.me.take() {
+            self.shared
+                .directory
+                .lock()
+                .expect("directory lock")
+                .release(&me.id, self.conn, Instant::now());
+        }
+        if let Some(session) = self.session.take() {
+            // Not a goodbye: the session waits out its grace for the
+            // client's return (a leave or a kick closed it already).
+            session
+                .handle()
+                .close(CloseCode::GOING_AWAY, "AxisPy connection ended");
+        }
+        match end {
+            End::Lost => tracing::debug!(addr = %self.addr, "AxisPy connection lost"),
+            End::Closed(why) => tracing::debug!(addr = %self.addr, why, "AxisPy connection closed"),
+        }
+    }
+
+    async fn serve(&mut self) -> End {
+        let config = self.shared.config.clone();
+        let first = tokio::time::Instant::now() + config.ping_interval;
+        let mut tick = tokio::time::interval_at(first, config.ping_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let probe_deadline = self.probing.as_ref().map(|(_, at)| *at);
+            tokio::select! {
+                frame = self.ws.next() => {
+                    self.heard = Instant::now();
+                    if let Some((reply, _)) = self.probing.take() {
+                        let _ = reply.send(true);
+                    }
+                    match frame {
+                        Some(Ok(Ws::Text(text))) => {
+                            if let Err(end) = self.on_text(text.as_str()).await {
+                                return end;
+                            }
+                        }
+                        Some(Ok(Ws::Close(_))) | None | Some(Err(_)) => return End::Lost,
+                        // Binary frames mean nothing here; pings are answered
+                        // by the WebSocket layer.
+                        Some(Ok(_)) => {}
+                    }
+                }
+                event = next_session_event(&mut self.session) => {
+                    if let Err(end) = self.on_session(event).await {
+                        return end;
+                    }
+                }
+                Some(probe) = self.probes.recv() => {
+                    // Another connection claims our id: are we alive?
+                    let _ = self.ws.send(Ws::Ping(Vec::new().into())).await;
+                    self.probing = Some((probe, Instant::now() + config.probe_timeout));
+                }
+                _ = sleep_until(probe_deadline) => {
+                    // Silent: the id goes to the newcomer.
+                    if let Some((reply, _)) = self.probing.take() {
+                        let _ = reply.send(false);
+                    }
+                    self.close(REPLACED, "replaced by a new connection").await;
+                    return End::Closed("replaced");
+                }
+                _ = tick.tick() => {
+                    if self.heard.elapsed() > config.idle_timeout {
+                        self.close(GONE, "idle").await;
+                        return End::Closed("idle");
+                    }
+                    if self.me.is_some() {
+                        let ts = unix_time();
+                        self.send("ping", Some(SERVER_ID), json!({"ts": ts})).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One text frame from the client.
+    async fn on_text(&mut self, text: &str) -> Result<(), End> {
+        let config = &self.shared.config;
+        if text.len() > config.max_message_bytes {
+            return self
+                .strike(&format!("message over {} bytes", config.max_message_bytes))
+                .await;
+        }
+        if !self.limiter.allow(text.len(), Instant::now()) {
+            return self.strike("over the rate limit").await;
+        }
+        let message = match wire::parse(text, config.max_json_depth) {
+            Ok(message) => message,
+            Err(err) => return self.strike(&err.to_string()).await,
+        };
+        if self.inert {
+            return match message.t.as_str() {
+                "disconnect" => {
+                    self.close(LEFT, "left").await;
+                    Err(End::Closed("left"))
+                }
+                _ => Ok(()),
+            };
+        }
+        match (&self.me, message.t.as_str()) {
+            (None, "join_request") => self.join(message).await,
+            (None, "disconnect") => {
+                self.close(LEFT, "left").await;
+                Err(End::Closed("left"))
+            }
+            // One player per connection; nothing but a join before it.
+            (_, "join_request") | (None, _) => Ok(()),
+            (Some(_), _) => self.on_joined(message).await,
+        }
+    }
+
+    /// A bad message: an error the client can log; too many close it.
+    async fn strike(&mut self, why: &str) -> Result<(), End> {
+        self.strikes += 1;
+        self.shared
+            .stats
+            .bad_messages
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.send("error", Some(SERVER_ID), json!({ "message": why }))
+            .await;
+        if self.strikes > self.shared.config.max_strikes {
+            self.close(ABUSE, "too many bad messages").await;
+            return Err(End::Closed("abuse"));
+        }
+        Ok(())
+    }
+
+    /// `join_request`: claim the id, open or resume its session, find or
+    /// create the room, join it.
+    async fn join(&mut self, message: Incoming) -> Result<(), End> {
+        let id = message
+            .d
+            .get("player_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = message
+            .d
+            .get("player_name")
+            .and_then(Value::as_str)
+            .unwrap_or("Player");
+        if !wire::is_player_id(id) {
+            return self.refuse("invalid player id").await;
+        }
+        let (id, name) = (id.to_string(), name.to_string());
+        let claim = {
+            let mut directory = self.shared.directory.lock().expect("directory lock");
+            directory.claim(&id, &self.ask.name, self.addr.ip(), Instant::now())
+        };
+        match claim {
+            Claim::Free => {}
+            Claim::Kicked => return self.refuse("kicked").await,
+            Claim::Foreign => return self.refuse("duplicate player id").await,
+            Claim::Full => return self.refuse("server full").await,
+            Claim::Held(probe) => {
+                // The id's connection may be half-open: ask it, and take
+                // the id over only if it does not answer.
+                let (tx, rx) = oneshot::channel();
+                let alive = probe.send(tx).await.is_ok()
+                    && tokio::time::timeout(self.shared.config.probe_timeout * 2, rx)
+                        .await
+                        .map_or(true, |answer| answer.unwrap_or(false));
+                if alive {
+                    return self.refuse("duplicate player id").await;
+                }
+            }
+        }
+        self.shared.directory.lock().expect("directory lock").bind(
+            &id,
+            self.addr.ip(),
+            self.conn,
+            self.probe_tx.clone(),
+        );
+        let joined = tokio::time::timeout(
+            self.shared.config.join_timeout,
+            self.open_session(&id, &name),
+        )
+        .await;
+        match joined {
+            Ok(Ok((client, state, resumed))) => {
+                self.me = Some(Me {
+                    id: id.clone(),
+                    client,
+                    room: self.ask.name.clone(),
+                });
+                self.accepted(&id, state, resumed).await;
+                Ok(())
+            }
+            Ok(Err(reason)) => {
+                self.unbind(&id);
+                self.refuse(&reason).await
+            }
+            Err(_) => {
+                self.unbind(&id);
+                self.refuse("the server did not answer in time").await
+            }
+        }
+    }
+
+    fn unbind(&mut self, id: &str) {
+        let mut directory = self.shared.directory.lock().expect("directory lock");
+        directory.release(id, self.conn, Instant::now());
+        if directory.session(id).is_none() {
+            directory.forget(id);
+        }
+        drop(directory);
+        if let Some(session) = self.session.take() {
+            session.handle().close(CloseCode::NORMAL, "not joined");
+        }
+    }
+
+    /// `join_rejected`, then an open, inert connection (section 5.2).
+    async fn refuse(&mut self, reason: &str) -> Result<(), End> {
+        self.send("join_rejected", None, json!({ "reason": reason }))
+            .await;
+        self.inert = true;
+        Ok(())
+    }
+
+    /// The session's hello, then the room: (our id, the room, resumed).
+    async fn open_session(
+        &mut self,
+        id: &str,
+        name: &str,
+    ) -> Result<(ClientId, RoomState, bool), String> {
+        let (ours, theirs) = tokio::io::duplex(self.shared.config.pipe_bytes);
+        if self.shared.manager.attach(theirs, self.addr).is_none() {
+            return Err("server full".into());
+        }
+        let session = SocketStream::from_stream(ours, SocketConfig::default());
+        let resume = self
+            .shared
+            .directory
+            .lock()
+            .expect("directory lock")
+            .session(id)
+            .map(|(client, token)| Resume { client, token });
+        let hello = Hello {
+            name: name.chars().take(32).collect(),
+            password: None,
+            credentials: Vec::new(),
+            resume,
+        };
+        session
+            .send(&session::session_message(session::HELLO, &hello))
+            .map_err(|e| e.to_string())?;
+        self.session = Some(session);
+        let welcome: Welcome = loop {
+            let message = self.next_session_message().await?;
+            match (message.channel_id(), message.action_id()) {
+                (SESSION_CHANNEL, session::WELCOME) => {
+                    break message.content().map_err(|e| e.to_string())?
+                }
+                (SESSION_CHANNEL, session::REFUSED) => {
+                    let refused: session::Refused = message.content().map_err(|e| e.to_string())?;
+                    // An expired session: start a new one under the same id.
+                    if hello.resume.is_some() && matches!(refused.code, 1..=3) {
+                        self.shared
+                            .directory
+                            .lock()
+                            .expect("directory lock")
+                            .forget_session(id);
+                        return Box::pin(self.open_session(id, name)).await;
+                    }
+                    return Err(refused.reason);
+                }
+                _ => {}
+            }
+        };
+        self.shared
+            .directory
+            .lock()
+            .expect("directory lock")
+            .welcomed(id, welcome.client, welcome.token.clone());
+        // Rooms are found by name, so one join at a time on this listener.
+        let shared = self.shared.clone();
+        let _guard = shared.join_lock.lock().await;
+        self.request(RoomAction::ListRooms, &()).await?;
+        let list = loop {
+            let message = self.next_session_message().await?;
+            if let Some(RoomEvent::List(list)) = RoomEvent::decode(&message) {
+                break list;
+            }
+        };
+        let asked = match list.iter().find(|room| room.name == self.ask.name) {
+            Some(room) => self.request(RoomAction::Join, &room.id).await?,
+            None => {
+                let room = CreateRoom {
+                    name: self.ask.name.clone(),
+                    max_players: self.ask.max_players,
+                    metadata: [("protocol".to_string(), "axispy".to_string())].into(),
+                    private: false,
+                };
+                self.request(RoomAction::Create, &room).await?
+            }
+        };
+        // The room's state comes before the request's answer.
+        let mut state = None;
+        loop {
+            let message = self.next_session_message().await?;
+            if message.channel_id() == SESSION_CHANNEL {
+                match message.action_id() {
+                    session::ACCEPTED if message.content::<u64>().ok() == Some(asked) => break,
+                    session::REJECTED => {
+                        let rejected: session::Rejected =
+                            message.content().map_err(|e| e.to_string())?;
+                        if rejected.id == asked {
+                            return Err(axispy_reason(&rejected.reason));
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            if let Some(event) = RoomEvent::decode(&message) {
+                self.view.apply(&event);
+                if let RoomEvent::State(s) = event {
+                    state = Some(s);
+                }
+            }
+        }
+        let state = state.ok_or("no room state")?;
+        Ok((welcome.client, state, welcome.resumed))
+    }
+
+    /// The next message from the server; the session's end is an error
+    /// with its reason.
+    pub(super) async fn next_session_message(&mut self) -> Result<Message, String> {
+        loop {
+            match next_session_event(&mut self.session).await {
+                Some(SocketEvent::Received(message)) => return Ok(message),
+                Some(SocketEvent::Disconnected(reason)) => {
+                    self.session = None;
+                    return Err(reason.to_string());
+                }
+                None => {
+                    self.session = None;
+                    return Err("server connection lost".into());
+                }
+                Some(_) => continue,
+            }
+        }
+    }
+
+    /// Sends a rooms request; its id.
+    pub(super) async fn request<T: serde::Serialize>(
+        &mut self,
+        action: RoomAction,
+        content: &T,
+    ) -> Result<u64, String> {
+        let id = self.next_request;
+        self.next_request += 1;
+        let frame = RequestFrame {
+            id,
+            channel: switchboard::message::ROOMS_CHANNEL,
+            action: action.id(),
+            content: switchboard::codec::encode_value(content).map_err(|e| e.to_string())?,
+        };
+        let session = self.session.as_ref().ok_or("not connected to the server")?;
+        let message = session::session_message(session::REQUEST, &frame);
+        session.send(&message).map_err(|e| e.to_string())?;
+        Ok(id)
+    }
+
+    /// Sends an AxisPy message (a failed send ends the loop at its next read).
+    pub(super) async fn send(&mut self, t: &str, from: Option<&str>, d: Value) {
+        let _ = self
+            .ws
+            .send(Ws::Text(wire::message(t, from, d).into()))
+            .await;
+    }
+
+    /// Closes the WebSocket with `code` and `reason`, and waits (briefly)
+    /// for the client's side of the close handshake, reading what it still
+    /// sends: hanging up at once could reset the connection and lose the
+    /// close frame on the way.
+    pub(super) async fn close(&mut self, code: u16, reason: &str) {
+        let frame = CloseFrame {
+            code: WsCode::from(code),
+            reason: reason.to_string().into(),
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            self.ws.close(Some(frame)).await?;
+            while let Some(frame) = self.ws.next().await {
+                frame?;
+            }
+            Ok::<(), tokio_tungstenite::tungstenite::Error>(())
+        })
+        .await;
+    }
+}
+
+/// The next event of the session, or never when there is none.
+async fn next_session_event(session: &mut Option<SocketStream>) -> Option<SocketEvent> {
+    match session {
+        Some(session) => session.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) fn unix_time() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// A rooms rejection as AxisPy clients show it (the original host's texts
+/// where it had one).
+fn axispy_reason(reason: &str) -> String {
+    match reason {
+        "that room is full" => "Room is full".into(),
+        "the game in that room has started" => "Game already started".into(),
+        "that room is locked" => "Room is locked".into(),
+        other => other.into(),
+    }
+}

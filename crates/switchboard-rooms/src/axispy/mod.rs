@@ -1,0 +1,331 @@
+//! AxisPy compatibility: unchanged AxisPy games (their `MultiplayerComponent`
+//! in client mode) join Switchboard rooms as if Switchboard were their host.
+//!
+//! AxisPy speaks WebSocket with one JSON object per text frame
+//! (`../shared/compat/axispy-protocol.md`; `docs/COMPAT.md` says what works
+//! and what differs). The listener translates each AxisPy connection into a
+//! Switchboard session with the rooms server, attached to the
+//! [`ServerManager`](switchboard::ServerManager) over an in-memory pipe
+//! under the client's own address: [`RoomsLogic`](crate::RoomsLogic) is the
+//! authority, native, JavaScript and AxisPy players meet in the same rooms,
+//! and the per-address limits count them all together.
+//!
+//! The room: the WebSocket path names it (`ws://host:8765/duel`), or the
+//! query (`?room=duel`); `/` is the room "Lobby". It is created (public, at
+//! most `?max_players=N`, default 8) by the first player who asks for it.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `wire.rs` | the JSON envelope, room and player dicts, payloads to and from native clients |
+//! | `directory.rs` | AxisPy ids across connections: sessions, takeover rules, kicks |
+//! | `bridge.rs` | one connection: its loop, the join |
+//! | `to_rooms.rs`, `to_axispy.rs` | the translation each way |
+
+mod bridge;
+mod directory;
+mod to_axispy;
+mod to_rooms;
+mod wire;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchboard::session::RateLimit;
+use switchboard::ManagerHandle;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+/// AxisPy's customary port.
+pub const DEFAULT_PORT: u16 = 8765;
+
+/// The AxisPy listener's settings; every limit with its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AxisPyConfig {
+    /// Bytes of one message (default 64 KiB; AxisPy itself takes up to
+    /// 1 MiB, and this listener never sends it more). Larger messages get
+    /// an error message and a strike.
+    pub max_message_bytes: usize,
+    /// Nesting of a message's JSON (default 32). Deeper ones are refused
+    /// before they are parsed: an error message and a strike.
+    pub max_json_depth: usize,
+    /// Messages a client may send (default 60 a second, bursts of 120).
+    /// Past it: dropped, an error message, a strike.
+    pub message_rate: RateLimit,
+    /// Bytes a client may send (default 64 KiB a second, bursts of 256 KiB).
+    pub byte_rate: RateLimit,
+    /// Strikes (bad JSON, over a limit) before the connection is closed
+    /// with code 4008 (default 20).
+    pub max_strikes: u32,
+    /// Connections in their WebSocket handshake at once (default 64); more
+    /// wait for a slot, each within `handshake_timeout`.
+    pub max_pending_handshakes: usize,
+    /// How long the WebSocket handshake may take (default 10 s).
+    pub handshake_timeout: Duration,
+    /// How long a join (session, room list, join or create) may take
+    /// (default 10 s); past it the client is refused.
+    pub join_timeout: Duration,
+    /// A connection that sends nothing for this long is closed with 4011
+    /// (default 60 s; AxisPy pings every 20 s).
+    pub idle_timeout: Duration,
+    /// Interval of the listener's `ping` to joined clients, and of the idle
+    /// check (default 5 s).
+    pub ping_interval: Duration,
+    /// How long the connection holding an id has to show it is alive when
+    /// another claims the id (default 2 s).
+    pub probe_timeout: Duration,
+    /// AxisPy ids remembered at most, for reconnects and kicks (default
+    /// 10,000); past it new ids are refused "server full".
+    pub max_known_players: usize,
+    /// How long a disconnected AxisPy id is remembered (default 60 s: the
+    /// session grace of a default `ManagerConfig`).
+    pub grace: Duration,
+    /// Players needed for the automatic start (default 2): the room's host
+    /// starts the game once every member is ready.
+    pub auto_start_min_players: usize,
+    /// Bytes of the in-memory pipe to the manager, each way (default 256 KiB).
+    pub pipe_bytes: usize,
+}
+
+impl Default for AxisPyConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 64 * 1024,
+            max_json_depth: 32,
+            message_rate: RateLimit {
+                per_second: 60.0,
+                burst: 120.0,
+            },
+            byte_rate: RateLimit {
+                per_second: 64.0 * 1024.0,
+                burst: 256.0 * 1024.0,
+            },
+            max_strikes: 20,
+            max_pending_handshakes: 64,
+            handshake_timeout: Duration::from_secs(10),
+            join_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            ping_interval: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(2),
+            max_known_players: 10_000,
+            grace: Duration::from_secs(60),
+            auto_start_min_players: 2,
+            pipe_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// Counters of the listener.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) connections: AtomicU64,
+    pub(crate) bad_messages: AtomicU64,
+}
+
+/// The room a connection asks for.
+#[derive(Debug, Clone)]
+pub(crate) struct RoomAsk {
+    pub(crate) name: String,
+    pub(crate) max_players: u8,
+}
+
+impl RoomAsk {
+    /// From the request's path and query.
+    fn of(path_and_query: &str) -> Self {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let mut name = path.trim_matches('/').to_string();
+        let mut max_players = 8;
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some(("room", value)) if !value.is_empty() => name = value.to_string(),
+                Some(("max_players", value)) => {
+                    max_players = value.parse::<u8>().unwrap_or(8).clamp(2, 64)
+                }
+                _ => {}
+            }
+        }
+        let name: String = percent_decode(&name)
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(32)
+            .collect();
+        Self {
+            name: if name.trim().is_empty() {
+                "Lobby".into()
+            } else {
+                name.trim().to_string()
+            },
+            max_players,
+        }
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => match std::str::from_utf8(hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                None => out.push(b'%'),
+            },
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What the connections of one listener share.
+pub(crate) struct Shared {
+    pub(crate) config: AxisPyConfig,
+    pub(crate) manager: ManagerHandle,
+    pub(crate) directory: Mutex<directory::Directory>,
+    /// Rooms are found by name: one join at a time.
+    pub(crate) join_lock: tokio::sync::Mutex<()>,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) stats: Stats,
+}
+
+/// A running AxisPy listener.
+#[derive(Debug, Clone)]
+pub struct AxisPyListener {
+    addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl AxisPyListener {
+    /// Listens on `addr` for AxisPy clients and joins them to the rooms of
+    /// the manager `manager` runs (its logic must be
+    /// [`RoomsLogic`](crate::RoomsLogic)). Runs on the current tokio
+    /// runtime until [`stop`](Self::stop).
+    pub async fn spawn(
+        addr: SocketAddr,
+        config: AxisPyConfig,
+        manager: ManagerHandle,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            directory: Mutex::new(directory::Directory::new(
+                config.max_known_players,
+                config.grace,
+            )),
+            config,
+            manager,
+            join_lock: tokio::sync::Mutex::new(()),
+            next_conn: AtomicU64::new(1),
+            stats: Stats::default(),
+        });
+        let stop = CancellationToken::new();
+        tokio::spawn(accept_loop(listener, shared, stop.clone()));
+        tracing::info!(%addr, "listening for AxisPy clients");
+        Ok(Self { addr, stop })
+    }
+
+    /// Where AxisPy clients connect (`ws://<this>/<room>`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting; connections end with the manager.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
+    let pending = Arc::new(Semaphore::new(shared.config.max_pending_handshakes.max(1)));
+    loop {
+        let (stream, addr) = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(%err, "AxisPy accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let (shared, pending) = (shared.clone(), pending.clone());
+        tokio::spawn(async move {
+            let timeout = shared.config.handshake_timeout;
+            let upgraded = tokio::time::timeout(timeout, async {
+                let _slot = pending.acquire().await.ok()?;
+                handshake(stream, &shared.config).await
+            })
+            .await;
+            if let Ok(Some((ws, ask))) = upgraded {
+                bridge::Bridge::new(ws, addr, ask, shared).run().await;
+            }
+        });
+    }
+}
+
+/// The WebSocket handshake on any path, no subprotocol (AxisPy's client
+/// fails a handshake that names one); the room from the path or query.
+async fn handshake(
+    stream: tokio::net::TcpStream,
+    config: &AxisPyConfig,
+) -> Option<(
+    tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    RoomAsk,
+)> {
+    let mut ask = None;
+    // The callback's type is tungstenite's (an error response is large).
+    #[allow(clippy::result_large_err)]
+    let callback = |request: &Request, response: Response| {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        ask = Some(RoomAsk::of(path));
+        Ok(response)
+    };
+    let ws_config = WebSocketConfig::default()
+        .read_buffer_size(8 * 1024)
+        .max_message_size(Some(config.max_message_bytes))
+        .max_frame_size(Some(config.max_message_bytes));
+    let ws = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(ws_config))
+        .await
+        .ok()?;
+    Some((ws, ask.unwrap_or(RoomAsk::of("/"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_comes_from_the_path_or_the_query() {
+        let ask = RoomAsk::of("/");
+        assert_eq!((ask.name.as_str(), ask.max_players), ("Lobby", 8));
+        assert_eq!(RoomAsk::of("/duel").name, "duel");
+        assert_eq!(
+            RoomAsk::of("/x?room=Big%20Hall&max_players=4").name,
+            "Big Hall"
+        );
+        assert_eq!(RoomAsk::of("/?max_players=4").max_players, 4);
+        assert_eq!(RoomAsk::of("/?max_players=1000").max_players, 8);
+        assert_eq!(RoomAsk::of(&format!("/{}", "a".repeat(100))).name.len(), 32);
+    }
+}
