@@ -80,7 +80,7 @@ class Client:
     def __init__(self, url, name, player_id=None):
         self.url = url
         self.name = name
-        self.id = player_id or str(uuid.uuid4())
+        self.id = str(uuid.uuid4()) if player_id is None else player_id
         self.inbox = []
         self.ws = None
         self.reader = None
@@ -194,7 +194,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         c = await Client(self.url(), "C").connect()
         self.assertEqual((await c.joined())["name"], "Lobby")
 
-    async def test_ready_is_echoed_to_the_sender_and_the_start_follows(self):
+    async def test_b5_b12_ready_is_echoed_for_the_sender_only_as_a_boolean_and_the_start_follows(self):
         alice, bob = await self.pair()
         # B5: the player id in the message is ignored; B12: extra keys are not echoed.
         await alice.send("player_ready", {"player_id": bob.id, "ready": True, "evil": 1})
@@ -207,7 +207,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
             start = await client.expect("game_start")
             self.assertNotIn("d", start)
 
-    async def test_joins_after_the_start_are_refused(self):
+    async def test_b7_b8_joins_after_the_start_are_refused_and_the_refused_socket_hears_nothing(self):
         alice, bob = await self.pair()
         await alice.send("player_ready", {"ready": True})
         await bob.send("player_ready", {"ready": True})
@@ -228,7 +228,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         c = await Client(self.url("pair"), "C").connect()
         self.assertEqual((await c.expect("join_rejected"))["d"], {"reason": "Room is full"})
 
-    async def test_spawn_update_and_despawn_reach_the_others_and_only_the_owner_moves_it(self):
+    async def test_b3_b4_spawn_update_and_despawn_reach_the_others_and_only_the_owner_moves_it(self):
         alice, bob = await self.pair()
         await alice.send(
             "rpc_call",
@@ -264,7 +264,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         await bob.expect("despawn_entity", lambda m: m["d"]["net_id"] == net_id)
         await alice.never("despawn_entity")
 
-    async def test_rpcs_to_all_to_the_host_and_to_one_player_are_delivered_and_stamped(self):
+    async def test_b2_b5_rpcs_to_all_to_the_host_and_to_one_player_are_delivered_and_stamped(self):
         alice, bob = await self.pair()
         carol = await Client(self.url("duel"), "Carol").connect()
         await carol.joined()
@@ -287,7 +287,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual((call["from"], call["d"]["target"]), (carol.id, alice.id))
         await bob.never("rpc_call")
 
-    async def test_custom_messages_reach_the_others_stamped(self):
+    async def test_b1_custom_messages_reach_the_others_stamped(self):
         alice, bob = await self.pair()
         await alice.send("custom", {"channel": "chat", "payload": {"text": "Hello!"}}, **{"from": bob.id})
         custom = await bob.expect("custom")
@@ -295,7 +295,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(custom["d"], {"channel": "chat", "payload": {"text": "Hello!"}})
         await alice.never("custom")
 
-    async def test_ping_is_answered_to_the_pinger_only_and_the_server_pings(self):
+    async def test_b11_ping_is_answered_to_the_pinger_only_and_the_server_pings(self):
         alice, bob = await self.pair()
         await alice.send("ping", {"ts": 12.5})
         pong = await alice.expect("pong")
@@ -304,7 +304,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         ping = await alice.expect("ping", timeout=8)
         self.assertIsInstance(ping["d"]["ts"], float)
 
-    async def test_disconnect_is_an_immediate_leave(self):
+    async def test_b10_disconnect_is_an_immediate_leave(self):
         alice, bob = await self.pair()
         await bob.send("disconnect", {"player_id": bob.id})
         left = await alice.expect("player_left", timeout=2)
@@ -325,7 +325,21 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         await alice.never("player_left")
         await alice.never("player_joined", lambda m: m["d"]["player"]["id"] == bob.id)
 
-    async def test_a_live_id_cannot_be_taken_over(self):
+    async def test_b6_malformed_ids_and_a_second_join_on_one_socket_are_refused(self):
+        for bad in ("", "not-a-uuid", "AAAAAAAA-AAAA-4AAA-8AAA-AAAAAAAAAAAA"):
+            client = await Client(self.url("duel"), "X", player_id=bad).connect()
+            self.assertEqual((await client.expect("join_rejected"))["d"], {"reason": "invalid player id"})
+        alice = await Client(self.url("duel"), "Alice").connect()
+        await alice.joined()
+        # A second join on the same socket, under another id, changes nothing.
+        other = str(uuid.uuid4())
+        await alice.send("join_request", {"player_id": other, "player_name": "Eve"}, sender=False)
+        bob = await Client(self.url("duel"), "Bob").connect()
+        room = await bob.joined()
+        self.assertEqual(set(room["players"]), {alice.id, bob.id})
+        await alice.never("join_accepted")
+
+    async def test_b6_a_live_id_cannot_be_taken_over(self):
         alice = await Client(self.url("duel"), "Alice").connect()
         await alice.joined()
         thief = await Client(self.url("duel"), "Mallory", player_id=alice.id).connect()
@@ -343,7 +357,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         room = await again.joined()
         self.assertIn(alice.id, room["players"])
 
-    async def test_a_kick_closes_the_socket_and_keeps_the_id_out(self):
+    async def test_b9_a_kick_closes_the_socket_and_keeps_the_id_out(self):
         self.server.stop()
         self.server = Server("--admin-port", "0", env={"SWITCHBOARD_ADMIN_TOKEN": TOKEN})
         alice, bob = await self.pair()
@@ -363,7 +377,7 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         again = await Client(self.url("duel"), "Bob", player_id=bob.id).connect()
         self.assertEqual((await again.expect("join_rejected"))["d"], {"reason": "kicked"})
 
-    async def test_bad_json_gets_an_error_and_floods_are_closed(self):
+    async def test_b13_bad_json_gets_an_error_and_floods_are_closed(self):
         alice = await Client(self.url("duel"), "Alice").connect()
         await alice.joined()
         await alice.ws.send("{not json")
