@@ -104,6 +104,23 @@ async fn ws_close(ws: &mut WebSocketStream<TcpStream>) -> (u16, String) {
     }
 }
 
+/// Waits for the server's one peer to end with a protocol error.
+async fn ends_in_a_protocol_error(server: &mut switchboard::ServerStream) {
+    loop {
+        match next_server_event(server).await {
+            ServerEvent::PeerDisconnected { reason, .. } => {
+                assert!(
+                    matches!(reason, DisconnectReason::ProtocolError(_)),
+                    "{reason:?}"
+                );
+                return;
+            }
+            ServerEvent::PeerError { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_websocket_client_and_a_tcp_client_share_one_server() {
     let mut server = ws_server(WebSocketConfig::default());
@@ -205,19 +222,7 @@ async fn websocket_text_message_is_a_protocol_error() {
     let (code, reason) = ws_close(&mut ws).await;
     assert_eq!(code, CloseCode::PROTOCOL_ERROR.0);
     assert!(reason.contains("binary"), "{reason}");
-    loop {
-        match next_server_event(&mut server).await {
-            ServerEvent::PeerDisconnected { reason, .. } => {
-                assert!(
-                    matches!(reason, DisconnectReason::ProtocolError(_)),
-                    "{reason:?}"
-                );
-                break;
-            }
-            ServerEvent::PeerError { .. } => {}
-            other => panic!("{other:?}"),
-        }
-    }
+    ends_in_a_protocol_error(&mut server).await;
 }
 
 #[tokio::test]
@@ -260,19 +265,7 @@ async fn websocket_message_past_the_frame_limit_is_refused() {
             raw_frame(0, &vec![7u8; 64 * 1024]).into(),
         ))
         .await;
-    loop {
-        match next_server_event(&mut server).await {
-            ServerEvent::PeerDisconnected { reason, .. } => {
-                assert!(
-                    matches!(reason, DisconnectReason::ProtocolError(_)),
-                    "{reason:?}"
-                );
-                break;
-            }
-            ServerEvent::PeerError { .. } => {}
-            other => panic!("{other:?}"),
-        }
-    }
+    ends_in_a_protocol_error(&mut server).await;
 }
 
 /// Sends `request` raw and returns the whole response as text.

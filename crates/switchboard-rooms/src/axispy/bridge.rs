@@ -85,6 +85,8 @@ pub(super) struct Bridge {
     /// What each pending request was, when its rejection needs an answer.
     pub(super) pending: HashMap<u64, Pending>,
     pub(super) start_asked: bool,
+    /// The client did not take a message within the write timeout.
+    slow: bool,
     /// How AxisPy clients name the players seen in the room.
     pub(super) names: HashMap<ClientId, String>,
     limiter: RateLimiter,
@@ -128,6 +130,7 @@ impl Bridge {
             next_request: 1,
             pending: HashMap::new(),
             start_asked: false,
+            slow: false,
             names: HashMap::new(),
             limiter,
             strikes: 0,
@@ -166,6 +169,9 @@ impl Bridge {
         let mut tick = tokio::time::interval_at(first, config.ping_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            if self.slow {
+                return End::Closed("slow consumer");
+            }
             let probe_deadline = self.probing.as_ref().map(|(_, at)| *at);
             tokio::select! {
                 frame = self.ws.next() => {
@@ -298,11 +304,14 @@ impl Bridge {
             Claim::Held(probe) => {
                 // The id's connection may be half-open: ask it, and take
                 // the id over only if it does not answer.
+                // A connection that cannot even answer in time (gone, or
+                // stuck writing to a client that does not read) is dead.
                 let (tx, rx) = oneshot::channel();
-                let alive = probe.send(tx).await.is_ok()
-                    && tokio::time::timeout(self.shared.config.probe_timeout * 2, rx)
-                        .await
-                        .map_or(true, |answer| answer.unwrap_or(false));
+                let answer = tokio::time::timeout(self.shared.config.probe_timeout * 2, async {
+                    probe.send(tx).await.ok()?;
+                    rx.await.ok()
+                });
+                let alive = answer.await.ok().flatten().unwrap_or(false);
                 if alive {
                     return self.refuse("duplicate player id").await;
                 }
@@ -505,12 +514,18 @@ impl Bridge {
         Ok(id)
     }
 
-    /// Sends an AxisPy message (a failed send ends the loop at its next read).
+    /// Sends an AxisPy message. A client that does not take it within
+    /// the write timeout is dropped at the loop's next turn (a failed send
+    /// ends the loop at its next read).
     pub(super) async fn send(&mut self, t: &str, from: Option<&str>, d: Value) {
-        let _ = self
-            .ws
-            .send(Ws::Text(wire::message(t, from, d).into()))
-            .await;
+        let text = wire::message(t, from, d);
+        let timeout = self.shared.config.write_timeout;
+        if tokio::time::timeout(timeout, self.ws.send(Ws::Text(text.into())))
+            .await
+            .is_err()
+        {
+            self.slow = true;
+        }
     }
 
     /// Closes the WebSocket with `code` and `reason`, and waits (briefly)

@@ -72,6 +72,10 @@ pub struct AxisPyConfig {
     /// A connection that sends nothing for this long is closed with 4011
     /// (default 60 s; AxisPy pings every 20 s).
     pub idle_timeout: Duration,
+    /// How long a client has to take a message (default 10 s); one that
+    /// does not read is dropped as a slow consumer, its session waiting
+    /// out its grace.
+    pub write_timeout: Duration,
     /// Interval of the listener's `ping` to joined clients, and of the idle
     /// check (default 5 s).
     pub ping_interval: Duration,
@@ -93,22 +97,19 @@ pub struct AxisPyConfig {
 
 impl Default for AxisPyConfig {
     fn default() -> Self {
+        // The rates and strikes of any client of a manager.
+        let manager = switchboard::ManagerConfig::default();
         Self {
             max_message_bytes: 64 * 1024,
             max_json_depth: 32,
-            message_rate: RateLimit {
-                per_second: 60.0,
-                burst: 120.0,
-            },
-            byte_rate: RateLimit {
-                per_second: 64.0 * 1024.0,
-                burst: 256.0 * 1024.0,
-            },
-            max_strikes: 20,
+            message_rate: manager.message_rate,
+            byte_rate: manager.byte_rate,
+            max_strikes: manager.max_strikes,
             max_pending_handshakes: 64,
             handshake_timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(2),
             max_known_players: 10_000,
