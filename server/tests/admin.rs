@@ -184,3 +184,57 @@ fn board_process_admin_shows_a_player_with_its_traffic_and_kicks_it_for_good() {
     let text = warnings[0]["text"].as_str().unwrap();
     assert!(text.contains("kicked by the operator: be nice"), "{text}");
 }
+
+#[test]
+fn rooms_process_admin_shows_its_rooms_with_members_ready_and_entities() {
+    let rooms = Server::start("rooms", &["rooms", "--bind", "loopback"]);
+    let addr = format!("127.0.0.1:{}", rooms.port);
+    let mut ann = switchboard_rooms::RoomClient::connect(addr, ClientConfig::named("ann"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let until = |ann: &mut switchboard_rooms::RoomClient,
+                 what: &str,
+                 done: &dyn Fn(&switchboard_rooms::RoomClient) -> bool| {
+        while !done(ann) {
+            assert!(Instant::now() < deadline, "{what}");
+            ann.poll_timeout(Duration::from_millis(20));
+        }
+    };
+    until(&mut ann, "welcomed", &|a| a.client().is_welcomed());
+    let room = switchboard_rooms::CreateRoom {
+        name: "duel".into(),
+        max_players: 2,
+        metadata: Default::default(),
+        private: false,
+    };
+    ann.create(&room).unwrap();
+    until(&mut ann, "in the room", &|a| a.room().is_some());
+    ann.set_ready(true).unwrap();
+    ann.spawn("tank", &1u32).unwrap();
+    until(&mut ann, "ready with a tank", &|a| {
+        a.room()
+            .is_some_and(|r| r.players[0].ready && r.entities.len() == 1)
+    });
+    let (status, places) = get(&rooms.admin, "/api/places");
+    assert_eq!(status, 200);
+    let places: serde_json::Value = serde_json::from_str(&places).unwrap();
+    let place = &places[0];
+    assert_eq!(place["name"], "#1 duel", "{places}");
+    let id = ann.client().client_id().unwrap().to_string();
+    assert_eq!(place["members"], serde_json::json!([id]));
+    let facts: Vec<(String, String)> = serde_json::from_value(place["facts"].clone()).unwrap();
+    for fact in [
+        ("players", "1/2"),
+        ("host", "ann"),
+        ("ready", "ann"),
+        ("started", "no"),
+        ("entities", "1"),
+    ] {
+        assert!(
+            facts.contains(&(fact.0.into(), fact.1.into())),
+            "{fact:?} in {facts:?}"
+        );
+    }
+    // The clients table names the room.
+    let (_, clients) = get(&rooms.admin, "/api/clients");
+    assert!(clients.contains("\"place\":\"#1 duel\""), "{clients}");
+}

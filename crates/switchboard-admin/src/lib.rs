@@ -38,4 +38,6 @@ pub mod source;
 
 pub use manager::ManagerAdmin;
 pub use server::{AdminConfig, AdminError, AdminServer};
-pub use source::{AdminClient, AdminSource, Counter, CounterKind, LogLine, Snapshot, Traffic};
+pub use source::{
+    AdminClient, AdminPlace, AdminSource, Counter, CounterKind, LogLine, Snapshot, Traffic,
+};

@@ -9,7 +9,9 @@ use switchboard::manager::{LogLevel, ManagerHandle};
 use switchboard::session::ClientId;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::source::{AdminClient, AdminSource, BoxFuture, Counter, LogLine, Snapshot, Traffic};
+use crate::source::{
+    AdminClient, AdminPlace, AdminSource, BoxFuture, Counter, LogLine, Snapshot, Traffic,
+};
 
 /// Log lines a [`ManagerAdmin`] keeps.
 pub const LOG_LINES: usize = 500;
@@ -68,6 +70,13 @@ impl AdminSource for ManagerAdmin {
             let Some(stats) = self.handle.stats().await else {
                 return Snapshot::default();
             };
+            let place_of = |id: &ClientId| {
+                stats
+                    .places
+                    .iter()
+                    .find(|p| p.members.contains(id))
+                    .map(|p| p.name.clone())
+            };
             let clients = stats
                 .clients
                 .iter()
@@ -75,7 +84,7 @@ impl AdminSource for ManagerAdmin {
                     id: c.id.to_string(),
                     name: c.name.clone(),
                     addr: Some(c.addr.to_string()),
-                    place: None,
+                    place: place_of(&c.id),
                     kind: "player".into(),
                     traffic: Some(Traffic {
                         connected_seconds: c.connected_for.as_secs_f64(),
@@ -192,7 +201,20 @@ impl AdminSource for ManagerAdmin {
                     .with_label("reason", reason),
                 );
             }
-            Snapshot { clients, counters }
+            let places = stats
+                .places
+                .iter()
+                .map(|p| AdminPlace {
+                    name: p.name.clone(),
+                    members: p.members.iter().map(|m| m.to_string()).collect(),
+                    facts: p.facts.clone(),
+                })
+                .collect();
+            Snapshot {
+                clients,
+                counters,
+                places,
+            }
         })
     }
 

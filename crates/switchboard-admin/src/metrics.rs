@@ -115,6 +115,7 @@ mod tests {
                 Counter::gauge("y", "Now.", 1.5),
                 Counter::total("x_total", "Things.", 4).with_label("reason", "a \"b\"\n"),
             ],
+            places: Vec::new(),
         };
         let text = render("relay", 2.0, &snapshot);
         assert_eq!(text.matches("# TYPE x_total counter").count(), 1);

@@ -116,6 +116,7 @@ impl AdminServer {
             .route("/api/events", get(events))
             .route("/api/overview", get(overview))
             .route("/api/clients", get(clients))
+            .route("/api/places", get(places))
             .route("/api/clients/{id}/kick", post(kick))
             .route("/api/log", get(log))
             .route("/api/notice", post(notice))
@@ -236,6 +237,7 @@ async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
             "mode": shared.source.mode(),
             "uptime_seconds": shared.started.elapsed().as_secs_f64(),
             "counters": snapshot.counters,
+            "places": snapshot.places_or_groups(),
             "clients": snapshot.clients,
         });
         let event = Event::default().event("snapshot").data(data.to_string());
@@ -265,6 +267,13 @@ async fn clients(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
         return response;
     }
     Json(shared.source.snapshot().await.clients).into_response()
+}
+
+async fn places(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Access::Refused(response) = shared.read(&headers) {
+        return response;
+    }
+    Json(shared.source.snapshot().await.places_or_groups()).into_response()
 }
 
 #[derive(Deserialize)]

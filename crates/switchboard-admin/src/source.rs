@@ -74,6 +74,44 @@ pub struct Snapshot {
     pub clients: Vec<AdminClient>,
     /// Its counters and gauges (for `/metrics` and the overview).
     pub counters: Vec<Counter>,
+    /// Where the clients are (rooms, tables), when the mode says; see
+    /// [`Snapshot::places_or_groups`].
+    pub places: Vec<AdminPlace>,
+}
+
+impl Snapshot {
+    /// The places the mode reported, or else its clients grouped by their
+    /// `place` (a relay's zones: players per zone).
+    pub fn places_or_groups(&self) -> Vec<AdminPlace> {
+        if !self.places.is_empty() {
+            return self.places.clone();
+        }
+        let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for client in &self.clients {
+            if let Some(place) = &client.place {
+                groups.entry(place).or_default().push(client.id.clone());
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(name, members)| AdminPlace {
+                name: name.to_string(),
+                facts: vec![("players".into(), members.len().to_string())],
+                members,
+            })
+            .collect()
+    }
+}
+
+/// A place clients are in (a room, a zone), as the places table shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AdminPlace {
+    /// Its name.
+    pub name: String,
+    /// The ids (as in the clients table) of the clients in it.
+    pub members: Vec<String>,
+    /// Facts as label and value, in display order.
+    pub facts: Vec<(String, String)>,
 }
 
 /// One client, as the clients table shows it.

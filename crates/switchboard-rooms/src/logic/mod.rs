@@ -15,7 +15,7 @@ pub use pages::PAGE_BYTES;
 
 use std::collections::{BTreeMap, HashMap};
 
-use switchboard::manager::{Audience, GameLogic, Outbox, Rejection, Request};
+use switchboard::manager::{Audience, GameLogic, Outbox, Place, Rejection, Request};
 use switchboard::session::ClientId;
 
 use crate::protocol::{
@@ -424,6 +424,40 @@ impl GameLogic for RoomsLogic {
         // The goodbye reaches the others whether the player left or its
         // grace period ran out.
         self.forget(client, "disconnected", out);
+    }
+
+    /// Every room, for the operator: members, who is ready, started,
+    /// locked, entities.
+    fn places(&self) -> Vec<Place> {
+        let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+        self.rooms
+            .values()
+            .map(|room| {
+                let name_of = |id: &ClientId| self.names.get(id).cloned().unwrap_or_default();
+                let ready: Vec<String> = room
+                    .members
+                    .iter()
+                    .filter(|m| m.ready)
+                    .map(|m| name_of(&m.id))
+                    .collect();
+                Place {
+                    name: format!("#{} {}", room.id.0, room.name),
+                    members: room.members.iter().map(|m| m.id).collect(),
+                    facts: vec![
+                        (
+                            "players".into(),
+                            format!("{}/{}", room.members.len(), room.max_players),
+                        ),
+                        ("host".into(), name_of(&room.host)),
+                        ("ready".into(), ready.join(", ")),
+                        ("started".into(), yes_no(room.started)),
+                        ("locked".into(), yes_no(room.locked)),
+                        ("private".into(), yes_no(room.private)),
+                        ("entities".into(), room.entities.len().to_string()),
+                    ],
+                }
+            })
+            .collect()
     }
 
     fn on_kicked(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {

@@ -218,6 +218,13 @@ pub trait GameLogic: Send + 'static {
         let _ = (client, out);
     }
 
+    /// Where the clients are, for the operator (the admin page's rooms or
+    /// tables): a place, its members and a few facts. Asked only when an
+    /// operator looks (a stats snapshot). Default: none.
+    fn places(&self) -> Vec<Place> {
+        Vec::new()
+    }
+
     /// A client was kicked by the server's operator, with `reason`; it is
     /// gone for good. By default the same as [`on_leave`](Self::on_leave).
     fn on_kicked(&mut self, client: ClientId, reason: &str, out: &mut Outbox) {
@@ -243,4 +250,16 @@ pub trait GameLogic: Send + 'static {
     fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
         let _ = (latencies, out);
     }
+}
+
+/// A place clients are in (a room, a table, a match), as the operator sees
+/// it: [`GameLogic::places`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// What the operator calls it ("#3 duel").
+    pub name: String,
+    /// The clients in it.
+    pub members: Vec<ClientId>,
+    /// A few facts as label and value ("started", "yes"), in display order.
+    pub facts: Vec<(String, String)>,
 }

@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 pub use config::ManagerConfig;
 pub use core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
-pub use logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
+pub use logic::{
+    Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
+};
 pub use stats::{ClientStats, ServerStats};
 
 use crate::runtime;

@@ -60,4 +60,7 @@ pub struct ServerStats {
     pub disconnects: BTreeMap<String, u64>,
     /// Log lines about peers skipped by `ManagerConfig::peer_log_rate`.
     pub logs_skipped_total: u64,
+    /// Where the clients are, as the game describes it
+    /// ([`GameLogic::places`](super::GameLogic::places)).
+    pub places: Vec<super::Place>,
 }

@@ -307,6 +307,7 @@ impl<L: GameLogic> ManagerCore<L> {
         let mut stats = self.stats.clone();
         stats.sessions = self.sessions.len();
         stats.logs_skipped_total = self.peer_logs.skipped_total();
+        stats.places = self.logic.places();
         stats.clients = self
             .peers
             .iter()
