@@ -221,6 +221,8 @@ struct MasterArgs {
     /// Heartbeats per minute answered per IP.
     #[arg(long, default_value_t = 6.0)]
     heartbeats_per_minute: f64,
+    #[command(flatten)]
+    admin: AdminArgs,
 }
 
 fn parse_scope(text: &str) -> Result<BindScope, String> {
@@ -414,6 +416,8 @@ fn run_master(args: MasterArgs) -> Result<(), String> {
             "{}",
             switchboard::process::ready_line(handle.local_addr().port())
         );
+        let source = master::MasterAdmin::new(handle.clone());
+        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
         server.run(switchboard::process::wait_for_signal()).await;
         Ok(())
     })

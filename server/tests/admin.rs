@@ -238,3 +238,39 @@ fn rooms_process_admin_shows_its_rooms_with_members_ready_and_entities() {
     let (_, clients) = get(&rooms.admin, "/api/clients");
     assert!(clients.contains("\"place\":\"#1 duel\""), "{clients}");
 }
+
+#[test]
+fn master_process_admin_lists_a_registered_server_and_counts_heartbeats() {
+    let master = Server::start("master", &["master", "--bind", "loopback"]);
+    let mut game = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .args(["--port", "0", "--name", "Alpha", "--heartbeat-secs", "0.2"])
+        .arg("--register-with")
+        .arg(format!("127.0.0.1:{}", master.port))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let clients = loop {
+        let (status, clients) = get(&master.admin, "/api/clients");
+        assert_eq!(status, 200);
+        if clients.contains("\"name\":\"Alpha\"") {
+            break clients;
+        }
+        assert!(Instant::now() < deadline, "Alpha listed: {clients}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(clients.contains("\"kind\":\"game server\""), "{clients}");
+    assert!(clients.contains("\"place\":\"board\""), "{clients}");
+    let (_, metrics) = get(&master.admin, "/metrics");
+    assert!(
+        metrics.contains("switchboard_master_servers_listed 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchboard_master_heartbeats_total "),
+        "{metrics}"
+    );
+    let _ = game.kill();
+    let _ = game.wait();
+}

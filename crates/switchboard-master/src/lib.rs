@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod admin;
 mod announce;
 mod browser;
 mod pending;
@@ -37,11 +38,12 @@ mod server;
 
 use std::time::Duration;
 
+pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
 pub use registry::{Master, MemoryRegistry, Registry};
-pub use server::{MasterHandle, MasterServer};
+pub use server::{MasterHandle, MasterServer, MasterSnapshot};
 
 /// The master's port unless told otherwise, UDP and TCP.
 pub const DEFAULT_PORT: u16 = 27900;

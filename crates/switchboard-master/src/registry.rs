@@ -237,6 +237,11 @@ impl<R: Registry> Master<R> {
         &self.config
     }
 
+    /// The registry, for reading.
+    pub fn registry(&self) -> &R {
+        &self.registry
+    }
+
     /// Counts a list request refused for its rate.
     pub fn list_refused(&mut self) {
         self.stats.lists_refused += 1;

@@ -7,9 +7,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{ListRequest, MasterAction, MasterChannel, MAX_DATAGRAM};
+use crate::protocol::{ListRequest, Listed, MasterAction, MasterChannel, MAX_DATAGRAM};
 use crate::registry::{Master, MemoryRegistry, Registry};
 use crate::{MasterConfig, MasterStats};
 use switchboard::message::Message;
@@ -24,13 +25,30 @@ pub struct MasterServer<R: Registry = MemoryRegistry> {
     tcp: ServerStream,
     tick: std::time::Duration,
     stop: CancellationToken,
+    snapshots: mpsc::Receiver<oneshot::Sender<MasterSnapshot>>,
 }
 
-/// A handle to a running master: its address, and the way to stop it.
+/// A handle to a running master: its address, snapshots, and the way to
+/// stop it.
 #[derive(Debug, Clone)]
 pub struct MasterHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
+    snapshots: mpsc::Sender<oneshot::Sender<MasterSnapshot>>,
+}
+
+/// What a master holds at one moment, for its operator.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MasterSnapshot {
+    /// Its counters.
+    pub stats: MasterStats,
+    /// The servers it lists (at most [`MasterSnapshot::MAX_SERVERS`]).
+    pub servers: Vec<Listed>,
+}
+
+impl MasterSnapshot {
+    /// Servers a snapshot holds at most.
+    pub const MAX_SERVERS: usize = 1000;
 }
 
 impl MasterHandle {
@@ -42,6 +60,13 @@ impl MasterHandle {
     /// Stops it.
     pub fn shutdown(&self) {
         self.stop.cancel();
+    }
+
+    /// Its counters and listed servers now; `None` once it stopped.
+    pub async fn snapshot(&self) -> Option<MasterSnapshot> {
+        let (tx, rx) = oneshot::channel();
+        self.snapshots.send(tx).await.ok()?;
+        rx.await.ok()
     }
 }
 
@@ -76,9 +101,11 @@ impl<R: Registry> MasterServer<R> {
             match UdpSocket::bind(SocketAddr::new(addr.ip(), port)).await {
                 Ok(udp) => {
                     let stop = CancellationToken::new();
+                    let (snapshots_tx, snapshots) = mpsc::channel(4);
                     let handle = MasterHandle {
                         local_addr: tcp.local_addr(),
                         stop: stop.clone(),
+                        snapshots: snapshots_tx,
                     };
                     let tick = config.tick_interval;
                     let server = Self {
@@ -87,6 +114,7 @@ impl<R: Registry> MasterServer<R> {
                         tcp: tcp.into_stream(),
                         tick,
                         stop,
+                        snapshots,
                     };
                     return Ok((server, handle));
                 }
@@ -162,6 +190,9 @@ impl<R: Registry> MasterServer<R> {
                     None => break,
                 },
                 _ = tick.tick() => self.master.tick(Instant::now()),
+                Some(reply) = self.snapshots.recv() => {
+                    let _ = reply.send(self.snapshot());
+                }
                 _ = &mut shutdown => break,
                 _ = self.stop.cancelled() => break,
             }
@@ -172,6 +203,28 @@ impl<R: Registry> MasterServer<R> {
     /// The counters so far.
     pub fn stats(&self) -> MasterStats {
         self.master.stats()
+    }
+
+    /// The counters and the listed servers, page by page (not counted as
+    /// list requests).
+    fn snapshot(&mut self) -> MasterSnapshot {
+        let stats = self.master.stats();
+        let mut servers = Vec::new();
+        for page in 0.. {
+            let request = ListRequest {
+                filter: Default::default(),
+                page,
+                page_size: crate::protocol::MAX_PAGE,
+            };
+            let listed = self.master.registry().query(&request).servers;
+            let done = listed.len() < crate::protocol::MAX_PAGE as usize;
+            servers.extend(listed);
+            if done || servers.len() >= MasterSnapshot::MAX_SERVERS {
+                break;
+            }
+        }
+        servers.truncate(MasterSnapshot::MAX_SERVERS);
+        MasterSnapshot { stats, servers }
     }
 }
 
