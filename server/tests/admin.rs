@@ -143,7 +143,7 @@ fn board_process_admin_shows_a_player_with_its_traffic_and_kicks_it_for_good() {
         metrics.contains("# TYPE switchboard_clients gauge\n"),
         "{metrics}"
     );
-    assert!(metrics.contains("switchboard_requests_total{verdict=\"accepted\"} 0\n"));
+    assert!(metrics.contains("switchboard_request_duration_seconds_count 0\n"));
     // Kicked: told why, and it does not come back.
     let path = format!("/api/clients/{id}/kick");
     let (status, body) = request(
@@ -237,6 +237,19 @@ fn rooms_process_admin_shows_its_rooms_with_members_ready_and_entities() {
     // The clients table names the room.
     let (_, clients) = get(&rooms.admin, "/api/clients");
     assert!(clients.contains("\"place\":\"#1 duel\""), "{clients}");
+    // Requests by verdict and channel, and how long they took.
+    let ticket = ann.join(switchboard_rooms::RoomId(42)).unwrap();
+    until(&mut ann, "the join answered", &|_| ticket.is_done());
+    let (_, metrics) = get(&rooms.admin, "/metrics");
+    for line in [
+        "switchboard_requests_total{verdict=\"accepted\",channel=\"2\"} 3\n",
+        "switchboard_requests_total{verdict=\"rejected\",channel=\"2\"} 1\n",
+        "# TYPE switchboard_request_duration_seconds histogram\n",
+        "switchboard_request_duration_seconds_bucket{le=\"+Inf\"} 4\n",
+        "switchboard_request_duration_seconds_count 4\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 }
 
 #[test]

@@ -134,23 +134,6 @@ impl AdminSource for ManagerAdmin {
                     stats.evicted_total,
                 ),
                 Counter::total(
-                    "switchboard_requests_total",
-                    "Requests, by verdict.",
-                    stats.accepted_total,
-                )
-                .with_label("verdict", "accepted"),
-                Counter::total(
-                    "switchboard_requests_total",
-                    "Requests, by verdict.",
-                    stats.rejected_total,
-                )
-                .with_label("verdict", "rejected"),
-                Counter::total(
-                    "switchboard_errors_total",
-                    "Messages answered with an error.",
-                    stats.errors_total,
-                ),
-                Counter::total(
                     "switchboard_rate_limited_total",
                     "Messages dropped over a client's rate.",
                     stats.rate_limited_total,
@@ -201,6 +184,7 @@ impl AdminSource for ManagerAdmin {
                     .with_label("reason", reason),
                 );
             }
+            counters.extend(request_counters(&stats));
             let places = stats
                 .places
                 .iter()
@@ -230,4 +214,55 @@ impl AdminSource for ManagerAdmin {
             }
         })
     }
+}
+
+/// Requests by verdict and channel, error replies by code, and the
+/// histogram of request handling times.
+fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
+    let channel = |c: &u16| match *c {
+        switchboard::manager::OTHER_CHANNEL => "other".to_string(),
+        c => c.to_string(),
+    };
+    let mut counters = Vec::new();
+    for (verdict, by_channel) in [
+        ("accepted", &stats.accepted_by_channel),
+        ("rejected", &stats.rejected_by_channel),
+    ] {
+        for (c, count) in by_channel {
+            counters.push(
+                Counter::total(
+                    "switchboard_requests_total",
+                    "Requests, by verdict and channel.",
+                    *count,
+                )
+                .with_label("verdict", verdict)
+                .with_label("channel", &channel(c)),
+            );
+        }
+    }
+    for (code, count) in &stats.errors_by_code {
+        counters.push(
+            Counter::total(
+                "switchboard_errors_total",
+                "Messages answered with an error, by code.",
+                *count,
+            )
+            .with_label("code", code),
+        );
+    }
+    let times = &stats.request_time;
+    let bounds = switchboard::manager::RequestTimes::BOUNDS_MICROS;
+    let buckets: Vec<(f64, u64)> = bounds
+        .iter()
+        .zip(times.counts)
+        .map(|(bound, count)| (*bound as f64 / 1e6, count))
+        .collect();
+    counters.extend(Counter::histogram(
+        "switchboard_request_duration_seconds",
+        "Time the server took to validate and apply a request, in seconds.",
+        &buckets,
+        times.counts[bounds.len()],
+        times.sum_micros as f64 / 1e6,
+    ));
+    counters
 }

@@ -27,17 +27,19 @@ pub fn render(mode: &str, uptime_seconds: f64, snapshot: &Snapshot) -> String {
         escape(mode)
     );
     for counter in &snapshot.counters {
-        if emitted.contains(&counter.name.as_str()) {
+        let family = counter.family();
+        if emitted.contains(&family) {
             continue;
         }
-        emitted.push(&counter.name);
+        emitted.push(family);
         let kind = match counter.kind {
             CounterKind::Counter => "counter",
             CounterKind::Gauge => "gauge",
+            CounterKind::Histogram => "histogram",
         };
-        let _ = writeln!(out, "# HELP {} {}", counter.name, counter.help);
-        let _ = writeln!(out, "# TYPE {} {kind}", counter.name);
-        for same in snapshot.counters.iter().filter(|c| c.name == counter.name) {
+        let _ = writeln!(out, "# HELP {family} {}", counter.help);
+        let _ = writeln!(out, "# TYPE {family} {kind}");
+        for same in snapshot.counters.iter().filter(|c| c.family() == family) {
             let labels: Vec<String> = same
                 .labels
                 .iter()
@@ -131,5 +133,29 @@ mod tests {
         let value = |name: &str| counters.iter().find(|c| c.name == name).map(|c| c.value);
         assert!(value("process_resident_memory_bytes").is_some_and(|v| v > 1e6));
         assert!(value("process_cpu_seconds_total").is_some_and(|v| v >= 0.0));
+    }
+
+    #[test]
+    fn a_histogram_is_one_family_with_cumulative_buckets() {
+        let snapshot = Snapshot {
+            counters: Counter::histogram("t_seconds", "Times.", &[(0.001, 2), (0.01, 3)], 1, 0.05),
+            ..Snapshot::default()
+        };
+        let text = render("rooms", 1.0, &snapshot);
+        assert_eq!(
+            text.matches("# TYPE t_seconds histogram\n").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("t_seconds_bucket{le=\"0.001\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("t_seconds_bucket{le=\"0.01\"} 5\n"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"+Inf\"} 6\n"), "{text}");
+        assert!(
+            text.contains("t_seconds_sum 0.05\nt_seconds_count 6\n"),
+            "{text}"
+        );
     }
 }

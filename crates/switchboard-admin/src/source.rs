@@ -159,6 +159,9 @@ pub enum CounterKind {
     Counter,
     /// Goes up and down.
     Gauge,
+    /// One series of a histogram (`<name>_bucket` with `le`, `<name>_sum`,
+    /// `<name>_count`); see [`Counter::histogram`].
+    Histogram,
 }
 
 /// One number a mode reports, named by Prometheus conventions (base units,
@@ -205,5 +208,48 @@ impl Counter {
     pub fn with_label(mut self, key: &str, value: &str) -> Self {
         self.labels.push((key.into(), value.into()));
         self
+    }
+
+    /// The series of a histogram called `name`: from `buckets` (upper
+    /// bound, and how many observations fell at or under it and above the
+    /// bound before it), the cumulative `_bucket` series with `le`
+    /// (ending with `+Inf`), `_sum` and `_count`.
+    pub fn histogram(
+        name: &str,
+        help: &str,
+        buckets: &[(f64, u64)],
+        over: u64,
+        sum: f64,
+    ) -> Vec<Self> {
+        let series = |suffix: &str, value: f64| Self {
+            name: format!("{name}{suffix}"),
+            help: help.into(),
+            kind: CounterKind::Histogram,
+            labels: Vec::new(),
+            value,
+        };
+        let mut out = Vec::with_capacity(buckets.len() + 3);
+        let mut cumulative = 0;
+        for (bound, count) in buckets {
+            cumulative += count;
+            out.push(series("_bucket", cumulative as f64).with_label("le", &bound.to_string()));
+        }
+        cumulative += over;
+        out.push(series("_bucket", cumulative as f64).with_label("le", "+Inf"));
+        out.push(series("_sum", sum));
+        out.push(series("_count", cumulative as f64));
+        out
+    }
+
+    /// The metric family this series belongs to (a histogram's series
+    /// share their name without the suffix).
+    pub(crate) fn family(&self) -> &str {
+        match self.kind {
+            CounterKind::Histogram => ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| self.name.strip_suffix(suffix))
+                .unwrap_or(&self.name),
+            _ => &self.name,
+        }
     }
 }

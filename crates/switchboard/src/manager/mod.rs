@@ -29,7 +29,7 @@ pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
 pub use logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
 };
-pub use stats::{ClientStats, ServerStats};
+pub use stats::{ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL};
 
 use crate::runtime;
 use crate::session::ClientId;

@@ -60,7 +60,109 @@ pub struct ServerStats {
     pub disconnects: BTreeMap<String, u64>,
     /// Log lines about peers skipped by `ManagerConfig::peer_log_rate`.
     pub logs_skipped_total: u64,
+    /// Requests accepted, by channel (at most [`MAX_CHANNEL_KEYS`] channels;
+    /// the rest under [`OTHER_CHANNEL`]).
+    pub accepted_by_channel: BTreeMap<u16, u64>,
+    /// Requests rejected by the rules, by channel (as above).
+    pub rejected_by_channel: BTreeMap<u16, u64>,
+    /// Error replies by code (`UnknownChannel`, `RateLimited`, ...).
+    pub errors_by_code: BTreeMap<String, u64>,
+    /// How long the server took to handle each request (validate, apply,
+    /// queue the updates and the answer).
+    pub request_time: RequestTimes,
     /// Where the clients are, as the game describes it
     /// ([`GameLogic::places`](super::GameLogic::places)).
     pub places: Vec<super::Place>,
+}
+
+/// Channels counted apart in the per-channel request counters; requests on
+/// further channels count under [`OTHER_CHANNEL`], so that the counters
+/// stay bounded whatever clients send.
+pub const MAX_CHANNEL_KEYS: usize = 64;
+
+/// The key the requests of channels past [`MAX_CHANNEL_KEYS`] count under.
+pub const OTHER_CHANNEL: u16 = u16::MAX;
+
+/// Counts one more for `channel` in `map`, within [`MAX_CHANNEL_KEYS`].
+pub(crate) fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
+    let key = if map.len() < MAX_CHANNEL_KEYS || map.contains_key(&channel) {
+        channel
+    } else {
+        OTHER_CHANNEL
+    };
+    *map.entry(key).or_default() += 1;
+}
+
+/// A histogram of request handling times, in microseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTimes {
+    /// Requests at or under each of [`RequestTimes::BOUNDS_MICROS`] (not
+    /// cumulative), the last slot for the slower ones.
+    pub counts: [u64; RequestTimes::BOUNDS_MICROS.len() + 1],
+    /// Their total time, microseconds.
+    pub sum_micros: u64,
+}
+
+impl Default for RequestTimes {
+    fn default() -> Self {
+        Self {
+            counts: [0; RequestTimes::BOUNDS_MICROS.len() + 1],
+            sum_micros: 0,
+        }
+    }
+}
+
+impl RequestTimes {
+    /// The buckets' upper bounds: 10 µs to 100 ms.
+    pub const BOUNDS_MICROS: [u64; 10] = [10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000];
+
+    /// Counts one request that took `took`.
+    pub fn observe(&mut self, took: Duration) {
+        let micros = took.as_micros().min(u64::MAX as u128) as u64;
+        let slot = Self::BOUNDS_MICROS
+            .iter()
+            .position(|bound| micros <= *bound)
+            .unwrap_or(Self::BOUNDS_MICROS.len());
+        self.counts[slot] += 1;
+        self.sum_micros = self.sum_micros.saturating_add(micros);
+    }
+
+    /// Requests counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_times_fall_in_their_buckets_and_add_up() {
+        let mut times = RequestTimes::default();
+        for micros in [5, 10, 11, 700, 200_000] {
+            times.observe(Duration::from_micros(micros));
+        }
+        assert_eq!(times.counts[0], 2, "at or under 10 µs");
+        assert_eq!(times.counts[1], 1, "at or under 25 µs");
+        assert_eq!(times.counts[6], 1, "at or under 1 ms");
+        assert_eq!(
+            times.counts[RequestTimes::BOUNDS_MICROS.len()],
+            1,
+            "over 100 ms"
+        );
+        assert_eq!((times.count(), times.sum_micros), (5, 200_726));
+    }
+
+    #[test]
+    fn channel_flood_keeps_the_per_channel_counters_bounded() {
+        let mut map = BTreeMap::new();
+        for channel in 16..16 + 10_000u16 {
+            count_channel(&mut map, channel);
+        }
+        count_channel(&mut map, 16);
+        assert_eq!(map.len(), MAX_CHANNEL_KEYS + 1);
+        assert_eq!(map[&16], 2, "a channel already counted keeps its own key");
+        assert_eq!(map[&OTHER_CHANNEL], 10_000 - MAX_CHANNEL_KEYS as u64);
+    }
 }

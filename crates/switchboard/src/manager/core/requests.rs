@@ -87,11 +87,21 @@ impl<L: GameLogic> ManagerCore<L> {
         };
         // The game's own log lines inside validate and apply carry the client.
         let _session = tracing::info_span!("session", %client, request = id).entered();
+        // Measured for the operator only: the rules never see this clock.
+        let started = std::time::Instant::now();
+        self.judge(peer, client, id, request, now);
+        self.stats.request_time.observe(started.elapsed());
+    }
+
+    /// Validates a request and applies it, or answers why not.
+    fn judge(&mut self, peer: PeerId, client: ClientId, id: u64, request: Request, now: Instant) {
+        let channel = request.message.channel_id();
         match self.logic.validate(&request) {
             Ok(command) => {
                 let mut out = Outbox::default();
                 self.logic.apply(client, command, &mut out);
                 self.stats.accepted_total += 1;
+                crate::manager::stats::count_channel(&mut self.stats.accepted_by_channel, channel);
                 // Updates first: when the requester hears "accepted", it has
                 // already received the state the request produced.
                 self.dispatch(out);
@@ -104,6 +114,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 reason,
             }) => {
                 self.stats.rejected_total += 1;
+                crate::manager::stats::count_channel(&mut self.stats.rejected_by_channel, channel);
                 let rejected = Rejected { id, reason };
                 self.send(
                     peer,
@@ -131,6 +142,11 @@ impl<L: GameLogic> ManagerCore<L> {
         now: Instant,
     ) {
         self.stats.errors_total += 1;
+        *self
+            .stats
+            .errors_by_code
+            .entry(format!("{code:?}"))
+            .or_default() += 1;
         let reply = ErrorReply { id, code, detail };
         self.send(peer, protocol::session_message(protocol::ERROR, &reply));
         let window = self.config.strike_window;
