@@ -18,11 +18,13 @@
 //! |---|---|
 //! | `wire.rs` | the JSON envelope, room and player dicts, payloads to and from native clients |
 //! | `directory.rs` | AxisPy ids across connections: sessions, takeover rules, kicks |
-//! | `bridge.rs` | one connection: its loop, the join |
+//! | `bridge.rs` | one connection: its loop |
+//! | `join.rs` | the join: the id's claim, the session, the room |
 //! | `to_rooms.rs`, `to_axispy.rs` | the translation each way |
 
 mod bridge;
 mod directory;
+mod join;
 mod to_axispy;
 mod to_rooms;
 mod wire;
