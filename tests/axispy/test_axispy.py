@@ -339,6 +339,17 @@ class AxisPyTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(set(room["players"]), {alice.id, bob.id})
         await alice.never("join_accepted")
 
+    async def test_a_reconnect_to_a_full_room_is_the_same_player_not_room_full(self):
+        alice = await Client(self.url("pair", "?max_players=2"), "Alice").connect()
+        await alice.joined()
+        bob = await Client(self.url("pair"), "Bob").connect()
+        await bob.joined()
+        await bob.drop()
+        again = await Client(self.url("pair"), "Bob", player_id=bob.id).connect()
+        room = await again.joined()
+        self.assertEqual(set(room["players"]), {alice.id, bob.id})
+        await again.never("join_rejected")
+
     async def test_b6_a_live_id_cannot_be_taken_over(self):
         alice = await Client(self.url("duel"), "Alice").connect()
         await alice.joined()
