@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use switchboard_admin::source::BoxFuture;
-use switchboard_admin::{AdminClient, AdminSource, Counter, Snapshot};
+use switchboard_admin::{AdminClient, AdminSource, Counter, LogLine, Snapshot};
 
 use crate::bots::{Bot, BotConfig, Script};
 use crate::hub::Link;
@@ -62,6 +62,18 @@ const SCRIPTS: &str =
 impl AdminSource for RelayAdmin {
     fn mode(&self) -> &'static str {
         "relay"
+    }
+
+    fn log(&self) -> Vec<LogLine> {
+        self.relay
+            .log()
+            .into_iter()
+            .map(|line| LogLine {
+                at_seconds: line.at_seconds,
+                level: line.level,
+                text: line.text,
+            })
+            .collect()
     }
 
     fn snapshot(&self) -> BoxFuture<'_, Snapshot> {

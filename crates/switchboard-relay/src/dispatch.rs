@@ -36,6 +36,7 @@ struct Dispatch {
     pacer: Pacer,
     config: RelayConfig,
     started: Instant,
+    log: crate::log::RelayLog,
 }
 
 impl Dispatch {
@@ -48,6 +49,8 @@ impl Dispatch {
         match event {
             ServerEvent::PeerConnected { peer, addr } => {
                 let (id, out) = self.relay.join("", Some(addr), Link::Native, false);
+                self.log
+                    .info(format!("player {id} joined (native) from {addr}"));
                 self.routes.insert(id, Route::Native(peer));
                 self.ids.insert(peer, id);
                 out
@@ -78,14 +81,19 @@ impl Dispatch {
                     (Some(_), Some(RelayAction::Hello)) => {
                         if let Ok(hello) = message.content::<Hello>() {
                             self.relay.describe(id, &hello.name, hello.bot);
+                            let kind = if hello.bot { "a bot" } else { "a player" };
+                            let name = hello.name.escape_debug();
+                            self.log.info(format!("player {id} is \"{name}\" ({kind})"));
                         }
                         Vec::new()
                     }
                     _ => error("unknown channel or action"),
                 }
             }
-            ServerEvent::PeerDisconnected { peer, .. } => match self.ids.remove(&peer) {
+            ServerEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
                 Some(id) => {
+                    self.log
+                        .info(format!("player {id} left ({})", reason.kind()));
                     self.routes.remove(&id);
                     self.relay.leave(id)
                 }
@@ -104,6 +112,8 @@ impl Dispatch {
                 id: reply,
             } => {
                 let (id, out) = self.relay.join("", Some(addr), Link::Json, false);
+                self.log
+                    .info(format!("player {id} joined (JSON) from {addr}"));
                 self.routes.insert(id, Route::Json { lines, errors: 0 });
                 let _ = reply.send(id);
                 out
@@ -133,7 +143,9 @@ impl Dispatch {
                 result.unwrap_or_else(|message| self.garbage(id, &message))
             }
             JsonEvent::Gone { id } => {
-                self.routes.remove(&id);
+                if self.routes.remove(&id).is_some() {
+                    self.log.info(format!("player {id} left (JSON)"));
+                }
                 self.relay.leave(id)
             }
         }
@@ -156,6 +168,8 @@ impl Dispatch {
         }
         if let Some(Route::Json { lines, .. }) = self.routes.remove(&id) {
             lines.push(&error_line("too many invalid lines: disconnecting"));
+            self.log
+                .warn(format!("player {id} dropped: too many invalid lines"));
         }
         self.relay.leave(id)
     }
@@ -172,6 +186,10 @@ impl Dispatch {
             }
             None => return false,
         }
+        self.log.warn(format!(
+            "player {id} kicked by the operator: {}",
+            reason.escape_debug()
+        ));
         let out = self.relay.leave(id);
         self.deliver_all(out);
         true
@@ -180,6 +198,8 @@ impl Dispatch {
     /// Sends every player the operator's `text`; returns how many it
     /// reached.
     fn notice(&mut self, text: &str) -> usize {
+        self.log
+            .info(format!("notice to every player: {}", text.escape_debug()));
         let codec = &self.handle.config().socket.codec;
         let native = EncodedMessage::of(RelayChannel, RelayAction::Notice, text, codec).ok();
         let line = json_line_of(json!({"type": "notice", "text": text}).to_string());
@@ -207,6 +227,8 @@ impl Dispatch {
                 self.pacer.queued(&native, delivered, Instant::now());
                 for id in slow {
                     tracing::debug!(player = id, "JSON client too slow; dropped");
+                    self.log
+                        .warn(format!("player {id} dropped: too slow (JSON)"));
                     self.routes.remove(&id);
                     outgoing.extend(self.relay.leave(id));
                 }
@@ -217,6 +239,8 @@ impl Dispatch {
             }
             for (id, reason) in abusive {
                 tracing::warn!(player = id, %reason, "disconnected for abuse");
+                self.log
+                    .warn(format!("player {id} disconnected for abuse: {reason}"));
                 match self.routes.remove(&id) {
                     Some(Route::Native(peer)) => {
                         self.handle.close_peer_with(peer, CloseCode::ABUSE, &reason)
@@ -311,6 +335,7 @@ pub(crate) async fn run(
     mut control: mpsc::Receiver<Control>,
     config: RelayConfig,
     stop: CancellationToken,
+    log: crate::log::RelayLog,
 ) {
     let started = Instant::now();
     let mut hub = Dispatch {
@@ -327,6 +352,7 @@ pub(crate) async fn run(
         ),
         config,
         started,
+        log,
     };
     let wake = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(wake);

@@ -27,6 +27,7 @@ mod dispatch;
 mod hub;
 mod json;
 pub mod load;
+mod log;
 mod server;
 mod stamp;
 mod transform;
@@ -34,6 +35,7 @@ mod transform;
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats};
+pub use log::RelayLogLine;
 pub use server::{
     Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed, RELAY_CHANNEL,
 };

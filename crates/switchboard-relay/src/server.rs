@@ -158,9 +158,16 @@ pub struct RelayHandle {
     json_addr: Option<SocketAddr>,
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
+    log: crate::log::RelayLog,
 }
 
 impl RelayHandle {
+    /// The latest lines of the relay's log (joins, leaves, kicks, drops,
+    /// notices), oldest first.
+    pub fn log(&self) -> Vec<crate::RelayLogLine> {
+        self.log.lines()
+    }
+
     /// Where native clients connect.
     pub fn native_addr(&self) -> SocketAddr {
         self.native_addr
@@ -245,6 +252,7 @@ pub struct RelayServer {
     control: mpsc::Receiver<Control>,
     config: RelayConfig,
     stop: CancellationToken,
+    log: crate::log::RelayLog,
 }
 
 impl std::fmt::Debug for RelayServer {
@@ -276,12 +284,14 @@ impl RelayServer {
         let json_addr = json.as_ref().map(|l| l.local_addr()).transpose()?;
         let stop = CancellationToken::new();
         let (control_tx, control) = mpsc::channel(16);
+        let log = crate::log::RelayLog::new();
         let handle = RelayHandle {
             native_addr: native.local_addr(),
             websocket_addr: native.websocket_addr(),
             json_addr,
             stop: stop.clone(),
             control: control_tx,
+            log: log.clone(),
         };
         let server = RelayServer {
             native,
@@ -290,6 +300,7 @@ impl RelayServer {
             control,
             config,
             stop,
+            log,
         };
         Ok((server, handle))
     }
@@ -315,7 +326,14 @@ impl RelayServer {
             ));
         }
         let stop = self.stop.clone();
-        let hub = crate::dispatch::run(self.native, json_rx, self.control, self.config, self.stop);
+        let hub = crate::dispatch::run(
+            self.native,
+            json_rx,
+            self.control,
+            self.config,
+            self.stop,
+            self.log,
+        );
         tokio::pin!(hub, shutdown);
         tokio::select! {
             _ = &mut hub => return,

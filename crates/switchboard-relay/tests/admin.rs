@@ -240,3 +240,25 @@ async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshot
     assert_eq!(snapshot["clients"][0]["id"], ann_id.to_string());
     relay.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_s_log_tail_shows_joins_names_kicks_and_leaves_with_names_escaped() {
+    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
+    let (_ann, id) = native_client(relay.native_addr(), "ann\u{1b}[31m").await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !relay.log().iter().any(|l| l.text.contains("is \"ann")) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", relay.log());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let path = format!("/api/clients/{id}/kick");
+    let (status, _) = http(&admin, "POST", &path, Some("s3cret"), "{\"reason\":\"afk\"}").await;
+    assert_eq!(status, 200);
+    let (status, log) = http(&admin, "GET", "/api/log", None, "").await;
+    assert_eq!(status, 200);
+    assert!(log.contains(&format!("player {id} joined (native) from 127.0.0.1:")), "{log}");
+    // A player's name is escaped: no terminal escape reaches the log.
+    assert!(log.contains(r#"is \"ann\\u{1b}[31m\" (a player)"#), "{log}");
+    assert!(log.contains(&format!("player {id} kicked by the operator: afk")), "{log}");
+    let (_, warnings) = http(&admin, "GET", "/api/log?level=warn", None, "").await;
+    assert!(warnings.contains("kicked") && !warnings.contains("joined"), "{warnings}");
+}
