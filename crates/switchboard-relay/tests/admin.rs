@@ -251,14 +251,30 @@ async fn the_relay_s_log_tail_shows_joins_names_kicks_and_leaves_with_names_esca
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let path = format!("/api/clients/{id}/kick");
-    let (status, _) = http(&admin, "POST", &path, Some("s3cret"), "{\"reason\":\"afk\"}").await;
+    let (status, _) = http(
+        &admin,
+        "POST",
+        &path,
+        Some("s3cret"),
+        "{\"reason\":\"afk\"}",
+    )
+    .await;
     assert_eq!(status, 200);
     let (status, log) = http(&admin, "GET", "/api/log", None, "").await;
     assert_eq!(status, 200);
-    assert!(log.contains(&format!("player {id} joined (native) from 127.0.0.1:")), "{log}");
+    assert!(
+        log.contains(&format!("player {id} joined (native) from 127.0.0.1:")),
+        "{log}"
+    );
     // A player's name is escaped: no terminal escape reaches the log.
     assert!(log.contains(r#"is \"ann\\u{1b}[31m\" (a player)"#), "{log}");
-    assert!(log.contains(&format!("player {id} kicked by the operator: afk")), "{log}");
+    assert!(
+        log.contains(&format!("player {id} kicked by the operator: afk")),
+        "{log}"
+    );
     let (_, warnings) = http(&admin, "GET", "/api/log?level=warn", None, "").await;
-    assert!(warnings.contains("kicked") && !warnings.contains("joined"), "{warnings}");
+    assert!(
+        warnings.contains("kicked") && !warnings.contains("joined"),
+        "{warnings}"
+    );
 }

@@ -8,6 +8,8 @@ fn ws_url_takes_host_and_port() {
     assert_eq!((url.host.as_str(), url.port), ("game.example", 80));
     let url = WsUrl::parse("ws://[::1]:9000").unwrap();
     assert_eq!((url.host.as_str(), url.port), ("::1", 9000));
+    let url = WsUrl::parse("ws://[::1]/").unwrap();
+    assert_eq!((url.host.as_str(), url.port), ("::1", 80));
 }
 
 #[test]
@@ -17,6 +19,7 @@ fn ws_url_refuses_what_it_cannot_speak() {
         "http://x/",
         "ws://",
         "ws://host:port/",
+        "ws://[::1/",
     ] {
         assert!(WsUrl::parse(bad).is_err(), "{bad}");
     }
