@@ -295,16 +295,24 @@ impl WsUrl {
             invalid("only ws:// addresses are supported (wss:// needs a TLS proxy)")
         })?;
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-                let port = port
-                    .parse()
-                    .map_err(|_| invalid("bad port in ws:// address"))?;
-                (host, port)
-            }
-            _ => (authority, 80),
+        // `host`, `host:port`, `[v6]` or `[v6]:port`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((host, "")) => (host, None),
+                Some((host, rest)) => (host, Some(rest.strip_prefix(':').unwrap_or(rest))),
+                None => return Err(invalid("unclosed [ in ws:// address")),
+            },
+            None => match authority.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = match port {
+            Some(port) => port
+                .parse()
+                .map_err(|_| invalid("bad port in ws:// address"))?,
+            None => 80,
+        };
         if host.is_empty() {
             return Err(invalid("no host in ws:// address"));
         }
