@@ -91,20 +91,31 @@ impl AdminServer {
         config: AdminConfig,
         source: Arc<dyn AdminSource>,
     ) -> Result<AdminServer, AdminError> {
+        Self::start(config, source, &tokio::runtime::Handle::current())
+    }
+
+    /// Listens on `config.addr` and serves `source` on `runtime`, from
+    /// code that is not async (a server's `bind`).
+    pub fn start(
+        config: AdminConfig,
+        source: Arc<dyn AdminSource>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<AdminServer, AdminError> {
         let loopback = config.addr.ip().is_loopback();
         if !loopback && config.token.as_deref().is_none_or(str::is_empty) {
             return Err(AdminError::NeedsToken(config.addr));
         }
-        let listener = tokio::net::TcpListener::bind(config.addr)
-            .await
-            .map_err(|source| AdminError::Listen {
-                addr: config.addr,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| AdminError::Listen {
+        let listen_error = |source| AdminError::Listen {
             addr: config.addr,
             source,
-        })?;
+        };
+        let listener = std::net::TcpListener::bind(config.addr).map_err(listen_error)?;
+        listener.set_nonblocking(true).map_err(listen_error)?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
+        };
+        let addr = listener.local_addr().map_err(listen_error)?;
         let shared = Arc::new(Shared {
             source,
             token: config.token.filter(|t| !t.is_empty()),
@@ -126,7 +137,7 @@ impl AdminServer {
             .with_state(shared);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let serve =
                 axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned());
             if let Err(err) = serve.await {

@@ -86,6 +86,10 @@ pub struct MasterConfig {
     pub max_request_len: usize,
     /// How often expiry runs (default 1 s).
     pub tick_interval: Duration,
+    /// The operator's admin server, started with the master (default
+    /// none; `docs/ADMIN.md`): listed servers, heartbeats, expiries. Its
+    /// address: [`MasterHandle::admin_addr`].
+    pub admin: Option<switchboard_admin::AdminConfig>,
 }
 
 impl Default for MasterConfig {
@@ -102,6 +106,7 @@ impl Default for MasterConfig {
             max_limited_addresses: 65_536,
             lists_per_minute: 600.0,
             max_request_len: 4096,
+            admin: None,
             tick_interval: Duration::from_secs(1),
         }
     }

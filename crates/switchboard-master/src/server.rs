@@ -26,6 +26,9 @@ pub struct MasterServer<R: Registry = MemoryRegistry> {
     tick: std::time::Duration,
     stop: CancellationToken,
     snapshots: mpsc::Receiver<oneshot::Sender<MasterSnapshot>>,
+    /// The admin server, when `MasterConfig::admin` asked for one; it
+    /// serves as long as the master runs.
+    admin: Option<switchboard_admin::AdminServer>,
 }
 
 /// A handle to a running master: its address, snapshots, and the way to
@@ -35,6 +38,7 @@ pub struct MasterHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
     snapshots: mpsc::Sender<oneshot::Sender<MasterSnapshot>>,
+    admin_addr: Option<SocketAddr>,
 }
 
 /// What a master holds at one moment, for its operator.
@@ -60,6 +64,12 @@ impl MasterHandle {
     /// Stops it.
     pub fn shutdown(&self) {
         self.stop.cancel();
+    }
+
+    /// Where the admin server listens, when `MasterConfig::admin` started
+    /// one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// Its counters and listed servers now; `None` once it stopped.
@@ -102,11 +112,28 @@ impl<R: Registry> MasterServer<R> {
                 Ok(udp) => {
                     let stop = CancellationToken::new();
                     let (snapshots_tx, snapshots) = mpsc::channel(4);
-                    let handle = MasterHandle {
+                    let mut handle = MasterHandle {
                         local_addr: tcp.local_addr(),
                         stop: stop.clone(),
                         snapshots: snapshots_tx,
+                        admin_addr: None,
                     };
+                    let admin = match &config.admin {
+                        Some(admin) => {
+                            let source =
+                                std::sync::Arc::new(crate::MasterAdmin::new(handle.clone()));
+                            let runtime = tokio::runtime::Handle::current();
+                            let server = switchboard_admin::AdminServer::start(
+                                admin.clone(),
+                                source,
+                                &runtime,
+                            )
+                            .map_err(std::io::Error::other)?;
+                            Some(server)
+                        }
+                        None => None,
+                    };
+                    handle.admin_addr = admin.as_ref().map(|a| a.local_addr());
                     let tick = config.tick_interval;
                     let server = Self {
                         master: Master::new(config, registry),
@@ -115,6 +142,7 @@ impl<R: Registry> MasterServer<R> {
                         tick,
                         stop,
                         snapshots,
+                        admin,
                     };
                     return Ok((server, handle));
                 }
@@ -127,6 +155,8 @@ impl<R: Registry> MasterServer<R> {
 
     /// Serves until `shutdown` completes or the handle stops it.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        // Serves until the master stops.
+        let _admin = self.admin.take();
         tokio::pin!(shutdown);
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
         let mut tick = tokio::time::interval(self.tick);

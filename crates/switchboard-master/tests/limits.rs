@@ -191,3 +191,30 @@ async fn forged_queries_claiming_a_master_s_address_get_no_full_answer() {
         .unwrap();
     assert!(len <= padded.len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_master_starts_its_admin_server_from_its_config() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = MasterConfig {
+        admin: Some(switchboard_admin::AdminConfig::default()),
+        ..MasterConfig::default()
+    };
+    let (server, handle) = MasterServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    tokio::spawn(server.run(std::future::pending()));
+    let addr = handle.admin_addr().expect("an admin server");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains("switchboard_master_servers_listed 0\n"),
+        "{response}"
+    );
+    handle.shutdown();
+}

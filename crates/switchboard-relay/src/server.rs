@@ -71,6 +71,10 @@ pub struct RelayConfig {
     pub server: ServerConfig,
     /// The JSON compatibility listener's port (off by default; 0 picks one).
     pub json_port: Option<u16>,
+    /// The operator's admin server, started with the relay (default none;
+    /// `docs/ADMIN.md`): the relay's players, zones, counters, log, kicks,
+    /// notices and bots. Its address: [`RelayHandle::admin_addr`].
+    pub admin: Option<switchboard_admin::AdminConfig>,
     /// The longest JSON line (default 4096 bytes); a longer one gets an error
     /// line back and ends the connection (the rest of it cannot be framed).
     pub max_json_line: usize,
@@ -121,6 +125,7 @@ impl Default for RelayConfig {
         Self {
             server: ServerConfig::default(),
             json_port: None,
+            admin: None,
             max_json_line: 4096,
             max_json_errors: 10,
             json_queue: 1024,
@@ -159,9 +164,16 @@ pub struct RelayHandle {
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
     log: crate::log::RelayLog,
+    admin_addr: Option<SocketAddr>,
 }
 
 impl RelayHandle {
+    /// Where the admin server listens, when `RelayConfig::admin` started
+    /// one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
     /// The latest lines of the relay's log (joins, leaves, kicks, drops,
     /// notices), oldest first.
     pub fn log(&self) -> Vec<crate::RelayLogLine> {
@@ -253,6 +265,7 @@ pub struct RelayServer {
     config: RelayConfig,
     stop: CancellationToken,
     log: crate::log::RelayLog,
+    admin: Option<switchboard_admin::AdminServer>,
 }
 
 impl std::fmt::Debug for RelayServer {
@@ -292,6 +305,25 @@ impl RelayServer {
             stop: stop.clone(),
             control: control_tx,
             log: log.clone(),
+            admin_addr: None,
+        };
+        // The admin server lives as long as the relay's task (it holds it).
+        let admin = match &config.admin {
+            Some(admin) => {
+                let source = std::sync::Arc::new(crate::RelayAdmin::new(handle.clone()));
+                let server = switchboard_admin::AdminServer::start(
+                    admin.clone(),
+                    source,
+                    &runtime::handle(),
+                )
+                .map_err(std::io::Error::other)?;
+                Some(server)
+            }
+            None => None,
+        };
+        let handle = RelayHandle {
+            admin_addr: admin.as_ref().map(|a| a.local_addr()),
+            ..handle
         };
         let server = RelayServer {
             native,
@@ -301,6 +333,7 @@ impl RelayServer {
             config,
             stop,
             log,
+            admin,
         };
         Ok((server, handle))
     }
@@ -316,6 +349,8 @@ impl RelayServer {
     /// Relays until `shutdown` completes or [`RelayHandle::shutdown`] is
     /// called, then closes every connection.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        // Serves until the relay stops.
+        let _admin = self.admin;
         let (json_tx, json_rx) = self.json_events;
         if let Some(listener) = self.json {
             tokio::spawn(crate::json::accept_json(
