@@ -215,7 +215,7 @@ impl Bridge {
                         return End::Closed("idle");
                     }
                     if self.me.is_some() {
-                        let ts = unix_time();
+                        let ts = wire::unix_time();
                         self.send("ping", Some(SERVER_ID), json!({"ts": ts})).await;
                     }
                 }
@@ -361,13 +361,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
-}
-
-pub(super) fn unix_time() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
 }
 
 /// A rooms rejection as AxisPy clients show it (the original host's texts

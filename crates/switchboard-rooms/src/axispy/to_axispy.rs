@@ -174,15 +174,8 @@ impl Bridge {
                         .and_then(|room| room.entities.iter().find(|e| e.id == id).cloned());
                     if let Some(entity) = entity {
                         self.send_spawn(&entity).await;
-                        let json = entity_json(&entity.state);
-                        if let Some(state) = json
-                            .get("state")
-                            .filter(|s| s.as_object().is_some_and(|s| !s.is_empty()))
-                        {
-                            let d = json!({ "net_id": id.0.to_string(), "state": state });
-                            let from = self.name_of(entity.owner);
-                            self.send("state_update", Some(&from), d).await;
-                        }
+                        self.send_state(entity.id, entity.owner, &entity.state)
+                            .await;
                     }
                 }
                 tracing::debug!(reason = %rejected.reason, "AxisPy request rejected");

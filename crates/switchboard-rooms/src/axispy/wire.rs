@@ -89,10 +89,7 @@ fn depth(text: &str) -> usize {
 /// `from` only when there is a sender, `d` only when it is a non-empty
 /// object (a `"d": null` would make the client lose the rest of its poll).
 pub(crate) fn message(t: &str, from: Option<&str>, d: Value) -> String {
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+    let ts = unix_time();
     let mut text = format!("{{\"t\":{},\"ts\":{ts}", Value::from(t));
     if let Some(from) = from {
         text.push_str(&format!(",\"from\":{}", Value::from(from)));
@@ -102,6 +99,14 @@ pub(crate) fn message(t: &str, from: Option<&str>, d: Value) -> String {
     }
     text.push('}');
     text
+}
+
+/// Now, in Unix seconds: AxisPy's `ts`.
+pub(crate) fn unix_time() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
 }
 
 /// Whether `id` is what AxisPy makes: a 36-character lowercase hyphenated
