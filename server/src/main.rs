@@ -222,7 +222,38 @@ struct MasterArgs {
     #[arg(long, default_value_t = 6.0)]
     heartbeats_per_minute: f64,
     #[command(flatten)]
+    redis: RedisArgs,
+    #[command(flatten)]
     admin: AdminArgs,
+}
+
+/// Scale-out (docs/SCALING.md): state shared through Redis.
+#[derive(Debug, Args)]
+struct RedisArgs {
+    /// Share state with other processes through this Redis
+    /// (`redis://host:6379/`); without it, everything stays in this process.
+    #[arg(long, env = "SWITCHBOARD_REDIS")]
+    redis: Option<String>,
+    /// Prefix of every key this service writes in Redis.
+    #[arg(long, default_value = "switchboard")]
+    redis_prefix: String,
+}
+
+impl RedisArgs {
+    /// The shared store, when `--redis` names one (call inside a runtime).
+    fn open(&self) -> Result<Option<switchboard_redis::RedisStore>, String> {
+        let Some(url) = &self.redis else {
+            return Ok(None);
+        };
+        let config = switchboard_redis::RedisConfig {
+            url: url.clone(),
+            prefix: self.redis_prefix.clone(),
+            ..switchboard_redis::RedisConfig::default()
+        };
+        switchboard_redis::RedisStore::open(config)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }
 
 fn parse_scope(text: &str) -> Result<BindScope, String> {
@@ -403,24 +434,37 @@ fn run_master(args: MasterArgs) -> Result<(), String> {
         _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     };
     switchboard::process::init_stderr_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async move {
-        let (server, handle) = MasterServer::bind(SocketAddr::new(ip, args.port), config)
-            .await
-            .map_err(|e| format!("cannot bind the master: {e}"))?;
-        println!(
-            "{}",
-            switchboard::process::ready_line(handle.local_addr().port())
-        );
-        let source = master::MasterAdmin::new(handle.clone());
-        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
-        server.run(switchboard::process::wait_for_signal()).await;
-        Ok(())
+    let addr = SocketAddr::new(ip, args.port);
+    runtime()?.block_on(async move {
+        match args.redis.open()? {
+            Some(store) => {
+                let registry = switchboard_redis::RedisRegistry::new(store);
+                serve_master(addr, config, registry, &args.admin).await
+            }
+            None => {
+                serve_master(addr, config, master::MemoryRegistry::default(), &args.admin).await
+            }
+        }
     })
+}
+
+async fn serve_master<R: master::Registry>(
+    addr: SocketAddr,
+    config: MasterConfig,
+    registry: R,
+    admin: &AdminArgs,
+) -> Result<(), String> {
+    let (server, handle) = MasterServer::bind_with(addr, config, registry)
+        .await
+        .map_err(|e| format!("cannot bind the master: {e}"))?;
+    println!(
+        "{}",
+        switchboard::process::ready_line(handle.local_addr().port())
+    );
+    let source = master::MasterAdmin::new(handle.clone());
+    let _admin = admin.start(std::sync::Arc::new(source)).await?;
+    server.run(switchboard::process::wait_for_signal()).await;
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

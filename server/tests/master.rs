@@ -217,3 +217,24 @@ async fn a_heartbeat_flood_from_one_address_is_limited_and_garbage_is_counted() 
     assert!((1..=100).contains(&stats.malformed), "{stats:?}");
     assert_eq!(stats.listed, 0, "nobody answered a challenge");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_master_processes_on_one_redis_list_the_same_servers_and_outlive_each_other() {
+    let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
+    let url = redis.url();
+    let shared = ["--redis", url.as_str(), "--expiry-secs", "30"];
+    let (a_proc, a) = start_master(0, &shared);
+    let (_b_proc, b) = start_master(0, &shared);
+    // The game knows only the first master.
+    let (_game, game) = start_game(a, "Solo", "eu", "mode=coop");
+    let listed = wait_for(b, Filter::default(), 1).await;
+    assert_eq!(
+        (listed[0].addr, listed[0].info.name.as_str()),
+        (game, "Solo")
+    );
+    // The first master dies; the second still lists the game from Redis.
+    drop(a_proc);
+    let listed = list(b, Filter::default()).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].addr, game);
+}

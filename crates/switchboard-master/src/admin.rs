@@ -90,6 +90,11 @@ impl AdminSource for MasterAdmin {
                     s.lists,
                 ),
                 total(
+                    "switchboard_master_registry_errors_total",
+                    "Registry calls that failed (a shared store down or too slow).",
+                    s.registry_errors,
+                ),
+                total(
                     "switchboard_master_lists_refused_total",
                     "List requests over the per-address rate.",
                     s.lists_refused,

@@ -42,7 +42,9 @@ pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
-pub use registry::{Master, MemoryRegistry, Registry};
+pub use registry::{
+    page_of, Heard, Limits, Master, MemoryRegistry, Registry, RegistryError, Upserted,
+};
 pub use server::{MasterHandle, MasterServer, MasterSnapshot};
 
 /// The master's port unless told otherwise, UDP and TCP.
@@ -145,4 +147,7 @@ pub struct MasterStats {
     pub expired: u64,
     /// List requests served.
     pub lists: u64,
+    /// Registry calls that failed (a shared store down or too slow): each
+    /// left a heartbeat unanswered, a server unlisted or a list unserved.
+    pub registry_errors: u64,
 }

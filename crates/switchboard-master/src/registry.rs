@@ -1,8 +1,9 @@
 //! Where the master keeps its servers, behind a small trait so that a shared
-//! store can back several master instances later; and the master's logic as a
-//! state machine with time passed in.
+//! store (Redis) can back several master instances; and the master's logic
+//! as a state machine with time passed in.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -11,26 +12,88 @@ use crate::protocol::{self, Datagram, ListPage, ListRequest, Listed, ServerInfo,
 use crate::{MasterConfig, MasterStats};
 use switchboard::session::{KeyedLimiter, RateLimit};
 
-/// The store of listed servers.
+/// A registry could not be read or written (a shared store is down or too
+/// slow). The master answers nothing it cannot check: a heartbeat gets no
+/// query, a list request is closed with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server list unavailable: {0}")]
+pub struct RegistryError(pub String);
+
+/// What a registry holds to at most, from [`MasterConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Servers listed at most.
+    pub max_servers: usize,
+    /// Servers listed per IP at most.
+    pub max_servers_per_ip: usize,
+    /// A server not heard from for this long is no longer listed.
+    pub expiry: Duration,
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The server is listed, and now refreshed.
+    Listed,
+    /// Not listed, and there is room for it.
+    New,
+    /// Not listed, and the registry is full.
+    Full,
+    /// Not listed, and its IP has the most servers allowed.
+    IpFull,
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upserted {
+    /// Newly listed.
+    Added,
+    /// Was listed; its info and time refreshed.
+    Refreshed,
+    /// Not listed: the registry is full.
+    Full,
+    /// Not listed: its IP has the most servers allowed.
+    IpFull,
+}
+
+/// The store of listed servers: [`MemoryRegistry`] in one process,
+/// `switchboard_redis::RedisRegistry` shared by several masters. Each call
+/// that checks a limit also applies it, in one step, so that masters
+/// sharing a store cannot together list more than the limits allow.
 pub trait Registry: Send {
-    /// Lists or refreshes a server.
-    fn upsert(&mut self, addr: SocketAddr, info: ServerInfo, now: Instant);
-    /// Marks a listed server as heard from; false if it is not listed.
-    fn touch(&mut self, addr: SocketAddr, now: Instant) -> bool;
+    /// A heartbeat from `addr`: refreshes it when listed, else says whether
+    /// there is room for it.
+    fn heartbeat(
+        &mut self,
+        addr: SocketAddr,
+        now: Instant,
+        limits: Limits,
+    ) -> impl Future<Output = Result<Heard, RegistryError>> + Send;
+    /// Lists or refreshes a server, unless a new one has no room.
+    fn upsert(
+        &mut self,
+        addr: SocketAddr,
+        info: ServerInfo,
+        now: Instant,
+        limits: Limits,
+    ) -> impl Future<Output = Result<Upserted, RegistryError>> + Send;
     /// Drops servers not heard from since `now - expiry`; returns how many.
-    fn expire(&mut self, now: Instant, expiry: Duration) -> usize;
+    fn expire(
+        &mut self,
+        now: Instant,
+        expiry: Duration,
+    ) -> impl Future<Output = Result<usize, RegistryError>> + Send;
     /// One page of the servers matching `request.filter`, and how many match.
-    fn query(&self, request: &ListRequest) -> ListPage;
-    /// How many servers are listed.
+    fn query(
+        &mut self,
+        request: &ListRequest,
+    ) -> impl Future<Output = Result<ListPage, RegistryError>> + Send;
+    /// How many servers were listed when last counted (no round trip).
     fn len(&self) -> usize;
-    /// Whether none are.
+    /// Whether none were.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// How many listed servers share this IP.
-    fn count_for_ip(&self, ip: IpAddr) -> usize;
-    /// Whether this address is listed.
-    fn contains(&self, addr: SocketAddr) -> bool;
 }
 
 /// The in-memory registry.
@@ -39,29 +102,19 @@ pub struct MemoryRegistry {
     servers: BTreeMap<SocketAddr, (ServerInfo, Instant)>,
 }
 
-impl Registry for MemoryRegistry {
-    fn upsert(&mut self, addr: SocketAddr, info: ServerInfo, now: Instant) {
-        self.servers.insert(addr, (info, now));
-    }
-
-    fn touch(&mut self, addr: SocketAddr, now: Instant) -> bool {
-        match self.servers.get_mut(&addr) {
-            Some((_, seen)) => {
-                *seen = now;
-                true
-            }
-            None => false,
+impl MemoryRegistry {
+    fn room_for(&self, addr: SocketAddr, limits: Limits) -> Result<(), Upserted> {
+        if self.servers.len() >= limits.max_servers {
+            return Err(Upserted::Full);
         }
+        let on_ip = self.servers.keys().filter(|a| a.ip() == addr.ip()).count();
+        if on_ip >= limits.max_servers_per_ip {
+            return Err(Upserted::IpFull);
+        }
+        Ok(())
     }
 
-    fn expire(&mut self, now: Instant, expiry: Duration) -> usize {
-        let before = self.servers.len();
-        self.servers
-            .retain(|_, (_, seen)| now.saturating_duration_since(*seen) <= expiry);
-        before - self.servers.len()
-    }
-
-    fn query(&self, request: &ListRequest) -> ListPage {
+    fn page(&self, request: &ListRequest) -> ListPage {
         let size = request.page_size.clamp(1, MAX_PAGE) as usize;
         let matching: Vec<Listed> = self
             .servers
@@ -72,29 +125,77 @@ impl Registry for MemoryRegistry {
                 info: info.clone(),
             })
             .collect();
-        let total = matching.len() as u32;
-        let servers = matching
-            .into_iter()
-            .skip(request.page as usize * size)
-            .take(size)
-            .collect();
-        ListPage {
-            servers,
-            page: request.page,
-            total,
+        page_of(matching, request.page, size)
+    }
+}
+
+/// Page `page` of `size` out of `matching`.
+pub fn page_of(matching: Vec<Listed>, page: u32, size: usize) -> ListPage {
+    let total = matching.len() as u32;
+    let servers = matching
+        .into_iter()
+        .skip(page as usize * size)
+        .take(size)
+        .collect();
+    ListPage {
+        servers,
+        page,
+        total,
+    }
+}
+
+impl Registry for MemoryRegistry {
+    async fn heartbeat(
+        &mut self,
+        addr: SocketAddr,
+        now: Instant,
+        limits: Limits,
+    ) -> Result<Heard, RegistryError> {
+        if let Some((_, seen)) = self.servers.get_mut(&addr) {
+            *seen = now;
+            return Ok(Heard::Listed);
         }
+        Ok(match self.room_for(addr, limits) {
+            Ok(()) => Heard::New,
+            Err(Upserted::IpFull) => Heard::IpFull,
+            Err(_) => Heard::Full,
+        })
+    }
+
+    async fn upsert(
+        &mut self,
+        addr: SocketAddr,
+        info: ServerInfo,
+        now: Instant,
+        limits: Limits,
+    ) -> Result<Upserted, RegistryError> {
+        let added = !self.servers.contains_key(&addr);
+        if added {
+            if let Err(refused) = self.room_for(addr, limits) {
+                return Ok(refused);
+            }
+        }
+        self.servers.insert(addr, (info, now));
+        Ok(if added {
+            Upserted::Added
+        } else {
+            Upserted::Refreshed
+        })
+    }
+
+    async fn expire(&mut self, now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
+        let before = self.servers.len();
+        self.servers
+            .retain(|_, (_, seen)| now.saturating_duration_since(*seen) <= expiry);
+        Ok(before - self.servers.len())
+    }
+
+    async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
+        Ok(self.page(request))
     }
 
     fn len(&self) -> usize {
         self.servers.len()
-    }
-
-    fn count_for_ip(&self, ip: IpAddr) -> usize {
-        self.servers.keys().filter(|a| a.ip() == ip).count()
-    }
-
-    fn contains(&self, addr: SocketAddr) -> bool {
-        self.servers.contains_key(&addr)
     }
 }
 
@@ -125,7 +226,7 @@ impl<R: Registry> Master<R> {
     }
 
     /// Handles one datagram from `from`; returns what to send, and where.
-    pub fn on_datagram(
+    pub async fn on_datagram(
         &mut self,
         from: SocketAddr,
         bytes: &[u8],
@@ -141,9 +242,9 @@ impl<R: Registry> Master<R> {
             }
         };
         match datagram {
-            Datagram::Heartbeat { .. } => self.on_heartbeat(from, bytes.len(), now),
+            Datagram::Heartbeat { .. } => self.on_heartbeat(from, bytes.len(), now).await,
             Datagram::InfoReply { challenge, info } => {
-                self.on_info(from, challenge, info, now);
+                self.on_info(from, challenge, info, now).await;
                 None
             }
             _ => {
@@ -155,29 +256,35 @@ impl<R: Registry> Master<R> {
 
     /// A heartbeat of `len` bytes from `from`: the query it earns goes back
     /// to `from`, and only when it is no longer than the heartbeat.
-    fn on_heartbeat(
+    async fn on_heartbeat(
         &mut self,
         from: SocketAddr,
         len: usize,
         now: Instant,
     ) -> Option<(SocketAddr, Vec<u8>)> {
         self.stats.heartbeats += 1;
-        // A heartbeat keeps a listed server alive even when the query it
-        // would trigger is rate-limited.
-        self.registry.touch(from, now);
-        let config = &self.config;
+        // Over its rate, a heartbeat is dropped before it costs the
+        // registry anything (a listed server's next one refreshes it).
         if !self.limits.allow(from.ip(), now) {
             self.stats.rate_limited += 1;
             return None;
         }
-        let known = self.registry.contains(from);
-        if !known {
-            if self.registry.len() >= config.max_servers {
+        match self
+            .registry
+            .heartbeat(from, now, self.registry_limits())
+            .await
+        {
+            Ok(Heard::Listed | Heard::New) => {}
+            Ok(Heard::Full) => {
                 self.stats.refused_full += 1;
                 return None;
             }
-            if self.registry.count_for_ip(from.ip()) >= config.max_servers_per_ip {
+            Ok(Heard::IpFull) => {
                 self.stats.refused_per_ip += 1;
+                return None;
+            }
+            Err(err) => {
+                self.registry_failed(&err);
                 return None;
             }
         }
@@ -206,7 +313,7 @@ impl<R: Registry> Master<R> {
         Some((from, query))
     }
 
-    fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
+    async fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
         if self.pending.get(from) != Some(challenge) {
             self.stats.unsolicited += 1;
             return;
@@ -217,17 +324,42 @@ impl<R: Registry> Master<R> {
             tracing::debug!(%from, %err, "server info refused");
             return;
         }
-        if !self.registry.contains(from) {
-            self.stats.registered += 1;
-            tracing::info!(%from, name = %info.name.escape_debug(), "server listed");
+        let name = info.name.escape_debug().to_string();
+        match self
+            .registry
+            .upsert(from, info, now, self.registry_limits())
+            .await
+        {
+            Ok(Upserted::Added) => {
+                self.stats.registered += 1;
+                tracing::info!(%from, %name, "server listed");
+            }
+            Ok(Upserted::Refreshed) => {}
+            Ok(Upserted::Full) => self.stats.refused_full += 1,
+            Ok(Upserted::IpFull) => self.stats.refused_per_ip += 1,
+            Err(err) => self.registry_failed(&err),
         }
-        self.registry.upsert(from, info, now);
+    }
+
+    fn registry_limits(&self) -> Limits {
+        Limits {
+            max_servers: self.config.max_servers,
+            max_servers_per_ip: self.config.max_servers_per_ip,
+            expiry: self.config.expiry,
+        }
+    }
+
+    fn registry_failed(&mut self, err: &RegistryError) {
+        self.stats.registry_errors += 1;
+        tracing::warn!(%err, "registry call failed");
     }
 
     /// Drops expired servers and stale challenges.
-    pub fn tick(&mut self, now: Instant) {
-        let expired = self.registry.expire(now, self.config.expiry);
-        self.stats.expired += expired as u64;
+    pub async fn tick(&mut self, now: Instant) {
+        match self.registry.expire(now, self.config.expiry).await {
+            Ok(expired) => self.stats.expired += expired as u64,
+            Err(err) => self.registry_failed(&err),
+        }
         self.pending.expire(now, self.config.query_timeout);
         self.limits.forget_idle(now, Duration::from_secs(600));
     }
@@ -237,20 +369,24 @@ impl<R: Registry> Master<R> {
         &self.config
     }
 
-    /// The registry, for reading.
-    pub fn registry(&self) -> &R {
-        &self.registry
-    }
-
     /// Counts a list request refused for its rate.
     pub fn list_refused(&mut self) {
         self.stats.lists_refused += 1;
     }
 
-    /// A page of servers.
-    pub fn list(&mut self, request: &ListRequest) -> ListPage {
+    /// A page of servers, or why there is none.
+    pub async fn list(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
         self.stats.lists += 1;
-        self.registry.query(request)
+        let page = self.registry.query(request).await;
+        if let Err(err) = &page {
+            self.registry_failed(err);
+        }
+        page
+    }
+
+    /// The registry, to read it whole (not counted as a list request).
+    pub async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
+        self.registry.query(request).await
     }
 
     /// The counters, and how many servers are listed.
@@ -288,13 +424,13 @@ mod tests {
     }
 
     /// Heartbeat, query, answer; false when the master sent no query.
-    fn register(
+    async fn register(
         master: &mut Master<MemoryRegistry>,
         from: SocketAddr,
         name: &str,
         now: Instant,
     ) -> bool {
-        let Some(query) = master.on_datagram(from, &protocol::heartbeat(), now) else {
+        let Some(query) = master.on_datagram(from, &protocol::heartbeat(), now).await else {
             return false;
         };
         let (to, challenge) = challenge_of(Some(query));
@@ -303,11 +439,11 @@ mod tests {
             challenge,
             info: info(name),
         });
-        master.on_datagram(from, &reply, now);
+        master.on_datagram(from, &reply, now).await;
         true
     }
 
-    fn all(master: &mut Master<MemoryRegistry>) -> Vec<String> {
+    async fn all(master: &mut Master<MemoryRegistry>) -> Vec<String> {
         let request = ListRequest {
             filter: Filter::default(),
             page: 0,
@@ -315,62 +451,68 @@ mod tests {
         };
         master
             .list(&request)
+            .await
+            .unwrap()
             .servers
             .into_iter()
             .map(|l| l.info.name)
             .collect()
     }
 
-    #[test]
-    fn listed_only_after_answering_the_challenge_then_expires() {
+    #[tokio::test]
+    async fn listed_only_after_answering_the_challenge_then_expires() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
         let a = addr(1, 7000);
-        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0));
-        assert!(all(&mut master).is_empty(), "not listed before it answers");
+        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+        assert!(
+            all(&mut master).await.is_empty(),
+            "not listed before it answers"
+        );
         // A reply with the wrong challenge, or from elsewhere, lists nothing.
         let wrong = protocol::encode(&Datagram::InfoReply {
             challenge: challenge ^ 1,
             info: info("a"),
         });
-        master.on_datagram(a, &wrong, t0);
+        master.on_datagram(a, &wrong, t0).await;
         let elsewhere = protocol::encode(&Datagram::InfoReply {
             challenge,
             info: info("a"),
         });
-        master.on_datagram(addr(2, 7000), &elsewhere, t0);
-        assert!(all(&mut master).is_empty());
+        master.on_datagram(addr(2, 7000), &elsewhere, t0).await;
+        assert!(all(&mut master).await.is_empty());
         assert_eq!(master.stats().unsolicited, 2);
-        master.on_datagram(a, &elsewhere, t0);
-        assert_eq!(all(&mut master), ["a"]);
+        master.on_datagram(a, &elsewhere, t0).await;
+        assert_eq!(all(&mut master).await, ["a"]);
 
         let expiry = MasterConfig::default().expiry;
-        master.tick(t0 + expiry);
-        assert_eq!(all(&mut master), ["a"], "still within the expiry");
-        master.tick(t0 + expiry + Duration::from_secs(1));
+        master.tick(t0 + expiry).await;
+        assert_eq!(all(&mut master).await, ["a"], "still within the expiry");
+        master.tick(t0 + expiry + Duration::from_secs(1)).await;
         assert!(
-            all(&mut master).is_empty(),
+            all(&mut master).await.is_empty(),
             "silent past the expiry: dropped"
         );
         assert_eq!(master.stats().expired, 1);
     }
 
-    #[test]
-    fn heartbeat_flood_from_one_address_is_limited() {
+    #[tokio::test]
+    async fn heartbeat_flood_from_one_address_is_limited() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
         let beat = protocol::heartbeat();
-        let answered = (0..1000)
-            .filter(|_| master.on_datagram(addr(9, 1), &beat, t0).is_some())
-            .count();
+        let mut answered = 0;
+        for _ in 0..1000 {
+            answered += master.on_datagram(addr(9, 1), &beat, t0).await.is_some() as usize;
+        }
         assert_eq!(answered, MasterConfig::default().heartbeat_burst as usize);
         assert_eq!(master.stats().rate_limited, 1000 - answered as u64);
         // Another address is not affected.
-        assert!(master.on_datagram(addr(8, 1), &beat, t0).is_some());
+        assert!(master.on_datagram(addr(8, 1), &beat, t0).await.is_some());
     }
 
-    #[test]
-    fn servers_per_address_and_registry_size_are_bounded() {
+    #[tokio::test]
+    async fn servers_per_address_and_registry_size_are_bounded() {
         let t0 = Instant::now();
         let config = MasterConfig {
             max_servers_per_ip: 2,
@@ -378,49 +520,47 @@ mod tests {
             ..MasterConfig::default()
         };
         let mut master = Master::new(config, MemoryRegistry::default());
-        assert!(register(&mut master, addr(1, 1), "p1", t0));
-        assert!(register(&mut master, addr(1, 2), "p2", t0));
+        assert!(register(&mut master, addr(1, 1), "p1", t0).await);
+        assert!(register(&mut master, addr(1, 2), "p2", t0).await);
         assert!(
-            !register(&mut master, addr(1, 3), "p3", t0),
+            !register(&mut master, addr(1, 3), "p3", t0).await,
             "a third on the same IP"
         );
-        assert_eq!(all(&mut master).len(), 2, "two per IP");
-        assert!(register(&mut master, addr(2, 1), "b", t0));
+        assert_eq!(all(&mut master).await.len(), 2, "two per IP");
+        assert!(register(&mut master, addr(2, 1), "b", t0).await);
         assert!(
-            !register(&mut master, addr(3, 1), "c", t0),
+            !register(&mut master, addr(3, 1), "c", t0).await,
             "the registry is full"
         );
-        assert_eq!(all(&mut master).len(), 3, "three in all");
+        assert_eq!(all(&mut master).await.len(), 3, "three in all");
         assert!(master.stats().refused_per_ip >= 1 && master.stats().refused_full >= 1);
     }
 
-    #[test]
-    fn garbage_is_counted_and_dropped() {
+    #[tokio::test]
+    async fn garbage_is_counted_and_dropped() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
         for junk in [&b""[..], b"hello", b"SWMS\x01\xff", &[0u8; 1200][..]] {
-            assert!(master.on_datagram(addr(1, 1), junk, t0).is_none());
+            assert!(master.on_datagram(addr(1, 1), junk, t0).await.is_none());
         }
         assert_eq!(master.stats().malformed, 4);
     }
 
-    #[test]
-    fn pages_and_filters() {
+    #[tokio::test]
+    async fn pages_and_filters() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
         for i in 0..25u8 {
-            assert!(register(
-                &mut master,
-                addr(i, 7000),
-                &format!("s{i:02}"),
-                t0
-            ));
+            assert!(register(&mut master, addr(i, 7000), &format!("s{i:02}"), t0).await);
         }
-        let page = master.list(&ListRequest {
-            filter: Filter::default(),
-            page: 2,
-            page_size: 10,
-        });
+        let page = master
+            .list(&ListRequest {
+                filter: Filter::default(),
+                page: 2,
+                page_size: 10,
+            })
+            .await
+            .unwrap();
         assert_eq!((page.total, page.servers.len()), (25, 5));
         let named = Filter {
             game_type: Some("none".into()),
@@ -433,6 +573,8 @@ mod tests {
                     page: 0,
                     page_size: 10
                 })
+                .await
+                .unwrap()
                 .total,
             0
         );

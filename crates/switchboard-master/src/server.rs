@@ -178,7 +178,7 @@ impl<R: Registry> MasterServer<R> {
                         let now = Instant::now();
                         // One byte more than the limit was read: too long.
                         let bytes = if len > MAX_DATAGRAM { &b""[..] } else { &buf[..len] };
-                        if let Some((to, reply)) = self.master.on_datagram(from, bytes, now) {
+                        if let Some((to, reply)) = self.master.on_datagram(from, bytes, now).await {
                             let _ = self.udp.send_to(&reply, to).await;
                         }
                     }
@@ -198,36 +198,48 @@ impl<R: Registry> MasterServer<R> {
                             handle.close_peer(incoming.peer, "too many list requests; slow down");
                             continue;
                         }
-                        let reply = match incoming.message.action::<MasterAction>() {
-                            Some(MasterAction::List) => incoming
-                                .message
-                                .content::<ListRequest>()
-                                .ok()
-                                .map(|request| Message::new(MasterChannel::Master, MasterAction::Page, &self.master.list(&request))),
-                            Some(MasterAction::Stats) => {
-                                Some(Message::new(MasterChannel::Master, MasterAction::StatsReply, &self.master.stats()))
-                            }
-                            _ => None,
-                        };
-                        match reply {
-                            Some(Ok(message)) => {
+                        match self.answer(&incoming.message).await {
+                            Ok(message) => {
                                 let _ = handle.send_to(incoming.peer, &message);
                             }
-                            _ => handle.close_peer(incoming.peer, "unknown or malformed request"),
+                            Err(reason) => handle.close_peer(incoming.peer, &reason),
                         }
                     }
                     Some(_) => {}
                     None => break,
                 },
-                _ = tick.tick() => self.master.tick(Instant::now()),
+                _ = tick.tick() => self.master.tick(Instant::now()).await,
                 Some(reply) = self.snapshots.recv() => {
-                    let _ = reply.send(self.snapshot());
+                    let _ = reply.send(self.snapshot().await);
                 }
                 _ = &mut shutdown => break,
                 _ = self.stop.cancelled() => break,
             }
         }
         handle.shutdown("master shutting down");
+    }
+
+    /// The reply to a list or stats request, or why the connection closes.
+    async fn answer(&mut self, message: &Message) -> Result<Message, String> {
+        let malformed = || "unknown or malformed request".to_string();
+        let reply = match message.action::<MasterAction>() {
+            Some(MasterAction::List) => {
+                let request = message.content::<ListRequest>().map_err(|_| malformed())?;
+                let page = self
+                    .master
+                    .list(&request)
+                    .await
+                    .map_err(|err| err.to_string())?;
+                Message::new(MasterChannel::Master, MasterAction::Page, &page)
+            }
+            Some(MasterAction::Stats) => Message::new(
+                MasterChannel::Master,
+                MasterAction::StatsReply,
+                &self.master.stats(),
+            ),
+            _ => return Err(malformed()),
+        };
+        reply.map_err(|_| malformed())
     }
 
     /// The counters so far.
@@ -237,7 +249,7 @@ impl<R: Registry> MasterServer<R> {
 
     /// The counters and the listed servers, page by page (not counted as
     /// list requests).
-    fn snapshot(&mut self) -> MasterSnapshot {
+    async fn snapshot(&mut self) -> MasterSnapshot {
         let stats = self.master.stats();
         let mut servers = Vec::new();
         for page in 0.. {
@@ -246,7 +258,10 @@ impl<R: Registry> MasterServer<R> {
                 page,
                 page_size: crate::protocol::MAX_PAGE,
             };
-            let listed = self.master.registry().query(&request).servers;
+            let Ok(listed) = self.master.query(&request).await else {
+                break;
+            };
+            let listed = listed.servers;
             let done = listed.len() < crate::protocol::MAX_PAGE as usize;
             servers.extend(listed);
             if done || servers.len() >= MasterSnapshot::MAX_SERVERS {

@@ -105,8 +105,8 @@ async fn hostile_master_saying_there_is_always_more_cannot_keep_a_browser_paging
     );
 }
 
-#[test]
-fn amplification_by_an_unpadded_heartbeat_earns_no_query() {
+#[tokio::test]
+async fn amplification_by_an_unpadded_heartbeat_earns_no_query() {
     let mut master =
         master::Master::new(MasterConfig::default(), master::MemoryRegistry::default());
     let now = std::time::Instant::now();
@@ -114,11 +114,14 @@ fn amplification_by_an_unpadded_heartbeat_earns_no_query() {
     let bare = master::protocol::encode(&master::protocol::Datagram::Heartbeat {
         padding: Vec::new(),
     });
-    assert_eq!(master.on_datagram(victim, &bare, now), None);
+    assert_eq!(master.on_datagram(victim, &bare, now).await, None);
     assert_eq!(master.stats().short_heartbeats, 1);
     // A padded one earns its query, never longer than itself.
     let beat = master::protocol::heartbeat();
-    let (to, query) = master.on_datagram(victim, &beat, now).expect("a query");
+    let (to, query) = master
+        .on_datagram(victim, &beat, now)
+        .await
+        .expect("a query");
     assert_eq!(to, victim);
     assert!(
         query.len() <= beat.len(),

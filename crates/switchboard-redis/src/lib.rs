@@ -1,0 +1,29 @@
+//! Scale-out on Redis: the state that must outlive one process, shared by
+//! several Switchboard processes so that they act as one service
+//! (`docs/SCALING.md`).
+//!
+//! Single-process games keep the in-memory defaults; this crate is opt-in
+//! (`--redis redis://host:6379/` on `switchboard-server`). Every decision
+//! that checks a limit runs as one Lua script inside Redis (one round trip,
+//! atomic across processes), and every call is bounded by
+//! [`RedisConfig::response_timeout`]: when Redis is down or slow, a call
+//! fails with a [`StoreError`] that says so, and what runs without Redis
+//! (games in progress, connected players) goes on.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
+//! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
+//! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+mod registry;
+mod store;
+pub mod testing;
+
+pub use registry::RedisRegistry;
+pub use store::{RedisConfig, RedisStore, StoreError};

@@ -1,0 +1,133 @@
+//! The connection to Redis, its key names and its time limits.
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// Where Redis is and how long to wait for it; each field says its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// The server, as `redis://[:password@]host[:port][/db]` (default
+    /// `redis://127.0.0.1:6379/`).
+    pub url: String,
+    /// Every key starts with this and a colon (default `switchboard`), so
+    /// that several services can share one Redis.
+    pub prefix: String,
+    /// A call that gets no answer within this long fails (default 500 ms):
+    /// a slow Redis delays a heartbeat or a listing by at most this.
+    pub response_timeout: Duration,
+    /// A connection attempt that does not complete within this long fails
+    /// (default 500 ms); the next call tries again.
+    pub connect_timeout: Duration,
+    /// A master's list of servers is read from Redis at most this often
+    /// (default 1 s); list requests in between are answered from it, so a
+    /// browser's hundred pages cost Redis one read.
+    pub list_cache: Duration,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379/".into(),
+            prefix: "switchboard".into(),
+            response_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            list_cache: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Redis could not be reached or did not answer in time, or answered
+/// something this crate did not write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The URL does not parse.
+    #[error("redis url {url:?} is not valid: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// Down, refused, timed out, or an error reply.
+    #[error("redis unavailable: {0}")]
+    Unavailable(String),
+    /// A value under our keys that does not decode.
+    #[error("redis holds a value that does not decode: {0}")]
+    Corrupt(String),
+}
+
+/// A connection to Redis shared by every user in a process (cheap to
+/// clone). It connects on first use and again after Redis restarts.
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    config: RedisConfig,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store for `config`; it does not connect until first used, so a
+    /// process can start while Redis is down. Call inside a tokio runtime.
+    pub fn open(config: RedisConfig) -> Result<Self, StoreError> {
+        let url_error = |err: redis::RedisError| StoreError::Url {
+            url: config.url.clone(),
+            reason: err.to_string(),
+        };
+        let client = redis::Client::open(config.url.as_str()).map_err(url_error)?;
+        // One quick retry: callers have their own deadline, and a request
+        // should fail fast rather than wait out a long backoff.
+        let manager = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(config.connect_timeout)
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout));
+        let connection =
+            ConnectionManager::new_lazy_with_config(client, manager).map_err(url_error)?;
+        Ok(Self { connection, config })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// `prefix:part`, the name of one of our keys.
+    pub fn key(&self, part: impl std::fmt::Display) -> String {
+        format!("{}:{part}", self.config.prefix)
+    }
+
+    /// Runs `call` on the connection, within the response timeout.
+    pub async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        // The connection manager's own timeout covers one request; this
+        // also covers a reconnect in progress.
+        let deadline = self.config.response_timeout + self.config.connect_timeout;
+        match tokio::time::timeout(deadline, call(self.connection.clone())).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(StoreError::Unavailable(err.to_string())),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
+    /// Whether Redis answers now.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .await
+            .map(drop)
+    }
+}
