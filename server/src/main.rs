@@ -198,6 +198,8 @@ struct GameArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    redis: RedisArgs,
+    #[command(flatten)]
     admin: AdminArgs,
 }
 
@@ -240,7 +242,17 @@ struct RedisArgs {
 }
 
 impl RedisArgs {
-    /// The shared store, when `--redis` names one (call inside a runtime).
+    /// Sessions shared through Redis, when `--redis` names one: a client
+    /// whose server died resumes on another with its id.
+    fn share_sessions(&self, config: &mut ManagerConfig) -> Result<(), String> {
+        if let Some(store) = self.open()? {
+            let sessions = switchboard_redis::RedisSessions::new(store);
+            config.shared_sessions = Some(switchboard::manager::SharedSessionsHook::new(sessions));
+        }
+        Ok(())
+    }
+
+    /// The shared store, when `--redis` names one.
     fn open(&self) -> Result<Option<switchboard_redis::RedisStore>, String> {
         let Some(url) = &self.redis else {
             return Ok(None);
@@ -312,6 +324,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     config.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
+    args.redis.share_sessions(&mut config)?;
     if !args.masters.is_empty() {
         let info = ServerInfo {
             name: args.name,

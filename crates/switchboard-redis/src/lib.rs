@@ -16,14 +16,17 @@
 //! |---|---|
 //! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
+//! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
 //! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
 mod registry;
+mod sessions;
 mod store;
 pub mod testing;
 
 pub use registry::RedisRegistry;
+pub use sessions::RedisSessions;
 pub use store::{RedisConfig, RedisStore, StoreError};

@@ -76,8 +76,12 @@ impl std::fmt::Debug for RedisStore {
 
 impl RedisStore {
     /// A store for `config`; it does not connect until first used, so a
-    /// process can start while Redis is down. Call inside a tokio runtime.
+    /// process can start while Redis is down. Its connection runs on the
+    /// current tokio runtime, or outside one on Switchboard's background
+    /// runtime (`switchboard::runtime`).
     pub fn open(config: RedisConfig) -> Result<Self, StoreError> {
+        let runtime = switchboard::runtime::handle();
+        let _inside = runtime.enter();
         let url_error = |err: redis::RedisError| StoreError::Url {
             url: config.url.clone(),
             reason: err.to_string(),

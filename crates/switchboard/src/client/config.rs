@@ -49,6 +49,13 @@ pub struct ClientConfig {
     /// Requests awaiting an answer at once (default 1024); one more fails
     /// with [`RequestError::TooManyPending`](super::RequestError::TooManyPending).
     pub max_pending_requests: usize,
+    /// Other addresses of the same service (default none): server
+    /// processes that share sessions through Redis (`docs/SCALING.md`).
+    /// After a connection loss the first attempt goes back to the server
+    /// the session was on, each further attempt to the next address in
+    /// turn, so a client whose server died resumes its session, with its
+    /// id, on another.
+    pub fallback_servers: Vec<String>,
 }
 
 impl Default for ClientConfig {
@@ -61,6 +68,7 @@ impl Default for ClientConfig {
             reconnect: ReconnectPolicy::default(),
             request_timeout: Duration::from_secs(10),
             max_pending_requests: 1024,
+            fallback_servers: Vec::new(),
         }
     }
 }

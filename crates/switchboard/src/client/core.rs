@@ -85,6 +85,11 @@ pub struct ClientCore {
     retry: Option<(u32, Instant)>,
     /// xorshift state for the reconnect jitter.
     rng: u64,
+    /// Which of the service's addresses (`ClientConfig::fallback_servers`
+    /// after the first) the last welcome came from, and which the current
+    /// attempt goes to.
+    home: usize,
+    target: usize,
     actions: VecDeque<ClientAction>,
     events: VecDeque<ClientEvent>,
 }
@@ -104,6 +109,8 @@ impl ClientCore {
             pending: HashMap::new(),
             retry: None,
             rng: splitmix64(seed) | 1,
+            home: 0,
+            target: 0,
             actions: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -133,6 +140,12 @@ impl ClientCore {
                 protocol::HELLO,
                 &hello,
             )));
+    }
+
+    /// Which address the current connection goes to: 0 the one the client
+    /// was made with, `n` the `n`-th of `ClientConfig::fallback_servers`.
+    pub fn server(&self) -> usize {
+        self.target
     }
 
     /// The id the server gave, once welcomed (kept across reconnects).
@@ -233,6 +246,10 @@ impl ClientCore {
         }
         if let Some((attempt, at)) = self.retry {
             if !self.connected && now >= at {
+                // The first attempt goes back where the session was; each
+                // further one to the next address of the service.
+                let servers = 1 + self.config.fallback_servers.len();
+                self.target = (self.home + attempt.saturating_sub(1) as usize) % servers;
                 self.events.push_back(ClientEvent::Reconnecting(attempt));
                 self.open();
             }
@@ -264,6 +281,7 @@ impl ClientCore {
                 };
                 self.identity = Some((welcome.client, welcome.token));
                 self.welcomed = true;
+                self.home = self.target;
                 self.retry = None;
                 self.events.push_back(ClientEvent::Welcomed(Welcomed {
                     client: welcome.client,

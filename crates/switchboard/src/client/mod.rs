@@ -105,7 +105,8 @@ pub struct ClientSignals {
 /// }
 /// ```
 pub struct NetworkClient {
-    addr: String,
+    /// The address it was made with, then `ClientConfig::fallback_servers`.
+    servers: Vec<String>,
     socket_config: SocketConfig,
     socket: Option<ExtendedTcpSocket>,
     core: ClientCore,
@@ -122,7 +123,7 @@ pub struct NetworkClient {
 impl std::fmt::Debug for NetworkClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetworkClient")
-            .field("addr", &self.addr)
+            .field("addr", &self.servers[self.core.server()])
             .field("client", &self.client_id())
             .field("welcomed", &self.is_welcomed())
             .finish()
@@ -137,8 +138,10 @@ impl NetworkClient {
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
+        let mut servers = vec![addr.to_string()];
+        servers.extend(config.fallback_servers.iter().cloned());
         let mut client = Self {
-            addr: addr.to_string(),
+            servers,
             socket_config: config.socket.clone(),
             socket: None,
             core: ClientCore::new(config, u64::from_le_bytes(seed)),
@@ -332,10 +335,11 @@ impl NetworkClient {
             match action {
                 ClientAction::Connect => {
                     let config = self.socket_config.clone();
-                    self.socket = Some(if self.addr.starts_with("ws://") {
-                        ExtendedTcpSocket::connect_ws(&self.addr, config)
+                    let addr = &self.servers[self.core.server() % self.servers.len()];
+                    self.socket = Some(if addr.starts_with("ws://") {
+                        ExtendedTcpSocket::connect_ws(addr, config)
                     } else {
-                        ExtendedTcpSocket::connect(self.addr.clone(), config)
+                        ExtendedTcpSocket::connect(addr.clone(), config)
                     });
                 }
                 ClientAction::Send(message) => {

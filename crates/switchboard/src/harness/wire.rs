@@ -2,6 +2,7 @@
 //! deliveries, in one queue, in order, until nothing moves.
 
 use super::*;
+use crate::manager::ShareError;
 
 impl<L: GameLogic> Harness<L> {
     /// Carries every message and event until nothing moves.
@@ -125,6 +126,24 @@ impl<L: GameLogic> Harness<L> {
                 }
                 ManagerAction::Close { peer, code, reason } => self.close_peer(peer, code, reason),
                 ManagerAction::Log(entry) => self.log.push(entry),
+                // The harness has no store shared with other processes: a
+                // claim gets that answer, writes go nowhere.
+                ManagerAction::Claim {
+                    peer,
+                    client,
+                    new_token,
+                    ..
+                } => self
+                    .queue
+                    .push_back(Delivery::ToServer(ManagerEvent::Claimed {
+                        peer,
+                        client,
+                        new_token,
+                        result: Err(ShareError(
+                            "the in-memory harness has no shared store".into(),
+                        )),
+                    })),
+                ManagerAction::Share(_) => {}
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::ListingHook;
+use super::{ListingHook, SharedSessionsHook};
 use crate::session::{BackoffPolicy, RateLimit, SessionConfig};
 use crate::socket::{PacerConfig, ServerConfig};
 
@@ -54,6 +54,16 @@ pub struct ManagerConfig {
     /// `switchboard-master` crate's `Announce::hook`). None (default): not
     /// listed anywhere.
     pub listing: Option<ListingHook>,
+    /// Sessions shared with other processes (the `switchboard-redis`
+    /// crate's `RedisSessions`; `docs/SCALING.md`): a client whose process
+    /// died comes back to this one with its id. None (default): sessions
+    /// live in this process only.
+    pub shared_sessions: Option<SharedSessionsHook>,
+    /// Reconnects looked up in the shared store at once at most (default
+    /// 256); past it a reconnect of a session unknown here is refused with
+    /// [`Refusal::Unavailable`](crate::session::Refusal::Unavailable), so
+    /// a flood of made-up ids cannot queue work without bound.
+    pub max_pending_claims: usize,
 }
 
 impl Default for ManagerConfig {
@@ -82,6 +92,8 @@ impl Default for ManagerConfig {
             tick_interval: Duration::from_millis(250),
             pacing: PacerConfig::default(),
             listing: None,
+            shared_sessions: None,
+            max_pending_claims: 256,
         }
     }
 }

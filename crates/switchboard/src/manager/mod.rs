@@ -14,6 +14,8 @@ mod listing;
 mod logic;
 pub mod protocol;
 mod run;
+mod run_shared;
+mod shared;
 mod stats;
 
 use std::future::Future;
@@ -28,6 +30,9 @@ pub use core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
 pub use logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
+};
+pub use shared::{
+    SessionShare, ShareError, ShareFuture, ShareUpdate, SharedSession, SharedSessionsHook,
 };
 pub use stats::{ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL};
 

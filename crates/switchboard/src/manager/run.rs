@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::core::{ManagerAction, ManagerCore, ManagerEvent};
 use super::listing::{ListingStatus, ListingUpdates};
+use super::run_shared::SharedDriver;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use crate::socket::{Pacer, ServerEvent, ServerHandle, ServerStream};
 
@@ -24,6 +25,8 @@ pub(super) struct Runner<L: GameLogic> {
     listing: Option<Box<dyn ListingUpdates>>,
     /// When queued updates leave (see [`Pacer`]).
     pacer: Pacer,
+    /// The store of sessions shared with other processes, if any.
+    shared: Option<SharedDriver>,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -35,6 +38,7 @@ impl<L: GameLogic> Runner<L> {
             core,
             control,
             listing: None,
+            shared: None,
         }
     }
 
@@ -42,6 +46,10 @@ impl<L: GameLogic> Runner<L> {
         tokio::pin!(shutdown);
         let addr = self.handle.local_addr();
         self.start_listing();
+        if let Some(hook) = self.core.config().shared_sessions.clone() {
+            let grace = self.core.config().sessions.grace_period;
+            self.shared = Some(SharedDriver::start(hook.0, grace, &self.control));
+        }
         let mut tick = tokio::time::interval(self.core.tick_interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = self.control.shutdown.clone();
@@ -66,9 +74,13 @@ impl<L: GameLogic> Runner<L> {
                     }
                     None => break,
                 },
+                Some(event) = next_answer(&mut self.shared) => {
+                    let actions = self.core.handle(event, now());
+                    carry_out(&self.handle, &self.control, &mut self.pacer, self.shared.as_ref(), actions);
+                }
                 Some((client, reason, reply)) = self.control.kick_rx.recv() => {
                     let (kicked, actions) = self.core.kick(client, &reason, now());
-                    carry_out(&self.handle, &self.control, &mut self.pacer, actions);
+                    carry_out(&self.handle, &self.control, &mut self.pacer, self.shared.as_ref(), actions);
                     let _ = reply.send(kicked);
                 }
                 Some(reply) = self.control.stats_rx.recv() => {
@@ -150,14 +162,26 @@ impl<L: GameLogic> Runner<L> {
             ServerEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
         let actions = self.core.handle(event, now());
-        carry_out(&self.handle, &self.control, &mut self.pacer, actions);
+        carry_out(
+            &self.handle,
+            &self.control,
+            &mut self.pacer,
+            self.shared.as_ref(),
+            actions,
+        );
     }
 
     fn on_tick(&mut self) {
         let handle = &self.handle;
         let rtt = |peer| Some(Duration::from_micros(handle.peer(peer)?.stats().rtt_micros));
         let actions = self.core.tick(now(), rtt);
-        carry_out(&self.handle, &self.control, &mut self.pacer, actions);
+        carry_out(
+            &self.handle,
+            &self.control,
+            &mut self.pacer,
+            self.shared.as_ref(),
+            actions,
+        );
         let status = self.status();
         if let Some(listing) = &mut self.listing {
             listing.update(status);
@@ -169,6 +193,14 @@ impl<L: GameLogic> Runner<L> {
     }
 }
 
+/// The shared store's next answer; never, without one.
+async fn next_answer(shared: &mut Option<SharedDriver>) -> Option<ManagerEvent> {
+    match shared {
+        Some(shared) => shared.next_answer().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Does what the core asked: sends (each message encoded once, however many
 /// peers it goes to; updates for many queued for the pacer), closes, and
 /// log lines for the operator.
@@ -176,6 +208,7 @@ fn carry_out(
     handle: &ServerHandle,
     control: &Control,
     pacer: &mut Pacer,
+    shared: Option<&SharedDriver>,
     actions: impl Iterator<Item = ManagerAction>,
 ) {
     for action in actions {
@@ -201,6 +234,23 @@ fn carry_out(
             }
             ManagerAction::Log(entry) => {
                 let _ = control.log.send(entry);
+            }
+            // The core asks only when the config has a shared store, and
+            // then the driver has one.
+            ManagerAction::Claim {
+                peer,
+                client,
+                token,
+                new_token,
+            } => {
+                if let Some(shared) = shared {
+                    shared.claim(peer, client, token, new_token);
+                }
+            }
+            ManagerAction::Share(update) => {
+                if let Some(shared) = shared {
+                    shared.write(update, control);
+                }
             }
         }
     }

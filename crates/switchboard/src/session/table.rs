@@ -104,6 +104,11 @@ pub enum Refusal {
     /// long before it may try again (the password was not checked).
     #[error("too many wrong passwords; retry in {} s", .0.as_secs().max(1))]
     Throttled(Duration),
+    /// The session is not held here and the store shared with other
+    /// processes could not be asked (down, slow, or too many lookups at
+    /// once): try again shortly.
+    #[error("session store unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl Refusal {
@@ -119,6 +124,7 @@ impl Refusal {
             Refusal::InvalidName(_) => 7,
             Refusal::TooManyFromAddress => 8,
             Refusal::Throttled(_) => 9,
+            Refusal::Unavailable(_) => 10,
         }
     }
 }
@@ -202,6 +208,53 @@ impl Sessions {
         now: Instant,
     ) -> Result<Admission, Refusal> {
         let from = address_key(from);
+        let evicted = self.make_room(from)?;
+        let client = ClientId::random();
+        let token = ReconnectToken::generate();
+        self.insert(peer, client, name, from, 0, token.clone(), now);
+        Ok(Admission {
+            client,
+            token,
+            resumed: false,
+            replaced: None,
+            evicted,
+        })
+    }
+
+    /// Takes in a session another process held (found in the store shared
+    /// with it), for the client now on `peer`, with the token `token` the
+    /// store already holds for it. Same limits as a new session.
+    pub fn adopt(
+        &mut self,
+        peer: PeerId,
+        session: &crate::manager::SharedSession,
+        token: ReconnectToken,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
+        let from = address_key(session.from);
+        let evicted = self.make_room(from)?;
+        let reconnects = session.reconnects;
+        self.insert(
+            peer,
+            session.client,
+            &session.name,
+            from,
+            reconnects,
+            token.clone(),
+            now,
+        );
+        Ok(Admission {
+            client: session.client,
+            token,
+            resumed: true,
+            replaced: None,
+            evicted,
+        })
+    }
+
+    /// Room for one more session from `from`: the session offline the
+    /// longest gives way when the table (or the address's share) is full.
+    fn make_room(&mut self, from: IpAddr) -> Result<Option<ClientId>, Refusal> {
         let evicted = if self.per_ip.get(&from).copied().unwrap_or(0)
             >= self.config.max_sessions_per_ip.max(1)
         {
@@ -212,9 +265,20 @@ impl Sessions {
         } else {
             None
         };
-        let evicted = evicted.and_then(|id| self.remove(id)).map(|s| s.id);
-        let client = ClientId::random();
-        let token = ReconnectToken::generate();
+        Ok(evicted.and_then(|id| self.remove(id)).map(|s| s.id))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        peer: PeerId,
+        client: ClientId,
+        name: &str,
+        from: IpAddr,
+        reconnects: u32,
+        token: ReconnectToken,
+        now: Instant,
+    ) {
         self.by_id.insert(
             client,
             Session {
@@ -222,20 +286,30 @@ impl Sessions {
                 name: name.to_string(),
                 from,
                 joined_at: now,
-                reconnects: 0,
-                token: token.clone(),
+                reconnects,
+                token,
                 link: Link::Online(peer),
             },
         );
         *self.per_ip.entry(from).or_default() += 1;
         self.by_peer.insert(peer, client);
-        Ok(Admission {
-            client,
-            token,
-            resumed: false,
-            replaced: None,
-            evicted,
-        })
+    }
+
+    /// Drops a session another process took over; returns it, and the
+    /// connection that served it here, if any (the caller closes it).
+    pub fn moved_away(&mut self, client: ClientId) -> Option<(Session, Option<PeerId>)> {
+        let session = self.remove(client)?;
+        let peer = session.peer();
+        Some((session, peer))
+    }
+
+    /// The sessions online now, with their current tokens (for the store
+    /// shared with other processes; the token is shown to nobody else).
+    pub fn online(&self) -> impl Iterator<Item = (&Session, &ReconnectToken)> + '_ {
+        self.by_id
+            .values()
+            .filter(|s| s.peer().is_some())
+            .map(|s| (s, &s.token))
     }
 
     /// The session among `which` that has been offline the longest.

@@ -8,16 +8,32 @@ use crate::socket::address_key;
 
 impl<L: GameLogic> ManagerCore<L> {
     pub(super) fn on_hello(&mut self, peer: PeerId, hello: Hello, now: Instant) {
+        if self.peers.get(&peer).is_some_and(|p| p.claiming.is_some()) {
+            let detail = "a hello of this connection is already being answered".into();
+            return self.error_reply(peer, 0, ErrorCode::UnknownSessionAction, detail, now);
+        }
         let admission = match &hello.resume {
-            Some(resume) => self
+            Some(resume) => match self
                 .sessions
-                .resume(peer, resume.client, &resume.token, now),
+                .resume(peer, resume.client, &resume.token, now)
+            {
+                // Perhaps another process held it: ask the shared store.
+                Err(Refusal::UnknownSession) if self.config.shared_sessions.is_some() => {
+                    return self.claim(peer, hello, now)
+                }
+                other => other,
+            },
             None => self.admit(peer, &hello, now),
         };
-        let admission = match admission {
-            Ok(admission) => admission,
-            Err(refusal) => return self.refuse(peer, &hello, refusal, now),
-        };
+        match admission {
+            Ok(admission) => self.admitted(peer, admission, now),
+            Err(refusal) => self.refuse(peer, &hello, refusal, now),
+        }
+    }
+
+    /// Welcomes the client `admission` admitted on `peer`, and tells the
+    /// game (and the shared store, if any).
+    pub(super) fn admitted(&mut self, peer: PeerId, admission: Admission, now: Instant) {
         if let Some(state) = self.peers.get_mut(&peer) {
             state.client = Some(admission.client);
         }
@@ -45,7 +61,18 @@ impl<L: GameLogic> ManagerCore<L> {
         self.send(peer, protocol::session_message(protocol::WELCOME, &welcome));
         let mut out = Outbox::default();
         let client = admission.client;
+        if let Some(session) = self.sessions.get(client) {
+            let session = SharedSession {
+                client,
+                name: session.name.clone(),
+                from: session.from,
+                reconnects: session.reconnects,
+            };
+            let token = welcome.token.clone();
+            self.share(ShareUpdate::Online { session, token });
+        }
         if let Some(gone) = admission.evicted {
+            self.share(ShareUpdate::Gone { client: gone });
             // Its grace period ends early: a live newcomer needed the room.
             self.stats.evicted_total += 1;
             let text = format!("{gone}, offline, gave way to a newcomer ({peer})");
@@ -102,7 +129,7 @@ impl<L: GameLogic> ManagerCore<L> {
         self.sessions.admit_new(peer, name, from, now)
     }
 
-    fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal, now: Instant) {
+    pub(super) fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal, now: Instant) {
         self.stats.refused_total += 1;
         // As much of the name as a valid one could hold.
         let name: String = hello.name.chars().take(MAX_NAME_CHARS).collect();

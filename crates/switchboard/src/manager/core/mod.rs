@@ -15,6 +15,7 @@
 
 mod hello;
 mod requests;
+mod shared;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -26,10 +27,13 @@ use super::logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, Rejectio
 use super::protocol::{
     self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
 };
+use super::shared::{ShareError, ShareUpdate, SharedSession};
 use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ManagerConfig};
 use crate::message::{Message, SESSION_CHANNEL};
-use crate::session::{Admission, Backoff, ClientId, LogLimiter, RateLimiter, Refusal, Sessions};
+use crate::session::{
+    Admission, Backoff, ClientId, LogLimiter, RateLimiter, ReconnectToken, Refusal, Sessions,
+};
 use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketError};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
@@ -71,6 +75,24 @@ pub enum ManagerEvent {
         /// What.
         error: SocketError,
     },
+    /// The shared store answered a [`ManagerAction::Claim`].
+    Claimed {
+        /// The connection that asked.
+        peer: PeerId,
+        /// The session it asked for.
+        client: ClientId,
+        /// The token the claim gave it.
+        new_token: ReconnectToken,
+        /// The session, `None` (unknown, wrong token, expired), or why the
+        /// store could not be asked.
+        result: Result<Option<SharedSession>, ShareError>,
+    },
+    /// The shared store says other processes took these sessions over
+    /// (found while writing a [`ManagerAction::Share`]).
+    MovedAway {
+        /// Whose.
+        clients: Vec<ClientId>,
+    },
 }
 
 /// What the core asks its driver to do, in order.
@@ -102,6 +124,23 @@ pub enum ManagerAction {
     },
     /// A line for the operator's log (already given to `tracing`).
     Log(LogEntry),
+    /// Ask the shared store for a session this process does not hold
+    /// (`ManagerConfig::shared_sessions`); the answer comes back as
+    /// [`ManagerEvent::Claimed`].
+    Claim {
+        /// The connection that presented it.
+        peer: PeerId,
+        /// The session.
+        client: ClientId,
+        /// The token presented.
+        token: ReconnectToken,
+        /// The token it gets when the claim succeeds.
+        new_token: ReconnectToken,
+    },
+    /// Write a change of a session this process holds to the shared store,
+    /// after those before it; sessions found taken over by another process
+    /// come back as [`ManagerEvent::MovedAway`].
+    Share(ShareUpdate),
 }
 
 /// One connection, as the manager tracks it.
@@ -115,6 +154,8 @@ struct Peer {
     client: Option<ClientId>,
     /// Already told to go (late hello); waiting for its disconnect event.
     closing: bool,
+    /// Its hello waits for the shared store's answer.
+    claiming: Option<Hello>,
 }
 
 /// The manager's sessions, request validation and addressed updates, driven
@@ -131,6 +172,10 @@ pub struct ManagerCore<L: GameLogic> {
     password_failures: Backoff,
     peer_logs: LogLimiter,
     actions: Vec<ManagerAction>,
+    /// Claims sent to the shared store and not yet answered.
+    pending_claims: usize,
+    /// When the online sessions were last refreshed in the shared store.
+    last_refresh: Option<Instant>,
 }
 
 impl<L: GameLogic> ManagerCore<L> {
@@ -146,6 +191,8 @@ impl<L: GameLogic> ManagerCore<L> {
             stats: ServerStats::default(),
             last_latency: None,
             actions: Vec::new(),
+            pending_claims: 0,
+            last_refresh: None,
         }
     }
 
@@ -198,6 +245,13 @@ impl<L: GameLogic> ManagerCore<L> {
             ManagerEvent::Failed { peer, error } => {
                 self.peer_log(peer, LogLevel::Warn, format!("{peer}: {error}"), now)
             }
+            ManagerEvent::Claimed {
+                peer,
+                client,
+                new_token,
+                result,
+            } => self.on_claimed(peer, client, new_token, result, now),
+            ManagerEvent::MovedAway { clients } => self.on_moved_away(clients),
         }
         self.actions.drain(..)
     }
@@ -227,6 +281,7 @@ impl<L: GameLogic> ManagerCore<L> {
         }
         self.password_failures.forget_old(now);
         for session in self.sessions.expire(now) {
+            self.share(ShareUpdate::Gone { client: session.id });
             tracing::info!(client = %session.id, "session expired after its grace period");
             self.log(
                 LogLevel::Info,
@@ -235,6 +290,7 @@ impl<L: GameLogic> ManagerCore<L> {
             self.logic.on_leave(session.id, &mut out);
         }
         self.dispatch(out);
+        self.refresh_shared(now);
         let hello_timeout = self.config.hello_timeout;
         let late: Vec<PeerId> = self
             .peers
@@ -270,6 +326,7 @@ impl<L: GameLogic> ManagerCore<L> {
             return (false, self.actions.drain(..));
         };
         let peer = peer.expect("a session left by its peer");
+        self.share(ShareUpdate::Gone { client: session.id });
         // The connection is no one's any more while it closes: not listed,
         // and its end changes nothing.
         if let Some(state) = self.peers.get_mut(&peer) {
@@ -348,6 +405,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 strikes: VecDeque::new(),
                 client: None,
                 closing: false,
+                claiming: None,
             },
         );
     }
@@ -368,11 +426,13 @@ impl<L: GameLogic> ManagerCore<L> {
         let mut out = Outbox::default();
         if left {
             if let Some(session) = self.sessions.leave(peer) {
+                self.share(ShareUpdate::Gone { client: session.id });
                 let text = format!("{} left ({reason})", session.id);
                 self.addr_log(state.addr, LogLevel::Info, text, now);
                 self.logic.on_leave(session.id, &mut out);
             }
         } else if let Some(client) = self.sessions.connection_lost(peer, now) {
+            self.share(ShareUpdate::Offline { client });
             let text = format!("{client} lost its connection ({reason})");
             self.addr_log(state.addr, LogLevel::Info, text, now);
             self.logic.on_connection_lost(client, &mut out);

@@ -133,7 +133,7 @@ impl<L: GameLogic> ManagerCore<L> {
     }
 
     /// Answers a message that could not be handled, and counts a strike.
-    fn error_reply(
+    pub(super) fn error_reply(
         &mut self,
         peer: PeerId,
         id: u64,

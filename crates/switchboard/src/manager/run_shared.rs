@@ -1,0 +1,114 @@
+//! The driver's side of shared sessions: claims asked concurrently, writes
+//! applied in order by one task, answers fed back to the core as events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::core::ManagerEvent;
+use super::shared::{SessionShare, ShareUpdate};
+use super::{Control, LogEntry, LogLevel};
+use crate::session::{ClientId, ReconnectToken};
+use crate::socket::PeerId;
+
+/// Writes waiting for the store at most; past it one is dropped and logged
+/// (the store has been down or slow for that long).
+const MAX_QUEUED_WRITES: usize = 65_536;
+
+/// Writes applied in one call at most.
+const WRITE_BATCH: usize = 256;
+
+pub(super) struct SharedDriver {
+    share: Arc<dyn SessionShare>,
+    grace: Duration,
+    writes: mpsc::Sender<ShareUpdate>,
+    answers_tx: mpsc::UnboundedSender<ManagerEvent>,
+    answers: mpsc::UnboundedReceiver<ManagerEvent>,
+}
+
+impl SharedDriver {
+    /// Starts the writer task on the current runtime.
+    pub(super) fn start(share: Arc<dyn SessionShare>, grace: Duration, control: &Control) -> Self {
+        let (writes, writes_rx) = mpsc::channel(MAX_QUEUED_WRITES);
+        let (answers_tx, answers) = mpsc::unbounded_channel();
+        let writer = share.clone();
+        let log = control.log.clone();
+        let moved = answers_tx.clone();
+        tokio::spawn(write_in_order(writer, grace, writes_rx, moved, log));
+        Self {
+            share,
+            grace,
+            writes,
+            answers_tx,
+            answers,
+        }
+    }
+
+    /// Asks the store for `client`; the answer arrives through
+    /// [`next_answer`](Self::next_answer). The core bounds how many run.
+    pub(super) fn claim(
+        &self,
+        peer: PeerId,
+        client: ClientId,
+        token: ReconnectToken,
+        new_token: ReconnectToken,
+    ) {
+        let share = self.share.clone();
+        let grace = self.grace;
+        let answers = self.answers_tx.clone();
+        tokio::spawn(async move {
+            let result = share.claim(client, &token, &new_token, grace).await;
+            let _ = answers.send(ManagerEvent::Claimed {
+                peer,
+                client,
+                new_token,
+                result,
+            });
+        });
+    }
+
+    /// Queues a write, after those before it.
+    pub(super) fn write(&self, update: ShareUpdate, control: &Control) {
+        if self.writes.try_send(update).is_err() {
+            let text = "the shared session store is backed up; a session change was not written";
+            warn(&control.log, text.into());
+        }
+    }
+
+    pub(super) async fn next_answer(&mut self) -> Option<ManagerEvent> {
+        self.answers.recv().await
+    }
+}
+
+/// Applies the writes in order, those queued together in one call.
+async fn write_in_order(
+    share: Arc<dyn SessionShare>,
+    grace: Duration,
+    mut writes: mpsc::Receiver<ShareUpdate>,
+    answers: mpsc::UnboundedSender<ManagerEvent>,
+    log: tokio::sync::broadcast::Sender<LogEntry>,
+) {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    while writes.recv_many(&mut batch, WRITE_BATCH).await > 0 {
+        let count = batch.len();
+        match share.apply(std::mem::take(&mut batch), grace).await {
+            Ok(moved) if !moved.is_empty() => {
+                let _ = answers.send(ManagerEvent::MovedAway { clients: moved });
+            }
+            Ok(_) => {}
+            Err(err) => warn(
+                &log,
+                format!("{count} session changes not written to the shared store: {err}"),
+            ),
+        }
+    }
+}
+
+fn warn(log: &tokio::sync::broadcast::Sender<LogEntry>, text: String) {
+    tracing::warn!("{text}");
+    let _ = log.send(LogEntry {
+        level: LogLevel::Warn,
+        text,
+    });
+}

@@ -1,0 +1,117 @@
+//! Sessions shared by several server processes: where the manager's session
+//! changes go and where a client unknown here is looked for, without the
+//! core knowing the store (the `switchboard-redis` crate's `RedisSessions`
+//! plugs in here).
+//!
+//! ```text
+//!  client ──hello(resume id, token)──▶ process B: not in its table
+//!                                       ──claim(id, token, new token)──▶ store
+//!                                       ◀── the session (name, address) ──┘
+//!  client ◀──welcome(same id, new token)── B; the session is B's from now on
+//! ```
+//!
+//! The process that holds a session writes each change (online with its
+//! current token, offline, gone) and keeps its online sessions alive; a
+//! session whose process died lives on in the store for its grace period,
+//! so its client can come back to another process and keep its id.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::session::{ClientId, ReconnectToken};
+
+/// A boxed future, as the store's calls return.
+pub type ShareFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ShareError>> + Send + 'a>>;
+
+/// The store could not be reached or answered in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShareError(pub String);
+
+/// A session as every process sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedSession {
+    /// Its id.
+    pub client: ClientId,
+    /// The player's name.
+    pub name: String,
+    /// The address it joined from (an IPv6 /64 as one address).
+    pub from: IpAddr,
+    /// How many times the client came back.
+    pub reconnects: u32,
+}
+
+/// One change to a session held by this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareUpdate {
+    /// Online here; `token` is the only one that will work next (a new
+    /// session, or a token rotated by a reconnect).
+    Online {
+        /// The session.
+        session: SharedSession,
+        /// Its current token.
+        token: ReconnectToken,
+    },
+    /// Its connection was lost: it waits out its grace period.
+    Offline {
+        /// Whose.
+        client: ClientId,
+    },
+    /// It ended for good (left, kicked, expired, gave way).
+    Gone {
+        /// Whose.
+        client: ClientId,
+    },
+}
+
+/// A store of sessions shared by several processes. Each call may fail
+/// (the store is down or slow); the manager then refuses what it cannot
+/// check and keeps its own sessions going.
+pub trait SessionShare: Send + Sync + 'static {
+    /// Takes `client` over for this process when `token` is its current
+    /// token and its grace period has not passed; its token becomes
+    /// `new_token` in the same step, so that two processes cannot both
+    /// take it. `None`: unknown, wrong token or expired (not told apart).
+    fn claim<'a>(
+        &'a self,
+        client: ClientId,
+        token: &'a ReconnectToken,
+        new_token: &'a ReconnectToken,
+        grace: Duration,
+    ) -> ShareFuture<'a, Option<SharedSession>>;
+
+    /// Writes `updates`, in order, for sessions this process holds: an
+    /// online one lives `grace` from now (the manager writes its online
+    /// sessions again every third of it, so they outlive a dead process by
+    /// at most `grace`), an offline one `grace` from now, a gone one no
+    /// more. A session another process has taken over is left alone and
+    /// returned: it ends here.
+    fn apply(&self, updates: Vec<ShareUpdate>, grace: Duration) -> ShareFuture<'_, Vec<ClientId>>;
+}
+
+/// A [`SessionShare`] as [`ManagerConfig::shared_sessions`](super::ManagerConfig::shared_sessions)
+/// holds it (cloneable; two are equal when they are the same one).
+#[derive(Clone)]
+pub struct SharedSessionsHook(pub Arc<dyn SessionShare>);
+
+impl SharedSessionsHook {
+    /// Wraps a store.
+    pub fn new(share: impl SessionShare) -> Self {
+        Self(Arc::new(share))
+    }
+}
+
+impl std::fmt::Debug for SharedSessionsHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedSessionsHook")
+    }
+}
+
+impl PartialEq for SharedSessionsHook {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
