@@ -1,7 +1,7 @@
 //! The player's side: a terminal interface (a map and typed orders), and a
 //! scripted bot player for demos and tests.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::mpsc;
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, NetworkClient, RequestStatus, RequestTicket};
 
+use crate::directory::Directory;
 use crate::protocol::{
     nation_digit, nation_letter, printable, Act, Attack, Chan, LobbyView, Move, NationView,
 };
@@ -30,15 +31,29 @@ pub(crate) struct Player {
     pub(crate) client: NetworkClient,
     pub(crate) seen: Rc<RefCell<Seen>>,
     pending: Vec<(String, RequestTicket)>,
+    /// Where the game is served, asked again at each reconnect attempt.
+    directory: Option<Directory>,
+    reconnecting: Rc<Cell<bool>>,
 }
 
 impl Player {
-    pub(crate) fn connect(addr: &str, name: &str, password: Option<String>) -> Player {
+    pub(crate) fn connect(
+        addr: &str,
+        name: &str,
+        password: Option<String>,
+        directory: Option<Directory>,
+    ) -> Player {
         let config = ClientConfig {
             password,
             ..ClientConfig::named(name)
         };
         let client = NetworkClient::connect(addr, config);
+        let reconnecting = Rc::new(Cell::new(false));
+        let flag = reconnecting.clone();
+        client
+            .signals()
+            .reconnecting
+            .connect(move |_| flag.set(true));
         let seen = Rc::new(RefCell::new(Seen::default()));
         let sink = seen.clone();
         client.subscribe(Chan::Game, move |d| {
@@ -92,6 +107,23 @@ impl Player {
             client,
             seen,
             pending: Vec::new(),
+            directory,
+            reconnecting,
+        }
+    }
+
+    /// At a reconnect attempt, asks the directory where the game is now:
+    /// the next attempts go there too.
+    fn follow_directory(&mut self) {
+        let Some(directory) = &self.directory else {
+            return;
+        };
+        if !self.reconnecting.replace(false) {
+            return;
+        }
+        match directory.servers() {
+            Ok(servers) => self.client.set_fallback_servers(servers),
+            Err(err) => println!("directory: {}", printable(&err)),
         }
     }
 
@@ -117,6 +149,7 @@ impl Player {
     /// verdicts of orders that were not simply accepted.
     pub(crate) fn pump(&mut self, wait: Duration) -> Vec<String> {
         self.client.poll_timeout(wait);
+        self.follow_directory();
         let mut log: Vec<String> = std::mem::take(&mut self.seen.borrow_mut().events)
             .into_iter()
             .map(|e| format!("* {e}"))
@@ -237,8 +270,9 @@ pub fn play(
     bot: Option<u32>,
     text: bool,
     players: usize,
+    directory: Option<Directory>,
 ) -> Result<(), String> {
-    let mut player = Player::connect(addr, name, password);
+    let mut player = Player::connect(addr, name, password, directory);
     let deadline = Instant::now() + Duration::from_secs(15);
     while !player.client.is_welcomed() {
         if player.client.is_finished() || Instant::now() > deadline {

@@ -7,11 +7,13 @@
 //! | [`ai`] | the nations the server plays |
 //! | [`protocol`] | channels, actions and the messages between client and server |
 //! | [`client`] | the connection, the typed interface and the scripted bot player |
+//! | [`directory`] | where a named game is served now (the master servers' list) |
 //! | [`tui`] | the full-screen game screen |
 //! | [`editor`] | the scenario editor (no network, no server) and its full-screen screen |
 
 pub mod ai;
 pub mod client;
+pub mod directory;
 pub mod editor;
 pub mod protocol;
 pub mod rules;

@@ -10,6 +10,15 @@
 //! cargo run --release -p switchboard-strategy -- --serve --port 7100   # dedicated server, no local player
 //! ```
 //!
+//! A game that must outlive its server process (`docs/SCALING.md`):
+//!
+//! ```text
+//! strategy --serve --port 7100 --redis redis://127.0.0.1:6379/ --game g1 --master 127.0.0.1:27900
+//! strategy --game g1 --master 127.0.0.1:27900 --name ada       # join it wherever it is served
+//! strategy --serve --port 7101 --redis redis://127.0.0.1:6379/ --game g1 --master 127.0.0.1:27900
+//! #   ^ after the first server died: resumes g1 from its last completed turn
+//! ```
+//!
 //! `--scenario valley|islands|FILE` picks the scenario, `--bot N` lets a
 //! scripted player play N turns (for demos and tests; a hosting bot starts
 //! the game once `--players P` players are seated and ready), `--text` uses the
@@ -19,6 +28,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use strategy::directory::{Directory, GAME_TAG};
 use strategy::{client, editor, rules, scenario};
 
 use switchboard::process::{LocalServer, LocalServerOptions};
@@ -78,9 +88,18 @@ struct Options {
     /// A hosting bot starts the game once this many players are ready.
     #[arg(long, default_value_t = 0)]
     players: usize,
-    /// Register with this master server (repeatable).
+    /// Register with this master server (repeatable); with `--game` and
+    /// no `--join`, where to look the game up.
     #[arg(long = "master", value_name = "IP:PORT")]
     masters: Vec<std::net::SocketAddr>,
+    /// A named game: a server (`--serve`) keeps its checkpoints and
+    /// sessions in `--redis` and lists it under this name; a player joins
+    /// it wherever the masters say it is served, and follows it there.
+    #[arg(long, value_name = "NAME")]
+    game: Option<String>,
+    /// Share sessions and checkpoints through this Redis (`--serve`).
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -114,16 +133,8 @@ fn main() {
         editor::run(path, options.script.as_deref(), options.text)
     } else if options.serve {
         dedicated(&options)
-    } else if let Some(addr) = &options.join {
-        let name = options.name.clone().unwrap_or_else(|| "guest".into());
-        client::play(
-            addr,
-            &name,
-            options.password.clone(),
-            options.bot,
-            options.text,
-            options.players,
-        )
+    } else if options.join.is_some() || options.game.is_some() {
+        join(&options)
     } else {
         local_game(&options)
     };
@@ -131,6 +142,35 @@ fn main() {
         eprintln!("{err}");
         std::process::exit(1);
     }
+}
+
+/// Joins the game at `--join`, or the one `--game` names wherever the
+/// masters say it is; with both a name and masters, follows it to another
+/// server when its own dies.
+fn join(options: &Options) -> Result<(), String> {
+    let directory = options.game.clone().map(|game| Directory {
+        masters: options.masters.clone(),
+        game,
+    });
+    let addr = match (&options.join, &directory) {
+        (Some(addr), _) => addr.clone(),
+        (None, Some(directory)) => directory
+            .servers()?
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("no server lists game {:?}", directory.game))?,
+        (None, None) => return Err("--join ADDR or --game NAME".into()),
+    };
+    let name = options.name.clone().unwrap_or_else(|| "guest".into());
+    client::play(
+        &addr,
+        &name,
+        options.password.clone(),
+        options.bot,
+        options.text,
+        options.players,
+        directory.filter(|d| !d.masters.is_empty()),
+    )
 }
 
 /// The WebSocket listener `--ws-port` asks for.
@@ -153,6 +193,11 @@ fn listing(options: &Options, dedicated: bool) -> Announce {
         password: options.password.is_some(),
         dedicated,
         version: env!("CARGO_PKG_VERSION").into(),
+        tags: options
+            .game
+            .iter()
+            .map(|game| (GAME_TAG.to_string(), game.clone()))
+            .collect(),
         ..Default::default()
     };
     Announce::new(options.masters.clone(), info)
@@ -169,7 +214,12 @@ fn dedicated(options: &Options) -> Result<(), String> {
         ..switchboard::ManagerConfig::default()
     };
     config.server.websocket = websocket(options);
-    let logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
+    let mut logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
+    if let Some(url) = &options.redis {
+        if let Some(resumed) = share_through_redis(options, url, &mut config)? {
+            logic = resumed;
+        }
+    }
     println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
     let (scope, port) = (BindScope::AllInterfaces, options.port);
     switchboard::process::run_server_with(scope, port, config, logic, false, |handle| {
@@ -178,6 +228,38 @@ fn dedicated(options: &Options) -> Result<(), String> {
         }
     })
     .map_err(|e| format!("server: {e}"))
+}
+
+/// Sessions (and, for a named game, checkpoints) in Redis; the game the
+/// checkpoint holds, if one does.
+fn share_through_redis(
+    options: &Options,
+    url: &str,
+    config: &mut switchboard::ManagerConfig,
+) -> Result<Option<rules::StrategyLogic>, String> {
+    use switchboard::manager::{CheckpointHook, SharedSessionsHook};
+    use switchboard_redis::{RedisCheckpoints, RedisConfig, RedisSessions, RedisStore};
+    let store = RedisStore::open(RedisConfig {
+        url: url.into(),
+        ..RedisConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    config.shared_sessions = Some(SharedSessionsHook::new(RedisSessions::new(store.clone())));
+    let Some(game) = &options.game else {
+        return Ok(None);
+    };
+    let checkpoints = RedisCheckpoints::new(store, game)?;
+    let saved = switchboard::runtime::handle()
+        .block_on(checkpoints.load())
+        .map_err(|e| format!("cannot read game {game}'s checkpoint: {e}"))?;
+    config.checkpoints = Some(CheckpointHook::new(checkpoints));
+    let Some(bytes) = saved else {
+        return Ok(None);
+    };
+    let logic = rules::StrategyLogic::resume(&bytes, options.saves.clone())
+        .map_err(|e| format!("game {game}'s checkpoint: {e}"))?;
+    println!("resuming game {game} from its last completed turn");
+    Ok(Some(logic))
 }
 
 /// Single player or host: start this executable as the server child, play,
@@ -233,6 +315,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         options.bot,
         options.text,
         options.players,
+        None,
     );
     let pid = server.pid();
     let status = server

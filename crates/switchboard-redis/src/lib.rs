@@ -15,6 +15,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
+//! | `checkpoints` | [`RedisCheckpoints`]: a game's latest checkpoint (`ManagerConfig::checkpoints`), to resume it in another process |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
 //! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
 //! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
@@ -22,11 +23,13 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod checkpoints;
 mod registry;
 mod sessions;
 mod store;
 pub mod testing;
 
+pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
 pub use registry::RedisRegistry;
 pub use sessions::RedisSessions;
 pub use store::{RedisConfig, RedisStore, StoreError};

@@ -24,6 +24,9 @@ pub struct RedisConfig {
     /// (default 1 s); list requests in between are answered from it, so a
     /// browser's hundred pages cost Redis one read.
     pub list_cache: Duration,
+    /// A game's checkpoint is kept this long after its last save (default
+    /// 24 h): a game abandoned mid-way does not stay in Redis for ever.
+    pub checkpoint_ttl: Duration,
 }
 
 impl Default for RedisConfig {
@@ -34,6 +37,7 @@ impl Default for RedisConfig {
             response_timeout: Duration::from_millis(500),
             connect_timeout: Duration::from_millis(500),
             list_cache: Duration::from_secs(1),
+            checkpoint_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -7,7 +7,10 @@ use std::path::PathBuf;
 
 use switchboard::{Audience, ClientId, GameLogic, Outbox, Rejection, Request};
 
+mod checkpoint;
 mod orders;
+
+pub use checkpoint::{CHECKPOINT_MAGIC, CHECKPOINT_VERSION};
 
 pub use orders::{
     check_attack, check_claim, check_move, do_attack, do_claim, do_move, sight, winner,
@@ -234,6 +237,7 @@ impl StrategyLogic {
         }
         self.scenario.turn += 1;
         self.ended.clear();
+        self.checkpoint(out);
         let turn = self.scenario.turn;
         let _ = out.send(
             Audience::All,
@@ -416,6 +420,7 @@ impl GameLogic for StrategyLogic {
             }
             Command::Start => {
                 self.started = true;
+                self.checkpoint(out);
                 let _ = out.send(
                     Audience::All,
                     Chan::Game,

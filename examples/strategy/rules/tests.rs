@@ -81,3 +81,45 @@ fn save_names_are_never_paths() {
     }
     assert!(check_save_name("turn-3_backup").is_ok());
 }
+
+#[test]
+fn a_completed_turn_is_checkpointed_and_resumes_with_the_same_players_on_the_same_nations() {
+    let mut logic = StrategyLogic::new(valley(), false, std::env::temp_dir());
+    let (ada, bob) = (ClientId::from_u128(1), ClientId::from_u128(2));
+    let mut out = Outbox::default();
+    logic.on_join(ada, "ada", &mut out);
+    logic.on_join(bob, "bob", &mut out);
+    assert!(out.take_checkpoint().is_none(), "no turn completed yet");
+    let nations = |l: &StrategyLogic| {
+        let mut seated: Vec<(ClientId, Option<NationId>)> =
+            l.players.iter().map(|(c, p)| (*c, p.nation)).collect();
+        seated.sort();
+        seated
+    };
+    let before = nations(&logic);
+    assert!(logic.players[&ada].nation.is_some(), "ada plays a nation");
+    for client in [ada, bob] {
+        // Bob may be a spectator: the valley has as many seats as humans.
+        if let Some(nation) = logic.players[&client].nation {
+            logic.apply(client, Command::EndTurn(nation), &mut out);
+        }
+    }
+    let bytes = out
+        .take_checkpoint()
+        .expect("the completed turn's checkpoint");
+    assert_eq!(logic.scenario.turn, 2);
+
+    let resumed = StrategyLogic::resume(&bytes, std::env::temp_dir()).unwrap();
+    assert_eq!(resumed.scenario.turn, 2);
+    assert_eq!(nations(&resumed), before);
+    assert!(resumed.started);
+    assert!(
+        resumed.players.values().all(|p| !p.online),
+        "away until they reconnect"
+    );
+    // A damaged checkpoint is an error, not a game.
+    let mut damaged = bytes.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xFF;
+    assert!(StrategyLogic::resume(&damaged, std::env::temp_dir()).is_err());
+}

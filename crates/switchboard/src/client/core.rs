@@ -142,6 +142,15 @@ impl ClientCore {
             )));
     }
 
+    /// Replaces `ClientConfig::fallback_servers` (a directory said where
+    /// the service is now); the next attempts go round the new list, the
+    /// client's first address first.
+    pub fn set_fallback_servers(&mut self, servers: Vec<String>) {
+        self.config.fallback_servers = servers;
+        self.home = 0;
+        self.target = 0;
+    }
+
     /// Which address the current connection goes to: 0 the one the client
     /// was made with, `n` the `n`-th of `ClientConfig::fallback_servers`.
     pub fn server(&self) -> usize {

@@ -156,6 +156,16 @@ impl NetworkClient {
         client
     }
 
+    /// Replaces `ClientConfig::fallback_servers`: where else the service
+    /// is, as a directory (a master server's list, say) says now. The next
+    /// reconnect attempts go round the address the client was made with,
+    /// then these.
+    pub fn set_fallback_servers(&mut self, servers: Vec<String>) {
+        self.servers.truncate(1);
+        self.servers.extend(servers.iter().cloned());
+        self.core.set_fallback_servers(servers);
+    }
+
     /// The signals to connect slots to.
     pub fn signals(&self) -> &ClientSignals {
         &self.signals

@@ -143,7 +143,7 @@ impl<L: GameLogic> Harness<L> {
                             "the in-memory harness has no shared store".into(),
                         )),
                     })),
-                ManagerAction::Share(_) => {}
+                ManagerAction::Share(_) | ManagerAction::Checkpoint(_) => {}
             }
         }
     }

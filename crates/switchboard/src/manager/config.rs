@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{ListingHook, SharedSessionsHook};
+use super::{CheckpointHook, ListingHook, SharedSessionsHook};
 use crate::session::{BackoffPolicy, RateLimit, SessionConfig};
 use crate::socket::{PacerConfig, ServerConfig};
 
@@ -64,6 +64,10 @@ pub struct ManagerConfig {
     /// [`Refusal::Unavailable`](crate::session::Refusal::Unavailable), so
     /// a flood of made-up ids cannot queue work without bound.
     pub max_pending_claims: usize,
+    /// Where the game's checkpoints go (`Outbox::checkpoint`; the
+    /// `switchboard-redis` crate's `RedisCheckpoints`). None (default):
+    /// checkpoints are dropped.
+    pub checkpoints: Option<CheckpointHook>,
 }
 
 impl Default for ManagerConfig {
@@ -94,6 +98,7 @@ impl Default for ManagerConfig {
             listing: None,
             shared_sessions: None,
             max_pending_claims: 256,
+            checkpoints: None,
         }
     }
 }

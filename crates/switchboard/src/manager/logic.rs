@@ -131,6 +131,7 @@ impl Audience {
 #[derive(Debug, Default)]
 pub struct Outbox {
     pub(crate) updates: Vec<(Audience, Message)>,
+    pub(crate) checkpoint: Option<Vec<u8>>,
 }
 
 impl Outbox {
@@ -160,6 +161,20 @@ impl Outbox {
     /// Takes the queued updates out.
     pub fn take(&mut self) -> Vec<(Audience, Message)> {
         std::mem::take(&mut self.updates)
+    }
+
+    /// Saves `state` as the game's checkpoint, to resume from if this
+    /// process dies (`ManagerConfig::checkpoints`; a turn-based game calls
+    /// it when a turn completes, with its state in `switchboard::scenario`'s
+    /// format). Without a checkpoint store it is dropped; of several queued
+    /// before the store takes one, the last counts.
+    pub fn checkpoint(&mut self, state: Vec<u8>) {
+        self.checkpoint = Some(state);
+    }
+
+    /// The checkpoint queued, if any (taken out).
+    pub fn take_checkpoint(&mut self) -> Option<Vec<u8>> {
+        self.checkpoint.take()
     }
 }
 

@@ -32,7 +32,8 @@ pub use logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
 };
 pub use shared::{
-    SessionShare, ShareError, ShareFuture, ShareUpdate, SharedSession, SharedSessionsHook,
+    CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
+    SharedSession, SharedSessionsHook,
 };
 pub use stats::{ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL};
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::core::{ManagerAction, ManagerCore, ManagerEvent};
 use super::listing::{ListingStatus, ListingUpdates};
-use super::run_shared::SharedDriver;
+use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use crate::socket::{Pacer, ServerEvent, ServerHandle, ServerStream};
 
@@ -25,8 +25,8 @@ pub(super) struct Runner<L: GameLogic> {
     listing: Option<Box<dyn ListingUpdates>>,
     /// When queued updates leave (see [`Pacer`]).
     pacer: Pacer,
-    /// The store of sessions shared with other processes, if any.
-    shared: Option<SharedDriver>,
+    /// The stores of what outlives this process, if any.
+    stores: Stores,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -38,7 +38,7 @@ impl<L: GameLogic> Runner<L> {
             core,
             control,
             listing: None,
-            shared: None,
+            stores: Stores::default(),
         }
     }
 
@@ -46,10 +46,7 @@ impl<L: GameLogic> Runner<L> {
         tokio::pin!(shutdown);
         let addr = self.handle.local_addr();
         self.start_listing();
-        if let Some(hook) = self.core.config().shared_sessions.clone() {
-            let grace = self.core.config().sessions.grace_period;
-            self.shared = Some(SharedDriver::start(hook.0, grace, &self.control));
-        }
+        self.stores = Stores::start(self.core.config(), &self.control);
         let mut tick = tokio::time::interval(self.core.tick_interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = self.control.shutdown.clone();
@@ -74,13 +71,13 @@ impl<L: GameLogic> Runner<L> {
                     }
                     None => break,
                 },
-                Some(event) = next_answer(&mut self.shared) => {
+                Some(event) = self.stores.next_answer() => {
                     let actions = self.core.handle(event, now());
-                    carry_out(&self.handle, &self.control, &mut self.pacer, self.shared.as_ref(), actions);
+                    carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions);
                 }
                 Some((client, reason, reply)) = self.control.kick_rx.recv() => {
                     let (kicked, actions) = self.core.kick(client, &reason, now());
-                    carry_out(&self.handle, &self.control, &mut self.pacer, self.shared.as_ref(), actions);
+                    carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions);
                     let _ = reply.send(kicked);
                 }
                 Some(reply) = self.control.stats_rx.recv() => {
@@ -166,7 +163,7 @@ impl<L: GameLogic> Runner<L> {
             &self.handle,
             &self.control,
             &mut self.pacer,
-            self.shared.as_ref(),
+            &self.stores,
             actions,
         );
     }
@@ -179,7 +176,7 @@ impl<L: GameLogic> Runner<L> {
             &self.handle,
             &self.control,
             &mut self.pacer,
-            self.shared.as_ref(),
+            &self.stores,
             actions,
         );
         let status = self.status();
@@ -193,14 +190,6 @@ impl<L: GameLogic> Runner<L> {
     }
 }
 
-/// The shared store's next answer; never, without one.
-async fn next_answer(shared: &mut Option<SharedDriver>) -> Option<ManagerEvent> {
-    match shared {
-        Some(shared) => shared.next_answer().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Does what the core asked: sends (each message encoded once, however many
 /// peers it goes to; updates for many queued for the pacer), closes, and
 /// log lines for the operator.
@@ -208,7 +197,7 @@ fn carry_out(
     handle: &ServerHandle,
     control: &Control,
     pacer: &mut Pacer,
-    shared: Option<&SharedDriver>,
+    stores: &Stores,
     actions: impl Iterator<Item = ManagerAction>,
 ) {
     for action in actions {
@@ -243,13 +232,18 @@ fn carry_out(
                 token,
                 new_token,
             } => {
-                if let Some(shared) = shared {
+                if let Some(shared) = &stores.sessions {
                     shared.claim(peer, client, token, new_token);
                 }
             }
             ManagerAction::Share(update) => {
-                if let Some(shared) = shared {
+                if let Some(shared) = &stores.sessions {
                     shared.write(update, control);
+                }
+            }
+            ManagerAction::Checkpoint(state) => {
+                if let Some(checkpoints) = &stores.checkpoints {
+                    checkpoints.save(state);
                 }
             }
         }

@@ -1,5 +1,7 @@
-//! The driver's side of shared sessions: claims asked concurrently, writes
-//! applied in order by one task, answers fed back to the core as events.
+//! The driver's side of what outlives the process: shared sessions (claims
+//! asked concurrently, writes applied in order by one task, answers fed back
+//! to the core as events) and checkpoints (the latest one saved, older ones
+//! skipped while a save is under way).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +9,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::core::ManagerEvent;
-use super::shared::{SessionShare, ShareUpdate};
+use super::shared::{CheckpointStore, SessionShare, ShareUpdate};
+use super::ManagerConfig;
 use super::{Control, LogEntry, LogLevel};
 use crate::session::{ClientId, ReconnectToken};
 use crate::socket::PeerId;
@@ -19,6 +22,68 @@ const MAX_QUEUED_WRITES: usize = 65_536;
 /// Writes applied in one call at most.
 const WRITE_BATCH: usize = 256;
 
+/// The stores the config names, started.
+#[derive(Default)]
+pub(super) struct Stores {
+    pub(super) sessions: Option<SharedDriver>,
+    pub(super) checkpoints: Option<CheckpointWriter>,
+}
+
+impl Stores {
+    /// Starts what `config` asks for on the current runtime.
+    pub(super) fn start(config: &ManagerConfig, control: &Control) -> Self {
+        let grace = config.sessions.grace_period;
+        Self {
+            sessions: config
+                .shared_sessions
+                .as_ref()
+                .map(|hook| SharedDriver::start(hook.0.clone(), grace, control)),
+            checkpoints: config
+                .checkpoints
+                .as_ref()
+                .map(|hook| CheckpointWriter::start(hook.0.clone(), control)),
+        }
+    }
+
+    /// The shared store's next answer; never, without one.
+    pub(super) async fn next_answer(&mut self) -> Option<ManagerEvent> {
+        match &mut self.sessions {
+            Some(shared) => shared.next_answer().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Saves the latest checkpoint; one queued while a save runs replaces any
+/// older one still waiting.
+pub(super) struct CheckpointWriter {
+    latest: tokio::sync::watch::Sender<Option<Vec<u8>>>,
+}
+
+impl CheckpointWriter {
+    fn start(store: std::sync::Arc<dyn CheckpointStore>, control: &Control) -> Self {
+        let (latest, mut rx) = tokio::sync::watch::channel(None::<Vec<u8>>);
+        let log = control.log.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let Some(state) = rx.borrow_and_update().clone() else {
+                    continue;
+                };
+                let len = state.len();
+                match store.save(state).await {
+                    Ok(()) => tracing::debug!(len, "checkpoint saved"),
+                    Err(err) => warn(&log, format!("checkpoint of {len} bytes not saved: {err}")),
+                }
+            }
+        });
+        Self { latest }
+    }
+
+    pub(super) fn save(&self, state: Vec<u8>) {
+        self.latest.send_replace(Some(state));
+    }
+}
+
 pub(super) struct SharedDriver {
     share: Arc<dyn SessionShare>,
     grace: Duration,
@@ -29,7 +94,7 @@ pub(super) struct SharedDriver {
 
 impl SharedDriver {
     /// Starts the writer task on the current runtime.
-    pub(super) fn start(share: Arc<dyn SessionShare>, grace: Duration, control: &Control) -> Self {
+    fn start(share: Arc<dyn SessionShare>, grace: Duration, control: &Control) -> Self {
         let (writes, writes_rx) = mpsc::channel(MAX_QUEUED_WRITES);
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let writer = share.clone();

@@ -92,6 +92,38 @@ pub trait SessionShare: Send + Sync + 'static {
     fn apply(&self, updates: Vec<ShareUpdate>, grace: Duration) -> ShareFuture<'_, Vec<ClientId>>;
 }
 
+/// Where a game's checkpoints go ([`Outbox::checkpoint`](super::Outbox::checkpoint)):
+/// one store per game, which knows its name. Loading one back is the
+/// game's own business (it builds its logic from it before serving).
+pub trait CheckpointStore: Send + Sync + 'static {
+    /// Keeps `state` as the game's latest checkpoint.
+    fn save(&self, state: Vec<u8>) -> ShareFuture<'_, ()>;
+}
+
+/// A [`CheckpointStore`] as [`ManagerConfig::checkpoints`](super::ManagerConfig::checkpoints)
+/// holds it (cloneable; two are equal when they are the same one).
+#[derive(Clone)]
+pub struct CheckpointHook(pub Arc<dyn CheckpointStore>);
+
+impl CheckpointHook {
+    /// Wraps a store.
+    pub fn new(store: impl CheckpointStore) -> Self {
+        Self(Arc::new(store))
+    }
+}
+
+impl std::fmt::Debug for CheckpointHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CheckpointHook")
+    }
+}
+
+impl PartialEq for CheckpointHook {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// A [`SessionShare`] as [`ManagerConfig::shared_sessions`](super::ManagerConfig::shared_sessions)
 /// holds it (cloneable; two are equal when they are the same one).
 #[derive(Clone)]

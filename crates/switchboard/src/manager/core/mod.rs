@@ -141,6 +141,9 @@ pub enum ManagerAction {
     /// after those before it; sessions found taken over by another process
     /// come back as [`ManagerEvent::MovedAway`].
     Share(ShareUpdate),
+    /// Save the game's checkpoint (`Outbox::checkpoint`), when the config
+    /// has a store for it.
+    Checkpoint(Vec<u8>),
 }
 
 /// One connection, as the manager tracks it.
@@ -442,6 +445,11 @@ impl<L: GameLogic> ManagerCore<L> {
 
     /// Sends every update to exactly its audience.
     fn dispatch(&mut self, mut out: Outbox) {
+        if let Some(state) = out.take_checkpoint() {
+            if self.config.checkpoints.is_some() {
+                self.actions.push(ManagerAction::Checkpoint(state));
+            }
+        }
         for (audience, message) in out.take() {
             let peers: Vec<PeerId> = match &audience {
                 Audience::One(client) => self

@@ -1,0 +1,46 @@
+//! Where a game is being served: the master servers' list, filtered by the
+//! game's name (its `game` tag). A server resuming a game from its
+//! checkpoint lists itself under the same name, so the game's players find
+//! it when theirs died.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use switchboard_master::{fetch_list, Filter};
+
+/// How long one master may take to answer.
+const LIST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The tag a server of a named game carries in its listing.
+pub const GAME_TAG: &str = "game";
+
+/// A named game, looked up on these masters.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    /// The masters asked, in turn.
+    pub masters: Vec<SocketAddr>,
+    /// The game's name.
+    pub game: String,
+}
+
+impl Directory {
+    /// The addresses of the servers listing the game (usually one; two for
+    /// a while after a failover, the dead one until it expires). Asks each
+    /// master until one answers.
+    pub fn servers(&self) -> Result<Vec<String>, String> {
+        let filter = Filter {
+            game_type: Some("strategy".into()),
+            tags: vec![(GAME_TAG.into(), self.game.clone())],
+            ..Filter::default()
+        };
+        let runtime = switchboard::runtime::handle();
+        let mut last = format!("no master to ask for game {:?}", self.game);
+        for master in &self.masters {
+            match runtime.block_on(fetch_list(*master, filter.clone(), LIST_TIMEOUT)) {
+                Ok(listed) => return Ok(listed.iter().map(|l| l.addr.to_string()).collect()),
+                Err(err) => last = format!("master {master}: {err}"),
+            }
+        }
+        Err(last)
+    }
+}

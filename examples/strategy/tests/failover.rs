@@ -1,0 +1,245 @@
+//! A named game outlives its server process: hosted on process A with its
+//! sessions and checkpoints in a real Redis, played for two turns, A killed
+//! with SIGKILL; process B resumes the game from its last completed turn,
+//! lists itself under the game's name, and the players, following the
+//! directory (the master's list), reconnect to B with their ids and nations
+//! and play turn three.
+
+use std::cell::{Cell, RefCell};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use strategy::directory::Directory;
+use strategy::protocol::{Act, Chan, Move, NationView};
+use strategy::rules::StrategyLogic;
+use strategy::scenario::NationId;
+use switchboard::{ClientConfig, ClientId, NetworkClient, ReconnectPolicy, RequestStatus};
+use switchboard_master::{MasterConfig, MasterServer};
+use switchboard_redis::testing::RedisProcess;
+use switchboard_redis::{RedisCheckpoints, RedisConfig, RedisStore};
+
+const WAIT: Duration = Duration::from_secs(20);
+const BIN: &str = env!("CARGO_BIN_EXE_strategy");
+const GAME: &str = "failover-test";
+
+/// A server process, killed with SIGKILL when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(redis: &RedisProcess, master: &str, saves: &PathBuf) -> Server {
+    let url = redis.url();
+    let mut child = Command::new(BIN)
+        .args(["--serve", "--port", "0", "--redis", &url, "--game", GAME])
+        .args(["--master", master, "--saves"])
+        .arg(saves)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("SWITCHBOARD READY 1 "))
+        .expect("ready line");
+    Server(child)
+}
+
+/// A player that finds the game through the directory and follows it.
+struct Player {
+    client: NetworkClient,
+    view: Rc<RefCell<Option<NationView>>>,
+    directory: Directory,
+    reconnecting: Rc<Cell<bool>>,
+}
+
+impl Player {
+    fn join(directory: &Directory, name: &str) -> Player {
+        let addr = wait_for(|| directory.servers().ok()?.into_iter().next());
+        let config = ClientConfig {
+            reconnect: ReconnectPolicy {
+                initial_delay: Duration::from_millis(50),
+                max_delay: Duration::from_millis(300),
+                ..ReconnectPolicy::default()
+            },
+            ..ClientConfig::named(name)
+        };
+        let client = NetworkClient::connect(addr, config);
+        let view = Rc::new(RefCell::new(None));
+        let sink = view.clone();
+        client.subscribe(Chan::Game, move |d| {
+            if d.action() == Some(Act::View) {
+                *sink.borrow_mut() = d.content().ok();
+            }
+        });
+        let reconnecting = Rc::new(Cell::new(false));
+        let flag = reconnecting.clone();
+        client
+            .signals()
+            .reconnecting
+            .connect(move |_| flag.set(true));
+        let mut player = Player {
+            client,
+            view,
+            directory: directory.clone(),
+            reconnecting,
+        };
+        player.until(|p| p.client.is_welcomed() && p.view.borrow().is_some());
+        player
+    }
+
+    fn until(&mut self, mut done: impl FnMut(&Player) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "condition not reached in time");
+            self.client.poll_timeout(Duration::from_millis(5));
+            // What the game's client does: at each reconnect attempt, ask
+            // the directory where the game is now.
+            if self.reconnecting.replace(false) {
+                if let Ok(servers) = self.directory.servers() {
+                    self.client.set_fallback_servers(servers);
+                }
+            }
+        }
+    }
+
+    fn ask<T: serde::Serialize>(&mut self, channel: Chan, action: Act, content: &T) {
+        let ticket = self.client.request(channel, action, content).unwrap();
+        self.until(|_| ticket.is_done());
+        assert_eq!(ticket.status(), RequestStatus::Accepted, "{action:?}");
+    }
+
+    fn view(&self) -> NationView {
+        self.view.borrow().clone().unwrap()
+    }
+
+    fn until_turn(&mut self, turn: u32) {
+        self.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.turn == turn));
+    }
+}
+
+fn wait_for<T>(mut found: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "not found in time");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The turn of the game's checkpoint in Redis, if it has one.
+fn checkpoint_turn(redis: &RedisProcess) -> Option<u32> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = RedisStore::open(RedisConfig {
+            url: redis.url(),
+            ..RedisConfig::default()
+        })
+        .ok()?;
+        let bytes = RedisCheckpoints::new(store, GAME)
+            .ok()?
+            .load()
+            .await
+            .ok()??;
+        let logic = StrategyLogic::resume(&bytes, std::env::temp_dir()).ok()?;
+        Some(logic.view(None).turn)
+    })
+}
+
+#[test]
+fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_the_same_nations() {
+    let redis = RedisProcess::start().unwrap();
+    let master =
+        MasterServer::spawn("127.0.0.1:0".parse().unwrap(), MasterConfig::default()).unwrap();
+    let master_addr = master.local_addr().to_string();
+    let saves = std::env::temp_dir().join(format!("strategy-failover-{}", std::process::id()));
+    let directory = Directory {
+        masters: vec![master.local_addr()],
+        game: GAME.into(),
+    };
+
+    let a = serve(&redis, &master_addr, &saves);
+    let mut ann = Player::join(&directory, "ann");
+    let mut bob = Player::join(&directory, "bob");
+    ann.ask(Chan::Lobby, Act::Pick, &NationId(0));
+    bob.ask(Chan::Lobby, Act::Pick, &NationId(1));
+    ann.ask(Chan::Lobby, Act::Ready, &true);
+    bob.ask(Chan::Lobby, Act::Ready, &true);
+    ann.ask(Chan::Lobby, Act::Start, &());
+    ann.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(0)))
+    });
+    let ids: Vec<Option<ClientId>> = vec![ann.client.client_id(), bob.client.client_id()];
+
+    // Turn 1: Red's infantry steps east; then two completed turns.
+    let infantry = ann.view().unit_at(1, 3).unwrap().id;
+    let step = Move {
+        unit: infantry,
+        x: 2,
+        y: 3,
+    };
+    ann.ask(Chan::Game, Act::Move, &step);
+    for turn in [1, 2] {
+        ann.ask(Chan::Game, Act::EndTurn, &());
+        bob.ask(Chan::Game, Act::EndTurn, &());
+        ann.until_turn(turn + 1);
+        bob.until_turn(turn + 1);
+    }
+    wait_for(|| checkpoint_turn(&redis).filter(|t| *t == 3));
+
+    drop(a); // SIGKILL: no goodbye, no last write.
+    let _b = serve(&redis, &master_addr, &saves);
+
+    // Both find B through the directory and come back as themselves.
+    for player in [&mut ann, &mut bob] {
+        player.until(|p| !p.client.is_welcomed());
+        player.until(|p| p.client.is_welcomed());
+        player.until_turn(3);
+    }
+    assert_eq!(
+        vec![ann.client.client_id(), bob.client.client_id()],
+        ids,
+        "the same ids"
+    );
+    ann.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(0)))
+    });
+    bob.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(1)))
+    });
+    assert_eq!(
+        ann.view().unit_at(2, 3).map(|u| u.id),
+        Some(infantry),
+        "turn 1's move is in the resumed game"
+    );
+
+    // Turn three, played on B.
+    ann.ask(Chan::Game, Act::EndTurn, &());
+    bob.ask(Chan::Game, Act::EndTurn, &());
+    ann.until_turn(4);
+    bob.until_turn(4);
+    let _ = std::fs::remove_dir_all(&saves);
+}
