@@ -22,7 +22,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
+mod scale;
 mod web;
+use scale::RedisArgs;
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
 use switchboard_master::{self as master, Announce, MasterConfig, MasterServer, ServerInfo};
@@ -50,6 +52,9 @@ enum Command {
     Bots(load_cli::BotsArgs),
     /// Load-test a board server's manager path: requests broadcast to all.
     Requests(load_cli::RequestsArgs),
+    /// Run a matchmaker for rooms servers sharing a Redis: one room list,
+    /// new rooms on the least-loaded server, seats reserved.
+    Matchmaker(scale::MatchmakerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +104,12 @@ struct RoomsArgs {
     /// is 8765): `ws://HOST:PORT/<room>` joins the room of that name.
     #[arg(long)]
     axispy_port: Option<u16>,
+    /// With `--redis`: where clients reach this server (`host:port`), as
+    /// the matchmaker tells them (default: 127.0.0.1 and the port bound).
+    #[arg(long)]
+    advertise: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
@@ -229,45 +240,6 @@ struct MasterArgs {
     admin: AdminArgs,
 }
 
-/// Scale-out (docs/SCALING.md): state shared through Redis.
-#[derive(Debug, Args)]
-struct RedisArgs {
-    /// Share state with other processes through this Redis
-    /// (`redis://host:6379/`); without it, everything stays in this process.
-    #[arg(long, env = "SWITCHBOARD_REDIS")]
-    redis: Option<String>,
-    /// Prefix of every key this service writes in Redis.
-    #[arg(long, default_value = "switchboard")]
-    redis_prefix: String,
-}
-
-impl RedisArgs {
-    /// Sessions shared through Redis, when `--redis` names one: a client
-    /// whose server died resumes on another with its id.
-    fn share_sessions(&self, config: &mut ManagerConfig) -> Result<(), String> {
-        if let Some(store) = self.open()? {
-            let sessions = switchboard_redis::RedisSessions::new(store);
-            config.shared_sessions = Some(switchboard::manager::SharedSessionsHook::new(sessions));
-        }
-        Ok(())
-    }
-
-    /// The shared store, when `--redis` names one.
-    fn open(&self) -> Result<Option<switchboard_redis::RedisStore>, String> {
-        let Some(url) = &self.redis else {
-            return Ok(None);
-        };
-        let config = switchboard_redis::RedisConfig {
-            url: url.clone(),
-            prefix: self.redis_prefix.clone(),
-            ..switchboard_redis::RedisConfig::default()
-        };
-        switchboard_redis::RedisStore::open(config)
-            .map(Some)
-            .map_err(|e| e.to_string())
-    }
-}
-
 fn parse_scope(text: &str) -> Result<BindScope, String> {
     match text {
         "loopback" | "127.0.0.1" | "localhost" => Ok(BindScope::Loopback),
@@ -293,6 +265,7 @@ fn main() -> ExitCode {
         Some(Command::Rooms(args)) => run_rooms(args),
         Some(Command::Bots(args)) => load_cli::run_bots(args),
         Some(Command::Requests(args)) => load_cli::run_requests(args),
+        Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
         None => run_game(cli.game),
     };
     match result {
@@ -357,14 +330,28 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
-    let logic = switchboard_rooms::RoomsLogic::new();
+    let mut logic = switchboard_rooms::RoomsLogic::new();
+    // With Redis: one of the service's rooms processes (docs/SCALING.md).
+    let serving = match args.redis.open()? {
+        Some(store) => {
+            let (link, serving) = scale::join_room_directory(store)?;
+            logic = logic.with_directory(link);
+            Some(serving)
+        }
+        None => None,
+    };
     let listen = Listen {
         bind: args.bind,
         port: args.port,
         watch_stdin: args.watch_stdin,
     };
     let axispy_port = args.axispy_port;
+    let advertise = args.advertise.clone();
     let axispy = move |handle: &switchboard::ManagerHandle| {
+        if let Some(serving) = serving {
+            let bound = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), handle.local_addr().port());
+            serving.at(advertise.unwrap_or_else(|| bound.to_string()));
+        }
         let Some(port) = axispy_port else { return };
         let config = switchboard_rooms::axispy::AxisPyConfig {
             grace: Duration::from_secs(args.grace_secs),

@@ -1,6 +1,7 @@
 //! Scale-out with real processes and a real Redis: two board servers share
 //! their sessions; the one a client plays on is killed (SIGKILL), and the
-//! client resumes on the other with its id.
+//! client resumes on the other with its id. Two rooms servers and a
+//! matchmaker: one room list, new rooms spread, joins routed.
 
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
@@ -28,9 +29,22 @@ impl Drop for Proc {
 
 fn board_server(redis: &RedisProcess) -> (Proc, String) {
     let url = redis.url();
+    start(&[
+        "--port",
+        "0",
+        "--bind",
+        "loopback",
+        "--grace-secs",
+        "30",
+        "--redis",
+        &url,
+    ])
+}
+
+/// Starts `switchboard-server ARGS`; returns it and its address.
+fn start(args: &[&str]) -> (Proc, String) {
     let mut child = Command::new(BIN)
-        .args(["--port", "0", "--bind", "loopback", "--grace-secs", "30"])
-        .args(["--redis", &url])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -127,4 +141,77 @@ fn a_client_whose_server_is_killed_resumes_on_another_with_its_id() {
     assert_eq!(welcomes.borrow()[1], (id, true), "the same id, resumed");
     assert_eq!(client.client_id(), Some(id));
     assert_eq!(say(&mut client, "on B"), RequestStatus::Accepted);
+}
+
+#[test]
+fn rooms_servers_and_a_matchmaker_share_one_room_list_and_spread_new_rooms() {
+    use switchboard_rooms::directory;
+    use switchboard_rooms::{CreateRoom, RoomClient};
+
+    let redis = RedisProcess::start().unwrap();
+    let url = redis.url();
+    let rooms_server = || {
+        start(&[
+            "rooms", "--bind", "loopback", "--port", "0", "--redis", &url,
+        ])
+    };
+    let (_r1, r1) = rooms_server();
+    let (_r2, r2) = rooms_server();
+    let (_mm, mm) = start(&[
+        "matchmaker",
+        "--bind",
+        "loopback",
+        "--port",
+        "0",
+        "--redis",
+        &url,
+    ]);
+    let matchmaker: std::net::SocketAddr = mm.parse().unwrap();
+    let rt = switchboard::runtime::handle();
+
+    let mut hosts = Vec::new();
+    for name in ["first", "second"] {
+        let mut seat = None;
+        wait_until("a rooms server in the directory", || {
+            seat = rt
+                .block_on(directory::reserve_new_room(matchmaker, WAIT))
+                .ok();
+            seat.is_some() || {
+                std::thread::sleep(Duration::from_millis(100));
+                false
+            }
+        });
+        let seat = seat.unwrap();
+        let mut host = RoomClient::connect(&seat.addr, ClientConfig::named("host"));
+        let room = CreateRoom {
+            name: name.into(),
+            max_players: 4,
+            metadata: Default::default(),
+            private: false,
+        };
+        let ticket = host.create_reserved(&seat.reservation, &room).unwrap();
+        wait_until("created", || {
+            host.poll();
+            ticket.is_done()
+        });
+        assert_eq!(ticket.status(), RequestStatus::Accepted);
+        // Listed (with its player) before the next one is placed.
+        let id = host.room().unwrap().id;
+        wait_until("listed", || {
+            let listed = rt.block_on(directory::list_rooms(matchmaker, WAIT));
+            std::thread::sleep(Duration::from_millis(100));
+            listed.is_ok_and(|rooms| rooms.iter().any(|r| r.id == id && r.players == 1))
+        });
+        hosts.push((host, seat.addr));
+    }
+    let servers: Vec<&str> = hosts.iter().map(|(_, addr)| addr.as_str()).collect();
+    let mut expected = vec![r1.as_str(), r2.as_str()];
+    let mut got = servers.clone();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "one room on each server");
+    let listed = rt
+        .block_on(directory::list_rooms(matchmaker, WAIT))
+        .unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
 }

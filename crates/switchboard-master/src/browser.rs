@@ -13,7 +13,7 @@ use crate::protocol::{
 };
 use crate::MasterStats;
 use switchboard::message::Message;
-use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
+use switchboard::socket::{SocketConfig, SocketStream};
 
 /// A listed server as the browser measured it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,31 +29,11 @@ async fn ask<T: serde::de::DeserializeOwned>(
     message: Message,
     timeout: Duration,
 ) -> std::io::Result<T> {
-    socket.send(&message).map_err(std::io::Error::other)?;
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        match tokio::time::timeout_at(deadline, socket.next_event()).await {
-            Err(_) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the master did not answer",
-                ))
-            }
-            Ok(None) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionAborted,
-                    "the master hung up",
-                ))
-            }
-            Ok(Some(SocketEvent::Received(reply))) => {
-                return reply.content().map_err(std::io::Error::other)
-            }
-            Ok(Some(SocketEvent::Disconnected(reason))) => {
-                return Err(std::io::Error::other(reason.to_string()))
-            }
-            Ok(Some(_)) => {}
-        }
-    }
+    let reply = socket
+        .ask(&message, timeout)
+        .await
+        .map_err(|err| std::io::Error::new(err.kind(), format!("the master: {err}")))?;
+    reply.content().map_err(std::io::Error::other)
 }
 
 /// Every server the master lists that passes `filter`, fetched page by page.

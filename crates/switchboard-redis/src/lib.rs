@@ -16,6 +16,8 @@
 //! |---|---|
 //! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
 //! | `checkpoints` | [`RedisCheckpoints`]: a game's latest checkpoint (`ManagerConfig::checkpoints`), to resume it in another process |
+//! | `rooms` | [`RoomsPresence`]: a rooms process in the directory (its number, address, load, rooms) |
+//! | `matchmaker` | [`Matchmaker`]: lists every process's rooms, places new rooms, reserves seats |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
 //! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
 //! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
@@ -24,12 +26,16 @@
 #![warn(unreachable_pub)]
 
 mod checkpoints;
+mod matchmaker;
 mod registry;
+mod rooms;
 mod sessions;
 mod store;
 pub mod testing;
 
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
+pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle};
 pub use registry::RedisRegistry;
+pub use rooms::{RoomsPresence, Serving, PRESENCE_TTL, REFRESH_EVERY};
 pub use sessions::RedisSessions;
 pub use store::{RedisConfig, RedisStore, StoreError};

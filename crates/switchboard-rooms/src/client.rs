@@ -157,6 +157,31 @@ impl RoomClient {
         Ok(ticket)
     }
 
+    /// Joins the room a matchmaker reserved a seat in (connect to the
+    /// seat's `addr` first); answered like [`join`](Self::join).
+    pub fn join_reserved(
+        &mut self,
+        reservation: &crate::directory::Reservation,
+    ) -> Result<RequestTicket, RequestError> {
+        let ticket = self.ask(RoomAction::JoinReserved, reservation)?;
+        self.joins.push(ticket.clone());
+        Ok(ticket)
+    }
+
+    /// Creates a room where a matchmaker reserved it (connect to the
+    /// seat's `addr` first), and joins it as host.
+    pub fn create_reserved(
+        &mut self,
+        reservation: &crate::directory::Reservation,
+        room: &CreateRoom,
+    ) -> Result<RequestTicket, RequestError> {
+        let reserved = crate::directory::CreateReserved {
+            reservation: reservation.clone(),
+            room: room.clone(),
+        };
+        self.ask(RoomAction::CreateReserved, &reserved)
+    }
+
     /// Leaves the room.
     pub fn leave(&mut self) -> Result<RequestTicket, RequestError> {
         self.room.borrow_mut().clear();

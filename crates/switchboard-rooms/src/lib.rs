@@ -23,6 +23,7 @@
 //! | `logic` | [`RoomsLogic`]: the rules (`validate.rs`) and what accepted requests do (`apply.rs`) |
 //! | `event` | [`RoomEvent`] decoded from a message, [`RoomView`] the room as a client knows it |
 //! | `client` | [`RoomClient`]: a `NetworkClient` with room signals and RPC handlers |
+//! | [`directory`] | rooms across processes: the snapshots a process publishes, seat reservations ([`directory::Reservation`]) |
 //! | [`axispy`] | [`AxisPyListener`](axispy::AxisPyListener): unchanged AxisPy games in the same rooms, their JSON translated |
 
 #![warn(missing_docs)]
@@ -30,6 +31,7 @@
 
 pub mod axispy;
 mod client;
+pub mod directory;
 mod event;
 mod logic;
 pub mod protocol;

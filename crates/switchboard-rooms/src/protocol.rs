@@ -45,6 +45,13 @@ switchboard::actions! {
         Update = 13,
         /// Request (owner or host): [`Transfer`] ownership.
         Transfer = 14,
+        /// Request: join with a matchmaker's seat
+        /// ([`Reservation`](crate::directory::Reservation)); a server in
+        /// directory mode takes no other join.
+        JoinReserved = 15,
+        /// Request: create with a matchmaker's
+        /// ([`CreateReserved`](crate::directory::CreateReserved)).
+        CreateReserved = 16,
         /// Event: the whole room ([`RoomState`]), to a player who joins or
         /// comes back.
         State = 20,
@@ -76,6 +83,21 @@ switchboard::actions! {
         StateUpdate = 32,
         /// Event: an entity has a new owner ([`Transfer`]).
         OwnerChanged = 33,
+        /// Matchmaker request: every listed room of the service (content
+        /// `()`); answered with `Listed`.
+        MatchList = 40,
+        /// Matchmaker request: a seat in a new room on the least-loaded
+        /// process (content `()`); answered with `SeatReserved`.
+        MatchCreate = 41,
+        /// Matchmaker request: a seat in a room (content [`RoomId`]);
+        /// answered with `SeatReserved`.
+        MatchJoin = 42,
+        /// Matchmaker answer: the rooms ([`RoomSummary`] list).
+        Listed = 43,
+        /// Matchmaker answer: a [`Seat`](crate::directory::Seat).
+        SeatReserved = 44,
+        /// Matchmaker answer: why not (content `String`).
+        MatchRefused = 45,
     }
 }
 

@@ -7,9 +7,24 @@ impl RoomsLogic {
     /// concerned.
     pub(super) fn carry_out(&mut self, client: ClientId, command: RoomCommand, out: &mut Outbox) {
         match command {
+            RoomCommand::CreateReserved(create, reservation) => {
+                if let Some(link) = &mut self.directory {
+                    link.take(&reservation);
+                }
+                self.carry_out(client, RoomCommand::Create(create), out);
+            }
+            RoomCommand::JoinReserved(id, reservation) => {
+                if let Some(link) = &mut self.directory {
+                    link.take(&reservation);
+                }
+                self.carry_out(client, RoomCommand::Join(id), out);
+            }
             RoomCommand::Create(create) => {
                 self.next_room += 1;
-                let id = RoomId(self.next_room);
+                let id = match &self.directory {
+                    Some(link) => link.room_id(self.next_room),
+                    None => RoomId(self.next_room),
+                };
                 let room = Room {
                     id,
                     name: create.name.trim().to_string(),
@@ -39,15 +54,7 @@ impl RoomsLogic {
                     .rooms
                     .values()
                     .filter(|r| !r.private)
-                    .map(|r| RoomSummary {
-                        id: r.id,
-                        name: r.name.clone(),
-                        players: r.members.len() as u8,
-                        max_players: r.max_players,
-                        metadata: r.metadata.clone(),
-                        locked: r.locked,
-                        started: r.started,
-                    })
+                    .map(Self::summary)
                     .collect();
                 send(out, Audience::One(client), RoomAction::List, &list);
             }

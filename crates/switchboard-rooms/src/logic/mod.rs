@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use switchboard::manager::{Audience, GameLogic, Outbox, Place, Rejection, Request};
 use switchboard::session::ClientId;
 
+use crate::directory::{CreateReserved, DirectoryLink, DirectorySnapshot, Reservation, RoomRecord};
 use crate::protocol::{
     CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
     RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
@@ -90,6 +91,10 @@ pub enum RoomCommand {
     Update(EntityUpdate),
     /// Change an entity's owner.
     Transfer(Transfer),
+    /// Create a room, taking the matchmaker's reservation.
+    CreateReserved(CreateRoom, Reservation),
+    /// Join a room, taking the matchmaker's reservation.
+    JoinReserved(RoomId, Reservation),
 }
 
 /// The rooms' quotas; each field says its default.
@@ -140,6 +145,10 @@ pub struct RoomsLogic {
     /// RPCs and custom messages each player sent since `rpc_window` began.
     rpcs: HashMap<ClientId, u32>,
     rpc_window: Option<std::time::Instant>,
+    /// Its place among the service's rooms processes, in directory mode.
+    directory: Option<DirectoryLink>,
+    /// The last snapshot published, and when.
+    published: Option<(std::time::Instant, DirectorySnapshot)>,
 }
 
 impl Default for RoomsLogic {
@@ -154,6 +163,8 @@ impl Default for RoomsLogic {
             last_sync: None,
             rpcs: HashMap::new(),
             rpc_window: None,
+            directory: None,
+            published: None,
         }
     }
 }
@@ -202,6 +213,59 @@ impl RoomsLogic {
         Self {
             limits,
             ..Self::default()
+        }
+    }
+
+    /// Directory mode (`docs/SCALING.md`): rooms are created and joined
+    /// only with a matchmaker's reservation, room ids carry the process's
+    /// number, and the rooms are published through `link`.
+    pub fn with_directory(mut self, link: DirectoryLink) -> Self {
+        self.directory = Some(link);
+        self
+    }
+
+    /// Publishes the rooms when they changed, at most every
+    /// [`PUBLISH_EVERY`](crate::directory::PUBLISH_EVERY).
+    fn publish(&mut self, now: std::time::Instant) {
+        let Some(link) = &self.directory else {
+            return;
+        };
+        if self.published.as_ref().is_some_and(|(at, _)| {
+            now.saturating_duration_since(*at) < crate::directory::PUBLISH_EVERY
+        }) {
+            return;
+        }
+        let snapshot = DirectorySnapshot {
+            rooms: self
+                .rooms
+                .values()
+                .map(|r| RoomRecord {
+                    summary: Self::summary(r),
+                    private: r.private,
+                })
+                .collect(),
+            players: self.room_of.len(),
+        };
+        if self
+            .published
+            .as_ref()
+            .is_some_and(|(_, last)| *last == snapshot)
+        {
+            return;
+        }
+        link.publish(snapshot.clone());
+        self.published = Some((now, snapshot));
+    }
+
+    fn summary(room: &Room) -> RoomSummary {
+        RoomSummary {
+            id: room.id,
+            name: room.name.clone(),
+            players: room.members.len() as u8,
+            max_players: room.max_players,
+            metadata: room.metadata.clone(),
+            locked: room.locked,
+            started: room.started,
         }
     }
 
@@ -363,6 +427,7 @@ impl GameLogic for RoomsLogic {
             self.rpc_window = Some(now);
             self.rpcs.clear();
         }
+        self.publish(now);
         if self
             .last_sync
             .is_some_and(|at| now.saturating_duration_since(at) < self.sync_interval)

@@ -3,6 +3,79 @@
 use super::*;
 
 impl RoomsLogic {
+    fn check_create(
+        &self,
+        client: ClientId,
+        mut create: CreateRoom,
+    ) -> Result<CreateRoom, Rejection> {
+        create.name = match switchboard::session::checked_name(&create.name) {
+            Ok(name) => name.to_string(),
+            Err(why) => return invalid(format!("room name: {why}")),
+        };
+        if !(1..=64).contains(&create.max_players) {
+            return invalid("rooms take 1 to 64 players");
+        }
+        if create.metadata.len() > 16
+            || create
+                .metadata
+                .iter()
+                .any(|(k, v)| k.len() > 32 || v.len() > 128)
+        {
+            return invalid("metadata: at most 16 pairs, keys of 32 bytes, values of 128");
+        }
+        if self.room_of.contains_key(&client) {
+            return invalid("leave your room first");
+        }
+        if self.rooms.len() >= self.limits.max_rooms {
+            return invalid("the server has no room for more rooms");
+        }
+        Ok(create)
+    }
+
+    fn check_join(&self, client: ClientId, id: RoomId) -> Result<(), Rejection> {
+        let room = self
+            .rooms
+            .get(&id)
+            .ok_or_else(|| Rejection::invalid("no such room"))?;
+        if self.room_of.get(&client) == Some(&id) {
+            // Already in: a client coming back; not "full", not a duplicate.
+            return Ok(());
+        }
+        if self.room_of.contains_key(&client) {
+            return invalid("you are in another room");
+        }
+        if room.started {
+            return invalid("the game in that room has started");
+        }
+        if room.locked {
+            return invalid("that room is locked");
+        }
+        if room.members.len() >= room.max_players as usize {
+            return invalid("that room is full");
+        }
+        Ok(())
+    }
+
+    /// In directory mode rooms are created and joined with a matchmaker's
+    /// reservation only: every seat was counted across the service.
+    fn not_through_the_directory(&self) -> Result<(), Rejection> {
+        if self.directory.is_some() {
+            return invalid("rooms on this server are created and joined through the matchmaker");
+        }
+        Ok(())
+    }
+
+    fn check_reservation(
+        &self,
+        reservation: &Reservation,
+        room: Option<RoomId>,
+    ) -> Result<(), Rejection> {
+        let Some(link) = &self.directory else {
+            return invalid("this server takes no reservations: create or join directly");
+        };
+        link.admits(reservation, room).map_err(Rejection::invalid)
+    }
+
     /// The rules: what each request may do, checked without changing
     /// anything.
     pub(super) fn check(&self, request: &Request) -> Result<RoomCommand, Rejection> {
@@ -10,29 +83,25 @@ impl RoomsLogic {
         let client = request.client;
         match request.action::<RoomAction>()? {
             RoomAction::Create => {
-                let mut create: CreateRoom = request.content()?;
-                create.name = match switchboard::session::checked_name(&create.name) {
-                    Ok(name) => name.to_string(),
-                    Err(why) => return invalid(format!("room name: {why}")),
-                };
-                if !(1..=64).contains(&create.max_players) {
-                    return invalid("rooms take 1 to 64 players");
-                }
-                if create.metadata.len() > 16
-                    || create
-                        .metadata
-                        .iter()
-                        .any(|(k, v)| k.len() > 32 || v.len() > 128)
-                {
-                    return invalid("metadata: at most 16 pairs, keys of 32 bytes, values of 128");
-                }
-                if self.room_of.contains_key(&client) {
-                    return invalid("leave your room first");
-                }
-                if self.rooms.len() >= self.limits.max_rooms {
-                    return invalid("the server has no room for more rooms");
-                }
-                Ok(RoomCommand::Create(create))
+                self.not_through_the_directory()?;
+                Ok(RoomCommand::Create(
+                    self.check_create(client, request.content()?)?,
+                ))
+            }
+            RoomAction::CreateReserved => {
+                let reserved: CreateReserved = request.content()?;
+                self.check_reservation(&reserved.reservation, None)?;
+                let create = self.check_create(client, reserved.room)?;
+                Ok(RoomCommand::CreateReserved(create, reserved.reservation))
+            }
+            RoomAction::JoinReserved => {
+                let reservation: Reservation = request.content()?;
+                let id = reservation
+                    .room
+                    .ok_or_else(|| Rejection::invalid("the reservation is for a new room"))?;
+                self.check_reservation(&reservation, Some(id))?;
+                self.check_join(client, id)?;
+                Ok(RoomCommand::JoinReserved(id, reservation))
             }
             RoomAction::ListRooms => {
                 request.content::<()>()?;
@@ -40,26 +109,11 @@ impl RoomsLogic {
             }
             RoomAction::Join => {
                 let id: RoomId = request.content()?;
-                let room = self
-                    .rooms
-                    .get(&id)
-                    .ok_or_else(|| Rejection::invalid("no such room"))?;
-                if self.room_of.get(&client) == Some(&id) {
-                    // Already in: a client coming back; not "full", not a duplicate.
-                    return Ok(RoomCommand::Join(id));
+                // A member coming back needs no new seat.
+                if self.room_of.get(&client) != Some(&id) {
+                    self.not_through_the_directory()?;
                 }
-                if self.room_of.contains_key(&client) {
-                    return invalid("you are in another room");
-                }
-                if room.started {
-                    return invalid("the game in that room has started");
-                }
-                if room.locked {
-                    return invalid("that room is locked");
-                }
-                if room.members.len() >= room.max_players as usize {
-                    return invalid("that room is full");
-                }
+                self.check_join(client, id)?;
                 Ok(RoomCommand::Join(id))
             }
             RoomAction::Leave => {

@@ -394,6 +394,31 @@ impl SocketStream {
     pub fn try_next_event(&mut self) -> Option<SocketEvent> {
         self.events.try_next()
     }
+
+    /// Sends `message` and waits for the next message back, for a
+    /// request/answer service (a master's list, a matchmaker): an error if
+    /// none comes within `timeout` or the connection ends first (with the
+    /// peer's reason).
+    pub async fn ask(
+        &mut self,
+        message: &Message,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<Message> {
+        use std::io::{Error, ErrorKind};
+        self.send(message).map_err(Error::other)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.next_event()).await {
+                Err(_) => return Err(Error::new(ErrorKind::TimedOut, "no answer in time")),
+                Ok(None) => return Err(Error::new(ErrorKind::ConnectionAborted, "hung up")),
+                Ok(Some(SocketEvent::Received(reply))) => return Ok(reply),
+                Ok(Some(SocketEvent::Disconnected(reason))) => {
+                    return Err(Error::other(reason.to_string()))
+                }
+                Ok(Some(_)) => {}
+            }
+        }
+    }
 }
 
 impl Stream for SocketStream {

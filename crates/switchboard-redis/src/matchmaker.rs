@@ -1,0 +1,373 @@
+//! The matchmaker: one request/answer port (Switchboard frames on the
+//! rooms channel) in front of the room directory in Redis. It lists the
+//! rooms of every process, sends a new room to the least-loaded process,
+//! and reserves a seat in an existing room on the process that holds it
+//! (`switchboard_rooms::directory`). It keeps no state of its own: run as
+//! many as you like.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use switchboard::message::Message;
+use switchboard::session::{KeyedLimiter, RateLimit};
+use switchboard::socket::{
+    address_key, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
+};
+use switchboard_rooms::directory::{unix_ms, Reservation, Seat};
+use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary, RoomsChannel};
+use tokio_util::sync::CancellationToken;
+
+use crate::rooms::read_service_key;
+use crate::store::{RedisStore, StoreError};
+
+/// The matchmaker's limits; each field says its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchmakerConfig {
+    /// Requests answered per minute per address (default 600, bursts of
+    /// 100). Past it the connection is closed with the reason.
+    pub requests_per_minute: f64,
+    /// A reservation is good for this long (default 10 s): the client
+    /// must reach the room's process within it.
+    pub reservation_ttl: Duration,
+    /// Rooms one list holds at most (default 1,000).
+    pub max_listed: usize,
+    /// The longest request frame (default 4 KiB).
+    pub max_request_len: usize,
+}
+
+impl Default for MatchmakerConfig {
+    fn default() -> Self {
+        Self {
+            requests_per_minute: 600.0,
+            reservation_ttl: Duration::from_secs(10),
+            max_listed: 1000,
+            max_request_len: 4096,
+        }
+    }
+}
+
+/// KEYS: the room's hash, its seats. ARGV: the reservation's nonce (hex),
+/// its time to live (ms). {'ok', process} or {'refused', why}.
+const RESERVE: &str = r#"
+local r = redis.call('HMGET', KEYS[1], 'players', 'max', 'locked', 'started', 'process')
+if not r[5] then return {'refused', 'no such room'} end
+if r[3] == '1' then return {'refused', 'that room is locked'} end
+if r[4] == '1' then return {'refused', 'the game in that room has started'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if tonumber(r[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(r[2]) then
+  return {'refused', 'that room is full'}
+end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return {'ok', r[5]}
+"#;
+
+/// A handle to a running matchmaker.
+#[derive(Debug, Clone)]
+pub struct MatchmakerHandle {
+    local_addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl MatchmakerHandle {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops it.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+/// A bound matchmaker, ready to [`run`](Self::run).
+pub struct Matchmaker {
+    store: RedisStore,
+    config: MatchmakerConfig,
+    tcp: ServerStream,
+    stop: CancellationToken,
+    /// The service's reservation key, read on first need.
+    key: Option<[u8; 32]>,
+    reserve: Script,
+}
+
+/// Why a request gets no seat or list: told to the client.
+type Refusal = String;
+
+impl Matchmaker {
+    /// Binds its port (it does not need Redis until the first request).
+    pub fn bind(
+        addr: SocketAddr,
+        store: RedisStore,
+        config: MatchmakerConfig,
+    ) -> std::io::Result<(Self, MatchmakerHandle)> {
+        let mut tcp_config = ServerConfig::default();
+        tcp_config.socket.codec.max_frame_len = config.max_request_len;
+        tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
+        let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
+        let stop = CancellationToken::new();
+        let handle = MatchmakerHandle {
+            local_addr: tcp.local_addr(),
+            stop: stop.clone(),
+        };
+        let matchmaker = Self {
+            store,
+            config,
+            tcp: tcp.into_stream(),
+            stop,
+            key: None,
+            reserve: Script::new(RESERVE),
+        };
+        Ok((matchmaker, handle))
+    }
+
+    /// Answers requests until `shutdown` completes or the handle stops it.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let handle = self.tcp.handle();
+        let per_minute = self.config.requests_per_minute;
+        let mut limits = KeyedLimiter::with_max_keys(
+            RateLimit {
+                per_second: per_minute / 60.0,
+                burst: (per_minute / 6.0).max(1.0),
+            },
+            65_536,
+        );
+        let mut addresses: HashMap<PeerId, IpAddr> = HashMap::new();
+        loop {
+            tokio::select! {
+                event = self.tcp.next_event() => match event {
+                    Some(ServerEvent::PeerConnected { peer, addr }) => {
+                        addresses.insert(peer, address_key(addr.ip()));
+                    }
+                    Some(ServerEvent::PeerDisconnected { peer, .. }) => {
+                        addresses.remove(&peer);
+                    }
+                    Some(ServerEvent::Received(incoming)) => {
+                        let ip = addresses.get(&incoming.peer).copied();
+                        if ip.is_some_and(|ip| !limits.allow(ip, Instant::now())) {
+                            handle.close_peer(incoming.peer, "too many matchmaker requests; slow down");
+                            continue;
+                        }
+                        let reply = match self.answer(&incoming.message).await {
+                            Ok(reply) => reply,
+                            Err(why) => Message::new(RoomsChannel, RoomAction::MatchRefused, &why),
+                        };
+                        match reply {
+                            Ok(reply) => {
+                                let _ = handle.send_to(incoming.peer, &reply);
+                            }
+                            Err(_) => handle.close_peer(incoming.peer, "answer did not encode"),
+                        }
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                _ = &mut shutdown => break,
+                _ = self.stop.cancelled() => break,
+            }
+        }
+        handle.shutdown("matchmaker shutting down");
+    }
+
+    async fn answer(
+        &mut self,
+        message: &Message,
+    ) -> Result<Result<Message, switchboard::ContentError>, Refusal> {
+        let unavailable = |err: StoreError| format!("room directory unavailable: {err}");
+        let malformed = || "unknown or malformed request".to_string();
+        Ok(match message.action::<RoomAction>() {
+            Some(RoomAction::MatchList) => {
+                message.content::<()>().map_err(|_| malformed())?;
+                let rooms = self.list().await.map_err(unavailable)?;
+                Message::new(RoomsChannel, RoomAction::Listed, &rooms)
+            }
+            Some(RoomAction::MatchCreate) => {
+                message.content::<()>().map_err(|_| malformed())?;
+                let seat = self.seat_in_new_room().await?;
+                Message::new(RoomsChannel, RoomAction::SeatReserved, &seat)
+            }
+            Some(RoomAction::MatchJoin) => {
+                let room: RoomId = message.content().map_err(|_| malformed())?;
+                let seat = self.seat_in(room).await?;
+                Message::new(RoomsChannel, RoomAction::SeatReserved, &seat)
+            }
+            _ => return Err(malformed()),
+        })
+    }
+
+    /// The public rooms of every live process.
+    async fn list(&self) -> Result<Vec<RoomSummary>, StoreError> {
+        let list = self.store.key("rooms:list");
+        let max = self.config.max_listed.max(1) as isize - 1;
+        let ids: Vec<u32> = self
+            .store
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(&list)
+                    .arg(0)
+                    .arg(max)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("HGETALL")
+                .arg(self.store.key(format_args!("rooms:room:{id}")));
+        }
+        let rooms: Vec<HashMap<String, String>> = self
+            .store
+            .run(|mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        let mut listed = Vec::with_capacity(rooms.len());
+        let mut gone = Vec::new();
+        for (id, room) in ids.into_iter().zip(rooms) {
+            match summary(id, &room) {
+                Some(summary) => listed.push(summary),
+                // Its process died (the hash expired): clean the list up.
+                None => gone.push(id),
+            }
+        }
+        if !gone.is_empty() {
+            let list = self.store.key("rooms:list");
+            let _ = self
+                .store
+                .run(|mut c| async move {
+                    redis::cmd("ZREM")
+                        .arg(&list)
+                        .arg(&gone)
+                        .query_async::<()>(&mut c)
+                        .await
+                })
+                .await;
+        }
+        Ok(listed)
+    }
+
+    async fn key(&mut self) -> Result<[u8; 32], Refusal> {
+        if let Some(key) = self.key {
+            return Ok(key);
+        }
+        let key = read_service_key(&self.store)
+            .await
+            .map_err(|err| format!("room directory unavailable: {err}"))?
+            .ok_or_else(|| "no rooms server is running".to_string())?;
+        self.key = Some(key);
+        Ok(key)
+    }
+
+    fn expiry(&self) -> u64 {
+        unix_ms() + self.config.reservation_ttl.as_millis() as u64
+    }
+
+    /// A reservation to create a room on the live process with the fewest
+    /// players.
+    async fn seat_in_new_room(&mut self) -> Result<Seat, Refusal> {
+        let key = self.key().await?;
+        let processes = self.store.key("rooms:processes");
+        let by_load: Vec<u32> = self
+            .store
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(&processes)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+            .map_err(|err| format!("room directory unavailable: {err}"))?;
+        for process in by_load {
+            if let Some(addr) = self.process_addr(process).await? {
+                let reservation = Reservation::sign(&key, None, process, self.expiry());
+                return Ok(Seat { addr, reservation });
+            }
+            // Dead (its presence expired): out of the running.
+            let processes = self.store.key("rooms:processes");
+            let _ = self
+                .store
+                .run(|mut c| async move {
+                    redis::cmd("ZREM")
+                        .arg(&processes)
+                        .arg(process)
+                        .query_async::<()>(&mut c)
+                        .await
+                })
+                .await;
+        }
+        Err("no rooms server is running".into())
+    }
+
+    /// A seat in `room`, counted in Redis with the room's members.
+    async fn seat_in(&mut self, room: RoomId) -> Result<Seat, Refusal> {
+        let key = self.key().await?;
+        // The process is read from the room; the reservation is signed once
+        // the seat is counted.
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).expect("the OS random source failed");
+        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let ttl = self.config.reservation_ttl.as_millis() as u64;
+        let mut invocation = self.reserve.prepare_invoke();
+        invocation
+            .key(self.store.key(format_args!("rooms:room:{}", room.0)))
+            .key(self.store.key(format_args!("rooms:room:{}:seats", room.0)))
+            .arg(nonce_hex)
+            .arg(ttl);
+        let (verdict, detail): (String, String) = self
+            .store
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await
+            .map_err(|err| format!("room directory unavailable: {err}"))?;
+        if verdict != "ok" {
+            return Err(detail);
+        }
+        let process: u32 = detail
+            .parse()
+            .map_err(|_| format!("room {} names no process", room.0))?;
+        let addr = self
+            .process_addr(process)
+            .await?
+            .ok_or_else(|| "the room's server is gone".to_string())?;
+        let reservation = Reservation::sign(&key, Some(room), process, self.expiry());
+        Ok(Seat { addr, reservation })
+    }
+
+    /// A live process's address.
+    async fn process_addr(&self, process: u32) -> Result<Option<String>, Refusal> {
+        let key = self.store.key(format_args!("rooms:process:{process}"));
+        self.store
+            .run(|mut c| async move {
+                redis::cmd("HGET")
+                    .arg(&key)
+                    .arg("addr")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+            .map_err(|err| format!("room directory unavailable: {err}"))
+    }
+}
+
+/// A room's summary from its hash; `None` if the hash is gone or damaged.
+fn summary(id: u32, room: &HashMap<String, String>) -> Option<RoomSummary> {
+    let number = |field: &str| room.get(field)?.parse::<u8>().ok();
+    Some(RoomSummary {
+        id: RoomId(id),
+        name: room.get("name")?.clone(),
+        players: number("players")?,
+        max_players: number("max")?,
+        metadata: serde_json::from_str(room.get("metadata")?).ok()?,
+        locked: number("locked")? == 1,
+        started: number("started")? == 1,
+    })
+}

@@ -1,0 +1,235 @@
+//! Rooms across two server processes' worth of managers, a matchmaker and
+//! a real Redis: one list of every room, a new room on the least-loaded
+//! process, a join routed to the room's process with a seat reservation,
+//! capacity and locks counted across them, and a Redis outage that stops
+//! new rooms and lists with a clear error while games go on.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use switchboard::{
+    BindScope, ClientConfig, ManagerConfig, ManagerHandle, RequestStatus, ServerManager,
+};
+use switchboard_redis::testing::RedisProcess;
+use switchboard_redis::{Matchmaker, MatchmakerConfig, RedisConfig, RedisStore, RoomsPresence};
+use switchboard_rooms::directory::{self, Seat};
+use switchboard_rooms::{CreateRoom, RoomClient, RoomId, RoomSummary, RoomsLogic};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn store(redis: &RedisProcess) -> RedisStore {
+    RedisStore::open(RedisConfig {
+        url: redis.url(),
+        ..RedisConfig::default()
+    })
+    .unwrap()
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    switchboard::runtime::handle().block_on(future)
+}
+
+/// A rooms process in directory mode (a manager of its own).
+fn rooms_process(redis: &RedisProcess) -> ManagerHandle {
+    let (link, serving) = block_on(RoomsPresence::join(store(redis))).unwrap();
+    let logic = RoomsLogic::new().with_directory(link);
+    let handle =
+        ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), logic).unwrap();
+    serving.at(handle.local_addr().to_string());
+    handle
+}
+
+fn matchmaker(redis: &RedisProcess) -> SocketAddr {
+    let (matchmaker, handle) = Matchmaker::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        store(redis),
+        MatchmakerConfig::default(),
+    )
+    .unwrap();
+    switchboard::runtime::handle().spawn(matchmaker.run(std::future::pending()));
+    handle.local_addr()
+}
+
+fn player(addr: &str, name: &str) -> RoomClient {
+    let mut client = RoomClient::connect(addr, ClientConfig::named(name));
+    until(|| {
+        client.poll();
+        client.client().is_welcomed()
+    });
+    client
+}
+
+fn until(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "condition not reached in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Asks the matchmaker until `done` (gently: it limits requests per
+/// address).
+fn until_listed(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "condition not reached in time");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn verdict(client: &mut RoomClient, ticket: switchboard::RequestTicket) -> RequestStatus {
+    until(|| {
+        client.poll();
+        ticket.is_done()
+    });
+    ticket.status()
+}
+
+fn room(name: &str, max_players: u8) -> CreateRoom {
+    CreateRoom {
+        name: name.into(),
+        max_players,
+        metadata: Default::default(),
+        private: false,
+    }
+}
+
+fn list(matchmaker: SocketAddr) -> std::io::Result<Vec<RoomSummary>> {
+    block_on(directory::list_rooms(matchmaker, WAIT))
+}
+
+/// A seat in a new room, once a rooms process has published itself.
+fn new_room_seat(matchmaker: SocketAddr) -> Seat {
+    let mut seat = None;
+    until_listed(|| {
+        seat = block_on(directory::reserve_new_room(matchmaker, WAIT)).ok();
+        seat.is_some()
+    });
+    seat.unwrap()
+}
+
+/// Creates `name` where the matchmaker says; returns the host and the
+/// room's id once the directory lists it.
+fn create(matchmaker: SocketAddr, host: &str, name: &str, max: u8) -> (RoomClient, RoomId, String) {
+    let seat = new_room_seat(matchmaker);
+    let mut client = player(&seat.addr, host);
+    let ticket = client
+        .create_reserved(&seat.reservation, &room(name, max))
+        .unwrap();
+    assert_eq!(verdict(&mut client, ticket), RequestStatus::Accepted);
+    let id = client.room().unwrap().id;
+    until_listed(|| list(matchmaker).unwrap().iter().any(|r| r.id == id));
+    (client, id, seat.addr)
+}
+
+#[test]
+fn one_list_spans_the_processes_and_a_new_room_lands_on_the_least_loaded() {
+    let redis = RedisProcess::start().unwrap();
+    let (p1, p2) = (rooms_process(&redis), rooms_process(&redis));
+    let matchmaker = matchmaker(&redis);
+    let (_ann, first, first_addr) = create(matchmaker, "ann", "first", 4);
+    // The first process now has a player, the other none.
+    let (_bob, second, second_addr) = create(matchmaker, "bob", "second", 4);
+    assert_ne!(
+        first_addr, second_addr,
+        "the second room went to the idle process"
+    );
+    let addrs = [p1.local_addr().to_string(), p2.local_addr().to_string()];
+    assert!(addrs.contains(&first_addr) && addrs.contains(&second_addr));
+    let mut names: Vec<(RoomId, String)> = list(matchmaker)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.name))
+        .collect();
+    names.sort();
+    let mut expected = vec![(first, "first".to_string()), (second, "second".to_string())];
+    expected.sort();
+    assert_eq!(names, expected, "one list, both processes");
+    assert_ne!(first, second, "room ids are unique across processes");
+}
+
+#[test]
+fn a_join_goes_to_the_room_s_process_with_a_reserved_seat_and_capacity_holds_across() {
+    let redis = RedisProcess::start().unwrap();
+    let (_p1, _p2) = (rooms_process(&redis), rooms_process(&redis));
+    let matchmaker = matchmaker(&redis);
+    let (_ann, id, addr) = create(matchmaker, "ann", "duel", 2);
+
+    let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
+    assert_eq!(seat.addr, addr, "routed to the process holding the room");
+    // One member and one live reservation fill a room of two: a third
+    // player is refused by the matchmaker, whichever process it asks from.
+    let full = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap_err();
+    assert!(full.to_string().contains("that room is full"), "{full}");
+
+    let mut bob = player(&seat.addr, "bob");
+    let ticket = bob.join_reserved(&seat.reservation).unwrap();
+    assert_eq!(verdict(&mut bob, ticket), RequestStatus::Accepted);
+    assert_eq!(bob.room().unwrap().players.len(), 2);
+
+    // The reservation was taken: presented again, by anyone, it admits nobody.
+    let mut eve = player(&seat.addr, "eve");
+    let ticket = eve.join_reserved(&seat.reservation).unwrap();
+    assert!(matches!(
+        verdict(&mut eve, ticket),
+        RequestStatus::Rejected(why) if why.contains("used")
+    ));
+    // Nor does a plain join: seats come from the matchmaker.
+    let ticket = eve.join(id).unwrap();
+    assert!(matches!(
+        verdict(&mut eve, ticket),
+        RequestStatus::Rejected(why) if why.contains("matchmaker")
+    ));
+}
+
+#[test]
+fn a_locked_room_gets_no_reservation() {
+    let redis = RedisProcess::start().unwrap();
+    let _p1 = rooms_process(&redis);
+    let matchmaker = matchmaker(&redis);
+    let (mut ann, id, _) = create(matchmaker, "ann", "private club", 8);
+    let ticket = ann.lock(true).unwrap();
+    assert_eq!(verdict(&mut ann, ticket), RequestStatus::Accepted);
+    until_listed(|| {
+        list(matchmaker)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id && r.locked)
+    });
+    let locked = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap_err();
+    assert!(locked.to_string().contains("locked"), "{locked}");
+}
+
+#[test]
+fn redis_down_stops_new_rooms_and_lists_with_a_clear_error_while_games_go_on() {
+    let mut redis = RedisProcess::start().unwrap();
+    let _p1 = rooms_process(&redis);
+    let matchmaker = matchmaker(&redis);
+    let (mut ann, id, addr) = create(matchmaker, "ann", "game", 4);
+    let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
+    let mut bob = player(&addr, "bob");
+    let ticket = bob.join_reserved(&seat.reservation).unwrap();
+    assert_eq!(verdict(&mut bob, ticket), RequestStatus::Accepted);
+
+    redis.stop();
+    let err = list(matchmaker).unwrap_err().to_string();
+    assert!(err.contains("room directory unavailable"), "{err}");
+    let err = block_on(directory::reserve_new_room(matchmaker, WAIT))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("room directory unavailable"), "{err}");
+    // The game in progress does not need Redis.
+    let ticket = ann.set_ready(true).unwrap();
+    assert_eq!(verdict(&mut ann, ticket), RequestStatus::Accepted);
+    until(|| {
+        bob.poll();
+        bob.room()
+            .is_some_and(|r| r.players.iter().any(|p| p.ready))
+    });
+
+    redis.restart().unwrap();
+    // Redis came back empty; the process publishes its rooms again.
+    until_listed(|| list(matchmaker).is_ok_and(|rooms| rooms.iter().any(|r| r.id == id)));
+    let again = block_on(directory::reserve_new_room(matchmaker, WAIT));
+    assert!(again.is_ok(), "{again:?}");
+}

@@ -1,0 +1,101 @@
+//! Scale-out on Redis (docs/SCALING.md): the `--redis` options every mode
+//! shares, the rooms directory, and the matchmaker mode.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use clap::Args;
+use switchboard::socket::BindScope;
+use switchboard::ManagerConfig;
+use switchboard_redis::{
+    Matchmaker, MatchmakerConfig, RedisConfig, RedisSessions, RedisStore, RoomsPresence, Serving,
+};
+use switchboard_rooms::directory::DirectoryLink;
+
+/// State shared with other processes through Redis.
+#[derive(Debug, Args)]
+pub(crate) struct RedisArgs {
+    /// Share state with other processes through this Redis
+    /// (`redis://host:6379/`); without it, everything stays in this process.
+    #[arg(long, env = "SWITCHBOARD_REDIS")]
+    redis: Option<String>,
+    /// Prefix of every key this service writes in Redis.
+    #[arg(long, default_value = "switchboard")]
+    redis_prefix: String,
+}
+
+impl RedisArgs {
+    /// Sessions shared through Redis, when `--redis` names one: a client
+    /// whose server died resumes on another with its id.
+    pub(crate) fn share_sessions(&self, config: &mut ManagerConfig) -> Result<(), String> {
+        if let Some(store) = self.open()? {
+            let sessions = RedisSessions::new(store);
+            config.shared_sessions = Some(switchboard::manager::SharedSessionsHook::new(sessions));
+        }
+        Ok(())
+    }
+
+    /// The shared store, when `--redis` names one.
+    pub(crate) fn open(&self) -> Result<Option<RedisStore>, String> {
+        let Some(url) = &self.redis else {
+            return Ok(None);
+        };
+        let config = RedisConfig {
+            url: url.clone(),
+            prefix: self.redis_prefix.clone(),
+            ..RedisConfig::default()
+        };
+        RedisStore::open(config)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// This rooms server's place in the service's room directory.
+pub(crate) fn join_room_directory(store: RedisStore) -> Result<(DirectoryLink, Serving), String> {
+    switchboard::runtime::handle()
+        .block_on(RoomsPresence::join(store))
+        .map_err(|e| format!("cannot join the room directory: {e}"))
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MatchmakerArgs {
+    /// `loopback` or `all`.
+    #[arg(long, default_value = "all", value_parser = crate::parse_scope)]
+    bind: BindScope,
+    /// Its port.
+    #[arg(long, default_value_t = 7300)]
+    port: u16,
+    /// Seconds a reserved seat waits for its player.
+    #[arg(long, default_value_t = 10)]
+    reservation_secs: u64,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+pub(crate) fn run_matchmaker(args: MatchmakerArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let ip = match args.bind {
+        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    crate::runtime()?.block_on(async move {
+        let store = args
+            .redis
+            .open()?
+            .ok_or("the matchmaker needs --redis URL")?;
+        let config = MatchmakerConfig {
+            reservation_ttl: std::time::Duration::from_secs(args.reservation_secs.max(1)),
+            ..MatchmakerConfig::default()
+        };
+        let (matchmaker, handle) = Matchmaker::bind(SocketAddr::new(ip, args.port), store, config)
+            .map_err(|e| format!("cannot bind the matchmaker: {e}"))?;
+        println!(
+            "{}",
+            switchboard::process::ready_line(handle.local_addr().port())
+        );
+        matchmaker
+            .run(switchboard::process::wait_for_signal())
+            .await;
+        Ok(())
+    })
+}
