@@ -313,8 +313,7 @@ impl Matchmaker {
         let key = self.key().await?;
         // The process is read from the room; the reservation is signed once
         // the seat is counted.
-        let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).expect("the OS random source failed");
+        let nonce = switchboard::session::ticket::nonce();
         let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let ttl = self.config.reservation_ttl.as_millis() as u64;
         let mut invocation = self.reserve.prepare_invoke();

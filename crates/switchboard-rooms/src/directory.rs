@@ -25,9 +25,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use switchboard::session::ticket;
 use tokio::sync::mpsc;
 
 use std::net::SocketAddr;
@@ -96,8 +95,6 @@ pub struct CreateReserved {
     pub room: CreateRoom,
 }
 
-type HmacSha256 = Hmac<Sha256>;
-
 impl Reservation {
     fn signed_bytes(
         room: Option<RoomId>,
@@ -121,32 +118,24 @@ impl Reservation {
 
     /// A reservation signed with `key`.
     pub fn sign(key: &[u8; 32], room: Option<RoomId>, process: u32, expires_ms: u64) -> Self {
-        let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).expect("the OS random source failed");
-        let mut mac = HmacSha256::new_from_slice(key).expect("any key length");
-        mac.update(&Self::signed_bytes(room, process, expires_ms, &nonce));
+        let nonce = ticket::nonce();
+        let mac = ticket::sign(key, &Self::signed_bytes(room, process, expires_ms, &nonce));
         Self {
             room,
             process,
             expires_ms,
             nonce,
-            mac: mac.finalize().into_bytes().into(),
+            mac,
         }
     }
 
     /// Whether it was signed with `key`, is for `process`, and has not
     /// expired at `now_ms`.
     pub fn check(&self, key: &[u8; 32], process: u32, now_ms: u64) -> Result<(), &'static str> {
-        let mut mac = HmacSha256::new_from_slice(key).expect("any key length");
-        mac.update(&Self::signed_bytes(
-            self.room,
-            self.process,
-            self.expires_ms,
-            &self.nonce,
-        ));
-        // Compared in constant time.
-        mac.verify_slice(&self.mac)
-            .map_err(|_| "the reservation is not valid")?;
+        let signed = Self::signed_bytes(self.room, self.process, self.expires_ms, &self.nonce);
+        if !ticket::verify(key, &signed, &self.mac) {
+            return Err("the reservation is not valid");
+        }
         if self.process != process {
             return Err("the reservation is for another server");
         }

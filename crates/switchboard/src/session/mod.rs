@@ -7,6 +7,7 @@
 mod backoff;
 mod rate;
 mod table;
+pub mod ticket;
 mod token;
 
 pub use backoff::{Backoff, BackoffPolicy};
