@@ -13,6 +13,10 @@ pub(crate) struct BotsArgs {
     /// The relay's native address.
     #[arg(long, default_value = "127.0.0.1:7200")]
     addr: SocketAddr,
+    /// Another relay of the same service (repeatable; `relay --redis`):
+    /// the bots connect to the relays in turn and follow their zones.
+    #[arg(long)]
+    also: Vec<SocketAddr>,
     /// Connect to the relay's WebSocket port at this address instead
     /// (`relay --ws-port`): the same load over WebSocket.
     #[arg(long)]
@@ -29,9 +33,10 @@ pub(crate) struct BotsArgs {
     /// Seconds of sending.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// The relay's process id, to report its CPU and memory (same machine).
+    /// The relay's process id, to report its CPU and memory (same
+    /// machine; repeatable: several relays are summed).
     #[arg(long)]
-    server_pid: Option<u32>,
+    server_pid: Vec<u32>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -108,6 +113,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
     let runtime = runtime()?;
     let config = switchboard_relay::load::LoadConfig {
         addr: args.addr,
+        also: args.also.clone(),
         websocket: args.ws_addr,
         bots: count,
         rate: args.rate,
@@ -118,14 +124,15 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
     // CPU is measured over the sending window only (not connecting, not
     // the drain at the end): one sample a second after sending starts, the
     // last one before it ends.
+    let servers = || usage_of_all(&args.server_pid);
     let sample = || {
-        let server = args.server_pid.and_then(process_usage);
+        let server = servers();
         let own = process_usage(std::process::id());
         (std::time::Instant::now(), server, own)
     };
     let mut first = None;
     let mut last = None;
-    let rss_before = args.server_pid.and_then(process_usage).map(|(_, rss)| rss);
+    let rss_before = servers().map(|(_, rss)| rss);
     let report = runtime.block_on(switchboard_relay::load::run(
         config,
         |elapsed, sent, received| {
@@ -196,8 +203,8 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             report.latency_ms_max
         );
         println!(
-            "lost {}  disconnects {}  errors {}",
-            report.lost, report.disconnects, report.errors
+            "lost {}  disconnects {}  errors {}  handovers {}",
+            report.lost, report.disconnects, report.errors, report.handovers
         );
         if let Some((cpu, rss)) = server {
             let per_delivery = 1e4 * cpu / report.received_per_second.max(1e-9);
@@ -215,6 +222,18 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// CPU seconds and resident KiB of these processes together; `None` if
+/// there are none or one cannot be read.
+fn usage_of_all(pids: &[u32]) -> Option<(f64, u64)> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().try_fold((0.0, 0), |(cpu, rss), pid| {
+        let (c, r) = process_usage(*pid)?;
+        Some((cpu + c, rss + r))
+    })
 }
 
 /// `requests`: the manager path under load, and the server's CPU per delivery.

@@ -76,6 +76,12 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
+    /// With `--redis`: where players reach this relay (`host:port`), as
+    /// other relays hand them over (default: 127.0.0.1 and the port bound).
+    #[arg(long)]
+    advertise: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
@@ -489,8 +495,26 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
+        // With Redis: one of the service's relays, each zone on one of them.
+        let serving = match args.redis.open()? {
+            Some(store) => {
+                let (zones, serving) = switchboard_redis::RedisZones::join(store)
+                    .await
+                    .map_err(|e| format!("cannot join the relays' zone directory: {e}"))?;
+                config.zones = Some(zones);
+                Some(serving)
+            }
+            None => None,
+        };
         let relay = switchboard_relay::RelayServer::spawn(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
+        if let Some(serving) = serving {
+            let port = relay.native_addr().port();
+            serving.at(args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| format!("127.0.0.1:{port}")));
+        }
         println!(
             "{}",
             switchboard::process::ready_line(relay.native_addr().port())

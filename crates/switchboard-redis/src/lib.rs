@@ -17,6 +17,8 @@
 //! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
 //! | `checkpoints` | [`RedisCheckpoints`]: a game's latest checkpoint (`ManagerConfig::checkpoints`), to resume it in another process |
 //! | `rooms` | [`RoomsPresence`]: a rooms process in the directory (its number, address, load, rooms) |
+//! | `zones` | [`RedisZones`]: which relay each zone lives on, and the relays' presence |
+//! | `service` | what every kind of process shares: its signing key, process numbers, presence ([`Serving`]) |
 //! | `matchmaker` | [`Matchmaker`]: lists every process's rooms, places new rooms, reserves seats |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
 //! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
@@ -29,13 +31,17 @@ mod checkpoints;
 mod matchmaker;
 mod registry;
 mod rooms;
+mod service;
 mod sessions;
 mod store;
 pub mod testing;
+mod zones;
 
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
 pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle};
 pub use registry::RedisRegistry;
-pub use rooms::{RoomsPresence, Serving, PRESENCE_TTL, REFRESH_EVERY};
+pub use rooms::RoomsPresence;
+pub use service::{Serving, PRESENCE_TTL, REFRESH_EVERY};
 pub use sessions::RedisSessions;
 pub use store::{RedisConfig, RedisStore, StoreError};
+pub use zones::{RedisZones, ZONE_TTL};

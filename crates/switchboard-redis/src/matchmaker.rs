@@ -20,7 +20,7 @@ use switchboard_rooms::directory::{unix_ms, Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary, RoomsChannel};
 use tokio_util::sync::CancellationToken;
 
-use crate::rooms::read_service_key;
+use crate::rooms::ROOMS;
 use crate::store::{RedisStore, StoreError};
 
 /// The matchmaker's limits; each field says its default.
@@ -258,7 +258,8 @@ impl Matchmaker {
         if let Some(key) = self.key {
             return Ok(key);
         }
-        let key = read_service_key(&self.store)
+        let key = ROOMS
+            .read_signing_key(&self.store)
             .await
             .map_err(|err| format!("room directory unavailable: {err}"))?
             .ok_or_else(|| "no rooms server is running".to_string())?;
@@ -274,7 +275,7 @@ impl Matchmaker {
     /// players.
     async fn seat_in_new_room(&mut self) -> Result<Seat, Refusal> {
         let key = self.key().await?;
-        let processes = self.store.key("rooms:processes");
+        let processes = ROOMS.key(&self.store, "processes");
         let by_load: Vec<u32> = self
             .store
             .run(|mut c| async move {
@@ -293,7 +294,7 @@ impl Matchmaker {
                 return Ok(Seat { addr, reservation });
             }
             // Dead (its presence expired): out of the running.
-            let processes = self.store.key("rooms:processes");
+            let processes = ROOMS.key(&self.store, "processes");
             let _ = self
                 .store
                 .run(|mut c| async move {
@@ -343,7 +344,7 @@ impl Matchmaker {
 
     /// A live process's address.
     async fn process_addr(&self, process: u32) -> Result<Option<String>, Refusal> {
-        let key = self.store.key(format_args!("rooms:process:{process}"));
+        let key = ROOMS.key(&self.store, format_args!("process:{process}"));
         self.store
             .run(|mut c| async move {
                 redis::cmd("HGET")

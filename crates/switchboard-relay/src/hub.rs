@@ -113,6 +113,10 @@ struct Budget {
     strikes: std::collections::VecDeque<u64>,
 }
 
+/// Bits of a player id that number players within one relay of several.
+pub const ID_BITS: u32 = 20;
+const ID_MASK: u32 = (1 << ID_BITS) - 1;
+
 /// Players and zones.
 #[derive(Debug, Default)]
 pub struct Relay {
@@ -120,6 +124,9 @@ pub struct Relay {
     budgets: HashMap<u32, Budget>,
     zones: HashMap<String, BTreeSet<u32>>,
     next_id: u32,
+    /// Set when the relay is one of several (`with_id_prefix`): ids are
+    /// this in their top bits, a counter in the low [`ID_BITS`].
+    id_prefix: Option<u32>,
     limits: RelayLimits,
     /// Players to disconnect for abuse, and why; the driver takes them.
     abusive: Vec<(u32, String)>,
@@ -138,6 +145,44 @@ impl Relay {
             limits,
             ..Self::default()
         }
+    }
+
+    /// Player ids start with `prefix` (in the bits above [`ID_BITS`]), so
+    /// that the relays of one service never give out the same id and a
+    /// player handed over keeps its own.
+    pub fn with_id_prefix(mut self, prefix: u32) -> Self {
+        self.id_prefix = Some(prefix);
+        self
+    }
+
+    /// Gives the player who joined as `id` the id `wanted` (a handover
+    /// from another relay), before it is in a zone. False, and nothing
+    /// changed, if `wanted` is taken or `id` is not a fresh player.
+    pub fn take_id(&mut self, id: u32, wanted: u32) -> bool {
+        if wanted == 0 || self.players.contains_key(&wanted) {
+            return false;
+        }
+        match self.players.get(&id) {
+            Some(player) if player.zone.is_none() => {}
+            _ => return false,
+        }
+        let mut player = self.players.remove(&id).expect("checked above");
+        player.id = wanted;
+        self.players.insert(wanted, player);
+        if let Some(budget) = self.budgets.remove(&id) {
+            self.budgets.insert(wanted, budget);
+        }
+        true
+    }
+
+    /// A player.
+    pub fn player(&self, id: u32) -> Option<&RelayClient> {
+        self.players.get(&id)
+    }
+
+    /// How many players are connected.
+    pub fn player_count(&self) -> usize {
+        self.players.len()
     }
 
     /// Players that must be disconnected for abuse, and why (each once).
@@ -191,10 +236,14 @@ impl Relay {
         link: Link,
         is_bot: bool,
     ) -> (u32, Vec<Outgoing>) {
-        // Ids go up and wrap past u32::MAX, never onto 0 or a live player.
+        // Ids go up and wrap (past u32::MAX, or within the prefix's range),
+        // never onto 0 or a live player.
         let mut id = self.next_id;
         loop {
-            id = id.wrapping_add(1);
+            id = match self.id_prefix {
+                None => id.wrapping_add(1),
+                Some(prefix) => (prefix << ID_BITS) | (id.wrapping_add(1) & ID_MASK),
+            };
             if id != 0 && !self.players.contains_key(&id) {
                 break;
             }

@@ -17,6 +17,7 @@
 //! | `bots` | scripted [`Bot`]s that move and chat like players |
 //! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
 //! | `stamp` | the load tester's stamp in a transform, read back without allocating |
+//! | `zones` | zones across relay processes: [`ZoneRouting`], the directory's trait, handover tickets |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -31,12 +32,14 @@ mod log;
 mod server;
 mod stamp;
 mod transform;
+mod zones;
 
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
-pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats};
+pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats, ID_BITS};
 pub use log::RelayLogLine;
 pub use server::{
     Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
+pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

@@ -64,6 +64,10 @@ pub struct LoadConfig {
     /// instead (the same protocol, one frame per WebSocket message), to
     /// compare what a WebSocket client costs.
     pub websocket: Option<SocketAddr>,
+    /// More relays of the same service (`RelayConfig::zones`): bot `i`
+    /// connects to the `i`-th address of `addr` and these, in turn, and
+    /// follows its zone's relay when redirected.
+    pub also: Vec<SocketAddr>,
     /// Bots.
     pub bots: usize,
     /// Transforms per second per bot; 0 holds idle connections (a hello,
@@ -105,6 +109,8 @@ pub struct LoadReport {
     pub lost: u64,
     /// Bots disconnected before the end.
     pub disconnects: u64,
+    /// Bots handed over to their zone's relay (several relays).
+    pub handovers: u64,
     /// Errors reported by the relay or the connections.
     pub errors: u64,
 }
@@ -220,6 +226,7 @@ struct Totals {
     disconnects: u64,
     errors: u64,
     connected: usize,
+    handovers: u64,
 }
 
 /// Runs the test; `progress` is called about once a second with the totals
@@ -238,8 +245,13 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         let zone = format!("zone-{}", i / config.zone_size.max(1));
         let (totals, histogram) = (totals.clone(), histogram.clone());
         let interval = (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate));
+        let relays = 1 + config.also.len();
+        let addr = match i % relays {
+            0 => config.addr,
+            n => config.also[n - 1],
+        };
         tasks.push(tokio::spawn(load_bot(
-            config.addr,
+            addr,
             config.websocket,
             i,
             zone,
@@ -290,6 +302,29 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         lost: t.lost,
         disconnects: t.disconnects,
         errors: t.errors,
+        handovers: t.handovers,
+    }
+}
+
+/// A bot's connection to `to` (from its own source address against a
+/// loopback relay), over WebSocket when `websocket` is set.
+async fn open(index: usize, to: SocketAddr, websocket: bool) -> Option<SocketStream> {
+    let url = format!("ws://{to}/");
+    match source_address(index, to) {
+        Some(from) => match connect_from(from, to).await {
+            Ok(stream) if websocket => Some(SocketStream::connect_ws_over(
+                &url,
+                stream,
+                SocketConfig::default(),
+            )),
+            Ok(stream) => Some(SocketStream::from_stream(stream, SocketConfig::default())),
+            Err(err) => {
+                tracing::warn!(bot = index, %from, %err, "load bot could not connect");
+                None
+            }
+        },
+        None if websocket => Some(SocketStream::connect_ws(&url, SocketConfig::default())),
+        None => Some(SocketStream::connect(to, SocketConfig::default())),
     }
 }
 
@@ -306,26 +341,9 @@ async fn load_bot(
     totals: Arc<Mutex<Totals>>,
     histogram: Arc<Mutex<Histogram>>,
 ) {
-    let to = websocket.unwrap_or(addr);
-    let mut socket = match source_address(index, to) {
-        Some(from) => match connect_from(from, to).await {
-            Ok(stream) => match websocket {
-                Some(ws) => {
-                    let url = format!("ws://{ws}/");
-                    SocketStream::connect_ws_over(&url, stream, SocketConfig::default())
-                }
-                None => SocketStream::from_stream(stream, SocketConfig::default()),
-            },
-            Err(err) => {
-                tracing::warn!(bot = index, %from, %err, "load bot could not connect");
-                totals.lock().expect("totals").disconnects += 1;
-                return;
-            }
-        },
-        None => match websocket {
-            Some(ws) => SocketStream::connect_ws(&format!("ws://{ws}/"), SocketConfig::default()),
-            None => SocketStream::connect(addr, SocketConfig::default()),
-        },
+    let Some(mut socket) = open(index, websocket.unwrap_or(addr), websocket.is_some()).await else {
+        totals.lock().expect("totals").disconnects += 1;
+        return;
     };
     let hello = Hello {
         name: format!("load-{index}"),
@@ -366,15 +384,21 @@ async fn load_bot(
                 let now_us = epoch.elapsed().as_micros() as u64;
                 let received = counts.received;
                 let mut event = event;
+                let mut redirect = None;
                 loop {
                     match event {
-                        Some(event) => {
-                            if !on_event(event, now_us, &mut counts, &mut last_seq, &mut local) {
+                        Some(event) => match on_event(event, now_us, &mut counts, &mut last_seq, &mut local) {
+                            Next::Go => {}
+                            Next::Redirect(to) => {
+                                redirect = Some(to);
+                                break;
+                            }
+                            Next::Ended => {
                                 tracing::warn!(bot = index, "load bot disconnected");
                                 counts.disconnected = true;
                                 break;
                             }
-                        }
+                        },
                         None => {
                             counts.disconnected = true;
                             break;
@@ -386,6 +410,20 @@ async fn load_bot(
                     };
                 }
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
+                if let Some(to) = redirect {
+                    // The zone lives on another relay: go there, keep the id.
+                    let next = match to.addr.parse() {
+                        Ok(next) => open(index, next, false).await,
+                        Err(_) => None,
+                    };
+                    let Some(next) = next else {
+                        counts.disconnected = true;
+                        break;
+                    };
+                    socket = next;
+                    let _ = socket.send_value(RelayChannel, RelayAction::Handover, &to.ticket);
+                    counts.handovers += 1;
+                }
                 if counts.disconnected {
                     break;
                 }
@@ -401,6 +439,7 @@ async fn load_bot(
     t.errors += counts.errors;
     t.connected += usize::from(counts.connected);
     t.disconnects += u64::from(counts.disconnected);
+    t.handovers += counts.handovers;
     drop(t);
     histogram.lock().expect("histogram").merge(&local);
 }
@@ -415,16 +454,25 @@ struct Counts {
     errors: u64,
     connected: bool,
     disconnected: bool,
+    handovers: u64,
 }
 
-/// Takes one event in; `false` when the connection ended.
+/// What a bot does after an event.
+enum Next {
+    Go,
+    /// Its zone lives on another relay.
+    Redirect(crate::Redirect),
+    Ended,
+}
+
+/// Takes one event in.
 fn on_event(
     event: SocketEvent,
     now_us: u64,
     counts: &mut Counts,
     last_seq: &mut HashMap<u32, u64>,
     histogram: &mut Histogram,
-) -> bool {
+) -> Next {
     match event {
         SocketEvent::Connected => counts.connected = true,
         SocketEvent::Received(message) => {
@@ -434,12 +482,12 @@ fn on_event(
                     let Some((player_id, Stamp { seq, sent_us })) =
                         stamp::read(message.content_bytes())
                     else {
-                        return true;
+                        return Next::Go;
                     };
                     let previous = last_seq.get(&player_id).copied();
                     // A zone-entry snapshot may repeat an old one: skip.
                     if previous.is_some_and(|p| seq <= p) {
-                        return true;
+                        return Next::Go;
                     }
                     if let Some(p) = previous {
                         counts.lost += seq - p - 1;
@@ -449,14 +497,18 @@ fn on_event(
                     histogram.record(now_us.saturating_sub(sent_us));
                 }
                 Some(RelayAction::Error) => counts.errors += 1,
+                Some(RelayAction::Redirect) => match message.content() {
+                    Ok(redirect) => return Next::Redirect(redirect),
+                    Err(_) => counts.errors += 1,
+                },
                 _ => {}
             }
         }
         SocketEvent::Error(_) => counts.errors += 1,
-        SocketEvent::Disconnected(_) => return false,
+        SocketEvent::Disconnected(_) => return Next::Ended,
         _ => {}
     }
-    true
+    Next::Go
 }
 
 #[cfg(test)]

@@ -40,6 +40,12 @@ switchboard::actions! {
         /// Relay → client: a notice from the operator, for every player
         /// (`String`).
         Notice = 7,
+        /// Relay → client: your zone lives on another relay of the
+        /// service ([`Redirect`](crate::Redirect)); this connection closes.
+        Redirect = 8,
+        /// Client → relay: the [`Handover`](crate::Handover) ticket a
+        /// redirect gave, instead of a hello: the same id here.
+        Handover = 9,
     }
 }
 
@@ -118,6 +124,10 @@ pub struct RelayConfig {
     /// disconnects it (default 10 s): a client that stops reading does not
     /// hold a task and a socket forever.
     pub json_write_timeout: Duration,
+    /// One relay of several (default none; `docs/SCALING.md`): each zone
+    /// lives on one of them, native players are handed over to their
+    /// zone's relay with their ids. JSON players stay where they connect.
+    pub zones: Option<crate::ZoneRouting>,
 }
 
 impl Default for RelayConfig {
@@ -137,6 +147,7 @@ impl Default for RelayConfig {
             max_json_connections_per_ip: 16,
             json_idle_timeout: Duration::from_secs(120),
             json_write_timeout: Duration::from_secs(10),
+            zones: None,
         }
     }
 }

@@ -1,0 +1,241 @@
+//! Zones across relay processes over a real Redis: a zone lives on one
+//! relay, a player whose zone lives elsewhere is handed over with its id,
+//! handover tickets are honoured once and cannot be forged, and a zone
+//! whose relay stopped moves to a live one.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use switchboard::socket::{BindScope, SocketConfig, SocketEvent, SocketStream};
+use switchboard_redis::testing::RedisProcess;
+use switchboard_redis::{RedisConfig, RedisStore, RedisZones, PRESENCE_TTL};
+use switchboard_relay::{
+    Handover, Hello, Redirect, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer,
+    Relayed, Transform,
+};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn store(redis: &RedisProcess) -> RedisStore {
+    RedisStore::open(RedisConfig {
+        url: redis.url(),
+        ..RedisConfig::default()
+    })
+    .unwrap()
+}
+
+async fn relay(redis: &RedisProcess) -> RelayHandle {
+    let (zones, serving) = RedisZones::join(store(redis)).await.unwrap();
+    let config = RelayConfig {
+        zones: Some(zones),
+        ..RelayConfig::default()
+    };
+    let relay = RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    serving.at(relay.native_addr().to_string());
+    relay
+}
+
+/// A player: its connection, the relay it is on, its id.
+struct Player {
+    socket: SocketStream,
+    on: SocketAddr,
+    id: u32,
+    heard: Vec<u32>,
+    handed_over: Option<Handover>,
+    errors: Vec<String>,
+}
+
+fn transform(zone: &str) -> Transform {
+    Transform {
+        zone: zone.into(),
+        ..Transform::default()
+    }
+}
+
+impl Player {
+    async fn connect(to: SocketAddr, name: &str) -> Player {
+        let socket = SocketStream::connect(to, SocketConfig::default());
+        let hello = Hello {
+            name: name.into(),
+            bot: false,
+        };
+        socket
+            .send_value(RelayChannel, RelayAction::Hello, &hello)
+            .unwrap();
+        let mut player = Player {
+            socket,
+            on: to,
+            id: 0,
+            heard: Vec::new(),
+            handed_over: None,
+            errors: Vec::new(),
+        };
+        player.until(|p| p.id != 0).await;
+        player
+    }
+
+    /// Sends a transform in `zone`, then takes events (following a
+    /// redirect) for 20 ms.
+    async fn step(&mut self, zone: &str) {
+        let _ = self
+            .socket
+            .send_value(RelayChannel, RelayAction::Transform, &transform(zone));
+        let until = tokio::time::Instant::now() + Duration::from_millis(20);
+        while let Ok(event) = tokio::time::timeout_at(until, self.socket.next_event()).await {
+            self.take(event).await;
+        }
+    }
+
+    /// Takes events (following a redirect) until `done`, sending a
+    /// transform in `zone` every 50 ms.
+    async fn play_until(&mut self, zone: &str, done: impl Fn(&Player) -> bool) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        while !done(self) {
+            assert!(tokio::time::Instant::now() < deadline, "not in time");
+            tokio::select! {
+                _ = tick.tick() => {
+                    let _ = self.socket.send_value(RelayChannel, RelayAction::Transform, &transform(zone));
+                }
+                event = self.socket.next_event() => self.take(event).await,
+            }
+        }
+    }
+
+    async fn until(&mut self, done: impl Fn(&Player) -> bool) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !done(self) {
+            let event = tokio::time::timeout_at(deadline, self.socket.next_event())
+                .await
+                .expect("not in time");
+            self.take(event).await;
+        }
+    }
+
+    async fn take(&mut self, event: Option<SocketEvent>) {
+        let Some(SocketEvent::Received(message)) = event else {
+            return;
+        };
+        match message.action::<RelayAction>() {
+            Some(RelayAction::Welcome) => self.id = message.content().unwrap(),
+            Some(RelayAction::Relayed) => {
+                let relayed: Relayed = message.content().unwrap();
+                self.heard.push(relayed.player_id);
+            }
+            Some(RelayAction::Error) => self.errors.push(message.content().unwrap()),
+            Some(RelayAction::Redirect) => {
+                let redirect: Redirect = message.content().unwrap();
+                let to: SocketAddr = redirect.addr.parse().unwrap();
+                self.socket = SocketStream::connect(to, SocketConfig::default());
+                self.socket
+                    .send_value(RelayChannel, RelayAction::Handover, &redirect.ticket)
+                    .unwrap();
+                self.on = to;
+                self.handed_over = Some(redirect.ticket);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_whose_zone_lives_on_another_relay_is_handed_over_with_its_id() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    // Both relays published themselves before the first zone is placed.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ann = Player::connect(one.native_addr(), "ann").await;
+    let mut bob = Player::connect(two.native_addr(), "bob").await;
+    let ids = (ann.id, bob.id);
+    assert_ne!(ids.0, ids.1, "ids are unique across relays");
+    // Both play in "dock": it lives on one relay, and whoever is on the
+    // other is handed over.
+    let deadline = Instant::now() + WAIT;
+    while !(ann.heard.contains(&ids.1) && bob.heard.contains(&ids.0)) {
+        assert!(Instant::now() < deadline, "they never met");
+        ann.step("dock").await;
+        bob.step("dock").await;
+    }
+    assert_eq!(ann.on, bob.on, "both on the zone's relay");
+    assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
+    let handed = [&ann, &bob]
+        .iter()
+        .filter(|p| p.handed_over.is_some())
+        .count();
+    assert_eq!(handed, 1, "exactly one of them was on the other relay");
+    assert!(ann.errors.is_empty() && bob.errors.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A zone that lives on relay two, played from relay one.
+    let (directory, _not_serving) = RedisZones::join(store(&redis)).await.unwrap();
+    let mut zone = None;
+    for n in 0..64 {
+        let name = format!("zone-{n}");
+        let owner = directory.directory.owner(&name).await.unwrap();
+        if owner.addr == two.native_addr().to_string() {
+            zone = Some(name);
+            break;
+        }
+    }
+    let zone = zone.expect("a zone on the second relay");
+    let mut ann = Player::connect(one.native_addr(), "ann").await;
+    ann.play_until(&zone, |p| p.handed_over.is_some()).await;
+    assert_eq!(ann.on, two.native_addr());
+    ann.until(|p| p.id != 0).await;
+    let ticket = ann.handed_over.clone().unwrap();
+
+    // Presented again, by anyone: refused.
+    let mut eve = Player::connect(two.native_addr(), "eve").await;
+    eve.socket
+        .send_value(RelayChannel, RelayAction::Handover, &ticket)
+        .unwrap();
+    eve.until(|p| !p.errors.is_empty()).await;
+    assert!(eve.errors[0].contains("used"), "{:?}", eve.errors);
+    // Altered: refused.
+    let mut forged = ticket.clone();
+    forged.player_id += 1;
+    forged.nonce[0] ^= 1;
+    eve.socket
+        .send_value(RelayChannel, RelayAction::Handover, &forged)
+        .unwrap();
+    eve.until(|p| p.errors.len() == 2).await;
+    assert!(eve.errors[1].contains("not valid"), "{:?}", eve.errors);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The directory, as any relay asks it.
+    let (directory, _not_serving) = RedisZones::join(store(&redis)).await.unwrap();
+    let owner = directory.directory.owner("plaza").await.unwrap();
+    let (gone, survivor) = if owner.addr == one.native_addr().to_string() {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    assert_eq!(owner.addr, gone.native_addr().to_string());
+    // Its relay stops; once its presence lapses, "plaza" is the survivor's.
+    gone.shutdown();
+    tokio::time::sleep(PRESENCE_TTL + Duration::from_millis(500)).await;
+    let moved = directory.directory.owner("plaza").await.unwrap();
+    assert_eq!(moved.addr, survivor.native_addr().to_string());
+    let mut bob = Player::connect(survivor.native_addr(), "bob").await;
+    let mut cat = Player::connect(survivor.native_addr(), "cat").await;
+    let deadline = Instant::now() + WAIT;
+    while bob.heard.is_empty() || cat.heard.is_empty() {
+        assert!(Instant::now() < deadline, "never met in the moved zone");
+        bob.step("plaza").await;
+        cat.step("plaza").await;
+    }
+    assert!(
+        bob.handed_over.is_none() && cat.handed_over.is_none(),
+        "served where they are"
+    );
+}

@@ -1,0 +1,366 @@
+//! Zones across several relay processes (`docs/SCALING.md`): each zone lives
+//! on one process, which a directory (the `switchboard-redis` crate's
+//! `RedisZones`) assigns; a player whose transform names a zone that lives
+//! elsewhere is **handed over**: told where to go with a signed ticket that
+//! keeps its player id there.
+//!
+//! ```text
+//!  bot ──transform(zone "dock")──▶ relay 1 ──owner of "dock"?──▶ directory: relay 2
+//!  bot ◀──Redirect { relay 2's address, Handover ticket }── relay 1 (the others hear it leave)
+//!  bot ──Handover(ticket)──▶ relay 2: signed, for relay 2, unexpired, once ──▶ the same id, in "dock"
+//! ```
+//!
+//! A zone's owner is remembered for [`ZoneRouting::remember`]; a transform
+//! for a zone not yet known waits for the directory (the latest one per
+//! player, nothing more). When the directory cannot answer, the zone is
+//! served where the player is: the game goes on, one zone may briefly live
+//! on two processes.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use switchboard::session::ticket;
+use tokio::sync::mpsc;
+
+use crate::transform::Transform;
+
+/// A boxed future, as the directory's calls return.
+pub type ZoneFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The process a zone lives on, and where its players connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneOwner {
+    /// Its number in the service.
+    pub process: u32,
+    /// Its native address (`host:port`).
+    pub addr: String,
+}
+
+/// Where zones live: one assignment for the whole service.
+pub trait ZoneDirectory: Send + Sync + 'static {
+    /// The process `zone` lives on, assigning it to a live one if none
+    /// holds it.
+    fn owner<'a>(&'a self, zone: &'a str) -> ZoneFuture<'a, ZoneOwner>;
+    /// How many players this process has now (its load, published).
+    fn set_players(&self, players: usize);
+}
+
+/// A relay process's place among the service's relays
+/// ([`RelayConfig::zones`](crate::RelayConfig::zones)).
+#[derive(Clone)]
+pub struct ZoneRouting {
+    /// The directory.
+    pub directory: Arc<dyn ZoneDirectory>,
+    /// This process's number in the service (player ids start with it).
+    pub process: u32,
+    /// The service's key, for handover tickets.
+    pub key: [u8; 32],
+    /// How long a zone's owner is remembered (default 2 s).
+    pub remember: Duration,
+    /// How long a handover ticket is good (default 10 s).
+    pub ticket_life: Duration,
+    /// Zones asked of the directory at once at most (default 1,024); a
+    /// transform for another unknown zone past it is served here.
+    pub max_lookups: usize,
+}
+
+impl ZoneRouting {
+    /// Routing through `directory` for process `process`, with the
+    /// service's `key` and the default timers.
+    pub fn new(directory: Arc<dyn ZoneDirectory>, process: u32, key: [u8; 32]) -> Self {
+        Self {
+            directory,
+            process,
+            key,
+            remember: Duration::from_secs(2),
+            ticket_life: Duration::from_secs(10),
+            max_lookups: 1024,
+        }
+    }
+}
+
+impl std::fmt::Debug for ZoneRouting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZoneRouting")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ZoneRouting {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.directory, &other.directory) && self.process == other.process
+    }
+}
+
+/// A player's ticket from one relay process to another: the same id and
+/// name there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handover {
+    /// Its player id (kept).
+    pub player_id: u32,
+    /// Its name.
+    pub name: String,
+    /// Whether it is a bot.
+    pub bot: bool,
+    /// The process it is good for.
+    pub process: u32,
+    /// When it expires (ms since the Unix epoch).
+    pub expires_ms: u64,
+    /// Its number: good once.
+    pub nonce: [u8; 16],
+    /// HMAC-SHA256 of the fields above with the service's key.
+    pub mac: [u8; 32],
+}
+
+/// Relay → player: your zone lives elsewhere (`RelayAction::Redirect`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redirect {
+    /// Where to connect (`host:port`, native).
+    pub addr: String,
+    /// What to present there (`RelayAction::Handover`), instead of a hello.
+    pub ticket: Handover,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Handover {
+    fn signed_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(48 + self.name.len());
+        bytes.extend_from_slice(&self.player_id.to_le_bytes());
+        bytes.extend_from_slice(&(self.name.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(self.name.as_bytes());
+        bytes.push(u8::from(self.bot));
+        bytes.extend_from_slice(&self.process.to_le_bytes());
+        bytes.extend_from_slice(&self.expires_ms.to_le_bytes());
+        bytes.extend_from_slice(&self.nonce);
+        bytes
+    }
+
+    /// A ticket for `player_id` to `process`, good for `life`.
+    pub fn issue(
+        key: &[u8; 32],
+        player_id: u32,
+        name: &str,
+        bot: bool,
+        process: u32,
+        life: Duration,
+    ) -> Self {
+        let mut handover = Self {
+            player_id,
+            name: name.to_string(),
+            bot,
+            process,
+            expires_ms: unix_ms() + life.as_millis() as u64,
+            nonce: ticket::nonce(),
+            mac: [0; 32],
+        };
+        handover.mac = ticket::sign(key, &handover.signed_bytes());
+        handover
+    }
+
+    /// Why it does not admit anyone to `process` now, if it does not.
+    pub fn check(&self, key: &[u8; 32], process: u32) -> Result<(), &'static str> {
+        if !ticket::verify(key, &self.signed_bytes(), &self.mac) {
+            return Err("the handover ticket is not valid");
+        }
+        if self.process != process {
+            return Err("the handover ticket is for another relay");
+        }
+        if unix_ms() > self.expires_ms {
+            return Err("the handover ticket has expired");
+        }
+        Ok(())
+    }
+}
+
+/// What to do with a transform.
+pub(crate) enum Verdict {
+    /// Relay it here.
+    Here(Transform),
+    /// Its zone lives elsewhere: hand the player over.
+    Elsewhere(ZoneOwner),
+    /// Held until the directory answers.
+    Waiting,
+}
+
+/// The dispatch's side: owners remembered, transforms waiting for the
+/// directory, tickets taken.
+pub(crate) struct Zones {
+    routing: ZoneRouting,
+    owners: HashMap<String, (ZoneOwner, Instant)>,
+    /// Each waiting player's latest transform.
+    waiting: HashMap<u32, Transform>,
+    asking: HashSet<String>,
+    answers_tx: mpsc::UnboundedSender<(String, Result<ZoneOwner, String>)>,
+    answers: mpsc::UnboundedReceiver<(String, Result<ZoneOwner, String>)>,
+    /// Tickets honoured, until they expire.
+    taken: HashMap<[u8; 16], u64>,
+    /// Whether the last lookup failed (logged once per outage).
+    failing: bool,
+}
+
+impl Zones {
+    pub(crate) fn new(routing: ZoneRouting) -> Self {
+        let (answers_tx, answers) = mpsc::unbounded_channel();
+        Self {
+            routing,
+            owners: HashMap::new(),
+            waiting: HashMap::new(),
+            asking: HashSet::new(),
+            answers_tx,
+            answers,
+            taken: HashMap::new(),
+            failing: false,
+        }
+    }
+
+    pub(crate) fn routing(&self) -> &ZoneRouting {
+        &self.routing
+    }
+
+    fn local(&self) -> ZoneOwner {
+        ZoneOwner {
+            process: self.routing.process,
+            addr: String::new(),
+        }
+    }
+
+    /// Where `player`'s transform goes.
+    pub(crate) fn route(&mut self, player: u32, transform: Transform) -> Verdict {
+        let now = Instant::now();
+        if let Some((owner, at)) = self.owners.get(&transform.zone) {
+            if now.saturating_duration_since(*at) < self.routing.remember {
+                return if owner.process == self.routing.process {
+                    Verdict::Here(transform)
+                } else {
+                    Verdict::Elsewhere(owner.clone())
+                };
+            }
+        }
+        if !self.asking.contains(&transform.zone) {
+            if self.asking.len() >= self.routing.max_lookups {
+                return Verdict::Here(transform);
+            }
+            self.ask(transform.zone.clone());
+        }
+        self.waiting.insert(player, transform);
+        Verdict::Waiting
+    }
+
+    fn ask(&mut self, zone: String) {
+        self.asking.insert(zone.clone());
+        let directory = self.routing.directory.clone();
+        let answers = self.answers_tx.clone();
+        tokio::spawn(async move {
+            let owner = directory.owner(&zone).await;
+            let _ = answers.send((zone, owner));
+        });
+    }
+
+    /// The directory's next answer.
+    pub(crate) async fn next_answer(&mut self) -> (String, Result<ZoneOwner, String>) {
+        match self.answers.recv().await {
+            Some(answer) => answer,
+            // Never: this holds a sender.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Takes an answer in; returns the players whose transforms waited for
+    /// it, with their verdicts.
+    pub(crate) fn answered(
+        &mut self,
+        zone: String,
+        owner: Result<ZoneOwner, String>,
+    ) -> Vec<(u32, Verdict)> {
+        self.asking.remove(&zone);
+        let owner = match owner {
+            Ok(owner) => {
+                if self.failing {
+                    self.failing = false;
+                    tracing::info!("zone directory reachable again");
+                }
+                owner
+            }
+            Err(err) => {
+                if !self.failing {
+                    self.failing = true;
+                    tracing::warn!(%err, "zone directory unavailable: zones are served where their players are");
+                }
+                self.local()
+            }
+        };
+        self.owners
+            .insert(zone.clone(), (owner.clone(), Instant::now()));
+        let players: Vec<u32> = self
+            .waiting
+            .iter()
+            .filter(|(_, t)| t.zone == zone)
+            .map(|(id, _)| *id)
+            .collect();
+        players
+            .into_iter()
+            .filter_map(|id| {
+                let transform = self.waiting.remove(&id)?;
+                let verdict = if owner.process == self.routing.process {
+                    Verdict::Here(transform)
+                } else {
+                    Verdict::Elsewhere(owner.clone())
+                };
+                Some((id, verdict))
+            })
+            .collect()
+    }
+
+    /// A player left: nothing of its waits.
+    pub(crate) fn forget(&mut self, player: u32) {
+        self.waiting.remove(&player);
+    }
+
+    /// A ticket to `owner` for `player`.
+    pub(crate) fn ticket(&self, player: u32, name: &str, bot: bool, owner: &ZoneOwner) -> Handover {
+        let r = &self.routing;
+        Handover::issue(&r.key, player, name, bot, owner.process, r.ticket_life)
+    }
+
+    /// Honours `ticket` here, once.
+    pub(crate) fn take(&mut self, ticket: &Handover) -> Result<(), &'static str> {
+        ticket.check(&self.routing.key, self.routing.process)?;
+        let now = unix_ms();
+        self.taken.retain(|_, expires| *expires >= now);
+        if self.taken.contains_key(&ticket.nonce) {
+            return Err("the handover ticket was used already");
+        }
+        self.taken.insert(ticket.nonce, ticket.expires_ms);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handover_ticket_is_good_for_its_relay_once_and_cannot_be_altered() {
+        let key = [3u8; 32];
+        let ticket = Handover::issue(&key, 7, "ann", false, 2, Duration::from_secs(10));
+        assert_eq!(ticket.check(&key, 2), Ok(()));
+        assert!(ticket.check(&key, 3).is_err(), "another relay");
+        assert!(ticket.check(&[4u8; 32], 2).is_err(), "another service");
+        let mut renamed = ticket.clone();
+        renamed.player_id = 8;
+        assert!(renamed.check(&key, 2).is_err(), "altered");
+        let expired = Handover::issue(&key, 7, "ann", false, 2, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(expired.check(&key, 2).is_err(), "expired");
+    }
+}
