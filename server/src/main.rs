@@ -76,6 +76,10 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
+    /// Threads serving the relay (several relays on one machine share its
+    /// cores: one each is enough).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
     /// With `--redis`: where players reach this relay (`host:port`), as
     /// other relays hand them over (default: 127.0.0.1 and the port bound).
     #[arg(long)]
@@ -474,8 +478,12 @@ async fn serve_master<R: master::Registry>(
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    runtime_with(2)
+}
+
+fn runtime_with(threads: usize) -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads.max(1))
         .enable_all()
         .build()
         .map_err(|e| e.to_string())
@@ -483,7 +491,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
-    let runtime = runtime()?;
+    let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
             json_port: args.json_port,

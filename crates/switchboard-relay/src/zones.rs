@@ -10,9 +10,10 @@
 //!  bot ──Handover(ticket)──▶ relay 2: signed, for relay 2, unexpired, once ──▶ the same id, in "dock"
 //! ```
 //!
-//! A zone's owner is remembered for [`ZoneRouting::remember`]; a transform
-//! for a zone not yet known waits for the directory (the latest one per
-//! player, nothing more). When the directory cannot answer, the zone is
+//! A zone's owner is remembered, and asked again after
+//! [`ZoneRouting::remember`] while the remembered one still serves; a
+//! transform for a zone never seen waits for the directory (the latest one
+//! per player, nothing more). When the directory cannot answer, the zone is
 //! served where the player is: the game goes on, one zone may briefly live
 //! on two processes.
 
@@ -234,26 +235,32 @@ impl Zones {
         }
     }
 
-    /// Where `player`'s transform goes.
+    /// Where `player`'s transform goes. A zone's owner known but older
+    /// than `remember` is still used while the directory is asked again,
+    /// so only a zone never seen makes transforms wait.
     pub(crate) fn route(&mut self, player: u32, transform: Transform) -> Verdict {
         let now = Instant::now();
-        if let Some((owner, at)) = self.owners.get(&transform.zone) {
-            if now.saturating_duration_since(*at) < self.routing.remember {
-                return if owner.process == self.routing.process {
-                    Verdict::Here(transform)
-                } else {
-                    Verdict::Elsewhere(owner.clone())
-                };
-            }
-        }
-        if !self.asking.contains(&transform.zone) {
-            if self.asking.len() >= self.routing.max_lookups {
-                return Verdict::Here(transform);
-            }
+        let known = self.owners.get(&transform.zone).map(|(owner, at)| {
+            let stale = now.saturating_duration_since(*at) >= self.routing.remember;
+            (owner.clone(), stale)
+        });
+        let stale = known.as_ref().is_none_or(|(_, stale)| *stale);
+        if stale
+            && !self.asking.contains(&transform.zone)
+            && self.asking.len() < self.routing.max_lookups
+        {
             self.ask(transform.zone.clone());
         }
-        self.waiting.insert(player, transform);
-        Verdict::Waiting
+        match known {
+            Some((owner, _)) if owner.process == self.routing.process => Verdict::Here(transform),
+            Some((owner, _)) => Verdict::Elsewhere(owner),
+            // Too many zones asked at once: served here.
+            None if !self.asking.contains(&transform.zone) => Verdict::Here(transform),
+            None => {
+                self.waiting.insert(player, transform);
+                Verdict::Waiting
+            }
+        }
     }
 
     fn ask(&mut self, zone: String) {
