@@ -42,6 +42,25 @@ impl RedisProcess {
         }
     }
 
+    /// Freezes it (SIGSTOP): connections stay open and nothing answers, as
+    /// a Redis that is overloaded or swapping.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen one go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status();
+        }
+    }
+
     /// Starts it again on the same port (stopping it first if it runs).
     pub fn restart(&mut self) -> std::io::Result<()> {
         self.stop();

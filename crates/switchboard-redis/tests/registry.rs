@@ -227,3 +227,43 @@ async fn redis_down_fails_listings_with_a_clear_error_and_heals_when_it_is_back(
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_fails_a_listing_within_the_timeout_and_the_master_answers_others() {
+    let redis = RedisProcess::start().unwrap();
+    let (server, handle) = MasterServer::bind_with(
+        "127.0.0.1:0".parse().unwrap(),
+        MasterConfig::default(),
+        registry(&redis),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(server.run(std::future::pending()));
+    let master = handle.local_addr();
+    assert!(master::fetch_list(master, Filter::default(), WAIT)
+        .await
+        .is_ok());
+
+    redis.freeze();
+    let started = Instant::now();
+    let err = master::fetch_list(master, Filter::default(), WAIT)
+        .await
+        .unwrap_err()
+        .to_string();
+    let waited = started.elapsed();
+    redis.thaw();
+    assert!(err.contains("server list unavailable"), "{err}");
+    // The response and connect timeouts (500 ms each) bound the wait.
+    assert!(waited < Duration::from_millis(2500), "waited {waited:?}");
+    // Its counters do not need Redis.
+    assert!(
+        master::master_stats(master, WAIT)
+            .await
+            .unwrap()
+            .registry_errors
+            >= 1
+    );
+    assert!(master::fetch_list(master, Filter::default(), WAIT)
+        .await
+        .is_ok());
+}
