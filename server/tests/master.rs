@@ -2,43 +2,16 @@
 //! browser lists, filters and pings them, one stops and expires, the master
 //! restarts and is repopulated, and floods and garbage are limited.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support::{start, Proc};
 
 use switchboard_master::{self as master, Filter, Listed};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard-server");
 const WAIT: Duration = Duration::from_secs(10);
-
-/// A child process that is killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `switchboard-server ARGS` and returns it with the port of its
-/// ready line.
-fn start(args: &[&str]) -> (Proc, u16) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let port = stdout
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
-        .expect("ready line");
-    (Proc(child), port)
-}
 
 fn start_master(port: u16, extra: &[&str]) -> (Proc, SocketAddr) {
     let port = port.to_string();

@@ -3,29 +3,18 @@
 //! client resumes on the other with its id. Two rooms servers and a
 //! matchmaker: one room list, new rooms spread, joins routed.
 
-use std::cell::RefCell;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::rc::Rc;
-use std::time::{Duration, Instant};
+mod support;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use support::Proc;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{RedisConfig, RedisStore};
 use switchboard_server::board::{BoardAction, BoardChannel};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard-server");
 const WAIT: Duration = Duration::from_secs(15);
-
-/// A child process that is killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn board_server(redis: &RedisProcess) -> (Proc, String) {
     let url = redis.url();
@@ -43,19 +32,8 @@ fn board_server(redis: &RedisProcess) -> (Proc, String) {
 
 /// Starts `switchboard-server ARGS`; returns it and its address.
 fn start(args: &[&str]) -> (Proc, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let port: u16 = stdout
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
-        .expect("ready line");
-    (Proc(child), format!("127.0.0.1:{port}"))
+    let (proc, port) = support::start(args);
+    (proc, format!("127.0.0.1:{port}"))
 }
 
 /// Whether Redis holds `client`'s session.
@@ -65,11 +43,7 @@ fn session_stored(redis: &RedisProcess, client: switchboard::ClientId) -> bool {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = RedisStore::open(RedisConfig {
-            url: redis.url(),
-            ..RedisConfig::default()
-        })
-        .unwrap();
+        let store = redis.store();
         let key = store.key(format_args!("session:{client}"));
         store
             .run(|mut c| async move {
@@ -83,12 +57,8 @@ fn session_stored(redis: &RedisProcess, client: switchboard::ClientId) -> bool {
     })
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not in time");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    support::wait_until(what, WAIT, done)
 }
 
 fn say(client: &mut NetworkClient, line: &str) -> RequestStatus {

@@ -29,6 +29,15 @@ impl RedisProcess {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// A store on it with the default settings (connects on first use).
+    pub fn store(&self) -> crate::RedisStore {
+        let config = crate::RedisConfig {
+            url: self.url(),
+            ..crate::RedisConfig::default()
+        };
+        crate::RedisStore::open(config).expect("a valid URL")
+    }
+
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))

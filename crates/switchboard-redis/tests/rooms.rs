@@ -11,19 +11,11 @@ use switchboard::{
     BindScope, ClientConfig, ManagerConfig, ManagerHandle, RequestStatus, ServerManager,
 };
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{Matchmaker, MatchmakerConfig, RedisConfig, RedisStore, RoomsPresence};
+use switchboard_redis::{Matchmaker, MatchmakerConfig, RoomsPresence};
 use switchboard_rooms::directory::{self, Seat};
 use switchboard_rooms::{CreateRoom, RoomClient, RoomId, RoomSummary, RoomsLogic};
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn store(redis: &RedisProcess) -> RedisStore {
-    RedisStore::open(RedisConfig {
-        url: redis.url(),
-        ..RedisConfig::default()
-    })
-    .unwrap()
-}
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     switchboard::runtime::handle().block_on(future)
@@ -31,7 +23,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 /// A rooms process in directory mode (a manager of its own).
 fn rooms_process(redis: &RedisProcess) -> ManagerHandle {
-    let (link, serving) = block_on(RoomsPresence::join(store(redis))).unwrap();
+    let (link, serving) = block_on(RoomsPresence::join(redis.store())).unwrap();
     let logic = RoomsLogic::new().with_directory(link);
     let handle =
         ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), logic).unwrap();
@@ -42,7 +34,7 @@ fn rooms_process(redis: &RedisProcess) -> ManagerHandle {
 fn matchmaker(redis: &RedisProcess) -> SocketAddr {
     let (matchmaker, handle) = Matchmaker::bind(
         "127.0.0.1:0".parse().unwrap(),
-        store(redis),
+        redis.store(),
         MatchmakerConfig::default(),
     )
     .unwrap();

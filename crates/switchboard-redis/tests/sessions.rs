@@ -11,21 +11,13 @@ use switchboard::manager::{SessionShare, ShareUpdate, SharedSession};
 use switchboard::session::ReconnectToken;
 use switchboard::ClientId;
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{RedisConfig, RedisSessions, RedisStore};
+use switchboard_redis::RedisSessions;
 
 const GRACE: Duration = Duration::from_secs(30);
 
-fn store(redis: &RedisProcess) -> RedisStore {
-    RedisStore::open(RedisConfig {
-        url: redis.url(),
-        ..RedisConfig::default()
-    })
-    .unwrap()
-}
-
 /// One server process's view of the shared sessions.
 fn process(redis: &RedisProcess) -> RedisSessions {
-    RedisSessions::new(store(redis))
+    RedisSessions::new(redis.store())
 }
 
 fn session(n: u128) -> SharedSession {
@@ -152,8 +144,9 @@ async fn redis_holds_no_token_a_client_could_present() {
     let ada = session(1);
     let secret = ReconnectToken([0xAB; 32]);
     online(&a, &ada, &secret).await;
-    let key = store(&redis).key(format_args!("session:{}", ada.client));
-    let fields: Vec<String> = store(&redis)
+    let key = redis.store().key(format_args!("session:{}", ada.client));
+    let fields: Vec<String> = redis
+        .store()
         .run(|mut c| async move { redis::cmd("HVALS").arg(&key).query_async(&mut c).await })
         .await
         .unwrap();

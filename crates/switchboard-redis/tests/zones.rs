@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use switchboard::socket::{BindScope, SocketConfig, SocketEvent, SocketStream};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{RedisConfig, RedisStore, RedisZones, PRESENCE_TTL};
+use switchboard_redis::{RedisZones, PRESENCE_TTL};
 use switchboard_relay::{
     Handover, Hello, Redirect, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer,
     Relayed, Transform,
@@ -16,16 +16,8 @@ use switchboard_relay::{
 
 const WAIT: Duration = Duration::from_secs(10);
 
-fn store(redis: &RedisProcess) -> RedisStore {
-    RedisStore::open(RedisConfig {
-        url: redis.url(),
-        ..RedisConfig::default()
-    })
-    .unwrap()
-}
-
 async fn relay(redis: &RedisProcess) -> RelayHandle {
-    let (zones, serving) = RedisZones::join(store(redis)).await.unwrap();
+    let (zones, serving) = RedisZones::join(redis.store()).await.unwrap();
     let config = RelayConfig {
         zones: Some(zones),
         ..RelayConfig::default()
@@ -172,7 +164,7 @@ async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
     let (one, two) = (relay(&redis).await, relay(&redis).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // A zone that lives on relay two, played from relay one.
-    let (directory, _not_serving) = RedisZones::join(store(&redis)).await.unwrap();
+    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
     let mut zone = None;
     for n in 0..64 {
         let name = format!("zone-{n}");
@@ -213,7 +205,7 @@ async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
     let (one, two) = (relay(&redis).await, relay(&redis).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The directory, as any relay asks it.
-    let (directory, _not_serving) = RedisZones::join(store(&redis)).await.unwrap();
+    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
     let owner = directory.directory.owner("plaza").await.unwrap();
     let (gone, survivor) = if owner.addr == one.native_addr().to_string() {
         (one, two)

@@ -19,7 +19,7 @@ use strategy::scenario::NationId;
 use switchboard::{ClientConfig, ClientId, NetworkClient, ReconnectPolicy, RequestStatus};
 use switchboard_master::{MasterConfig, MasterServer};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{RedisCheckpoints, RedisConfig, RedisStore};
+use switchboard_redis::RedisCheckpoints;
 
 const WAIT: Duration = Duration::from_secs(20);
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
@@ -145,11 +145,7 @@ fn checkpoint_turn(redis: &RedisProcess) -> Option<u32> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = RedisStore::open(RedisConfig {
-            url: redis.url(),
-            ..RedisConfig::default()
-        })
-        .ok()?;
+        let store = redis.store();
         let bytes = RedisCheckpoints::new(store, GAME)
             .ok()?
             .load()

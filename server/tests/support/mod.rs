@@ -1,0 +1,48 @@
+//! What the process tests share: the server binary as a child process,
+//! killed (SIGKILL) when dropped, and waiting for a condition.
+
+// Each test file uses the part it needs.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard-server");
+
+/// A child process that is killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `switchboard-server ARGS` and returns it with the port of its
+/// ready line.
+pub fn start(args: &[&str]) -> (Proc, u16) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let port = stdout
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
+        .expect("ready line");
+    (Proc(child), port)
+}
+
+/// Polls `done` every 10 ms for up to `wait`; panics naming `what`.
+pub fn wait_until(what: &str, wait: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + wait;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
