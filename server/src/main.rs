@@ -15,19 +15,20 @@
 //! rooms and relay servers take `--ws-port` for browsers and other
 //! WebSocket clients.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
+mod master_cli;
 mod scale;
 mod web;
 use scale::RedisArgs;
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
-use switchboard_master::{self as master, Announce, MasterConfig, MasterServer, ServerInfo};
+use switchboard_master::{Announce, ServerInfo};
 use switchboard_server::board::BoardLogic;
 
 /// The dedicated Switchboard game server.
@@ -43,7 +44,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a master server that lists game servers.
-    Master(MasterArgs),
+    Master(master_cli::MasterArgs),
     /// Run a real-time relay (transforms relayed within zones).
     Relay(RelayArgs),
     /// Run a rooms server: lobby, rooms, RPC and replication for any game.
@@ -224,32 +225,6 @@ struct GameArgs {
     admin: AdminArgs,
 }
 
-#[derive(Debug, Args)]
-struct MasterArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = parse_scope)]
-    bind: BindScope,
-    /// UDP and TCP port.
-    #[arg(long, default_value_t = master::DEFAULT_PORT)]
-    port: u16,
-    /// Seconds after which a silent server is dropped.
-    #[arg(long, default_value_t = 180.0)]
-    expiry_secs: f64,
-    /// Servers listed at most.
-    #[arg(long, default_value_t = 10_000)]
-    max_servers: usize,
-    /// Servers listed per IP at most.
-    #[arg(long, default_value_t = 32)]
-    max_per_ip: usize,
-    /// Heartbeats per minute answered per IP.
-    #[arg(long, default_value_t = 6.0)]
-    heartbeats_per_minute: f64,
-    #[command(flatten)]
-    redis: RedisArgs,
-    #[command(flatten)]
-    admin: AdminArgs,
-}
-
 fn parse_scope(text: &str) -> Result<BindScope, String> {
     match text {
         "loopback" | "127.0.0.1" | "localhost" => Ok(BindScope::Loopback),
@@ -270,7 +245,7 @@ fn main() -> ExitCode {
 
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Master(args)) => run_master(args),
+        Some(Command::Master(args)) => master_cli::run_master(args),
         Some(Command::Relay(args)) => run_relay(args),
         Some(Command::Rooms(args)) => run_rooms(args),
         Some(Command::Bots(args)) => load_cli::run_bots(args),
@@ -428,53 +403,6 @@ fn read_password(path: &std::path::Path) -> Result<String, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the password file {}: {e}", path.display()))?;
     Ok(text.lines().next().unwrap_or("").to_string())
-}
-
-fn run_master(args: MasterArgs) -> Result<(), String> {
-    let config = MasterConfig {
-        expiry: Duration::from_secs_f64(args.expiry_secs.max(0.1)),
-        max_servers: args.max_servers,
-        max_servers_per_ip: args.max_per_ip,
-        heartbeats_per_minute: args.heartbeats_per_minute,
-        tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
-        ..MasterConfig::default()
-    };
-    let ip = match args.bind {
-        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    };
-    switchboard::process::init_stderr_logging();
-    let addr = SocketAddr::new(ip, args.port);
-    runtime()?.block_on(async move {
-        match args.redis.open()? {
-            Some(store) => {
-                let registry = switchboard_redis::RedisRegistry::new(store);
-                serve_master(addr, config, registry, &args.admin).await
-            }
-            None => {
-                serve_master(addr, config, master::MemoryRegistry::default(), &args.admin).await
-            }
-        }
-    })
-}
-
-async fn serve_master<R: master::Registry>(
-    addr: SocketAddr,
-    config: MasterConfig,
-    registry: R,
-    admin: &AdminArgs,
-) -> Result<(), String> {
-    let (server, handle) = MasterServer::bind_with(addr, config, registry)
-        .await
-        .map_err(|e| format!("cannot bind the master: {e}"))?;
-    println!(
-        "{}",
-        switchboard::process::ready_line(handle.local_addr().port())
-    );
-    let source = master::MasterAdmin::new(handle.clone());
-    let _admin = admin.start(std::sync::Arc::new(source)).await?;
-    server.run(switchboard::process::wait_for_signal()).await;
-    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -12,11 +12,13 @@ use crate::hub::{Link, Outgoing, Relay, RelayEvent};
 use crate::json::{error_line, json_line_of, JsonEvent, JsonQueue};
 use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
 use crate::transform::Transform;
-use crate::zones::{Handover, Redirect, Verdict, ZoneOwner, Zones};
+use crate::zones::{Handover, ZoneOwner, Zones};
 use switchboard::message::EncodedMessage;
 use switchboard::socket::{
     CloseCode, IdBuildHasher, Pacer, PacerConfig, PeerId, ServerEvent, ServerHandle, ServerStream,
 };
+
+mod handover;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;
@@ -111,102 +113,6 @@ impl Dispatch {
             },
             _ => Vec::new(),
         }
-    }
-
-    /// A native player's transform: relayed here, or the player handed
-    /// over to its zone's relay, or held until the directory answers.
-    fn route(&mut self, id: u32, transform: Transform, now_ms: u64) -> Vec<Outgoing> {
-        let Some(zones) = &mut self.zones else {
-            return self.relay.transform(id, transform, now_ms);
-        };
-        match zones.route(id, transform) {
-            Verdict::Here(transform) => self.relay.transform(id, transform, now_ms),
-            Verdict::Elsewhere(owner) => self.hand_over(id, &owner),
-            Verdict::Waiting => Vec::new(),
-        }
-    }
-
-    /// The directory said where `zone` lives: the transforms that waited
-    /// for it go on.
-    fn on_zone_answer(&mut self, zone: String, owner: Result<ZoneOwner, String>) -> Vec<Outgoing> {
-        let now_ms = self.now_ms();
-        let Some(zones) = &mut self.zones else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (id, verdict) in zones.answered(zone, owner) {
-            match verdict {
-                Verdict::Here(transform) => out.extend(self.relay.transform(id, transform, now_ms)),
-                Verdict::Elsewhere(owner) => out.extend(self.hand_over(id, &owner)),
-                Verdict::Waiting => {}
-            }
-        }
-        out
-    }
-
-    /// Sends `id` to `owner` with a ticket that keeps its id there; it
-    /// leaves here (those who saw it are told).
-    fn hand_over(&mut self, id: u32, owner: &ZoneOwner) -> Vec<Outgoing> {
-        let (Some(zones), Some(Route::Native(peer))) = (&mut self.zones, self.routes.get(&id))
-        else {
-            return Vec::new();
-        };
-        let peer = *peer;
-        let (name, bot) = self
-            .relay
-            .player(id)
-            .map(|p| (p.name.clone(), p.is_bot))
-            .unwrap_or_default();
-        let redirect = Redirect {
-            addr: owner.addr.clone(),
-            ticket: zones.ticket(id, &name, bot, owner),
-        };
-        zones.forget(id);
-        let _ = self
-            .handle
-            .send_value_to(peer, RelayChannel, RelayAction::Redirect, &redirect);
-        self.handle
-            .close_peer(peer, "handed over to the relay of its zone");
-        self.log.info(format!(
-            "player {id} handed over to relay {} at {}",
-            owner.process, owner.addr
-        ));
-        self.routes.remove(&id);
-        self.ids.remove(&peer);
-        self.relay.leave(id)
-    }
-
-    /// A player handed over from another relay presents its ticket: it
-    /// takes the id the ticket names (or is told why not).
-    fn take_handover(&mut self, peer: PeerId, id: u32, ticket: &Handover) -> Vec<Outgoing> {
-        let refused = match &mut self.zones {
-            None => Some("this relay takes no handovers"),
-            Some(zones) => zones.take(ticket).err(),
-        }
-        .or_else(|| {
-            (!self.relay.take_id(id, ticket.player_id))
-                .then_some("that player id is in use here, or you are already in a zone")
-        });
-        if let Some(why) = refused {
-            let _ = self
-                .handle
-                .send_value_to(peer, RelayChannel, RelayAction::Error, why);
-            return Vec::new();
-        }
-        let new_id = ticket.player_id;
-        self.relay.describe(new_id, &ticket.name, ticket.bot);
-        if let Some(route) = self.routes.remove(&id) {
-            self.routes.insert(new_id, route);
-        }
-        self.ids.insert(peer, new_id);
-        let _ = self
-            .handle
-            .send_value_to(peer, RelayChannel, RelayAction::Welcome, &new_id);
-        let name = ticket.name.escape_debug();
-        self.log.info(format!(
-            "player {new_id} (\"{name}\") handed over to this relay"
-        ));
-        Vec::new()
     }
 
     fn on_json(&mut self, event: JsonEvent) -> Vec<Outgoing> {

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
 //! | `server` | [`RelayServer`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
-//! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`) |
+//! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`); `dispatch/handover.rs`: players routed to their zone's relay |
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
 //! | `admin` | the relay for its admin server (`switchboard_admin::AdminSource`): players, zones, counters, kick |
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |

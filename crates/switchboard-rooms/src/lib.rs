@@ -20,7 +20,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`protocol`] | what travels on the rooms channel (2): requests, events, their types |
-//! | `logic` | [`RoomsLogic`]: the rules (`validate.rs`) and what accepted requests do (`apply.rs`) |
+//! | `logic` | [`RoomsLogic`]: the rules (`validate.rs`), what accepted requests do (`apply.rs`), the rooms published in directory mode (`publish.rs`) |
 //! | `event` | [`RoomEvent`] decoded from a message, [`RoomView`] the room as a client knows it |
 //! | `client` | [`RoomClient`]: a `NetworkClient` with room signals and RPC handlers |
 //! | [`directory`] | rooms across processes: the snapshots a process publishes, seat reservations ([`directory::Reservation`]) |

@@ -9,6 +9,7 @@
 
 mod apply;
 mod pages;
+mod publish;
 mod validate;
 
 pub use pages::PAGE_BYTES;
@@ -214,47 +215,6 @@ impl RoomsLogic {
             limits,
             ..Self::default()
         }
-    }
-
-    /// Directory mode (`docs/SCALING.md`): rooms are created and joined
-    /// only with a matchmaker's reservation, room ids carry the process's
-    /// number, and the rooms are published through `link`.
-    pub fn with_directory(mut self, link: DirectoryLink) -> Self {
-        self.directory = Some(link);
-        self
-    }
-
-    /// Publishes the rooms when they changed, at most every
-    /// [`PUBLISH_EVERY`](crate::directory::PUBLISH_EVERY).
-    fn publish(&mut self, now: std::time::Instant) {
-        let Some(link) = &self.directory else {
-            return;
-        };
-        if self.published.as_ref().is_some_and(|(at, _)| {
-            now.saturating_duration_since(*at) < crate::directory::PUBLISH_EVERY
-        }) {
-            return;
-        }
-        let snapshot = DirectorySnapshot {
-            rooms: self
-                .rooms
-                .values()
-                .map(|r| RoomRecord {
-                    summary: Self::summary(r),
-                    private: r.private,
-                })
-                .collect(),
-            players: self.room_of.len(),
-        };
-        if self
-            .published
-            .as_ref()
-            .is_some_and(|(_, last)| *last == snapshot)
-        {
-            return;
-        }
-        link.publish(snapshot.clone());
-        self.published = Some((now, snapshot));
     }
 
     fn summary(room: &Room) -> RoomSummary {

@@ -1,0 +1,47 @@
+//! Directory mode (`crate::directory`): the rooms published for the
+//! service's matchmaker.
+
+use super::*;
+
+impl RoomsLogic {
+    /// Directory mode (`docs/SCALING.md`): rooms are created and joined
+    /// only with a matchmaker's reservation, room ids carry the process's
+    /// number, and the rooms are published through `link`.
+    pub fn with_directory(mut self, link: DirectoryLink) -> Self {
+        self.directory = Some(link);
+        self
+    }
+
+    /// Publishes the rooms when they changed, at most every
+    /// [`PUBLISH_EVERY`](crate::directory::PUBLISH_EVERY).
+    pub(super) fn publish(&mut self, now: std::time::Instant) {
+        let Some(link) = &self.directory else {
+            return;
+        };
+        if self.published.as_ref().is_some_and(|(at, _)| {
+            now.saturating_duration_since(*at) < crate::directory::PUBLISH_EVERY
+        }) {
+            return;
+        }
+        let snapshot = DirectorySnapshot {
+            rooms: self
+                .rooms
+                .values()
+                .map(|r| RoomRecord {
+                    summary: Self::summary(r),
+                    private: r.private,
+                })
+                .collect(),
+            players: self.room_of.len(),
+        };
+        if self
+            .published
+            .as_ref()
+            .is_some_and(|(_, last)| *last == snapshot)
+        {
+            return;
+        }
+        link.publish(snapshot.clone());
+        self.published = Some((now, snapshot));
+    }
+}

@@ -1,0 +1,84 @@
+//! `switchboard-server master`: the master server, its registry in memory
+//! or in Redis (`--redis`).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use clap::Args;
+use switchboard::socket::BindScope;
+use switchboard_master::{self as master, MasterConfig, MasterServer};
+
+use crate::{parse_scope, runtime, AdminArgs, RedisArgs};
+
+#[derive(Debug, Args)]
+pub(crate) struct MasterArgs {
+    /// `loopback` or `all`.
+    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    bind: BindScope,
+    /// UDP and TCP port.
+    #[arg(long, default_value_t = master::DEFAULT_PORT)]
+    port: u16,
+    /// Seconds after which a silent server is dropped.
+    #[arg(long, default_value_t = 180.0)]
+    expiry_secs: f64,
+    /// Servers listed at most.
+    #[arg(long, default_value_t = 10_000)]
+    max_servers: usize,
+    /// Servers listed per IP at most.
+    #[arg(long, default_value_t = 32)]
+    max_per_ip: usize,
+    /// Heartbeats per minute answered per IP.
+    #[arg(long, default_value_t = 6.0)]
+    heartbeats_per_minute: f64,
+    #[command(flatten)]
+    redis: RedisArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
+}
+
+pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
+    let config = MasterConfig {
+        expiry: Duration::from_secs_f64(args.expiry_secs.max(0.1)),
+        max_servers: args.max_servers,
+        max_servers_per_ip: args.max_per_ip,
+        heartbeats_per_minute: args.heartbeats_per_minute,
+        tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
+        ..MasterConfig::default()
+    };
+    let ip = match args.bind {
+        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    switchboard::process::init_stderr_logging();
+    let addr = SocketAddr::new(ip, args.port);
+    runtime()?.block_on(async move {
+        match args.redis.open()? {
+            Some(store) => {
+                let registry = switchboard_redis::RedisRegistry::new(store);
+                serve_master(addr, config, registry, &args.admin).await
+            }
+            None => {
+                serve_master(addr, config, master::MemoryRegistry::default(), &args.admin).await
+            }
+        }
+    })
+}
+
+async fn serve_master<R: master::Registry>(
+    addr: SocketAddr,
+    config: MasterConfig,
+    registry: R,
+    admin: &AdminArgs,
+) -> Result<(), String> {
+    let (server, handle) = MasterServer::bind_with(addr, config, registry)
+        .await
+        .map_err(|e| format!("cannot bind the master: {e}"))?;
+    println!(
+        "{}",
+        switchboard::process::ready_line(handle.local_addr().port())
+    );
+    let source = master::MasterAdmin::new(handle.clone());
+    let _admin = admin.start(std::sync::Arc::new(source)).await?;
+    server.run(switchboard::process::wait_for_signal()).await;
+    Ok(())
+}
