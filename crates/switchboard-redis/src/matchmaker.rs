@@ -100,6 +100,12 @@ pub struct Matchmaker {
 /// Why a request gets no seat or list: told to the client.
 type Refusal = String;
 
+/// What a request gets.
+enum Answer {
+    Rooms(Vec<RoomSummary>),
+    Seat(Seat),
+}
+
 impl Matchmaker {
     /// Binds its port (it does not need Redis until the first request).
     pub fn bind(
@@ -155,15 +161,13 @@ impl Matchmaker {
                             handle.close_peer(incoming.peer, "too many matchmaker requests; slow down");
                             continue;
                         }
-                        let reply = match self.answer(&incoming.message).await {
-                            Ok(reply) => reply,
-                            Err(why) => Message::new(RoomsChannel, RoomAction::MatchRefused, &why),
+                        let sent = match self.answer(&incoming.message).await {
+                            Ok(Answer::Rooms(rooms)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::Listed, &rooms),
+                            Ok(Answer::Seat(seat)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::SeatReserved, &seat),
+                            Err(why) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::MatchRefused, &why),
                         };
-                        match reply {
-                            Ok(reply) => {
-                                let _ = handle.send_to(incoming.peer, &reply);
-                            }
-                            Err(_) => handle.close_peer(incoming.peer, "answer did not encode"),
+                        if sent.is_err() {
+                            handle.close_peer(incoming.peer, "the answer could not be sent");
                         }
                     }
                     Some(_) => {}
@@ -176,30 +180,24 @@ impl Matchmaker {
         handle.shutdown("matchmaker shutting down");
     }
 
-    async fn answer(
-        &mut self,
-        message: &Message,
-    ) -> Result<Result<Message, switchboard::ContentError>, Refusal> {
+    async fn answer(&mut self, message: &Message) -> Result<Answer, Refusal> {
         let unavailable = |err: StoreError| format!("room directory unavailable: {err}");
         let malformed = || "unknown or malformed request".to_string();
-        Ok(match message.action::<RoomAction>() {
+        match message.action::<RoomAction>() {
             Some(RoomAction::MatchList) => {
                 message.content::<()>().map_err(|_| malformed())?;
-                let rooms = self.list().await.map_err(unavailable)?;
-                Message::new(RoomsChannel, RoomAction::Listed, &rooms)
+                Ok(Answer::Rooms(self.list().await.map_err(unavailable)?))
             }
             Some(RoomAction::MatchCreate) => {
                 message.content::<()>().map_err(|_| malformed())?;
-                let seat = self.seat_in_new_room().await?;
-                Message::new(RoomsChannel, RoomAction::SeatReserved, &seat)
+                Ok(Answer::Seat(self.seat_in_new_room().await?))
             }
             Some(RoomAction::MatchJoin) => {
                 let room: RoomId = message.content().map_err(|_| malformed())?;
-                let seat = self.seat_in(room).await?;
-                Message::new(RoomsChannel, RoomAction::SeatReserved, &seat)
+                Ok(Answer::Seat(self.seat_in(room).await?))
             }
-            _ => return Err(malformed()),
-        })
+            _ => Err(malformed()),
+        }
     }
 
     /// The public rooms of every live process.

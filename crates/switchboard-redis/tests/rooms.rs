@@ -225,3 +225,44 @@ fn redis_down_stops_new_rooms_and_lists_with_a_clear_error_while_games_go_on() {
     let again = block_on(directory::reserve_new_room(matchmaker, WAIT));
     assert!(again.is_ok(), "{again:?}");
 }
+
+#[test]
+fn matchmaker_request_flood_from_one_address_is_cut_off_and_garbage_gets_a_reason() {
+    use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
+    use switchboard::Message;
+    use switchboard_rooms::protocol::{RoomAction, RoomsChannel};
+
+    let redis = RedisProcess::start().unwrap();
+    let matchmaker = matchmaker(&redis);
+    let outcome = block_on(async move {
+        let mut socket = SocketStream::connect(matchmaker, SocketConfig::default());
+        // Garbage: an answer with the reason, the connection kept.
+        let garbage = Message::new(RoomsChannel, RoomAction::MatchJoin, &"not a room").unwrap();
+        let refused = socket.ask(&garbage, WAIT).await.unwrap();
+        assert_eq!(
+            refused.action::<RoomAction>(),
+            Some(RoomAction::MatchRefused)
+        );
+        let reason: String = refused.content().unwrap();
+        assert!(reason.contains("malformed"), "{reason}");
+        // A flood: past the burst (100), the connection is closed with why.
+        let list = Message::new(RoomsChannel, RoomAction::MatchList, &()).unwrap();
+        for _ in 0..300 {
+            let _ = socket.send(&list);
+        }
+        let mut answered = 0;
+        loop {
+            match tokio::time::timeout(WAIT, socket.next_event()).await {
+                Ok(Some(SocketEvent::Received(_))) => answered += 1,
+                Ok(Some(SocketEvent::Disconnected(reason))) => {
+                    return (answered, reason.to_string())
+                }
+                Ok(Some(_)) => {}
+                other => panic!("no disconnect: {other:?}"),
+            }
+        }
+    });
+    let (answered, reason) = outcome;
+    assert!(answered <= 101, "{answered} answered");
+    assert!(reason.contains("too many matchmaker requests"), "{reason}");
+}
