@@ -18,10 +18,11 @@ const WAIT: Duration = Duration::from_secs(10);
 
 async fn relay(redis: &RedisProcess) -> RelayHandle {
     let (zones, serving) = RedisZones::join(redis.store()).await.unwrap();
-    let config = RelayConfig {
+    let mut config = RelayConfig {
         zones: Some(zones),
         ..RelayConfig::default()
     };
+    config.server.websocket = Some(switchboard::WebSocketConfig::on_port(0));
     let relay = RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
     serving.at(relay.native_addr().to_string());
     relay
@@ -46,7 +47,16 @@ fn transform(zone: &str) -> Transform {
 
 impl Player {
     async fn connect(to: SocketAddr, name: &str) -> Player {
-        let socket = SocketStream::connect(to, SocketConfig::default());
+        Self::over(SocketStream::connect(to, SocketConfig::default()), to, name).await
+    }
+
+    /// A player over the relay's WebSocket port (as a browser).
+    async fn connect_ws(to: SocketAddr, name: &str) -> Player {
+        let socket = SocketStream::connect_ws(&format!("ws://{to}/"), SocketConfig::default());
+        Self::over(socket, to, name).await
+    }
+
+    async fn over(socket: SocketStream, to: SocketAddr, name: &str) -> Player {
         let hello = Hello {
             name: name.into(),
             bot: false,
@@ -230,4 +240,31 @@ async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
         bob.handed_over.is_none() && cat.handed_over.is_none(),
         "served where they are"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_players_cannot_follow_a_redirect_and_are_served_where_they_are() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
+    let mut zone = None;
+    for n in 0..64 {
+        let name = format!("zone-{n}");
+        if directory.directory.owner(&name).await.unwrap().addr == two.native_addr().to_string() {
+            zone = Some(name);
+            break;
+        }
+    }
+    let zone = zone.expect("a zone on the second relay");
+    let ws = one.websocket_addr().unwrap();
+    let mut ann = Player::connect_ws(ws, "ann").await;
+    let mut bob = Player::connect_ws(ws, "bob").await;
+    let deadline = Instant::now() + WAIT;
+    while !(ann.heard.contains(&bob.id) && bob.heard.contains(&ann.id)) {
+        assert!(Instant::now() < deadline, "they never met");
+        ann.step(&zone).await;
+        bob.step(&zone).await;
+    }
+    assert!(ann.handed_over.is_none() && bob.handed_over.is_none());
 }

@@ -187,8 +187,9 @@ impl Handover {
 pub(crate) enum Verdict {
     /// Relay it here.
     Here(Transform),
-    /// Its zone lives elsewhere: hand the player over.
-    Elsewhere(ZoneOwner),
+    /// Its zone lives elsewhere: hand the player over (the transform is
+    /// served here if the player cannot follow).
+    Elsewhere(ZoneOwner, Transform),
     /// Held until the directory answers.
     Waiting,
 }
@@ -253,7 +254,7 @@ impl Zones {
         }
         match known {
             Some((owner, _)) if owner.process == self.routing.process => Verdict::Here(transform),
-            Some((owner, _)) => Verdict::Elsewhere(owner),
+            Some((owner, _)) => Verdict::Elsewhere(owner, transform),
             // Too many zones asked at once: served here.
             None if !self.asking.contains(&transform.zone) => Verdict::Here(transform),
             None => {
@@ -321,7 +322,7 @@ impl Zones {
                 let verdict = if owner.process == self.routing.process {
                     Verdict::Here(transform)
                 } else {
-                    Verdict::Elsewhere(owner.clone())
+                    Verdict::Elsewhere(owner.clone(), transform)
                 };
                 Some((id, verdict))
             })

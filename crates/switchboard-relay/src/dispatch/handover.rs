@@ -14,7 +14,7 @@ impl Dispatch {
         };
         match zones.route(id, transform) {
             Verdict::Here(transform) => self.relay.transform(id, transform, now_ms),
-            Verdict::Elsewhere(owner) => self.hand_over(id, &owner),
+            Verdict::Elsewhere(owner, transform) => self.hand_over(id, &owner, transform, now_ms),
             Verdict::Waiting => Vec::new(),
         }
     }
@@ -34,7 +34,9 @@ impl Dispatch {
         for (id, verdict) in zones.answered(zone, owner) {
             match verdict {
                 Verdict::Here(transform) => out.extend(self.relay.transform(id, transform, now_ms)),
-                Verdict::Elsewhere(owner) => out.extend(self.hand_over(id, &owner)),
+                Verdict::Elsewhere(owner, transform) => {
+                    out.extend(self.hand_over(id, &owner, transform, now_ms))
+                }
                 Verdict::Waiting => {}
             }
         }
@@ -42,13 +44,27 @@ impl Dispatch {
     }
 
     /// Sends `id` to `owner` with a ticket that keeps its id there; it
-    /// leaves here (those who saw it are told).
-    fn hand_over(&mut self, id: u32, owner: &ZoneOwner) -> Vec<Outgoing> {
-        let (Some(zones), Some(Route::Native(peer))) = (&mut self.zones, self.routes.get(&id))
-        else {
+    /// leaves here (those who saw it are told). A player that cannot follow
+    /// a redirect (a WebSocket or JSON client: the redirect names a TCP
+    /// address) is served here instead.
+    fn hand_over(
+        &mut self,
+        id: u32,
+        owner: &ZoneOwner,
+        transform: Transform,
+        now_ms: u64,
+    ) -> Vec<Outgoing> {
+        let peer = match (&self.zones, self.routes.get(&id)) {
+            (Some(_), Some(Route::Native(peer)))
+                if !self.handle.peer(*peer).is_some_and(|h| h.is_websocket()) =>
+            {
+                *peer
+            }
+            _ => return self.relay.transform(id, transform, now_ms),
+        };
+        let Some(zones) = &mut self.zones else {
             return Vec::new();
         };
-        let peer = *peer;
         let (name, bot) = self
             .relay
             .player(id)

@@ -90,10 +90,13 @@ pub(super) async fn accept_loop(
                 connection::run_tcp(stream, handle, reporter),
                 span,
             )),
-            Transport::WebSocket(ws) => shared.tasks.spawn(tracing::Instrument::instrument(
-                run_websocket(stream, handle, reporter, ws.clone()),
-                span,
-            )),
+            Transport::WebSocket(ws) => {
+                handle.shared.websocket.store(true, Ordering::Relaxed);
+                shared.tasks.spawn(tracing::Instrument::instrument(
+                    run_websocket(stream, handle, reporter, ws.clone()),
+                    span,
+                ))
+            }
         };
     }
     tracing::info!(addr = %shared.local_addr, "stopped accepting");

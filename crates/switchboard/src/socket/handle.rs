@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     /// Wakes the writer when the queue gains work.
     pub(crate) wake: Notify,
     pub(crate) state: AtomicU8,
+    /// Reached the server through its WebSocket listener.
+    pub(crate) websocket: std::sync::atomic::AtomicBool,
     pub(crate) kill: CancellationToken,
     pub(crate) kill_reason: Mutex<Option<DisconnectReason>>,
     pub(crate) counters: Counters,
@@ -115,6 +117,7 @@ impl SocketHandle {
             outbound: Mutex::new(OutQueue::default()),
             wake: Notify::new(),
             state: AtomicU8::new(CONNECTING),
+            websocket: std::sync::atomic::AtomicBool::new(false),
             kill: CancellationToken::new(),
             kill_reason: Mutex::new(None),
             counters: Counters::default(),
@@ -125,6 +128,12 @@ impl SocketHandle {
         Self {
             shared: Arc::new(shared),
         }
+    }
+
+    /// Whether the peer reached the server through its WebSocket listener
+    /// (a browser, a JavaScript client) rather than its TCP port.
+    pub fn is_websocket(&self) -> bool {
+        self.shared.websocket.load(Ordering::Relaxed)
     }
 
     /// Encodes `message` and queues it. Never blocks. See [`send_encoded`](Self::send_encoded).
