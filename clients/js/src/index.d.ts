@@ -179,6 +179,8 @@ export interface SessionOptions {
   resume?: Resume;
   reconnect?: boolean;
   maxAttempts?: number;
+  /** Other servers of the same service (sessions shared through Redis). */
+  fallbackUrls?: string[];
   socket?: SocketOptions;
 }
 
@@ -188,6 +190,8 @@ export class SessionClient extends Emitter {
   client: string | null;
   socket: SwitchboardSocket;
   connect(): Promise<Welcome>;
+  /** Replaces the fallback URLs; the next attempts go round them. */
+  setFallbackUrls(urls: string[]): void;
   on(event: 'welcome', slot: (welcome: Welcome) => void): () => void;
   on(event: 'refused', slot: (refused: Refused) => void): () => void;
   on(event: 'reconnecting', slot: (attempt: { attempt: number; delayMs: number; close: Close }) => void): () => void;

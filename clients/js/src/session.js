@@ -91,11 +91,19 @@ export class SessionClient extends Emitter {
    * @param {{client: string, token: Uint8Array}} [options.resume] a session to resume
    * @param {boolean} [options.reconnect] reconnect with the same id after a loss (true)
    * @param {number} [options.maxAttempts] reconnect attempts before giving up (30)
+   * @param {string[]} [options.fallbackUrls] other servers of the same service
+   *   (sessions shared through Redis, docs/SCALING.md): after a loss the first
+   *   attempt goes back to the server the session was on, each further one to
+   *   the next of these in turn
    * @param {object} [options.socket] options of each SwitchboardSocket
    */
   constructor(url, options) {
     super();
     this.url = url;
+    this.urls = [url, ...(options.fallbackUrls ?? [])];
+    // Which of `urls` last welcomed us, and which the attempt goes to.
+    this.home = 0;
+    this.target = 0;
     this.options = { reconnect: true, maxAttempts: 30, ...options };
     this.resume = options.resume ?? null;
     this.client = null;
@@ -127,8 +135,19 @@ export class SessionClient extends Emitter {
     });
   }
 
+  /**
+   * Replaces the fallback URLs (a directory said where the service is now);
+   * the next attempts go round the first URL, then these.
+   */
+  setFallbackUrls(urls) {
+    this.urls = [this.url, ...urls];
+    this.home = 0;
+    this.target = 0;
+  }
+
   open(attempt) {
-    const socket = new SwitchboardSocket(this.url, this.options.socket);
+    this.target = attempt === 0 ? this.home : (this.home + attempt - 1) % this.urls.length;
+    const socket = new SwitchboardSocket(this.urls[this.target], this.options.socket);
     this.socket = socket;
     socket.on('open', () => {
       const hello = {
@@ -157,6 +176,7 @@ export class SessionClient extends Emitter {
         // The token rotates with every welcome: only the latest is good.
         this.resume = { client: welcome.client, token: welcome.token };
         this.attempt = 0;
+        this.home = this.target;
         this.emit('welcome', welcome);
         break;
       }

@@ -4,6 +4,7 @@
 
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 
@@ -45,16 +46,93 @@ export async function startServer(args, env = {}) {
     ...found,
     stop() {
       child.kill('SIGTERM');
-      return new Promise((resolve) => (child.exitCode !== null ? resolve() : child.on('exit', resolve)));
+      return exited(child);
+    },
+    /** Kills it outright (SIGKILL): no goodbye, no last write. */
+    kill() {
+      child.kill('SIGKILL');
+      return exited(child);
     },
   };
 }
 
-/** Resolves when `predicate()` holds, polling; fails after `ms`. */
-export async function until(predicate, what, ms = 10000) {
+/** Resolves once `child` has exited (at once if it has). */
+function exited(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.on('exit', resolve);
+  });
+}
+
+/** A free TCP port on loopback. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+/** Whether a Redis on `port` answers PING. */
+function answers(port) {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+    socket.on('data', (data) => {
+      socket.destroy();
+      resolve(data.toString().startsWith('+PONG'));
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+/**
+ * A real `redis-server` (Debian's package; scripts/install-test-deps installs
+ * it) on a free port, with no persistence: `{ url, stop() }`.
+ */
+export async function startRedis() {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  const deadline = Date.now() + 10000;
+  while (!(await answers(port))) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error('redis-server did not start (install Debian\'s redis-server)');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return {
+    url: `redis://127.0.0.1:${port}/`,
+    /** Runs one command; resolves with Redis's raw reply (e.g. ":1\r\n"). */
+    command(...args) {
+      return new Promise((resolve, reject) => {
+        const request = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+        const socket = connect(port, '127.0.0.1', () => socket.write(request));
+        socket.on('data', (data) => {
+          socket.destroy();
+          resolve(data.toString());
+        });
+        socket.on('error', reject);
+      });
+    },
+    stop() {
+      child.kill('SIGKILL');
+      return exited(child);
+    },
+  };
+}
+
+/**
+ * Resolves when `predicate()` holds, polling (running `poll` first each
+ * time, if given); fails after `ms`.
+ */
+export async function until(predicate, what, ms = 10000, poll = async () => {}) {
   const deadline = Date.now() + ms;
+  await poll();
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
+    await poll();
   }
 }
