@@ -82,7 +82,8 @@ struct RelayArgs {
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// With `--redis`: where players reach this relay (`host:port`), as
-    /// other relays hand them over (default: 127.0.0.1 and the port bound).
+    /// other relays hand them over (default: 127.0.0.1 and the port bound;
+    /// WebSocket players: the same host, the WebSocket port).
     #[arg(long)]
     advertise: Option<String>,
     #[command(flatten)]
@@ -445,11 +446,18 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         let relay = switchboard_relay::RelayServer::spawn(args.bind, args.port, config)
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         if let Some(serving) = serving {
+            // Clients reach this relay at the advertised host (default
+            // 127.0.0.1), on its native and WebSocket ports.
             let port = relay.native_addr().port();
-            serving.at(args
+            let addr = args
                 .advertise
                 .clone()
-                .unwrap_or_else(|| format!("127.0.0.1:{port}")));
+                .unwrap_or_else(|| format!("127.0.0.1:{port}"));
+            let host = addr.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host);
+            match relay.websocket_addr() {
+                Some(ws) => serving.at_with_websocket(&addr, format!("{host}:{}", ws.port())),
+                None => serving.at(addr),
+            }
         }
         println!(
             "{}",

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use switchboard_rooms::directory::{DirectoryLink, DirectorySnapshot};
 use tokio::sync::mpsc;
 
-use crate::service::{to_hex, Kind, Outage, Serving, PRESENCE_TTL, REFRESH_EVERY};
+use crate::service::{to_hex, Kind, Outage, Reach, Serving, PRESENCE_TTL, REFRESH_EVERY};
 use crate::store::{RedisStore, StoreError};
 
 /// The rooms servers of the service.
@@ -38,14 +38,14 @@ impl RoomsPresence {
         let bits = 32 - switchboard_rooms::directory::ROOM_BITS;
         let process = ROOMS.next_process(&store, bits).await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let (serving, addr) = tokio::sync::oneshot::channel();
+        let (serving, reach) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
-            let Ok(addr) = addr.await else { return };
+            let Ok(reach) = reach.await else { return };
             let publisher = Publisher {
                 store,
                 process,
                 key: to_hex(&key),
-                addr,
+                reach,
                 latest: DirectorySnapshot::default(),
                 written: BTreeSet::new(),
             };
@@ -60,7 +60,7 @@ struct Publisher {
     process: u32,
     /// The service's key, hex.
     key: String,
-    addr: String,
+    reach: Reach,
     latest: DirectorySnapshot,
     /// Room ids written last time (to delete those gone since).
     written: BTreeSet<u32>,
@@ -94,7 +94,7 @@ impl Publisher {
             &mut pipe,
             store,
             self.process,
-            &self.addr,
+            &self.reach,
             players,
             &self.key,
         );

@@ -85,14 +85,14 @@ impl Kind {
         Ok(process)
     }
 
-    /// Queues the presence of `process` (reachable at `addr`, with
+    /// Queues the presence of `process` (reachable at `reach`, with
     /// `players`), and the service's key again if missing, on `pipe`.
     pub(crate) fn present(
         self,
         pipe: &mut redis::Pipeline,
         store: &RedisStore,
         process: u32,
-        addr: &str,
+        reach: &Reach,
         players: usize,
         signing_key: &str,
     ) {
@@ -106,10 +106,17 @@ impl Kind {
         pipe.cmd("HSET")
             .arg(&process_key)
             .arg("addr")
-            .arg(addr)
+            .arg(&reach.addr)
             .arg("players")
             .arg(players)
             .ignore();
+        if let Some(websocket) = &reach.websocket {
+            pipe.cmd("HSET")
+                .arg(&process_key)
+                .arg("ws")
+                .arg(websocket)
+                .ignore();
+        }
         pipe.cmd("PEXPIRE").arg(&process_key).arg(ttl).ignore();
         pipe.cmd("ZADD")
             .arg(self.key(store, "processes"))
@@ -156,16 +163,36 @@ fn from_hex(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Where clients reach a process: its TCP address, and its WebSocket
+/// listener's if it has one (`host:port`, as clients dial them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reach {
+    pub(crate) addr: String,
+    pub(crate) websocket: Option<String>,
+}
+
 /// Tells a publisher where clients reach the process, once it listens:
 /// nothing is published before.
 #[derive(Debug)]
-pub struct Serving(pub(crate) tokio::sync::oneshot::Sender<String>);
+pub struct Serving(pub(crate) tokio::sync::oneshot::Sender<Reach>);
 
 impl Serving {
     /// The process takes clients at `addr` (`host:port`, as clients dial
     /// it).
     pub fn at(self, addr: impl Into<String>) {
-        let _ = self.0.send(addr.into());
+        let _ = self.0.send(Reach {
+            addr: addr.into(),
+            websocket: None,
+        });
+    }
+
+    /// The process takes clients at `addr`, and WebSocket clients at
+    /// `websocket` (`host:port`): a relay hands browsers over there.
+    pub fn at_with_websocket(self, addr: impl Into<String>, websocket: impl Into<String>) {
+        let _ = self.0.send(Reach {
+            addr: addr.into(),
+            websocket: Some(websocket.into()),
+        });
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis::Script;
 use switchboard_relay::{ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting, ID_BITS};
 
-use crate::service::{to_hex, Kind, Outage, Serving, REFRESH_EVERY};
+use crate::service::{to_hex, Kind, Outage, Reach, Serving, REFRESH_EVERY};
 use crate::store::{RedisStore, StoreError};
 
 /// The relays of the service.
@@ -26,23 +26,28 @@ pub const ZONE_TTL: Duration = Duration::from_secs(30);
 
 /// KEYS[1]: the zone's key, KEYS[2]: the relays' sorted set. ARGV[1]: the
 /// prefix of presence keys, ARGV[2]: the zone's TTL (ms), ARGV[3]: the
-/// zone's name. {process, addr} or nil when no relay lives.
+/// zone's name. {process, addr, WebSocket addr or ''} or nil when no relay
+/// lives.
 const OWNER: &str = r#"
+local function reach(p)
+  local r = redis.call('HMGET', ARGV[1] .. p, 'addr', 'ws')
+  return r[1], r[2] or ''
+end
 local owner = redis.call('GET', KEYS[1])
 if owner then
-  local addr = redis.call('HGET', ARGV[1] .. owner, 'addr')
+  local addr, ws = reach(owner)
   if addr then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {owner, addr}
+    return {owner, addr, ws}
   end
 end
-local best, best_rank, best_addr = nil, nil, nil
+local best, best_rank, best_addr, best_ws = nil, nil, nil, nil
 for _, p in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  local addr = redis.call('HGET', ARGV[1] .. p, 'addr')
+  local addr, ws = reach(p)
   if addr then
     local rank = redis.sha1hex(ARGV[3] .. '\0' .. p)
     if not best_rank or rank > best_rank then
-      best, best_rank, best_addr = p, rank, addr
+      best, best_rank, best_addr, best_ws = p, rank, addr, ws
     end
   else
     redis.call('ZREM', KEYS[2], p)
@@ -50,7 +55,7 @@ for _, p in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 end
 if not best then return false end
 redis.call('SET', KEYS[1], best, 'PX', ARGV[2])
-return {best, best_addr}
+return {best, best_addr, best_ws}
 "#;
 
 /// A relay process's view of the zone directory.
@@ -79,17 +84,17 @@ impl RedisZones {
             players: AtomicUsize::new(0),
             owner: Script::new(OWNER),
         });
-        let (serving, addr) = tokio::sync::oneshot::channel();
+        let (serving, reach) = tokio::sync::oneshot::channel();
         let publisher = zones.clone();
         tokio::spawn(async move {
-            let Ok(addr) = addr.await else { return };
-            publisher.publish(process, addr, to_hex(&key)).await;
+            let Ok(reach) = reach.await else { return };
+            publisher.publish(process, reach, to_hex(&key)).await;
         });
         Ok((ZoneRouting::new(zones, process, key), Serving(serving)))
     }
 
     /// Refreshes this relay's presence until the relay is gone.
-    async fn publish(self: Arc<Self>, process: u32, addr: String, key: String) {
+    async fn publish(self: Arc<Self>, process: u32, reach: Reach, key: String) {
         let mut refresh = tokio::time::interval(REFRESH_EVERY);
         let mut outage = Outage::default();
         // The relay holds the other reference; when it is dropped, stop.
@@ -97,7 +102,7 @@ impl RedisZones {
             refresh.tick().await;
             let mut pipe = redis::pipe();
             let players = self.players.load(Ordering::Relaxed);
-            RELAY.present(&mut pipe, &self.store, process, &addr, players, &key);
+            RELAY.present(&mut pipe, &self.store, process, &reach, players, &key);
             let written = self
                 .store
                 .run(|mut c| async move { pipe.query_async::<()>(&mut c).await })
@@ -118,13 +123,18 @@ impl ZoneDirectory for RedisZones {
                 .arg(RELAY.key(&self.store, "process:"))
                 .arg(ZONE_TTL.as_millis() as u64)
                 .arg(zone);
-            let owner: Option<(u32, String)> = self
+            let owner: Option<(u32, String, String)> = self
                 .store
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })
                 .await
                 .map_err(|err| err.to_string())?;
-            let (process, addr) = owner.ok_or("no relay is running")?;
-            Ok(ZoneOwner { process, addr })
+            let (process, addr, websocket) = owner.ok_or("no relay is running")?;
+            let websocket = (!websocket.is_empty()).then_some(websocket);
+            Ok(ZoneOwner {
+                process,
+                addr,
+                websocket,
+            })
         })
     }
 

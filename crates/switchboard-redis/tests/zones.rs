@@ -17,6 +17,12 @@ use switchboard_relay::{
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn relay(redis: &RedisProcess) -> RelayHandle {
+    relay_with(redis, true).await
+}
+
+/// A relay of the service; `websocket`: whether its WebSocket address is
+/// published (browsers are handed over only to relays that publish one).
+async fn relay_with(redis: &RedisProcess, websocket: bool) -> RelayHandle {
     let (zones, serving) = RedisZones::join(redis.store()).await.unwrap();
     let mut config = RelayConfig {
         zones: Some(zones),
@@ -24,7 +30,11 @@ async fn relay(redis: &RedisProcess) -> RelayHandle {
     };
     config.server.websocket = Some(switchboard::WebSocketConfig::on_port(0));
     let relay = RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
-    serving.at(relay.native_addr().to_string());
+    let addr = relay.native_addr().to_string();
+    match relay.websocket_addr() {
+        Some(ws) if websocket => serving.at_with_websocket(addr, ws.to_string()),
+        _ => serving.at(addr),
+    }
     relay
 }
 
@@ -36,6 +46,10 @@ struct Player {
     heard: Vec<u32>,
     handed_over: Option<Handover>,
     errors: Vec<String>,
+    /// Over WebSocket (follows redirects there).
+    websocket: bool,
+    /// Welcomed by the relay it was handed over to.
+    rewelcomed: bool,
 }
 
 fn transform(zone: &str) -> Transform {
@@ -47,16 +61,22 @@ fn transform(zone: &str) -> Transform {
 
 impl Player {
     async fn connect(to: SocketAddr, name: &str) -> Player {
-        Self::over(SocketStream::connect(to, SocketConfig::default()), to, name).await
+        Self::over(
+            SocketStream::connect(to, SocketConfig::default()),
+            to,
+            name,
+            false,
+        )
+        .await
     }
 
     /// A player over the relay's WebSocket port (as a browser).
     async fn connect_ws(to: SocketAddr, name: &str) -> Player {
         let socket = SocketStream::connect_ws(&format!("ws://{to}/"), SocketConfig::default());
-        Self::over(socket, to, name).await
+        Self::over(socket, to, name, true).await
     }
 
-    async fn over(socket: SocketStream, to: SocketAddr, name: &str) -> Player {
+    async fn over(socket: SocketStream, to: SocketAddr, name: &str, websocket: bool) -> Player {
         let hello = Hello {
             name: name.into(),
             bot: false,
@@ -71,6 +91,8 @@ impl Player {
             heard: Vec::new(),
             handed_over: None,
             errors: Vec::new(),
+            websocket,
+            rewelcomed: false,
         };
         player.until(|p| p.id != 0).await;
         player
@@ -119,7 +141,10 @@ impl Player {
             return;
         };
         match message.action::<RelayAction>() {
-            Some(RelayAction::Welcome) => self.id = message.content().unwrap(),
+            Some(RelayAction::Welcome) => {
+                self.id = message.content().unwrap();
+                self.rewelcomed = self.handed_over.is_some();
+            }
             Some(RelayAction::Relayed) => {
                 let relayed: Relayed = message.content().unwrap();
                 self.heard.push(relayed.player_id);
@@ -127,8 +152,15 @@ impl Player {
             Some(RelayAction::Error) => self.errors.push(message.content().unwrap()),
             Some(RelayAction::Redirect) => {
                 let redirect: Redirect = message.content().unwrap();
-                let to: SocketAddr = redirect.addr.parse().unwrap();
-                self.socket = SocketStream::connect(to, SocketConfig::default());
+                let to: SocketAddr = match (&redirect.websocket, self.websocket) {
+                    (Some(ws), true) => ws.parse().unwrap(),
+                    _ => redirect.addr.parse().unwrap(),
+                };
+                self.socket = if self.websocket {
+                    SocketStream::connect_ws(&format!("ws://{to}/"), SocketConfig::default())
+                } else {
+                    SocketStream::connect(to, SocketConfig::default())
+                };
                 self.socket
                     .send_value(RelayChannel, RelayAction::Handover, &redirect.ticket)
                     .unwrap();
@@ -188,7 +220,7 @@ async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
     let mut ann = Player::connect(one.native_addr(), "ann").await;
     ann.play_until(&zone, |p| p.handed_over.is_some()).await;
     assert_eq!(ann.on, two.native_addr());
-    ann.until(|p| p.id != 0).await;
+    ann.until(|p| p.rewelcomed).await;
     let ticket = ann.handed_over.clone().unwrap();
 
     // Presented again, by anyone: refused.
@@ -243,9 +275,12 @@ async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn websocket_players_cannot_follow_a_redirect_and_are_served_where_they_are() {
+async fn websocket_players_are_served_where_they_are_when_the_zone_s_relay_has_no_websocket() {
     let redis = RedisProcess::start().unwrap();
-    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    let (one, two) = (
+        relay_with(&redis, false).await,
+        relay_with(&redis, false).await,
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
     let mut zone = None;
@@ -267,4 +302,28 @@ async fn websocket_players_cannot_follow_a_redirect_and_are_served_where_they_ar
         bob.step(&zone).await;
     }
     assert!(ann.handed_over.is_none() && bob.handed_over.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_player_is_handed_over_to_the_zone_s_relay_websocket_with_its_id() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (one_ws, two_ws) = (one.websocket_addr().unwrap(), two.websocket_addr().unwrap());
+    let mut ann = Player::connect_ws(one_ws, "ann").await;
+    let mut bob = Player::connect_ws(two_ws, "bob").await;
+    let ids = (ann.id, bob.id);
+    let deadline = Instant::now() + WAIT;
+    while !(ann.heard.contains(&ids.1) && bob.heard.contains(&ids.0)) {
+        assert!(Instant::now() < deadline, "they never met");
+        ann.step("harbour").await;
+        bob.step("harbour").await;
+    }
+    assert_eq!(ann.on, bob.on, "both on the zone's relay, over WebSocket");
+    assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
+    let handed = [&ann, &bob]
+        .iter()
+        .filter(|p| p.handed_over.is_some())
+        .count();
+    assert_eq!(handed, 1);
 }

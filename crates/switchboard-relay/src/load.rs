@@ -412,8 +412,12 @@ async fn load_bot(
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
                 if let Some(to) = redirect {
                     // The zone lives on another relay: go there, keep the id.
-                    let next = match to.addr.parse() {
-                        Ok(next) => open(index, next, false).await,
+                    let (next, ws) = match (&to.websocket, websocket.is_some()) {
+                        (Some(ws), true) => (ws.parse(), true),
+                        _ => (to.addr.parse(), false),
+                    };
+                    let next = match next {
+                        Ok(next) => open(index, next, ws).await,
                         Err(_) => None,
                     };
                     let Some(next) = next else {

@@ -39,6 +39,8 @@ pub struct ZoneOwner {
     pub process: u32,
     /// Its native address (`host:port`).
     pub addr: String,
+    /// Its WebSocket listener's address (`host:port`), if it has one.
+    pub websocket: Option<String>,
 }
 
 /// Where zones live: one assignment for the whole service.
@@ -123,6 +125,9 @@ pub struct Handover {
 pub struct Redirect {
     /// Where to connect (`host:port`, native).
     pub addr: String,
+    /// Where WebSocket players connect instead (`host:port`; the relay
+    /// redirects a WebSocket player only when it has this).
+    pub websocket: Option<String>,
     /// What to present there (`RelayAction::Handover`), instead of a hello.
     pub ticket: Handover,
 }
@@ -233,6 +238,7 @@ impl Zones {
         ZoneOwner {
             process: self.routing.process,
             addr: String::new(),
+            websocket: None,
         }
     }
 

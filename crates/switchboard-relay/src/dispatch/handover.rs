@@ -45,8 +45,8 @@ impl Dispatch {
 
     /// Sends `id` to `owner` with a ticket that keeps its id there; it
     /// leaves here (those who saw it are told). A player that cannot follow
-    /// a redirect (a WebSocket or JSON client: the redirect names a TCP
-    /// address) is served here instead.
+    /// (a JSON client; a WebSocket client when the zone's relay has no
+    /// WebSocket listener) is served here instead.
     fn hand_over(
         &mut self,
         id: u32,
@@ -56,7 +56,8 @@ impl Dispatch {
     ) -> Vec<Outgoing> {
         let peer = match (&self.zones, self.routes.get(&id)) {
             (Some(_), Some(Route::Native(peer)))
-                if !self.handle.peer(*peer).is_some_and(|h| h.is_websocket()) =>
+                if owner.websocket.is_some()
+                    || !self.handle.peer(*peer).is_some_and(|h| h.is_websocket()) =>
             {
                 *peer
             }
@@ -72,6 +73,7 @@ impl Dispatch {
             .unwrap_or_default();
         let redirect = Redirect {
             addr: owner.addr.clone(),
+            websocket: owner.websocket.clone(),
             ticket: zones.ticket(id, &name, bot, owner),
         };
         zones.forget(id);
