@@ -300,6 +300,8 @@ export class RelayClient extends Emitter {
   /** Resolves with this player's id once welcomed. */
   ready: Promise<number>;
   socket: SwitchboardSocket;
+  /** Whether the last welcome came after a handover to another relay. */
+  handedOver: boolean;
   move(transform: Partial<Transform> & { position: [number, number, number] }): void;
   close(reason?: string): void;
 }

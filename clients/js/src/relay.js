@@ -6,7 +6,7 @@
 //   await relay.ready;                       // resolves with your player id
 //   relay.move({ position: [1, 0, 2], zone: 'town' });
 
-import { array, bool, f32, map, option, string, struct, u32, u64, decode } from './bincode.js';
+import { array, bool, decode, f32, fixedBytes, map, option, string, struct, u32, u64 } from './bincode.js';
 import { Emitter, SwitchboardSocket } from './socket.js';
 
 export const RELAY_CHANNEL = 3;
@@ -18,6 +18,8 @@ export const RelayAction = Object.freeze({
   left: 5,
   error: 6,
   notice: 7,
+  redirect: 8,
+  handover: 9,
 });
 
 export const RelayHello = struct({ name: string, bot: bool });
@@ -37,6 +39,17 @@ export const Transform = struct({
   extra: map(string, string),
 });
 export const Relayed = struct({ player_id: u32, server_time_ms: u64, transform: Transform });
+/** A relay's ticket for a player handed over to another relay (opaque). */
+export const Handover = struct({
+  player_id: u32,
+  name: string,
+  bot: bool,
+  process: u32,
+  expires_ms: u64,
+  nonce: fixedBytes(16),
+  mac: fixedBytes(32),
+});
+export const Redirect = struct({ addr: string, websocket: option(string), ticket: Handover });
 
 const EVENTS = new Map([
   [RelayAction.welcome, ['welcome', u32]],
@@ -48,8 +61,9 @@ const EVENTS = new Map([
 
 /**
  * A relay player. Events: welcome (your id), relayed (`Relayed`), left (a
- * player id), error (the relay's message), notice (the operator's), close.
- * `players` holds the last transform of everyone in your zone.
+ * player id), error (the relay's message), notice (the operator's),
+ * redirect (handed over to the relay of your zone: the same id there),
+ * close. `players` holds the last transform of everyone in your zone.
  */
 export class RelayClient extends Emitter {
   /**
@@ -60,15 +74,31 @@ export class RelayClient extends Emitter {
     super();
     this.id = null;
     this.players = new Map();
-    this.socket = new SwitchboardSocket(url, options.socket);
-    this.socket.on('open', () => {
+    this.options = options;
+    /** Whether the last welcome came after a handover to another relay. */
+    this.handedOver = false;
+    this.attach(url, () =>
       this.socket.send(RELAY_CHANNEL, RelayAction.hello, RelayHello, {
         name: options.name ?? 'web player',
         bot: options.bot ?? false,
-      });
+      }),
+    );
+    /** Resolves with this player's id once the relay welcomed it. */
+    this.ready = new Promise((resolve, reject) => {
+      this.on('welcome', resolve);
+      this.on('close', (close) => reject(new Error(close.reason)));
     });
-    this.socket.on('message', ({ channel, action, content }) => {
-      const event = channel === RELAY_CHANNEL && EVENTS.get(action);
+  }
+
+  /** Connects to `url`, says `greet` once open, and takes its events. */
+  attach(url, greet) {
+    const socket = new SwitchboardSocket(url, this.options.socket);
+    this.socket = socket;
+    socket.on('open', greet);
+    socket.on('message', ({ channel, action, content }) => {
+      if (channel !== RELAY_CHANNEL) return;
+      if (action === RelayAction.redirect) return this.follow(decode(Redirect, content));
+      const event = EVENTS.get(action);
       if (!event) return;
       const value = decode(event[1], content);
       if (event[0] === 'welcome') this.id = value;
@@ -76,12 +106,25 @@ export class RelayClient extends Emitter {
       if (event[0] === 'left') this.players.delete(value);
       this.emit(event[0], value);
     });
-    this.socket.on('close', (close) => this.emit('close', close));
-    /** Resolves with this player's id once the relay welcomed it. */
-    this.ready = new Promise((resolve, reject) => {
-      this.on('welcome', resolve);
-      this.on('close', (close) => reject(new Error(close.reason)));
-    });
+    // A socket left for another relay closes without a word to the game.
+    socket.on('close', (close) => socket === this.socket && this.emit('close', close));
+  }
+
+  /**
+   * The zone lives on another relay of the service: go there with the
+   * ticket, keeping the id (a `redirect` event, then `welcome` again). A
+   * relay without a WebSocket address to give serves the player itself.
+   */
+  follow(redirect) {
+    if (!redirect.websocket) return;
+    const previous = this.socket;
+    this.players.clear();
+    this.handedOver = true;
+    this.attach(`ws://${redirect.websocket}/`, () =>
+      this.socket.send(RELAY_CHANNEL, RelayAction.handover, Handover, redirect.ticket),
+    );
+    previous.close('handed over');
+    this.emit('redirect', redirect);
   }
 
   /**

@@ -125,9 +125,9 @@ pub struct RelayConfig {
     /// hold a task and a socket forever.
     pub json_write_timeout: Duration,
     /// One relay of several (default none; `docs/SCALING.md`): each zone
-    /// lives on one of them, native TCP players are handed over to their
-    /// zone's relay with their ids. WebSocket and JSON players stay where
-    /// they connect.
+    /// lives on one of them, and native players (TCP, or WebSocket when the
+    /// zone's relay publishes a WebSocket address) are handed over to their
+    /// zone's relay with their ids. JSON players stay where they connect.
     pub zones: Option<crate::ZoneRouting>,
 }
 
