@@ -327,6 +327,23 @@ fn vectors() -> Vec<Value> {
                 transform: transform(),
             },
         ),
+        value(
+            "redirect to another relay",
+            "Redirect",
+            &switchboard_relay::Redirect {
+                addr: "10.0.0.2:7200".into(),
+                websocket: Some("10.0.0.2:7201".into()),
+                ticket: switchboard_relay::Handover {
+                    player_id: (2 << 20) | 5,
+                    name: "ada".into(),
+                    bot: false,
+                    process: 3,
+                    expires_ms: 1_764_547_200_000,
+                    nonce: [7; 16],
+                    mac: [0xAB; 32],
+                },
+            },
+        ),
     ];
     all.extend(frames());
     all
@@ -413,6 +430,7 @@ fn check_decoding(vector: &Value) {
         "RelayHello" => decodes_to::<switchboard_relay::Hello>(hex_text, value),
         "Transform" => decodes_to::<Transform>(hex_text, value),
         "Relayed" => decodes_to::<Relayed>(hex_text, value),
+        "Redirect" => decodes_to::<switchboard_relay::Redirect>(hex_text, value),
         "Frame" => {
             let mut decoder = codec::FrameDecoder::new(CodecConfig::default());
             let mut buf = bytes::BytesMut::from(&unhex(hex_text)[..]);

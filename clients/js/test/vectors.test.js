@@ -54,6 +54,7 @@ const schemas = {
   RelayHello: relay.RelayHello,
   Transform: relay.Transform,
   Relayed: relay.Relayed,
+  Redirect: relay.Redirect,
 };
 
 const hex = (bytes) => Buffer.from(bytes).toString('hex');
