@@ -310,8 +310,9 @@ impl Matchmaker {
     /// A seat in `room`, counted in Redis with the room's members.
     async fn seat_in(&mut self, room: RoomId) -> Result<Seat, Refusal> {
         let key = self.key().await?;
-        // The process is read from the room; the reservation is signed once
-        // the seat is counted.
+        // The seat is counted under the reservation's own number (the room's
+        // process, once it takes the reservation, stops counting it); the
+        // reservation is signed once the process is known.
         let nonce = switchboard::session::ticket::nonce();
         let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let ttl = self.config.reservation_ttl.as_millis() as u64;
@@ -336,7 +337,8 @@ impl Matchmaker {
             .process_addr(process)
             .await?
             .ok_or_else(|| "the room's server is gone".to_string())?;
-        let reservation = Reservation::sign(&key, Some(room), process, self.expiry());
+        let reservation =
+            Reservation::sign_numbered(&key, Some(room), process, self.expiry(), nonce);
         Ok(Seat { addr, reservation })
     }
 

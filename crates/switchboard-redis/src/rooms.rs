@@ -133,6 +133,13 @@ impl Publisher {
                     .ignore();
             }
         }
+        // Seats taken are members now: no longer held for anyone.
+        for (room, nonce) in &self.latest.taken {
+            pipe.cmd("ZREM")
+                .arg(store.key(format_args!("rooms:room:{}:seats", room.0)))
+                .arg(to_hex(nonce))
+                .ignore();
+        }
         for gone in self.written.difference(&now) {
             pipe.cmd("DEL")
                 .arg(store.key(format_args!("rooms:room:{gone}")))

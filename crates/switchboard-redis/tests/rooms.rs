@@ -266,3 +266,37 @@ fn matchmaker_request_flood_from_one_address_is_cut_off_and_garbage_gets_a_reaso
     assert!(answered <= 101, "{answered} answered");
     assert!(reason.contains("too many matchmaker requests"), "{reason}");
 }
+
+#[test]
+fn a_seat_taken_is_no_longer_held_so_a_leaver_s_seat_frees_at_once() {
+    let redis = RedisProcess::start().unwrap();
+    let _p1 = rooms_process(&redis);
+    let matchmaker = matchmaker(&redis);
+    let (_ann, id, addr) = create(matchmaker, "ann", "pair", 2);
+    let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
+    let mut bob = player(&addr, "bob");
+    let ticket = bob.join_reserved(&seat.reservation).unwrap();
+    assert_eq!(verdict(&mut bob, ticket), RequestStatus::Accepted);
+    until_listed(|| {
+        list(matchmaker)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id && r.players == 2)
+    });
+    // Bob leaves. His reservation was taken when he joined, so the seat is
+    // free as soon as the room is published with one member, well within
+    // the reservation's 10 s life.
+    let started = Instant::now();
+    let ticket = bob.leave().unwrap();
+    assert_eq!(verdict(&mut bob, ticket), RequestStatus::Accepted);
+    let mut again = None;
+    until_listed(|| {
+        again = block_on(directory::reserve_seat(matchmaker, id, WAIT)).ok();
+        again.is_some()
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -59,6 +59,9 @@ pub struct DirectorySnapshot {
     pub rooms: Vec<RoomRecord>,
     /// Players in its rooms (its load).
     pub players: usize,
+    /// Reservations taken since the last snapshot (room, nonce): members
+    /// now, no longer to be counted as seats held for someone.
+    pub taken: Vec<(RoomId, [u8; 16])>,
 }
 
 /// A seat the matchmaker reserved: good once, on one process, until it
@@ -118,7 +121,18 @@ impl Reservation {
 
     /// A reservation signed with `key`.
     pub fn sign(key: &[u8; 32], room: Option<RoomId>, process: u32, expires_ms: u64) -> Self {
-        let nonce = ticket::nonce();
+        Self::sign_numbered(key, room, process, expires_ms, ticket::nonce())
+    }
+
+    /// A reservation with the number `nonce` (the matchmaker counts the
+    /// seat under it), signed with `key`.
+    pub fn sign_numbered(
+        key: &[u8; 32],
+        room: Option<RoomId>,
+        process: u32,
+        expires_ms: u64,
+        nonce: [u8; 16],
+    ) -> Self {
         let mac = ticket::sign(key, &Self::signed_bytes(room, process, expires_ms, &nonce));
         Self {
             room,
@@ -210,6 +224,8 @@ pub struct DirectoryLink {
     snapshots: mpsc::UnboundedSender<DirectorySnapshot>,
     /// Reservations taken, until they expire (a reservation is good once).
     used: HashMap<[u8; 16], u64>,
+    /// Reservations taken since the last snapshot.
+    taken: Vec<(RoomId, [u8; 16])>,
 }
 
 impl DirectoryLink {
@@ -225,6 +241,7 @@ impl DirectoryLink {
             key,
             snapshots,
             used: HashMap::new(),
+            taken: Vec::new(),
         }
     }
 
@@ -258,6 +275,14 @@ impl DirectoryLink {
         let now = unix_ms();
         self.used.retain(|_, expires| *expires >= now);
         self.used.insert(reservation.nonce, reservation.expires_ms);
+        if let Some(room) = reservation.room {
+            self.taken.push((room, reservation.nonce));
+        }
+    }
+
+    /// The reservations taken since this was last asked.
+    pub(crate) fn drain_taken(&mut self) -> Vec<(RoomId, [u8; 16])> {
+        std::mem::take(&mut self.taken)
     }
 
     /// Sends a snapshot to the publisher (dropped if it stopped).

@@ -15,14 +15,18 @@ impl RoomsLogic {
     /// Publishes the rooms when they changed, at most every
     /// [`PUBLISH_EVERY`](crate::directory::PUBLISH_EVERY).
     pub(super) fn publish(&mut self, now: std::time::Instant) {
-        let Some(link) = &self.directory else {
-            return;
-        };
-        if self.published.as_ref().is_some_and(|(at, _)| {
-            now.saturating_duration_since(*at) < crate::directory::PUBLISH_EVERY
-        }) {
+        if self.directory.is_none()
+            || self.published.as_ref().is_some_and(|(at, _)| {
+                now.saturating_duration_since(*at) < crate::directory::PUBLISH_EVERY
+            })
+        {
             return;
         }
+        let taken = self
+            .directory
+            .as_mut()
+            .map(DirectoryLink::drain_taken)
+            .unwrap_or_default();
         let snapshot = DirectorySnapshot {
             rooms: self
                 .rooms
@@ -33,6 +37,7 @@ impl RoomsLogic {
                 })
                 .collect(),
             players: self.room_of.len(),
+            taken,
         };
         if self
             .published
@@ -41,7 +46,9 @@ impl RoomsLogic {
         {
             return;
         }
-        link.publish(snapshot.clone());
+        if let Some(link) = &self.directory {
+            link.publish(snapshot.clone());
+        }
         self.published = Some((now, snapshot));
     }
 }
