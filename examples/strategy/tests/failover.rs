@@ -4,6 +4,9 @@
 //! lists itself under the game's name, and the players, following the
 //! directory (the master's list), reconnect to B with their ids and nations
 //! and play turn three.
+//!
+//! Twice: with test players speaking the protocol, and with the game's own
+//! client binary driven on its stdin.
 
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, BufReader};
@@ -36,22 +39,7 @@ impl Drop for Server {
 }
 
 fn serve(redis: &RedisProcess, master: &str, saves: &PathBuf) -> Server {
-    let url = redis.url();
-    let mut child = Command::new(BIN)
-        .args(["--serve", "--port", "0", "--redis", &url, "--game", GAME])
-        .args(["--master", master, "--saves"])
-        .arg(saves)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("SWITCHBOARD READY 1 "))
-        .expect("ready line");
-    Server(child)
+    serve_named(redis, master, saves, GAME)
 }
 
 /// A player that finds the game through the directory and follows it.
@@ -138,15 +126,14 @@ fn wait_for<T>(mut found: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// The turn of the game's checkpoint in Redis, if it has one.
-fn checkpoint_turn(redis: &RedisProcess) -> Option<u32> {
+/// The turn of `game`'s checkpoint in Redis, if it has one.
+fn checkpoint_turn(redis: &RedisProcess, game: &str) -> Option<u32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = redis.store();
-        let bytes = RedisCheckpoints::new(store, GAME)
+        let bytes = RedisCheckpoints::new(redis.store(), game)
             .ok()?
             .load()
             .await
@@ -198,7 +185,7 @@ fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_th
         ann.until_turn(turn + 1);
         bob.until_turn(turn + 1);
     }
-    wait_for(|| checkpoint_turn(&redis).filter(|t| *t == 3));
+    wait_for(|| checkpoint_turn(&redis, GAME).filter(|t| *t == 3));
 
     drop(a); // SIGKILL: no goodbye, no last write.
     let _b = serve(&redis, &master_addr, &saves);
@@ -237,5 +224,127 @@ fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_th
     bob.ask(Chan::Game, Act::EndTurn, &());
     ann.until_turn(4);
     bob.until_turn(4);
+    let _ = std::fs::remove_dir_all(&saves);
+}
+
+/// The game's own client (`strategy --game NAME --master M --text`), driven
+/// on its stdin, read on its stdout.
+struct TextClient {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl TextClient {
+    fn start(master: &str, name: &str) -> TextClient {
+        let mut child = Command::new(BIN)
+            .args([
+                "--game", GAME_TWO, "--master", master, "--name", name, "--text",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        TextClient {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits for a line containing `text`.
+    fn expect(&mut self, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if self.seen.iter().any(|l| l.contains(text)) {
+                self.seen.clear();
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!("no line with {text:?}; last lines: {:?}", self.seen),
+            }
+        }
+    }
+}
+
+impl Drop for TextClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const GAME_TWO: &str = "failover-cli";
+
+fn serve_named(redis: &RedisProcess, master: &str, saves: &PathBuf, game: &str) -> Server {
+    let url = redis.url();
+    let mut child = Command::new(BIN)
+        .args(["--serve", "--port", "0", "--redis", &url, "--game", game])
+        .args(["--master", master, "--saves"])
+        .arg(saves)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("SWITCHBOARD READY 1 "))
+        .expect("ready line");
+    Server(child)
+}
+
+#[test]
+fn the_game_s_own_client_follows_its_game_to_another_server_through_the_master() {
+    let redis = RedisProcess::start().unwrap();
+    let master =
+        MasterServer::spawn("127.0.0.1:0".parse().unwrap(), MasterConfig::default()).unwrap();
+    let master_addr = master.local_addr().to_string();
+    let saves = std::env::temp_dir().join(format!("strategy-failover-cli-{}", std::process::id()));
+    let a = serve_named(&redis, &master_addr, &saves, GAME_TWO);
+    // The client looks the game up once at start: wait until it is listed.
+    let directory = Directory {
+        masters: vec![master.local_addr()],
+        game: GAME_TWO.into(),
+    };
+    wait_for(|| directory.servers().ok().filter(|s| !s.is_empty()));
+    let mut ann = TextClient::start(&master_addr, "ann");
+    ann.expect("joined as ann");
+    ann.say("pick 0");
+    ann.say("ready");
+    ann.say("start");
+    ann.expect("the game begins");
+    ann.say("e");
+    ann.expect("turn 2 begins");
+    ann.say("e");
+    ann.expect("turn 3 begins");
+    wait_for(|| checkpoint_turn(&redis, GAME_TWO).filter(|t| *t == 3));
+
+    drop(a); // SIGKILL
+    let _b = serve_named(&redis, &master_addr, &saves, GAME_TWO);
+    ann.expect("reconnected: same nation, same game");
+    ann.say("e");
+    ann.expect("turn 4 begins");
+    ann.say("q");
     let _ = std::fs::remove_dir_all(&saves);
 }
