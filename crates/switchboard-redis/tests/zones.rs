@@ -172,6 +172,30 @@ impl Player {
     }
 }
 
+/// Both play in `zone` until each has heard the other (following
+/// redirects).
+async fn meet(ann: &mut Player, bob: &mut Player, zone: &str) {
+    let deadline = Instant::now() + WAIT;
+    while !(ann.heard.contains(&bob.id) && bob.heard.contains(&ann.id)) {
+        assert!(Instant::now() < deadline, "they never met in {zone}");
+        ann.step(zone).await;
+        bob.step(zone).await;
+    }
+}
+
+/// A zone the directory places on `relay`.
+async fn zone_on(redis: &RedisProcess, relay: &RelayHandle) -> String {
+    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
+    for n in 0..64 {
+        let name = format!("zone-{n}");
+        let owner = directory.directory.owner(&name).await.unwrap();
+        if owner.addr == relay.native_addr().to_string() {
+            return name;
+        }
+    }
+    panic!("no zone on that relay");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_player_whose_zone_lives_on_another_relay_is_handed_over_with_its_id() {
     let redis = RedisProcess::start().unwrap();
@@ -184,12 +208,7 @@ async fn a_player_whose_zone_lives_on_another_relay_is_handed_over_with_its_id()
     assert_ne!(ids.0, ids.1, "ids are unique across relays");
     // Both play in "dock": it lives on one relay, and whoever is on the
     // other is handed over.
-    let deadline = Instant::now() + WAIT;
-    while !(ann.heard.contains(&ids.1) && bob.heard.contains(&ids.0)) {
-        assert!(Instant::now() < deadline, "they never met");
-        ann.step("dock").await;
-        bob.step("dock").await;
-    }
+    meet(&mut ann, &mut bob, "dock").await;
     assert_eq!(ann.on, bob.on, "both on the zone's relay");
     assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
     let handed = [&ann, &bob]
@@ -206,17 +225,7 @@ async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
     let (one, two) = (relay(&redis).await, relay(&redis).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // A zone that lives on relay two, played from relay one.
-    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
-    let mut zone = None;
-    for n in 0..64 {
-        let name = format!("zone-{n}");
-        let owner = directory.directory.owner(&name).await.unwrap();
-        if owner.addr == two.native_addr().to_string() {
-            zone = Some(name);
-            break;
-        }
-    }
-    let zone = zone.expect("a zone on the second relay");
+    let zone = zone_on(&redis, &two).await;
     let mut ann = Player::connect(one.native_addr(), "ann").await;
     ann.play_until(&zone, |p| p.handed_over.is_some()).await;
     assert_eq!(ann.on, two.native_addr());
@@ -262,12 +271,7 @@ async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
     assert_eq!(moved.addr, survivor.native_addr().to_string());
     let mut bob = Player::connect(survivor.native_addr(), "bob").await;
     let mut cat = Player::connect(survivor.native_addr(), "cat").await;
-    let deadline = Instant::now() + WAIT;
-    while bob.heard.is_empty() || cat.heard.is_empty() {
-        assert!(Instant::now() < deadline, "never met in the moved zone");
-        bob.step("plaza").await;
-        cat.step("plaza").await;
-    }
+    meet(&mut bob, &mut cat, "plaza").await;
     assert!(
         bob.handed_over.is_none() && cat.handed_over.is_none(),
         "served where they are"
@@ -282,25 +286,11 @@ async fn websocket_players_are_served_where_they_are_when_the_zone_s_relay_has_n
         relay_with(&redis, false).await,
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
-    let mut zone = None;
-    for n in 0..64 {
-        let name = format!("zone-{n}");
-        if directory.directory.owner(&name).await.unwrap().addr == two.native_addr().to_string() {
-            zone = Some(name);
-            break;
-        }
-    }
-    let zone = zone.expect("a zone on the second relay");
+    let zone = zone_on(&redis, &two).await;
     let ws = one.websocket_addr().unwrap();
     let mut ann = Player::connect_ws(ws, "ann").await;
     let mut bob = Player::connect_ws(ws, "bob").await;
-    let deadline = Instant::now() + WAIT;
-    while !(ann.heard.contains(&bob.id) && bob.heard.contains(&ann.id)) {
-        assert!(Instant::now() < deadline, "they never met");
-        ann.step(&zone).await;
-        bob.step(&zone).await;
-    }
+    meet(&mut ann, &mut bob, &zone).await;
     assert!(ann.handed_over.is_none() && bob.handed_over.is_none());
 }
 
@@ -313,12 +303,7 @@ async fn a_websocket_player_is_handed_over_to_the_zone_s_relay_websocket_with_it
     let mut ann = Player::connect_ws(one_ws, "ann").await;
     let mut bob = Player::connect_ws(two_ws, "bob").await;
     let ids = (ann.id, bob.id);
-    let deadline = Instant::now() + WAIT;
-    while !(ann.heard.contains(&ids.1) && bob.heard.contains(&ids.0)) {
-        assert!(Instant::now() < deadline, "they never met");
-        ann.step("harbour").await;
-        bob.step("harbour").await;
-    }
+    meet(&mut ann, &mut bob, "harbour").await;
     assert_eq!(ann.on, bob.on, "both on the zone's relay, over WebSocket");
     assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
     let handed = [&ann, &bob]
