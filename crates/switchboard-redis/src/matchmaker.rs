@@ -12,15 +12,17 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 use switchboard::message::Message;
+use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
     address_key, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
 };
-use switchboard_rooms::directory::{unix_ms, Reservation, Seat};
+use switchboard_rooms::directory::{Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary, RoomsChannel};
 use tokio_util::sync::CancellationToken;
 
 use crate::rooms::ROOMS;
+use crate::service::to_hex;
 use crate::store::{RedisStore, StoreError};
 
 /// The matchmaker's limits; each field says its default.
@@ -314,7 +316,7 @@ impl Matchmaker {
         // process, once it takes the reservation, stops counting it); the
         // reservation is signed once the process is known.
         let nonce = switchboard::session::ticket::nonce();
-        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let nonce_hex = to_hex(&nonce);
         let ttl = self.config.reservation_ttl.as_millis() as u64;
         let mut invocation = self.reserve.prepare_invoke();
         invocation

@@ -17,6 +17,7 @@ use switchboard::manager::{SessionShare, ShareError, ShareFuture, ShareUpdate, S
 use switchboard::session::ReconnectToken;
 use switchboard::ClientId;
 
+use crate::service::to_hex;
 use crate::store::RedisStore;
 
 /// KEYS[1]: the session. ARGV: token hash, new token hash, owner, grace ms.
@@ -102,10 +103,7 @@ impl RedisSessions {
 }
 
 fn hash(token: &ReconnectToken) -> String {
-    Sha256::digest(token.0)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    to_hex(&Sha256::digest(token.0))
 }
 
 fn millis(grace: Duration) -> u64 {

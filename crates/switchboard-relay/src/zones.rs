@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use switchboard::session::ticket;
+use switchboard::session::ticket::{self, unix_ms};
 use tokio::sync::mpsc;
 
 use crate::transform::Transform;
@@ -130,12 +130,6 @@ pub struct Redirect {
     pub websocket: Option<String>,
     /// What to present there (`RelayAction::Handover`), instead of a hello.
     pub ticket: Handover,
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Handover {

@@ -23,10 +23,10 @@
 //! progress go on when it is down.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use switchboard::session::ticket;
+use switchboard::session::ticket::{self, unix_ms};
 use tokio::sync::mpsc;
 
 use std::net::SocketAddr;
@@ -206,13 +206,6 @@ pub async fn reserve_seat(
     timeout: Duration,
 ) -> std::io::Result<Seat> {
     ask_matchmaker(matchmaker, RoomAction::MatchJoin, &room, timeout).await
-}
-
-/// Now, in ms since the Unix epoch.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A rooms process's place in the directory: its number, the service's

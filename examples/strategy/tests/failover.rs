@@ -20,7 +20,7 @@ use strategy::protocol::{Act, Chan, Move, NationView};
 use strategy::rules::StrategyLogic;
 use strategy::scenario::NationId;
 use switchboard::{ClientConfig, ClientId, NetworkClient, ReconnectPolicy, RequestStatus};
-use switchboard_master::{MasterConfig, MasterServer};
+use switchboard_master::{MasterConfig, MasterHandle, MasterServer};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::RedisCheckpoints;
 
@@ -143,13 +143,20 @@ fn checkpoint_turn(redis: &RedisProcess, game: &str) -> Option<u32> {
     })
 }
 
-#[test]
-fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_the_same_nations() {
+/// What both tests need: a Redis, a master (the directory) and its
+/// address, a saves folder named after `tag`.
+fn service(tag: &str) -> (RedisProcess, MasterHandle, String, PathBuf) {
     let redis = RedisProcess::start().unwrap();
     let master =
         MasterServer::spawn("127.0.0.1:0".parse().unwrap(), MasterConfig::default()).unwrap();
     let master_addr = master.local_addr().to_string();
-    let saves = std::env::temp_dir().join(format!("strategy-failover-{}", std::process::id()));
+    let saves = std::env::temp_dir().join(format!("strategy-{tag}-{}", std::process::id()));
+    (redis, master, master_addr, saves)
+}
+
+#[test]
+fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_the_same_nations() {
+    let (redis, master, master_addr, saves) = service("failover");
     let directory = Directory {
         masters: vec![master.local_addr()],
         game: GAME.into(),
@@ -316,11 +323,7 @@ fn serve_named(redis: &RedisProcess, master: &str, saves: &PathBuf, game: &str) 
 
 #[test]
 fn the_game_s_own_client_follows_its_game_to_another_server_through_the_master() {
-    let redis = RedisProcess::start().unwrap();
-    let master =
-        MasterServer::spawn("127.0.0.1:0".parse().unwrap(), MasterConfig::default()).unwrap();
-    let master_addr = master.local_addr().to_string();
-    let saves = std::env::temp_dir().join(format!("strategy-failover-cli-{}", std::process::id()));
+    let (redis, master, master_addr, saves) = service("failover-cli");
     let a = serve_named(&redis, &master_addr, &saves, GAME_TWO);
     // The client looks the game up once at start: wait until it is listed.
     let directory = Directory {

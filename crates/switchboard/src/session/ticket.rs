@@ -22,6 +22,14 @@ pub fn verify(key: &[u8; 32], bytes: &[u8], signature: &[u8; 32]) -> bool {
     mac.verify_slice(signature).is_ok()
 }
 
+/// Now, in ms since the Unix epoch: a ticket's expiry, which another
+/// process (another machine's clock) checks.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Sixteen random bytes: a ticket's number, so that each is honoured once.
 pub fn nonce() -> [u8; 16] {
     let mut nonce = [0u8; 16];
