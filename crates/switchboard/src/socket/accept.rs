@@ -247,7 +247,7 @@ async fn run_websocket(
     let accepted = tokio::select! {
         accepted = upgrade => accepted.unwrap_or(Ok(Accepted::TimedOut)),
         // Evicted as the oldest pending handshake.
-        _ = handle.shared.kill.cancelled() => Ok(Accepted::TimedOut),
+        () = handle.shared.killed() => Ok(Accepted::TimedOut),
     };
     let failed = match accepted {
         Ok(Accepted::Upgraded(ws)) => return connection::run_ws(*ws, handle, reporter).await,

@@ -1,13 +1,12 @@
 //! The sending side of a connection, shared between its owner and its task.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BytesMut};
+use futures::task::AtomicWaker;
 use serde::Serialize;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::outqueue::{with_frame, Frame, OutQueue, TAIL_HINT_MAX, TAIL_START};
 use super::reason::{CloseCode, DisconnectReason, SendError};
@@ -78,12 +77,14 @@ pub struct SocketStats {
 
 pub(crate) struct Shared {
     pub(crate) outbound: Mutex<OutQueue>,
-    /// Wakes the writer when the queue gains work.
-    pub(crate) wake: Notify,
+    /// The connection's task: woken when the queue gains work for an idle
+    /// writer, for an order or a close, and when the connection is killed.
+    pub(crate) task: AtomicWaker,
     pub(crate) state: AtomicU8,
     /// Reached the server through its WebSocket listener.
     pub(crate) websocket: std::sync::atomic::AtomicBool,
-    pub(crate) kill: CancellationToken,
+    /// Set by [`SocketHandle::kill`]: the task ends the connection now.
+    pub(crate) killed: AtomicBool,
     pub(crate) kill_reason: Mutex<Option<DisconnectReason>>,
     pub(crate) counters: Counters,
     pub(crate) peer_addr: Mutex<Option<SocketAddr>>,
@@ -92,6 +93,26 @@ pub(crate) struct Shared {
     pub(crate) inflate: Mutex<Option<super::budget::SharedBudget>>,
     /// Shared by every connection of a server.
     pub(crate) config: Arc<SocketConfig>,
+}
+
+impl Shared {
+    /// Ready once the connection is killed. Registers the task's waker, so
+    /// the connection's task (the only one that waits on it) calls this
+    /// first whenever it is polled.
+    pub(crate) fn poll_killed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.task.register(cx.waker());
+        if self.killed.load(Ordering::Acquire) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// Resolves once the connection is killed (see
+    /// [`poll_killed`](Self::poll_killed)).
+    pub(crate) async fn killed(&self) {
+        std::future::poll_fn(|cx| self.poll_killed(cx)).await
+    }
 }
 
 /// A cloneable, `Send` handle to one connection: send to it, close it, read
@@ -115,10 +136,10 @@ impl SocketHandle {
         let config = config.into();
         let shared = Shared {
             outbound: Mutex::new(OutQueue::default()),
-            wake: Notify::new(),
+            task: AtomicWaker::new(),
             state: AtomicU8::new(CONNECTING),
             websocket: std::sync::atomic::AtomicBool::new(false),
-            kill: CancellationToken::new(),
+            killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
             counters: Counters::default(),
             peer_addr: Mutex::new(None),
@@ -187,7 +208,7 @@ impl SocketHandle {
         }
         out.writer_idle = false;
         drop(out);
-        self.shared.wake.notify_one();
+        self.shared.task.wake();
         Ok(())
     }
 
@@ -287,7 +308,7 @@ impl SocketHandle {
                         let wake = std::mem::replace(&mut out.writer_idle, false);
                         drop(out);
                         if wake {
-                            self.shared.wake.notify_one();
+                            self.shared.task.wake();
                         }
                         return Ok(());
                     }
@@ -301,7 +322,7 @@ impl SocketHandle {
         let wake = std::mem::replace(&mut out.writer_idle, false);
         drop(out);
         if wake {
-            self.shared.wake.notify_one();
+            self.shared.task.wake();
         }
         Ok(())
     }
@@ -381,7 +402,7 @@ impl SocketHandle {
         }
         out.writer_idle = false;
         drop(out);
-        self.shared.wake.notify_one();
+        self.shared.task.wake();
     }
 
     /// Takes the queue's lock for one more frame of `len` bytes, or refuses
@@ -411,7 +432,7 @@ impl SocketHandle {
         // No direct writes until the writer has carried the order out.
         out.writer_idle = false;
         drop(out);
-        self.shared.wake.notify_one();
+        self.shared.task.wake();
     }
 
     /// Lends (Some) or takes back (None) the stream for direct writes.
@@ -435,7 +456,7 @@ impl SocketHandle {
             return;
         }
         self.outbound().close = Some((code, reason.to_string()));
-        self.shared.wake.notify_one();
+        self.shared.task.wake();
     }
 
     /// Ends the connection now, without flushing the queue: the task sends
@@ -447,7 +468,8 @@ impl SocketHandle {
         }
         drop(slot);
         self.shared.state.fetch_max(CLOSING, Ordering::AcqRel);
-        self.shared.kill.cancel();
+        self.shared.killed.store(true, Ordering::Release);
+        self.shared.task.wake();
     }
 
     /// Where the connection is in its life.

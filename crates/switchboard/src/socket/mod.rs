@@ -176,7 +176,7 @@ impl ExtendedTcpSocket {
             let reporter = Reporter::client(tx);
             let opened = tokio::select! {
                 opened = open => opened,
-                _ = task_handle.shared.kill.cancelled() => {
+                () = task_handle.shared.killed() => {
                     task_handle.set_closed();
                     let reason = DisconnectReason::Closed {
                         code: CloseCode::NORMAL,

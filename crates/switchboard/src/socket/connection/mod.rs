@@ -15,30 +15,32 @@
 //! (bounded).
 
 mod keepalive;
+mod open;
 mod reader;
 mod tcp;
 mod writer;
 
-use reader::{read_loop, IDLE_READ_BUFFER};
+use open::Open;
+use reader::{Readable, IDLE_READ_BUFFER};
 use tcp::SharedTcp;
-use writer::write_loop;
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::FramedRead;
 
 use super::control::{self, CloseFrame, Hello};
 use super::events::{Batch, Credit, Item, Wrap};
-use super::handle::{Counters, SocketHandle};
+use super::handle::SocketHandle;
 use super::outqueue::Segment;
 use super::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 use crate::codec::{self, FrameDecoder};
@@ -115,23 +117,32 @@ impl<E> Reporter<E> {
 type Reader<R> = FramedRead<R, FrameDecoder>;
 type Writer<W> = W;
 
+// The functions below return `async` blocks instead of being `async fn`s:
+// a block uses what it captures in place, where an `async fn` keeps a second
+// copy of each argument, for the connection's whole life.
+
 /// Runs a connection from its handshake to its end.
-pub(crate) async fn run<S, E>(stream: S, handle: SocketHandle, reporter: Reporter<E>)
+pub(crate) fn run<S, E>(
+    stream: S,
+    handle: SocketHandle,
+    reporter: Reporter<E>,
+) -> impl Future<Output = ()>
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
+    E: Send + 'static,
 {
     let (read_half, write_half) = tokio::io::split(stream);
-    run_halves(read_half, write_half, handle, reporter).await;
+    run_halves(read_half, write_half, handle, reporter)
 }
 
-/// Runs a connection over a TCP stream. Besides the writer task, senders
-/// may write to it directly while the writer has nothing to do (see
+/// Runs a connection over a TCP stream. Besides the writer, senders may
+/// write to it directly while the writer has nothing to do (see
 /// `SocketHandle::send_encoded`), which saves a task wake-up per message.
-pub(crate) async fn run_tcp<E>(
+pub(crate) fn run_tcp<E: Send + 'static>(
     stream: tokio::net::TcpStream,
     handle: SocketHandle,
     reporter: Reporter<E>,
-) {
+) -> impl Future<Output = ()> {
     let stream = std::sync::Arc::new(stream);
     handle.set_direct(Some(stream.clone()));
     run_halves(
@@ -140,29 +151,67 @@ pub(crate) async fn run_tcp<E>(
         handle,
         reporter,
     )
-    .await;
 }
 
 /// Runs a connection over an upgraded WebSocket: the same task as TCP, over
 /// byte halves that carry one frame per binary message.
-pub(crate) async fn run_ws<S, E>(
+pub(crate) fn run_ws<S, E>(
     ws: tokio_tungstenite::WebSocketStream<S>,
     handle: SocketHandle,
     reporter: Reporter<E>,
-) where
+) -> impl Future<Output = ()>
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    E: Send + 'static,
 {
-    run(super::websocket::FrameStream::new(ws), handle, reporter).await;
+    run(super::websocket::FrameStream::new(ws), handle, reporter)
 }
 
 /// Runs a connection from its handshake to its end, over its two halves.
-async fn run_halves<R, W, E>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice in every connection's task"
+)]
+fn run_halves<R, W, E>(
     read_half: R,
     write_half: W,
     handle: SocketHandle,
     mut reporter: Reporter<E>,
-) where
-    R: AsyncRead + Unpin,
+) -> impl Future<Output = ()>
+where
+    R: Readable,
+    W: AsyncWrite + Unpin,
+    E: Send + 'static,
+{
+    async move {
+        let Some((io, buffer, decoder, writer)) =
+            greet(read_half, write_half, &handle, &mut reporter).await
+        else {
+            return;
+        };
+        let reason = Open::new(io, buffer, decoder, writer, &handle, &reporter).await;
+        handle.set_direct(None);
+        handle.set_closed();
+        tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
+        if let Some(on_close) = reporter.on_close.take() {
+            on_close();
+        }
+        Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
+    }
+}
+
+/// The handshake, the server's say on whether the peer may stay, and the
+/// `Connected` event: the open connection's parts (the read half, what was
+/// read past the hello, the decoder, the write half), or `None` when it
+/// never opened (its owner has been told).
+async fn greet<R, W, E>(
+    read_half: R,
+    mut writer: W,
+    handle: &SocketHandle,
+    reporter: &mut Reporter<E>,
+) -> Option<(R, bytes::BytesMut, FrameDecoder, W)>
+where
+    R: Readable,
     W: AsyncWrite + Unpin,
 {
     let config = handle.config();
@@ -171,16 +220,12 @@ async fn run_halves<R, W, E>(
     // or inflated before it.
     decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
     decoder.config_mut().max_decompressed_len = control::MAX_HELLO_FRAME_LEN;
-    // Small to start with: an idle connection should cost little. The read
-    // buffer is swapped for a big one when traffic comes. The writer has no
-    // buffer: batches of data are gathered in `chunk` (allocated on first
-    // use), control frames are written as they are.
+    // Small to start with: an idle connection should cost little (an open
+    // connection reads into a buffer only while the peer speaks).
     let mut reader = FramedRead::with_capacity(read_half, decoder, IDLE_READ_BUFFER);
-    let mut writer = write_half;
-
     let handshake = tokio::select! {
         result = handshake(&mut reader, &mut writer, config.handshake_timeout) => result,
-        _ = handle.shared.kill.cancelled() => Err(kill_reason(&handle)),
+        () = handle.shared.killed() => Err(kill_reason(handle)),
     };
     if let Err(reason) = handshake {
         send_close_now(&mut writer, &reason, config).await;
@@ -193,14 +238,14 @@ async fn run_halves<R, W, E>(
                 Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
             }
         }
-        return;
+        return None;
     }
     *reader.decoder_mut().config_mut() = config.codec.clone();
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
         send_close_now(&mut writer, &reason, config).await;
         handle.set_direct(None);
         handle.set_closed();
-        return;
+        return None;
     }
     handle.set_open();
     if let Some(on_open) = reporter.on_open.take() {
@@ -209,16 +254,9 @@ async fn run_halves<R, W, E>(
     if !Box::pin(reporter.report(SocketEvent::Connected)).await {
         handle.close(CloseCode::NORMAL, "closed");
     }
-    let reason = run_open(reader, writer, &handle, &reporter).await;
-    handle.set_direct(None);
-    handle.set_closed();
-    tracing::debug!(peer = ?handle.peer_addr(), %reason, "connection ended");
-    if let Some(on_close) = reporter.on_close.take() {
-        on_close();
-    }
-    Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
+    let parts = reader.into_parts();
+    Some((parts.io, parts.read_buf, parts.codec, writer))
 }
-
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
     handle
         .shared
@@ -300,190 +338,4 @@ enum WriteEnd {
     /// Our close frame went out (graceful or not).
     SentClose,
     Failed(std::io::Error),
-}
-
-/// When the reader and the writer last dealt with the peer, in microseconds
-/// since the connection opened: the one timer of the connection (keep-alive,
-/// idle, closing) reads them.
-struct Clock {
-    started: Instant,
-    /// Last heard from the peer; [`Clock::BUSY`] while the reader waits for
-    /// the owner (time the owner takes is not the peer's silence).
-    heard: AtomicU64,
-    /// Last frame written by the writer task.
-    sent: AtomicU64,
-}
-
-impl Clock {
-    const BUSY: u64 = u64::MAX;
-
-    fn stamp(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-
-    fn at(&self, micros: u64) -> Instant {
-        self.started + Duration::from_micros(micros)
-    }
-}
-
-async fn run_open<R, W, E>(
-    reader: Reader<R>,
-    mut writer: Writer<W>,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-) -> DisconnectReason
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let config = handle.config();
-    let clock = Clock {
-        started: Instant::now(),
-        heard: AtomicU64::new(0),
-        sent: AtomicU64::new(0),
-    };
-    let parts = reader.into_parts();
-    let (mut io, mut buffer) = (parts.io, parts.read_buf);
-    let read = read_loop(&mut io, &mut buffer, parts.codec, handle, reporter, &clock);
-    let write = write_loop(&mut writer, handle, &clock);
-    // One timer for the connection: the next keep-alive ping, the idle
-    // deadline, or the end of a close, whichever comes first. Pushed back
-    // lazily when it fires early.
-    let timer = tokio::time::sleep(config.keepalive_interval.min(config.idle_timeout));
-    tokio::pin!(read, write, timer);
-
-    let mut reason: Option<DisconnectReason> = None;
-    let mut deadline: Option<Instant> = None;
-    let mut read_done = false;
-    let mut write_done = false;
-    let mut killed = false;
-    let begin_close = |reason_now: &DisconnectReason, deadline: &mut Option<Instant>| {
-        handle.order(|out| {
-            out.close_now
-                .get_or_insert((reason_now.close_code(), reason_now.to_string()));
-        });
-        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
-    };
-
-    loop {
-        if let Some(deadline) = deadline {
-            if deadline < timer.deadline() {
-                timer.as_mut().reset(deadline);
-            }
-        }
-        tokio::select! {
-            end = &mut read, if !read_done => {
-                read_done = true;
-                match end {
-                    _ if write_done => {
-                        // Our close frame is out and the peer hung up (or
-                        // went wrong): done.
-                        return reason.unwrap_or_else(|| take_local_close(handle));
-                    }
-                    ReadEnd::PeerClosed(close) => {
-                        return reason.unwrap_or(DisconnectReason::ClosedByPeer {
-                            code: close.code,
-                            reason: close.reason,
-                        });
-                    }
-                    ReadEnd::Eof => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(IoFailure::new(
-                            ErrorKind::UnexpectedEof,
-                            "the peer hung up without a goodbye",
-                        )));
-                    }
-                    ReadEnd::Failed(SocketError::Frame(codec::FrameError::Io(err))) => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.into()));
-                    }
-                    ReadEnd::Failed(err) => {
-                        let now = DisconnectReason::ProtocolError(err.to_string());
-                        tracing::debug!(peer = ?handle.peer_addr(), %err, "protocol error");
-                        // Rare: boxed, so that it does not widen every
-                        // connection's task.
-                        Box::pin(reporter.report(SocketEvent::Error(err))).await;
-                        begin_close(&now, &mut deadline);
-                        reason.get_or_insert(now);
-                    }
-                    ReadEnd::OwnerGone => {
-                        let now = DisconnectReason::Closed {
-                            code: CloseCode::NORMAL,
-                            reason: "closed".into(),
-                        };
-                        handle.close(CloseCode::NORMAL, "closed");
-                        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
-                        reason.get_or_insert(now);
-                    }
-                }
-            }
-            end = &mut write, if !write_done => {
-                write_done = true;
-                match end {
-                    WriteEnd::SentClose => {
-                        // Linger until the peer hangs up (the reader ends),
-                        // so that closing with unread bytes does not reset
-                        // the connection and lose our close frame on the way.
-                        let local = take_local_close(handle);
-                        reason.get_or_insert(local);
-                        if read_done {
-                            return reason.unwrap_or_else(|| take_local_close(handle));
-                        }
-                        deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
-                    }
-                    WriteEnd::Failed(err) => {
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(err.into()));
-                    }
-                }
-            }
-            _ = handle.shared.kill.cancelled(), if !killed => {
-                killed = true;
-                let now = kill_reason(handle);
-                begin_close(&now, &mut deadline);
-                reason.get_or_insert(now);
-            }
-            _ = &mut timer => {
-                let now = Instant::now();
-                if let Some(deadline) = deadline {
-                    if now >= deadline {
-                        if write_done {
-                            // Lingered long enough after our close frame.
-                            return reason.unwrap_or_else(|| take_local_close(handle));
-                        }
-                        return reason.unwrap_or(DisconnectReason::ConnectionLost(IoFailure::new(ErrorKind::TimedOut, "close timed out")));
-                    }
-                    timer.as_mut().reset(deadline);
-                    continue;
-                }
-                let heard = clock.heard.load(Ordering::Relaxed);
-                let heard = (heard != Clock::BUSY && !read_done).then(|| clock.at(heard));
-                // A frame that went out from the writer, or written
-                // directly by a sender.
-                let mut sent = clock.at(clock.sent.load(Ordering::Relaxed));
-                if let Some(at) = handle.outbound().last_direct {
-                    sent = sent.max(Instant::from_std(at));
-                }
-                let next = match keepalive::tick(now, heard, sent, config.keepalive_interval, config.idle_timeout) {
-                    keepalive::Tick::Idle => {
-                        // The silent peer is not waited for: no lingering
-                        // for it to hang up once our close frame is out.
-                        read_done = true;
-                        begin_close(&DisconnectReason::IdleTimeout, &mut deadline);
-                        reason.get_or_insert(DisconnectReason::IdleTimeout);
-                        continue;
-                    }
-                    keepalive::Tick::Ping { next } => {
-                        handle.order(|out| out.ping = true);
-                        clock.sent.store(clock.stamp(), Ordering::Relaxed);
-                        next
-                    }
-                    keepalive::Tick::Wait { next } => next,
-                };
-                timer.as_mut().reset(next);
-            }
-        }
-    }
-}
-
-/// The reason recorded for a close the owner asked for.
-fn take_local_close(handle: &SocketHandle) -> DisconnectReason {
-    kill_reason(handle)
 }

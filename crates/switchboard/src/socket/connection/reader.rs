@@ -1,117 +1,241 @@
 //! The reader half of a connection: reads the socket, slices whole frames
 //! out of its buffer in batches for the owner, answers system frames.
 
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use super::open::{Clock, Delivery};
 use super::*;
 use crate::socket::budget::{InflateBudget, SharedBudget};
 
-/// Reads the socket itself (the framed reader of the handshake handed over
-/// its stream and buffer): whole frames are taken straight from the buffer,
-/// many per read.
-pub(super) async fn read_loop<R: AsyncRead + Unpin, E>(
-    io: &mut R,
-    buffer: &mut bytes::BytesMut,
-    mut decoder: FrameDecoder,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-    clock: &Clock,
-) -> ReadEnd {
-    let started = clock.started;
-    let config = handle.config();
-    let budget = handle
-        .shared
-        .inflate
-        .lock()
-        .expect("inflate lock")
-        .clone()
-        .unwrap_or_else(|| {
-            let own = InflateBudget::new(
-                config.max_inflated_per_second,
-                config.codec.max_decompressed_len,
-                started.into_std(),
-            );
-            std::sync::Arc::new(std::sync::Mutex::new(own))
-        });
-    loop {
-        let mut batch = Read {
-            items: Vec::new(),
-            events: Vec::new(),
-            frames: 0,
-            bytes: 0,
-        };
-        let (taken, end) = take_frames(
+/// A transport the reader can wait on without a buffer: a TCP socket says
+/// when it is readable, so an idle connection holds no read buffer at all;
+/// other transports are read into a small one.
+pub(crate) trait Readable: AsyncRead + Unpin {
+    /// Whether [`poll_readable`](Self::poll_readable) really waits.
+    const WAITS: bool = false;
+
+    /// Ready when a read would find bytes (or the end).
+    fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Readable for SharedTcp {
+    const WAITS: bool = true;
+
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.0.poll_read_ready(cx)
+    }
+}
+
+impl<T: AsyncRead> Readable for tokio::io::ReadHalf<T> {}
+
+/// The reader half: reads the socket itself (the framed reader of the
+/// handshake handed over its stream and buffer) and takes whole frames
+/// straight from the buffer, many per read.
+pub(super) struct ReadSide<R> {
+    io: R,
+    buffer: bytes::BytesMut,
+    decoder: FrameDecoder,
+    budget: SharedBudget,
+    started: Instant,
+    /// A batch on its way to an owner whose queue is full.
+    delivering: Option<Delivery>,
+    /// How the reader ends once `delivering` is through.
+    end: Option<ReadEnd>,
+}
+
+impl<R: Readable> ReadSide<R> {
+    pub(super) fn new(
+        io: R,
+        buffer: bytes::BytesMut,
+        decoder: FrameDecoder,
+        handle: &SocketHandle,
+        started: Instant,
+    ) -> Self {
+        let config = handle.config();
+        let budget = handle
+            .shared
+            .inflate
+            .lock()
+            .expect("inflate lock")
+            .clone()
+            .unwrap_or_else(|| {
+                let own = InflateBudget::new(
+                    config.max_inflated_per_second,
+                    config.codec.max_decompressed_len,
+                    started.into_std(),
+                );
+                std::sync::Arc::new(std::sync::Mutex::new(own))
+            });
+        Self {
+            io,
             buffer,
-            &mut decoder,
-            &budget,
-            &mut batch,
-            handle,
-            reporter,
+            decoder,
+            budget,
             started,
-        );
-        let chunk = buffer.split_to(taken).freeze();
-        let counters = &handle.shared.counters;
-        counters
-            .frames_in
-            .fetch_add(batch.frames, Ordering::Relaxed);
-        counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
-        if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
-            grow_read_buffer(buffer);
+            delivering: None,
+            end: None,
         }
-        shrink_read_buffer(buffer);
-        // Frames taken (system frames included): more may be buffered.
-        let took_any = batch.frames > 0;
-        if !batch.items.is_empty() {
-            let mut queued = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
-            // Waiting for the owner is not the peer's silence.
-            clock.heard.store(Clock::BUSY, Ordering::Relaxed);
-            if let Some(credit) = &reporter.credit {
-                if !credit.try_acquire(batch.bytes) {
-                    // The slow paths are boxed: their futures would widen
-                    // every connection's task, idle ones too.
-                    Box::pin(credit.acquire(batch.bytes)).await;
+    }
+
+    /// Lets the read buffer go while nothing is buffered: the next read
+    /// takes a fresh one.
+    pub(super) fn release_buffer(&mut self) {
+        if R::WAITS && self.buffer.is_empty() && self.delivering.is_none() {
+            self.buffer = bytes::BytesMut::new();
+        }
+    }
+
+    /// Reads and hands batches to the owner until the peer or the owner
+    /// ends the connection.
+    pub(super) fn poll<E: Send + 'static>(
+        &mut self,
+        cx: &mut Context<'_>,
+        handle: &SocketHandle,
+        reporter: &Reporter<E>,
+        clock: &mut Clock,
+    ) -> Poll<ReadEnd> {
+        loop {
+            if let Some(delivering) = &mut self.delivering {
+                let delivered = ready!(delivering.as_mut().poll(cx));
+                self.delivering = None;
+                clock.heard = clock.stamp();
+                if !delivered {
+                    return Poll::Ready(ReadEnd::OwnerGone);
                 }
-                queued = queued.counted(credit.clone(), batch.bytes);
+                if let Some(end) = self.end.take() {
+                    return Poll::Ready(end);
+                }
+                continue;
             }
-            let sent = match reporter.events.try_send(queued) {
-                Ok(()) => Ok(()),
-                Err(mpsc::error::TrySendError::Full(queued)) => {
-                    Box::pin(reporter.events.send(queued)).await.map_err(|_| ())
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+            let mut batch = Read {
+                items: Vec::new(),
+                events: Vec::new(),
+                frames: 0,
+                bytes: 0,
             };
-            clock.heard.store(clock.stamp(), Ordering::Relaxed);
-            if sent.is_err() {
-                return ReadEnd::OwnerGone;
-            }
-        }
-        if let Some(end) = end {
-            return end;
-        }
-        if took_any {
-            // More whole frames may be buffered (a batch stops at its
-            // limits): take them before reading.
-            continue;
-        }
-        // Nothing whole is buffered: read. The connection's timer watches
-        // for silence meanwhile.
-        if buffer.capacity() - buffer.len() < MIN_READ_ROOM {
-            buffer.reserve(IDLE_READ_BUFFER);
-        }
-        match io.read_buf(buffer).await {
-            Ok(0) if buffer.is_empty() => return ReadEnd::Eof,
-            Ok(0) => {
-                let truncated = codec::FrameError::Truncated {
-                    buffered: buffer.len(),
-                };
-                return ReadEnd::Failed(truncated.into());
-            }
-            Ok(_) => clock.heard.store(clock.stamp(), Ordering::Relaxed),
-            Err(err) => match super::super::websocket::TransportViolation::of(&err) {
-                Some(violation) => {
-                    return ReadEnd::Failed(SocketError::Transport(violation.0.clone()))
+            let (taken, end) = take_frames(
+                &mut self.buffer,
+                &mut self.decoder,
+                &self.budget,
+                &mut batch,
+                handle,
+                reporter,
+                self.started,
+            );
+            let counters = &handle.shared.counters;
+            counters
+                .frames_in
+                .fetch_add(batch.frames, Ordering::Relaxed);
+            counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
+            // Frames taken (system frames included): more may be buffered.
+            let took_any = batch.frames > 0;
+            if !batch.items.is_empty() {
+                let chunk = self.buffer.split_to(taken).freeze();
+                let queued = Batch::new(batch.items, batch.events, chunk, reporter.wrap);
+                // Waiting for the owner is not the peer's silence.
+                clock.heard = Clock::BUSY;
+                match deliver(queued, batch.bytes, reporter) {
+                    Ok(true) => clock.heard = clock.stamp(),
+                    Ok(false) => return Poll::Ready(ReadEnd::OwnerGone),
+                    Err(delivering) => self.delivering = Some(delivering),
                 }
-                None => return ReadEnd::Failed(codec::FrameError::Io(err).into()),
-            },
+            } else {
+                bytes::Buf::advance(&mut self.buffer, taken);
+            }
+            if batch.bytes > IDLE_READ_BUFFER as u64 / 2 {
+                grow_read_buffer(&mut self.buffer);
+            }
+            shrink_read_buffer(&mut self.buffer);
+            if self.delivering.is_some() {
+                self.end = end;
+                continue;
+            }
+            if let Some(end) = end {
+                return Poll::Ready(end);
+            }
+            if took_any {
+                // More whole frames may be buffered (a batch stops at its
+                // limits): take them before reading.
+                continue;
+            }
+            // Nothing whole is buffered: read. The connection's timer
+            // watches for silence meanwhile.
+            if R::WAITS && self.buffer.is_empty() {
+                // No buffer is taken until there is something to read, and
+                // a small one is let go while there is not (a big one, of a
+                // busy connection, goes once it has been quiet a while).
+                match self.io.poll_readable(cx) {
+                    Poll::Pending => {
+                        if self.buffer.capacity() <= IDLE_READ_BUFFER {
+                            self.buffer = bytes::BytesMut::new();
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(err)) => {
+                        return Poll::Ready(ReadEnd::Failed(codec::FrameError::Io(err).into()))
+                    }
+                    Poll::Ready(Ok(())) => {}
+                }
+                if self.buffer.capacity() < IDLE_READ_BUFFER {
+                    self.buffer = bytes::BytesMut::with_capacity(IDLE_READ_BUFFER);
+                }
+            }
+            if self.buffer.capacity() - self.buffer.len() < MIN_READ_ROOM {
+                self.buffer.reserve(IDLE_READ_BUFFER);
+            }
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer);
+            match ready!(read) {
+                Ok(0) if self.buffer.is_empty() => return Poll::Ready(ReadEnd::Eof),
+                Ok(0) => {
+                    let truncated = codec::FrameError::Truncated {
+                        buffered: self.buffer.len(),
+                    };
+                    return Poll::Ready(ReadEnd::Failed(truncated.into()));
+                }
+                Ok(_) => clock.heard = clock.stamp(),
+                Err(err) => {
+                    return Poll::Ready(ReadEnd::Failed(
+                        match super::super::websocket::TransportViolation::of(&err) {
+                            Some(violation) => SocketError::Transport(violation.0.clone()),
+                            None => codec::FrameError::Io(err).into(),
+                        },
+                    ))
+                }
+            }
         }
+    }
+}
+
+/// Hands a batch to the owner: `Ok(true)` when it is in the owner's queue,
+/// `Ok(false)` when the owner is gone, or the delivery to wait for when the
+/// queue (or the connection's share of it) is full.
+fn deliver<E: Send + 'static>(
+    queued: Batch<E>,
+    bytes: u64,
+    reporter: &Reporter<E>,
+) -> Result<bool, Delivery> {
+    let queued = match &reporter.credit {
+        Some(credit) if !credit.try_acquire(bytes) => {
+            let (credit, events) = (credit.clone(), reporter.events.clone());
+            return Err(Box::pin(async move {
+                credit.acquire(bytes).await;
+                let queued = queued.counted(credit, bytes);
+                events.send(queued).await.is_ok()
+            }));
+        }
+        Some(credit) => queued.counted(credit.clone(), bytes),
+        None => queued,
+    };
+    match reporter.events.try_send(queued) {
+        Ok(()) => Ok(true),
+        Err(mpsc::error::TrySendError::Full(queued)) => {
+            let events = reporter.events.clone();
+            Err(Box::pin(async move { events.send(queued).await.is_ok() }))
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => Ok(false),
     }
 }
 

@@ -1,0 +1,145 @@
+//! Where an idle connection's memory goes: the live heap by allocation
+//! size, counted by a counting allocator while 1,000 clients connect and
+//! complete the handshake (server and clients in this process, so each
+//! connection's client side, a socket registration of 256 bytes, counts
+//! too). `cargo bench --bench idle_heap` (`BENCH_IDLE`, default 1000).
+//! `TRACE_SIZE=N` prints where a few allocations of N bytes come from
+//! (build with `CARGO_PROFILE_BENCH_DEBUG=line-tables-only` for names).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use switchboard::{BindScope, ServerConfig, ServerEvent, ServerStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Live allocations by size (the last slot counts everything larger).
+const SLOTS: usize = 8192;
+static LIVE: [AtomicI64; SLOTS] = [const { AtomicI64::new(0) }; SLOTS];
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static TRACE_SIZE: AtomicUsize = AtomicUsize::new(0);
+static TRACED: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Set while a backtrace is taken (it allocates).
+    static TRACING: Cell<bool> = const { Cell::new(false) };
+}
+
+struct Counting;
+
+impl Counting {
+    fn count(size: usize, delta: i64) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE[size.min(SLOTS - 1)].fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    fn trace(size: usize) {
+        if !COUNTING.load(Ordering::Relaxed) || TRACE_SIZE.load(Ordering::Relaxed) != size {
+            return;
+        }
+        TRACING.with(|tracing| {
+            if tracing.replace(true) {
+                return;
+            }
+            let n = TRACED.fetch_add(1, Ordering::Relaxed);
+            if n % 997 == 3 && n < 5000 {
+                eprintln!(
+                    "=== {size} bytes\n{}",
+                    std::backtrace::Backtrace::force_capture()
+                );
+            }
+            tracing.set(false);
+        });
+    }
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::count(layout.size(), 1);
+        Self::trace(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        Self::count(layout.size(), -1);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        Self::count(layout.size(), -1);
+        Self::count(new_size, 1);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn main() {
+    let n: usize = std::env::var("BENCH_IDLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let trace = std::env::var("TRACE_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    TRACE_SIZE.store(trace.unwrap_or(0), Ordering::SeqCst);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = ServerConfig {
+            max_connections: n + 10,
+            max_pending_handshakes: n + 10,
+            max_pending_handshakes_per_ip: n + 10,
+            max_connections_per_ip: n + 10,
+            ..ServerConfig::default()
+        };
+        let mut server = ServerStream::bind(BindScope::Loopback, 0, config).unwrap();
+        let addr = server.local_addr();
+        let mut hello = vec![0, 0, 0, 7, 0, b'S', b'W', b'B', b'D'];
+        hello.extend_from_slice(&switchboard::PROTOCOL_VERSION.to_be_bytes());
+        let mut clients = Vec::with_capacity(n);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        COUNTING.store(true, Ordering::SeqCst);
+        for _ in 0..n {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream.write_all(&hello).await.unwrap();
+            let mut theirs = [0u8; 11];
+            stream.read_exact(&mut theirs).await.unwrap();
+            clients.push(stream);
+        }
+        let mut connected = 0;
+        while connected < n {
+            if let Some(ServerEvent::PeerConnected { .. }) = server.next_event().await {
+                connected += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        COUNTING.store(false, Ordering::SeqCst);
+        let mut total = 0;
+        println!("live heap of {n} idle connections, by allocation size:");
+        for (size, live) in LIVE.iter().enumerate() {
+            let live = live.load(Ordering::Relaxed);
+            let bytes = live * size as i64;
+            total += bytes;
+            // Per-connection allocations (and big ones), not stray ones.
+            if live.unsigned_abs() as usize >= n / 2 || bytes.abs() > 50_000 {
+                println!(
+                    "{size:>6} B x {live:>6} = {bytes:>9} B ({:.0} per connection)",
+                    bytes as f64 / n as f64
+                );
+            }
+        }
+        println!(
+            "in all {total} B: {:.0} bytes per connection, its client side included",
+            total as f64 / n as f64
+        );
+        drop(clients);
+    });
+}
