@@ -30,6 +30,11 @@ pub(crate) struct BotsArgs {
     /// Bots per zone.
     #[arg(long, default_value_t = 20)]
     zone_size: usize,
+    /// Send as the load tester did before 2026-12-01: a zone's bots within
+    /// about a fifth of the interval of each other (by default each bot
+    /// sends at its own point of the interval, as independent players do)
+    #[arg(long)]
+    clustered: bool,
     /// Seconds of sending.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -119,6 +124,11 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         rate: args.rate,
         zone_size: args.zone_size,
         duration: Duration::from_secs_f64(args.seconds),
+        phases: if args.clustered {
+            switchboard_relay::load::Phases::Clustered
+        } else {
+            switchboard_relay::load::Phases::Spread
+        },
     };
     let total = args.seconds;
     // CPU is measured over the sending window only (not connecting, not

@@ -78,6 +78,33 @@ pub struct LoadConfig {
     pub zone_size: usize,
     /// How long to send.
     pub duration: Duration,
+    /// When in its interval each bot sends.
+    pub phases: Phases,
+}
+
+/// When in its interval each bot sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phases {
+    /// Each bot at its own point of the interval, a golden ratio's fraction
+    /// of it after the bot before: a zone's members are spread over the
+    /// whole interval, as independent players' clocks are.
+    #[default]
+    Spread,
+    /// Bot `i` at `(i % 97) / 97` of the interval: a zone's members (neighbours
+    /// by index) send within about a fifth of the interval of each other,
+    /// so a player's deliveries come in bursts that share writes well. The
+    /// load tester's phases before 2026-12-01, to compare with its figures.
+    Clustered,
+}
+
+impl Phases {
+    /// Where in its interval bot `index` sends, as a fraction of it.
+    fn of(self, index: usize) -> f64 {
+        match self {
+            Phases::Spread => (index as f64 * 0.618_033_988_749_895).fract(),
+            Phases::Clustered => (index % 97) as f64 / 97.0,
+        }
+    }
 }
 
 /// What a load test measured.
@@ -256,6 +283,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
             i,
             zone,
             interval,
+            config.phases,
             epoch,
             start_sending,
             end,
@@ -335,6 +363,7 @@ async fn load_bot(
     index: usize,
     zone: String,
     interval: Option<Duration>,
+    phases: Phases,
     epoch: Instant,
     start: Instant,
     end: Instant,
@@ -355,9 +384,8 @@ async fn load_bot(
     let mut local = Histogram::new();
     let mut counts = Counts::default();
     let mut last_seq: HashMap<u32, u64> = HashMap::new();
-    // Spread the bots' send times over the interval.
     let period = interval.unwrap_or(Duration::from_secs(3600));
-    let offset = period.mul_f64((index % 97) as f64 / 97.0);
+    let offset = period.mul_f64(phases.of(index));
     let position = [index as f32, 0.0, 0.0];
     let stop = tokio::time::sleep_until(end + Duration::from_millis(300));
     let send = tokio::time::sleep_until(start + offset);

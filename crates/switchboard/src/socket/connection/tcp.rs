@@ -16,8 +16,21 @@ impl AsyncRead for SharedTcp {
     ) -> std::task::Poll<std::io::Result<()>> {
         loop {
             std::task::ready!(self.0.poll_read_ready(cx))?;
+            let room = buf.remaining();
             match self.0.try_read_buf(buf) {
-                Ok(_) => return std::task::Poll::Ready(Ok(())),
+                Ok(n) => {
+                    if n > 0 && n < room {
+                        // A short read emptied the socket: its readiness goes
+                        // now, instead of costing the next read a system call
+                        // that finds nothing. Bytes that come after it raise
+                        // readiness again (and the end of the stream stays
+                        // ready once seen).
+                        let _ = self.0.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+                        });
+                    }
+                    return std::task::Poll::Ready(Ok(()));
+                }
                 Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(err) => return std::task::Poll::Ready(Err(err)),
             }
