@@ -172,6 +172,9 @@ impl ExtendedTcpSocket {
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let task_handle = handle.clone();
         let span = tracing::info_span!("connection", to = "server");
+        // Boxed: the task keeps what it captures for its whole life, and
+        // connecting (a WebSocket handshake above all) is big and brief.
+        let open = Box::pin(open);
         let task = async move {
             let reporter = Reporter::client(tx);
             let opened = tokio::select! {
