@@ -233,32 +233,42 @@ fn admit(
 /// handshake timeout (a page is served and the connection ends; a bad
 /// request is answered and counted as a failed handshake), then the same
 /// task as a TCP connection.
-async fn run_websocket(
+///
+/// An `async` block, not an `async fn` (which would keep its arguments
+/// twice), and the upgrade boxed: it is big and brief, and the task would
+/// otherwise keep room for it for the connection's whole life.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice in every connection's task"
+)]
+fn run_websocket(
     stream: TcpStream,
     handle: SocketHandle,
     mut reporter: Reporter<ServerEvent>,
     ws: Arc<WebSocketConfig>,
-) {
-    let config = handle.config();
-    let upgrade = tokio::time::timeout(
-        config.handshake_timeout,
-        websocket::accept(stream, &ws, &config.codec),
-    );
-    let accepted = tokio::select! {
-        accepted = upgrade => accepted.unwrap_or(Ok(Accepted::TimedOut)),
-        // Evicted as the oldest pending handshake.
-        () = handle.shared.killed() => Ok(Accepted::TimedOut),
-    };
-    let failed = match accepted {
-        Ok(Accepted::Upgraded(ws)) => return connection::run_ws(*ws, handle, reporter).await,
-        Ok(Accepted::Served) => None,
-        Ok(Accepted::Refused(why)) => Some(DisconnectReason::ProtocolError(why.into())),
-        Ok(Accepted::TimedOut) => Some(DisconnectReason::HandshakeTimeout),
-        Err(err) => Some(DisconnectReason::ConnectionLost(err.into())),
-    };
-    handle.set_closed();
-    if let (Some(reason), Some(hook)) = (failed, reporter.on_handshake_failure.take()) {
-        hook(&reason);
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        let config = handle.config();
+        let upgrade = Box::pin(tokio::time::timeout(
+            config.handshake_timeout,
+            websocket::accept(stream, &ws, &config.codec),
+        ));
+        let accepted = tokio::select! {
+            accepted = upgrade => accepted.unwrap_or(Ok(Accepted::TimedOut)),
+            // Evicted as the oldest pending handshake.
+            () = handle.shared.killed() => Ok(Accepted::TimedOut),
+        };
+        let failed = match accepted {
+            Ok(Accepted::Upgraded(ws)) => return connection::run_ws(*ws, handle, reporter).await,
+            Ok(Accepted::Served) => None,
+            Ok(Accepted::Refused(why)) => Some(DisconnectReason::ProtocolError(why.into())),
+            Ok(Accepted::TimedOut) => Some(DisconnectReason::HandshakeTimeout),
+            Err(err) => Some(DisconnectReason::ConnectionLost(err.into())),
+        };
+        handle.set_closed();
+        if let (Some(reason), Some(hook)) = (failed, reporter.on_handshake_failure.take()) {
+            hook(&reason);
+        }
+        // Dropping the reporter takes the connection out of the gate.
     }
-    // Dropping the reporter takes the connection out of the gate.
 }
