@@ -9,10 +9,11 @@
 //!   Closed ◀──────────────────── Closed ◀──────────────────────────── Closed
 //! ```
 //!
-//! The reader and the writer are two futures polled by the same task, so a
-//! peer that stops reading blocks only our writer, never our reader. The owner
-//! never waits on this task: it queues frames (bounded) and drains events
-//! (bounded).
+//! The handshake (`greet`) is an `async fn`; the open connection is one
+//! hand-written future (`open::Open`) whose reader and writer are polled side
+//! by side, so a peer that stops reading blocks only our writer, never our
+//! reader. The owner never waits on this task: it queues frames (bounded) and
+//! drains events (bounded).
 
 mod keepalive;
 mod open;
@@ -117,9 +118,10 @@ impl<E> Reporter<E> {
 type Reader<R> = FramedRead<R, FrameDecoder>;
 type Writer<W> = W;
 
-// The functions below return `async` blocks instead of being `async fn`s:
-// a block uses what it captures in place, where an `async fn` keeps a second
-// copy of each argument, for the connection's whole life.
+// The functions below are not `async fn`s: they return the future of
+// `run_halves`, an `async` block, which uses what it captures in place where
+// an `async fn` would keep a second copy of each argument (and of each
+// caller's), for the connection's whole life.
 
 /// Runs a connection from its handshake to its end.
 pub(crate) fn run<S, E>(
@@ -257,6 +259,7 @@ where
     let parts = reader.into_parts();
     Some((parts.io, parts.read_buf, parts.codec, writer))
 }
+
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
     handle
         .shared
