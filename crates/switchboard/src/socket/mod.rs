@@ -215,7 +215,11 @@ impl ExtendedTcpSocket {
     }
 
     /// Runs the protocol over any byte stream: an in-memory pipe in tests,
-    /// another transport later. The handshake starts at once.
+    /// a TCP stream connected your own way (from a chosen local address, say),
+    /// another transport later. The handshake starts at once. A tokio
+    /// `TcpStream` runs as [`connect`](Self::connect)'s do: senders write
+    /// to it directly while its writer idles, and it holds no read buffer
+    /// while the peer is silent.
     pub fn from_stream<S>(stream: S, config: SocketConfig) -> Self
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
@@ -223,7 +227,18 @@ impl ExtendedTcpSocket {
         let handle = SocketHandle::new(config.clone());
         let (tx, events) = EventQueue::new(config.event_queue_len);
         let reporter = Reporter::client(tx);
-        runtime::handle().spawn(connection::run(stream, handle.clone(), reporter));
+        let mut slot = Some(stream);
+        let tcp = (&mut slot as &mut dyn std::any::Any)
+            .downcast_mut::<Option<TcpStream>>()
+            .and_then(Option::take);
+        if let Some(tcp) = tcp {
+            if let Ok(addr) = tcp.peer_addr() {
+                handle.set_peer_addr(addr);
+            }
+            runtime::handle().spawn(connection::run_tcp(tcp, handle.clone(), reporter));
+        } else if let Some(stream) = slot {
+            runtime::handle().spawn(connection::run(stream, handle.clone(), reporter));
+        }
         Self::from_parts(handle, events)
     }
 
