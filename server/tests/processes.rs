@@ -13,6 +13,8 @@ use switchboard::socket::BindScope;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
 use switchboard_server::board::{BoardAction, BoardChannel, Presence};
 
+mod support;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn server_binary() -> PathBuf {
@@ -59,12 +61,8 @@ fn started_by_hand(args: &[&str]) -> (std::process::Child, u16) {
     (child, port)
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not in time");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    support::wait_until(what, WAIT, done)
 }
 
 fn welcomed(addr: impl ToString, name: &str) -> NetworkClient {
@@ -81,14 +79,7 @@ fn ask<T: serde::Serialize>(
     action: BoardAction,
     content: &T,
 ) -> RequestStatus {
-    let ticket = client
-        .request(BoardChannel::Board, action, content)
-        .unwrap();
-    wait_until("verdict", || {
-        client.poll();
-        ticket.is_done()
-    });
-    ticket.status()
+    support::ask(client, action, content, WAIT)
 }
 
 #[test]

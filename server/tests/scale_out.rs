@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::Proc;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_server::board::{BoardAction, BoardChannel};
+use switchboard_server::board::BoardAction;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -62,14 +62,7 @@ fn wait_until(what: &str, done: impl FnMut() -> bool) {
 }
 
 fn say(client: &mut NetworkClient, line: &str) -> RequestStatus {
-    let ticket = client
-        .request(BoardChannel::Board, BoardAction::Say, &line)
-        .unwrap();
-    wait_until("verdict", || {
-        client.poll();
-        ticket.is_done()
-    });
-    ticket.status()
+    support::ask(client, BoardAction::Say, &line, WAIT)
 }
 
 #[test]

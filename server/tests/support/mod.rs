@@ -1,5 +1,6 @@
 //! What the process tests share: the server binary as a child process,
-//! killed (SIGKILL) when dropped, and waiting for a condition.
+//! killed (SIGKILL) when dropped, waiting for a condition, and a board
+//! request answered.
 
 // Each test file uses the part it needs.
 #![allow(dead_code)]
@@ -45,4 +46,26 @@ pub fn wait_until(what: &str, wait: Duration, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "{what}: not in time");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Sends a board request and polls `client` until its verdict (for up to
+/// `wait`).
+pub fn ask<T: serde::Serialize>(
+    client: &mut switchboard::NetworkClient,
+    action: switchboard_server::board::BoardAction,
+    content: &T,
+    wait: Duration,
+) -> switchboard::RequestStatus {
+    let ticket = client
+        .request(
+            switchboard_server::board::BoardChannel::Board,
+            action,
+            content,
+        )
+        .unwrap();
+    wait_until("verdict", wait, || {
+        client.poll();
+        ticket.is_done()
+    });
+    ticket.status()
 }
