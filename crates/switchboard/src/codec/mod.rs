@@ -19,8 +19,9 @@
 //! Every size is bounded before anything is allocated for it:
 //! [`CodecConfig::max_frame_len`] before the body is buffered,
 //! [`CodecConfig::max_decompressed_len`] while inflating (the declared size of
-//! a zlib stream is never trusted) and [`DECODE_ALLOC_LIMIT`] while bincode
-//! decodes a value.
+//! a zlib stream is never trusted), and while bincode decodes a value no
+//! length prefix inside it can claim more bytes than the value has left
+//! (`bounded.rs`).
 
 use std::cell::RefCell;
 
@@ -29,22 +30,20 @@ use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, 
 use serde::{de::DeserializeOwned, Serialize};
 use tokio_util::codec::Decoder;
 
+mod bounded;
+use bounded::Bounded;
+
 /// Bytes in the frame header: the u32 length and the flag byte.
 pub const HEADER_LEN: usize = 5;
 
 /// Flag bit 0: the body is zlib-compressed.
 pub const FLAG_COMPRESSED: u8 = 0b0000_0001;
 
-/// The most bytes bincode may claim for containers while decoding one value
-/// (4 MiB). A length prefix inside a value that claims more is a
-/// [`ContentError`], not an allocation. bincode takes this limit as a const
-/// generic, so it is a constant rather than a config field; it equals the
-/// default [`CodecConfig::max_decompressed_len`], and a payload can never be
-/// larger than that limit anyway.
-pub const DECODE_ALLOC_LIMIT: usize = 4 * 1024 * 1024;
-
+/// bincode's standard configuration (varint integers, little endian), with
+/// no byte limit: decoding is bounded by [`Bounded`] instead, at a quarter of
+/// the limit's cost.
 fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<DECODE_ALLOC_LIMIT>()
+    bincode::config::standard()
 }
 
 /// Size limits and the compression policy of the frame codec.
@@ -64,7 +63,6 @@ pub struct CodecConfig {
     pub max_frame_len: usize,
     /// The largest payload a compressed body may inflate to (default 4 MiB),
     /// enforced while inflating. Past it: [`FrameError::DecompressedTooLarge`].
-    /// Values above [`DECODE_ALLOC_LIMIT`] gain nothing.
     pub max_decompressed_len: usize,
 }
 
@@ -235,9 +233,12 @@ pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ContentError
 /// Decodes a serde value from the start of `bytes`, returning it and how many
 /// bytes it used.
 pub fn decode_value_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), ContentError> {
-    bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|err| ContentError::Decode {
-        type_name: std::any::type_name::<T>(),
-        reason: err.to_string(),
+    let seed = Bounded(std::marker::PhantomData::<T>);
+    bincode::serde::seed_decode_from_slice(seed, bytes, bincode_config()).map_err(|err| {
+        ContentError::Decode {
+            type_name: std::any::type_name::<T>(),
+            reason: err.to_string(),
+        }
     })
 }
 
