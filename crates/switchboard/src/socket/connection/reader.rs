@@ -353,9 +353,13 @@ fn shrink_read_buffer(buffer: &mut bytes::BytesMut) {
 
 /// Swaps the small read buffer for a big one, once. A fresh buffer (not a
 /// grown one) is needed: `BytesMut` keeps reallocating at the size it was
-/// first created with.
+/// first created with. A big buffer's capacity is what is left of it after
+/// the batches split off its front, so any buffer with more room than a
+/// small one is kept: reads fill it up to its end, and only then does the
+/// next one come (replacing it on every read, as a test of `>= BUSY` did,
+/// cost a 64 KiB allocation per read, freed on the owner's thread).
 fn grow_read_buffer(buffer: &mut bytes::BytesMut) {
-    if buffer.capacity() >= BUSY_READ_BUFFER {
+    if buffer.capacity() > IDLE_READ_BUFFER {
         return;
     }
     let mut big = bytes::BytesMut::with_capacity(BUSY_READ_BUFFER);
@@ -488,5 +492,32 @@ mod tests {
         full.extend_from_slice(&vec![1u8; 512 * 1024]);
         shrink_read_buffer(&mut full);
         assert!(full.capacity() >= 512 * 1024);
+    }
+
+    #[test]
+    fn a_busy_connection_reads_into_one_big_buffer_until_it_is_used_up() {
+        let mut buffer = bytes::BytesMut::with_capacity(IDLE_READ_BUFFER);
+        buffer.extend_from_slice(&[1u8; 200]);
+        grow_read_buffer(&mut buffer);
+        assert_eq!(buffer.capacity(), BUSY_READ_BUFFER);
+        let first = buffer.as_ptr();
+        // Reads of 600 bytes, each split off as a batch (kept alive, as the
+        // owner would): the same allocation serves them all.
+        let mut batches = Vec::new();
+        let mut swaps = 0;
+        for _ in 0..200 {
+            if buffer.capacity() - buffer.len() < MIN_READ_ROOM {
+                buffer.reserve(IDLE_READ_BUFFER);
+            }
+            let before = buffer.as_ptr();
+            let len = buffer.len();
+            buffer.extend_from_slice(&[2u8; 600]);
+            batches.push(buffer.split_to(len + 600).freeze());
+            grow_read_buffer(&mut buffer);
+            swaps += usize::from(buffer.as_ptr() != before.wrapping_add(len + 600));
+        }
+        // 200 reads of 600 bytes fill two 64 KiB buffers and part of a third.
+        assert!(swaps <= 3, "{swaps} new buffers for 200 reads");
+        assert_eq!(batches[0].as_ptr(), first);
     }
 }
