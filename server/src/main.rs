@@ -72,7 +72,7 @@ struct RelayArgs {
     /// The longest, in milliseconds, a relayed message waits to share a
     /// write when the relay is busy (0: never waits); a quiet relay writes
     /// at once.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 5)]
     send_interval_ms: u64,
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]

@@ -94,7 +94,7 @@ pub struct RelayConfig {
     /// is disconnected as a slow consumer, however few lines that is.
     pub json_queue_bytes: usize,
     /// The longest a relayed message waits to share a write when the relay
-    /// is busy (default 10 ms; zero: never waits). While the relay is quiet
+    /// is busy (default 5 ms; zero: never waits). While the relay is quiet
     /// (under `quiet_deliveries_per_second`) what arrived together is
     /// handled, then each player gets its messages at once, in one write.
     /// Busier, the relay waits between rounds of writes, in proportion to
@@ -141,7 +141,7 @@ impl Default for RelayConfig {
             max_json_errors: 10,
             json_queue: 1024,
             json_queue_bytes: 256 * 1024,
-            send_interval: Duration::from_millis(10),
+            send_interval: Duration::from_millis(5),
             quiet_deliveries_per_second: 100_000,
             limits: RelayLimits::default(),
             max_json_connections: 1024,

@@ -21,8 +21,19 @@ pub(crate) struct Stamp {
 
 impl Stamp {
     /// The extra field's value.
+    #[cfg(test)]
     pub(crate) fn text(self) -> String {
-        format!("[{},{}]", self.seq, self.sent_us)
+        let mut text = String::new();
+        self.write(&mut text);
+        text
+    }
+
+    /// Writes the extra field's value over `text` (no allocation once
+    /// `text` has held a stamp).
+    pub(crate) fn write(self, text: &mut String) {
+        use std::fmt::Write;
+        text.clear();
+        let _ = write!(text, "[{},{}]", self.seq, self.sent_us);
     }
 
     fn parse(text: &str) -> Option<Stamp> {

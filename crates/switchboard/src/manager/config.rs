@@ -47,7 +47,7 @@ pub struct ManagerConfig {
     pub tick_interval: Duration,
     /// When updates for many clients leave (default: at once while quiet;
     /// under load, each client's updates share a write, waiting up to
-    /// 10 ms: [`PacerConfig`]). A reply to one client (a verdict) leaves at
+    /// 5 ms: [`PacerConfig`]). A reply to one client (a verdict) leaves at
     /// once, with whatever waits for that client before it.
     pub pacing: PacerConfig,
     /// Where to list the server once it listens (a master server: the

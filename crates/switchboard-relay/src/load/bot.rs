@@ -1,0 +1,197 @@
+//! One bot of the load tester: connects, sends its stamped transforms,
+//! and counts what it receives.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
+use crate::server::{Hello, RelayAction, RelayChannel};
+use crate::stamp::{self, Stamp};
+use crate::transform::Transform;
+use switchboard::message::Message;
+use switchboard::socket::{IdBuildHasher, SocketEvent};
+
+/// Bot `index` of `plan`, until the test ends: its latencies go into its
+/// group's `histogram`, its counts are returned.
+pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>) -> Counts {
+    let mut counts = Counts::default();
+    // Arrive in a stream, not all in one instant (the relay bounds
+    // connections still in their handshake): 50 bots every 20 ms.
+    tokio::time::sleep_until(plan.epoch + Duration::from_millis(20 * (index / 50) as u64)).await;
+    let addr = plan.relay_of(index);
+    let websocket = plan.websocket;
+    let Some(mut socket) = open(index, websocket.unwrap_or(addr), websocket.is_some()).await else {
+        counts.disconnected = true;
+        return counts;
+    };
+    let hello = Hello {
+        name: format!("load-{index}"),
+        bot: true,
+    };
+    if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
+        let _ = socket.send(&message);
+    }
+    let mut last_seq: HashMap<u32, u64, IdBuildHasher> = HashMap::default();
+    let period = plan.interval.unwrap_or(Duration::from_secs(3600));
+    let offset = period.mul_f64(plan.phases.of(index));
+    // One transform, its stamp rewritten in place for each send.
+    let mut transform = Transform {
+        position: [index as f32, 0.0, 0.0],
+        zone: format!("zone-{}", index / plan.zone_size.max(1)),
+        extra: BTreeMap::from([(stamp::FIELD.to_string(), String::new())]),
+        ..Transform::default()
+    };
+    let (end, epoch) = (plan.end, plan.epoch);
+    let stop = tokio::time::sleep_until(end + Duration::from_millis(300));
+    let send = tokio::time::sleep_until(plan.start + offset);
+    tokio::pin!(stop, send);
+    let mut sending = plan.interval.is_some();
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            _ = &mut send, if sending => {
+                let stamp = Stamp { seq: counts.sent, sent_us: epoch.elapsed().as_micros() as u64 };
+                if let Some(text) = transform.extra.get_mut(stamp::FIELD) {
+                    stamp.write(text);
+                }
+                if socket.send_value(RelayChannel, RelayAction::Transform, &transform).is_ok() {
+                    counts.sent += 1;
+                    LIVE_SENT.fetch_add(1, Ordering::Relaxed);
+                }
+                let next = send.deadline() + period;
+                sending = next < end;
+                send.as_mut().reset(next);
+            }
+            event = socket.next_event() => {
+                let received = counts.received;
+                let next = {
+                    let mut histogram = histogram.lock().expect("histogram");
+                    take_events(event, &mut socket, epoch, &mut counts, &mut last_seq, &mut histogram)
+                };
+                LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
+                if let Next::Ended = next {
+                    tracing::warn!(bot = index, "load bot disconnected");
+                    counts.disconnected = true;
+                    break;
+                }
+                if let Next::Redirect(to) = next {
+                    // The zone lives on another relay: go there, keep the id.
+                    let (next, ws) = match (&to.websocket, websocket.is_some()) {
+                        (Some(ws), true) => (ws.parse(), true),
+                        _ => (to.addr.parse(), false),
+                    };
+                    let next = match next {
+                        Ok(next) => open(index, next, ws).await,
+                        Err(_) => None,
+                    };
+                    let Some(next) = next else {
+                        counts.disconnected = true;
+                        break;
+                    };
+                    socket = next;
+                    let _ = socket.send_value(RelayChannel, RelayAction::Handover, &to.ticket);
+                    counts.handovers += 1;
+                }
+            }
+        }
+    }
+    socket.close("load test done");
+    counts
+}
+
+/// Takes in `first` and whatever else has arrived with it, on one reading
+/// of the clock; stops at a redirect or the end of the connection.
+fn take_events(
+    first: Option<SocketEvent>,
+    socket: &mut switchboard::socket::SocketStream,
+    epoch: tokio::time::Instant,
+    counts: &mut Counts,
+    last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
+    histogram: &mut Histogram,
+) -> Next {
+    let now_us = epoch.elapsed().as_micros() as u64;
+    let mut event = first;
+    loop {
+        let Some(this) = event else {
+            return Next::Ended;
+        };
+        match on_event(this, now_us, counts, last_seq, histogram) {
+            Next::Go => {}
+            other => return other,
+        }
+        event = socket.try_next_event();
+        if event.is_none() {
+            return Next::Go;
+        }
+    }
+}
+
+/// One bot's counts.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    pub(super) sent: u64,
+    pub(super) received: u64,
+    pub(super) bytes: u64,
+    pub(super) lost: u64,
+    pub(super) errors: u64,
+    pub(super) connected: bool,
+    pub(super) disconnected: bool,
+    pub(super) handovers: u64,
+}
+
+/// What a bot does after an event.
+enum Next {
+    Go,
+    /// Its zone lives on another relay.
+    Redirect(crate::Redirect),
+    Ended,
+}
+
+/// Takes one event in.
+fn on_event(
+    event: SocketEvent,
+    now_us: u64,
+    counts: &mut Counts,
+    last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
+    histogram: &mut Histogram,
+) -> Next {
+    match event {
+        SocketEvent::Connected => counts.connected = true,
+        SocketEvent::Received(message) => {
+            counts.bytes += message.content_bytes().len() as u64 + 10;
+            match message.action::<RelayAction>() {
+                Some(RelayAction::Relayed) => {
+                    let Some((player_id, Stamp { seq, sent_us })) =
+                        stamp::read(message.content_bytes())
+                    else {
+                        return Next::Go;
+                    };
+                    let previous = last_seq.get(&player_id).copied();
+                    // A zone-entry snapshot may repeat an old one: skip.
+                    if previous.is_some_and(|p| seq <= p) {
+                        return Next::Go;
+                    }
+                    if let Some(p) = previous {
+                        counts.lost += seq - p - 1;
+                    }
+                    last_seq.insert(player_id, seq);
+                    counts.received += 1;
+                    histogram.record(now_us.saturating_sub(sent_us));
+                }
+                Some(RelayAction::Error) => counts.errors += 1,
+                Some(RelayAction::Redirect) => match message.content() {
+                    Ok(redirect) => return Next::Redirect(redirect),
+                    Err(_) => counts.errors += 1,
+                },
+                _ => {}
+            }
+        }
+        SocketEvent::Error(_) => counts.errors += 1,
+        SocketEvent::Disconnected(_) => return Next::Ended,
+        _ => {}
+    }
+    Next::Go
+}

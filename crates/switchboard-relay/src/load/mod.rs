@@ -1,0 +1,300 @@
+//! The load tester: N bots sending transforms at R Hz in zones of Z bots,
+//! measuring what the relay carries and how fast.
+//!
+//! Each transform carries its sender's sequence number and send time (the
+//! extra field `stamp`: `[seq, sent_us]`, microseconds since the test
+//! began, read back without allocating, see `stamp.rs`); every bot
+//! that receives it records the relay latency (receipt minus send time, on
+//! the same clock since all bots run in this process) and counts gaps in
+//! each sender's sequence as losses.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use switchboard::socket::{SocketConfig, SocketStream};
+
+mod bot;
+mod histogram;
+
+pub use histogram::Histogram;
+
+/// Bots that share one task: their futures are polled together, so a read
+/// that wakes one bot while its group is already running costs no task
+/// wake-up, and their latencies go into one histogram that stays in the
+/// cache (a histogram per bot, 10 MiB for 1,000 bots, did not).
+const GROUP: usize = 25;
+
+/// Bots that share one source address when the relay is on loopback.
+const BOTS_PER_ADDRESS: usize = 4;
+
+/// Where bot `index` connects from: against a relay on IPv4 loopback, the
+/// bots spread over the loopback network (127.0.x.y), a few per address,
+/// as players come from many homes; the relay's per-address limits then
+/// apply as they would in production. Elsewhere, the system's choice.
+pub fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
+    if !(relay.is_ipv4() && relay.ip().is_loopback()) {
+        return None;
+    }
+    let host = index / BOTS_PER_ADDRESS;
+    let ip = std::net::Ipv4Addr::new(
+        127,
+        1 + (host / 250 / 256) as u8,
+        (host / 250 % 256) as u8,
+        2 + (host % 250) as u8,
+    );
+    Some(SocketAddr::new(ip.into(), 0))
+}
+
+/// Connects to `to` from the local address `from` (no delay on).
+pub async fn connect_from(
+    from: SocketAddr,
+    to: SocketAddr,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(from)?;
+    let stream = socket.connect(to).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// The relay's native address.
+    pub addr: SocketAddr,
+    /// The relay's WebSocket address: when set, the bots connect there
+    /// instead (the same protocol, one frame per WebSocket message), to
+    /// compare what a WebSocket client costs.
+    pub websocket: Option<SocketAddr>,
+    /// More relays of the same service (`RelayConfig::zones`): bot `i`
+    /// connects to the `i`-th address of `addr` and these, in turn, and
+    /// follows its zone's relay when redirected.
+    pub also: Vec<SocketAddr>,
+    /// Bots.
+    pub bots: usize,
+    /// Transforms per second per bot; 0 holds idle connections (a hello,
+    /// then only the socket's keep-alives), to measure what the relay
+    /// spends per connection.
+    pub rate: f64,
+    /// Bots per zone.
+    pub zone_size: usize,
+    /// How long to send.
+    pub duration: Duration,
+    /// When in its interval each bot sends.
+    pub phases: Phases,
+}
+
+/// When in its interval each bot sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phases {
+    /// Each bot at its own point of the interval, a golden ratio's fraction
+    /// of it after the bot before: a zone's members are spread over the
+    /// whole interval, as independent players' clocks are.
+    #[default]
+    Spread,
+    /// Bot `i` at `(i % 97) / 97` of the interval: a zone's members (neighbours
+    /// by index) send within about a fifth of the interval of each other,
+    /// so a player's deliveries come in bursts that share writes well. The
+    /// load tester's phases before 2026-12-01, to compare with its figures.
+    Clustered,
+}
+
+impl Phases {
+    /// Where in its interval bot `index` sends, as a fraction of it.
+    fn of(self, index: usize) -> f64 {
+        match self {
+            Phases::Spread => (index as f64 * 0.618_033_988_749_895).fract(),
+            Phases::Clustered => (index % 97) as f64 / 97.0,
+        }
+    }
+}
+
+/// What a load test measured.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LoadReport {
+    /// Bots that connected.
+    pub bots_connected: usize,
+    /// Seconds of sending.
+    pub seconds: f64,
+    /// Transforms sent.
+    pub sent: u64,
+    /// Transforms received (by all bots together).
+    pub received: u64,
+    /// Sent per second.
+    pub sent_per_second: f64,
+    /// Received per second.
+    pub received_per_second: f64,
+    /// Bytes per second received by the bots (frames as on the wire).
+    pub bytes_per_second: f64,
+    /// Relay latency percentiles and maximum, milliseconds.
+    pub latency_ms_p50: f64,
+    /// 95th percentile.
+    pub latency_ms_p95: f64,
+    /// 99th percentile.
+    pub latency_ms_p99: f64,
+    /// Maximum.
+    pub latency_ms_max: f64,
+    /// Transforms missing from a sender's sequence at a receiver.
+    pub lost: u64,
+    /// Bots disconnected before the end.
+    pub disconnects: u64,
+    /// Bots handed over to their zone's relay (several relays).
+    pub handovers: u64,
+    /// Errors reported by the relay or the connections.
+    pub errors: u64,
+}
+
+/// Live counts for the progress line.
+static LIVE_SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LIVE_RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What every bot of a test shares.
+#[derive(Debug)]
+struct Plan {
+    addr: SocketAddr,
+    websocket: Option<SocketAddr>,
+    also: Vec<SocketAddr>,
+    interval: Option<Duration>,
+    zone_size: usize,
+    phases: Phases,
+    /// The test's clock: stamps are microseconds since then.
+    epoch: Instant,
+    start: Instant,
+    end: Instant,
+}
+
+impl Plan {
+    /// The relay bot `index` connects to: the relays in turn.
+    fn relay_of(&self, index: usize) -> SocketAddr {
+        match index % (1 + self.also.len()) {
+            0 => self.addr,
+            n => self.also[n - 1],
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    sent: u64,
+    received: u64,
+    bytes: u64,
+    lost: u64,
+    disconnects: u64,
+    errors: u64,
+    connected: usize,
+    handovers: u64,
+}
+
+impl Totals {
+    fn add(&mut self, counts: &bot::Counts) {
+        self.sent += counts.sent;
+        self.received += counts.received;
+        self.bytes += counts.bytes;
+        self.lost += counts.lost;
+        self.errors += counts.errors;
+        self.connected += usize::from(counts.connected);
+        self.disconnects += u64::from(counts.disconnected);
+        self.handovers += counts.handovers;
+    }
+}
+
+/// Runs the test; `progress` is called about once a second with the totals
+/// so far (sent, received).
+pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64)) -> LoadReport {
+    LIVE_SENT.store(0, Ordering::Relaxed);
+    LIVE_RECEIVED.store(0, Ordering::Relaxed);
+    let epoch = Instant::now();
+    let start_sending =
+        epoch + Duration::from_secs(1) + Duration::from_millis(config.bots as u64 / 2);
+    let end = start_sending + config.duration;
+    let plan = Arc::new(Plan {
+        addr: config.addr,
+        websocket: config.websocket,
+        also: config.also.clone(),
+        interval: (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate)),
+        zone_size: config.zone_size,
+        phases: config.phases,
+        epoch,
+        start: start_sending,
+        end,
+    });
+    let groups: Vec<_> = (0..config.bots)
+        .step_by(GROUP)
+        .map(|first| {
+            let plan = plan.clone();
+            let bots = first..(first + GROUP).min(config.bots);
+            tokio::spawn(async move {
+                let histogram = Mutex::new(Histogram::new());
+                let running: FuturesUnordered<_> =
+                    bots.map(|i| bot::run(&plan, i, &histogram)).collect();
+                let counts: Vec<bot::Counts> = running.collect().await;
+                (counts, histogram.into_inner().expect("histogram"))
+            })
+        })
+        .collect();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    while Instant::now() < end + Duration::from_millis(500) {
+        ticker.tick().await;
+        let (sent, received) = (
+            LIVE_SENT.load(Ordering::Relaxed),
+            LIVE_RECEIVED.load(Ordering::Relaxed),
+        );
+        progress(
+            Instant::now().saturating_duration_since(start_sending),
+            sent,
+            received,
+        );
+    }
+    let (mut t, mut h) = (Totals::default(), Histogram::new());
+    for group in groups {
+        if let Ok((counts, histogram)) = group.await {
+            counts.iter().for_each(|c| t.add(c));
+            h.merge(&histogram);
+        }
+    }
+    let seconds = config.duration.as_secs_f64();
+    LoadReport {
+        bots_connected: t.connected,
+        seconds,
+        sent: t.sent,
+        received: t.received,
+        sent_per_second: t.sent as f64 / seconds,
+        received_per_second: t.received as f64 / seconds,
+        bytes_per_second: t.bytes as f64 / seconds,
+        latency_ms_p50: h.percentile_ms(0.50),
+        latency_ms_p95: h.percentile_ms(0.95),
+        latency_ms_p99: h.percentile_ms(0.99),
+        latency_ms_max: h.max_ms(),
+        lost: t.lost,
+        disconnects: t.disconnects,
+        errors: t.errors,
+        handovers: t.handovers,
+    }
+}
+
+/// A bot's connection to `to` (from its own source address against a
+/// loopback relay), over WebSocket when `websocket` is set.
+async fn open(index: usize, to: SocketAddr, websocket: bool) -> Option<SocketStream> {
+    let url = format!("ws://{to}/");
+    match source_address(index, to) {
+        Some(from) => match connect_from(from, to).await {
+            Ok(stream) if websocket => Some(SocketStream::connect_ws_over(
+                &url,
+                stream,
+                SocketConfig::default(),
+            )),
+            Ok(stream) => Some(SocketStream::from_stream(stream, SocketConfig::default())),
+            Err(err) => {
+                tracing::warn!(bot = index, %from, %err, "load bot could not connect");
+                None
+            }
+        },
+        None if websocket => Some(SocketStream::connect_ws(&url, SocketConfig::default())),
+        None => Some(SocketStream::connect(to, SocketConfig::default())),
+    }
+}
