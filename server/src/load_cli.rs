@@ -42,6 +42,11 @@ pub(crate) struct BotsArgs {
     /// machine; repeatable: several relays are summed).
     #[arg(long)]
     server_pid: Vec<u32>,
+    /// Threads running the bots. On a machine shared with the relay, one
+    /// leaves the relay more of the cores (1,000 bots at 20 Hz use about
+    /// three quarters of one; `docs/PERFORMANCE.md`).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -115,7 +120,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         count = limit.saturating_sub(64) as usize;
         eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
     }
-    let runtime = runtime()?;
+    let runtime = crate::runtime_with(args.threads)?;
     let config = switchboard_relay::load::LoadConfig {
         addr: args.addr,
         also: args.also.clone(),
