@@ -222,10 +222,15 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             report.lost, report.disconnects, report.errors, report.handovers
         );
         if let Some((cpu, rss)) = server {
-            let per_delivery = 1e4 * cpu / report.received_per_second.max(1e-9);
-            println!(
-                "server             {cpu:.0}% CPU, {rss} KiB resident, {per_delivery:.2} us per delivery"
-            );
+            // Idle connections (`--rate 0`) deliver nothing: no cost per delivery.
+            let per_delivery = match report.received {
+                0 => String::new(),
+                _ => format!(
+                    ", {:.2} us per delivery",
+                    1e4 * cpu / report.received_per_second
+                ),
+            };
+            println!("server             {cpu:.0}% CPU, {rss} KiB resident{per_delivery}");
         }
         if let (Some(before), Some(bytes)) = (rss_before, per_connection) {
             println!(

@@ -28,8 +28,9 @@ pub struct RelayClient {
     pub link: Link,
     /// Its zone, once it sent a transform.
     pub zone: Option<String>,
-    /// Its last transform.
-    pub last: Option<Transform>,
+    /// Its last transform (shared: what is relayed, kept and shown in zone
+    /// entries is one value, never copied).
+    pub last: Option<Arc<Transform>>,
     /// Whether it said it is a bot.
     pub is_bot: bool,
 }
@@ -320,7 +321,7 @@ impl Relay {
                     let event = RelayEvent::Transform {
                         player_id: other,
                         server_time_ms,
-                        transform: Arc::new(last),
+                        transform: last,
                     };
                     out.push((vec![id], event));
                 }
@@ -335,7 +336,7 @@ impl Relay {
         let transform = Arc::new(transform);
         if let Some(player) = self.players.get_mut(&id) {
             player.zone = Some(transform.zone.clone());
-            player.last = Some((*transform).clone());
+            player.last = Some(transform.clone());
         }
         if !recipients.is_empty() {
             out.push((

@@ -174,12 +174,15 @@ fn on_event(
                     if previous.is_some_and(|p| seq <= p) {
                         return Next::Go;
                     }
-                    if let Some(p) = previous {
-                        counts.lost += seq - p - 1;
-                    }
                     last_seq.insert(player_id, seq);
                     counts.received += 1;
-                    histogram.record(now_us.saturating_sub(sent_us));
+                    // The first from a sender is not timed: it may be the
+                    // zone-entry snapshot, the sender's last transform
+                    // however old it is, whose age is not the relay's latency.
+                    if let Some(p) = previous {
+                        counts.lost += seq - p - 1;
+                        histogram.record(now_us.saturating_sub(sent_us));
+                    }
                 }
                 Some(RelayAction::Error) => counts.errors += 1,
                 Some(RelayAction::Redirect) => match message.content() {

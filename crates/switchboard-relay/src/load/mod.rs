@@ -6,7 +6,9 @@
 //! began, read back without allocating, see `stamp.rs`); every bot
 //! that receives it records the relay latency (receipt minus send time, on
 //! the same clock since all bots run in this process) and counts gaps in
-//! each sender's sequence as losses.
+//! each sender's sequence as losses. A sender's first message at a bot is
+//! counted but not timed: it may be the zone-entry snapshot, which shows the
+//! newcomer each member's last transform, however old.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
