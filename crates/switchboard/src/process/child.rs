@@ -112,7 +112,16 @@ pub fn run_server_with<L: GameLogic>(
             wait_for_signal().await;
             signals.cancel();
         });
-        manager.run(stop.cancelled_owned()).await;
+        // On a worker, not on this thread: every batch a connection's reader
+        // hands over would otherwise wake this thread from its own park
+        // (a futex and a context switch per batch; 1.8x the relay's CPU per
+        // delivery at 100 clients, `docs/PERFORMANCE.md`).
+        // A panic in the game's logic still ends the process as one.
+        if let Err(err) = tokio::spawn(manager.run(stop.cancelled_owned())).await {
+            if err.is_panic() {
+                std::panic::resume_unwind(err.into_panic());
+            }
+        }
         Ok(())
     })
 }
