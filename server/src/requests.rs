@@ -130,7 +130,8 @@ async fn client(
     let mut socket = match source_address(index, load.addr) {
         Some(from) => match connect_from(from, load.addr).await {
             Ok(stream) => SocketStream::from_stream(stream, SocketConfig::default()),
-            Err(_) => {
+            Err(err) => {
+                tracing::warn!(%err, "load client could not connect");
                 counts.disconnected = true;
                 return counts;
             }
@@ -198,7 +199,10 @@ fn on_event(
 ) -> bool {
     let message = match event {
         SocketEvent::Received(message) => message,
-        SocketEvent::Disconnected(_) => return false,
+        SocketEvent::Disconnected(reason) => {
+            tracing::warn!(%reason, "load client disconnected");
+            return false;
+        }
         _ => return true,
     };
     if message.channel_id() != SESSION_CHANNEL {
