@@ -112,10 +112,16 @@ pub fn run_server_with<L: GameLogic>(
             wait_for_signal().await;
             signals.cancel();
         });
-        // On this thread, not on a worker: it would share the workers with
-        // the connections' handshakes, and a burst of joins then held
-        // them past the pending-handshake limit (`docs/PERFORMANCE.md`).
-        manager.run(stop.cancelled_owned()).await;
+        // On a worker, not on this thread: every batch a connection's reader
+        // hands over would otherwise wake this thread from its own park (a
+        // futex and a context switch per batch: 2.1x the relay's CPU per
+        // delivery at 100 clients, `docs/PERFORMANCE.md`). A panic in the
+        // game's logic still ends the process as one.
+        if let Err(err) = tokio::spawn(manager.run(stop.cancelled_owned())).await {
+            if err.is_panic() {
+                std::panic::resume_unwind(err.into_panic());
+            }
+        }
         Ok(())
     })
 }

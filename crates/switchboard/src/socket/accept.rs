@@ -41,6 +41,33 @@ impl Drop for Leave {
             .lock()
             .expect("gate lock")
             .ended(self.ticket);
+        self.shared.room.notify_waiters();
+    }
+}
+
+/// Waits until the gate may take a newcomer: its pending table has room,
+/// or its oldest entry has had its grace. `false` if the server shut down
+/// meanwhile.
+async fn room_in_gate(shared: &ServerShared) -> bool {
+    loop {
+        // Registered before looking, so that a place freed in between is
+        // not missed.
+        let freed = shared.room.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        let Some(until) = shared
+            .gate
+            .lock()
+            .expect("gate lock")
+            .full_until(std::time::Instant::now())
+        else {
+            return true;
+        };
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return false,
+            () = freed => {}
+            () = tokio::time::sleep_until(until.into()) => {}
+        }
     }
 }
 
@@ -61,6 +88,9 @@ pub(super) async fn accept_loop(
     transport: Transport,
 ) {
     loop {
+        if !room_in_gate(&shared).await {
+            break;
+        }
         let (stream, addr) = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -155,11 +185,12 @@ fn admit(
     }
     let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
     let handle = SocketHandle::new(shared.socket_config.clone());
-    let admitted = shared
-        .gate
-        .lock()
-        .expect("gate lock")
-        .admit(peer.0, addr.ip(), handle.clone());
+    let admitted =
+        shared
+            .gate
+            .lock()
+            .expect("gate lock")
+            .admit(peer.0, addr.ip(), handle.clone(), now);
     match admitted {
         Err(turned) => {
             shared.refused.fetch_add(1, Ordering::Relaxed);
@@ -207,10 +238,9 @@ fn admit(
             drop(leave);
         })),
         refuse: Some(Box::new(move || {
-            let mut gate = refuse_shared.gate.lock().expect("gate lock");
-            gate.opened(peer.0)
-                .err()
-                .map(|_| DisconnectReason::ServerFull)
+            let opened = refuse_shared.gate.lock().expect("gate lock").opened(peer.0);
+            refuse_shared.room.notify_waiters();
+            opened.err().map(|_| DisconnectReason::ServerFull)
         })),
         on_handshake_failure: Some(Box::new(move |reason| {
             failure_shared

@@ -100,8 +100,17 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Connections still in their handshake at once (default 64). A
     /// connection that finds them all taken evicts the oldest (it is
-    /// closed), so silent connections cannot keep everyone else out.
+    /// closed), so silent connections cannot keep everyone else out; but
+    /// see `pending_handshake_grace`.
     pub max_pending_handshakes: usize,
+    /// How long a pending handshake is safe from eviction (default 500 ms).
+    /// While all `max_pending_handshakes` are younger, the listeners accept
+    /// nobody new: newcomers wait in the kernel's backlog until a handshake
+    /// completes, fails, or ages past this. A burst of joins (a server
+    /// restart, a load test) is then let in a table at a time instead of
+    /// evicting handshakes that only waited for the CPU; silent connections
+    /// hold a place for at most this long once newcomers queue behind them.
+    pub pending_handshake_grace: Duration,
     /// Connections in their handshake from one address at once (default 8;
     /// an IPv6 address counts per /64). Further ones from that address are
     /// closed at once, before any byte is read from them.
@@ -128,6 +137,7 @@ impl Default for ServerConfig {
             socket: SocketConfig::default(),
             max_connections: 1024,
             max_pending_handshakes: 64,
+            pending_handshake_grace: Duration::from_millis(500),
             max_pending_handshakes_per_ip: 8,
             max_connections_per_ip: 64,
             max_queued_bytes_per_peer: 1024 * 1024,

@@ -7,11 +7,15 @@
 //!     ▼ pending or connection cap ▼ (told so, closed)
 //!  dropped                     (gone)
 //!  A newcomer that finds the pending table full evicts its oldest entry:
-//!  silent connections cannot keep everyone else out.
+//!  silent connections cannot keep everyone else out. The listeners do not
+//!  take a newcomer while every pending entry is younger than the grace
+//!  (`full_until`): a burst of joins waits in the kernel's backlog instead
+//!  of evicting handshakes that are merely waiting for a turn of the CPU.
 //! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 /// The limits the gate enforces (from `ServerConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +24,9 @@ pub(crate) struct GateLimits {
     pub(crate) max_pending_per_ip: usize,
     pub(crate) max_connections: usize,
     pub(crate) max_connections_per_ip: usize,
+    /// How old the oldest pending handshake must be before a newcomer may
+    /// evict it.
+    pub(crate) handshake_grace: Duration,
 }
 
 /// Why a connection was not let in.
@@ -54,8 +61,8 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
 #[derive(Debug)]
 pub(crate) struct Gate<T> {
     limits: GateLimits,
-    /// Oldest first.
-    pending: VecDeque<(u64, IpAddr, T)>,
+    /// Oldest first, each with when it was admitted.
+    pending: VecDeque<(u64, IpAddr, Instant, T)>,
     /// Connections per address, pending and open.
     per_ip: HashMap<IpAddr, (usize, usize)>,
     open: HashMap<u64, IpAddr>,
@@ -71,9 +78,28 @@ impl<T> Gate<T> {
         }
     }
 
-    /// A connection from `ip` was accepted as `ticket`. Returns the
-    /// connection it evicted, if the pending table was full.
-    pub(crate) fn admit(&mut self, ticket: u64, ip: IpAddr, value: T) -> Result<Option<T>, Turned> {
+    /// When the listeners may take a newcomer again: `None` while the
+    /// pending table has room or its oldest entry has had its grace, else
+    /// when that entry's grace ends (a completed or failed handshake frees
+    /// a place sooner).
+    pub(crate) fn full_until(&self, now: Instant) -> Option<Instant> {
+        if self.pending.len() < self.limits.max_pending.max(1) {
+            return None;
+        }
+        let (_, _, admitted, _) = self.pending.front()?;
+        let ends = *admitted + self.limits.handshake_grace;
+        (ends > now).then_some(ends)
+    }
+
+    /// A connection from `ip` was accepted as `ticket` at `now`. Returns
+    /// the connection it evicted, if the pending table was full.
+    pub(crate) fn admit(
+        &mut self,
+        ticket: u64,
+        ip: IpAddr,
+        value: T,
+        now: Instant,
+    ) -> Result<Option<T>, Turned> {
         let ip = address_key(ip);
         let (pending, open) = self.per_ip.get(&ip).copied().unwrap_or_default();
         if pending >= self.limits.max_pending_per_ip.max(1) {
@@ -83,14 +109,14 @@ impl<T> Gate<T> {
             return Err(Turned::ConnectionsFromAddress);
         }
         let evicted = if self.pending.len() >= self.limits.max_pending.max(1) {
-            self.pending.pop_front().map(|(_, old_ip, old)| {
+            self.pending.pop_front().map(|(_, old_ip, _, old)| {
                 self.count(old_ip, |p, _| *p -= 1);
                 old
             })
         } else {
             None
         };
-        self.pending.push_back((ticket, ip, value));
+        self.pending.push_back((ticket, ip, now, value));
         self.count(ip, |p, _| *p += 1);
         Ok(evicted)
     }
@@ -98,11 +124,11 @@ impl<T> Gate<T> {
     /// `ticket` completed its handshake: it is open, unless the server is
     /// full (then it is gone and must be told so).
     pub(crate) fn opened(&mut self, ticket: u64) -> Result<(), Turned> {
-        let Some(at) = self.pending.iter().position(|(t, _, _)| *t == ticket) else {
+        let Some(at) = self.pending.iter().position(|(t, ..)| *t == ticket) else {
             // Evicted meanwhile.
             return Err(Turned::Full);
         };
-        let (_, ip, _) = self.pending.remove(at).expect("position is in range");
+        let (_, ip, ..) = self.pending.remove(at).expect("position is in range");
         self.count(ip, |p, _| *p -= 1);
         if self.open.len() >= self.limits.max_connections {
             return Err(Turned::Full);
@@ -116,8 +142,8 @@ impl<T> Gate<T> {
     pub(crate) fn ended(&mut self, ticket: u64) {
         if let Some(ip) = self.open.remove(&ticket) {
             self.count(ip, |_, o| *o -= 1);
-        } else if let Some(at) = self.pending.iter().position(|(t, _, _)| *t == ticket) {
-            let (_, ip, _) = self.pending.remove(at).expect("position is in range");
+        } else if let Some(at) = self.pending.iter().position(|(t, ..)| *t == ticket) {
+            let (_, ip, ..) = self.pending.remove(at).expect("position is in range");
             self.count(ip, |p, _| *p -= 1);
         }
     }
@@ -151,31 +177,46 @@ mod tests {
         IpAddr::from([127, 0, 0, last])
     }
 
+    /// `ms` milliseconds after one fixed instant.
+    fn at(ms: u64) -> Instant {
+        static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *BASE.get_or_init(Instant::now) + Duration::from_millis(ms)
+    }
+
     fn gate() -> Gate<u64> {
         Gate::new(GateLimits {
             max_pending: 4,
             max_pending_per_ip: 2,
             max_connections: 3,
             max_connections_per_ip: 2,
+            handshake_grace: Duration::from_millis(500),
         })
     }
 
     #[test]
     fn one_address_holds_at_most_its_share_of_pending_handshakes() {
         let mut g = gate();
-        assert_eq!(g.admit(1, ip(2), 1), Ok(None));
-        assert_eq!(g.admit(2, ip(2), 2), Ok(None));
-        assert_eq!(g.admit(3, ip(2), 3), Err(Turned::PendingFromAddress));
-        assert_eq!(g.admit(4, ip(3), 4), Ok(None), "another address is let in");
+        assert_eq!(g.admit(1, ip(2), 1, at(0)), Ok(None));
+        assert_eq!(g.admit(2, ip(2), 2, at(0)), Ok(None));
+        assert_eq!(g.admit(3, ip(2), 3, at(0)), Err(Turned::PendingFromAddress));
+        assert_eq!(
+            g.admit(4, ip(3), 4, at(0)),
+            Ok(None),
+            "another address is let in"
+        );
     }
 
     #[test]
     fn a_full_pending_table_evicts_its_oldest_entry_for_a_newcomer() {
         let mut g = gate();
         for t in 1..=4 {
-            assert_eq!(g.admit(t, ip(t as u8 + 1), t), Ok(None));
+            assert_eq!(g.admit(t, ip(t as u8 + 1), t, at(0)), Ok(None));
         }
-        assert_eq!(g.admit(5, ip(9), 5), Ok(Some(1)), "the oldest gives way");
+        assert_eq!(
+            g.admit(5, ip(9), 5, at(0)),
+            Ok(Some(1)),
+            "the oldest gives way"
+        );
         assert_eq!(g.pending(), 4);
         assert_eq!(
             g.opened(1),
@@ -186,28 +227,64 @@ mod tests {
     }
 
     #[test]
+    fn a_full_pending_table_takes_no_newcomer_until_its_oldest_had_its_grace() {
+        let mut g = gate();
+        assert_eq!(g.full_until(at(0)), None, "empty");
+        for t in 1..=4 {
+            g.admit(t, ip(t as u8 + 1), t, at(t * 100)).unwrap();
+        }
+        assert_eq!(g.full_until(at(400)), Some(at(600)), "the oldest's grace");
+        assert_eq!(g.full_until(at(600)), None, "the oldest may be evicted");
+        g.opened(1).unwrap();
+        assert_eq!(
+            g.full_until(at(400)),
+            None,
+            "a completed handshake frees a place"
+        );
+        g.admit(5, ip(9), 5, at(450)).unwrap();
+        assert_eq!(
+            g.full_until(at(450)),
+            Some(at(700)),
+            "now the second is oldest"
+        );
+        g.ended(2);
+        assert_eq!(
+            g.full_until(at(450)),
+            None,
+            "a failed one frees a place too"
+        );
+    }
+
+    #[test]
     fn connections_per_address_count_pending_and_open() {
         let mut g = gate();
-        g.admit(1, ip(2), 1).unwrap();
+        g.admit(1, ip(2), 1, at(0)).unwrap();
         g.opened(1).unwrap();
-        g.admit(2, ip(2), 2).unwrap();
-        assert_eq!(g.admit(3, ip(2), 3), Err(Turned::ConnectionsFromAddress));
+        g.admit(2, ip(2), 2, at(0)).unwrap();
+        assert_eq!(
+            g.admit(3, ip(2), 3, at(0)),
+            Err(Turned::ConnectionsFromAddress)
+        );
         g.ended(1);
-        assert_eq!(g.admit(3, ip(2), 3), Ok(None), "a slot freed by a close");
+        assert_eq!(
+            g.admit(3, ip(2), 3, at(0)),
+            Ok(None),
+            "a slot freed by a close"
+        );
     }
 
     #[test]
     fn the_server_is_full_at_max_connections_and_frees_slots_on_close() {
         let mut g = gate();
         for t in 1..=3 {
-            g.admit(t, ip(t as u8 + 1), t).unwrap();
+            g.admit(t, ip(t as u8 + 1), t, at(0)).unwrap();
             g.opened(t).unwrap();
         }
-        g.admit(4, ip(9), 4).unwrap();
+        g.admit(4, ip(9), 4, at(0)).unwrap();
         assert_eq!(g.opened(4), Err(Turned::Full));
         assert_eq!(g.open(), 3);
         g.ended(2);
-        g.admit(5, ip(9), 5).unwrap();
+        g.admit(5, ip(9), 5, at(0)).unwrap();
         assert_eq!(g.opened(5), Ok(()));
         g.ended(4); // already gone: nothing changes
         assert_eq!((g.open(), g.pending()), (3, 0));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -85,6 +85,9 @@ pub(super) struct ServerShared {
     pub(super) handshake_failures: AtomicU64,
     /// Pending and open connections, per address.
     pub(super) gate: Mutex<Gate<SocketHandle>>,
+    /// Told whenever a pending handshake leaves the gate: a listener
+    /// waiting for room in it looks again.
+    pub(super) room: Notify,
     /// Inflate budgets, per address.
     pub(super) budgets: Mutex<AddressBudgets>,
     /// One copy of the connections' settings, shared by all of them.
@@ -168,7 +171,9 @@ impl ExtendedTcpServer {
                 max_pending_per_ip: config.max_pending_handshakes_per_ip,
                 max_connections: config.max_connections,
                 max_connections_per_ip: config.max_connections_per_ip,
+                handshake_grace: config.pending_handshake_grace,
             })),
+            room: Notify::new(),
             handshake_failures: AtomicU64::new(0),
             budgets: Mutex::new(AddressBudgets::new(
                 config.socket.max_inflated_per_second,
