@@ -294,8 +294,11 @@ impl SocketHandle {
                     .last_direct
                     .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
                 if alone {
-                    out.last_direct = Some(now);
                     let written = stream.try_write(frame.as_slice()).unwrap_or(0);
+                    // From when the write returned: a system call slower
+                    // than the gap must not make every frame of a burst
+                    // look alone (one system call per frame).
+                    out.last_direct = Some(std::time::Instant::now());
                     if written > 0 {
                         // A frame counts once it is all out.
                         let whole = usize::from(written == len);
