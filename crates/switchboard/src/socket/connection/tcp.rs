@@ -17,20 +17,26 @@ impl AsyncRead for SharedTcp {
         loop {
             std::task::ready!(self.0.poll_read_ready(cx))?;
             let room = buf.remaining();
-            match self.0.try_read_buf(buf) {
-                Ok(n) => {
-                    if n > 0 && n < room {
-                        // A short read emptied the socket: its readiness goes
-                        // now, instead of costing the next read a system call
-                        // that finds nothing. Bytes that come after it raise
-                        // readiness again (and the end of the stream stays
-                        // ready once seen).
-                        let _ = self.0.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
-                        });
-                    }
-                    return std::task::Poll::Ready(Ok(()));
+            let mut short = false;
+            // A short read emptied the socket: its readiness goes now,
+            // instead of costing the next read a system call that finds
+            // nothing. The read runs inside `try_io` so that what is cleared
+            // is the readiness seen *before* the read: bytes that arrive
+            // during or after it raise readiness again and are never left
+            // unread (clearing after the read, a peer's answer to what we
+            // just wrote could land in between and wait for the next event
+            // on the socket: seconds). The end of the stream stays ready.
+            let read = self.0.try_io(tokio::io::Interest::READABLE, || {
+                let n = self.0.try_read_buf(buf)?;
+                if n > 0 && n < room {
+                    short = true;
+                    return Err(std::io::ErrorKind::WouldBlock.into());
                 }
+                Ok(n)
+            });
+            match read {
+                Ok(_) => return std::task::Poll::Ready(Ok(())),
+                Err(_) if short => return std::task::Poll::Ready(Ok(())),
                 Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(err) => return std::task::Poll::Ready(Err(err)),
             }
