@@ -77,6 +77,10 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
+    /// Percent of the time the relay may spend writing before messages
+    /// wait to share writes whatever the rate (0: the rate alone decides).
+    #[arg(long, default_value_t = 50)]
+    write_share: u8,
     /// Threads serving the relay (several relays on one machine share its
     /// cores: one each is enough).
     #[arg(long, default_value_t = 2)]
@@ -426,6 +430,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
             json_port: args.json_port,
             send_interval: std::time::Duration::from_millis(args.send_interval_ms),
             quiet_deliveries_per_second: args.quiet_rate,
+            write_share_percent: args.write_share,
             ..Default::default()
         };
         // Many players arrive at once (a load test, a server restart).

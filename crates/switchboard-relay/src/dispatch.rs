@@ -373,6 +373,7 @@ pub(crate) async fn run(
             PacerConfig {
                 max_wait: config.send_interval,
                 quiet_rate: config.quiet_deliveries_per_second,
+                write_share_percent: config.write_share_percent,
             },
             started,
         ),

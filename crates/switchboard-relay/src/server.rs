@@ -105,8 +105,14 @@ pub struct RelayConfig {
     /// cores.)
     pub send_interval: Duration,
     /// Deliveries a second (messages times recipients) under which every
-    /// delivery is written at once (default 100,000).
+    /// delivery is written at once (default 100,000), unless writing costs
+    /// too much (next field).
     pub quiet_deliveries_per_second: u32,
+    /// The share of wall time, in percent, the relay may spend writing
+    /// before relayed messages wait to share writes whatever the rate
+    /// (default 50; 0: the rate alone decides). See
+    /// [`PacerConfig::write_share_percent`](switchboard::PacerConfig::write_share_percent).
+    pub write_share_percent: u8,
     /// Per-player limits: transforms per second, burst, strikes before a
     /// disconnect for abuse.
     pub limits: RelayLimits,
@@ -143,6 +149,7 @@ impl Default for RelayConfig {
             json_queue_bytes: 256 * 1024,
             send_interval: Duration::from_millis(5),
             quiet_deliveries_per_second: 100_000,
+            write_share_percent: 50,
             limits: RelayLimits::default(),
             max_json_connections: 1024,
             max_json_connections_per_ip: 16,

@@ -16,8 +16,16 @@ pub struct PacerConfig {
     /// for 10-20% more CPU (`docs/PERFORMANCE.md`).
     pub max_wait: Duration,
     /// Deliveries a second (messages times recipients) under which every
-    /// delivery leaves at once (default 100,000).
+    /// delivery leaves at once (default 100,000), unless writing costs too
+    /// much (next field).
     pub quiet_rate: u32,
+    /// The share of wall time, in percent, the server may spend in its
+    /// writes before deliveries wait to share them whatever the rate
+    /// (default 50; 0: the rate alone decides). Past it the wait grows by
+    /// an eighth of `max_wait` every 100 ms, under two fifths of it the wait
+    /// shrinks again: on a machine where a write costs more (a VM whose
+    /// kernel is slow), the waits follow what writing costs there.
+    pub write_share_percent: u8,
 }
 
 impl Default for PacerConfig {
@@ -25,6 +33,7 @@ impl Default for PacerConfig {
         Self {
             max_wait: Duration::from_millis(5),
             quiet_rate: 100_000,
+            write_share_percent: 50,
         }
     }
 }
@@ -44,13 +53,20 @@ impl Default for PacerConfig {
 /// for the peer instead of one per message, which is what lets a busy
 /// server keep up. The waits run from each peer's first delivery, so the
 /// writes are spread over time rather than coming in rounds of every peer
-/// at once.
+/// at once. The pacer also times its own writes: a server that spends more
+/// than [`PacerConfig::write_share_percent`] of its time writing waits
+/// longer, whatever the rate (the wait is the larger of the two).
 #[derive(Debug)]
 pub struct Pacer {
     config: PacerConfig,
     /// Deliveries counted since `window_at`; the rate is read every 100 ms.
     window_at: Instant,
     window_count: u64,
+    /// Time spent in `flush_due`'s writes since `window_at`.
+    window_writing: Duration,
+    /// The wait the rate asks for, and the one the writes' cost asks for.
+    rate_wait: Duration,
+    cost_wait: Duration,
     wait: Duration,
     queued: HashSet<PeerId, IdBuildHasher>,
     /// Peers with deliveries waiting, in the order of their first one.
@@ -67,6 +83,9 @@ impl Pacer {
             config,
             window_at: now,
             window_count: 0,
+            window_writing: Duration::ZERO,
+            rate_wait: Duration::ZERO,
+            cost_wait: Duration::ZERO,
             wait: Duration::ZERO,
             queued: HashSet::default(),
             order: VecDeque::new(),
@@ -94,9 +113,30 @@ impl Pacer {
         let rate = self.window_count as f64 / elapsed.as_secs_f64();
         let quiet = f64::from(self.config.quiet_rate.max(1));
         let load = ((rate - quiet) / (3.0 * quiet)).clamp(0.0, 1.0);
-        self.wait = self.config.max_wait.mul_f64(load);
+        self.rate_wait = self.config.max_wait.mul_f64(load);
+        let share = self.window_writing.as_secs_f64() / elapsed.as_secs_f64();
+        self.cost_wait = self.next_cost_wait(share);
+        self.wait = self.rate_wait.max(self.cost_wait);
         self.window_at = now;
         self.window_count = 0;
+        self.window_writing = Duration::ZERO;
+    }
+
+    /// The cost-driven wait after a window in which writing took `share`
+    /// of the time: a step up past the configured share, a step down
+    /// under two fifths of it, else unchanged.
+    fn next_cost_wait(&self, share: f64) -> Duration {
+        let high = f64::from(self.config.write_share_percent) / 100.0;
+        let step = self.config.max_wait / 8;
+        if high <= 0.0 {
+            Duration::ZERO
+        } else if share > high {
+            (self.cost_wait + step).min(self.config.max_wait)
+        } else if share < high * 0.4 {
+            self.cost_wait.saturating_sub(step)
+        } else {
+            self.cost_wait
+        }
     }
 
     /// When the oldest waiting delivery should leave.
@@ -118,6 +158,9 @@ impl Pacer {
         }
         if !due.is_empty() {
             handle.flush_peers(due);
+            if let Some(began) = now {
+                self.window_writing += Instant::now().saturating_duration_since(began);
+            }
         }
     }
 }
@@ -132,6 +175,7 @@ mod tests {
         let config = PacerConfig {
             max_wait: Duration::from_millis(10),
             quiet_rate: 100_000,
+            write_share_percent: 0,
         };
         let mut pacer = Pacer::new(config, t0);
         let peers: Vec<PeerId> = (1..=10).map(PeerId).collect();
@@ -168,5 +212,41 @@ mod tests {
             "{:?}",
             pacer.wait()
         );
+    }
+
+    #[test]
+    fn writes_that_take_too_much_of_the_time_make_deliveries_wait_whatever_the_rate() {
+        let t0 = Instant::now();
+        let config = PacerConfig {
+            max_wait: Duration::from_millis(8),
+            quiet_rate: 100_000,
+            write_share_percent: 25,
+        };
+        let mut pacer = Pacer::new(config, t0);
+        let peers = [PeerId(1)];
+        // One window of 100 ms at a quiet rate in which writing took `ms`.
+        let window = |pacer: &mut Pacer, n: u64, writing_ms: u64| {
+            pacer.window_writing = Duration::from_millis(writing_ms);
+            pacer.queued(&peers, 1, t0 + Duration::from_millis(100 * n));
+            pacer.wait()
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(window(&mut pacer, 1, 5), ms(0), "cheap writes: at once");
+        assert_eq!(window(&mut pacer, 2, 60), ms(1), "60% writing: a step up");
+        assert_eq!(window(&mut pacer, 3, 30), ms(2), "still past 25%");
+        assert_eq!(window(&mut pacer, 4, 15), ms(2), "between the bounds: held");
+        for n in 5..20 {
+            window(&mut pacer, n, 90);
+        }
+        assert_eq!(pacer.wait(), ms(8), "never past max_wait");
+        assert_eq!(window(&mut pacer, 20, 5), ms(7), "under 10%: a step down");
+        let mut off = Pacer::new(
+            PacerConfig {
+                write_share_percent: 0,
+                ..config
+            },
+            t0,
+        );
+        assert_eq!(window(&mut off, 1, 90), ms(0), "0 turns it off");
     }
 }
