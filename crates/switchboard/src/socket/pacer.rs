@@ -64,8 +64,8 @@ pub struct Pacer {
     window_count: u64,
     /// Time spent in `flush_due`'s writes since `window_at`.
     window_writing: Duration,
-    /// The wait the rate asks for, and the one the writes' cost asks for.
-    rate_wait: Duration,
+    /// The wait the writes' cost asks for (the rate's is worked out anew
+    /// each window).
     cost_wait: Duration,
     wait: Duration,
     queued: HashSet<PeerId, IdBuildHasher>,
@@ -84,7 +84,6 @@ impl Pacer {
             window_at: now,
             window_count: 0,
             window_writing: Duration::ZERO,
-            rate_wait: Duration::ZERO,
             cost_wait: Duration::ZERO,
             wait: Duration::ZERO,
             queued: HashSet::default(),
@@ -113,10 +112,9 @@ impl Pacer {
         let rate = self.window_count as f64 / elapsed.as_secs_f64();
         let quiet = f64::from(self.config.quiet_rate.max(1));
         let load = ((rate - quiet) / (3.0 * quiet)).clamp(0.0, 1.0);
-        self.rate_wait = self.config.max_wait.mul_f64(load);
         let share = self.window_writing.as_secs_f64() / elapsed.as_secs_f64();
         self.cost_wait = self.next_cost_wait(share);
-        self.wait = self.rate_wait.max(self.cost_wait);
+        self.wait = self.config.max_wait.mul_f64(load).max(self.cost_wait);
         self.window_at = now;
         self.window_count = 0;
         self.window_writing = Duration::ZERO;
