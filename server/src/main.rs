@@ -81,6 +81,10 @@ struct RelayArgs {
     /// wait to share writes whatever the rate (0: the rate alone decides).
     #[arg(long, default_value_t = 50)]
     write_share: u8,
+    /// A round of writes to this many players or more is shared among the
+    /// relay's threads (0: one thread writes every round).
+    #[arg(long, default_value_t = 16)]
+    split_flush_at: usize,
     /// Threads serving the relay (several relays on one machine share its
     /// cores: one each is enough).
     #[arg(long, default_value_t = 2)]
@@ -428,9 +432,12 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
             json_port: args.json_port,
-            send_interval: std::time::Duration::from_millis(args.send_interval_ms),
-            quiet_deliveries_per_second: args.quiet_rate,
-            write_share_percent: args.write_share,
+            pacing: switchboard::socket::PacerConfig {
+                max_wait: std::time::Duration::from_millis(args.send_interval_ms),
+                quiet_rate: args.quiet_rate,
+                write_share_percent: args.write_share,
+                split_flush_at: args.split_flush_at,
+            },
             ..Default::default()
         };
         // Many players arrive at once (a load test, a server restart).

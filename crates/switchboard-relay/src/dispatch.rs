@@ -15,7 +15,7 @@ use crate::transform::Transform;
 use crate::zones::{Handover, ZoneOwner, Zones};
 use switchboard::message::EncodedMessage;
 use switchboard::socket::{
-    CloseCode, IdBuildHasher, Pacer, PacerConfig, PeerId, ServerEvent, ServerHandle, ServerStream,
+    CloseCode, IdBuildHasher, Pacer, PeerId, ServerEvent, ServerHandle, ServerStream,
 };
 
 mod handover;
@@ -369,14 +369,7 @@ pub(crate) async fn run(
         routes: HashMap::default(),
         ids: HashMap::default(),
         handle: native.handle(),
-        pacer: Pacer::new(
-            PacerConfig {
-                max_wait: config.send_interval,
-                quiet_rate: config.quiet_deliveries_per_second,
-                write_share_percent: config.write_share_percent,
-            },
-            started,
-        ),
+        pacer: Pacer::new(config.pacing, started),
         config,
         started,
         log,

@@ -13,7 +13,7 @@ use crate::hub::{RelayClient, RelayLimits, RelayStats};
 use crate::json::JsonEvent;
 use crate::transform::Transform;
 use switchboard::runtime;
-use switchboard::socket::{BindScope, ServerConfig, ServerStream};
+use switchboard::socket::{BindScope, PacerConfig, ServerConfig, ServerStream};
 
 pub use switchboard::message::RELAY_CHANNEL;
 
@@ -93,26 +93,17 @@ pub struct RelayConfig {
     /// Bytes waiting for a JSON client (default 256 KiB); past it the client
     /// is disconnected as a slow consumer, however few lines that is.
     pub json_queue_bytes: usize,
-    /// The longest a relayed message waits to share a write when the relay
-    /// is busy (default 5 ms; zero: never waits). While the relay is quiet
-    /// (under `quiet_deliveries_per_second`) what arrived together is
-    /// handled, then each player gets its messages at once, in one write.
-    /// Busier, the relay waits between rounds of writes, in proportion to
-    /// the load, reaching this at four times the quiet rate, so that a
-    /// player's messages share a write: one system call for the relay and
+    /// When relayed messages are written (default [`PacerConfig::default`]).
+    /// While the relay is quiet (under `quiet_rate` deliveries a second)
+    /// what arrived together is handled, then each player gets its messages
+    /// at once, in one write. Busier, or once writing takes more than
+    /// `write_share_percent` of its time, a player's messages wait up to
+    /// `max_wait` (5 ms) to share a write: one system call for the relay and
     /// one wake-up for the player instead of one per message. (With 1,000
     /// players at 10 Hz in zones of 20, a write per message saturates two
-    /// cores.)
-    pub send_interval: Duration,
-    /// Deliveries a second (messages times recipients) under which every
-    /// delivery is written at once (default 100,000), unless writing costs
-    /// too much (next field).
-    pub quiet_deliveries_per_second: u32,
-    /// The share of wall time, in percent, the relay may spend writing
-    /// before relayed messages wait to share writes whatever the rate
-    /// (default 50; 0: the rate alone decides). See
-    /// [`PacerConfig::write_share_percent`](switchboard::PacerConfig::write_share_percent).
-    pub write_share_percent: u8,
+    /// cores.) A round of writes to `split_flush_at` players or more is
+    /// shared among the runtime's workers.
+    pub pacing: PacerConfig,
     /// Per-player limits: transforms per second, burst, strikes before a
     /// disconnect for abuse.
     pub limits: RelayLimits,
@@ -147,9 +138,7 @@ impl Default for RelayConfig {
             max_json_errors: 10,
             json_queue: 1024,
             json_queue_bytes: 256 * 1024,
-            send_interval: Duration::from_millis(5),
-            quiet_deliveries_per_second: 100_000,
-            write_share_percent: 50,
+            pacing: PacerConfig::default(),
             limits: RelayLimits::default(),
             max_json_connections: 1024,
             max_json_connections_per_ip: 16,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{next_socket_event, WAIT};
 use support::{at, native_client, unlimited, until_in_zone, JsonClient};
+use switchboard::socket::PacerConfig;
 use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{
     self as relay, RelayAction, RelayChannel, RelayConfig, Relayed, Transform,
@@ -20,7 +21,10 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
     // tick long enough that a whole burst waits in the queue for one write.
     for tick in [0, 5, 100] {
         let config = RelayConfig {
-            send_interval: Duration::from_millis(tick),
+            pacing: PacerConfig {
+                max_wait: Duration::from_millis(tick),
+                ..PacerConfig::default()
+            },
             limits: unlimited(),
             ..RelayConfig::default()
         };

@@ -2,6 +2,8 @@
 //! messages share writes.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{IdBuildHasher, PeerId, ServerHandle};
@@ -21,11 +23,23 @@ pub struct PacerConfig {
     pub quiet_rate: u32,
     /// The share of wall time, in percent, the server may spend in its
     /// writes before deliveries wait to share them whatever the rate
-    /// (default 50; 0: the rate alone decides). Past it the wait grows by
+    /// (default 50; 0: the rate alone decides). Writes shared out among
+    /// workers ([`split_flush_at`](Self::split_flush_at)) count in full, so
+    /// this is writing time against one thread's time. Past it the wait grows by
     /// an eighth of `max_wait` every 100 ms, under two fifths of it the wait
     /// shrinks again: on a machine where a write costs more (a VM whose
     /// kernel is slow), the waits follow what writing costs there.
     pub write_share_percent: u8,
+    /// A flush of at least this many peers is shared out among the
+    /// runtime's worker threads (default 16; 0: every write on the caller's
+    /// thread). Each share is at least half of it, so that a share's writes
+    /// outweigh the cost of the task that carries it. A loopback write that
+    /// wakes its reader costs 5-18 us on a VM (`docs/PERFORMANCE.md`), so
+    /// one thread writing a round to hundreds of peers makes the last of
+    /// them wait milliseconds for the first; shared, the round ends sooner.
+    /// Each peer's frames still leave in order: its queue's lock orders the
+    /// writes.
+    pub split_flush_at: usize,
 }
 
 impl Default for PacerConfig {
@@ -34,6 +48,7 @@ impl Default for PacerConfig {
             max_wait: Duration::from_millis(5),
             quiet_rate: 100_000,
             write_share_percent: 50,
+            split_flush_at: 16,
         }
     }
 }
@@ -62,8 +77,11 @@ pub struct Pacer {
     /// Deliveries counted since `window_at`; the rate is read every 100 ms.
     window_at: Instant,
     window_count: u64,
-    /// Time spent in `flush_due`'s writes since `window_at`.
+    /// Time spent in `flush_due`'s writes since `window_at`, on this thread.
     window_writing: Duration,
+    /// Nanoseconds spent in the writes handed to other workers, taken into
+    /// `window_writing` at each window.
+    shared_writing: Arc<AtomicU64>,
     /// The wait the writes' cost asks for (the rate's is worked out anew
     /// each window).
     cost_wait: Duration,
@@ -84,6 +102,7 @@ impl Pacer {
             window_at: now,
             window_count: 0,
             window_writing: Duration::ZERO,
+            shared_writing: Arc::default(),
             cost_wait: Duration::ZERO,
             wait: Duration::ZERO,
             queued: HashSet::default(),
@@ -112,7 +131,9 @@ impl Pacer {
         let rate = self.window_count as f64 / elapsed.as_secs_f64();
         let quiet = f64::from(self.config.quiet_rate.max(1));
         let load = ((rate - quiet) / (3.0 * quiet)).clamp(0.0, 1.0);
-        let share = self.window_writing.as_secs_f64() / elapsed.as_secs_f64();
+        let shared = self.shared_writing.swap(0, Ordering::Relaxed);
+        let writing = self.window_writing + Duration::from_nanos(shared);
+        let share = writing.as_secs_f64() / elapsed.as_secs_f64();
         self.cost_wait = self.next_cost_wait(share);
         self.wait = self.config.max_wait.mul_f64(load).max(self.cost_wait);
         self.window_at = now;
@@ -143,7 +164,9 @@ impl Pacer {
     }
 
     /// Writes what waits for the peers whose wait is over at `now` (for
-    /// every peer at `None`: a server stopping), one write each.
+    /// every peer at `None`: a server stopping, all on this thread), one
+    /// write each; a round of [`PacerConfig::split_flush_at`] peers or more
+    /// is shared with the runtime's other workers.
     pub fn flush_due(&mut self, handle: &ServerHandle, now: Option<Instant>) {
         let mut due = Vec::new();
         while let Some((peer, at)) = self.order.front().copied() {
@@ -154,11 +177,46 @@ impl Pacer {
             self.queued.remove(&peer);
             due.push(peer);
         }
-        if !due.is_empty() {
-            handle.flush_peers(due);
-            if let Some(began) = now {
-                self.window_writing += Instant::now().saturating_duration_since(began);
-            }
+        if due.is_empty() {
+            return;
+        }
+        if now.is_some() {
+            self.share_out(handle, &mut due);
+        }
+        handle.flush_peers(due);
+        if let Some(began) = now {
+            self.window_writing += Instant::now().saturating_duration_since(began);
+        }
+    }
+
+    /// Hands all but the first share of `due` to tasks on the runtime's
+    /// other workers, when it is long enough to be worth it; the caller
+    /// writes what is left in `due`.
+    fn share_out(&self, handle: &ServerHandle, due: &mut Vec<PeerId>) {
+        let least = self.config.split_flush_at;
+        if least == 0 || due.len() < least {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shares = runtime
+            .metrics()
+            .num_workers()
+            .min(due.len() / least.div_ceil(2));
+        if shares < 2 {
+            return;
+        }
+        let share = due.len().div_ceil(shares);
+        while due.len() > share {
+            let rest = due.split_off(due.len() - share);
+            let (handle, writing) = (handle.clone(), self.shared_writing.clone());
+            runtime.spawn(async move {
+                let began = Instant::now();
+                handle.flush_peers(rest);
+                let took = began.elapsed().as_nanos().try_into().unwrap_or(u64::MAX);
+                writing.fetch_add(took, Ordering::Relaxed);
+            });
         }
     }
 }
@@ -174,6 +232,7 @@ mod tests {
             max_wait: Duration::from_millis(10),
             quiet_rate: 100_000,
             write_share_percent: 0,
+            ..PacerConfig::default()
         };
         let mut pacer = Pacer::new(config, t0);
         let peers: Vec<PeerId> = (1..=10).map(PeerId).collect();
@@ -219,6 +278,7 @@ mod tests {
             max_wait: Duration::from_millis(8),
             quiet_rate: 100_000,
             write_share_percent: 25,
+            ..PacerConfig::default()
         };
         let mut pacer = Pacer::new(config, t0);
         let peers = [PeerId(1)];
