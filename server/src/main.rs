@@ -77,10 +77,11 @@ struct RelayArgs {
     /// Deliveries a second under which every delivery is written at once.
     #[arg(long, default_value_t = 100_000)]
     quiet_rate: u32,
-    /// Percent of the time the relay may spend writing before messages
-    /// wait to share writes whatever the rate (0: the rate alone decides).
-    #[arg(long, default_value_t = 50)]
-    write_share: u8,
+    /// Milliseconds that players' messages may wait for the relay, on
+    /// average, before it counts as falling behind and makes them wait to
+    /// share writes whatever the rate (0: the rate alone decides).
+    #[arg(long, default_value_t = 2.0)]
+    behind_ms: f64,
     /// A round of writes to this many players or more is shared among the
     /// relay's threads (0: one thread writes every round).
     #[arg(long, default_value_t = 16)]
@@ -435,7 +436,8 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
             pacing: switchboard::socket::PacerConfig {
                 max_wait: std::time::Duration::from_millis(args.send_interval_ms),
                 quiet_rate: args.quiet_rate,
-                write_share_percent: args.write_share,
+                behind_after: std::time::Duration::try_from_secs_f64(args.behind_ms / 1000.0)
+                    .unwrap_or_default(),
                 split_flush_at: args.split_flush_at,
             },
             ..Default::default()

@@ -389,6 +389,7 @@ pub(crate) async fn run(
                     let out = hub.on_native(event);
                     hub.deliver_all(out);
                 }
+                hub.pacer.took(native.take_queue_wait());
             }
             Some(event) = json.recv() => {
                 let out = hub.on_json(event);

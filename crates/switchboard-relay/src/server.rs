@@ -94,15 +94,16 @@ pub struct RelayConfig {
     /// is disconnected as a slow consumer, however few lines that is.
     pub json_queue_bytes: usize,
     /// When relayed messages are written (default [`PacerConfig::default`]).
-    /// While the relay is quiet (under `quiet_rate` deliveries a second)
-    /// what arrived together is handled, then each player gets its messages
-    /// at once, in one write. Busier, or once writing takes more than
-    /// `write_share_percent` of its time, a player's messages wait up to
-    /// `max_wait` (5 ms) to share a write: one system call for the relay and
-    /// one wake-up for the player instead of one per message. (With 1,000
-    /// players at 10 Hz in zones of 20, a write per message saturates two
-    /// cores.) A round of writes to `split_flush_at` players or more is
-    /// shared among the runtime's workers.
+    /// While the relay keeps up and is quiet (under `quiet_rate` deliveries
+    /// a second) what arrived together is handled, then each player gets its
+    /// messages at once, in one write. Busier, or once players' messages
+    /// wait for the relay longer than `behind_after` (2 ms) on average, a
+    /// player's messages wait up to `max_wait` (5 ms) to share a write: one
+    /// system call for the relay and one wake-up for the player instead of
+    /// one per message. (With 1,000 players at 10 Hz in zones of 20, a write
+    /// per message saturates two cores.) A round of writes to
+    /// `split_flush_at` players or more is shared among the runtime's
+    /// workers.
     pub pacing: PacerConfig,
     /// Per-player limits: transforms per second, burst, strikes before a
     /// disconnect for abuse.

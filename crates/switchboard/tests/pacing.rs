@@ -42,7 +42,6 @@ async fn a_round_shared_among_workers_reaches_every_peer_in_order() {
         // Quiet: every delivery is due at once, all forty in one round,
         // shared out in rounds of four peers or more.
         split_flush_at: 4,
-        write_share_percent: 0,
         ..PacerConfig::default()
     };
     let mut pacer = Pacer::new(config, Instant::now());

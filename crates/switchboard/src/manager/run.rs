@@ -68,6 +68,7 @@ impl<L: GameLogic> Runner<L> {
                             let Some(event) = self.server.try_next_event() else { break };
                             self.on_event(event);
                         }
+                        self.pacer.took(self.server.take_queue_wait());
                     }
                     None => break,
                 },

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::net::SocketAddr;
 
@@ -147,6 +147,8 @@ pub(crate) struct Batch<E> {
     wrap: Wrap<E>,
     /// The share it was counted against, and for how many bytes.
     credit: Option<(Arc<Credit>, u64)>,
+    /// When it was made, so that the owner can tell how long it waited.
+    made: Instant,
 }
 
 /// One entry of a [`Batch`]: 16 bytes, whatever the owner's event type.
@@ -173,6 +175,7 @@ impl<E> Batch<E> {
             chunk,
             wrap,
             credit: None,
+            made: Instant::now(),
         }
     }
 
@@ -191,6 +194,7 @@ impl<E> Batch<E> {
             chunk: Bytes::new(),
             wrap: *wrap,
             credit: None,
+            made: Instant::now(),
         }
     }
 }
@@ -267,6 +271,9 @@ pub(crate) struct EventQueue<E> {
     rx: mpsc::Receiver<Batch<E>>,
     ready: Ready<E>,
     capacity: usize,
+    /// The longest any batch taken since the last
+    /// [`take_longest_wait`](Self::take_longest_wait) waited in the queue.
+    longest_wait: Duration,
 }
 
 impl<E> std::fmt::Debug for EventQueue<E> {
@@ -287,8 +294,22 @@ impl<E> EventQueue<E> {
                 rx,
                 ready: Ready::empty(),
                 capacity: capacity.max(1),
+                longest_wait: Duration::ZERO,
             },
         )
+    }
+
+    /// Hands out `batch`'s events next, noting how long it waited.
+    fn take(&mut self, batch: Batch<E>) {
+        self.longest_wait = self.longest_wait.max(batch.made.elapsed());
+        self.ready = Ready::from(batch);
+    }
+
+    /// The longest any batch of events taken since the last call waited in
+    /// the queue between its network task and its owner; zero if none was
+    /// taken.
+    pub(crate) fn take_longest_wait(&mut self) -> Duration {
+        std::mem::take(&mut self.longest_wait)
     }
 
     /// The next event if one is queued, without waiting.
@@ -296,7 +317,8 @@ impl<E> EventQueue<E> {
         if let Some(event) = self.ready.next() {
             return Some(event);
         }
-        self.ready = Ready::from(self.rx.try_recv().ok()?);
+        let batch = self.rx.try_recv().ok()?;
+        self.take(batch);
         self.ready.next()
     }
 
@@ -307,7 +329,8 @@ impl<E> EventQueue<E> {
             if let Some(event) = self.ready.next() {
                 return Some(event);
             }
-            self.ready = Ready::from(self.rx.recv().await?);
+            let batch = self.rx.recv().await?;
+            self.take(batch);
         }
     }
 
@@ -326,7 +349,7 @@ impl<E> EventQueue<E> {
             .block_on(async move { tokio::time::timeout(timeout, rx.recv()).await })
             .ok()
             .flatten()?;
-        self.ready = Ready::from(batch);
+        self.take(batch);
         self.ready.next()
     }
 
@@ -364,10 +387,31 @@ impl<E> Stream for EventQueue<E> {
                 return Poll::Ready(Some(event));
             }
             match this.rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => this.ready = Ready::from(batch),
+                Poll::Ready(Some(batch)) => this.take(batch),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_tells_how_long_its_batches_waited() {
+        let (tx, mut queue) = EventQueue::new(1024);
+        let wrap = Wrap::socket();
+        assert_eq!(queue.take_longest_wait(), Duration::ZERO, "nothing taken");
+        tx.try_send(Batch::one(SocketEvent::Connected, &wrap))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        tx.try_send(Batch::one(SocketEvent::Connected, &wrap))
+            .unwrap();
+        assert!(queue.try_next().is_some() && queue.try_next().is_some());
+        let waited = queue.take_longest_wait();
+        assert!(waited >= Duration::from_millis(30), "{waited:?}");
+        assert_eq!(queue.take_longest_wait(), Duration::ZERO, "taken once");
     }
 }

@@ -2,8 +2,6 @@
 //! messages share writes.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{IdBuildHasher, PeerId, ServerHandle};
@@ -18,18 +16,21 @@ pub struct PacerConfig {
     /// for 10-20% more CPU (`docs/PERFORMANCE.md`).
     pub max_wait: Duration,
     /// Deliveries a second (messages times recipients) under which every
-    /// delivery leaves at once (default 100,000), unless writing costs too
-    /// much (next field).
+    /// delivery leaves at once (default 100,000), unless the server falls
+    /// behind (next field).
     pub quiet_rate: u32,
-    /// The share of wall time, in percent, the server may spend in its
-    /// writes before deliveries wait to share them whatever the rate
-    /// (default 50; 0: the rate alone decides). Writes shared out among
-    /// workers ([`split_flush_at`](Self::split_flush_at)) count in full, so
-    /// this is writing time against one thread's time. Past it the wait grows by
-    /// an eighth of `max_wait` every 100 ms, under two fifths of it the wait
-    /// shrinks again: on a machine where a write costs more (a VM whose
-    /// kernel is slow), the waits follow what writing costs there.
-    pub write_share_percent: u8,
+    /// How long, on average over 100 ms, the events a server's loop takes
+    /// may have waited for it ([`Pacer::took`]) before the server counts as
+    /// falling behind (default 2 ms; zero: the rate alone decides). While it
+    /// is behind, deliveries wait to share writes whatever the rate, a step
+    /// of an eighth of `max_wait` longer every 100 ms; once its events wait
+    /// under two fifths of this, a tenth of a step shorter every 100 ms (it
+    /// caught up by sharing writes, and would fall behind again at once
+    /// without them). So a server that
+    /// keeps up writes at once however dear its writes are, and one that
+    /// cannot (a machine whose kernel makes each write dear, or whose cores
+    /// it shares) saves writes until it can.
+    pub behind_after: Duration,
     /// A flush of at least this many peers is shared out among the
     /// runtime's worker threads (default 16; 0: every write on the caller's
     /// thread). Each share is at least half of it, so that a share's writes
@@ -47,7 +48,7 @@ impl Default for PacerConfig {
         Self {
             max_wait: Duration::from_millis(5),
             quiet_rate: 100_000,
-            write_share_percent: 50,
+            behind_after: Duration::from_millis(2),
             split_flush_at: 16,
         }
     }
@@ -68,23 +69,21 @@ impl Default for PacerConfig {
 /// for the peer instead of one per message, which is what lets a busy
 /// server keep up. The waits run from each peer's first delivery, so the
 /// writes are spread over time rather than coming in rounds of every peer
-/// at once. The pacer also times its own writes: a server that spends more
-/// than [`PacerConfig::write_share_percent`] of its time writing waits
-/// longer, whatever the rate (the wait is the larger of the two).
+/// at once. The pacer also watches the server keep up: a server whose events
+/// wait longer than [`PacerConfig::behind_after`] for it waits longer to
+/// write, whatever the rate (the wait is the larger of the two).
 #[derive(Debug)]
 pub struct Pacer {
     config: PacerConfig,
     /// Deliveries counted since `window_at`; the rate is read every 100 ms.
     window_at: Instant,
     window_count: u64,
-    /// Time spent in `flush_due`'s writes since `window_at`, on this thread.
-    window_writing: Duration,
-    /// Nanoseconds spent in the writes handed to other workers, taken into
-    /// `window_writing` at each window.
-    shared_writing: Arc<AtomicU64>,
-    /// The wait the writes' cost asks for (the rate's is worked out anew
+    /// The events' waits ([`took`](Self::took)) since `window_at`: their
+    /// sum and how many.
+    window_behind: (Duration, u32),
+    /// The wait falling behind asks for (the rate's is worked out anew
     /// each window).
-    cost_wait: Duration,
+    behind_wait: Duration,
     wait: Duration,
     queued: HashSet<PeerId, IdBuildHasher>,
     /// Peers with deliveries waiting, in the order of their first one.
@@ -101,9 +100,8 @@ impl Pacer {
             config,
             window_at: now,
             window_count: 0,
-            window_writing: Duration::ZERO,
-            shared_writing: Arc::default(),
-            cost_wait: Duration::ZERO,
+            window_behind: (Duration::ZERO, 0),
+            behind_wait: Duration::ZERO,
             wait: Duration::ZERO,
             queued: HashSet::default(),
             order: VecDeque::new(),
@@ -131,30 +129,46 @@ impl Pacer {
         let rate = self.window_count as f64 / elapsed.as_secs_f64();
         let quiet = f64::from(self.config.quiet_rate.max(1));
         let load = ((rate - quiet) / (3.0 * quiet)).clamp(0.0, 1.0);
-        let shared = self.shared_writing.swap(0, Ordering::Relaxed);
-        let writing = self.window_writing + Duration::from_nanos(shared);
-        let share = writing.as_secs_f64() / elapsed.as_secs_f64();
-        self.cost_wait = self.next_cost_wait(share);
-        self.wait = self.config.max_wait.mul_f64(load).max(self.cost_wait);
+        let (sum, count) = std::mem::take(&mut self.window_behind);
+        let behind = sum.checked_div(count).unwrap_or_default();
+        self.behind_wait = self.next_behind_wait(behind);
+        self.wait = self.config.max_wait.mul_f64(load).max(self.behind_wait);
+        tracing::trace!(
+            rate = rate as u64,
+            behind_us = behind.as_micros() as u64,
+            wait_us = self.wait.as_micros() as u64,
+            "pacer window"
+        );
         self.window_at = now;
         self.window_count = 0;
-        self.window_writing = Duration::ZERO;
     }
 
-    /// The cost-driven wait after a window in which writing took `share`
-    /// of the time: a step up past the configured share, a step down
+    /// The server's loop took events that had waited up to `waited` for it
+    /// ([`ServerStream::take_queue_wait`](super::ServerStream::take_queue_wait)):
+    /// what tells the pacer whether the server keeps up
+    /// ([`PacerConfig::behind_after`]). Called once for each round of events
+    /// taken.
+    pub fn took(&mut self, waited: Duration) {
+        self.window_behind.0 += waited;
+        self.window_behind.1 += 1;
+    }
+
+    /// The wait after a window whose events waited `behind` on average: a
+    /// step up past [`PacerConfig::behind_after`], a tenth of a step down
     /// under two fifths of it, else unchanged.
-    fn next_cost_wait(&self, share: f64) -> Duration {
-        let high = f64::from(self.config.write_share_percent) / 100.0;
+    fn next_behind_wait(&self, behind: Duration) -> Duration {
+        let high = self.config.behind_after;
         let step = self.config.max_wait / 8;
-        if high <= 0.0 {
+        if high.is_zero() {
             Duration::ZERO
-        } else if share > high {
-            (self.cost_wait + step).min(self.config.max_wait)
-        } else if share < high * 0.4 {
-            self.cost_wait.saturating_sub(step)
+        } else if behind > high {
+            (self.behind_wait + step).min(self.config.max_wait)
+        } else if behind < high.mul_f64(0.4) {
+            // Down ten times slower than up: a server that caught up by
+            // sharing writes would fall behind again at once without them.
+            self.behind_wait.saturating_sub(step / 10)
         } else {
-            self.cost_wait
+            self.behind_wait
         }
     }
 
@@ -184,9 +198,6 @@ impl Pacer {
             self.share_out(handle, &mut due);
         }
         handle.flush_peers(due);
-        if let Some(began) = now {
-            self.window_writing += Instant::now().saturating_duration_since(began);
-        }
     }
 
     /// Hands all but the first share of `due` to tasks on the runtime's
@@ -210,13 +221,8 @@ impl Pacer {
         let share = due.len().div_ceil(shares);
         while due.len() > share {
             let rest = due.split_off(due.len() - share);
-            let (handle, writing) = (handle.clone(), self.shared_writing.clone());
-            runtime.spawn(async move {
-                let began = Instant::now();
-                handle.flush_peers(rest);
-                let took = began.elapsed().as_nanos().try_into().unwrap_or(u64::MAX);
-                writing.fetch_add(took, Ordering::Relaxed);
-            });
+            let handle = handle.clone();
+            runtime.spawn(async move { handle.flush_peers(rest) });
         }
     }
 }
@@ -231,7 +237,7 @@ mod tests {
         let config = PacerConfig {
             max_wait: Duration::from_millis(10),
             quiet_rate: 100_000,
-            write_share_percent: 0,
+            behind_after: Duration::ZERO,
             ..PacerConfig::default()
         };
         let mut pacer = Pacer::new(config, t0);
@@ -272,39 +278,68 @@ mod tests {
     }
 
     #[test]
-    fn writes_that_take_too_much_of_the_time_make_deliveries_wait_whatever_the_rate() {
+    fn a_server_whose_events_wait_for_it_makes_deliveries_wait_whatever_the_rate() {
         let t0 = Instant::now();
         let config = PacerConfig {
             max_wait: Duration::from_millis(8),
             quiet_rate: 100_000,
-            write_share_percent: 25,
+            behind_after: Duration::from_millis(1),
             ..PacerConfig::default()
         };
         let mut pacer = Pacer::new(config, t0);
         let peers = [PeerId(1)];
-        // One window of 100 ms at a quiet rate in which writing took `ms`.
-        let window = |pacer: &mut Pacer, n: u64, writing_ms: u64| {
-            pacer.window_writing = Duration::from_millis(writing_ms);
+        let us = Duration::from_micros;
+        // One window of 100 ms at a quiet rate in which the loop took three
+        // rounds of events, which had waited `waits` for it.
+        let window = |pacer: &mut Pacer, n: u64, waits: [u64; 3]| {
+            for waited in waits {
+                pacer.took(us(waited));
+            }
             pacer.queued(&peers, 1, t0 + Duration::from_millis(100 * n));
             pacer.wait()
         };
         let ms = Duration::from_millis;
-        assert_eq!(window(&mut pacer, 1, 5), ms(0), "cheap writes: at once");
-        assert_eq!(window(&mut pacer, 2, 60), ms(1), "60% writing: a step up");
-        assert_eq!(window(&mut pacer, 3, 30), ms(2), "still past 25%");
-        assert_eq!(window(&mut pacer, 4, 15), ms(2), "between the bounds: held");
+        assert_eq!(
+            window(&mut pacer, 1, [20, 50, 30]),
+            ms(0),
+            "keeping up: at once"
+        );
+        assert_eq!(
+            window(&mut pacer, 2, [900, 1500, 2000]),
+            ms(1),
+            "behind: a step up"
+        );
+        assert_eq!(
+            window(&mut pacer, 3, [100, 100, 3000]),
+            ms(2),
+            "still behind on average"
+        );
+        assert_eq!(
+            window(&mut pacer, 4, [500, 600, 700]),
+            ms(2),
+            "between the bounds: held"
+        );
         for n in 5..20 {
-            window(&mut pacer, n, 90);
+            window(&mut pacer, n, [5000, 5000, 5000]);
         }
         assert_eq!(pacer.wait(), ms(8), "never past max_wait");
-        assert_eq!(window(&mut pacer, 20, 5), ms(7), "under 10%: a step down");
+        let caught_up = window(&mut pacer, 20, [100, 200, 300]);
+        assert_eq!(caught_up, us(7900), "caught up: a tenth of a step down");
+        for n in 21..30 {
+            window(&mut pacer, n, [0, 0, 0]);
+        }
+        assert_eq!(pacer.wait(), ms(7), "a step down a second");
         let mut off = Pacer::new(
             PacerConfig {
-                write_share_percent: 0,
+                behind_after: Duration::ZERO,
                 ..config
             },
             t0,
         );
-        assert_eq!(window(&mut off, 1, 90), ms(0), "0 turns it off");
+        assert_eq!(
+            window(&mut off, 1, [9000, 9000, 9000]),
+            ms(0),
+            "zero turns it off"
+        );
     }
 }

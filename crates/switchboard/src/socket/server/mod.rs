@@ -350,6 +350,16 @@ impl ServerStream {
     pub fn try_next_event(&mut self) -> Option<ServerEvent> {
         self.events.try_next()
     }
+
+    /// The longest any of the events taken since the last call waited
+    /// between its connection's task and this stream (zero if none was
+    /// taken). A loop that keeps up takes events a few microseconds after
+    /// they arrive; one that falls behind (too much to do, or too little
+    /// of the CPU) sees this grow. A [`Pacer`](super::Pacer) is told it
+    /// ([`Pacer::took`](super::Pacer::took)) to wait longer while it lasts.
+    pub fn take_queue_wait(&mut self) -> Duration {
+        self.events.take_longest_wait()
+    }
 }
 
 impl Stream for ServerStream {
