@@ -1,7 +1,7 @@
 //! The machine's floor for a relay: what one small loopback TCP write costs
-//! the writer's thread when the reader keeps up, and when the write has to
-//! wake a reader asleep on the other core (a game client, a bot, between
-//! messages). `cargo bench --bench kernel`.
+//! the writer's thread, back to back and spaced out, and how many of the
+//! writes had to wake the reader, asleep on another core as a game client
+//! or a bot is between messages. `cargo bench --bench kernel`.
 //!
 //! No Switchboard code runs here: these are the kernel's prices, which set
 //! what a relay's deliveries cost on this machine. The relay's figures in
@@ -28,7 +28,7 @@ fn pair() -> (TcpStream, TcpStream) {
 
 /// Microseconds per write of `FRAME` bytes, `gap` apart, while another
 /// thread reads (blocking: asleep whenever the socket is empty); and how
-/// many of the writes found the reader asleep (it woke for them).
+/// many reads it made, each after a wake-up.
 fn timed_writes(gap: Duration) -> (f64, u32) {
     let (mut writer, mut reader) = pair();
     let done = Arc::new(AtomicBool::new(false));
@@ -77,18 +77,18 @@ fn main() {
     println!("a system call that does nothing (getpid): {syscall:.2} us");
     println!("{FRAME}-byte loopback TCP writes (TCP_NODELAY), {WRITES} per case, median of 3:");
     println!(
-        "{:<34} {:>12} {:>16}",
-        "case", "us per write", "reader woken"
+        "{:<14} {:>12} {:>30}",
+        "case", "us per write", "writes that woke the reader"
     );
     for (name, gap) in [
-        ("back to back (reader busy)", Duration::ZERO),
-        ("50 us apart (reader asleep)", Duration::from_micros(50)),
-        ("200 us apart (reader asleep)", Duration::from_micros(200)),
+        ("back to back", Duration::ZERO),
+        ("50 us apart", Duration::from_micros(50)),
+        ("200 us apart", Duration::from_micros(200)),
     ] {
         let mut runs: Vec<(f64, u32)> = (0..3).map(|_| timed_writes(gap)).collect();
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (us, wakes) = runs[1];
         let share = f64::from(wakes) * 100.0 / f64::from(WRITES);
-        println!("{name:<34} {us:>12.2} {share:>15.0}%");
+        println!("{name:<14} {us:>12.2} {share:>29.0}%");
     }
 }

@@ -26,10 +26,9 @@ pub struct PacerConfig {
     /// of an eighth of `max_wait` longer every 100 ms; once its events wait
     /// under two fifths of this, a tenth of a step shorter every 100 ms (it
     /// caught up by sharing writes, and would fall behind again at once
-    /// without them). So a server that
-    /// keeps up writes at once however dear its writes are, and one that
-    /// cannot (a machine whose kernel makes each write dear, or whose cores
-    /// it shares) saves writes until it can.
+    /// without them). So a server that keeps up writes at once however dear
+    /// its writes are, and one that cannot (a machine whose kernel makes
+    /// each write dear, or whose cores it shares) saves writes until it can.
     pub behind_after: Duration,
     /// A flush of at least this many peers is shared out among the
     /// runtime's worker threads (default 16; 0: every write on the caller's
@@ -149,8 +148,9 @@ impl Pacer {
     /// ([`PacerConfig::behind_after`]). Called once for each round of events
     /// taken.
     pub fn took(&mut self, waited: Duration) {
-        self.window_behind.0 += waited;
-        self.window_behind.1 += 1;
+        let (sum, count) = &mut self.window_behind;
+        *sum = sum.saturating_add(waited);
+        *count = count.saturating_add(1);
     }
 
     /// The wait after a window whose events waited `behind` on average: a
