@@ -299,26 +299,14 @@ mod tests {
             pacer.wait()
         };
         let ms = Duration::from_millis;
-        assert_eq!(
-            window(&mut pacer, 1, [20, 50, 30]),
-            ms(0),
-            "keeping up: at once"
-        );
-        assert_eq!(
-            window(&mut pacer, 2, [900, 1500, 2000]),
-            ms(1),
-            "behind: a step up"
-        );
-        assert_eq!(
-            window(&mut pacer, 3, [100, 100, 3000]),
-            ms(2),
-            "still behind on average"
-        );
-        assert_eq!(
-            window(&mut pacer, 4, [500, 600, 700]),
-            ms(2),
-            "between the bounds: held"
-        );
+        for (n, waits, wait, why) in [
+            (1, [20, 50, 30], ms(0), "keeping up: at once"),
+            (2, [900, 1500, 2000], ms(1), "behind: a step up"),
+            (3, [100, 100, 3000], ms(2), "still behind on average"),
+            (4, [500, 600, 700], ms(2), "between the bounds: held"),
+        ] {
+            assert_eq!(window(&mut pacer, n, waits), wait, "{why}");
+        }
         for n in 5..20 {
             window(&mut pacer, n, [5000, 5000, 5000]);
         }
