@@ -10,8 +10,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A relayed transform's size on the wire, frame header included.
@@ -31,21 +29,15 @@ fn pair() -> (TcpStream, TcpStream) {
 /// many reads it made, each after a wake-up.
 fn timed_writes(gap: Duration) -> (f64, u32) {
     let (mut writer, mut reader) = pair();
-    let done = Arc::new(AtomicBool::new(false));
-    let reading = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut wakes = 0;
-            while !done.load(Ordering::Relaxed) {
-                match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => wakes += 1,
-                }
-            }
-            wakes
-        })
-    };
+    // Reads until the writer is dropped (end of stream).
+    let reading = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut wakes = 0;
+        while let Ok(1..) = reader.read(&mut buf) {
+            wakes += 1;
+        }
+        wakes
+    });
     let frame = [7u8; FRAME];
     let mut writing = Duration::ZERO;
     for _ in 0..WRITES {
@@ -61,7 +53,6 @@ fn timed_writes(gap: Duration) -> (f64, u32) {
             }
         }
     }
-    done.store(true, Ordering::Relaxed);
     drop(writer);
     let wakes = reading.join().unwrap();
     (writing.as_secs_f64() * 1e6 / f64::from(WRITES), wakes)
