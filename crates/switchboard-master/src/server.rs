@@ -18,6 +18,9 @@ use switchboard::runtime;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream};
 
+/// What a client is told when the registry cannot be read: a stable,
+/// short reason (the store's error text stays in the server's log).
+const PUBLIC_UNAVAILABLE: &str = "server list unavailable; retry shortly";
 /// A bound master server, ready to [`run`](Self::run).
 pub struct MasterServer<R: Registry = MemoryRegistry> {
     master: Master<R>,
@@ -229,7 +232,8 @@ impl<R: Registry> MasterServer<R> {
                     .master
                     .list(&request)
                     .await
-                    .map_err(|err| err.to_string())?;
+                    // The store's own words are in the log (`Master::list`).
+                    .map_err(|_| PUBLIC_UNAVAILABLE.to_string())?;
                 Message::new(MasterChannel::Master, MasterAction::Page, &page)
             }
             Some(MasterAction::Stats) => Message::new(

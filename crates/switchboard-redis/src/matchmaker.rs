@@ -183,7 +183,7 @@ impl Matchmaker {
     }
 
     async fn answer(&mut self, message: &Message) -> Result<Answer, Refusal> {
-        let unavailable = |err: StoreError| format!("room directory unavailable: {err}");
+        let unavailable = directory_unavailable;
         let malformed = || "unknown or malformed request".to_string();
         match message.action::<RoomAction>() {
             Some(RoomAction::MatchList) => {
@@ -261,7 +261,7 @@ impl Matchmaker {
         let key = ROOMS
             .read_signing_key(&self.store)
             .await
-            .map_err(|err| format!("room directory unavailable: {err}"))?
+            .map_err(directory_unavailable)?
             .ok_or_else(|| "no rooms server is running".to_string())?;
         self.key = Some(key);
         Ok(key)
@@ -287,7 +287,7 @@ impl Matchmaker {
                     .await
             })
             .await
-            .map_err(|err| format!("room directory unavailable: {err}"))?;
+            .map_err(directory_unavailable)?;
         for process in by_load {
             if let Some(addr) = self.process_addr(process).await? {
                 let reservation = Reservation::sign(&key, None, process, self.expiry());
@@ -328,7 +328,7 @@ impl Matchmaker {
             .store
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await
-            .map_err(|err| format!("room directory unavailable: {err}"))?;
+            .map_err(directory_unavailable)?;
         if verdict != "ok" {
             return Err(detail);
         }
@@ -356,8 +356,15 @@ impl Matchmaker {
                     .await
             })
             .await
-            .map_err(|err| format!("room directory unavailable: {err}"))
+            .map_err(directory_unavailable)
     }
+}
+
+/// What a client is told when the room directory cannot be read: a stable,
+/// short reason; the store's own words go to the log.
+fn directory_unavailable(err: StoreError) -> Refusal {
+    tracing::warn!(%err, "room directory unavailable");
+    "room directory unavailable; retry shortly".to_string()
 }
 
 /// A room's summary from its hash; `None` if the hash is gone or damaged.

@@ -2,14 +2,14 @@
 //! lines read with a length limit and an idle timeout, written with a
 //! write timeout from a queue bounded in lines and bytes.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
+use switchboard::socket::{ConnectionSlot, ConnectionSlots};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -99,56 +99,16 @@ pub(crate) fn error_line(message: &str) -> JsonLine {
     json_line_of(json!({"type": "error", "message": message}).to_string())
 }
 
-/// Open JSON connections, in total and per address.
-#[derive(Debug, Default)]
-struct JsonCount {
-    total: usize,
-    per_ip: HashMap<IpAddr, usize>,
-}
-
-/// Takes a JSON connection out of the count when it ends.
-struct JsonSlot {
-    count: Arc<Mutex<JsonCount>>,
-    ip: IpAddr,
-}
-
-impl Drop for JsonSlot {
-    fn drop(&mut self) {
-        let mut count = self.count.lock().expect("json count lock");
-        count.total -= 1;
-        if let Some(n) = count.per_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                count.per_ip.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// A JSON connection from `ip` may open, within the caps.
-fn json_slot(count: &Arc<Mutex<JsonCount>>, ip: IpAddr, config: &RelayConfig) -> Option<JsonSlot> {
-    let ip = switchboard::socket::address_key(ip);
-    let mut counts = count.lock().expect("json count lock");
-    let from_ip = counts.per_ip.get(&ip).copied().unwrap_or(0);
-    if counts.total >= config.max_json_connections || from_ip >= config.max_json_connections_per_ip
-    {
-        return None;
-    }
-    counts.total += 1;
-    *counts.per_ip.entry(ip).or_default() += 1;
-    Some(JsonSlot {
-        count: count.clone(),
-        ip,
-    })
-}
-
 pub(crate) async fn accept_json(
     listener: TcpListener,
     events: mpsc::Sender<JsonEvent>,
     config: RelayConfig,
     stop: CancellationToken,
 ) {
-    let count = Arc::new(Mutex::new(JsonCount::default()));
+    let slots = ConnectionSlots::new(
+        config.max_json_connections,
+        config.max_json_connections_per_ip,
+    );
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -163,9 +123,12 @@ pub(crate) async fn accept_json(
                 continue;
             }
         };
-        let Some(slot) = json_slot(&count, addr.ip(), &config) else {
-            tracing::debug!(%addr, "JSON connection over the caps: closed at accept");
-            continue;
+        let slot = match slots.take(addr.ip()) {
+            Ok(slot) => slot,
+            Err(why) => {
+                tracing::debug!(%addr, %why, "JSON connection over the caps: closed at accept");
+                continue;
+            }
         };
         tokio::spawn(json_connection(
             stream,
@@ -182,7 +145,7 @@ async fn json_connection(
     addr: SocketAddr,
     events: mpsc::Sender<JsonEvent>,
     config: RelayConfig,
-    _slot: JsonSlot,
+    _slot: ConnectionSlot,
 ) {
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();

@@ -231,7 +231,7 @@ fn a_session_held_elsewhere_is_claimed_and_welcomed_with_the_same_id() {
 }
 
 #[test]
-fn a_claim_the_store_denies_or_cannot_answer_is_refused_with_its_reason() {
+fn a_claim_the_store_denies_or_cannot_answer_is_refused_with_a_stable_reason() {
     let t0 = Instant::now();
     let mut core = core(8);
     for (peer, result, code) in [
@@ -254,7 +254,9 @@ fn a_claim_the_store_denies_or_cannot_answer_is_refused_with_its_reason() {
         let refused: Refused = session_reply(&actions, protocol::REFUSED).unwrap();
         assert_eq!(refused.code, code, "{refused:?}");
         if code == 10 {
-            assert!(refused.reason.contains("redis unavailable"), "{refused:?}");
+            // The store's own error text stays in the server's log.
+            assert!(!refused.reason.contains("redis"), "{refused:?}");
+            assert!(refused.reason.contains("retry shortly"), "{refused:?}");
         }
         assert!(shares(&actions).is_empty(), "nothing written on a refusal");
     }

@@ -95,7 +95,12 @@ pub(super) struct Bridge {
     pub(super) probe_tx: mpsc::Sender<Probe>,
     /// A probe being answered: its reply and deadline.
     probing: Option<(Probe, Instant)>,
+    /// When the client last sent a message.
     heard: Instant,
+    /// When the connection opened (for `join_wait`).
+    opened: Instant,
+    /// When the client was last sent a `ping`.
+    pinged: Instant,
 }
 
 /// Requests whose rejection the client must hear about.
@@ -138,6 +143,8 @@ impl Bridge {
             probe_tx,
             probing: None,
             heard: Instant::now(),
+            opened: Instant::now(),
+            pinged: Instant::now(),
         }
     }
 
@@ -165,8 +172,13 @@ impl Bridge {
 
     async fn serve(&mut self) -> End {
         let config = self.shared.config.clone();
-        let first = tokio::time::Instant::now() + config.ping_interval;
-        let mut tick = tokio::time::interval_at(first, config.ping_interval);
+        // Often enough for the join wait too (a test may shorten it).
+        let every = config
+            .ping_interval
+            .min(config.join_wait)
+            .max(Duration::from_millis(10));
+        let first = tokio::time::Instant::now() + every;
+        let mut tick = tokio::time::interval_at(first, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if self.slow {
@@ -175,12 +187,14 @@ impl Bridge {
             let probe_deadline = self.probing.as_ref().map(|(_, at)| *at);
             tokio::select! {
                 frame = self.ws.next() => {
-                    self.heard = Instant::now();
+                    // Any frame (a pong too) shows the peer is there for a
+                    // probe; only messages count against the idle timer.
                     if let Some((reply, _)) = self.probing.take() {
                         let _ = reply.send(true);
                     }
                     match frame {
                         Some(Ok(Ws::Text(text))) => {
+                            self.heard = Instant::now();
                             if let Err(end) = self.on_text(text.as_str()).await {
                                 return end;
                             }
@@ -214,7 +228,13 @@ impl Bridge {
                         self.close(GONE, "idle").await;
                         return End::Closed("idle");
                     }
-                    if self.me.is_some() {
+                    let waiting = self.me.is_none() && !self.inert;
+                    if waiting && self.opened.elapsed() > config.join_wait {
+                        self.close(GONE, "no join request").await;
+                        return End::Closed("no join");
+                    }
+                    if self.me.is_some() && self.pinged.elapsed() >= config.ping_interval {
+                        self.pinged = Instant::now();
                         let ts = wire::unix_time();
                         self.send("ping", Some(SERVER_ID), json!({"ts": ts})).await;
                     }
@@ -260,7 +280,7 @@ impl Bridge {
     }
 
     /// A bad message: an error the client can log; too many close it.
-    async fn strike(&mut self, why: &str) -> Result<(), End> {
+    pub(super) async fn strike(&mut self, why: &str) -> Result<(), End> {
         self.strikes += 1;
         self.shared
             .stats

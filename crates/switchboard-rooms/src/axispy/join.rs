@@ -39,11 +39,13 @@ impl Bridge {
             let mut directory = self.shared.directory.lock().expect("directory lock");
             directory.claim(&id, &self.ask.name, self.addr.ip(), Instant::now())
         };
-        match claim {
-            Claim::Free => {}
+        let claim = match claim {
+            Claim::Free(claim) => claim,
             Claim::Kicked => return self.refuse("kicked").await,
             Claim::Foreign => return self.refuse("duplicate player id").await,
+            Claim::Taken(refusal) => return self.refuse(&refusal.to_string()).await,
             Claim::Full => return self.refuse("server full").await,
+            Claim::AddressFull => return self.refuse("too many players from your address").await,
             Claim::Held(probe) => {
                 // The id's connection may be half-open: ask it, and take
                 // the id over only if it does not answer.
@@ -58,14 +60,19 @@ impl Bridge {
                 if alive {
                     return self.refuse("duplicate player id").await;
                 }
+                None
             }
-        }
-        self.shared.directory.lock().expect("directory lock").bind(
+        };
+        let bound = self.shared.directory.lock().expect("directory lock").bind(
             &id,
             self.addr.ip(),
             self.conn,
             self.probe_tx.clone(),
+            claim,
         );
+        if !bound {
+            return self.refuse("duplicate player id").await;
+        }
         let joined = tokio::time::timeout(
             self.shared.config.join_timeout,
             self.open_session(&id, &name),

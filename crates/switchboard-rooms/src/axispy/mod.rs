@@ -35,10 +35,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard::session::RateLimit;
+use switchboard::socket::ConnectionSlots;
 use switchboard::ManagerHandle;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -63,16 +64,38 @@ pub struct AxisPyConfig {
     /// Strikes (bad JSON, over a limit) before the connection is closed
     /// with code 4008 (default 20).
     pub max_strikes: u32,
+    /// Connections open at once, joined or not (default 1,024); more are
+    /// closed at accept.
+    pub max_connections: usize,
+    /// Connections open at once from one address (an IPv6 /64 counts as
+    /// one; default 32, the sessions a manager allows one address); more
+    /// are closed at accept.
+    pub max_connections_per_address: usize,
     /// Connections in their WebSocket handshake at once (default 64); more
-    /// wait for a slot, each within `handshake_timeout`.
+    /// are closed at once (the client retries a second later).
     pub max_pending_handshakes: usize,
+    /// Connections from one address in their WebSocket handshake at once
+    /// (default 4); more are closed at once, so that silent connections
+    /// from one address never hold the others' handshakes up.
+    pub max_pending_handshakes_per_address: usize,
+    /// Web pages (`Origin` headers) allowed to connect (default none).
+    /// AxisPy's client sends no `Origin`; a browser always does, so by
+    /// default no web page a player opens can connect from the player's own
+    /// address (the proof an id takeover relies on). Refused with 403.
+    pub allowed_origins: Vec<String>,
     /// How long the WebSocket handshake may take (default 10 s).
     pub handshake_timeout: Duration,
     /// How long a join (session, room list, join or create) may take
     /// (default 10 s); past it the client is refused.
     pub join_timeout: Duration,
-    /// A connection that sends nothing for this long is closed with 4011
-    /// (default 60 s; AxisPy pings every 20 s).
+    /// How long a connection may stay open without asking to join
+    /// (default 10 s; AxisPy's client asks at once); past it it is closed
+    /// with 4011.
+    pub join_wait: Duration,
+    /// A connection that sends no message for this long is closed with
+    /// 4011 (default 60 s). WebSocket pings do not count (AxisPy's client
+    /// sends them every 20 s from a thread of its own, even when its game
+    /// is frozen); a joined client answers the listener's `ping` messages.
     pub idle_timeout: Duration,
     /// How long a client has to take a message (default 10 s); one that
     /// does not read is dropped as a slow consumer, its session waiting
@@ -87,6 +110,16 @@ pub struct AxisPyConfig {
     /// AxisPy ids remembered at most, for reconnects and kicks (default
     /// 10,000); past it new ids are refused "server full".
     pub max_known_players: usize,
+    /// AxisPy ids remembered per address at most (default 32): a new one
+    /// past it makes the address's id released the longest ago be
+    /// forgotten; when all are held, it is refused "too many players from
+    /// your address".
+    pub max_known_players_per_address: usize,
+    /// Bytes of an entity's merged state (owners send only what changed;
+    /// the listener keeps the union) as JSON (default 16 KiB, the rooms
+    /// server's own limit). An update that would grow it past this is not
+    /// merged: an error message and a strike.
+    pub max_entity_state_bytes: usize,
     /// How long a disconnected AxisPy id is remembered (default 60 s: the
     /// session grace of a default `ManagerConfig`).
     pub grace: Duration,
@@ -107,14 +140,21 @@ impl Default for AxisPyConfig {
             message_rate: manager.message_rate,
             byte_rate: manager.byte_rate,
             max_strikes: manager.max_strikes,
+            max_connections: 1024,
+            max_connections_per_address: 32,
             max_pending_handshakes: 64,
+            max_pending_handshakes_per_address: 4,
+            allowed_origins: Vec::new(),
             handshake_timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(10),
+            join_wait: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(2),
             max_known_players: 10_000,
+            max_known_players_per_address: 32,
+            max_entity_state_bytes: crate::logic::MAX_ENTITY_STATE,
             grace: Duration::from_secs(60),
             auto_start_min_players: 2,
             pipe_bytes: 256 * 1024,
@@ -126,6 +166,8 @@ impl Default for AxisPyConfig {
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) connections: AtomicU64,
+    /// Connections closed at accept (over a cap).
+    pub(crate) refused: AtomicU64,
     pub(crate) bad_messages: AtomicU64,
 }
 
@@ -226,7 +268,9 @@ impl AxisPyListener {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             directory: Mutex::new(directory::Directory::new(
+                manager.player_ids().clone(),
                 config.max_known_players,
+                config.max_known_players_per_address,
                 config.grace,
             )),
             config,
@@ -253,7 +297,12 @@ impl AxisPyListener {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
-    let pending = Arc::new(Semaphore::new(shared.config.max_pending_handshakes.max(1)));
+    let config = &shared.config;
+    let open = ConnectionSlots::new(config.max_connections, config.max_connections_per_address);
+    let pending = ConnectionSlots::new(
+        config.max_pending_handshakes,
+        config.max_pending_handshakes_per_address,
+    );
     loop {
         let (stream, addr) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -266,16 +315,26 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Cancellat
                 }
             },
         };
+        // Over a cap: closed at once, before any byte is read.
+        let slots = open
+            .take(addr.ip())
+            .and_then(|slot| Ok((slot, pending.take(addr.ip())?)));
+        let (slot, handshaking) = match slots {
+            Ok(slots) => slots,
+            Err(why) => {
+                shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%addr, %why, "AxisPy connection over the caps: closed at accept");
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        let (shared, pending) = (shared.clone(), pending.clone());
+        let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let timeout = shared.config.handshake_timeout;
-            let upgraded = tokio::time::timeout(timeout, async {
-                let _slot = pending.acquire().await.ok()?;
-                handshake(stream, &shared.config).await
-            })
-            .await;
+            let upgraded = tokio::time::timeout(timeout, handshake(stream, &shared.config)).await;
+            drop(handshaking);
             if let Ok(Some((ws, ask))) = upgraded {
                 bridge::Bridge::new(ws, addr, ask, shared).run().await;
             }
@@ -296,6 +355,19 @@ async fn handshake(
     // The callback's type is tungstenite's (an error response is large).
     #[allow(clippy::result_large_err)]
     let callback = |request: &Request, response: Response| {
+        if let Some(origin) = request.headers().get("origin") {
+            let allowed = origin.to_str().is_ok_and(|origin| {
+                config
+                    .allowed_origins
+                    .iter()
+                    .any(|allowed| allowed.eq_ignore_ascii_case(origin))
+            });
+            if !allowed {
+                let mut refused = ErrorResponse::new(Some("origin not allowed".into()));
+                *refused.status_mut() = StatusCode::FORBIDDEN;
+                return Err(refused);
+            }
+        }
         let path = request
             .uri()
             .path_and_query()

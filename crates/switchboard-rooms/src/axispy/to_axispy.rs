@@ -68,7 +68,11 @@ impl Bridge {
             .name_of(client)
     }
 
+    /// The names of the room's players, and no others (players who left
+    /// are forgotten).
     fn remember_players(&mut self, state: &RoomState) {
+        self.names
+            .retain(|client, _| state.players.iter().any(|p| p.id == *client));
         for player in &state.players {
             let name = self.name_of(player.id);
             self.names.insert(player.id, name);
@@ -221,6 +225,7 @@ impl Bridge {
                     let d = json!({ "player_id": self.name_of(left.id), "reason": reason });
                     self.send("player_left", Some(SERVER_ID), d).await;
                 }
+                self.names.remove(&left.id);
             }
             RoomEvent::PlayerChanged(player) => {
                 let before = self

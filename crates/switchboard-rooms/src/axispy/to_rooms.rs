@@ -37,7 +37,7 @@ impl Bridge {
                 let ready = truthy(d.get("ready"));
                 let _ = self.request(RoomAction::Ready, &ready).await;
             }
-            "state_update" => self.update(&d).await,
+            "state_update" => return self.update(&d).await,
             "despawn_entity" => {
                 if let Some(id) = net_id(&d) {
                     self.despawning.insert(id);
@@ -87,34 +87,30 @@ impl Bridge {
 
     /// `state_update` of an entity this player owns: merged into its full
     /// state (owners send only what changed), then an update the room
-    /// syncs to the others.
-    async fn update(&mut self, d: &Map<String, Value>) {
+    /// syncs to the others. An update that would grow the merged state
+    /// past `max_entity_state_bytes` is not merged: a strike.
+    async fn update(&mut self, d: &Map<String, Value>) -> Result<(), End> {
         let (Some(id), Some(Value::Object(partial))) = (net_id(d), d.get("state")) else {
-            return;
+            return Ok(());
         };
         // Not ours (never was, or handed over): dropped, as the room would.
-        let Some(entity) = self.mine.get_mut(&id) else {
-            return;
+        let Some(entity) = self.mine.get(&id) else {
+            return Ok(());
         };
-        if !entity.get("state").is_some_and(Value::is_object) {
-            entity["state"] = json!({});
+        let mut merged = entity.clone();
+        merge_state(&mut merged, partial);
+        let state = wire::to_native(&merged);
+        let max = self.shared.config.max_entity_state_bytes;
+        if state.len() > max {
+            return self
+                .strike(&format!("entity {} state over {max} bytes", id.0))
+                .await;
         }
-        let state = entity["state"].as_object_mut().expect("an object");
-        for (key, value) in partial {
-            match (key.as_str(), value, state.get_mut("vars")) {
-                ("vars", Value::Object(vars), Some(Value::Object(known))) => {
-                    known.extend(vars.clone());
-                }
-                _ => {
-                    state.insert(key.clone(), value.clone());
-                }
-            }
-        }
-        let update = EntityUpdate {
-            id,
-            state: wire::to_native(entity),
-        };
-        let _ = self.request(RoomAction::Update, &update).await;
+        self.mine.insert(id, merged);
+        let _ = self
+            .request(RoomAction::Update, &EntityUpdate { id, state })
+            .await;
+        Ok(())
     }
 
     /// `rpc_call`: a spawn request, or an RPC to all (but the sender, who
@@ -182,6 +178,27 @@ impl Bridge {
             args: wire::to_native(&args),
         };
         let _ = self.request(RoomAction::Rpc, &rpc).await;
+    }
+}
+
+/// Merges an owner's partial `state` into the entity's full one: keys
+/// replaced, `vars` united.
+fn merge_state(entity: &mut Value, partial: &Map<String, Value>) {
+    if !entity.get("state").is_some_and(Value::is_object) {
+        entity["state"] = json!({});
+    }
+    let Some(state) = entity["state"].as_object_mut() else {
+        return;
+    };
+    for (key, value) in partial {
+        match (key.as_str(), value, state.get_mut("vars")) {
+            ("vars", Value::Object(vars), Some(Value::Object(known))) => {
+                known.extend(vars.clone());
+            }
+            _ => {
+                state.insert(key.clone(), value.clone());
+            }
+        }
     }
 }
 

@@ -63,8 +63,7 @@ pub enum LogLevel {
 /// A game server: the logic and the sessions behind a listening socket.
 pub struct ServerManager<L: GameLogic> {
     server: ServerStream,
-    logic: L,
-    config: ManagerConfig,
+    core: ManagerCore<L>,
     control: Control,
 }
 
@@ -90,6 +89,7 @@ pub struct ManagerHandle {
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
     kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
+    ids: crate::session::PlayerIds,
 }
 
 impl<L: GameLogic> ServerManager<L> {
@@ -111,6 +111,7 @@ impl<L: GameLogic> ServerManager<L> {
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
+        let core = ManagerCore::new(config, logic);
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             websocket_addr: server.websocket_addr(),
@@ -119,11 +120,11 @@ impl<L: GameLogic> ServerManager<L> {
             stats_tx,
             kick_tx,
             log: log.clone(),
+            ids: core.player_ids().clone(),
         };
         let manager = Self {
             server,
-            logic,
-            config,
+            core,
             control: Control {
                 shutdown,
                 stats_rx,
@@ -154,8 +155,7 @@ impl<L: GameLogic> ServerManager<L> {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> L {
         use tracing::Instrument;
         let span = tracing::info_span!("manager", addr = %self.server.local_addr());
-        let core = ManagerCore::new(self.config, self.logic);
-        run::Runner::new(self.server, core, self.control)
+        run::Runner::new(self.server, self.core, self.control)
             .run(shutdown)
             .instrument(span)
             .await
@@ -184,6 +184,14 @@ impl ManagerHandle {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
     {
         self.server.attach(stream, addr)
+    }
+
+    /// Every id this server's players go by: where a compatibility
+    /// listener whose clients choose their own ids (AxisPy's) admits them,
+    /// so that no id is held twice, whatever the connection's kind, and the
+    /// reserved ones are never anyone's.
+    pub fn player_ids(&self) -> &crate::session::PlayerIds {
+        &self.ids
     }
 
     /// Asks the manager to shut down gracefully.

@@ -5,12 +5,14 @@
 //! the tests drive the same code in memory with made-up instants.
 
 mod backoff;
+mod ids;
 mod rate;
 mod table;
 pub mod ticket;
 mod token;
 
 pub use backoff::{Backoff, BackoffPolicy};
+pub use ids::{IdClaim, IdRefusal, PlayerIds};
 pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;

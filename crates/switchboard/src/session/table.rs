@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::ids::PlayerIds;
 use super::token::ReconnectToken;
 use crate::socket::{address_key, PeerId};
 
@@ -109,6 +110,10 @@ pub enum Refusal {
     /// once): try again shortly.
     #[error("session store unavailable: {0}")]
     Unavailable(String),
+    /// The session's id is held by another player of this server (a
+    /// compatibility client that chose it) or reserved.
+    #[error("duplicate player id")]
+    IdInUse,
 }
 
 impl Refusal {
@@ -125,6 +130,7 @@ impl Refusal {
             Refusal::TooManyFromAddress => 8,
             Refusal::Throttled(_) => 9,
             Refusal::Unavailable(_) => 10,
+            Refusal::IdInUse => 11,
         }
     }
 }
@@ -188,6 +194,8 @@ pub struct Sessions {
     by_peer: HashMap<PeerId, ClientId>,
     /// Sessions per address.
     per_ip: HashMap<IpAddr, usize>,
+    /// Every id of the server, this table's and compatibility clients'.
+    ids: PlayerIds,
 }
 
 impl Sessions {
@@ -197,6 +205,12 @@ impl Sessions {
             config,
             ..Self::default()
         }
+    }
+
+    /// The server's ids ([`PlayerIds`]): this table registers every
+    /// session's id there, and never gives out one held by anyone else.
+    pub fn ids(&self) -> &PlayerIds {
+        &self.ids
     }
 
     /// Starts a new session for the client on `peer`, from address `from`.
@@ -209,7 +223,14 @@ impl Sessions {
     ) -> Result<Admission, Refusal> {
         let from = address_key(from);
         let evicted = self.make_room(from)?;
-        let client = ClientId::random();
+        // Random ids collide with nothing in practice; the loop makes it a
+        // rule (a compatibility client may have chosen any id).
+        let client = loop {
+            let client = ClientId::random();
+            if self.ids.insert(client).is_ok() {
+                break client;
+            }
+        };
         let token = ReconnectToken::generate();
         self.insert(peer, client, name, from, 0, token.clone(), now);
         Ok(Admission {
@@ -232,7 +253,13 @@ impl Sessions {
         now: Instant,
     ) -> Result<Admission, Refusal> {
         let from = address_key(session.from);
+        if self.ids.contains(session.client) || session.client.is_reserved() {
+            return Err(Refusal::IdInUse);
+        }
         let evicted = self.make_room(from)?;
+        self.ids
+            .insert(session.client)
+            .map_err(|_| Refusal::IdInUse)?;
         let reconnects = session.reconnects;
         self.insert(
             peer,
@@ -328,6 +355,7 @@ impl Sessions {
     /// Takes a session out of the table.
     fn remove(&mut self, client: ClientId) -> Option<Session> {
         let session = self.by_id.remove(&client)?;
+        self.ids.release(client);
         if let Some(peer) = session.peer() {
             self.by_peer.remove(&peer);
         }

@@ -25,6 +25,7 @@ mod outqueue;
 mod pacer;
 mod reason;
 mod server;
+mod slots;
 mod websocket;
 
 use std::time::Duration;
@@ -42,6 +43,7 @@ pub use ids::{IdBuildHasher, IdHasher};
 pub use pacer::{Pacer, PacerConfig};
 pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
+pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 pub use websocket::{WebPage, WebSocketConfig};
 
 use crate::message::{Action, Channel, Message};

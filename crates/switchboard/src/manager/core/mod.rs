@@ -230,6 +230,11 @@ impl<L: GameLogic> ManagerCore<L> {
             .max(MIN_TICK)
     }
 
+    /// Every id the server's players go by ([`PlayerIds`](crate::session::PlayerIds)).
+    pub fn player_ids(&self) -> &crate::session::PlayerIds {
+        self.sessions.ids()
+    }
+
     /// Clients welcomed and connected now.
     pub fn players(&self) -> usize {
         self.peers.values().filter(|p| p.client.is_some()).count()

@@ -59,7 +59,14 @@ impl<L: GameLogic> ManagerCore<L> {
                 shared
             }
             Ok(_) => return self.refuse(peer, &hello, Refusal::UnknownSession, now),
-            Err(err) => return self.refuse(peer, &hello, Refusal::Unavailable(err.0), now),
+            Err(err) => {
+                // The store's own words (a Redis error, say) stay in the
+                // server's log; the client gets a short, stable reason.
+                let text = format!("{peer}: session store failed: {}", err.0);
+                self.peer_log(peer, LogLevel::Warn, text, now);
+                let why = "the session store did not answer; retry shortly".to_string();
+                return self.refuse(peer, &hello, Refusal::Unavailable(why), now);
+            }
         };
         match self.sessions.adopt(peer, &shared, new_token, now) {
             Ok(admission) => {
