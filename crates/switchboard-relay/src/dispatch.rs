@@ -91,7 +91,8 @@ impl Dispatch {
                         if let Ok(hello) = message.content::<Hello>() {
                             self.relay.describe(id, &hello.name, hello.bot);
                             let kind = if hello.bot { "a bot" } else { "a player" };
-                            let name = hello.name.escape_debug();
+                            let name = crate::hub::display_name(&hello.name);
+                            let name = name.escape_debug();
                             self.log.info(format!("player {id} is \"{name}\" ({kind})"));
                         }
                         Vec::new()
@@ -142,9 +143,8 @@ impl Dispatch {
                         }
                         Some("hello") => {
                             let name = object.get("name").and_then(Value::as_str).unwrap_or("");
-                            let name: String = name.chars().take(32).collect();
                             let bot = object.get("bot").and_then(Value::as_bool).unwrap_or(false);
-                            relay.describe(id, &name, bot);
+                            relay.describe(id, name, bot);
                             Ok(Vec::new())
                         }
                         _ => Err("unknown or missing \"type\"".to_string()),

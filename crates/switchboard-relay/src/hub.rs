@@ -268,7 +268,7 @@ impl Relay {
     /// Renames a player or marks it a bot.
     pub fn describe(&mut self, id: u32, name: &str, is_bot: bool) {
         if let Some(player) = self.players.get_mut(&id) {
-            player.name = name.to_string();
+            player.name = display_name(name);
             player.is_bot = is_bot;
         }
     }
@@ -287,14 +287,34 @@ impl Relay {
         transform: Transform,
         server_time_ms: u64,
     ) -> Vec<Outgoing> {
+        if !self.admit(id, &transform, server_time_ms) {
+            return Vec::new();
+        }
+        self.relay_admitted(id, transform, server_time_ms)
+    }
+
+    /// Whether player `id` may send `transform` now (its rate, its shape):
+    /// counted in, and against its rate. What is not admitted goes no
+    /// further, not even to a zone directory.
+    pub fn admit(&mut self, id: u32, transform: &Transform, server_time_ms: u64) -> bool {
         self.stats.transforms_in += 1;
         if !self.players.contains_key(&id) {
-            return Vec::new();
+            return false;
         }
         if !self.spend(id, server_time_ms) || transform.check().is_err() {
             self.stats.refused += 1;
-            return Vec::new();
+            return false;
         }
+        true
+    }
+
+    /// Relays a transform [`admit`](Self::admit) let in.
+    pub fn relay_admitted(
+        &mut self,
+        id: u32,
+        transform: Transform,
+        server_time_ms: u64,
+    ) -> Vec<Outgoing> {
         let Some(player) = self.players.get(&id) else {
             return Vec::new();
         };
@@ -397,6 +417,18 @@ impl Relay {
     pub fn link(&self, id: u32) -> Option<Link> {
         self.players.get(&id).map(|p| p.link)
     }
+}
+
+/// A name a player chose, as the relay keeps and shows it: control
+/// characters dropped, at most [`MAX_NAME_CHARS`] characters, whatever its
+/// connection's kind (a native hello has no length limit of its own).
+///
+/// [`MAX_NAME_CHARS`]: switchboard::session::MAX_NAME_CHARS
+pub(crate) fn display_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| !c.is_control())
+        .take(switchboard::session::MAX_NAME_CHARS)
+        .collect()
 }
 
 #[cfg(test)]

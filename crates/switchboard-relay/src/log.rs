@@ -27,6 +27,9 @@ pub(crate) struct RelayLog {
 impl RelayLog {
     /// Lines kept; older ones are forgotten.
     pub(crate) const CAPACITY: usize = 500;
+    /// Bytes of one line kept at most (longer ones are cut): the log holds
+    /// at most `CAPACITY` times this, whatever players send.
+    pub(crate) const MAX_LINE_BYTES: usize = 512;
 
     pub(crate) fn new() -> Self {
         Self {
@@ -43,7 +46,15 @@ impl RelayLog {
         self.push("warn", text);
     }
 
-    fn push(&self, level: &'static str, text: String) {
+    fn push(&self, level: &'static str, mut text: String) {
+        if text.len() > Self::MAX_LINE_BYTES {
+            let mut cut = Self::MAX_LINE_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push('…');
+        }
         let line = RelayLogLine {
             at_seconds: self.started.elapsed().as_secs_f64(),
             level,

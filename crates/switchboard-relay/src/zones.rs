@@ -69,6 +69,10 @@ pub struct ZoneRouting {
     /// Zones asked of the directory at once at most (default 1,024); a
     /// transform for another unknown zone past it is served here.
     pub max_lookups: usize,
+    /// Zone owners remembered at most (default 4,096). Past it, owners not
+    /// confirmed within `remember` are forgotten, then the oldest: fresh
+    /// zone names cannot grow the relay (they are asked again when used).
+    pub max_zones: usize,
 }
 
 impl ZoneRouting {
@@ -82,6 +86,7 @@ impl ZoneRouting {
             remember: Duration::from_secs(2),
             ticket_life: Duration::from_secs(10),
             max_lookups: 1024,
+            max_zones: 4096,
         }
     }
 }
@@ -307,8 +312,7 @@ impl Zones {
                 self.local()
             }
         };
-        self.owners
-            .insert(zone.clone(), (owner.clone(), Instant::now()));
+        self.remember(zone.clone(), owner.clone(), Instant::now());
         let players: Vec<u32> = self
             .waiting
             .iter()
@@ -327,6 +331,29 @@ impl Zones {
                 Some((id, verdict))
             })
             .collect()
+    }
+
+    /// Remembers `zone`'s owner, within `max_zones`.
+    fn remember(&mut self, zone: String, owner: ZoneOwner, now: Instant) {
+        let max = self.routing.max_zones.max(1);
+        if self.owners.len() >= max && !self.owners.contains_key(&zone) {
+            let fresh = self.routing.remember;
+            self.owners
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < fresh);
+            if self.owners.len() >= max {
+                let oldest = self.owners.iter().min_by_key(|(_, (_, at))| *at);
+                if let Some(oldest) = oldest.map(|(zone, _)| zone.clone()) {
+                    self.owners.remove(&oldest);
+                }
+            }
+        }
+        self.owners.insert(zone, (owner, now));
+    }
+
+    /// Zone owners remembered now.
+    #[cfg(test)]
+    pub(crate) fn remembered(&self) -> usize {
+        self.owners.len()
     }
 
     /// A player left: nothing of its waits.
@@ -356,6 +383,27 @@ impl Zones {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Nowhere;
+
+    impl ZoneDirectory for Nowhere {
+        fn owner<'a>(&'a self, _zone: &'a str) -> ZoneFuture<'a, ZoneOwner> {
+            Box::pin(async { Err("no directory".to_string()) })
+        }
+        fn set_players(&self, _players: usize) {}
+    }
+
+    #[test]
+    fn relay_zone_flood_on_redis_is_bounded_by_max_zones() {
+        let mut routing = ZoneRouting::new(Arc::new(Nowhere), 1, [0; 32]);
+        routing.max_zones = 100;
+        let mut zones = Zones::new(routing);
+        for i in 0..10_000 {
+            let owner = zones.local();
+            zones.answered(format!("zone-{i}"), Ok(owner));
+        }
+        assert!(zones.remembered() <= 100, "{}", zones.remembered());
+    }
 
     #[test]
     fn a_handover_ticket_is_good_for_its_relay_once_and_cannot_be_altered() {

@@ -235,3 +235,75 @@ async fn transform_flood_from_a_native_client_is_disconnected_for_abuse() {
     assert_eq!(relay.clients().await.len(), 0);
     relay.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_hello_with_a_huge_name_is_cut_and_logged_short() {
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let (client, id) = native_client(relay.native_addr(), "first").await;
+    // 200 KB of name, a few hundred bytes on the wire once compressed.
+    let hello = relay::Hello {
+        name: "\u{7}ab\n".repeat(50_000),
+        bot: false,
+    };
+    client
+        .send(&Message::new(RelayChannel, RelayAction::Hello, &hello).unwrap())
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let name = loop {
+        let clients = relay.clients().await;
+        let name = clients.iter().find(|c| c.id == id).map(|c| c.name.clone());
+        if let Some(name) = name.filter(|n| n != "first") {
+            break name;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "hello never taken");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(name.chars().count(), switchboard::session::MAX_NAME_CHARS);
+    assert!(!name.chars().any(char::is_control), "{name:?}");
+    let longest = relay.log().iter().map(|l| l.text.len()).max().unwrap();
+    assert!(longest < 300, "a log line of {longest} bytes");
+}
+
+/// A zone directory that never answers: every fresh zone waits.
+struct SilentDirectory;
+
+impl relay::ZoneDirectory for SilentDirectory {
+    fn owner<'a>(&'a self, _zone: &'a str) -> relay::ZoneFuture<'a, relay::ZoneOwner> {
+        Box::pin(std::future::pending())
+    }
+    fn set_players(&self, _players: usize) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_fresh_zone_flood_waiting_on_the_directory_is_rate_limited() {
+    let routing = relay::ZoneRouting::new(std::sync::Arc::new(SilentDirectory), 1, [7; 32]);
+    let config = RelayConfig {
+        zones: Some(routing),
+        ..RelayConfig::default()
+    };
+    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let (mut flooder, _) = native_client(relay.native_addr(), "flood").await;
+    // Thousands of fresh zones a second, each waiting for the directory:
+    // the rate limit cuts the sender as it would for one zone.
+    let cut = async {
+        for i in 0.. {
+            if flooder.send(&at(&format!("zone-{i}"), 0.0)).is_err() {
+                return;
+            }
+            if i % 100 == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                while let Ok(Some(event)) =
+                    tokio::time::timeout(Duration::from_millis(1), flooder.next_event()).await
+                {
+                    if matches!(event, SocketEvent::Disconnected(_)) {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, cut)
+        .await
+        .expect("a flood of fresh zones was never cut");
+    assert!(relay.stats().await.refused > 0);
+}

@@ -12,8 +12,13 @@ impl Dispatch {
         let Some(zones) = &mut self.zones else {
             return self.relay.transform(id, transform, now_ms);
         };
+        // Rate and shape first: a transform refused here never waits for
+        // the directory, nor makes it look a zone up.
+        if !self.relay.admit(id, &transform, now_ms) {
+            return Vec::new();
+        }
         match zones.route(id, transform) {
-            Verdict::Here(transform) => self.relay.transform(id, transform, now_ms),
+            Verdict::Here(transform) => self.relay.relay_admitted(id, transform, now_ms),
             Verdict::Elsewhere(owner, transform) => self.hand_over(id, &owner, transform, now_ms),
             Verdict::Waiting => Vec::new(),
         }
@@ -33,7 +38,9 @@ impl Dispatch {
         let mut out = Vec::new();
         for (id, verdict) in zones.answered(zone, owner) {
             match verdict {
-                Verdict::Here(transform) => out.extend(self.relay.transform(id, transform, now_ms)),
+                Verdict::Here(transform) => {
+                    out.extend(self.relay.relay_admitted(id, transform, now_ms))
+                }
                 Verdict::Elsewhere(owner, transform) => {
                     out.extend(self.hand_over(id, &owner, transform, now_ms))
                 }
@@ -61,7 +68,7 @@ impl Dispatch {
             {
                 *peer
             }
-            _ => return self.relay.transform(id, transform, now_ms),
+            _ => return self.relay.relay_admitted(id, transform, now_ms),
         };
         let Some(zones) = &mut self.zones else {
             return Vec::new();
