@@ -174,6 +174,7 @@ impl AdminArgs {
         let config = switchboard_admin::AdminConfig {
             addr: SocketAddr::new(self.admin_bind.ip(), port),
             token,
+            ..switchboard_admin::AdminConfig::default()
         };
         let admin = switchboard_admin::AdminServer::spawn(config, source)
             .await

@@ -15,7 +15,7 @@ fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -34,7 +34,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 }
 
 /// A server process started with `args`, an admin port and a token file
-/// ("t0ken"); killed when dropped.
+/// ("t0ken-t0ken-t0ken"); killed when dropped.
 struct Server {
     child: Child,
     port: u16,
@@ -47,7 +47,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("sb-admin-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let token = dir.join("token");
-        std::fs::write(&token, "t0ken\n").unwrap();
+        std::fs::write(&token, "t0ken-t0ken-t0ken\n").unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
             .args(args)
             .args(["--port", "0", "--admin-port", "0", "--admin-token-file"])
@@ -150,7 +150,7 @@ fn board_process_admin_shows_a_player_with_its_traffic_and_kicks_it_for_good() {
         admin,
         "POST",
         &path,
-        Some("t0ken"),
+        Some("t0ken-t0ken-t0ken"),
         r#"{"reason":"be nice"}"#,
     );
     assert_eq!(status, 200, "{body}");

@@ -25,17 +25,22 @@
 //! |---|---|
 //! | [`source`] | [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports |
 //! | [`metrics`] | the Prometheus text format |
-//! | [`server`] | [`AdminServer`], [`AdminConfig`]: routes, the token |
+//! | [`server`] | [`AdminServer`], [`AdminConfig`]: the routes |
+//! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
+//! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
 //! | [`manager`] | [`ManagerAdmin`]: any `ServerManager` (the board game, a game's own server) as a source |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod access;
+mod listener;
 pub mod manager;
 pub mod metrics;
 pub mod server;
 pub mod source;
 
+pub use access::MIN_TOKEN_CHARS;
 pub use manager::ManagerAdmin;
 pub use server::{AdminConfig, AdminError, AdminServer};
 pub use source::{

@@ -2,20 +2,21 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use subtle::ConstantTimeEq;
+use switchboard::session::BackoffPolicy;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics;
+use crate::access::{refuse, Access, Caller, Guard, MIN_TOKEN_CHARS};
 use crate::source::AdminSource;
+use crate::{listener, metrics};
 
 /// Where the admin server listens and who may use it; each field says its
 /// default.
@@ -26,8 +27,33 @@ pub struct AdminConfig {
     pub addr: SocketAddr,
     /// The token every control needs (and, off loopback, every read),
     /// sent as `Authorization: Bearer <token>` (default none: reads on
-    /// loopback only, controls off).
+    /// loopback only, controls off). At least [`MIN_TOKEN_CHARS`]
+    /// characters, or the server does not start.
     pub token: Option<String>,
+    /// Host names (the `Host` header) requests may use besides IP
+    /// addresses and `localhost` (default none). Any other name is refused
+    /// with 421: a web page that rebinds its own name to this address
+    /// cannot read the API from the operator's browser.
+    pub allowed_hosts: Vec<String>,
+    /// Connections open at once (default 64); more are closed at accept.
+    /// The admin port shares the process's descriptors with the game's.
+    pub max_connections: usize,
+    /// Connections open at once from one address (an IPv6 /64 counts as
+    /// one; default 16); more are closed at accept.
+    pub max_connections_per_address: usize,
+    /// How long a request's headers may take to arrive (default 5 s); past
+    /// it the connection is closed.
+    pub header_read_timeout: Duration,
+    /// A connection that moves no byte for this long is closed (default
+    /// 30 s; the live page's stream sends every second).
+    pub idle_timeout: Duration,
+    /// Wrong tokens one address may send before it must wait (default 5);
+    /// past it each wrong one doubles its wait (`token_backoff`: 1 s, up to
+    /// 60 s), during which its requests get 429 without their token being
+    /// compared. A right token clears its count.
+    pub free_token_guesses: u32,
+    /// The waits after wrong tokens.
+    pub token_backoff: BackoffPolicy,
 }
 
 impl Default for AdminConfig {
@@ -35,6 +61,13 @@ impl Default for AdminConfig {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
+            allowed_hosts: Vec::new(),
+            max_connections: 64,
+            max_connections_per_address: 16,
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            free_token_guesses: 5,
+            token_backoff: BackoffPolicy::default(),
         }
     }
 }
@@ -46,6 +79,9 @@ pub enum AdminError {
     /// Bound off loopback without a token.
     #[error("an admin server on {0} (not loopback) needs a token")]
     NeedsToken(SocketAddr),
+    /// The token is shorter than [`MIN_TOKEN_CHARS`].
+    #[error("an admin token needs at least {MIN_TOKEN_CHARS} characters")]
+    WeakToken,
     /// The listener could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -66,9 +102,7 @@ pub struct AdminServer {
 
 struct Shared {
     source: Arc<dyn AdminSource>,
-    token: Option<String>,
-    /// Reads need no token (bound to loopback).
-    open_reads: bool,
+    guard: Guard,
     started: Instant,
 }
 
@@ -102,8 +136,15 @@ impl AdminServer {
         runtime: &tokio::runtime::Handle,
     ) -> Result<AdminServer, AdminError> {
         let loopback = config.addr.ip().is_loopback();
-        if !loopback && config.token.as_deref().is_none_or(str::is_empty) {
+        let token = config.token.clone().filter(|t| !t.is_empty());
+        if !loopback && token.is_none() {
             return Err(AdminError::NeedsToken(config.addr));
+        }
+        if token
+            .as_ref()
+            .is_some_and(|t| t.chars().count() < MIN_TOKEN_CHARS)
+        {
+            return Err(AdminError::WeakToken);
         }
         let listen_error = |source| AdminError::Listen {
             addr: config.addr,
@@ -118,8 +159,13 @@ impl AdminServer {
         let addr = listener.local_addr().map_err(listen_error)?;
         let shared = Arc::new(Shared {
             source,
-            token: config.token.filter(|t| !t.is_empty()),
-            open_reads: loopback,
+            guard: Guard::new(
+                token,
+                loopback,
+                config.allowed_hosts.clone(),
+                config.free_token_guesses,
+                config.token_backoff,
+            ),
             started: Instant::now(),
         });
         let app = Router::new()
@@ -137,13 +183,7 @@ impl AdminServer {
             .with_state(shared);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
-        runtime.spawn(async move {
-            let serve =
-                axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned());
-            if let Err(err) = serve.await {
-                tracing::warn!(%err, "admin server failed");
-            }
-        });
+        runtime.spawn(listener::serve(listener, app, config, stopped));
         tracing::info!(%addr, "admin server listening");
         Ok(AdminServer { addr, stop })
     }
@@ -165,12 +205,6 @@ impl Drop for AdminServer {
     }
 }
 
-/// What a request may do, by its token.
-enum Access {
-    Granted,
-    Refused(Response),
-}
-
 impl Shared {
     /// The mode's snapshot, with the process's CPU and memory added.
     async fn snapshot(&self) -> crate::source::Snapshot {
@@ -179,42 +213,13 @@ impl Shared {
         snapshot
     }
 
-    /// Whether `headers` carry the token (compared in constant time).
-    fn has_token(&self, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.token else {
-            return false;
-        };
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+    fn read(&self, caller: &Caller) -> Access {
+        self.guard.read(caller)
     }
 
-    fn read(&self, headers: &HeaderMap) -> Access {
-        if self.open_reads || self.has_token(headers) {
-            Access::Granted
-        } else {
-            Access::Refused(refuse(StatusCode::UNAUTHORIZED, "a token is needed"))
-        }
+    fn control(&self, caller: &Caller) -> Access {
+        self.guard.control(caller)
     }
-
-    fn control(&self, headers: &HeaderMap) -> Access {
-        if self.token.is_none() {
-            let why = "no admin token is configured: controls are off";
-            return Access::Refused(refuse(StatusCode::FORBIDDEN, why));
-        }
-        if self.has_token(headers) {
-            Access::Granted
-        } else {
-            Access::Refused(refuse(StatusCode::UNAUTHORIZED, "a valid token is needed"))
-        }
-    }
-}
-
-fn refuse(status: StatusCode, why: &str) -> Response {
-    (status, Json(json!({ "error": why }))).into_response()
 }
 
 /// The page holds no data (it fetches it with the token the operator
@@ -235,9 +240,9 @@ async fn page() -> Response {
 
 /// Everything the page shows, as server-sent events: a `snapshot` event a
 /// second (mode, uptime, counters, clients).
-async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+async fn events(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    if let Access::Refused(response) = shared.read(&headers) {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     let tick = tokio::time::interval(EVENTS_EVERY);
@@ -259,8 +264,8 @@ async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .into_response()
 }
 
-async fn overview(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Access::Refused(response) = shared.read(&headers) {
+async fn overview(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     let snapshot = shared.snapshot().await;
@@ -273,15 +278,15 @@ async fn overview(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Resp
     .into_response()
 }
 
-async fn clients(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Access::Refused(response) = shared.read(&headers) {
+async fn clients(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     Json(shared.source.snapshot().await.clients).into_response()
 }
 
-async fn places(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Access::Refused(response) = shared.read(&headers) {
+async fn places(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     Json(shared.source.snapshot().await.places_or_groups()).into_response()
@@ -295,11 +300,11 @@ struct KickBody {
 
 async fn kick(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     body: Option<Json<KickBody>>,
 ) -> Response {
-    if let Access::Refused(response) = shared.control(&headers) {
+    if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
     let reason: String = body
@@ -321,8 +326,8 @@ async fn kick(
     }
 }
 
-async fn prometheus(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Access::Refused(response) = shared.read(&headers) {
+async fn prometheus(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     let snapshot = shared.snapshot().await;
@@ -345,10 +350,10 @@ struct NoticeBody {
 
 async fn notice(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Option<Json<NoticeBody>>,
 ) -> Response {
-    if let Access::Refused(response) = shared.control(&headers) {
+    if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
     let text: String = body.map(|Json(b)| b.text).unwrap_or_default();
@@ -373,10 +378,10 @@ struct BotsBody {
 
 async fn spawn_bots(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Option<Json<BotsBody>>,
 ) -> Response {
-    if let Access::Refused(response) = shared.control(&headers) {
+    if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
     let Some(Json(body)) = body else {
@@ -399,8 +404,8 @@ async fn spawn_bots(
     }
 }
 
-async fn remove_bots(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Access::Refused(response) = shared.control(&headers) {
+async fn remove_bots(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+    if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
     Json(json!({ "removed": shared.source.remove_bots().await })).into_response()
@@ -418,10 +423,10 @@ struct LogQuery {
 
 async fn log(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(query): Query<LogQuery>,
 ) -> Response {
-    if let Access::Refused(response) = shared.read(&headers) {
+    if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     let warn_only = query.level.as_deref() == Some("warn");

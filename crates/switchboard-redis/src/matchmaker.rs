@@ -31,9 +31,15 @@ pub struct MatchmakerConfig {
     /// Requests answered per minute per address (default 600, bursts of
     /// 100). Past it the connection is closed with the reason.
     pub requests_per_minute: f64,
-    /// A reservation is good for this long (default 10 s): the client
-    /// must reach the room's process within it.
+    /// A reservation is good, and its seat held, for this long (default
+    /// 5 s): the client must reach the room's process within it (a join
+    /// takes milliseconds); an unused seat is free again after it.
     pub reservation_ttl: Duration,
+    /// Live reservations one address holds at once (an IPv6 /64 counts as
+    /// one; default 2), counted in Redis across every matchmaker. Past it
+    /// the address's oldest one gives its seat back: asking again and
+    /// again never holds more than this many seats.
+    pub max_reservations_per_address: usize,
     /// Rooms one list holds at most (default 1,000).
     pub max_listed: usize,
     /// The longest request frame (default 4 KiB).
@@ -44,15 +50,19 @@ impl Default for MatchmakerConfig {
     fn default() -> Self {
         Self {
             requests_per_minute: 600.0,
-            reservation_ttl: Duration::from_secs(10),
+            reservation_ttl: Duration::from_secs(5),
+            max_reservations_per_address: 2,
             max_listed: 1000,
             max_request_len: 4096,
         }
     }
 }
 
-/// KEYS: the room's hash, its seats. ARGV: the reservation's nonce (hex),
-/// its time to live (ms). {'ok', process} or {'refused', why}.
+/// KEYS: the room's hash, its seats, the asker's live reservations. ARGV:
+/// the reservation's nonce (hex), its time to live (ms), the asker's cap,
+/// the prefix of a room's key, the room's number. {'ok', process} or
+/// {'refused', why}. Past the cap, the asker's oldest live reservation gives
+/// its seat back before this one is counted.
 const RESERVE: &str = r#"
 local r = redis.call('HMGET', KEYS[1], 'players', 'max', 'locked', 'started', 'process')
 if not r[5] then return {'refused', 'no such room'} end
@@ -60,12 +70,20 @@ if r[3] == '1' then return {'refused', 'that room is locked'} end
 if r[4] == '1' then return {'refused', 'the game in that room has started'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+while redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) do
+  local oldest = redis.call('ZPOPMIN', KEYS[3])
+  local room, nonce = string.match(oldest[1], '^(%d+):(%x+)$')
+  if room then redis.call('ZREM', ARGV[4] .. room .. ':seats', nonce) end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if tonumber(r[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(r[2]) then
   return {'refused', 'that room is full'}
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[5] .. ':' .. ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return {'ok', r[5]}
 "#;
 
@@ -163,7 +181,8 @@ impl Matchmaker {
                             handle.close_peer(incoming.peer, "too many matchmaker requests; slow down");
                             continue;
                         }
-                        let sent = match self.answer(&incoming.message).await {
+                        let Some(ip) = ip else { continue };
+                        let sent = match self.answer(&incoming.message, ip).await {
                             Ok(Answer::Rooms(rooms)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::Listed, &rooms),
                             Ok(Answer::Seat(seat)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::SeatReserved, &seat),
                             Err(why) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::MatchRefused, &why),
@@ -182,7 +201,7 @@ impl Matchmaker {
         handle.shutdown("matchmaker shutting down");
     }
 
-    async fn answer(&mut self, message: &Message) -> Result<Answer, Refusal> {
+    async fn answer(&mut self, message: &Message, asker: IpAddr) -> Result<Answer, Refusal> {
         let unavailable = directory_unavailable;
         let malformed = || "unknown or malformed request".to_string();
         match message.action::<RoomAction>() {
@@ -196,7 +215,7 @@ impl Matchmaker {
             }
             Some(RoomAction::MatchJoin) => {
                 let room: RoomId = message.content().map_err(|_| malformed())?;
-                Ok(Answer::Seat(self.seat_in(room).await?))
+                Ok(Answer::Seat(self.seat_in(room, asker).await?))
             }
             _ => Err(malformed()),
         }
@@ -309,8 +328,9 @@ impl Matchmaker {
         Err("no rooms server is running".into())
     }
 
-    /// A seat in `room`, counted in Redis with the room's members.
-    async fn seat_in(&mut self, room: RoomId) -> Result<Seat, Refusal> {
+    /// A seat in `room` for `asker`, counted in Redis with the room's
+    /// members and against the asker's live reservations.
+    async fn seat_in(&mut self, room: RoomId, asker: IpAddr) -> Result<Seat, Refusal> {
         let key = self.key().await?;
         // The seat is counted under the reservation's own number (the room's
         // process, once it takes the reservation, stops counting it); the
@@ -322,8 +342,12 @@ impl Matchmaker {
         invocation
             .key(self.store.key(format_args!("rooms:room:{}", room.0)))
             .key(self.store.key(format_args!("rooms:room:{}:seats", room.0)))
+            .key(self.store.key(format_args!("rooms:held:{asker}")))
             .arg(nonce_hex)
-            .arg(ttl);
+            .arg(ttl)
+            .arg(self.config.max_reservations_per_address.max(1))
+            .arg(self.store.key("rooms:room:"))
+            .arg(room.0);
         let (verdict, detail): (String, String) = self
             .store
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })

@@ -300,3 +300,30 @@ fn a_seat_taken_is_no_longer_held_so_a_leaver_s_seat_frees_at_once() {
         started.elapsed()
     );
 }
+
+#[test]
+fn matchmaker_seat_hoarding_from_one_address_holds_at_most_its_cap() {
+    let redis = RedisProcess::start().unwrap();
+    let _process = rooms_process(&redis);
+    let matchmaker = matchmaker(&redis);
+    let (_ann, id, _) = create(matchmaker, "ann", "hoarded", 4);
+    // Asking again and again (under the request rate): each new
+    // reservation past the cap gives the address's oldest seat back.
+    for _ in 0..10 {
+        block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
+    }
+    let store = redis.store();
+    let seats = store.key(format_args!("rooms:room:{}:seats", id.0));
+    let held: usize = block_on(
+        store.run(|mut c| async move { redis::cmd("ZCARD").arg(&seats).query_async(&mut c).await }),
+    )
+    .unwrap();
+    assert_eq!(
+        held,
+        MatchmakerConfig::default().max_reservations_per_address
+    );
+    // A room of four with one member keeps a seat for someone else.
+    let mut room = list(matchmaker).unwrap();
+    room.retain(|r| r.id == id);
+    assert_eq!(room[0].players, 1);
+}

@@ -6,6 +6,7 @@ mod common;
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{next_socket_event, WAIT};
 use support::{at, native_client, relay_with_admin, until_in_zone};
@@ -22,12 +23,23 @@ async fn http(
     token: Option<&str>,
     body: &str,
 ) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(admin.local_addr())
-        .await
-        .unwrap();
+    let addr = admin.local_addr();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    http_on(stream, &addr.to_string(), method, path, token, body).await
+}
+
+/// One request on `stream`, naming `host`: (status, body).
+async fn http_on(
+    mut stream: tokio::net::TcpStream,
+    host: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -46,7 +58,7 @@ async fn http(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token() {
-    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
+    let (relay, admin) = relay_with_admin(Some("s3cret-admin-token")).await;
     let (mut ann, ann_id) = native_client(relay.native_addr(), "ann").await;
     ann.send(&at("hall", 1.0)).unwrap();
     until_in_zone(&relay, "hall", 1).await;
@@ -87,13 +99,13 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
         &admin,
         "POST",
         "/api/clients/999/kick",
-        Some("s3cret"),
+        Some("s3cret-admin-token"),
         reason,
     )
     .await;
     assert_eq!(status, 404);
     // With it: ann is told why and leaves.
-    let (status, body) = http(&admin, "POST", &path, Some("s3cret"), reason).await;
+    let (status, body) = http(&admin, "POST", &path, Some("s3cret-admin-token"), reason).await;
     assert_eq!(status, 200, "{body}");
     loop {
         match next_socket_event(&mut ann).await {
@@ -111,11 +123,11 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_spawns_bots_with_a_script_sends_a_notice_and_removes_the_bots() {
-    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
+    let (relay, admin) = relay_with_admin(Some("s3cret-admin-token")).await;
     let (mut ann, _) = native_client(relay.native_addr(), "ann").await;
     ann.send(&at("hall", 1.0)).unwrap();
     until_in_zone(&relay, "hall", 1).await;
-    let token = Some("s3cret");
+    let token = Some("s3cret-admin-token");
     // An unknown script, or too many bots: refused with the reason.
     let (status, body) = http(
         &admin,
@@ -171,6 +183,7 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
     let exposed = AdminConfig {
         addr: "0.0.0.0:0".parse().unwrap(),
         token: None,
+        ..AdminConfig::default()
     };
     let refused = AdminServer::spawn(exposed, Arc::new(RelayAdmin::new(relay.clone()))).await;
     assert!(matches!(
@@ -211,7 +224,7 @@ async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshot
         .await
         .unwrap();
     stream
-        .write_all(b"GET /api/events HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     let mut seen = String::new();
@@ -243,7 +256,7 @@ async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshot
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_s_log_tail_shows_joins_names_kicks_and_leaves_with_names_escaped() {
-    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
+    let (relay, admin) = relay_with_admin(Some("s3cret-admin-token")).await;
     let (_ann, id) = native_client(relay.native_addr(), "ann\u{1b}[31m").await;
     let deadline = tokio::time::Instant::now() + WAIT;
     while !relay.log().iter().any(|l| l.text.contains("is \"ann")) {
@@ -255,7 +268,7 @@ async fn the_relay_s_log_tail_shows_joins_names_kicks_and_leaves_with_names_esca
         &admin,
         "POST",
         &path,
-        Some("s3cret"),
+        Some("s3cret-admin-token"),
         "{\"reason\":\"afk\"}",
     )
     .await;
@@ -291,7 +304,7 @@ async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
     let addr = relay.admin_addr().expect("an admin server");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
-        .write_all(b"GET /api/overview HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
     let mut response = String::new();
@@ -299,4 +312,157 @@ async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"mode\":\"relay\""), "{response}");
     relay.shutdown();
+}
+
+const TOKEN: &str = "s3cret-admin-token";
+
+/// A TCP connection to `to` from loopback address 127.0.0.`from`.
+async fn tcp_from(from: u8, to: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, from], 0)))
+        .unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// Whether the server closed `stream` within `within`.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_connections_with_half_a_header_are_capped_and_timed_out() {
+    let config = switchboard_admin::AdminConfig {
+        token: Some(TOKEN.into()),
+        max_connections_per_address: 4,
+        header_read_timeout: Duration::from_millis(1000),
+        ..switchboard_admin::AdminConfig::default()
+    };
+    let (_relay, admin) = support::relay_with_admin_config(config).await;
+    let at = admin.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        let mut stream = tcp_from(1, at).await;
+        stream
+            .write_all(b"GET /api/overview HTTP/1.1\r\nHost: 127.")
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    // Past the address's four, each is closed at accept; the four wait
+    // for the rest of their header.
+    for stream in &mut held[4..] {
+        assert!(closed_within(stream, Duration::from_millis(200)).await);
+    }
+    for stream in &mut held[..4] {
+        assert!(!closed_within(stream, Duration::from_millis(10)).await);
+    }
+    // A bystander from another address is served meanwhile.
+    let stream = tcp_from(2, at).await;
+    let (status, _) = http_on(stream, &at.to_string(), "GET", "/api/overview", None, "").await;
+    assert_eq!(status, 200);
+    // The four half headers are cut at the header-read timeout.
+    for stream in &mut held {
+        assert!(closed_within(stream, Duration::from_secs(3)).await);
+    }
+    let stream = tcp_from(1, at).await;
+    let (status, _) = http_on(stream, &at.to_string(), "GET", "/api/overview", None, "").await;
+    assert_eq!(status, 200, "the address's places are free again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_reads_refuse_a_dns_rebinding_host() {
+    let (_relay, admin) = relay_with_admin(Some(TOKEN)).await;
+    let at = admin.local_addr();
+    let stream = tcp_from(1, at).await;
+    let (status, body) = http_on(
+        stream,
+        "attacker.example:7280",
+        "GET",
+        "/api/clients",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(status, 421, "{body}");
+    for host in [at.to_string(), format!("localhost:{}", at.port())] {
+        let stream = tcp_from(1, at).await;
+        let (status, _) = http_on(stream, &host, "GET", "/api/clients", None, "").await;
+        assert_eq!(status, 200, "{host}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_guessing_is_throttled_per_address() {
+    let (_relay, admin) = relay_with_admin(Some(TOKEN)).await;
+    let at = admin.local_addr();
+    let host = at.to_string();
+    let mut statuses = Vec::new();
+    for i in 0..20 {
+        let stream = tcp_from(1, at).await;
+        let guess = format!("guess-number-{i:04}");
+        let (status, _) = http_on(
+            stream,
+            &host,
+            "POST",
+            "/api/notice",
+            Some(&guess),
+            "{\"text\":\"x\"}",
+        )
+        .await;
+        statuses.push(status);
+    }
+    // Five free guesses, then the address waits: its guesses are not even
+    // compared, the right token neither.
+    assert_eq!(&statuses[..5], &[401; 5]);
+    assert!(statuses[6..].iter().all(|s| *s == 429), "{statuses:?}");
+    let stream = tcp_from(1, at).await;
+    let (status, _) = http_on(
+        stream,
+        &host,
+        "POST",
+        "/api/notice",
+        Some(TOKEN),
+        "{\"text\":\"x\"}",
+    )
+    .await;
+    assert_eq!(status, 429);
+    // Another address is not held up by it.
+    let stream = tcp_from(2, at).await;
+    let (status, body) = http_on(
+        stream,
+        &host,
+        "POST",
+        "/api/notice",
+        Some(TOKEN),
+        "{\"text\":\"x\"}",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
+    let relay = relay::RelayServer::spawn(
+        switchboard::BindScope::Loopback,
+        0,
+        relay::RelayConfig::default(),
+    )
+    .unwrap();
+    let config = switchboard_admin::AdminConfig {
+        token: Some("hunter2".into()),
+        ..switchboard_admin::AdminConfig::default()
+    };
+    let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
+    let err = switchboard_admin::AdminServer::spawn(config, source)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, switchboard_admin::AdminError::WeakToken),
+        "{err}"
+    );
 }

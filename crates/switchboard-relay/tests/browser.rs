@@ -57,7 +57,7 @@ async fn until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
-    let (relay, admin) = relay_with_admin(Some("s3cret")).await;
+    let (relay, admin) = relay_with_admin(Some("s3cret-admin-token")).await;
     let browser = Browser::start().await;
     let url = format!("http://{}/", admin.local_addr());
     browser
@@ -78,7 +78,7 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
             const e = document.getElementById(id); e.value = v;
             e.dispatchEvent(new Event('input')); }";
     let fields = json!([
-        ["token", "s3cret"],
+        ["token", "s3cret-admin-token"],
         ["bot-count", "5"],
         ["bot-place", "hall"]
     ]);

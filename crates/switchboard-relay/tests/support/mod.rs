@@ -110,16 +110,24 @@ pub fn at(zone: &str, x: f32) -> Message {
 pub async fn relay_with_admin(
     token: Option<&str>,
 ) -> (relay::RelayHandle, switchboard_admin::AdminServer) {
+    let config = switchboard_admin::AdminConfig {
+        token: token.map(str::to_string),
+        ..switchboard_admin::AdminConfig::default()
+    };
+    relay_with_admin_config(config).await
+}
+
+/// A relay with its admin server under `config`.
+#[allow(dead_code)]
+pub async fn relay_with_admin_config(
+    config: switchboard_admin::AdminConfig,
+) -> (relay::RelayHandle, switchboard_admin::AdminServer) {
     let relay = relay::RelayServer::spawn(
         switchboard::BindScope::Loopback,
         0,
         relay::RelayConfig::default(),
     )
     .unwrap();
-    let config = switchboard_admin::AdminConfig {
-        token: token.map(str::to_string),
-        ..switchboard_admin::AdminConfig::default()
-    };
     let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
     let admin = switchboard_admin::AdminServer::spawn(config, source)
         .await

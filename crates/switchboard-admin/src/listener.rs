@@ -1,0 +1,160 @@
+//! The admin server's accept loop: connections capped in total and per
+//! address (the admin port shares the process's descriptors with the game:
+//! it must never take them all), each request's headers read within a
+//! deadline, and a connection that moves no byte for the idle timeout
+//! closed. hyper serves each connection; the router answers, with the
+//! peer's address in each request (`ConnectInfo`).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use switchboard::socket::ConnectionSlots;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::AdminConfig;
+
+/// Serves `app` on `listener` until `stop`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    config: AdminConfig,
+    stop: CancellationToken,
+) {
+    let slots = ConnectionSlots::new(config.max_connections, config.max_connections_per_address);
+    loop {
+        let (stream, addr) = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors and the like: back off, go on.
+                    tracing::warn!(%err, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let slot = match slots.take(addr.ip()) {
+            Ok(slot) => slot,
+            Err(why) => {
+                tracing::debug!(%addr, %why, "admin connection over the caps: closed at accept");
+                continue;
+            }
+        };
+        let (app, config, stop) = (app.clone(), config.clone(), stop.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            connection(stream, addr, app, &config, stop).await;
+        });
+    }
+}
+
+/// One connection, until it ends, idles out or the server stops.
+async fn connection(
+    stream: TcpStream,
+    addr: SocketAddr,
+    app: Router,
+    config: &AdminConfig,
+    stop: CancellationToken,
+) {
+    let started = Instant::now();
+    let last = Arc::new(AtomicU64::new(0));
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        started,
+        last: last.clone(),
+    });
+    let service = hyper::service::service_fn(move |mut request| {
+        request.extensions_mut().insert(ConnectInfo(addr));
+        let mut app = app.clone();
+        async move { tower_service::Service::call(&mut app, request).await }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let idle = config.idle_timeout;
+    let mut check = tokio::time::interval(
+        idle.min(Duration::from_secs(1))
+            .max(Duration::from_millis(10)),
+    );
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = check.tick() => {
+                let moved = Duration::from_millis(last.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(moved) > idle {
+                    tracing::debug!(%addr, "admin connection idle: closed");
+                    return;
+                }
+            }
+            _ = stop.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(Duration::from_secs(2), conn.as_mut()).await;
+                return;
+            }
+        }
+    }
+}
+
+/// A connection that notes when it last moved a byte (ms since `started`).
+struct Watched {
+    inner: TcpStream,
+    started: Instant,
+    last: Arc<AtomicU64>,
+}
+
+impl Watched {
+    fn moved(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.last.store(now, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.moved();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved();
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
