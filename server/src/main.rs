@@ -155,6 +155,10 @@ struct AdminArgs {
     /// Read the admin token from this file (first line).
     #[arg(long, value_name = "PATH", conflicts_with = "admin_token")]
     admin_token_file: Option<std::path::PathBuf>,
+    /// Admin connections open at once (cut to fit the open-file limit
+    /// beside the game's listeners).
+    #[arg(long, default_value_t = 64)]
+    admin_max_connections: usize,
 }
 
 impl AdminArgs {
@@ -169,11 +173,20 @@ impl AdminArgs {
         };
         let token = match &self.admin_token_file {
             Some(path) => Some(read_password(path)?),
-            None => self.admin_token.clone(),
+            None => {
+                if std::env::args().any(|a| a == "--admin-token" || a.starts_with("--admin-token="))
+                {
+                    tracing::warn!(
+                        "the admin token on the command line is visible to every user of this machine; use --admin-token-file or SWITCHBOARD_ADMIN_TOKEN"
+                    );
+                }
+                self.admin_token.clone()
+            }
         };
         let config = switchboard_admin::AdminConfig {
             addr: SocketAddr::new(self.admin_bind.ip(), port),
             token,
+            max_connections: self.admin_max_connections,
             ..switchboard_admin::AdminConfig::default()
         };
         let admin = switchboard_admin::AdminServer::spawn(config, source)
@@ -312,12 +325,19 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         config.listing = Some(announce.hook());
     }
     let logic = BoardLogic::new(args.seats.max(1));
+    let mut admin = args.admin;
+    let files = switchboard::process::raise_open_files_limit();
+    let mut caps = vec![("game", &mut config.server.max_connections)];
+    if admin.admin_port.is_some() {
+        caps.push(("admin", &mut admin.admin_max_connections));
+    }
+    switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
     let listen = Listen {
         bind: args.bind,
         port: args.port,
         watch_stdin: args.watch_stdin,
     };
-    run_manager("board", listen, config, logic, args.admin, |_| {})
+    run_manager("board", listen, config, logic, admin, |_| {})
 }
 
 fn run_rooms(args: RoomsArgs) -> Result<(), String> {
@@ -341,6 +361,20 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         port: args.port,
         watch_stdin: args.watch_stdin,
     };
+    let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
+        grace: Duration::from_secs(args.grace_secs),
+        ..Default::default()
+    };
+    let mut admin = args.admin;
+    let files = switchboard::process::raise_open_files_limit();
+    let mut caps = vec![("game", &mut config.server.max_connections)];
+    if args.axispy_port.is_some() {
+        caps.push(("axispy", &mut axispy_config.max_connections));
+    }
+    if admin.admin_port.is_some() {
+        caps.push(("admin", &mut admin.admin_max_connections));
+    }
+    switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
     let axispy_port = args.axispy_port;
     let advertise = args.advertise.clone();
     let axispy = move |handle: &switchboard::ManagerHandle| {
@@ -349,10 +383,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
             serving.at(advertise.unwrap_or_else(|| bound.to_string()));
         }
         let Some(port) = axispy_port else { return };
-        let config = switchboard_rooms::axispy::AxisPyConfig {
-            grace: Duration::from_secs(args.grace_secs),
-            ..Default::default()
-        };
+        let config = axispy_config;
         let (addr, handle) = (SocketAddr::new(listen.bind.ip(), port), handle.clone());
         tokio::spawn(async move {
             match switchboard_rooms::axispy::AxisPyListener::spawn(addr, config, handle).await {
@@ -364,8 +395,12 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
             }
         });
     };
-    run_manager("rooms", listen, config, logic, args.admin, axispy)
+    run_manager("rooms", listen, config, logic, admin, axispy)
 }
+
+/// Open files a server keeps out of its listeners' caps: logs, saves,
+/// Redis, the runtime's own.
+const RESERVED_FILES: u64 = 64;
 
 /// Where a manager listens, and whether it stops with its stdin.
 #[derive(Debug, Clone, Copy)]
@@ -447,6 +482,16 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
+        let mut admin = args.admin;
+        let files = switchboard::process::raise_open_files_limit();
+        let mut caps = vec![("game", &mut config.server.max_connections)];
+        if config.json_port.is_some() {
+            caps.push(("json", &mut config.max_json_connections));
+        }
+        if admin.admin_port.is_some() {
+            caps.push(("admin", &mut admin.admin_max_connections));
+        }
+        switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
         // With Redis: one of the service's relays, each zone on one of them.
         let serving = match args.redis.open()? {
             Some(store) => {
@@ -483,7 +528,7 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
             println!("JSON clients: {json}");
         }
         let source = switchboard_relay::RelayAdmin::new(relay.clone());
-        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
+        let _admin = admin.start(std::sync::Arc::new(source)).await?;
         switchboard::process::wait_for_signal().await;
         relay.shutdown();
         Ok(())

@@ -50,6 +50,7 @@ pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
         _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     };
     switchboard::process::init_stderr_logging();
+    switchboard::process::raise_open_files_limit();
     let addr = SocketAddr::new(ip, args.port);
     runtime()?.block_on(async move {
         match args.redis.open()? {

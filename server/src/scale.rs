@@ -74,6 +74,7 @@ pub(crate) struct MatchmakerArgs {
 
 pub(crate) fn run_matchmaker(args: MatchmakerArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
+    switchboard::process::raise_open_files_limit();
     let ip = match args.bind {
         BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
         _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),

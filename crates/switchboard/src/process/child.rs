@@ -95,6 +95,12 @@ pub fn run_server_with<L: GameLogic>(
         .thread_name("switchboard-server")
         .enable_all()
         .build()?;
+    let files = super::raise_open_files_limit();
+    let mut config = config;
+    let server = &mut config.server;
+    // The game's port and its WebSocket port share one cap; 64 files are
+    // left for the rest (logs, saves, Redis).
+    super::share_descriptors(files.soft, 64, &mut [("game", &mut server.max_connections)]);
     runtime.block_on(async move {
         let (manager, handle) = ServerManager::bind(scope, port, config, logic)?;
         let stop = CancellationToken::new();

@@ -18,6 +18,7 @@
 //! ```
 
 mod child;
+mod limits;
 mod parent;
 
 #[cfg(feature = "stderr-log")]
@@ -25,6 +26,7 @@ pub use child::init_stderr_logging;
 pub use child::{
     run_server, run_server_with, serve_if_child, serve_if_child_with, wait_for_signal,
 };
+pub use limits::{raise_open_files_limit, share_descriptors, OpenFiles};
 pub use parent::{LocalServer, LocalServerOptions, ServerProgram, SpawnError};
 
 use crate::PROTOCOL_VERSION;
