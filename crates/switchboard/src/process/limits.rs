@@ -32,6 +32,8 @@ pub fn raise_open_files_limit() -> OpenFiles {
 }
 
 #[cfg(unix)]
+// `rlim_t` is `u64` here, not on every Unix.
+#[allow(clippy::unnecessary_cast)]
 fn raise() -> OpenFiles {
     const MOST: u64 = 1 << 20;
     let mut limit = libc::rlimit {
