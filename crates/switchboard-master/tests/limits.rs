@@ -209,7 +209,7 @@ async fn an_embedded_master_starts_its_admin_server_from_its_config() {
     let addr = handle.admin_addr().expect("an admin server");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
     let mut response = String::new();
