@@ -396,52 +396,37 @@ async fn admin_reads_refuse_a_dns_rebinding_host() {
     }
 }
 
+/// A notice posted from 127.0.0.`from` with `token`: (status, body).
+async fn notice_from(admin: &AdminServer, from: u8, token: &str) -> (u16, String) {
+    let at = admin.local_addr();
+    let stream = tcp_from(from, at).await;
+    let body = "{\"text\":\"x\"}";
+    http_on(
+        stream,
+        &at.to_string(),
+        "POST",
+        "/api/notice",
+        Some(token),
+        body,
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_guessing_is_throttled_per_address() {
     let (_relay, admin) = relay_with_admin(Some(TOKEN)).await;
-    let at = admin.local_addr();
-    let host = at.to_string();
     let mut statuses = Vec::new();
     for i in 0..20 {
-        let stream = tcp_from(1, at).await;
-        let guess = format!("guess-number-{i:04}");
-        let (status, _) = http_on(
-            stream,
-            &host,
-            "POST",
-            "/api/notice",
-            Some(&guess),
-            "{\"text\":\"x\"}",
-        )
-        .await;
+        let (status, _) = notice_from(&admin, 1, &format!("guess-number-{i:04}")).await;
         statuses.push(status);
     }
     // Five free guesses, then the address waits: its guesses are not even
     // compared, the right token neither.
     assert_eq!(&statuses[..5], &[401; 5]);
     assert!(statuses[6..].iter().all(|s| *s == 429), "{statuses:?}");
-    let stream = tcp_from(1, at).await;
-    let (status, _) = http_on(
-        stream,
-        &host,
-        "POST",
-        "/api/notice",
-        Some(TOKEN),
-        "{\"text\":\"x\"}",
-    )
-    .await;
-    assert_eq!(status, 429);
+    assert_eq!(notice_from(&admin, 1, TOKEN).await.0, 429);
     // Another address is not held up by it.
-    let stream = tcp_from(2, at).await;
-    let (status, body) = http_on(
-        stream,
-        &host,
-        "POST",
-        "/api/notice",
-        Some(TOKEN),
-        "{\"text\":\"x\"}",
-    )
-    .await;
+    let (status, body) = notice_from(&admin, 2, TOKEN).await;
     assert_eq!(status, 200, "{body}");
 }
 
