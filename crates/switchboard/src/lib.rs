@@ -19,13 +19,13 @@
 //! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
-//! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener |
+//! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener; [`ConnectionSlots`](socket::ConnectionSlots), the per-address and total connection caps of listeners with their own accept loop |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
-//! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in |
+//! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
 //! | [`manager`] | [`ManagerCore`] (sessions, requests validated by the game's [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver |
 //! | [`client`] | [`ClientCore`] (hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: signals, `drain()`, `Stream` |
 //! | [`harness`] | client cores and a manager core on an in-memory network with a clock the test moves |
-//! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit |
+//! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
 //! | [`runtime`] | where network tasks run when the game has no tokio runtime |
 //!
