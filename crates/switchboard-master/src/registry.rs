@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::pending::Pending;
 use crate::protocol::{self, Datagram, ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 use crate::{MasterConfig, MasterStats};
-use switchboard::session::{KeyedLimiter, RateLimit};
+use switchboard::session::{KeyedLimiter, Outage, RateLimit};
 
 /// A registry could not be read or written (a shared store is down or too
 /// slow). The master answers nothing it cannot check: a heartbeat gets no
@@ -207,6 +207,8 @@ pub struct Master<R: Registry> {
     pending: Pending,
     limits: KeyedLimiter<IpAddr>,
     stats: MasterStats,
+    /// The registry's outages, told once each.
+    outage: Outage,
 }
 
 impl<R: Registry> Master<R> {
@@ -222,6 +224,7 @@ impl<R: Registry> Master<R> {
             config,
             registry,
             stats: MasterStats::default(),
+            outage: Outage::new("server list"),
         }
     }
 
@@ -269,11 +272,12 @@ impl<R: Registry> Master<R> {
             self.stats.rate_limited += 1;
             return None;
         }
-        match self
+        let heard = self
             .registry
             .heartbeat(from, now, self.registry_limits())
-            .await
-        {
+            .await;
+        self.registry_answered(&heard);
+        match heard {
             Ok(Heard::Listed | Heard::New) => {}
             Ok(Heard::Full) => {
                 self.stats.refused_full += 1;
@@ -325,11 +329,12 @@ impl<R: Registry> Master<R> {
             return;
         }
         let name = info.name.escape_debug().to_string();
-        match self
+        let upserted = self
             .registry
             .upsert(from, info, now, self.registry_limits())
-            .await
-        {
+            .await;
+        self.registry_answered(&upserted);
+        match upserted {
             Ok(Upserted::Added) => {
                 self.stats.registered += 1;
                 tracing::info!(%from, %name, "server listed");
@@ -349,19 +354,36 @@ impl<R: Registry> Master<R> {
         }
     }
 
+    /// Counts a failed registry call; the log hears of the outage once
+    /// (and of its end once, with the count).
     fn registry_failed(&mut self, err: &RegistryError) {
         self.stats.registry_errors += 1;
-        tracing::warn!(%err, "registry call failed");
+        self.outage.failed(err);
+    }
+
+    /// Ends an outage on a call that succeeded.
+    fn registry_answered<T>(&mut self, result: &Result<T, RegistryError>) {
+        if result.is_ok() {
+            self.outage.succeeded();
+        }
     }
 
     /// Drops expired servers and stale challenges.
     pub async fn tick(&mut self, now: Instant) {
-        match self.registry.expire(now, self.config.expiry).await {
+        let expired = self.registry.expire(now, self.config.expiry).await;
+        self.registry_answered(&expired);
+        match expired {
             Ok(expired) => self.stats.expired += expired as u64,
             Err(err) => self.registry_failed(&err),
         }
         self.pending.expire(now, self.config.query_timeout);
         self.limits.forget_idle(now, Duration::from_secs(600));
+    }
+
+    /// The registry, to reach it from outside the master's calls (a test
+    /// that takes it down, say).
+    pub fn registry_mut(&mut self) -> &mut R {
+        &mut self.registry
     }
 
     /// The settings.
@@ -378,6 +400,7 @@ impl<R: Registry> Master<R> {
     pub async fn list(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
         self.stats.lists += 1;
         let page = self.registry.query(request).await;
+        self.registry_answered(&page);
         if let Err(err) = &page {
             self.registry_failed(err);
         }

@@ -115,6 +115,8 @@ pub struct Matchmaker {
     /// The service's reservation key, read on first need.
     key: Option<[u8; 32]>,
     reserve: Script,
+    /// The room directory's outages, told once each.
+    outage: switchboard::session::Outage,
 }
 
 /// Why a request gets no seat or list: told to the client.
@@ -149,6 +151,7 @@ impl Matchmaker {
             stop,
             key: None,
             reserve: Script::new(RESERVE),
+            outage: switchboard::session::Outage::new("room directory"),
         };
         Ok((matchmaker, handle))
     }
@@ -182,7 +185,9 @@ impl Matchmaker {
                             continue;
                         }
                         let Some(ip) = ip else { continue };
-                        let sent = match self.answer(&incoming.message, ip).await {
+                        let answer = self.answer(&incoming.message, ip).await;
+                        self.track(&answer);
+                        let sent = match answer {
                             Ok(Answer::Rooms(rooms)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::Listed, &rooms),
                             Ok(Answer::Seat(seat)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::SeatReserved, &seat),
                             Err(why) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::MatchRefused, &why),
@@ -218,6 +223,20 @@ impl Matchmaker {
                 Ok(Answer::Seat(self.seat_in(room, asker).await?))
             }
             _ => Err(malformed()),
+        }
+    }
+
+    /// Tells the log of the directory's outages, once each: an answer is
+    /// a call that reached it, unless it is the outage's refusal.
+    fn track(&mut self, answer: &Result<Answer, Refusal>) {
+        match answer {
+            Err(why) if why == UNAVAILABLE => {
+                self.outage
+                    .failed(&"a call to Redis failed (debug logs each)");
+            }
+            _ => {
+                self.outage.succeeded();
+            }
         }
     }
 
@@ -385,10 +404,13 @@ impl Matchmaker {
 }
 
 /// What a client is told when the room directory cannot be read: a stable,
-/// short reason; the store's own words go to the log.
+/// short reason. The store's own words go to the log, once per outage
+/// (`Matchmaker::track`).
+const UNAVAILABLE: &str = "room directory unavailable; retry shortly";
+
 fn directory_unavailable(err: StoreError) -> Refusal {
-    tracing::warn!(%err, "room directory unavailable");
-    "room directory unavailable; retry shortly".to_string()
+    tracing::debug!(%err, "room directory call failed");
+    UNAVAILABLE.to_string()
 }
 
 /// A room's summary from its hash; `None` if the hash is gone or damaged.

@@ -193,19 +193,25 @@ impl Write for Stderr {
 }
 
 /// Logs to stderr (what a parent forwards), once per process; `RUST_LOG`
-/// filters (default `info`). A program that installed its own subscriber
+/// filters (default `info`). A server on its own stamps each line with
+/// its time (RFC 3339, UTC); a child leaves that to its parent, which
+/// stamps what it forwards. A program that installed its own subscriber
 /// keeps it. Needs the `stderr-log` feature.
 #[cfg(feature = "stderr-log")]
 pub fn init_stderr_logging() {
-    let _ = tracing_subscriber::fmt()
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
+    let fmt = tracing_subscriber::fmt()
         .with_writer(|| Stderr)
         .with_ansi(false)
-        .with_target(false)
+        .with_target(false);
+    let _ = if std::env::var_os(ENV_CHILD).is_some() {
         // The parent stamps each forwarded line with its own time.
-        .without_time()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+        fmt.without_time().with_env_filter(filter()).try_init()
+    } else {
+        // A server on its own: each line stamped in RFC 3339 (UTC).
+        fmt.with_env_filter(filter()).try_init()
+    };
 }

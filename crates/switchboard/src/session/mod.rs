@@ -6,6 +6,7 @@
 
 mod backoff;
 mod ids;
+mod outage;
 mod rate;
 mod table;
 pub mod ticket;
@@ -13,6 +14,7 @@ mod token;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use ids::{IdClaim, IdRefusal, PlayerIds};
+pub use outage::Outage;
 pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;
