@@ -100,6 +100,16 @@ struct Options {
     /// Share sessions and checkpoints through this Redis (`--serve`).
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// With `--serve --game NAME`: start NAME as a new game. Without it a
+    /// server resumes NAME from its checkpoint, and says so plainly when
+    /// there is none.
+    #[arg(long)]
+    new_game: bool,
+    /// With `--serve --game NAME`: how long the game's lease in Redis lives
+    /// unless renewed (one server per game; a replacement takes over within
+    /// it after a crash, at once after a clean stop).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    lease_ms: u64,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -215,30 +225,59 @@ fn dedicated(options: &Options) -> Result<(), String> {
     };
     config.server.websocket = websocket(options);
     let mut logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
+    let mut lease = None;
     if let Some(url) = &options.redis {
-        if let Some(resumed) = share_through_redis(options, url, &mut config)? {
+        let shared = share_through_redis(options, url, &mut config, &logic)?;
+        if let Some(resumed) = shared.resumed {
             logic = resumed;
         }
+        lease = shared.lease;
     }
     println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
     let (scope, port) = (BindScope::AllInterfaces, options.port);
-    switchboard::process::run_server_with(scope, port, config, logic, false, |handle| {
-        if let Some(addr) = handle.websocket_addr() {
-            println!("WebSocket clients: ws://{addr}/");
+    let held = lease.clone();
+    let served =
+        switchboard::process::run_server_with(scope, port, config, logic, false, |handle| {
+            if let Some(addr) = handle.websocket_addr() {
+                println!("WebSocket clients: ws://{addr}/");
+            }
+            if let Some(lease) = held {
+                // Another server took the game over (this one was cut off):
+                // stop serving it.
+                let handle = handle.clone();
+                lease.keep(move || handle.shutdown());
+            }
+        })
+        .map_err(|e| format!("server: {e}"));
+    if let Some(lease) = lease {
+        // A clean stop: a waiting server takes the game over at once.
+        let released = switchboard::runtime::handle().block_on(lease.release());
+        if let Err(err) = released {
+            tracing::warn!(%err, "the game's lease was not released: it lapses by itself");
         }
-    })
-    .map_err(|e| format!("server: {e}"))
+    }
+    served
 }
 
-/// Sessions (and, for a named game, checkpoints) in Redis; the game the
-/// checkpoint holds, if one does.
+/// What a server sharing through Redis has: the game a checkpoint holds,
+/// and a named game's lease.
+struct Shared {
+    resumed: Option<rules::StrategyLogic>,
+    lease: Option<switchboard_redis::GameLease>,
+}
+
+/// Sessions (and, for a named game, its lease and checkpoints) in Redis.
+/// A named game is served by one server at a time: this one waits for the
+/// game's lease, then resumes the game from its checkpoint, or starts it
+/// with `--new-game` (writing its first checkpoint at once).
 fn share_through_redis(
     options: &Options,
     url: &str,
     config: &mut switchboard::ManagerConfig,
-) -> Result<Option<rules::StrategyLogic>, String> {
+    fresh: &rules::StrategyLogic,
+) -> Result<Shared, String> {
     use switchboard::manager::{CheckpointHook, SharedSessionsHook};
-    use switchboard_redis::{RedisCheckpoints, RedisConfig, RedisSessions, RedisStore};
+    use switchboard_redis::{GameLease, RedisConfig, RedisSessions, RedisStore};
     let store = RedisStore::open(RedisConfig {
         url: url.into(),
         ..RedisConfig::default()
@@ -246,20 +285,59 @@ fn share_through_redis(
     .map_err(|e| e.to_string())?;
     config.shared_sessions = Some(SharedSessionsHook::new(RedisSessions::new(store.clone())));
     let Some(game) = &options.game else {
-        return Ok(None);
+        return Ok(Shared {
+            resumed: None,
+            lease: None,
+        });
     };
-    let checkpoints = RedisCheckpoints::new(store, game)?;
-    let saved = switchboard::runtime::handle()
-        .block_on(checkpoints.load())
-        .map_err(|e| format!("cannot read game {game}'s checkpoint: {e}"))?;
-    config.checkpoints = Some(CheckpointHook::new(checkpoints));
-    let Some(bytes) = saved else {
-        return Ok(None);
+    let runtime = switchboard::runtime::handle();
+    let ttl = std::time::Duration::from_millis(options.lease_ms.max(100));
+    let lease = runtime
+        .block_on(GameLease::acquire(&store, game, ttl, || {
+            println!("game {game} is served by another server: waiting for its lease to lapse or be released");
+        }))
+        .map_err(|e| format!("cannot take game {game}'s lease: {e}"))?;
+    let give_up = |why: String| {
+        let _ = runtime.block_on(lease.release());
+        Err(why)
     };
-    let logic = rules::StrategyLogic::resume(&bytes, options.saves.clone())
-        .map_err(|e| format!("game {game}'s checkpoint: {e}"))?;
-    println!("resuming game {game} from its last completed turn");
-    Ok(Some(logic))
+    let saved = match runtime.block_on(lease.load()) {
+        Ok(saved) => saved,
+        Err(e) => return give_up(format!("cannot read game {game}'s checkpoint: {e}")),
+    };
+    let resumed = match (saved, options.new_game) {
+        (Some(_), true) => {
+            return give_up(format!(
+                "game {game} exists already: resume it without --new-game, or pick another name"
+            ))
+        }
+        (None, false) => {
+            return give_up(format!(
+                "game {game} not found: Redis holds no checkpoint of it (start it with --new-game)"
+            ))
+        }
+        (None, true) => {
+            let first = fresh.checkpoint_bytes().map_err(|e| e.to_string())?;
+            if let Err(e) = runtime.block_on(lease.save_checkpoint(first)) {
+                return give_up(format!("cannot write game {game}'s first checkpoint: {e}"));
+            }
+            println!("new game {game}");
+            None
+        }
+        (Some(bytes), false) => {
+            let logic = match rules::StrategyLogic::resume(&bytes, options.saves.clone()) {
+                Ok(logic) => logic,
+                Err(e) => return give_up(format!("game {game}'s checkpoint: {e}")),
+            };
+            println!("resuming game {game} from its last checkpoint");
+            Some(logic)
+        }
+    };
+    config.checkpoints = Some(CheckpointHook::new(lease.clone()));
+    Ok(Shared {
+        resumed,
+        lease: Some(lease),
+    })
 }
 
 /// Single player or host: start this executable as the server child, play,

@@ -37,6 +37,11 @@ impl RedisCheckpoints {
         Ok(Self { store, key })
     }
 
+    /// The key the checkpoint is kept under.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The latest checkpoint, if the game has one.
     pub async fn load(&self) -> Result<Option<Vec<u8>>, StoreError> {
         let key = self.key.clone();

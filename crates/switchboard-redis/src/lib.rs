@@ -14,8 +14,9 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`] |
+//! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`]; [`RedisStore::restarts`], word that Redis came back or lost its data |
 //! | `checkpoints` | [`RedisCheckpoints`]: a game's latest checkpoint (`ManagerConfig::checkpoints`), to resume it in another process |
+//! | `lease` | [`GameLease`]: one server per named game, its checkpoints fenced by the lease, written again when Redis loses them |
 //! | `rooms` | [`RoomsPresence`]: a rooms process in the directory (its number, address, load, rooms) |
 //! | `zones` | [`RedisZones`]: which relay each zone lives on, and the relays' presence |
 //! | `service` | what every kind of process shares: its signing key, process numbers, presence ([`Serving`]) |
@@ -28,6 +29,7 @@
 #![warn(unreachable_pub)]
 
 mod checkpoints;
+mod lease;
 mod matchmaker;
 mod registry;
 mod rooms;
@@ -38,6 +40,7 @@ pub mod testing;
 mod zones;
 
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
+pub use lease::GameLease;
 pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle};
 pub use registry::RedisRegistry;
 pub use rooms::RoomsPresence;

@@ -202,4 +202,8 @@ impl SessionShare for RedisSessions {
                 .collect())
         })
     }
+
+    fn restarts(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.store.restarts())
+    }
 }

@@ -1,9 +1,12 @@
 //! The connection to Redis, its key names and its time limits.
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use switchboard::session::Outage;
+use tokio::sync::watch;
 
 /// Where Redis is and how long to wait for it; each field says its default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +30,10 @@ pub struct RedisConfig {
     /// A game's checkpoint is kept this long after its last save (default
     /// 24 h): a game abandoned mid-way does not stay in Redis for ever.
     pub checkpoint_ttl: Duration,
+    /// How often a process checks that Redis still holds its state
+    /// (default 250 ms; [`RedisStore::restarts`]): after an outage, or a
+    /// restart that lost the data, what it owns is written again at once.
+    pub probe_interval: Duration,
 }
 
 impl Default for RedisConfig {
@@ -38,6 +45,7 @@ impl Default for RedisConfig {
             connect_timeout: Duration::from_millis(500),
             list_cache: Duration::from_secs(1),
             checkpoint_ttl: Duration::from_secs(24 * 3600),
+            probe_interval: Duration::from_millis(250),
         }
     }
 }
@@ -68,6 +76,8 @@ pub enum StoreError {
 pub struct RedisStore {
     connection: ConnectionManager,
     config: RedisConfig,
+    /// The restart watch, started on first need and shared by clones.
+    restarts: Arc<OnceLock<watch::Receiver<u64>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -101,7 +111,29 @@ impl RedisStore {
             .set_response_timeout(Some(config.response_timeout));
         let connection =
             ConnectionManager::new_lazy_with_config(client, manager).map_err(url_error)?;
-        Ok(Self { connection, config })
+        Ok(Self {
+            connection,
+            config,
+            restarts: Arc::default(),
+        })
+    }
+
+    /// A count that goes up each time Redis comes back after an outage or
+    /// is found to have lost its data (restarted empty, flushed): then
+    /// every owner of state in it writes that state again. One probe task
+    /// per store (and its clones), every `probe_interval`: a marker key
+    /// holds a value chosen by the first process to find it missing; a
+    /// process that finds another value there than it saw last knows Redis
+    /// lost everything. Each outage and each loss is logged once.
+    pub fn restarts(&self) -> watch::Receiver<u64> {
+        self.restarts
+            .get_or_init(|| {
+                let (tx, rx) = watch::channel(0);
+                let _inside = switchboard::runtime::handle().enter();
+                tokio::spawn(probe_restarts(self.clone(), tx));
+                rx
+            })
+            .clone()
     }
 
     /// The settings.
@@ -137,5 +169,50 @@ impl RedisStore {
         self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await
             .map(drop)
+    }
+}
+
+/// KEYS: the marker. ARGV: a fresh value. The marker's value (this one if it
+/// was missing).
+const MARK: &str = r#"
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+"#;
+
+/// The restart watch's task: ends when every receiver is gone.
+async fn probe_restarts(store: RedisStore, epoch: watch::Sender<u64>) {
+    let key = store.key("incarnation");
+    let script = redis::Script::new(MARK);
+    let mut seen: Option<String> = None;
+    let mut outage = Outage::new("Redis");
+    let mut every =
+        tokio::time::interval(store.config.probe_interval.max(Duration::from_millis(10)));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !epoch.is_closed() {
+        every.tick().await;
+        let fresh = crate::service::to_hex(&switchboard::session::ticket::nonce());
+        let mut call = script.prepare_invoke();
+        call.key(&key).arg(fresh);
+        let marked: Result<String, StoreError> = store
+            .run(|mut c| async move { call.invoke_async(&mut c).await })
+            .await;
+        match marked {
+            Err(err) => {
+                outage.failed(&err);
+            }
+            Ok(value) => {
+                let came_back = outage.succeeded().is_some();
+                let lost = seen.as_ref().is_some_and(|old| *old != value);
+                if lost {
+                    tracing::warn!(
+                        "Redis lost its data (restarted empty?): writing our state again"
+                    );
+                }
+                if lost || came_back {
+                    epoch.send_modify(|n| *n += 1);
+                }
+                seen = Some(value);
+            }
+        }
     }
 }

@@ -37,6 +37,16 @@ impl StrategyLogic {
     /// Queues the game's checkpoint (at the start and at each completed
     /// turn).
     pub(super) fn checkpoint(&self, out: &mut Outbox) {
+        match self.checkpoint_bytes() {
+            Ok(bytes) => out.checkpoint(bytes),
+            Err(err) => tracing::warn!(%err, "no checkpoint"),
+        }
+    }
+
+    /// The game's checkpoint now: what a new named game writes before it
+    /// serves, so that it exists (and a replacement server can resume its
+    /// lobby) from its first moment.
+    pub fn checkpoint_bytes(&self) -> Result<Vec<u8>, ScenarioError> {
         let checkpoint = Checkpoint {
             scenario: self.scenario.clone(),
             players: self
@@ -51,10 +61,7 @@ impl StrategyLogic {
             host: self.host,
             started: self.started,
         };
-        match scenario::to_bytes(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, &checkpoint) {
-            Ok(bytes) => out.checkpoint(bytes),
-            Err(err) => tracing::warn!(%err, "no checkpoint"),
-        }
+        scenario::to_bytes(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, &checkpoint)
     }
 
     /// The game a checkpoint holds, resumed: the same turn, the same

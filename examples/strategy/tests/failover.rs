@@ -5,8 +5,10 @@
 //! directory (the master's list), reconnect to B with their ids and nations
 //! and play turn three.
 //!
-//! Twice: with test players speaking the protocol, and with the game's own
-//! client binary driven on its stdin.
+//! With test players speaking the protocol (also across a Redis restarted
+//! empty before the kill), and with the game's own client binary driven on
+//! its stdin. One server per game: a second one waits for the game's lease,
+//! and a server for a game Redis does not know says so.
 
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, BufReader};
@@ -38,8 +40,14 @@ impl Drop for Server {
     }
 }
 
+/// The game's first server (`--new-game`).
+fn serve_new(redis: &RedisProcess, master: &str, saves: &PathBuf) -> Server {
+    serve_named(redis, master, saves, GAME, &["--new-game"])
+}
+
+/// A server that resumes the game (no `--new-game`).
 fn serve(redis: &RedisProcess, master: &str, saves: &PathBuf) -> Server {
-    serve_named(redis, master, saves, GAME)
+    serve_named(redis, master, saves, GAME, &[])
 }
 
 /// A player that finds the game through the directory and follows it.
@@ -143,6 +151,20 @@ fn checkpoint_turn(redis: &RedisProcess, game: &str) -> Option<u32> {
     })
 }
 
+/// Whether Redis holds `client`'s session.
+fn session_stored(redis: &RedisProcess, client: ClientId) -> bool {
+    let store = redis.store();
+    let key = store.key(format_args!("session:{client}"));
+    switchboard::runtime::handle()
+        .block_on(store.run(|mut c| async move {
+            redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async::<u32>(&mut c)
+                .await
+        }))
+        .is_ok_and(|n| n == 1)
+}
+
 /// What both tests need: a Redis, a master (the directory) and its
 /// address, a saves folder named after `tag`.
 fn service(tag: &str) -> (RedisProcess, MasterHandle, String, PathBuf) {
@@ -156,13 +178,39 @@ fn service(tag: &str) -> (RedisProcess, MasterHandle, String, PathBuf) {
 
 #[test]
 fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_the_same_nations() {
-    let (redis, master, master_addr, saves) = service("failover");
+    fail_over("failover", |_, _| {});
+}
+
+#[test]
+fn a_game_survives_a_redis_restart_empty_then_a_sigkill_with_the_same_players_on_the_same_nations()
+{
+    fail_over("failover-redis-restart", |redis, ids| {
+        // Everything Redis held is gone; the server writes its lease, its
+        // checkpoint and its players' sessions again at once.
+        let restarted = Instant::now();
+        redis.restart().unwrap();
+        wait_for(|| checkpoint_turn(redis, GAME).filter(|t| *t == 3));
+        wait_for(|| {
+            ids.iter()
+                .all(|id| session_stored(redis, *id))
+                .then_some(())
+        });
+        assert!(restarted.elapsed() < Duration::from_secs(3));
+    });
+}
+
+/// Two players, two completed turns on server A; `before_kill` (with the
+/// checkpoint of turn 3 in Redis); A killed with SIGKILL; B resumes the
+/// game: the same players on the same nations, turn 1's move kept, turn 3
+/// played on B.
+fn fail_over(tag: &str, before_kill: impl FnOnce(&mut RedisProcess, &[ClientId])) {
+    let (mut redis, master, master_addr, saves) = service(tag);
     let directory = Directory {
         masters: vec![master.local_addr()],
         game: GAME.into(),
     };
 
-    let a = serve(&redis, &master_addr, &saves);
+    let a = serve_new(&redis, &master_addr, &saves);
     let mut ann = Player::join(&directory, "ann");
     let mut bob = Player::join(&directory, "bob");
     ann.ask(Chan::Lobby, Act::Pick, &NationId(0));
@@ -193,6 +241,8 @@ fn a_game_resumes_on_another_process_after_a_sigkill_with_the_same_players_on_th
         bob.until_turn(turn + 1);
     }
     wait_for(|| checkpoint_turn(&redis, GAME).filter(|t| *t == 3));
+    let known: Vec<ClientId> = ids.iter().flatten().copied().collect();
+    before_kill(&mut redis, &known);
 
     drop(a); // SIGKILL: no goodbye, no last write.
     let _b = serve(&redis, &master_addr, &saves);
@@ -302,29 +352,62 @@ impl Drop for TextClient {
 
 const GAME_TWO: &str = "failover-cli";
 
-fn serve_named(redis: &RedisProcess, master: &str, saves: &PathBuf, game: &str) -> Server {
-    let url = redis.url();
-    let mut child = Command::new(BIN)
-        .args(["--serve", "--port", "0", "--redis", &url, "--game", game])
-        .args(["--master", master, "--saves"])
-        .arg(saves)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout
-        .lines()
-        .map_while(Result::ok)
+fn serve_named(
+    redis: &RedisProcess,
+    master: &str,
+    saves: &PathBuf,
+    game: &str,
+    extra: &[&str],
+) -> Server {
+    let (child, lines) = start_server(redis, master, saves, game, extra);
+    lines
+        .iter()
         .find(|l| l.starts_with("SWITCHBOARD READY 1 "))
         .expect("ready line");
     Server(child)
 }
 
+/// A server process and its stdout's lines as they come.
+fn start_server(
+    redis: &RedisProcess,
+    master: &str,
+    saves: &PathBuf,
+    game: &str,
+    extra: &[&str],
+) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let url = redis.url();
+    let mut child = Command::new(BIN)
+        .args(["--serve", "--port", "0", "--redis", &url, "--game", game])
+        .args(["--master", master, "--saves"])
+        .arg(saves)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Read to the end even when nobody listens any more: the server
+        // must never find its stdout closed.
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Its log (stderr) read and dropped, so that it never blocks.
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(
+        move || {
+            for _ in BufReader::new(stderr).lines().map_while(Result::ok) {}
+        },
+    );
+    (child, lines)
+}
+
 #[test]
 fn the_game_s_own_client_follows_its_game_to_another_server_through_the_master() {
     let (redis, master, master_addr, saves) = service("failover-cli");
-    let a = serve_named(&redis, &master_addr, &saves, GAME_TWO);
+    let a = serve_named(&redis, &master_addr, &saves, GAME_TWO, &["--new-game"]);
     // The client looks the game up once at start: wait until it is listed.
     let directory = Directory {
         masters: vec![master.local_addr()],
@@ -344,10 +427,76 @@ fn the_game_s_own_client_follows_its_game_to_another_server_through_the_master()
     wait_for(|| checkpoint_turn(&redis, GAME_TWO).filter(|t| *t == 3));
 
     drop(a); // SIGKILL
-    let _b = serve_named(&redis, &master_addr, &saves, GAME_TWO);
+    let _b = serve_named(&redis, &master_addr, &saves, GAME_TWO, &[]);
     ann.expect("reconnected: same nation, same game");
     ann.say("e");
     ann.expect("turn 4 begins");
     ann.say("q");
     let _ = std::fs::remove_dir_all(&saves);
+}
+
+#[test]
+fn a_second_server_for_a_game_waits_for_its_lease_and_takes_over_at_once_after_a_clean_stop() {
+    let (redis, _master, master_addr, saves) = service("failover-lease");
+    let game = "failover-lease";
+    let a = serve_named(&redis, &master_addr, &saves, game, &["--new-game"]);
+    // B waits: the game has its server.
+    let (b, lines) = start_server(&redis, &master_addr, &saves, game, &[]);
+    let _b = Server(b);
+    let waiting = lines.recv_timeout(WAIT).unwrap();
+    assert!(waiting.contains("waiting for its lease"), "{waiting}");
+    assert!(
+        lines.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "B serves while A holds the game"
+    );
+    // A stops cleanly (SIGTERM): it lets the lease go, B takes over at once.
+    let stopped = Instant::now();
+    let mut a = a;
+    sigterm(&a.0);
+    let _ = a.0.wait();
+    let ready = loop {
+        let line = lines.recv_timeout(WAIT).expect("B never served the game");
+        if line.starts_with("SWITCHBOARD READY") {
+            break stopped.elapsed();
+        }
+    };
+    assert!(ready < Duration::from_secs(2), "B took {ready:?}");
+    let _ = std::fs::remove_dir_all(&saves);
+}
+
+#[test]
+fn a_server_for_a_game_with_no_checkpoint_says_it_is_not_found_unless_asked_for_a_new_one() {
+    let (redis, _master, _master_addr, saves) = service("failover-missing");
+    let output = Command::new(BIN)
+        .args(["--serve", "--port", "0", "--redis", &redis.url()])
+        .args(["--game", "never-started", "--saves"])
+        .arg(&saves)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "it does not start a fresh game");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("game never-started not found") && err.contains("--new-game"),
+        "{err}"
+    );
+    // The lease was let go: a server asked for the new game starts at once.
+    let started = Instant::now();
+    let _new = serve_named(
+        &redis,
+        "127.0.0.1:9",
+        &saves,
+        "never-started",
+        &["--new-game"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&saves);
+}
+
+/// SIGTERM, as an operator's `kill` sends it.
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }

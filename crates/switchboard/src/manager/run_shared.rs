@@ -90,6 +90,8 @@ pub(super) struct SharedDriver {
     writes: mpsc::Sender<ShareUpdate>,
     answers_tx: mpsc::UnboundedSender<ManagerEvent>,
     answers: mpsc::UnboundedReceiver<ManagerEvent>,
+    /// The store's restarts, when it reports them.
+    restarts: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl SharedDriver {
@@ -101,12 +103,14 @@ impl SharedDriver {
         let log = control.log.clone();
         let moved = answers_tx.clone();
         tokio::spawn(write_in_order(writer, grace, writes_rx, moved, log));
+        let restarts = share.restarts();
         Self {
             share,
             grace,
             writes,
             answers_tx,
             answers,
+            restarts,
         }
     }
 
@@ -141,8 +145,22 @@ impl SharedDriver {
         }
     }
 
+    /// The store's next answer, or word that it restarted.
     pub(super) async fn next_answer(&mut self) -> Option<ManagerEvent> {
-        self.answers.recv().await
+        let restarted = async {
+            match &mut self.restarts {
+                Some(restarts) => match restarts.changed().await {
+                    Ok(()) => Some(()),
+                    // The store stopped reporting: never again.
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answer = self.answers.recv() => answer,
+            Some(()) = restarted => Some(ManagerEvent::StoreRestored),
+        }
     }
 }
 

@@ -90,6 +90,14 @@ pub trait SessionShare: Send + Sync + 'static {
     /// more. A session another process has taken over is left alone and
     /// returned: it ends here.
     fn apply(&self, updates: Vec<ShareUpdate>, grace: Duration) -> ShareFuture<'_, Vec<ClientId>>;
+
+    /// A count that goes up when the store may have lost what was written
+    /// (it came back after an outage, or restarted empty): the manager then
+    /// writes its online sessions again at once, instead of at the next
+    /// third of the grace period. `None` (the default): never.
+    fn restarts(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Where a game's checkpoints go ([`Outbox::checkpoint`](super::Outbox::checkpoint)):

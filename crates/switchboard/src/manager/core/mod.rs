@@ -93,6 +93,10 @@ pub enum ManagerEvent {
         /// Whose.
         clients: Vec<ClientId>,
     },
+    /// The shared store may have lost what was written (it came back after
+    /// an outage, or restarted empty): the online sessions are written
+    /// again at once.
+    StoreRestored,
 }
 
 /// What the core asks its driver to do, in order.
@@ -260,6 +264,12 @@ impl<L: GameLogic> ManagerCore<L> {
                 result,
             } => self.on_claimed(peer, client, new_token, result, now),
             ManagerEvent::MovedAway { clients } => self.on_moved_away(clients),
+            ManagerEvent::StoreRestored => {
+                self.last_refresh = None;
+                self.refresh_shared(now);
+                let text = "shared session store restored: online sessions written again";
+                self.log(LogLevel::Info, text.to_string());
+            }
         }
         self.actions.drain(..)
     }
