@@ -13,6 +13,7 @@ use crate::directory::Directory;
 use crate::protocol::{
     nation_digit, nation_letter, printable, Act, Attack, Chan, LobbyView, Move, NationView,
 };
+use crate::rejoin::Rejoin;
 use crate::scenario::{NationId, UnitId};
 
 /// What the client has heard.
@@ -23,6 +24,9 @@ pub(crate) struct Seen {
     pub(crate) events: Vec<String>,
     pub(crate) fresh_view: bool,
     pub(crate) fresh_lobby: bool,
+    /// Views and lobbies heard so far.
+    pub(crate) views: u64,
+    pub(crate) lobbies: u64,
 }
 
 /// A connected player.
@@ -34,6 +38,8 @@ pub(crate) struct Player {
     /// Where the game is served, asked again at each reconnect attempt.
     directory: Option<Directory>,
     reconnecting: Rc<Cell<bool>>,
+    /// What to tell the player when its connection comes back.
+    rejoin: Rc<RefCell<Rejoin>>,
 }
 
 impl Player {
@@ -45,6 +51,15 @@ impl Player {
     ) -> Player {
         let config = ClientConfig {
             password,
+            // Quick at first: a game that fails over is back within a
+            // second or two (docs/SCALING.md); then every half second, for
+            // a minute.
+            reconnect: switchboard::ReconnectPolicy {
+                initial_delay: Duration::from_millis(100),
+                max_delay: Duration::from_millis(500),
+                max_attempts: 120,
+                ..switchboard::ReconnectPolicy::default()
+            },
             ..ClientConfig::named(name)
         };
         let client = NetworkClient::connect(addr, config);
@@ -64,6 +79,7 @@ impl Player {
                         view.make_printable();
                         seen.view = Some(view);
                         seen.fresh_view = true;
+                        seen.views += 1;
                     }
                 }
                 Some(Act::Event) => {
@@ -80,6 +96,7 @@ impl Player {
                 lobby.make_printable();
                 let mut seen = sink.borrow_mut();
                 seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
+                seen.lobbies += 1;
                 seen.lobby = Some(lobby);
             }
         });
@@ -87,15 +104,20 @@ impl Player {
             .signals()
             .refused
             .connect(|why| println!("refused: {}", printable(&why.to_string())));
-        client.signals().connection_lost.connect(|why| {
-            println!(
+        let rejoin = Rc::new(RefCell::new(Rejoin::default()));
+        let (before, known) = (rejoin.clone(), seen.clone());
+        client.signals().connection_lost.connect(move |why| {
+            before.borrow_mut().lost(&known.borrow());
+            known.borrow_mut().events.push(format!(
                 "connection lost ({}); reconnecting",
                 printable(&why.to_string())
-            )
+            ));
         });
-        client.signals().welcomed.connect(|w| {
-            if w.resumed {
-                println!("reconnected: same nation, same game");
+        let (after, told) = (rejoin.clone(), seen.clone());
+        client.signals().welcomed.connect(move |w| {
+            let mut told = told.borrow_mut();
+            if let Some(message) = after.borrow_mut().welcomed(w.resumed, &told) {
+                told.events.push(message);
             }
         });
         client
@@ -109,6 +131,7 @@ impl Player {
             pending: Vec::new(),
             directory,
             reconnecting,
+            rejoin,
         }
     }
 
@@ -150,6 +173,12 @@ impl Player {
     pub(crate) fn pump(&mut self, wait: Duration) -> Vec<String> {
         self.client.poll_timeout(wait);
         self.follow_directory();
+        {
+            let mut seen = self.seen.borrow_mut();
+            if let Some(message) = self.rejoin.borrow_mut().heard(&seen) {
+                seen.events.push(message);
+            }
+        }
         let mut log: Vec<String> = std::mem::take(&mut self.seen.borrow_mut().events)
             .into_iter()
             .map(|e| format!("* {e}"))

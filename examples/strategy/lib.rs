@@ -8,6 +8,7 @@
 //! | [`protocol`] | channels, actions and the messages between client and server |
 //! | [`client`] | the connection, the typed interface and the scripted bot player |
 //! | [`directory`] | where a named game is served now (the master servers' list) |
+//! | `rejoin` | what a player is told when its connection comes back: the same game, or what was lost |
 //! | [`tui`] | the full-screen game screen |
 //! | [`editor`] | the scenario editor (no network, no server) and its full-screen screen |
 
@@ -16,6 +17,7 @@ pub mod client;
 pub mod directory;
 pub mod editor;
 pub mod protocol;
+mod rejoin;
 pub mod rules;
 pub mod scenario;
 pub mod tui;

@@ -80,6 +80,11 @@ impl AdminSource for MasterAdmin {
                     s.expired,
                 ),
                 total(
+                    "switchboard_master_goodbyes_total",
+                    "Servers that took themselves off the list.",
+                    s.goodbyes,
+                ),
+                total(
                     "switchboard_master_malformed_total",
                     "Datagrams that did not decode or broke the limits.",
                     s.malformed,

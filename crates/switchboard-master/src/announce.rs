@@ -96,10 +96,7 @@ impl Listing for Announce {
         addr: SocketAddr,
         status: ListingStatus,
     ) -> std::io::Result<Box<dyn ListingUpdates>> {
-        let udp = std::net::UdpSocket::bind(addr)?;
-        udp.set_nonblocking(true)?;
-        let udp = UdpSocket::from_std(udp)?;
-        let mut announcer = Announcer::serve(udp, self.clone())?;
+        let mut announcer = Announcer::serve(std::net::UdpSocket::bind(addr)?, self.clone())?;
         announcer.update(status);
         Ok(Box::new(announcer))
     }
@@ -120,30 +117,51 @@ impl ListingUpdates for Announcer {
     }
 }
 
-/// A running announcer. Dropping it stops the heartbeats.
+/// A running announcer. Dropping it stops the heartbeats and says goodbye
+/// to each master that listed the server: it is off their lists at once.
 #[derive(Debug)]
 pub struct Announcer {
     info: Arc<Mutex<ServerInfo>>,
     stop: CancellationToken,
     local_addr: SocketAddr,
+    /// Each master's last challenge we answered: what a goodbye carries.
+    answered: Answered,
+    /// The socket the goodbyes leave from, when dropped.
+    farewell: std::net::UdpSocket,
 }
+
+/// Each master's last challenge, shared by the announcer's task and its
+/// handle.
+type Answered = Arc<Mutex<HashMap<SocketAddr, u64>>>;
 
 impl Announcer {
     /// Binds UDP on `addr` (the game server's address and port) and starts
     /// heartbeats and answers on the current tokio runtime.
     pub async fn start(addr: SocketAddr, announce: Announce) -> std::io::Result<Announcer> {
-        Self::serve(UdpSocket::bind(addr).await?, announce)
+        Self::serve(std::net::UdpSocket::bind(addr)?, announce)
     }
 
-    fn serve(udp: UdpSocket, announce: Announce) -> std::io::Result<Announcer> {
+    fn serve(udp: std::net::UdpSocket, announce: Announce) -> std::io::Result<Announcer> {
+        udp.set_nonblocking(true)?;
+        let farewell = udp.try_clone()?;
+        let udp = UdpSocket::from_std(udp)?;
         let local_addr = udp.local_addr()?;
         let info = Arc::new(Mutex::new(announce.info.clone()));
         let stop = CancellationToken::new();
-        tokio::spawn(serve(udp, announce, info.clone(), stop.clone()));
+        let answered = Answered::default();
+        tokio::spawn(serve(
+            udp,
+            announce,
+            info.clone(),
+            answered.clone(),
+            stop.clone(),
+        ));
         Ok(Announcer {
             info,
             stop,
             local_addr,
+            answered,
+            farewell,
         })
     }
 
@@ -161,6 +179,15 @@ impl Announcer {
 impl Drop for Announcer {
     fn drop(&mut self) {
         self.stop.cancel();
+        // Sent here, not by the task: a process that is exiting may never
+        // run the task again.
+        let answered = std::mem::take(&mut *self.answered.lock().expect("answered lock"));
+        for (master, challenge) in answered {
+            let goodbye = protocol::encode(&Datagram::Goodbye { challenge });
+            if let Err(err) = self.farewell.send_to(&goodbye, master) {
+                tracing::debug!(%master, %err, "goodbye not sent");
+            }
+        }
     }
 }
 
@@ -172,6 +199,7 @@ async fn serve(
     udp: UdpSocket,
     announce: Announce,
     info: Arc<Mutex<ServerInfo>>,
+    answered: Answered,
     stop: CancellationToken,
 ) {
     let mut heartbeat = tokio::time::interval(announce.heartbeat_interval);
@@ -213,6 +241,10 @@ async fn serve(
                         .is_some_and(|at| now.saturating_duration_since(at) < QUERY_WINDOW);
                 if !awaited && !budgets.allow(from.ip(), now) {
                     continue;
+                }
+                if let (true, Ok(Datagram::InfoQuery { challenge, .. })) = (awaited, &datagram) {
+                    // What our goodbye to this master must carry.
+                    answered.lock().expect("answered lock").insert(from, *challenge);
                 }
                 let reply = match datagram {
                     Ok(Datagram::InfoQuery { challenge, .. }) => {

@@ -145,6 +145,8 @@ pub struct MasterStats {
     pub lists_refused: u64,
     /// Servers dropped as silent.
     pub expired: u64,
+    /// Servers that took themselves off the list (a verified goodbye).
+    pub goodbyes: u64,
     /// List requests served.
     pub lists: u64,
     /// Registry calls that failed (a shared store down or too slow): each

@@ -130,6 +130,14 @@ pub enum Datagram {
         /// The ping's nonce.
         nonce: u64,
     },
+    /// Game server → master: I am stopping, take me off the list now. It
+    /// carries the challenge of the master's last query that the server
+    /// answered, which only the two of them know: a forged goodbye changes
+    /// nothing.
+    Goodbye {
+        /// The master's last challenge to this server.
+        challenge: u64,
+    },
 }
 
 /// Why a datagram was dropped.

@@ -2,7 +2,7 @@
 //! store (Redis) can back several master instances; and the master's logic
 //! as a state machine with time passed in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -77,6 +77,11 @@ pub trait Registry: Send {
         now: Instant,
         limits: Limits,
     ) -> impl Future<Output = Result<Upserted, RegistryError>> + Send;
+    /// Takes `addr` off the list (it said goodbye); whether it was listed.
+    fn remove(
+        &mut self,
+        addr: SocketAddr,
+    ) -> impl Future<Output = Result<bool, RegistryError>> + Send;
     /// Drops servers not heard from since `now - expiry`; returns how many.
     fn expire(
         &mut self,
@@ -183,6 +188,10 @@ impl Registry for MemoryRegistry {
         })
     }
 
+    async fn remove(&mut self, addr: SocketAddr) -> Result<bool, RegistryError> {
+        Ok(self.servers.remove(&addr).is_some())
+    }
+
     async fn expire(&mut self, now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
         let before = self.servers.len();
         self.servers
@@ -209,6 +218,10 @@ pub struct Master<R: Registry> {
     stats: MasterStats,
     /// The registry's outages, told once each.
     outage: Outage,
+    /// Each listed server's last answered challenge: what its goodbye must
+    /// carry. At most `max_servers`; a server past it is not known here
+    /// and its goodbye is ignored (it expires instead).
+    answered: HashMap<SocketAddr, u64>,
 }
 
 impl<R: Registry> Master<R> {
@@ -225,6 +238,7 @@ impl<R: Registry> Master<R> {
             registry,
             stats: MasterStats::default(),
             outage: Outage::new("server list"),
+            answered: HashMap::new(),
         }
     }
 
@@ -248,6 +262,10 @@ impl<R: Registry> Master<R> {
             Datagram::Heartbeat { .. } => self.on_heartbeat(from, bytes.len(), now).await,
             Datagram::InfoReply { challenge, info } => {
                 self.on_info(from, challenge, info, now).await;
+                None
+            }
+            Datagram::Goodbye { challenge } => {
+                self.on_goodbye(from, challenge).await;
                 None
             }
             _ => {
@@ -317,12 +335,35 @@ impl<R: Registry> Master<R> {
         Some((from, query))
     }
 
+    /// A server stopping: off the list at once, if the goodbye carries the
+    /// challenge it last answered here.
+    async fn on_goodbye(&mut self, from: SocketAddr, challenge: u64) {
+        if self.answered.get(&from) != Some(&challenge) {
+            self.stats.unsolicited += 1;
+            return;
+        }
+        self.answered.remove(&from);
+        let removed = self.registry.remove(from).await;
+        self.registry_answered(&removed);
+        match removed {
+            Ok(true) => {
+                self.stats.goodbyes += 1;
+                tracing::info!(%from, "server left the list (goodbye)");
+            }
+            Ok(false) => {}
+            Err(err) => self.registry_failed(&err),
+        }
+    }
+
     async fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
         if self.pending.get(from) != Some(challenge) {
             self.stats.unsolicited += 1;
             return;
         }
         self.pending.remove(from);
+        if self.answered.len() < self.config.max_servers || self.answered.contains_key(&from) {
+            self.answered.insert(from, challenge);
+        }
         if let Err(err) = info.check() {
             self.stats.malformed += 1;
             tracing::debug!(%from, %err, "server info refused");
@@ -377,6 +418,11 @@ impl<R: Registry> Master<R> {
             Err(err) => self.registry_failed(&err),
         }
         self.pending.expire(now, self.config.query_timeout);
+        // Challenges of servers that expired are forgotten once the map is
+        // full (a live server's next answer puts its own back).
+        if self.answered.len() >= self.config.max_servers {
+            self.answered.clear();
+        }
         self.limits.forget_idle(now, Duration::from_secs(600));
     }
 

@@ -48,6 +48,10 @@ impl Registry for Flaky {
         self.check()?;
         self.inner.upsert(addr, info, now, limits).await
     }
+    async fn remove(&mut self, addr: SocketAddr) -> Result<bool, RegistryError> {
+        self.check()?;
+        self.inner.remove(addr).await
+    }
     async fn expire(&mut self, now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
         self.check()?;
         self.inner.expire(now, expiry).await

@@ -251,6 +251,32 @@ impl Registry for RedisRegistry {
         Ok(upserted)
     }
 
+    async fn remove(&mut self, addr: SocketAddr) -> Result<bool, RegistryError> {
+        let [servers, info, ip] = self.keys(addr);
+        let member = addr.to_string();
+        let removed: (u32, u32, u32) = self
+            .store
+            .run(|mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .cmd("ZREM")
+                    .arg(&servers)
+                    .arg(&member)
+                    .cmd("DEL")
+                    .arg(&info)
+                    .cmd("ZREM")
+                    .arg(&ip)
+                    .arg(&member)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+            .map_err(unavailable)?;
+        // The next list request reads the list without it.
+        self.listing = None;
+        Ok(removed.1 == 1)
+    }
+
     async fn expire(&mut self, _now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
         let key = self.servers_key();
         let script = &self.expire;
