@@ -239,7 +239,7 @@ struct GameArgs {
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     tags: Vec<(String, String)>,
     /// Seconds between heartbeats to the masters.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 5.0)]
     heartbeat_secs: f64,
     #[command(flatten)]
     ws: web::WsArgs,

@@ -18,8 +18,9 @@ pub(crate) struct MasterArgs {
     /// UDP and TCP port.
     #[arg(long, default_value_t = master::DEFAULT_PORT)]
     port: u16,
-    /// Seconds after which a silent server is dropped.
-    #[arg(long, default_value_t = 180.0)]
+    /// Seconds after which a silent server is dropped (a server that stops
+    /// cleanly says goodbye and is dropped at once).
+    #[arg(long, default_value_t = 20.0)]
     expiry_secs: f64,
     /// Servers listed at most.
     #[arg(long, default_value_t = 10_000)]
@@ -28,7 +29,7 @@ pub(crate) struct MasterArgs {
     #[arg(long, default_value_t = 32)]
     max_per_ip: usize,
     /// Heartbeats per minute answered per IP.
-    #[arg(long, default_value_t = 6.0)]
+    #[arg(long, default_value_t = 30.0)]
     heartbeats_per_minute: f64,
     #[command(flatten)]
     redis: RedisArgs,

@@ -211,3 +211,33 @@ async fn two_master_processes_on_one_redis_list_the_same_servers_and_outlive_eac
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].addr, game);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stopped_with_sigterm_leaves_the_list_at_once() {
+    // A long expiry: only the goodbye can take the server off in time.
+    let (_master_proc, master) = start_master(0, &["--expiry-secs", "120"]);
+    let (game_proc, _) = start_game(master, "Gamma", "eu", "mode=coop");
+    wait_for(master, Filter::default(), 1).await;
+    let stopped = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &game_proc.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    while !list(master, Filter::default()).await.is_empty() {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(3),
+            "still listed {:?} after SIGTERM",
+            stopped.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = stopped.elapsed();
+    let stats = master::master_stats(master, WAIT).await.unwrap();
+    assert_eq!(
+        (stats.goodbyes, stats.expired),
+        (1, 0),
+        "said goodbye, did not expire"
+    );
+    eprintln!("delisted {took:?} after SIGTERM");
+}

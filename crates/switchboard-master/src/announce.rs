@@ -26,8 +26,8 @@ pub struct Announce {
     /// What to say about this server (the player count is kept current by
     /// the server manager).
     pub info: ServerInfo,
-    /// Time between heartbeats (default 60 s; a master drops a server silent
-    /// for its expiry, 180 s by default).
+    /// Time between heartbeats (default 5 s; a master drops a server silent
+    /// for its expiry, 20 s by default, and one that says goodbye at once).
     pub heartbeat_interval: Duration,
     /// Info queries and pings answered per minute per source IP (default
     /// 120), but for the one query each master sends after a heartbeat.
@@ -41,7 +41,7 @@ impl Announce {
         Self {
             masters,
             info,
-            heartbeat_interval: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(5),
             answers_per_minute: 120.0,
         }
     }

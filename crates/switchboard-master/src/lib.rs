@@ -53,13 +53,15 @@ pub const DEFAULT_PORT: u16 = 27900;
 /// The master's limits and timers; each field says its default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MasterConfig {
-    /// A server not heard from for this long is dropped (default 180 s).
+    /// A server not heard from for this long is dropped (default 20 s: four
+    /// heartbeats of an [`Announce`] at its default 5 s). A server that
+    /// stops cleanly says goodbye and is dropped at once.
     pub expiry: Duration,
     /// An info query not answered within this long is forgotten (default
     /// 10 s); a late answer lists nothing.
     pub query_timeout: Duration,
-    /// Heartbeats per minute answered per source IP, sustained (default 6:
-    /// one every 10 s). Past it heartbeats still refresh a listed server but
+    /// Heartbeats per minute answered per source IP, sustained (default 30:
+    /// one every 2 s, a few servers on one address at 5 s each). Past it heartbeats still refresh a listed server but
     /// trigger no query: they are dropped and counted.
     pub heartbeats_per_minute: f64,
     /// Heartbeats per source IP answered at once (default 4).
@@ -97,9 +99,9 @@ pub struct MasterConfig {
 impl Default for MasterConfig {
     fn default() -> Self {
         Self {
-            expiry: Duration::from_secs(180),
+            expiry: Duration::from_secs(20),
             query_timeout: Duration::from_secs(10),
-            heartbeats_per_minute: 6.0,
+            heartbeats_per_minute: 30.0,
             heartbeat_burst: 4.0,
             max_servers: 10_000,
             max_servers_per_ip: 32,

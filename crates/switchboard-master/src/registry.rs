@@ -529,6 +529,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_goodbye_with_the_last_challenge_delists_at_once_and_a_forged_one_changes_nothing() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        let a = addr(1, 7000);
+        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+        let reply = protocol::encode(&Datagram::InfoReply {
+            challenge,
+            info: info("a"),
+        });
+        master.on_datagram(a, &reply, t0).await;
+        assert_eq!(all(&mut master).await, ["a"]);
+        // Forged: another challenge, or the right one from another address.
+        let forged = protocol::encode(&Datagram::Goodbye {
+            challenge: challenge ^ 1,
+        });
+        master.on_datagram(a, &forged, t0).await;
+        let right = protocol::encode(&Datagram::Goodbye { challenge });
+        master.on_datagram(addr(2, 7000), &right, t0).await;
+        assert_eq!(
+            all(&mut master).await,
+            ["a"],
+            "forged goodbyes change nothing"
+        );
+        // The server's own: off the list at once, not at its expiry.
+        master.on_datagram(a, &right, t0).await;
+        assert!(all(&mut master).await.is_empty());
+        assert_eq!(master.stats().goodbyes, 1);
+        // Replayed, it does nothing more.
+        master.on_datagram(a, &right, t0).await;
+        assert_eq!(master.stats().goodbyes, 1);
+    }
+
+    #[tokio::test]
     async fn listed_only_after_answering_the_challenge_then_expires() {
         let t0 = Instant::now();
         let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
