@@ -145,7 +145,7 @@ impl Player {
             return;
         }
         match directory.servers() {
-            Ok(servers) => self.client.set_fallback_servers(servers),
+            Ok(servers) => self.client.redirect(servers),
             Err(err) => println!("directory: {}", printable(&err)),
         }
     }

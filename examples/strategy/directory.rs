@@ -6,10 +6,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_master::{fetch_list, Filter};
+use switchboard_master::{fetch_list, ping_servers, Filter};
 
 /// How long one master may take to answer.
 const LIST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a listed server may take to answer a ping.
+const PING_TIMEOUT: Duration = Duration::from_millis(150);
 
 /// The tag a server of a named game carries in its listing.
 pub const GAME_TAG: &str = "game";
@@ -24,9 +27,12 @@ pub struct Directory {
 }
 
 impl Directory {
-    /// The addresses of the servers listing the game (usually one; two for
-    /// a while after a failover, the dead one until it expires). Asks each
-    /// master until one answers.
+    /// The addresses of the servers listing the game: usually one; for a
+    /// while after a crash also the dead one, until its heartbeats have
+    /// been missing for the master's expiry. When several are listed, they
+    /// are pinged and only those that answer are returned, fastest first
+    /// (all of them if none answers): a reconnecting player does not spend
+    /// its attempts on the dead one. Asks each master until one answers.
     pub fn servers(&self) -> Result<Vec<String>, String> {
         let filter = Filter {
             game_type: Some("strategy".into()),
@@ -37,6 +43,17 @@ impl Directory {
         let mut last = format!("no master to ask for game {:?}", self.game);
         for master in &self.masters {
             match runtime.block_on(fetch_list(*master, filter.clone(), LIST_TIMEOUT)) {
+                Ok(listed) if listed.len() > 1 => {
+                    let all: Vec<String> = listed.iter().map(|l| l.addr.to_string()).collect();
+                    let pinged = runtime.block_on(ping_servers(listed, 8, PING_TIMEOUT, 0));
+                    let alive: Vec<String> = pinged
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|b| b.ping.is_some())
+                        .map(|b| b.listed.addr.to_string())
+                        .collect();
+                    return Ok(if alive.is_empty() { all } else { alive });
+                }
                 Ok(listed) => return Ok(listed.iter().map(|l| l.addr.to_string()).collect()),
                 Err(err) => last = format!("master {master}: {err}"),
             }

@@ -7,7 +7,7 @@
 //! (paused, cut off) can never overwrite its successor's game.
 //!
 //! ```text
-//!  acquire: SET lease token NX PX ttl ──▶ held (fence = INCR)      else wait, ask again every ttl/4
+//!  acquire: SET lease token NX PX ttl ──▶ held (fence = INCR)      else wait, ask again every ttl/10
 //!  keep:    every ttl/3 (and at once when Redis comes back or restarted empty):
 //!           lease == token ─▶ PEXPIRE            (renewed)
 //!           lease missing  ─▶ SET again, write the last checkpoint again  (Redis lost it)
@@ -131,9 +131,10 @@ impl GameLease {
         }))
     }
 
-    /// Waits for `game`'s lease and takes it, asking every quarter of
-    /// `ttl`; `waiting` runs once if another server holds it. A failing
-    /// Redis ends the wait with its error.
+    /// Waits for `game`'s lease and takes it, asking every tenth of `ttl`
+    /// (a standby server takes a crashed one's game within about `ttl`);
+    /// `waiting` runs once if another server holds it. A failing Redis ends
+    /// the wait with its error.
     pub async fn acquire(
         store: &RedisStore,
         game: &str,
@@ -148,7 +149,7 @@ impl GameLease {
             if let Some(waiting) = waiting.take() {
                 waiting();
             }
-            tokio::time::sleep((ttl / 4).max(Duration::from_millis(10))).await;
+            tokio::time::sleep((ttl / 10).max(Duration::from_millis(10))).await;
         }
     }
 

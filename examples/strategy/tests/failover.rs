@@ -102,7 +102,7 @@ impl Player {
             // the directory where the game is now.
             if self.reconnecting.replace(false) {
                 if let Ok(servers) = self.directory.servers() {
-                    self.client.set_fallback_servers(servers);
+                    self.client.redirect(servers);
                 }
             }
         }
@@ -499,4 +499,55 @@ fn sigterm(child: &Child) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// Waits until `player` is back after its server died, then ends its turn:
+/// when that order is accepted.
+fn back_and_accepted(player: &mut Player) -> Instant {
+    player.until(|p| !p.client.is_welcomed());
+    player.until(|p| p.client.is_welcomed() && p.view.borrow().is_some());
+    player.ask(Chan::Game, Act::EndTurn, &());
+    Instant::now()
+}
+
+#[test]
+fn failover_takes_under_two_seconds_with_a_standby_server_and_after_a_late_start() {
+    let (redis, master, master_addr, saves) = service("failover-timing");
+    let game = "failover-timing";
+    let directory = Directory {
+        masters: vec![master.local_addr()],
+        game: game.into(),
+    };
+    let a = serve_named(&redis, &master_addr, &saves, game, &["--new-game"]);
+    let mut ann = Player::join(&directory, "ann");
+    ann.ask(Chan::Lobby, Act::Pick, &NationId(0));
+    ann.ask(Chan::Lobby, Act::Ready, &true);
+    ann.ask(Chan::Lobby, Act::Start, &());
+    ann.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.you.is_some()));
+    wait_for(|| checkpoint_turn(&redis, game).filter(|t| *t == 1));
+
+    // A standby server waits for the game's lease; A is killed.
+    let (b, _lines) = start_server(&redis, &master_addr, &saves, game, &[]);
+    let b = Server(b);
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    drop(a);
+    let with_standby = back_and_accepted(&mut ann).duration_since(killed);
+    wait_for(|| checkpoint_turn(&redis, game).filter(|t| *t == 2));
+
+    // B is killed with no standby; a replacement starts 3 s later.
+    drop(b);
+    std::thread::sleep(Duration::from_secs(3));
+    let started = Instant::now();
+    let _c = serve_named(&redis, &master_addr, &saves, game, &[]);
+    let after_start = back_and_accepted(&mut ann).duration_since(started);
+    eprintln!(
+        "SIGKILL to the next accepted order with a standby: {with_standby:?}; \
+         from a late replacement's start: {after_start:?}"
+    );
+    // The target is 2 s (docs/SCALING.md has the figures); a shared CI
+    // machine gets slack.
+    assert!(with_standby < Duration::from_secs(3), "{with_standby:?}");
+    assert!(after_start < Duration::from_secs(3), "{after_start:?}");
+    let _ = std::fs::remove_dir_all(&saves);
 }

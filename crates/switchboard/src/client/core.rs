@@ -83,6 +83,10 @@ pub struct ClientCore {
     pending: HashMap<u64, Instant>,
     /// The next reconnect attempt: its number and when.
     retry: Option<(u32, Instant)>,
+    /// The reconnect attempt started last (0: none since the last loss).
+    started_attempt: u32,
+    /// A directory redirected the client: its next attempt goes at once.
+    redirected: bool,
     /// xorshift state for the reconnect jitter.
     rng: u64,
     /// Which of the service's addresses (`ClientConfig::fallback_servers`
@@ -108,6 +112,8 @@ impl ClientCore {
             next_request: 1,
             pending: HashMap::new(),
             retry: None,
+            started_attempt: 0,
+            redirected: false,
             rng: splitmix64(seed) | 1,
             home: 0,
             target: 0,
@@ -149,6 +155,37 @@ impl ClientCore {
         self.config.fallback_servers = servers;
         self.home = 0;
         self.target = 0;
+    }
+
+    /// Like [`set_fallback_servers`](Self::set_fallback_servers), when a
+    /// directory says where the service is *now*: the next reconnect
+    /// attempt goes to the first of `servers`, the following ones round
+    /// the list (the client's first address, where it was, last). When the
+    /// list is news (not what the client had), that attempt does not wait
+    /// out its backoff.
+    pub fn redirect(&mut self, servers: Vec<String>, now: Instant) {
+        let news = servers != self.config.fallback_servers;
+        let count = 1 + servers.len();
+        self.config.fallback_servers = servers;
+        // The next attempt `a` goes to (home + a - 1) % count: make it 1.
+        let next = match self.retry {
+            Some((attempt, _)) if attempt == self.started_attempt => attempt + 1,
+            Some((attempt, _)) => attempt,
+            None => 1,
+        } as usize;
+        self.home = (1 + count - (next.saturating_sub(1) % count)) % count;
+        self.target = 0;
+        if !news {
+            return;
+        }
+        match &mut self.retry {
+            // Scheduled, not started: it goes now.
+            Some((attempt, at)) if *attempt != self.started_attempt => *at = now.min(*at),
+            // Under way (to where the client was): the next one goes as
+            // soon as it fails.
+            Some(_) => self.redirected = true,
+            None => {}
+        }
     }
 
     /// Which address the current connection goes to: 0 the one the client
@@ -220,6 +257,7 @@ impl ClientCore {
     pub fn close(&mut self, reason: &str) {
         self.closed = true;
         self.retry = None;
+        self.started_attempt = 0;
         if self.connected {
             self.actions
                 .push_back(ClientAction::Close(reason.to_string()));
@@ -259,6 +297,7 @@ impl ClientCore {
                 // further one to the next address of the service.
                 let servers = 1 + self.config.fallback_servers.len();
                 self.target = (self.home + attempt.saturating_sub(1) as usize) % servers;
+                self.started_attempt = attempt;
                 self.events.push_back(ClientEvent::Reconnecting(attempt));
                 self.open();
             }
@@ -292,6 +331,7 @@ impl ClientCore {
                 self.welcomed = true;
                 self.home = self.target;
                 self.retry = None;
+                self.started_attempt = 0;
                 self.events.push_back(ClientEvent::Welcomed(Welcomed {
                     client: welcome.client,
                     resumed: welcome.resumed,
@@ -368,13 +408,18 @@ impl ClientCore {
             && attempt <= policy.max_attempts;
         if !may_retry {
             self.retry = None;
+            self.started_attempt = 0;
             self.events.push_back(ClientEvent::Disconnected(reason));
             return;
         }
         if attempt == 1 {
             self.events.push_back(ClientEvent::ConnectionLost(reason));
         }
-        let delay = self.backoff(attempt);
+        let delay = if std::mem::take(&mut self.redirected) {
+            Duration::ZERO
+        } else {
+            self.backoff(attempt)
+        };
         self.retry = Some((attempt, now + delay));
     }
 
@@ -489,5 +534,32 @@ mod tests {
             while core.poll_action().is_some() {}
         }
         assert!(previous_top <= Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_redirect_sends_the_next_attempt_to_the_directory_s_first_server() {
+        let mut core = welcomed_core(3);
+        core.set_fallback_servers(vec!["dead:1".into()]);
+        let mut now = Instant::now();
+        core.handle(SocketEvent::Disconnected(lost()), now);
+        // Attempt 1 (back where it was) starts; the directory then says
+        // where the game is now.
+        now += Duration::from_secs(10);
+        core.tick(now);
+        assert_eq!(core.server(), 0);
+        core.redirect(vec!["alive:2".into(), "dead:1".into()], now);
+        // It fails: the next one goes at once (the list was news), to
+        // "alive:2".
+        core.handle(SocketEvent::Disconnected(lost()), now);
+        assert_eq!(retry_delay(&core, now), Duration::ZERO);
+        core.tick(now);
+        assert_eq!(core.server(), 1);
+        // The same list again is no news: the backoff holds.
+        core.redirect(vec!["alive:2".into(), "dead:1".into()], now);
+        core.handle(SocketEvent::Disconnected(lost()), now);
+        assert!(retry_delay(&core, now) > Duration::ZERO);
+        now += Duration::from_secs(10);
+        core.tick(now);
+        assert_eq!(core.server(), 1, "still the directory's first");
     }
 }

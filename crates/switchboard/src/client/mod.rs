@@ -166,6 +166,18 @@ impl NetworkClient {
         self.core.set_fallback_servers(servers);
     }
 
+    /// Where the service is *now*, as a directory says while the client is
+    /// reconnecting (a named game that moved to another server): the next
+    /// attempt goes to the first of `servers` (at once, when the list is
+    /// news), then round the list, the address the client was made with
+    /// last.
+    pub fn redirect(&mut self, servers: Vec<String>) {
+        self.servers.truncate(1);
+        self.servers.extend(servers.iter().cloned());
+        self.core.redirect(servers, std::time::Instant::now());
+        self.carry_out();
+    }
+
     /// The signals to connect slots to.
     pub fn signals(&self) -> &ClientSignals {
         &self.signals
