@@ -69,7 +69,7 @@ struct Publisher {
 impl Publisher {
     async fn run(mut self, mut snapshots: mpsc::UnboundedReceiver<DirectorySnapshot>) {
         let mut refresh = tokio::time::interval(REFRESH_EVERY);
-        let mut outage = Outage::default();
+        let mut outage = Outage::new("rooms");
         loop {
             tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
@@ -79,7 +79,7 @@ impl Publisher {
                 },
                 _ = refresh.tick() => {}
             }
-            outage.record("rooms", self.write().await);
+            outage.record(self.write().await);
         }
     }
 

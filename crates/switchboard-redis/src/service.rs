@@ -196,25 +196,24 @@ impl Serving {
     }
 }
 
-/// Logs a publisher's failures once per outage, and the recovery.
-#[derive(Debug, Default)]
-pub(crate) struct Outage {
-    failing: bool,
-}
+/// Logs a publisher's failures once per outage, and the recovery with the
+/// count of what failed in between (`switchboard::session::Outage`).
+pub(crate) struct Outage(switchboard::session::Outage);
 
 impl Outage {
-    pub(crate) fn record(&mut self, what: &str, result: Result<(), StoreError>) {
+    /// A publisher named `what` in the log ("rooms", "relay presence").
+    pub(crate) fn new(what: &'static str) -> Self {
+        Self(switchboard::session::Outage::new(what))
+    }
+
+    pub(crate) fn record(&mut self, result: Result<(), StoreError>) {
         match result {
-            Ok(()) if self.failing => {
-                self.failing = false;
-                tracing::info!("{what}: Redis reachable again");
+            Ok(()) => {
+                self.0.succeeded();
             }
-            Ok(()) => {}
-            Err(err) if !self.failing => {
-                self.failing = true;
-                tracing::warn!(%err, "{what}: not published; games go on, retrying");
+            Err(err) => {
+                self.0.failed(&format_args!("{err}; not published, games go on, retrying"));
             }
-            Err(_) => {}
         }
     }
 }

@@ -96,7 +96,7 @@ impl RedisZones {
     /// Refreshes this relay's presence until the relay is gone.
     async fn publish(self: Arc<Self>, process: u32, reach: Reach, key: String) {
         let mut refresh = tokio::time::interval(REFRESH_EVERY);
-        let mut outage = Outage::default();
+        let mut outage = Outage::new("relay presence");
         // The relay holds the other reference; when it is dropped, stop.
         while Arc::strong_count(&self) > 1 {
             refresh.tick().await;
@@ -107,7 +107,7 @@ impl RedisZones {
                 .store
                 .run(|mut c| async move { pipe.query_async::<()>(&mut c).await })
                 .await;
-            outage.record("relay presence", written);
+            outage.record(written);
         }
         RELAY.withdraw(&self.store, process).await;
     }

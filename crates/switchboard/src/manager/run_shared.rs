@@ -12,7 +12,7 @@ use super::core::ManagerEvent;
 use super::shared::{CheckpointStore, SessionShare, ShareUpdate};
 use super::ManagerConfig;
 use super::{Control, LogEntry, LogLevel};
-use crate::session::{ClientId, ReconnectToken};
+use crate::session::{ClientId, Outage, ReconnectToken};
 use crate::socket::PeerId;
 
 /// Writes waiting for the store at most; past it one is dropped and logged
@@ -65,14 +65,26 @@ impl CheckpointWriter {
         let (latest, mut rx) = tokio::sync::watch::channel(None::<Vec<u8>>);
         let log = control.log.clone();
         tokio::spawn(async move {
+            let mut outage = Outage::new("checkpoint store");
             while rx.changed().await.is_ok() {
                 let Some(state) = rx.borrow_and_update().clone() else {
                     continue;
                 };
                 let len = state.len();
                 match store.save(state).await {
-                    Ok(()) => tracing::debug!(len, "checkpoint saved"),
-                    Err(err) => warn(&log, format!("checkpoint of {len} bytes not saved: {err}")),
+                    Ok(()) => {
+                        tracing::debug!(len, "checkpoint saved");
+                        if let Some(failed) = outage.succeeded() {
+                            let text = format!("checkpoint store reachable again ({failed} saves failed)");
+                            to_log(&log, LogLevel::Info, text);
+                        }
+                    }
+                    Err(err) => {
+                        if outage.failed(&err) {
+                            let text = format!("checkpoint of {len} bytes not saved: {err}");
+                            to_log(&log, LogLevel::Warn, text);
+                        }
+                    }
                 }
             }
         });
@@ -173,25 +185,37 @@ async fn write_in_order(
     log: tokio::sync::broadcast::Sender<LogEntry>,
 ) {
     let mut batch = Vec::with_capacity(WRITE_BATCH);
+    let mut outage = Outage::new("shared session store");
     while writes.recv_many(&mut batch, WRITE_BATCH).await > 0 {
         let count = batch.len();
         match share.apply(std::mem::take(&mut batch), grace).await {
-            Ok(moved) if !moved.is_empty() => {
-                let _ = answers.send(ManagerEvent::MovedAway { clients: moved });
+            Ok(moved) => {
+                if let Some(failed) = outage.succeeded() {
+                    let text = format!("shared session store reachable again ({failed} writes failed)");
+                    to_log(&log, LogLevel::Info, text);
+                }
+                if !moved.is_empty() {
+                    let _ = answers.send(ManagerEvent::MovedAway { clients: moved });
+                }
             }
-            Ok(_) => {}
-            Err(err) => warn(
-                &log,
-                format!("{count} session changes not written to the shared store: {err}"),
-            ),
+            Err(err) => {
+                if outage.failed(&err) {
+                    let text = format!("{count} session changes not written to the shared store: {err}");
+                    to_log(&log, LogLevel::Warn, text);
+                }
+            }
         }
     }
 }
 
+/// A line for the manager's own log (the admin page); `tracing` has it
+/// already, once per outage.
+fn to_log(log: &tokio::sync::broadcast::Sender<LogEntry>, level: LogLevel, text: String) {
+    let _ = log.send(LogEntry { level, text });
+}
+
+/// A warning in both logs.
 fn warn(log: &tokio::sync::broadcast::Sender<LogEntry>, text: String) {
     tracing::warn!("{text}");
-    let _ = log.send(LogEntry {
-        level: LogLevel::Warn,
-        text,
-    });
+    to_log(log, LogLevel::Warn, text);
 }
