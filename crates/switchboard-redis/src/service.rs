@@ -212,7 +212,8 @@ impl Outage {
                 self.0.succeeded();
             }
             Err(err) => {
-                self.0.failed(&format_args!("{err}; not published, games go on, retrying"));
+                self.0
+                    .failed(&format_args!("{err}; not published, games go on, retrying"));
             }
         }
     }

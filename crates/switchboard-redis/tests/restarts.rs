@@ -55,6 +55,7 @@ fn a_game_lease_and_checkpoint_are_written_again_after_redis_restarts_empty() {
         .unwrap()
         .is_none());
     redis.restart().unwrap();
+    let restarted = Instant::now();
     let checkpoints = switchboard_redis::RedisCheckpoints::new(redis.store(), "g1").unwrap();
     let deadline = Instant::now() + WAIT;
     while block_on(checkpoints.load()).ok().flatten().as_deref() != Some(&b"turn 3"[..]) {
@@ -62,8 +63,12 @@ fn a_game_lease_and_checkpoint_are_written_again_after_redis_restarts_empty() {
             Instant::now() < deadline,
             "the checkpoint was never written again"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
+    eprintln!(
+        "checkpoint written again {:?} after Redis answered",
+        restarted.elapsed()
+    );
     // And the lease is this server's again: no one else gets the game.
     assert!(block_on(GameLease::try_acquire(&store, "g1", ttl))
         .unwrap()

@@ -75,7 +75,8 @@ impl CheckpointWriter {
                     Ok(()) => {
                         tracing::debug!(len, "checkpoint saved");
                         if let Some(failed) = outage.succeeded() {
-                            let text = format!("checkpoint store reachable again ({failed} saves failed)");
+                            let text =
+                                format!("checkpoint store reachable again ({failed} saves failed)");
                             to_log(&log, LogLevel::Info, text);
                         }
                     }
@@ -191,7 +192,8 @@ async fn write_in_order(
         match share.apply(std::mem::take(&mut batch), grace).await {
             Ok(moved) => {
                 if let Some(failed) = outage.succeeded() {
-                    let text = format!("shared session store reachable again ({failed} writes failed)");
+                    let text =
+                        format!("shared session store reachable again ({failed} writes failed)");
                     to_log(&log, LogLevel::Info, text);
                 }
                 if !moved.is_empty() {
@@ -200,7 +202,8 @@ async fn write_in_order(
             }
             Err(err) => {
                 if outage.failed(&err) {
-                    let text = format!("{count} session changes not written to the shared store: {err}");
+                    let text =
+                        format!("{count} session changes not written to the shared store: {err}");
                     to_log(&log, LogLevel::Warn, text);
                 }
             }
