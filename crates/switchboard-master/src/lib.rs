@@ -20,7 +20,8 @@
 //! | module | owns |
 //! |---|---|
 //! | [`protocol`] | the datagrams and the list request/pages, byte for byte |
-//! | `registry` | [`Master`]: the listed servers, challenges, expiry, per-IP limits (no IO) |
+//! | `master` | [`Master`]: heartbeats, challenges, goodbyes, expiry, per-IP limits (no IO) |
+//! | `registry` | [`Registry`], [`MemoryRegistry`]: where the listed servers are kept |
 //! | `server` | [`MasterServer`]: the master's UDP and TCP sides |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
@@ -31,6 +32,7 @@
 mod admin;
 mod announce;
 mod browser;
+mod master;
 mod pending;
 pub mod protocol;
 mod registry;
@@ -41,10 +43,9 @@ use std::time::Duration;
 pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
+pub use master::Master;
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
-pub use registry::{
-    page_of, Heard, Limits, Master, MemoryRegistry, Registry, RegistryError, Upserted,
-};
+pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
 pub use server::{MasterHandle, MasterServer, MasterSnapshot};
 
 /// The master's port unless told otherwise, UDP and TCP.

@@ -10,8 +10,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::master::Master;
 use crate::protocol::{ListRequest, Listed, MasterAction, MasterChannel, MAX_DATAGRAM};
-use crate::registry::{Master, MemoryRegistry, Registry};
+use crate::registry::{MemoryRegistry, Registry};
 use crate::{MasterConfig, MasterStats};
 use switchboard::message::Message;
 use switchboard::runtime;

@@ -14,7 +14,9 @@
 //! and hands its [`ClientEvent`]s to the game.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod reconnect;
 
 use super::{ClientConfig, ClientError, RequestError, RequestStatus, Welcomed};
 use crate::manager::protocol::{
@@ -22,7 +24,7 @@ use crate::manager::protocol::{
 };
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::session::{ClientId, ReconnectToken};
-use crate::socket::{CloseCode, DisconnectReason, SocketEvent};
+use crate::socket::{DisconnectReason, SocketEvent};
 
 /// What the game hears from its client, in order: by signals
 /// ([`NetworkClient::poll`](super::NetworkClient::poll)) or pulled
@@ -146,46 +148,6 @@ impl ClientCore {
                 protocol::HELLO,
                 &hello,
             )));
-    }
-
-    /// Replaces `ClientConfig::fallback_servers` (a directory said where
-    /// the service is now); the next attempts go round the new list, the
-    /// client's first address first.
-    pub fn set_fallback_servers(&mut self, servers: Vec<String>) {
-        self.config.fallback_servers = servers;
-        self.home = 0;
-        self.target = 0;
-    }
-
-    /// Like [`set_fallback_servers`](Self::set_fallback_servers), when a
-    /// directory says where the service is *now*: the next reconnect
-    /// attempt goes to the first of `servers`, the following ones round
-    /// the list (the client's first address, where it was, last). When the
-    /// list is news (not what the client had), that attempt does not wait
-    /// out its backoff.
-    pub fn redirect(&mut self, servers: Vec<String>, now: Instant) {
-        let news = servers != self.config.fallback_servers;
-        let count = 1 + servers.len();
-        self.config.fallback_servers = servers;
-        // The next attempt `a` goes to (home + a - 1) % count: make it 1.
-        let next = match self.retry {
-            Some((attempt, _)) if attempt == self.started_attempt => attempt + 1,
-            Some((attempt, _)) => attempt,
-            None => 1,
-        } as usize;
-        self.home = (1 + count - (next.saturating_sub(1) % count)) % count;
-        self.target = 0;
-        if !news {
-            return;
-        }
-        match &mut self.retry {
-            // Scheduled, not started: it goes now.
-            Some((attempt, at)) if *attempt != self.started_attempt => *at = now.min(*at),
-            // Under way (to where the client was): the next one goes as
-            // soon as it fails.
-            Some(_) => self.redirected = true,
-            None => {}
-        }
     }
 
     /// Which address the current connection goes to: 0 the one the client
@@ -388,57 +350,6 @@ impl ClientCore {
                 .push_back(ClientEvent::RequestDone { id, status });
         }
     }
-
-    fn on_disconnected(&mut self, reason: DisconnectReason, now: Instant) {
-        self.connected = false;
-        self.welcomed = false;
-        let mut open: Vec<u64> = self.pending.keys().copied().collect();
-        open.sort_unstable();
-        for id in open {
-            let failure = RequestStatus::Failed(RequestError::ConnectionLost);
-            self.finish_request(id, failure);
-        }
-        let policy = &self.config.reconnect;
-        let attempt = self.retry.map_or(1, |(n, _)| n + 1);
-        let may_retry = policy.enabled
-            && !self.refused
-            && !self.closed
-            && self.identity.is_some()
-            && worth_retrying(&reason)
-            && attempt <= policy.max_attempts;
-        if !may_retry {
-            self.retry = None;
-            self.started_attempt = 0;
-            self.events.push_back(ClientEvent::Disconnected(reason));
-            return;
-        }
-        if attempt == 1 {
-            self.events.push_back(ClientEvent::ConnectionLost(reason));
-        }
-        let delay = if std::mem::take(&mut self.redirected) {
-            Duration::ZERO
-        } else {
-            self.backoff(attempt)
-        };
-        self.retry = Some((attempt, now + delay));
-    }
-
-    /// The wait before attempt `attempt`: doubling from `initial_delay` up to
-    /// `max_delay`, then drawn at random between half and all of it, so the
-    /// clients of a restarted server do not all come back in one instant.
-    fn backoff(&mut self, attempt: u32) -> Duration {
-        let policy = &self.config.reconnect;
-        let full = policy
-            .initial_delay
-            .saturating_mul(1 << (attempt - 1).min(16))
-            .min(policy.max_delay);
-        // xorshift64
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let fraction = 0.5 + (self.rng >> 11) as f64 / (1u64 << 53) as f64 * 0.5;
-        full.mul_f64(fraction)
-    }
 }
 
 /// Spreads any seed (0, 1, 2, ...) over all 64 bits.
@@ -447,119 +358,4 @@ fn splitmix64(seed: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// Whether a connection that ended this way may get its session back.
-fn worth_retrying(reason: &DisconnectReason) -> bool {
-    match reason {
-        DisconnectReason::ConnectionLost(_)
-        | DisconnectReason::ConnectFailed(_)
-        | DisconnectReason::IdleTimeout
-        | DisconnectReason::HandshakeTimeout => true,
-        DisconnectReason::ClosedByPeer { code, .. } => {
-            *code == CloseCode::IDLE_TIMEOUT || *code == CloseCode::SLOW_CONSUMER
-        }
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lost() -> DisconnectReason {
-        DisconnectReason::ConnectionLost(crate::socket::IoFailure::new(
-            std::io::ErrorKind::ConnectionReset,
-            "reset",
-        ))
-    }
-
-    fn welcomed_core(seed: u64) -> ClientCore {
-        let mut core = ClientCore::new(ClientConfig::named("ann"), seed);
-        core.start();
-        let welcome = Welcome {
-            client: ClientId::random(),
-            token: ReconnectToken([1; 32]),
-            resumed: false,
-            grace_secs: 60,
-        };
-        let message = protocol::session_message(protocol::WELCOME, &welcome);
-        core.handle(SocketEvent::Received(message), Instant::now());
-        core
-    }
-
-    fn retry_delay(core: &ClientCore, from: Instant) -> Duration {
-        core.next_deadline().unwrap() - from
-    }
-
-    #[test]
-    fn reconnect_waits_are_jittered_between_half_and_all_of_the_backoff() {
-        let now = Instant::now();
-        let mut delays = Vec::new();
-        for seed in 0..64 {
-            let mut core = welcomed_core(seed);
-            core.handle(SocketEvent::Disconnected(lost()), now);
-            let delay = retry_delay(&core, now);
-            assert!(delay >= Duration::from_millis(100) && delay <= Duration::from_millis(200));
-            delays.push(delay);
-        }
-        delays.sort();
-        delays.dedup();
-        assert!(
-            delays.len() > 32,
-            "64 clients drew {} distinct waits",
-            delays.len()
-        );
-    }
-
-    #[test]
-    fn reconnect_backoff_doubles_up_to_the_maximum() {
-        let mut core = welcomed_core(7);
-        let mut now = Instant::now();
-        let mut previous_top = Duration::ZERO;
-        for attempt in 1..=8u32 {
-            core.handle(SocketEvent::Disconnected(lost()), now);
-            let delay = retry_delay(&core, now);
-            let full = Duration::from_millis(200)
-                .saturating_mul(1 << (attempt - 1))
-                .min(Duration::from_secs(5));
-            assert!(
-                delay >= full / 2 && delay <= full,
-                "attempt {attempt}: {delay:?}"
-            );
-            previous_top = previous_top.max(delay);
-            now += delay;
-            core.tick(now);
-            assert!(matches!(core.poll_action(), Some(ClientAction::Connect)));
-            while core.poll_action().is_some() {}
-        }
-        assert!(previous_top <= Duration::from_secs(5));
-    }
-
-    #[test]
-    fn a_redirect_sends_the_next_attempt_to_the_directory_s_first_server() {
-        let mut core = welcomed_core(3);
-        core.set_fallback_servers(vec!["dead:1".into()]);
-        let mut now = Instant::now();
-        core.handle(SocketEvent::Disconnected(lost()), now);
-        // Attempt 1 (back where it was) starts; the directory then says
-        // where the game is now.
-        now += Duration::from_secs(10);
-        core.tick(now);
-        assert_eq!(core.server(), 0);
-        core.redirect(vec!["alive:2".into(), "dead:1".into()], now);
-        // It fails: the next one goes at once (the list was news), to
-        // "alive:2".
-        core.handle(SocketEvent::Disconnected(lost()), now);
-        assert_eq!(retry_delay(&core, now), Duration::ZERO);
-        core.tick(now);
-        assert_eq!(core.server(), 1);
-        // The same list again is no news: the backoff holds.
-        core.redirect(vec!["alive:2".into(), "dead:1".into()], now);
-        core.handle(SocketEvent::Disconnected(lost()), now);
-        assert!(retry_delay(&core, now) > Duration::ZERO);
-        now += Duration::from_secs(10);
-        core.tick(now);
-        assert_eq!(core.server(), 1, "still the directory's first");
-    }
 }

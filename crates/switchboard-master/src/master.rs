@@ -1,0 +1,489 @@
+//! The master's logic as a state machine with time passed in: heartbeats
+//! answered with challenges, servers listed once they answer, goodbyes,
+//! expiry, list requests; the listed servers in a [`Registry`].
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::pending::Pending;
+use crate::protocol::{self, Datagram, ListPage, ListRequest, ServerInfo};
+use crate::registry::{Heard, Limits, Registry, RegistryError, Upserted};
+use crate::{MasterConfig, MasterStats};
+use switchboard::session::{KeyedLimiter, Outage, RateLimit};
+
+/// The master's logic: datagrams in, datagrams out, time passed in.
+pub struct Master<R: Registry> {
+    config: MasterConfig,
+    registry: R,
+    /// Challenges sent and not yet answered.
+    pending: Pending,
+    limits: KeyedLimiter<IpAddr>,
+    stats: MasterStats,
+    /// The registry's outages, told once each.
+    outage: Outage,
+    /// Each listed server's last answered challenge: what its goodbye must
+    /// carry. At most `max_servers`; a server past it is not known here
+    /// and its goodbye is ignored (it expires instead).
+    answered: HashMap<SocketAddr, u64>,
+}
+
+impl<R: Registry> Master<R> {
+    /// A master over `registry`.
+    pub fn new(config: MasterConfig, registry: R) -> Self {
+        let limit = RateLimit {
+            per_second: config.heartbeats_per_minute / 60.0,
+            burst: config.heartbeat_burst,
+        };
+        Self {
+            pending: Pending::new(config.max_pending, config.max_pending_per_ip),
+            limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
+            config,
+            registry,
+            stats: MasterStats::default(),
+            outage: Outage::new("server list"),
+            answered: HashMap::new(),
+        }
+    }
+
+    /// Handles one datagram from `from`; returns what to send, and where.
+    pub async fn on_datagram(
+        &mut self,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Option<(SocketAddr, Vec<u8>)> {
+        self.stats.datagrams += 1;
+        let datagram = match protocol::decode(bytes) {
+            Ok(datagram) => datagram,
+            Err(err) => {
+                self.stats.malformed += 1;
+                tracing::debug!(%from, %err, "malformed datagram dropped");
+                return None;
+            }
+        };
+        match datagram {
+            Datagram::Heartbeat { .. } => self.on_heartbeat(from, bytes.len(), now).await,
+            Datagram::InfoReply { challenge, info } => {
+                self.on_info(from, challenge, info, now).await;
+                None
+            }
+            Datagram::Goodbye { challenge } => {
+                self.on_goodbye(from, challenge).await;
+                None
+            }
+            _ => {
+                self.stats.malformed += 1;
+                None
+            }
+        }
+    }
+
+    /// A heartbeat of `len` bytes from `from`: the query it earns goes back
+    /// to `from`, and only when it is no longer than the heartbeat.
+    async fn on_heartbeat(
+        &mut self,
+        from: SocketAddr,
+        len: usize,
+        now: Instant,
+    ) -> Option<(SocketAddr, Vec<u8>)> {
+        self.stats.heartbeats += 1;
+        // Over its rate, a heartbeat is dropped before it costs the
+        // registry anything (a listed server's next one refreshes it).
+        if !self.limits.allow(from.ip(), now) {
+            self.stats.rate_limited += 1;
+            return None;
+        }
+        let heard = self
+            .registry
+            .heartbeat(from, now, self.registry_limits())
+            .await;
+        self.registry_answered(&heard);
+        match heard {
+            Ok(Heard::Listed | Heard::New) => {}
+            Ok(Heard::Full) => {
+                self.stats.refused_full += 1;
+                return None;
+            }
+            Ok(Heard::IpFull) => {
+                self.stats.refused_per_ip += 1;
+                return None;
+            }
+            Err(err) => {
+                self.registry_failed(&err);
+                return None;
+            }
+        }
+        let mut challenge = [0u8; 8];
+        getrandom::fill(&mut challenge).expect("the OS random source failed");
+        let challenge = u64::from_le_bytes(challenge);
+        let query = protocol::encode(&Datagram::InfoQuery {
+            challenge,
+            padding: Vec::new(),
+        });
+        if query.len() > len {
+            // Unpadded: answering would amplify a forged heartbeat.
+            self.stats.short_heartbeats += 1;
+            return None;
+        }
+        match self.pending.insert(from, challenge, now) {
+            Ok(true) => self.stats.challenges_evicted += 1,
+            Ok(false) => {}
+            Err(_) => {
+                self.stats.refused_per_ip += 1;
+                return None;
+            }
+        }
+        // Always to the address the heartbeat came from, never one named in
+        // a packet.
+        Some((from, query))
+    }
+
+    /// A server stopping: off the list at once, if the goodbye carries the
+    /// challenge it last answered here.
+    async fn on_goodbye(&mut self, from: SocketAddr, challenge: u64) {
+        if self.answered.get(&from) != Some(&challenge) {
+            self.stats.unsolicited += 1;
+            return;
+        }
+        self.answered.remove(&from);
+        let removed = self.registry.remove(from).await;
+        self.registry_answered(&removed);
+        match removed {
+            Ok(true) => {
+                self.stats.goodbyes += 1;
+                tracing::info!(%from, "server left the list (goodbye)");
+            }
+            Ok(false) => {}
+            Err(err) => self.registry_failed(&err),
+        }
+    }
+
+    async fn on_info(&mut self, from: SocketAddr, challenge: u64, info: ServerInfo, now: Instant) {
+        if self.pending.get(from) != Some(challenge) {
+            self.stats.unsolicited += 1;
+            return;
+        }
+        self.pending.remove(from);
+        if self.answered.len() < self.config.max_servers || self.answered.contains_key(&from) {
+            self.answered.insert(from, challenge);
+        }
+        if let Err(err) = info.check() {
+            self.stats.malformed += 1;
+            tracing::debug!(%from, %err, "server info refused");
+            return;
+        }
+        let name = info.name.escape_debug().to_string();
+        let upserted = self
+            .registry
+            .upsert(from, info, now, self.registry_limits())
+            .await;
+        self.registry_answered(&upserted);
+        match upserted {
+            Ok(Upserted::Added) => {
+                self.stats.registered += 1;
+                tracing::info!(%from, %name, "server listed");
+            }
+            Ok(Upserted::Refreshed) => {}
+            Ok(Upserted::Full) => self.stats.refused_full += 1,
+            Ok(Upserted::IpFull) => self.stats.refused_per_ip += 1,
+            Err(err) => self.registry_failed(&err),
+        }
+    }
+
+    fn registry_limits(&self) -> Limits {
+        Limits {
+            max_servers: self.config.max_servers,
+            max_servers_per_ip: self.config.max_servers_per_ip,
+            expiry: self.config.expiry,
+        }
+    }
+
+    /// Counts a failed registry call; the log hears of the outage once
+    /// (and of its end once, with the count).
+    fn registry_failed(&mut self, err: &RegistryError) {
+        self.stats.registry_errors += 1;
+        self.outage.failed(err);
+    }
+
+    /// Ends an outage on a call that succeeded.
+    fn registry_answered<T>(&mut self, result: &Result<T, RegistryError>) {
+        if result.is_ok() {
+            self.outage.succeeded();
+        }
+    }
+
+    /// Drops expired servers and stale challenges.
+    pub async fn tick(&mut self, now: Instant) {
+        let expired = self.registry.expire(now, self.config.expiry).await;
+        self.registry_answered(&expired);
+        match expired {
+            Ok(expired) => self.stats.expired += expired as u64,
+            Err(err) => self.registry_failed(&err),
+        }
+        self.pending.expire(now, self.config.query_timeout);
+        // Challenges of servers that expired are forgotten once the map is
+        // full (a live server's next answer puts its own back).
+        if self.answered.len() >= self.config.max_servers {
+            self.answered.clear();
+        }
+        self.limits.forget_idle(now, Duration::from_secs(600));
+    }
+
+    /// The registry, to reach it from outside the master's calls (a test
+    /// that takes it down, say).
+    pub fn registry_mut(&mut self) -> &mut R {
+        &mut self.registry
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    /// Counts a list request refused for its rate.
+    pub fn list_refused(&mut self) {
+        self.stats.lists_refused += 1;
+    }
+
+    /// A page of servers, or why there is none.
+    pub async fn list(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
+        self.stats.lists += 1;
+        let page = self.registry.query(request).await;
+        self.registry_answered(&page);
+        if let Err(err) = &page {
+            self.registry_failed(err);
+        }
+        page
+    }
+
+    /// The registry, to read it whole (not counted as a list request).
+    pub async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
+        self.registry.query(request).await
+    }
+
+    /// The counters, and how many servers are listed.
+    pub fn stats(&self) -> MasterStats {
+        MasterStats {
+            listed: self.registry.len() as u64,
+            ..self.stats.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Filter;
+    use crate::registry::MemoryRegistry;
+
+    fn addr(last: u8, port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, last], port))
+    }
+
+    fn info(name: &str) -> ServerInfo {
+        ServerInfo {
+            name: name.into(),
+            max_players: 8,
+            ..ServerInfo::default()
+        }
+    }
+
+    fn challenge_of(reply: Option<(SocketAddr, Vec<u8>)>) -> (SocketAddr, u64) {
+        let (to, bytes) = reply.expect("an info query");
+        match protocol::decode(&bytes).unwrap() {
+            Datagram::InfoQuery { challenge, .. } => (to, challenge),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Heartbeat, query, answer; false when the master sent no query.
+    async fn register(
+        master: &mut Master<MemoryRegistry>,
+        from: SocketAddr,
+        name: &str,
+        now: Instant,
+    ) -> bool {
+        let Some(query) = master.on_datagram(from, &protocol::heartbeat(), now).await else {
+            return false;
+        };
+        let (to, challenge) = challenge_of(Some(query));
+        assert_eq!(to, from, "queries go to the heartbeat's source");
+        let reply = protocol::encode(&Datagram::InfoReply {
+            challenge,
+            info: info(name),
+        });
+        master.on_datagram(from, &reply, now).await;
+        true
+    }
+
+    async fn all(master: &mut Master<MemoryRegistry>) -> Vec<String> {
+        let request = ListRequest {
+            filter: Filter::default(),
+            page: 0,
+            page_size: 100,
+        };
+        master
+            .list(&request)
+            .await
+            .unwrap()
+            .servers
+            .into_iter()
+            .map(|l| l.info.name)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_goodbye_with_the_last_challenge_delists_at_once_and_a_forged_one_changes_nothing() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        let a = addr(1, 7000);
+        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+        let reply = protocol::encode(&Datagram::InfoReply {
+            challenge,
+            info: info("a"),
+        });
+        master.on_datagram(a, &reply, t0).await;
+        assert_eq!(all(&mut master).await, ["a"]);
+        // Forged: another challenge, or the right one from another address.
+        let forged = protocol::encode(&Datagram::Goodbye {
+            challenge: challenge ^ 1,
+        });
+        master.on_datagram(a, &forged, t0).await;
+        let right = protocol::encode(&Datagram::Goodbye { challenge });
+        master.on_datagram(addr(2, 7000), &right, t0).await;
+        assert_eq!(
+            all(&mut master).await,
+            ["a"],
+            "forged goodbyes change nothing"
+        );
+        // The server's own: off the list at once, not at its expiry.
+        master.on_datagram(a, &right, t0).await;
+        assert!(all(&mut master).await.is_empty());
+        assert_eq!(master.stats().goodbyes, 1);
+        // Replayed, it does nothing more.
+        master.on_datagram(a, &right, t0).await;
+        assert_eq!(master.stats().goodbyes, 1);
+    }
+
+    #[tokio::test]
+    async fn listed_only_after_answering_the_challenge_then_expires() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        let a = addr(1, 7000);
+        let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+        assert!(
+            all(&mut master).await.is_empty(),
+            "not listed before it answers"
+        );
+        // A reply with the wrong challenge, or from elsewhere, lists nothing.
+        let wrong = protocol::encode(&Datagram::InfoReply {
+            challenge: challenge ^ 1,
+            info: info("a"),
+        });
+        master.on_datagram(a, &wrong, t0).await;
+        let elsewhere = protocol::encode(&Datagram::InfoReply {
+            challenge,
+            info: info("a"),
+        });
+        master.on_datagram(addr(2, 7000), &elsewhere, t0).await;
+        assert!(all(&mut master).await.is_empty());
+        assert_eq!(master.stats().unsolicited, 2);
+        master.on_datagram(a, &elsewhere, t0).await;
+        assert_eq!(all(&mut master).await, ["a"]);
+
+        let expiry = MasterConfig::default().expiry;
+        master.tick(t0 + expiry).await;
+        assert_eq!(all(&mut master).await, ["a"], "still within the expiry");
+        master.tick(t0 + expiry + Duration::from_secs(1)).await;
+        assert!(
+            all(&mut master).await.is_empty(),
+            "silent past the expiry: dropped"
+        );
+        assert_eq!(master.stats().expired, 1);
+    }
+
+    #[tokio::test]
+    async fn heartbeat_flood_from_one_address_is_limited() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        let beat = protocol::heartbeat();
+        let mut answered = 0;
+        for _ in 0..1000 {
+            answered += master.on_datagram(addr(9, 1), &beat, t0).await.is_some() as usize;
+        }
+        assert_eq!(answered, MasterConfig::default().heartbeat_burst as usize);
+        assert_eq!(master.stats().rate_limited, 1000 - answered as u64);
+        // Another address is not affected.
+        assert!(master.on_datagram(addr(8, 1), &beat, t0).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn servers_per_address_and_registry_size_are_bounded() {
+        let t0 = Instant::now();
+        let config = MasterConfig {
+            max_servers_per_ip: 2,
+            max_servers: 3,
+            ..MasterConfig::default()
+        };
+        let mut master = Master::new(config, MemoryRegistry::default());
+        assert!(register(&mut master, addr(1, 1), "p1", t0).await);
+        assert!(register(&mut master, addr(1, 2), "p2", t0).await);
+        assert!(
+            !register(&mut master, addr(1, 3), "p3", t0).await,
+            "a third on the same IP"
+        );
+        assert_eq!(all(&mut master).await.len(), 2, "two per IP");
+        assert!(register(&mut master, addr(2, 1), "b", t0).await);
+        assert!(
+            !register(&mut master, addr(3, 1), "c", t0).await,
+            "the registry is full"
+        );
+        assert_eq!(all(&mut master).await.len(), 3, "three in all");
+        assert!(master.stats().refused_per_ip >= 1 && master.stats().refused_full >= 1);
+    }
+
+    #[tokio::test]
+    async fn garbage_is_counted_and_dropped() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        for junk in [&b""[..], b"hello", b"SWMS\x01\xff", &[0u8; 1200][..]] {
+            assert!(master.on_datagram(addr(1, 1), junk, t0).await.is_none());
+        }
+        assert_eq!(master.stats().malformed, 4);
+    }
+
+    #[tokio::test]
+    async fn pages_and_filters() {
+        let t0 = Instant::now();
+        let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+        for i in 0..25u8 {
+            assert!(register(&mut master, addr(i, 7000), &format!("s{i:02}"), t0).await);
+        }
+        let page = master
+            .list(&ListRequest {
+                filter: Filter::default(),
+                page: 2,
+                page_size: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!((page.total, page.servers.len()), (25, 5));
+        let named = Filter {
+            game_type: Some("none".into()),
+            ..Filter::default()
+        };
+        assert_eq!(
+            master
+                .list(&ListRequest {
+                    filter: named,
+                    page: 0,
+                    page_size: 10
+                })
+                .await
+                .unwrap()
+                .total,
+            0
+        );
+    }
+}
