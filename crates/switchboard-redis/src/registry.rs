@@ -94,6 +94,12 @@ pub struct RedisRegistry {
     /// The last listing read, when, and its size.
     listing: Option<(Instant, Vec<Listed>)>,
     listed: usize,
+    /// Word that Redis lost its data (`RedisStore::restarts`): the servers
+    /// remembered are written back.
+    restarts: tokio::sync::watch::Receiver<u64>,
+    /// The servers this master listed or read, with when, within the
+    /// expiry: what it writes back when Redis loses them.
+    remembered: std::collections::HashMap<SocketAddr, (ServerInfo, Instant)>,
 }
 
 impl std::fmt::Debug for RedisRegistry {
@@ -112,9 +118,11 @@ impl RedisRegistry {
             heartbeat: Script::new(&format!("{PRELUDE}{HEARTBEAT}")),
             upsert: Script::new(&format!("{PRELUDE}{UPSERT}")),
             expire: Script::new(EXPIRE),
+            restarts: store.restarts(),
             store,
             listing: None,
             listed: 0,
+            remembered: Default::default(),
         }
     }
 
@@ -154,6 +162,53 @@ impl RedisRegistry {
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await
             .map_err(unavailable)
+    }
+
+    /// After Redis came back or lost its data: the servers this master
+    /// listed or read within the expiry are written again at once (each
+    /// with a fresh expiry: one that died meanwhile expires again), instead
+    /// of waiting for their next heartbeats. Said once in the log.
+    async fn restore(&mut self, expiry: Duration) {
+        let now = Instant::now();
+        self.remembered
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) <= expiry);
+        if !self.restarts.has_changed().unwrap_or(false) {
+            return;
+        }
+        self.restarts.mark_unchanged();
+        let limits = Limits {
+            max_servers: usize::MAX,
+            max_servers_per_ip: usize::MAX,
+            expiry,
+        };
+        let servers: Vec<(SocketAddr, ServerInfo)> = self
+            .remembered
+            .iter()
+            .map(|(addr, (info, _))| (*addr, info.clone()))
+            .collect();
+        let mut written = 0;
+        for (addr, info) in servers {
+            let Ok(json) = serde_json::to_string(&info) else {
+                continue;
+            };
+            if self
+                .decide(&self.upsert, addr, limits, Some(json))
+                .await
+                .is_ok()
+            {
+                written += 1;
+            }
+        }
+        self.listing = None;
+        tracing::info!(written, "server list written again after Redis came back");
+    }
+
+    /// Remembers what `listed` says, as of now.
+    fn remember(&mut self, listed: &[Listed]) {
+        let now = Instant::now();
+        for l in listed {
+            self.remembered.insert(l.addr, (l.info.clone(), now));
+        }
     }
 
     /// Every listed server, sorted by address, read from Redis.
@@ -237,6 +292,9 @@ impl Registry for RedisRegistry {
         let json = serde_json::to_string(&info)
             .map_err(|err| RegistryError(format!("server info does not encode: {err}")))?;
         let reply = self.decide(&self.upsert, addr, limits, Some(json)).await?;
+        if reply == "added" || reply == "refreshed" {
+            self.remembered.insert(addr, (info, Instant::now()));
+        }
         let upserted = match reply.as_str() {
             "added" => Upserted::Added,
             "refreshed" => Upserted::Refreshed,
@@ -274,10 +332,12 @@ impl Registry for RedisRegistry {
             .map_err(unavailable)?;
         // The next list request reads the list without it.
         self.listing = None;
+        self.remembered.remove(&addr);
         Ok(removed.1 == 1)
     }
 
     async fn expire(&mut self, _now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
+        self.restore(expiry).await;
         let key = self.servers_key();
         let script = &self.expire;
         let (expired, listed): (usize, usize) = self
@@ -302,6 +362,7 @@ impl Registry for RedisRegistry {
             .is_some_and(|(at, _)| at.elapsed() < self.store.config().list_cache);
         if !fresh {
             let all = self.read_all().await.map_err(unavailable)?;
+            self.remember(&all);
             self.listed = all.len();
             self.listing = Some((Instant::now(), all));
         }

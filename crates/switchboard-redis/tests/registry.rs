@@ -267,3 +267,30 @@ async fn a_frozen_redis_fails_a_listing_within_the_timeout_and_the_master_answer
         .await
         .is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_writes_its_list_again_at_once_after_redis_restarts_empty() {
+    let mut redis = RedisProcess::start().unwrap();
+    let mut master = Master::new(MasterConfig::default(), registry(&redis));
+    let game: SocketAddr = "10.0.0.7:7000".parse().unwrap();
+    assert!(register(&mut master, game, "game").await);
+    assert_eq!(names(&mut master).await, ["game"]);
+    redis.restart().unwrap();
+    // No heartbeat comes (the next would be seconds away): the master's
+    // ticks write what it last listed.
+    let deadline = Instant::now() + WAIT;
+    let restarted = Instant::now();
+    loop {
+        master.tick(Instant::now()).await;
+        if names(&mut master).await == ["game"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the list never came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        restarted.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        restarted.elapsed()
+    );
+}
