@@ -162,6 +162,17 @@ struct AdminArgs {
 }
 
 impl AdminArgs {
+    /// Raises the open-file limit and shares it among the process's
+    /// listeners (`caps`, and this admin server's when it has a port), so
+    /// that one filled to its cap leaves the others theirs.
+    fn fit_listeners<'a>(&'a mut self, mut caps: Vec<(&'static str, &'a mut usize)>) {
+        let files = switchboard::process::raise_open_files_limit();
+        if self.admin_port.is_some() {
+            caps.push(("admin", &mut self.admin_max_connections));
+        }
+        switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
+    }
+
     /// Starts the admin server for `source` if a port was given; prints its
     /// address.
     async fn start(
@@ -326,12 +337,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     }
     let logic = BoardLogic::new(args.seats.max(1));
     let mut admin = args.admin;
-    let files = switchboard::process::raise_open_files_limit();
-    let mut caps = vec![("game", &mut config.server.max_connections)];
-    if admin.admin_port.is_some() {
-        caps.push(("admin", &mut admin.admin_max_connections));
-    }
-    switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
+    admin.fit_listeners(vec![("game", &mut config.server.max_connections)]);
     let listen = Listen {
         bind: args.bind,
         port: args.port,
@@ -366,15 +372,11 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         ..Default::default()
     };
     let mut admin = args.admin;
-    let files = switchboard::process::raise_open_files_limit();
     let mut caps = vec![("game", &mut config.server.max_connections)];
     if args.axispy_port.is_some() {
         caps.push(("axispy", &mut axispy_config.max_connections));
     }
-    if admin.admin_port.is_some() {
-        caps.push(("admin", &mut admin.admin_max_connections));
-    }
-    switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
+    admin.fit_listeners(caps);
     let axispy_port = args.axispy_port;
     let advertise = args.advertise.clone();
     let axispy = move |handle: &switchboard::ManagerHandle| {
@@ -483,15 +485,11 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         config.server.max_connections = 20_000;
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
         let mut admin = args.admin;
-        let files = switchboard::process::raise_open_files_limit();
         let mut caps = vec![("game", &mut config.server.max_connections)];
         if config.json_port.is_some() {
             caps.push(("json", &mut config.max_json_connections));
         }
-        if admin.admin_port.is_some() {
-            caps.push(("admin", &mut admin.admin_max_connections));
-        }
-        switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
+        admin.fit_listeners(caps);
         // With Redis: one of the service's relays, each zone on one of them.
         let serving = match args.redis.open()? {
             Some(store) => {
