@@ -3,7 +3,7 @@
 //! every queue before its goodbye, a server that never answers. The rules
 //! themselves are tested in memory (`manager.rs`).
 
-#[path = "../../crates/switchboard/tests/common/mod.rs"]
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::cell::RefCell;

@@ -1,7 +1,7 @@
 //! The relay's admin server over real HTTP: clients listed, counters in
 //! Prometheus text, a kick that needs the token and disconnects.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

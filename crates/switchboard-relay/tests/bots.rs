@@ -1,6 +1,6 @@
 //! Every bot script doing what it says, against a real relay over loopback.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

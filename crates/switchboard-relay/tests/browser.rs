@@ -4,7 +4,7 @@
 //! appear, one is kicked from the page and leaves. A screenshot is written to
 //! `target/admin-page.png` for a human to look at.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 mod webdriver;

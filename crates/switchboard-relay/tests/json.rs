@@ -1,7 +1,7 @@
 //! The relay's JSON-lines listener over loopback: JSON and native players
 //! together, garbage, and the limits on JSON connections.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

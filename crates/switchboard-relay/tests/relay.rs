@@ -1,6 +1,6 @@
 //! The relay over loopback: native clients in zones, the send path, abuse.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

@@ -2,7 +2,7 @@
 //! the room through a real network cut. The rooms' rules are tested in
 //! memory in `rooms.rs`.
 
-#[path = "../../switchboard/tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::cell::RefCell;

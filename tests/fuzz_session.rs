@@ -1,20 +1,19 @@
-//! Replays the `connection_reader` fuzz target's corpus (`fuzz/corpus/connection_reader`, kept
+//! Replays the `session` fuzz target's corpus (`fuzz/corpus/session`, kept
 //! small with `cargo fuzz cmin`) through the same body the fuzzer runs, so
 //! CI keeps every input the fuzzer found interesting green. See
 //! `fuzz/README.md` to fuzz further.
 
-#[path = "../../../fuzz/bodies/connection_reader.rs"]
+#[path = "../fuzz/bodies/session.rs"]
 mod body;
 
 #[test]
-fn fuzz_corpus_of_connection_reader_replays_without_a_panic() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/connection_reader");
+fn fuzz_corpus_of_session_replays_without_a_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/session");
     let mut inputs = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         body::run(&std::fs::read(&path).unwrap());
         inputs += 1;
     }
-    assert!(inputs > 0, "the corpus of connection_reader is empty");
+    assert!(inputs > 0, "the corpus of session is empty");
 }

@@ -1,19 +1,19 @@
-//! Replays the `session` fuzz target's corpus (`fuzz/corpus/session`, kept
+//! Replays the `frame_decoder` fuzz target's corpus (`fuzz/corpus/frame_decoder`, kept
 //! small with `cargo fuzz cmin`) through the same body the fuzzer runs, so
 //! CI keeps every input the fuzzer found interesting green. See
 //! `fuzz/README.md` to fuzz further.
 
-#[path = "../../../fuzz/bodies/session.rs"]
+#[path = "../fuzz/bodies/frame_decoder.rs"]
 mod body;
 
 #[test]
-fn fuzz_corpus_of_session_replays_without_a_panic() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/session");
+fn fuzz_corpus_of_frame_decoder_replays_without_a_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/frame_decoder");
     let mut inputs = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         body::run(&std::fs::read(&path).unwrap());
         inputs += 1;
     }
-    assert!(inputs > 0, "the corpus of session is empty");
+    assert!(inputs > 0, "the corpus of frame_decoder is empty");
 }

@@ -1,20 +1,20 @@
-//! Replays the `frame_decoder` fuzz target's corpus (`fuzz/corpus/frame_decoder`, kept
+//! Replays the `connection_reader` fuzz target's corpus (`fuzz/corpus/connection_reader`, kept
 //! small with `cargo fuzz cmin`) through the same body the fuzzer runs, so
 //! CI keeps every input the fuzzer found interesting green. See
 //! `fuzz/README.md` to fuzz further.
 
-#[path = "../../../fuzz/bodies/frame_decoder.rs"]
+#[path = "../fuzz/bodies/connection_reader.rs"]
 mod body;
 
 #[test]
-fn fuzz_corpus_of_frame_decoder_replays_without_a_panic() {
+fn fuzz_corpus_of_connection_reader_replays_without_a_panic() {
     let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_decoder");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/connection_reader");
     let mut inputs = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         body::run(&std::fs::read(&path).unwrap());
         inputs += 1;
     }
-    assert!(inputs > 0, "the corpus of frame_decoder is empty");
+    assert!(inputs > 0, "the corpus of connection_reader is empty");
 }
