@@ -14,7 +14,6 @@ use bytes::{Bytes, BytesMut};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use switchboard::codec::{CodecConfig, FrameDecoder};
 use switchboard::Message;
-use tokio_util::codec::Decoder;
 
 /// Runs `f` repeatedly for about `budget`, returns ns per call (median of 5).
 fn time_per_call(budget: Duration, mut f: impl FnMut()) -> f64 {

@@ -17,8 +17,8 @@
 //! | module | owns |
 //! |---|---|
 //! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
-//! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
-//! | [`message`] | the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
+//! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
+//! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener; [`ConnectionSlots`](socket::ConnectionSlots), the per-address and total connection caps of listeners with their own accept loop |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
@@ -68,11 +68,13 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub use switchboard_proto::{actions, channels, framework_channel};
+
 pub mod client;
-pub mod codec;
+pub use switchboard_proto::codec;
 pub mod harness;
 pub mod manager;
-pub mod message;
+pub use switchboard_proto::message;
 pub mod process;
 pub mod router;
 pub mod runtime;

@@ -5,7 +5,6 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use switchboard::codec::{self, CodecConfig, FrameDecoder, FrameError};
 use switchboard::Message;
-use tokio_util::codec::Decoder;
 
 /// Feeds `wire` to a fresh decoder in pieces cut at `cuts`, returning every
 /// frame decoded.

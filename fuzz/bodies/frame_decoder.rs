@@ -6,7 +6,6 @@
 use bytes::{Bytes, BytesMut};
 use switchboard::codec::{CodecConfig, FrameDecoder};
 use switchboard::Message;
-use tokio_util::codec::Decoder;
 
 pub fn run(data: &[u8]) {
     // The first byte picks the chunk size, so splits are explored too.

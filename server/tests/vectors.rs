@@ -434,9 +434,7 @@ fn check_decoding(vector: &Value) {
         "Frame" => {
             let mut decoder = codec::FrameDecoder::new(CodecConfig::default());
             let mut buf = bytes::BytesMut::from(&unhex(hex_text)[..]);
-            let frame = tokio_util::codec::Decoder::decode(&mut decoder, &mut buf)
-                .unwrap()
-                .unwrap();
+            let frame = decoder.decode(&mut buf).unwrap().unwrap();
             assert!(buf.is_empty());
             assert_eq!(frame.compressed, value["compressed"].as_bool().unwrap());
             assert_eq!(hex(&frame.payload), value["payload"].as_str().unwrap());

@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::reason::CloseCode;
 use crate::codec::{self, CodecConfig};
 use crate::message::{Message, SYSTEM_CHANNEL};
 use crate::PROTOCOL_VERSION;
+use switchboard_proto::reason::CloseCode;
 
 /// The four bytes every hello starts with.
 pub const MAGIC: [u8; 4] = *b"SWBD";
@@ -71,7 +71,7 @@ fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) ->
     Message::from_raw(SYSTEM_CHANNEL, action, Bytes::from(content))
         .encode(config)
         .expect("system frames are small")
-        .0
+        .into_bytes()
 }
 
 /// A ping frame.

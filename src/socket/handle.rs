@@ -9,10 +9,10 @@ use futures::task::AtomicWaker;
 use serde::Serialize;
 
 use super::outqueue::{with_frame, Frame, OutQueue, TAIL_HINT_MAX, TAIL_START};
-use super::reason::{CloseCode, DisconnectReason, SendError};
 use super::SocketConfig;
 use crate::codec;
 use crate::message::{Action, Channel, EncodedMessage, Message};
+use switchboard_proto::reason::{CloseCode, DisconnectReason, SendError};
 
 /// A frame sent within this long of a direct write is part of a burst and
 /// goes through the writer task instead.
@@ -276,7 +276,7 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
-        self.send_frame(Frame::Shared(&message.0))
+        self.send_frame(Frame::Shared(message.as_bytes()))
     }
 
     fn send_frame(&self, frame: Frame<'_>) -> Result<(), SendError> {
@@ -339,7 +339,7 @@ impl SocketHandle {
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
     pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
         self.admit(message.wire_len())?
-            .push(Frame::Shared(&message.0));
+            .push(Frame::Shared(message.as_bytes()));
         Ok(())
     }
 

@@ -23,7 +23,6 @@ mod handle;
 mod ids;
 mod outqueue;
 mod pacer;
-mod reason;
 mod server;
 mod slots;
 mod websocket;
@@ -41,9 +40,11 @@ pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
 pub use pacer::{Pacer, PacerConfig};
-pub use reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
+pub use switchboard_proto::reason::{
+    CloseCode, DisconnectReason, IoFailure, SendError, SocketError,
+};
 pub use websocket::{WebPage, WebSocketConfig};
 
 use crate::message::{Action, Channel, Message};

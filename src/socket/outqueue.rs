@@ -7,8 +7,8 @@ use std::cell::RefCell;
 
 use bytes::{Bytes, BytesMut};
 
-use super::reason::{CloseCode, SendError};
 use crate::codec::{self, CodecConfig, ContentError};
+use switchboard_proto::reason::{CloseCode, SendError};
 
 thread_local! {
     /// The buffer a thread builds its outgoing frames in, reused: a small

@@ -43,10 +43,10 @@ use super::control::{self, CloseFrame, Hello};
 use super::events::{Batch, Credit, Item, Wrap};
 use super::handle::SocketHandle;
 use super::outqueue::Segment;
-use super::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
 use crate::PROTOCOL_VERSION;
+use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 
 /// What the connection reports to its owner.
 #[derive(Debug)]
@@ -115,7 +115,31 @@ impl<E> Reporter<E> {
     }
 }
 
-type Reader<R> = FramedRead<R, FrameDecoder>;
+type Reader<R> = FramedRead<R, Framed>;
+
+/// The protocol crate's frame decoder as tokio-util's `FramedRead` drives it
+/// (during the handshake; then the reader takes the decoder back).
+#[derive(Debug)]
+struct Framed(FrameDecoder);
+
+impl tokio_util::codec::Decoder for Framed {
+    type Item = codec::Frame;
+    type Error = codec::FrameError;
+
+    fn decode(
+        &mut self,
+        src: &mut bytes::BytesMut,
+    ) -> Result<Option<codec::Frame>, codec::FrameError> {
+        self.0.decode(src)
+    }
+
+    fn decode_eof(
+        &mut self,
+        src: &mut bytes::BytesMut,
+    ) -> Result<Option<codec::Frame>, codec::FrameError> {
+        self.0.decode_eof(src)
+    }
+}
 type Writer<W> = W;
 
 // The functions below are not `async fn`s: they return the future of
@@ -224,7 +248,7 @@ where
     decoder.config_mut().max_decompressed_len = control::MAX_HELLO_FRAME_LEN;
     // Small to start with: an idle connection should cost little (an open
     // connection reads into a buffer only while the peer speaks).
-    let mut reader = FramedRead::with_capacity(read_half, decoder, IDLE_READ_BUFFER);
+    let mut reader = FramedRead::with_capacity(read_half, Framed(decoder), IDLE_READ_BUFFER);
     let handshake = tokio::select! {
         result = handshake(&mut reader, &mut writer, config.handshake_timeout) => result,
         () = handle.shared.killed() => Err(kill_reason(handle)),
@@ -242,7 +266,7 @@ where
         }
         return None;
     }
-    *reader.decoder_mut().config_mut() = config.codec.clone();
+    *reader.decoder_mut().0.config_mut() = config.codec.clone();
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
         send_close_now(&mut writer, &reason, config).await;
         handle.set_direct(None);
@@ -257,7 +281,7 @@ where
         handle.close(CloseCode::NORMAL, "closed");
     }
     let parts = reader.into_parts();
-    Some((parts.io, parts.read_buf, parts.codec, writer))
+    Some((parts.io, parts.read_buf, parts.codec.0, writer))
 }
 
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {

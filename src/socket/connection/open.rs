@@ -23,7 +23,7 @@ use super::writer::WriteSide;
 use super::{kill_reason, ReadEnd, Reporter, WriteEnd};
 use crate::codec;
 use crate::socket::handle::SocketHandle;
-use crate::socket::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
+use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 
 /// When the reader and the writer last dealt with the peer, in microseconds
 /// since the connection opened: the connection's timer reads them.

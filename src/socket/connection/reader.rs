@@ -258,7 +258,6 @@ fn take_frames<E>(
     reporter: &Reporter<E>,
     started: Instant,
 ) -> (usize, Option<ReadEnd>) {
-    use tokio_util::codec::Decoder;
     let mut taken = 0;
     while batch.items.len() < crate::socket::events::BATCH
         && batch.bytes < crate::socket::events::BATCH_BYTES

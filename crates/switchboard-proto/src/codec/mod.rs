@@ -28,7 +28,6 @@ use std::cell::RefCell;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use serde::{de::DeserializeOwned, Serialize};
-use tokio_util::codec::Decoder;
 
 mod bounded;
 use bounded::Bounded;
@@ -183,7 +182,8 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
 
 /// Appends the bincode encoding of a serde value to any buffer (a `Vec`, an
 /// outbound queue's `BytesMut` tail).
-pub(crate) fn encode_value_onto<T: Serialize + ?Sized, B: BufMut>(
+#[doc(hidden)]
+pub fn encode_value_onto<T: Serialize + ?Sized, B: BufMut>(
     value: &T,
     out: &mut B,
 ) -> Result<(), ContentError> {
@@ -209,7 +209,8 @@ impl<B: BufMut> bincode::enc::write::Writer for AppendTo<'_, B> {
 
 /// Appends a `u16` as bincode's varint: one byte below 251, else 251 and
 /// two bytes little-endian (what the envelope's ids are).
-pub(crate) fn put_varint_u16<B: BufMut>(buf: &mut B, value: u16) {
+#[doc(hidden)]
+pub fn put_varint_u16<B: BufMut>(buf: &mut B, value: u16) {
     if value < 251 {
         buf.put_u8(value as u8);
     } else {
@@ -276,10 +277,8 @@ pub fn encode_frame_in_place(mut buf: Vec<u8>, config: &CodecConfig) -> Result<B
 /// the payload): `Some` compressed frame in a buffer of its own when that
 /// pays, otherwise `None` with the header written in place. Either way the
 /// frame is checked against the limit.
-pub(crate) fn finish_frame(
-    buf: &mut [u8],
-    config: &CodecConfig,
-) -> Result<Option<Bytes>, FrameError> {
+#[doc(hidden)]
+pub fn finish_frame(buf: &mut [u8], config: &CodecConfig) -> Result<Option<Bytes>, FrameError> {
     let payload_len = buf.len() - HEADER_LEN;
     if payload_len >= config.compress_threshold {
         if let Some(frame) = try_compressed_frame(&buf[HEADER_LEN..], config) {
@@ -312,7 +311,8 @@ fn put_header(buf: &mut BytesMut, payload_len: usize, flags: u8) {
     buf.put_u8(flags);
 }
 
-pub(crate) fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
+#[doc(hidden)]
+pub fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
     header[..4].copy_from_slice(&((body_len + 1) as u32).to_be_bytes());
     header[4] = flags;
 }
@@ -431,7 +431,8 @@ fn inflate_with(zlib: &mut Decompress, body: &[u8], max: usize) -> Result<Vec<u8
     }
 }
 
-/// The streaming frame decoder, for `tokio_util::codec::FramedRead`.
+/// The streaming frame decoder (the driver wraps it for
+/// `tokio_util::codec::FramedRead`).
 ///
 /// Feed it bytes in any split; it yields a [`Frame`] once one is complete and
 /// never buffers more than `HEADER_LEN + max_frame_len` bytes for one frame.
@@ -461,9 +462,9 @@ impl FrameDecoder {
     /// The length, header included, of a complete uncompressed frame at the
     /// start of `src`, without taking it: the reader's fast path, which
     /// slices a whole read's frames out of one buffer. `None` when the next
-    /// frame is incomplete, compressed or bad: [`Decoder::decode`] then
+    /// frame is incomplete, compressed or bad: [`decode`](Self::decode) then
     /// takes it (or says what is wrong with it).
-    pub(crate) fn peek_raw(&self, src: &[u8]) -> Option<usize> {
+    pub fn peek_raw(&self, src: &[u8]) -> Option<usize> {
         let header: [u8; HEADER_LEN] = src.get(..HEADER_LEN)?.try_into().ok()?;
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let ok = len > 0 && len <= self.config.max_frame_len && header[4] == 0;
@@ -471,11 +472,11 @@ impl FrameDecoder {
     }
 }
 
-impl Decoder for FrameDecoder {
-    type Item = Frame;
-    type Error = FrameError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+impl FrameDecoder {
+    /// The next frame at the start of `src`, taken out of it; `None` while
+    /// it is incomplete ("not enough bytes yet" is a normal state). Room for
+    /// the rest of a frame is reserved in `src`, never more than the limit.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         if src.len() < 4 {
             return Ok(None);
         }
@@ -517,7 +518,9 @@ impl Decoder for FrameDecoder {
         }))
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    /// Like [`decode`](Self::decode) when the stream has ended: bytes left
+    /// over that do not make a frame are an error.
+    pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         match self.decode(src)? {
             Some(frame) => Ok(Some(frame)),
             None if src.is_empty() => Ok(None),

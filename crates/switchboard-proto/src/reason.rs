@@ -144,7 +144,8 @@ impl DisconnectReason {
     }
 
     /// The close code this side sends its peer for this reason.
-    pub(crate) fn close_code(&self) -> CloseCode {
+    #[doc(hidden)]
+    pub fn close_code(&self) -> CloseCode {
         match self {
             DisconnectReason::Closed { code, .. } | DisconnectReason::ClosedByPeer { code, .. } => {
                 *code

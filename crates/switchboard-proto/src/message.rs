@@ -18,8 +18,8 @@ use crate::codec::{self, CodecConfig, ContentError, FrameError};
 pub const SYSTEM_CHANNEL: u16 = 0;
 
 /// The channel of the session protocol between a
-/// [`NetworkClient`](crate::NetworkClient) and a
-/// [`ServerManager`](crate::manager::ServerManager): hello, welcome, requests
+/// `NetworkClient` and a
+/// `ServerManager`: hello, welcome, requests
 /// and their answers.
 pub const SESSION_CHANNEL: u16 = 1;
 
@@ -119,11 +119,11 @@ macro_rules! __wire_enum {
 /// Declares an application's channel enum and implements [`Channel`] for it.
 ///
 /// ```
-/// switchboard::channels! {
+/// switchboard_proto::channels! {
 ///     /// Where messages go.
 ///     pub enum Chan { Chat = 16, World = 17 }
 /// }
-/// use switchboard::Channel;
+/// use switchboard_proto::message::Channel;
 /// assert_eq!(Chan::from_id(17), Some(Chan::World));
 /// ```
 ///
@@ -136,11 +136,11 @@ macro_rules! channels {
 /// Declares an application's action enum and implements [`Action`] for it.
 ///
 /// ```
-/// switchboard::actions! {
+/// switchboard_proto::actions! {
 ///     /// What can happen on the chat channel.
 ///     pub enum ChatAction { Say = 1, Emote = 2 }
 /// }
-/// use switchboard::Action;
+/// use switchboard_proto::message::Action;
 /// assert_eq!(ChatAction::Say.name(), "Say");
 /// ```
 #[macro_export]
@@ -257,7 +257,8 @@ impl Message {
 
 /// Reads a frame payload's channel and action; returns them and where the
 /// content starts.
-pub(crate) fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), ContentError> {
+#[doc(hidden)]
+pub fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), ContentError> {
     match payload.get(..2) {
         // Fast path: both ids below 251 are one varint byte each, exactly as
         // bincode reads them.
@@ -285,7 +286,7 @@ impl EncodedMessage {
         action: A,
         value: &T,
         config: &CodecConfig,
-    ) -> Result<EncodedMessage, crate::socket::SendError> {
+    ) -> Result<EncodedMessage, crate::reason::SendError> {
         let mut buf = Vec::with_capacity(64);
         buf.extend_from_slice(&[0; codec::HEADER_LEN]);
         codec::encode_value_into(&(channel.id(), action.id()), &mut buf)?;
@@ -296,6 +297,11 @@ impl EncodedMessage {
     /// The frame bytes as they go on the wire.
     pub fn as_bytes(&self) -> &Bytes {
         &self.0
+    }
+
+    /// The frame bytes, taken.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
     }
 
     /// Bytes on the wire.
@@ -330,7 +336,6 @@ mod tests {
     use super::*;
     use crate::codec::FrameDecoder;
     use bytes::BytesMut;
-    use tokio_util::codec::Decoder;
 
     crate::channels! { enum Chan { Chat = 16, World = 300 } }
     crate::actions! { enum Act { Say = 0, Shout = 7 } }

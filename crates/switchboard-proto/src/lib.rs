@@ -1,0 +1,43 @@
+//! Switchboard's protocol: what is rules, not IO. No tokio, no sockets, no
+//! OS clock and no OS entropy (time and randomness are passed in), so that
+//! a game loop that is not tokio's, a test, or a replay of a recording can
+//! drive it. `switchboard` is the tokio driver over it and re-exports what
+//! a game needs; depend on this crate alone to speak the wire format from
+//! elsewhere.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
+//! | [`message`] | the envelope [`Message`](message::Message) `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
+//! | [`reason`] | close codes, why a connection ended, why a send failed |
+//!
+//! (Being moved here from `switchboard`, issue 31: the session table and
+//! tokens, the manager and client cores, the connection's state machine
+//! and the in-memory harness follow.)
+//!
+//! ## Example
+//!
+//! ```
+//! use switchboard_proto::codec::CodecConfig;
+//! use switchboard_proto::message::Message;
+//!
+//! switchboard_proto::channels! { enum Chan { Chat = 16 } }
+//! switchboard_proto::actions! { enum Act { Say = 0 } }
+//!
+//! let config = CodecConfig::default();
+//! let message = Message::new(Chan::Chat, Act::Say, &"hello").unwrap();
+//! let frame = message.encode(&config).unwrap();
+//! let mut bytes = bytes::BytesMut::from(&frame.as_bytes()[..]);
+//! let mut decoder = switchboard_proto::codec::FrameDecoder::new(config);
+//! let back = Message::decode(decoder.decode(&mut bytes).unwrap().unwrap().payload).unwrap();
+//! assert_eq!(back.content::<String>().unwrap(), "hello");
+//! ```
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod codec;
+pub mod message;
+pub mod reason;
