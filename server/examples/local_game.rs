@@ -3,7 +3,7 @@
 //! loopback, plays against it, and shuts it down when it quits.
 //!
 //! ```text
-//! cargo run --example local_game
+//! cargo run -p switchboard-server --example local_game
 //! ```
 //!
 //! The child's log lines arrive in this process's `tracing` output, marked

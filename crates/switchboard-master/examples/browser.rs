@@ -2,9 +2,9 @@
 //! show them fastest first, and join one.
 //!
 //! ```text
-//! cargo run --example browser                                   # demo: a master and three servers in this process
-//! cargo run --example browser -- --master 127.0.0.1:27900       # browse a running master
-//! cargo run --example browser -- --master 127.0.0.1:27900 --region eu --not-full --join 0
+//! cargo run -p switchboard-master --example browser                                   # demo: a master and three servers in this process
+//! cargo run -p switchboard-master --example browser -- --master 127.0.0.1:27900       # browse a running master
+//! cargo run -p switchboard-master --example browser -- --master 127.0.0.1:27900 --region eu --not-full --join 0
 //! ```
 //!
 //! Start a master with `cargo run -p switchboard-server -- master`, and game

@@ -1,7 +1,7 @@
 //! Rooms, lobby, RPC and a replicated entity, in one process.
 //!
 //! ```text
-//! cargo run --example lobby
+//! cargo run -p switchboard-rooms --example lobby
 //! ```
 //!
 //! A server runs `RoomsLogic` (no game code). The host creates a room, two
