@@ -232,14 +232,27 @@ impl GameLease {
 
     async fn keep_up(self) {
         let inner = &self.inner;
-        let mut restarts = inner.store.restarts();
+        let mut restarts = Some(inner.store.restarts());
         let mut every = tokio::time::interval((inner.ttl / 3).max(Duration::from_millis(10)));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut outage = switchboard::session::Outage::new("game lease");
         loop {
+            let restarted = async {
+                match &mut restarts {
+                    Some(watch) => watch.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = every.tick() => {}
-                changed = restarts.changed() => if changed.is_err() { return },
+                changed = restarted => {
+                    if changed.is_err() {
+                        // The probe is gone (its runtime stopped): the
+                        // renewals alone keep the lease.
+                        restarts = None;
+                        continue;
+                    }
+                }
                 _ = inner.lost.cancelled() => return,
             }
             let ttl_ms = inner.ttl.as_millis().max(1) as u64;
