@@ -129,8 +129,16 @@ impl RedisStore {
         self.restarts
             .get_or_init(|| {
                 let (tx, rx) = watch::channel(0);
+                // The probe's own copy of the connection, without this
+                // watch: the probe ends once every store and receiver is
+                // gone, instead of keeping itself alive.
+                let probe = RedisStore {
+                    connection: self.connection.clone(),
+                    config: self.config.clone(),
+                    restarts: Arc::default(),
+                };
                 let _inside = switchboard::runtime::handle().enter();
-                tokio::spawn(probe_restarts(self.clone(), tx));
+                tokio::spawn(probe_restarts(probe, tx));
                 rx
             })
             .clone()
