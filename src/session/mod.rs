@@ -4,18 +4,15 @@
 //! [`ServerManager`](crate::manager::ServerManager) moves bytes and calls in;
 //! the tests drive the same code in memory with made-up instants.
 
-mod backoff;
 mod ids;
-mod outage;
-mod rate;
 mod table;
 pub mod ticket;
 mod token;
 
-pub use backoff::{Backoff, BackoffPolicy};
 pub use ids::{IdClaim, IdRefusal, PlayerIds};
-pub use outage::Outage;
-pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
+pub use switchboard_proto::limits::{
+    Backoff, BackoffPolicy, KeyedLimiter, LogLimiter, Outage, RateLimit, RateLimiter,
+};
 pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;
 

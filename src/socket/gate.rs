@@ -14,8 +14,10 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
+
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
+pub use switchboard_proto::limits::address_key;
 
 /// The limits the gate enforces (from `ServerConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,22 +40,6 @@ pub(crate) enum Turned {
     ConnectionsFromAddress,
     /// The server has `max_connections` open connections.
     Full,
-}
-
-/// The address a limit counts: an IPv4 address, or an IPv6 /64 (one
-/// subscriber's network), an IPv4-mapped IPv6 address counting as IPv4.
-pub fn address_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mut segments = v6.segments();
-                segments[4..].fill(0);
-                IpAddr::V6(segments.into())
-            }
-        },
-    }
 }
 
 /// Pending and open connections; `T` is what the caller needs to close an

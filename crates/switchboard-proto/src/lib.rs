@@ -12,6 +12,7 @@
 //! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | the envelope [`Message`](message::Message) `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`reason`] | close codes, why a connection ended, why a send failed |
+//! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //!
 //! (Being moved here from `switchboard`, issue 31: the session table and
 //! tokens, the manager and client cores, the connection's state machine
@@ -39,5 +40,6 @@
 #![warn(unreachable_pub)]
 
 pub mod codec;
+pub mod limits;
 pub mod message;
 pub mod reason;

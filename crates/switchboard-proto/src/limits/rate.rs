@@ -6,7 +6,7 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use crate::socket::address_key;
+use super::address_key;
 
 /// One limit: a sustained rate and a burst.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,29 @@
+//! Limits as state machines with time passed in: token buckets per client
+//! and per key, failures per address with a doubling wait, the address a
+//! limit counts, and an outage told once.
+
+use std::net::IpAddr;
+
+mod backoff;
+mod outage;
+mod rate;
+
+pub use backoff::{Backoff, BackoffPolicy};
+pub use outage::Outage;
+pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
+
+/// The address a limit counts: an IPv4 address, or an IPv6 /64 (one
+/// subscriber's network), an IPv4-mapped IPv6 address counting as IPv4.
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+    }
+}
