@@ -16,7 +16,6 @@
 //! so its client can come back to another process and keep its id.
 
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,18 +30,7 @@ pub type ShareFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ShareError>>
 #[error("{0}")]
 pub struct ShareError(pub String);
 
-/// A session as every process sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SharedSession {
-    /// Its id.
-    pub client: ClientId,
-    /// The player's name.
-    pub name: String,
-    /// The address it joined from (an IPv6 /64 as one address).
-    pub from: IpAddr,
-    /// How many times the client came back.
-    pub reconnects: u32,
-}
+pub use switchboard_proto::session::SharedSession;
 
 /// One change to a session held by this process.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,36 +1,30 @@
-//! Sessions, ids and reconnect tokens, as plain state machines.
+//! Sessions, ids and reconnect tokens, as plain state machines (from
+//! `switchboard-proto`, which reads neither a clock nor the OS's random
+//! source), with what the driver adds: the OS's random source
+//! ([`OsEntropy`]) and the tickets processes of a service give each other
+//! ([`ticket`]).
 //!
-//! Nothing here touches a socket or a clock: every method takes `now`. The
-//! [`ServerManager`](crate::manager::ServerManager) moves bytes and calls in;
-//! the tests drive the same code in memory with made-up instants.
+//! The [`ServerManager`](crate::manager::ServerManager) moves bytes and calls
+//! in; the tests drive the same code in memory with made-up instants.
 
-mod ids;
-mod table;
 pub mod ticket;
-mod token;
 
-pub use ids::{IdClaim, IdRefusal, PlayerIds};
+pub use switchboard_proto::entropy::{Entropy, Seeded};
 pub use switchboard_proto::limits::{
     Backoff, BackoffPolicy, KeyedLimiter, LogLimiter, Outage, RateLimit, RateLimiter,
 };
-pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
-pub use token::ReconnectToken;
+pub use switchboard_proto::session::{
+    checked_name, Admission, ClientId, IdClaim, IdRefusal, PlayerIds, ReconnectToken, Refusal,
+    Session, SessionConfig, Sessions, MAX_NAME_CHARS,
+};
 
-/// Names (players', rooms') have at most this many characters.
-pub const MAX_NAME_CHARS: usize = 32;
+/// The OS's random source, for what a server gives out: ids and reconnect
+/// tokens (which must be unpredictable).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsEntropy;
 
-/// The one rule for names a peer chooses (a player's, a room's): trimmed,
-/// 1 to [`MAX_NAME_CHARS`] characters, no control characters. Returns the
-/// trimmed name, or why not.
-pub fn checked_name(raw: &str) -> Result<&str, String> {
-    let name = raw.trim();
-    if name.is_empty()
-        || name.chars().count() > MAX_NAME_CHARS
-        || name.chars().any(char::is_control)
-    {
-        return Err(format!(
-            "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
-        ));
+impl Entropy for OsEntropy {
+    fn fill(&mut self, bytes: &mut [u8]) {
+        getrandom::fill(bytes).expect("the OS random source failed");
     }
-    Ok(name)
 }

@@ -13,10 +13,11 @@
 //! | [`message`] | the envelope [`Message`](message::Message) `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`reason`] | close codes, why a connection ended, why a send failed |
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
+//! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
+//! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //!
-//! (Being moved here from `switchboard`, issue 31: the session table and
-//! tokens, the manager and client cores, the connection's state machine
-//! and the in-memory harness follow.)
+//! (Being moved here from `switchboard`, issue 31: the manager and client
+//! cores, the connection's state machine and the in-memory harness follow.)
 //!
 //! ## Example
 //!
@@ -40,6 +41,8 @@
 #![warn(unreachable_pub)]
 
 pub mod codec;
+pub mod entropy;
 pub mod limits;
 pub mod message;
 pub mod reason;
+pub mod session;

@@ -190,7 +190,7 @@ impl<L: GameLogic> ManagerCore<L> {
     pub fn new(config: ManagerConfig, logic: L) -> Self {
         Self {
             logic,
-            sessions: Sessions::new(config.sessions.clone()),
+            sessions: Sessions::new(config.sessions.clone(), Box::new(crate::session::OsEntropy)),
             password_failures: Backoff::new(config.password_backoff),
             peer_logs: LogLimiter::new(config.peer_log_rate),
             config,

@@ -19,16 +19,29 @@ use uuid::Uuid;
 
 use super::ids::PlayerIds;
 use super::token::ReconnectToken;
-use crate::socket::{address_key, PeerId};
+use super::SharedSession;
+use crate::entropy::Entropy;
+use crate::limits::address_key;
+use crate::message::PeerId;
 
 /// A client's public id: stable across reconnects, shown to other players.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ClientId(pub Uuid);
 
 impl ClientId {
-    /// A fresh random id.
+    /// A fresh random id (a version 4 UUID) from `entropy`.
+    pub fn from_entropy(entropy: &mut dyn Entropy) -> Self {
+        let mut bytes = [0u8; 16];
+        entropy.fill(&mut bytes);
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid())
+    }
+
+    /// A fresh random id from the OS random source (feature `os-random`).
+    #[cfg(feature = "os-random")]
     pub fn random() -> Self {
-        Self(Uuid::new_v4())
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the OS random source failed");
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid())
     }
 
     /// The id whose 128 bits are `n`: for tests and tools that need the
@@ -187,9 +200,10 @@ pub struct Admission {
 }
 
 /// Every session, and which connection serves which.
-#[derive(Debug, Default)]
 pub struct Sessions {
     config: SessionConfig,
+    /// Where new ids and tokens come from.
+    entropy: Box<dyn Entropy>,
     by_id: HashMap<ClientId, Session>,
     by_peer: HashMap<PeerId, ClientId>,
     /// Sessions per address.
@@ -198,12 +212,26 @@ pub struct Sessions {
     ids: PlayerIds,
 }
 
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("config", &self.config)
+            .field("sessions", &self.by_id.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Sessions {
-    /// An empty table.
-    pub fn new(config: SessionConfig) -> Self {
+    /// An empty table whose ids and tokens come from `entropy` (the OS's
+    /// random source in a server: tokens must be unpredictable).
+    pub fn new(config: SessionConfig, entropy: Box<dyn Entropy>) -> Self {
         Self {
             config,
-            ..Self::default()
+            entropy,
+            by_id: HashMap::new(),
+            by_peer: HashMap::new(),
+            per_ip: HashMap::new(),
+            ids: PlayerIds::new(),
         }
     }
 
@@ -226,12 +254,12 @@ impl Sessions {
         // Random ids collide with nothing in practice; the loop makes it a
         // rule (a compatibility client may have chosen any id).
         let client = loop {
-            let client = ClientId::random();
+            let client = ClientId::from_entropy(self.entropy.as_mut());
             if self.ids.insert(client).is_ok() {
                 break client;
             }
         };
-        let token = ReconnectToken::generate();
+        let token = ReconnectToken::from_entropy(self.entropy.as_mut());
         self.insert(peer, client, name, from, 0, token.clone(), now);
         Ok(Admission {
             client,
@@ -248,7 +276,7 @@ impl Sessions {
     pub fn adopt(
         &mut self,
         peer: PeerId,
-        session: &crate::manager::SharedSession,
+        session: &SharedSession,
         token: ReconnectToken,
         now: Instant,
     ) -> Result<Admission, Refusal> {
@@ -388,7 +416,7 @@ impl Sessions {
             }
         }
         let replaced = session.peer();
-        session.token = ReconnectToken::generate();
+        session.token = ReconnectToken::from_entropy(self.entropy.as_mut());
         session.link = Link::Online(peer);
         session.reconnects += 1;
         let token = session.token.clone();
@@ -471,11 +499,14 @@ mod tests {
     const HOME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     fn table() -> Sessions {
-        Sessions::new(SessionConfig {
-            grace_period: Duration::from_secs(60),
-            max_sessions: 2,
-            max_sessions_per_ip: 32,
-        })
+        Sessions::new(
+            SessionConfig {
+                grace_period: Duration::from_secs(60),
+                max_sessions: 2,
+                max_sessions_per_ip: 32,
+            },
+            Box::new(crate::entropy::Seeded::new(1)),
+        )
     }
 
     #[test]
@@ -529,7 +560,7 @@ mod tests {
             Err(Refusal::BadToken)
         );
         assert_eq!(
-            sessions.resume(PeerId(2), ClientId::random(), &first.token, t0),
+            sessions.resume(PeerId(2), ClientId::from_u128(99), &first.token, t0),
             Err(Refusal::UnknownSession)
         );
         assert_eq!(
@@ -630,11 +661,14 @@ mod tests {
     #[test]
     fn an_address_over_its_share_evicts_its_own_offline_session_or_is_refused() {
         let t0 = Instant::now();
-        let mut sessions = Sessions::new(SessionConfig {
-            grace_period: Duration::from_secs(60),
-            max_sessions: 100,
-            max_sessions_per_ip: 2,
-        });
+        let mut sessions = Sessions::new(
+            SessionConfig {
+                grace_period: Duration::from_secs(60),
+                max_sessions: 100,
+                max_sessions_per_ip: 2,
+            },
+            Box::new(crate::entropy::Seeded::new(2)),
+        );
         let (x, y) = (IpAddr::from([127, 0, 0, 2]), IpAddr::from([127, 0, 0, 3]));
         let other = sessions.admit_new(PeerId(9), "y", y, t0).unwrap();
         sessions.connection_lost(PeerId(9), t0);
