@@ -11,12 +11,10 @@
 mod config;
 mod core;
 mod listing;
-mod logic;
-pub mod protocol;
+pub use switchboard_proto::manager::protocol;
 mod run;
 mod run_shared;
 mod shared;
-mod stats;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,14 +26,16 @@ use tokio_util::sync::CancellationToken;
 pub use config::ManagerConfig;
 pub use core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
-pub use logic::{
-    Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
-};
 pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
 };
-pub use stats::{ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL};
+pub use switchboard_proto::manager::logic::{
+    Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
+};
+pub use switchboard_proto::manager::stats::{
+    ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL,
+};
 
 use crate::runtime;
 use crate::session::ClientId;

@@ -14,10 +14,12 @@
 //! | [`reason`] | close codes, why a connection ended, why a send failed |
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
+//! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //!
 //! (Being moved here from `switchboard`, issue 31: the manager and client
-//! cores, the connection's state machine and the in-memory harness follow.)
+//! cores with their settings, the connection's state machine and the
+//! in-memory harness follow.)
 //!
 //! ## Example
 //!
@@ -43,6 +45,7 @@
 pub mod codec;
 pub mod entropy;
 pub mod limits;
+pub mod manager;
 pub mod message;
 pub mod reason;
 pub mod session;

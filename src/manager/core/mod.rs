@@ -23,18 +23,20 @@ use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
-use super::logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
-use super::protocol::{
-    self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
-};
 use super::shared::{ShareError, ShareUpdate, SharedSession};
-use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ManagerConfig};
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::session::{
     Admission, Backoff, ClientId, LogLimiter, RateLimiter, ReconnectToken, Refusal, Sessions,
 };
 use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketError};
+use switchboard_proto::manager::logic::{
+    Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request,
+};
+use switchboard_proto::manager::protocol::{
+    self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
+};
+use switchboard_proto::manager::stats::{ClientStats, ServerStats};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);

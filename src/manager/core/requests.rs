@@ -101,7 +101,10 @@ impl<L: GameLogic> ManagerCore<L> {
                 let mut out = Outbox::default();
                 self.logic.apply(client, command, &mut out);
                 self.stats.accepted_total += 1;
-                crate::manager::stats::count_channel(&mut self.stats.accepted_by_channel, channel);
+                switchboard_proto::manager::stats::count_channel(
+                    &mut self.stats.accepted_by_channel,
+                    channel,
+                );
                 // Updates first: when the requester hears "accepted", it has
                 // already received the state the request produced.
                 self.dispatch(out);
@@ -114,7 +117,10 @@ impl<L: GameLogic> ManagerCore<L> {
                 reason,
             }) => {
                 self.stats.rejected_total += 1;
-                crate::manager::stats::count_channel(&mut self.stats.rejected_by_channel, channel);
+                switchboard_proto::manager::stats::count_channel(
+                    &mut self.stats.rejected_by_channel,
+                    channel,
+                );
                 let rejected = Rejected { id, reason };
                 self.send(
                     peer,

@@ -71,8 +71,8 @@ pub struct ServerStats {
     /// queue the updates and the answer).
     pub request_time: RequestTimes,
     /// Where the clients are, as the game describes it
-    /// ([`GameLogic::places`](super::GameLogic::places)).
-    pub places: Vec<super::Place>,
+    /// ([`GameLogic::places`](super::logic::GameLogic::places)).
+    pub places: Vec<super::logic::Place>,
 }
 
 /// Channels counted apart in the per-channel request counters; requests on
@@ -84,7 +84,8 @@ pub const MAX_CHANNEL_KEYS: usize = 64;
 pub const OTHER_CHANNEL: u16 = u16::MAX;
 
 /// Counts one more for `channel` in `map`, within [`MAX_CHANNEL_KEYS`].
-pub(crate) fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
+#[doc(hidden)]
+pub fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
     let key = if map.len() < MAX_CHANNEL_KEYS || map.contains_key(&channel) {
         channel
     } else {

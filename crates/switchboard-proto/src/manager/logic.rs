@@ -130,8 +130,8 @@ impl Audience {
 /// encoded once, however many clients it reaches.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    pub(crate) updates: Vec<(Audience, Message)>,
-    pub(crate) checkpoint: Option<Vec<u8>>,
+    updates: Vec<(Audience, Message)>,
+    checkpoint: Option<Vec<u8>>,
 }
 
 impl Outbox {

@@ -1,7 +1,6 @@
 //! The session protocol on channel 1: how a client joins, comes back, asks,
-//! and hears the answers. Shared by [`NetworkClient`](crate::NetworkClient)
-//! and [`ServerManager`](super::ServerManager); byte layouts in
-//! `docs/PROTOCOL.md`.
+//! and hears the answers. Shared by the client (`NetworkClient`) and the
+//! server (`ServerManager`); byte layouts in `docs/PROTOCOL.md`.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
