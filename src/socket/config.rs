@@ -4,70 +4,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use super::websocket::WebSocketConfig;
-use crate::codec::CodecConfig;
 
-/// The settings of one connection. Both ends of a connection may use
-/// different settings; each enforces its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SocketConfig {
-    /// Frame sizes and compression.
-    pub codec: CodecConfig,
-    /// How long the peer has to send its hello after the connection opens
-    /// (default 5 s). Past it the connection is dropped with
-    /// [`DisconnectReason::HandshakeTimeout`](super::DisconnectReason::HandshakeTimeout).
-    pub handshake_timeout: Duration,
-    /// After this long without sending anything, a ping is sent (default 5 s).
-    /// Pings also measure the round-trip time.
-    pub keepalive_interval: Duration,
-    /// A peer from which nothing arrives for this long is disconnected with
-    /// [`DisconnectReason::IdleTimeout`](super::DisconnectReason::IdleTimeout)
-    /// (default 15 s). Must exceed the peer's `keepalive_interval`. Time the
-    /// reader spends waiting for the owner to drain its event queue does not
-    /// count.
-    pub idle_timeout: Duration,
-    /// Frames that may wait in the outbound queue (default 4096). A send that
-    /// finds the queue full disconnects the peer as a
-    /// [`DisconnectReason::SlowConsumer`](super::DisconnectReason::SlowConsumer).
-    pub outbound_queue_len: usize,
-    /// Bytes that may wait in the outbound queue (default 8 MiB). Past it the
-    /// peer is disconnected as a slow consumer, as above.
-    pub max_outbound_bytes: usize,
-    /// Sizes the queue of events waiting for the owner's `poll()` (default
-    /// 4096): it holds `event_queue_len / 256` batches (at least one), a
-    /// batch being what one socket read brought in, at most 1024 events and
-    /// about 256 KiB. When the queue is full the reader stops reading until
-    /// the owner catches up; nothing is dropped. One `poll()` (or a
-    /// `NetworkClient`'s `drain()`) hands out at most this many events, so
-    /// a peer that sends without pause cannot keep a game's frame from
-    /// ending.
-    pub event_queue_len: usize,
-    /// How long a closing connection may take to flush its queue, send its
-    /// close frame and wait for the peer to hang up (default 2 s).
-    pub close_timeout: Duration,
-    /// Bytes the peer's compressed frames may inflate to per second
-    /// (default 8 MiB), with one frame of `codec.max_decompressed_len` at
-    /// once. On a server, every connection from one address (an IPv6 /64)
-    /// shares this budget, so reconnecting does not refill it. A frame that
-    /// would inflate past what is left is not inflated further: the
-    /// connection is closed with a protocol error saying so.
-    pub max_inflated_per_second: usize,
-}
-
-impl Default for SocketConfig {
-    fn default() -> Self {
-        Self {
-            codec: CodecConfig::default(),
-            handshake_timeout: Duration::from_secs(5),
-            keepalive_interval: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(15),
-            outbound_queue_len: 4096,
-            max_outbound_bytes: 8 * 1024 * 1024,
-            event_queue_len: 4096,
-            close_timeout: Duration::from_secs(2),
-            max_inflated_per_second: 8 * 1024 * 1024,
-        }
-    }
-}
+pub use switchboard_proto::connection::SocketConfig;
 
 /// Who may connect to a listening server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,6 +12,7 @@
 //! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | the envelope [`Message`](message::Message) `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`reason`] | close codes, why a connection ended, why a send failed |
+//! | [`connection`] | one connection's settings ([`SocketConfig`](connection::SocketConfig)) and its events ([`SocketEvent`](connection::SocketEvent)) |
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters |
@@ -43,6 +44,7 @@
 #![warn(unreachable_pub)]
 
 pub mod codec;
+pub mod connection;
 pub mod entropy;
 pub mod limits;
 pub mod manager;

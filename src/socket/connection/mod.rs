@@ -48,19 +48,7 @@ use crate::message::Message;
 use crate::PROTOCOL_VERSION;
 use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 
-/// What the connection reports to its owner.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SocketEvent {
-    /// The handshake completed; the connection is open.
-    Connected,
-    /// A message arrived.
-    Received(Message),
-    /// Something went wrong; if it ends the connection, `Disconnected` follows.
-    Error(SocketError),
-    /// The connection ended; always the last event.
-    Disconnected(DisconnectReason),
-}
+pub use switchboard_proto::connection::SocketEvent;
 
 /// Asked after the handshake whether the peer may stay.
 pub(crate) type RefuseHook = Box<dyn FnOnce() -> Option<DisconnectReason> + Send + Sync>;

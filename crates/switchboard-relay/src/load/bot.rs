@@ -194,7 +194,6 @@ fn on_event(
         }
         SocketEvent::Error(_) => counts.errors += 1,
         SocketEvent::Disconnected(_) => return Next::Ended,
-        _ => {}
     }
     Next::Go
 }
