@@ -7,8 +7,6 @@
 //! game three ways: signals and channel slots run by [`NetworkClient::poll`],
 //! events pulled with [`NetworkClient::drain`], or a `Stream` for tokio code.
 
-mod config;
-mod core;
 mod request;
 
 use std::cell::RefCell;
@@ -23,11 +21,13 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use serde::Serialize;
 
-pub use self::core::{ClientAction, ClientCore, ClientEvent};
-pub use config::{ClientConfig, ReconnectPolicy};
-pub use request::{RequestError, RequestStatus, RequestTicket};
+pub use request::RequestTicket;
+pub use switchboard_proto::client::{
+    ClientAction, ClientConfig, ClientCore, ClientError, ClientEvent, ReconnectPolicy,
+    RequestError, RequestStatus, Welcomed,
+};
 
-use crate::manager::protocol::{ErrorReply, Refused};
+use crate::manager::protocol::Refused;
 use crate::message::{Action, Channel, Message};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
@@ -35,27 +35,6 @@ use crate::signal::{Connection, Signal};
 use crate::socket::{
     DisconnectReason, ExtendedTcpSocket, PeerId, SendError, SocketConfig, SocketEvent, SocketState,
 };
-
-/// What the server said when it let the client in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Welcomed {
-    /// The client's id.
-    pub client: ClientId,
-    /// Whether the old session was resumed after a reconnect.
-    pub resumed: bool,
-}
-
-/// Something the client should know about that is not a message.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The server could not handle a message.
-    Server(ErrorReply),
-    /// The server rejected a plain message (sent without a request id).
-    Rejected(String),
-    /// The connection reported a problem.
-    Socket(std::sync::Arc<crate::SocketError>),
-}
 
 /// The signals of a client; slots run inside [`NetworkClient::poll`].
 #[derive(Debug, Default)]

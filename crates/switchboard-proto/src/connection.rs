@@ -30,20 +30,20 @@ pub struct SocketConfig {
     pub codec: CodecConfig,
     /// How long the peer has to send its hello after the connection opens
     /// (default 5 s). Past it the connection is dropped with
-    /// [`DisconnectReason::HandshakeTimeout`](super::DisconnectReason::HandshakeTimeout).
+    /// [`DisconnectReason::HandshakeTimeout`].
     pub handshake_timeout: Duration,
     /// After this long without sending anything, a ping is sent (default 5 s).
     /// Pings also measure the round-trip time.
     pub keepalive_interval: Duration,
     /// A peer from which nothing arrives for this long is disconnected with
-    /// [`DisconnectReason::IdleTimeout`](super::DisconnectReason::IdleTimeout)
+    /// [`DisconnectReason::IdleTimeout`]
     /// (default 15 s). Must exceed the peer's `keepalive_interval`. Time the
     /// reader spends waiting for the owner to drain its event queue does not
     /// count.
     pub idle_timeout: Duration,
     /// Frames that may wait in the outbound queue (default 4096). A send that
     /// finds the queue full disconnects the peer as a
-    /// [`DisconnectReason::SlowConsumer`](super::DisconnectReason::SlowConsumer).
+    /// [`DisconnectReason::SlowConsumer`].
     pub outbound_queue_len: usize,
     /// Bytes that may wait in the outbound queue (default 8 MiB). Past it the
     /// peer is disconnected as a slow consumer, as above.

@@ -16,10 +16,11 @@
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters |
+//! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //!
-//! (Being moved here from `switchboard`, issue 31: the manager and client
-//! cores with their settings, the connection's state machine and the
+//! (Being moved here from `switchboard`, issue 31: the manager core with
+//! the rules' half of its settings, the connection's state machine and the
 //! in-memory harness follow.)
 //!
 //! ## Example
@@ -43,6 +44,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod client;
 pub mod codec;
 pub mod connection;
 pub mod entropy;

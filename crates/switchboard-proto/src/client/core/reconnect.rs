@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{ClientCore, ClientEvent};
 use crate::client::{RequestError, RequestStatus};
-use crate::socket::{CloseCode, DisconnectReason};
+use crate::reason::{CloseCode, DisconnectReason};
 
 impl ClientCore {
     /// Replaces `ClientConfig::fallback_servers` (a directory said where
@@ -121,12 +121,12 @@ mod tests {
     use super::*;
     use crate::client::core::ClientAction;
     use crate::client::ClientConfig;
+    use crate::connection::SocketEvent;
     use crate::manager::protocol::{self, Welcome};
     use crate::session::{ClientId, ReconnectToken};
-    use crate::socket::SocketEvent;
 
     fn lost() -> DisconnectReason {
-        DisconnectReason::ConnectionLost(crate::socket::IoFailure::new(
+        DisconnectReason::ConnectionLost(crate::reason::IoFailure::new(
             std::io::ErrorKind::ConnectionReset,
             "reset",
         ))
@@ -136,7 +136,7 @@ mod tests {
         let mut core = ClientCore::new(ClientConfig::named("ann"), seed);
         core.start();
         let welcome = Welcome {
-            client: ClientId::random(),
+            client: ClientId::from_u128(42),
             token: ReconnectToken([1; 32]),
             resumed: false,
             grace_secs: 60,

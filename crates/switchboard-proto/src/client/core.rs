@@ -8,8 +8,7 @@
 //!           Disconnected ◀────────────────────────────────────── Disconnected
 //! ```
 //!
-//! The driver ([`NetworkClient`](super::NetworkClient), or the in-memory
-//! [`harness`](crate::harness)) feeds it the connection's events and the
+//! The driver (`NetworkClient`, or the in-memory harness) feeds it the connection's events and the
 //! time, carries out its [`ClientAction`]s (open a connection, send, close)
 //! and hands its [`ClientEvent`]s to the game.
 
@@ -19,18 +18,20 @@ use std::time::Instant;
 mod reconnect;
 
 use super::{ClientConfig, ClientError, RequestError, RequestStatus, Welcomed};
+use crate::connection::SocketEvent;
 use crate::manager::protocol::{
     self, ErrorReply, Hello, Refused, Rejected, RequestFrame, Resume, Welcome,
 };
 use crate::message::{Message, SESSION_CHANNEL};
+use crate::reason::DisconnectReason;
 use crate::session::{ClientId, ReconnectToken};
-use crate::socket::{DisconnectReason, SocketEvent};
 
 /// What the game hears from its client, in order: by signals
-/// ([`NetworkClient::poll`](super::NetworkClient::poll)) or pulled
-/// ([`NetworkClient::drain`](super::NetworkClient::drain)).
+/// (`NetworkClient::poll`) or pulled (`NetworkClient::drain`).
+///
+/// Exhaustive on purpose: a new kind of event must be handled by every
+/// consumer (the compiler says where), never dropped by a catch-all arm.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum ClientEvent {
     /// The connection opened (the welcome follows).
     Connected,
@@ -51,7 +52,7 @@ pub enum ClientEvent {
     Error(ClientError),
     /// A request got its verdict.
     RequestDone {
-        /// The request's id ([`RequestTicket::id`](super::RequestTicket::id)).
+        /// The request's id (`RequestTicket::id`).
         id: u64,
         /// The verdict.
         status: RequestStatus,
@@ -59,8 +60,9 @@ pub enum ClientEvent {
 }
 
 /// What the core asks its driver to do.
+///
+/// Exhaustive on purpose: every driver must carry out every action.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum ClientAction {
     /// Open a new connection to the server (the hello follows as a `Send`).
     Connect,

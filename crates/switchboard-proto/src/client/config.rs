@@ -1,8 +1,8 @@
-//! The settings of a [`NetworkClient`](super::NetworkClient).
+//! The settings of a client (`NetworkClient` in the driver).
 
 use std::time::Duration;
 
-use crate::socket::SocketConfig;
+use crate::connection::SocketConfig;
 
 /// When and how often a client tries to get its session back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl Default for ReconnectPolicy {
     }
 }
 
-/// The settings of a [`NetworkClient`](super::NetworkClient).
+/// The settings of a client (`NetworkClient` in the driver).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig {
     /// The connection's limits and timers.
