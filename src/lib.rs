@@ -23,7 +23,7 @@
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
 //! | [`manager`] | [`ManagerCore`] (sessions, requests validated by the game's [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver |
-//! | [`client`] | [`ClientCore`] (hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: signals, `drain()`, `Stream` |
+//! | [`client`] | [`ClientCore`] (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: signals, `drain()`, `Stream` |
 //! | [`harness`] | client cores and a manager core on an in-memory network with a clock the test moves |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
