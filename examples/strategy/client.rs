@@ -2,13 +2,11 @@
 //! directory, told the truth when it comes back), a terminal interface (a
 //! map and typed orders), and the scripted bot player (`client/bot.rs`).
 
-use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
-use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use switchboard::{ClientConfig, NetworkClient, RequestStatus, RequestTicket};
+use switchboard::{ClientConfig, ClientEvent, NetworkClient, RequestStatus, RequestTicket};
 
 mod bot;
 
@@ -32,17 +30,17 @@ pub(crate) struct Seen {
     pub(crate) lobbies: u64,
 }
 
-/// A connected player.
+/// A connected player. It pulls its client's events (no slots, no shared
+/// cells): what it has heard is plain state of its own.
 pub(crate) struct Player {
     pub(crate) name: String,
     pub(crate) client: NetworkClient,
-    pub(crate) seen: Rc<RefCell<Seen>>,
+    pub(crate) seen: Seen,
     pending: Vec<(String, RequestTicket)>,
     /// Where the game is served, asked again at each reconnect attempt.
     directory: Option<Directory>,
-    reconnecting: Rc<Cell<bool>>,
     /// What to tell the player when its connection comes back.
-    rejoin: Rc<RefCell<Rejoin>>,
+    rejoin: Rejoin,
 }
 
 impl Player {
@@ -65,76 +63,65 @@ impl Player {
             },
             ..ClientConfig::named(name)
         };
-        let client = NetworkClient::connect(addr, config);
-        let reconnecting = Rc::new(Cell::new(false));
-        let flag = reconnecting.clone();
-        client
-            .signals()
-            .reconnecting
-            .connect(move |_| flag.set(true));
-        let seen = Rc::new(RefCell::new(Seen::default()));
-        let sink = seen.clone();
-        client.subscribe(Chan::Game, move |d| {
-            let mut seen = sink.borrow_mut();
-            match d.action::<Act>() {
-                Some(Act::View) => {
-                    if let Ok(mut view) = d.content::<NationView>() {
-                        view.make_printable();
-                        seen.view = Some(view);
-                        seen.fresh_view = true;
-                        seen.views += 1;
-                    }
-                }
-                Some(Act::Event) => {
-                    if let Ok(text) = d.content::<String>() {
-                        seen.events.push(printable(&text));
-                    }
-                }
-                _ => {}
-            }
-        });
-        let sink = seen.clone();
-        client.subscribe(Chan::Lobby, move |d| {
-            if let Ok(mut lobby) = d.content::<LobbyView>() {
-                lobby.make_printable();
-                let mut seen = sink.borrow_mut();
-                seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
-                seen.lobbies += 1;
-                seen.lobby = Some(lobby);
-            }
-        });
-        client
-            .signals()
-            .refused
-            .connect(|why| println!("refused: {}", printable(&why.to_string())));
-        let rejoin = Rc::new(RefCell::new(Rejoin::default()));
-        let (before, known) = (rejoin.clone(), seen.clone());
-        client.signals().connection_lost.connect(move |why| {
-            before.borrow_mut().lost(&known.borrow());
-            known.borrow_mut().events.push(format!(
-                "connection lost ({}); reconnecting",
-                printable(&why.to_string())
-            ));
-        });
-        let (after, told) = (rejoin.clone(), seen.clone());
-        client.signals().welcomed.connect(move |w| {
-            let mut told = told.borrow_mut();
-            if let Some(message) = after.borrow_mut().welcomed(w.resumed, &told) {
-                told.events.push(message);
-            }
-        });
-        client
-            .signals()
-            .disconnected
-            .connect(|why| println!("disconnected: {}", printable(&why.to_string())));
         Player {
             name: name.to_string(),
-            client,
-            seen,
+            client: NetworkClient::connect(addr, config),
+            seen: Seen::default(),
             pending: Vec::new(),
             directory,
-            reconnecting,
-            rejoin,
+            rejoin: Rejoin::default(),
+        }
+    }
+
+    /// Takes in one event of the client.
+    fn take(&mut self, event: ClientEvent) {
+        let seen = &mut self.seen;
+        match event {
+            ClientEvent::Message(message) => match message.channel::<Chan>() {
+                Some(Chan::Game) => match message.action::<Act>() {
+                    Some(Act::View) => {
+                        if let Ok(mut view) = message.content::<NationView>() {
+                            view.make_printable();
+                            seen.view = Some(view);
+                            seen.fresh_view = true;
+                            seen.views += 1;
+                        }
+                    }
+                    Some(Act::Event) => {
+                        if let Ok(text) = message.content::<String>() {
+                            seen.events.push(printable(&text));
+                        }
+                    }
+                    _ => {}
+                },
+                Some(Chan::Lobby) => {
+                    if let Ok(mut lobby) = message.content::<LobbyView>() {
+                        lobby.make_printable();
+                        seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
+                        seen.lobbies += 1;
+                        seen.lobby = Some(lobby);
+                    }
+                }
+                None => {}
+            },
+            ClientEvent::Refused(why) => println!("refused: {}", printable(&why.to_string())),
+            ClientEvent::ConnectionLost(why) => {
+                self.rejoin.lost(seen);
+                seen.events.push(format!(
+                    "connection lost ({}); reconnecting",
+                    printable(&why.to_string())
+                ));
+            }
+            ClientEvent::Welcomed(welcomed) => {
+                if let Some(message) = self.rejoin.welcomed(welcomed.resumed, seen) {
+                    seen.events.push(message);
+                }
+            }
+            ClientEvent::Reconnecting(_) => self.follow_directory(),
+            ClientEvent::Disconnected(why) => {
+                println!("disconnected: {}", printable(&why.to_string()))
+            }
+            ClientEvent::Connected | ClientEvent::Error(_) | ClientEvent::RequestDone { .. } => {}
         }
     }
 
@@ -144,9 +131,6 @@ impl Player {
         let Some(directory) = &self.directory else {
             return;
         };
-        if !self.reconnecting.replace(false) {
-            return;
-        }
         match directory.servers() {
             Ok(servers) => self.client.redirect(servers),
             Err(err) => println!("directory: {}", printable(&err)),
@@ -163,26 +147,21 @@ impl Player {
     ) {
         match self.client.request(channel, action, content) {
             Ok(ticket) => self.pending.push((label, ticket)),
-            Err(err) => self
-                .seen
-                .borrow_mut()
-                .events
-                .push(format!("{label}: not sent: {err}")),
+            Err(err) => self.seen.events.push(format!("{label}: not sent: {err}")),
         }
     }
 
     /// Polls; returns the log lines since the last call: events, and the
     /// verdicts of orders that were not simply accepted.
     pub(crate) fn pump(&mut self, wait: Duration) -> Vec<String> {
-        self.client.poll_timeout(wait);
-        self.follow_directory();
-        {
-            let mut seen = self.seen.borrow_mut();
-            if let Some(message) = self.rejoin.borrow_mut().heard(&seen) {
-                seen.events.push(message);
-            }
+        let events: Vec<ClientEvent> = self.client.drain_timeout(wait).collect();
+        for event in events {
+            self.take(event);
         }
-        let mut log: Vec<String> = std::mem::take(&mut self.seen.borrow_mut().events)
+        if let Some(message) = self.rejoin.heard(&self.seen) {
+            self.seen.events.push(message);
+        }
+        let mut log: Vec<String> = std::mem::take(&mut self.seen.events)
             .into_iter()
             .map(|e| format!("* {e}"))
             .collect();
@@ -340,19 +319,13 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
     });
     loop {
         player.pump_print(Duration::from_millis(20));
-        if std::mem::take(&mut player.seen.borrow_mut().fresh_lobby) {
-            if let Some(lobby) = player.seen.borrow().lobby.as_ref().filter(|l| !l.started) {
+        if std::mem::take(&mut player.seen.fresh_lobby) {
+            if let Some(lobby) = player.seen.lobby.as_ref().filter(|l| !l.started) {
                 print!("{}", render_lobby(lobby));
             }
         }
-        if std::mem::take(&mut player.seen.borrow_mut().fresh_view) {
-            if let Some(view) = player
-                .seen
-                .borrow()
-                .view
-                .as_ref()
-                .filter(|v| v.you.is_some())
-            {
+        if std::mem::take(&mut player.seen.fresh_view) {
+            if let Some(view) = player.seen.view.as_ref().filter(|v| v.you.is_some()) {
                 print!("{}", render(view));
             }
         }
@@ -369,7 +342,7 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
         match words.as_slice() {
             ["q" | "quit"] => return Ok(()),
             ["help"] => println!("{HELP}"),
-            ["map"] => player.seen.borrow_mut().fresh_view = true,
+            ["map"] => player.seen.fresh_view = true,
             ["m", ..] => match (num(1), num(2), num(3)) {
                 (Some(u), Some(x), Some(y)) if x < 256 && y < 256 => {
                     let order = Move {

@@ -67,7 +67,7 @@ pub(crate) fn run(player: &mut Player, name: &str) -> Result<(), String> {
             ui.note(line);
         }
         let (view, lobby) = {
-            let seen = player.seen.borrow();
+            let seen = &player.seen;
             (seen.view.clone(), seen.lobby.clone())
         };
         if let Some(view) = &view {

@@ -80,7 +80,7 @@ fn bot_lobby(player: &mut Player, players: usize) -> Result<(), String> {
     loop {
         player.pump_print(Duration::from_millis(10));
         let (view, lobby) = {
-            let seen = player.seen.borrow();
+            let seen = &player.seen;
             (seen.view.clone(), seen.lobby.clone())
         };
         if view.as_ref().is_some_and(|v| v.you.is_some()) {
@@ -122,7 +122,7 @@ fn wait_for_view(
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         player.pump_print(Duration::from_millis(10));
-        if let Some(view) = player.seen.borrow().view.as_ref().filter(|v| ready(v)) {
+        if let Some(view) = player.seen.view.as_ref().filter(|v| ready(v)) {
             if player.pending.is_empty() {
                 return Ok(view.clone());
             }
