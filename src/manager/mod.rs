@@ -41,24 +41,7 @@ use crate::runtime;
 use crate::session::ClientId;
 use crate::socket::{BindScope, ServerStream};
 
-/// One line of the manager's log, as carried by [`ManagerHandle::log`]. The
-/// same line goes to `tracing`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogEntry {
-    /// `tracing`'s level for it.
-    pub level: LogLevel,
-    /// The text (client-chosen strings in it are escaped).
-    pub text: String,
-}
-
-/// How important a [`LogEntry`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    /// Routine: joins, leaves.
-    Info,
-    /// Something a client did wrong, or a limit that tripped.
-    Warn,
-}
+pub use switchboard_proto::manager::{LogEntry, LogLevel};
 
 /// A game server: the logic and the sessions behind a listening socket.
 pub struct ServerManager<L: GameLogic> {

@@ -25,35 +25,8 @@ use crate::session::{ClientId, ReconnectToken};
 /// A boxed future, as the store's calls return.
 pub type ShareFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ShareError>> + Send + 'a>>;
 
-/// The store could not be reached or answered in time.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ShareError(pub String);
-
+pub use switchboard_proto::manager::{ShareError, ShareUpdate};
 pub use switchboard_proto::session::SharedSession;
-
-/// One change to a session held by this process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShareUpdate {
-    /// Online here; `token` is the only one that will work next (a new
-    /// session, or a token rotated by a reconnect).
-    Online {
-        /// The session.
-        session: SharedSession,
-        /// Its current token.
-        token: ReconnectToken,
-    },
-    /// Its connection was lost: it waits out its grace period.
-    Offline {
-        /// Whose.
-        client: ClientId,
-    },
-    /// It ended for good (left, kicked, expired, gave way).
-    Gone {
-        /// Whose.
-        client: ClientId,
-    },
-}
 
 /// A store of sessions shared by several processes. Each call may fail
 /// (the store is down or slow); the manager then refuses what it cannot
