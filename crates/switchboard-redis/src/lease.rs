@@ -82,6 +82,10 @@ struct Inner {
     /// The latest checkpoint the game asked to keep: written again when
     /// Redis loses it.
     last: Mutex<Option<Vec<u8>>>,
+    /// The scripts, hashed once.
+    renew: Script,
+    save: Script,
+    release: Script,
     lost: CancellationToken,
     /// Let go on purpose (not lost).
     released: std::sync::atomic::AtomicBool,
@@ -125,6 +129,9 @@ impl GameLease {
                 fence,
                 ttl,
                 last: Mutex::new(None),
+                renew: Script::new(RENEW),
+                save: Script::new(SAVE),
+                release: Script::new(RELEASE),
                 lost: CancellationToken::new(),
                 released: Default::default(),
             }),
@@ -188,8 +195,7 @@ impl GameLease {
     async fn write(&self, state: Vec<u8>) -> Result<(), StoreError> {
         let inner = &self.inner;
         let ttl = inner.store.config().checkpoint_ttl.as_millis().max(1) as u64;
-        let script = Script::new(SAVE);
-        let mut call = script.prepare_invoke();
+        let mut call = inner.save.prepare_invoke();
         call.key(&inner.lease_key)
             .key(inner.checkpoints.key())
             .arg(&inner.token)
@@ -256,8 +262,7 @@ impl GameLease {
                 _ = inner.lost.cancelled() => return,
             }
             let ttl_ms = inner.ttl.as_millis().max(1) as u64;
-            let script = Script::new(RENEW);
-            let mut call = script.prepare_invoke();
+            let mut call = inner.renew.prepare_invoke();
             call.key(&inner.lease_key).arg(&inner.token).arg(ttl_ms);
             let renewed: Result<u8, StoreError> = inner
                 .store
@@ -316,8 +321,7 @@ impl GameLease {
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.inner.lost.cancel();
         let inner = &self.inner;
-        let script = Script::new(RELEASE);
-        let mut call = script.prepare_invoke();
+        let mut call = inner.release.prepare_invoke();
         call.key(&inner.lease_key).arg(&inner.token);
         inner
             .store

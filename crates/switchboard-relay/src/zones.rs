@@ -210,8 +210,8 @@ pub(crate) struct Zones {
     answers: mpsc::UnboundedReceiver<(String, Result<ZoneOwner, String>)>,
     /// Tickets honoured, until they expire.
     taken: HashMap<[u8; 16], u64>,
-    /// Whether the last lookup failed (logged once per outage).
-    failing: bool,
+    /// The directory's outages, told once each (with the count).
+    outage: switchboard::session::Outage,
 }
 
 impl Zones {
@@ -225,7 +225,7 @@ impl Zones {
             answers_tx,
             answers,
             taken: HashMap::new(),
-            failing: false,
+            outage: switchboard::session::Outage::new("zone directory"),
         }
     }
 
@@ -298,17 +298,12 @@ impl Zones {
         self.asking.remove(&zone);
         let owner = match owner {
             Ok(owner) => {
-                if self.failing {
-                    self.failing = false;
-                    tracing::info!("zone directory reachable again");
-                }
+                self.outage.succeeded();
                 owner
             }
             Err(err) => {
-                if !self.failing {
-                    self.failing = true;
-                    tracing::warn!(%err, "zone directory unavailable: zones are served where their players are");
-                }
+                // Meanwhile zones are served where their players are.
+                self.outage.failed(&err);
                 self.local()
             }
         };
