@@ -6,20 +6,20 @@
 //! cargo run --example chat -- --join 127.0.0.1:7000 --name carol   # type lines, Ctrl-D quits
 //! ```
 //!
-//! The clients run on the main thread through `poll()`: the network tasks only
-//! queue events, and the slots below run when `poll()` is called. The server
-//! validates every line before relaying it, and names the speaker itself.
+//! The clients run on the main thread: the network tasks only queue events.
+//! Each client's slots print what it hears, and the demo's loop counts the
+//! same lines from `drain()`: slots and pulled events are one path, and each
+//! sees every line once. The server validates every line before relaying
+//! it, and names the speaker itself.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchboard::{
-    Audience, BindScope, ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient, Outbox,
-    Rejection, Request, ServerManager,
+    Audience, BindScope, ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig,
+    NetworkClient, Outbox, Rejection, Request, ServerManager,
 };
 
 switchboard::channels! {
@@ -28,18 +28,18 @@ switchboard::channels! {
 }
 switchboard::actions! {
     /// What travels on it.
-    pub enum ChatAction {
-        /// Client to server: a line I typed (String).
-        Say = 1,
-        /// Server to clients: a [`Line`] someone said.
-        Line = 2,
+    pub enum Chat in Chan::Chat {
+        /// Client to server: a line I typed.
+        Say(String) = 1,
+        /// Server to clients: a line someone said.
+        Line(Line) = 2,
     }
 }
 
 /// A chat line as the server relays it: the server names the speaker, so a
 /// client cannot speak for someone else.
 #[derive(Debug, Serialize, Deserialize)]
-struct Line {
+pub struct Line {
     from: String,
     text: String,
 }
@@ -56,27 +56,22 @@ impl ChatLogic {
             from: from.into(),
             text,
         };
-        if let Err(err) = out.send(Audience::All, Chan::Chat, ChatAction::Line, &line) {
-            eprintln!("cannot encode a line: {err}");
-        }
+        out.send(Audience::All, Chat::Line(line));
     }
 }
 
 impl GameLogic for ChatLogic {
+    type Message = Chat;
     type Command = String;
 
-    fn validate(&self, request: &Request) -> Result<String, Rejection> {
-        let Chan::Chat = request.channel::<Chan>()?;
-        match request.action::<ChatAction>()? {
-            ChatAction::Say => {
-                let text: String = request.content()?;
-                match text.chars().count() {
-                    0 => Err(Rejection::invalid("say something")),
-                    1..=200 => Ok(text),
-                    _ => Err(Rejection::invalid("lines are at most 200 characters")),
-                }
-            }
-            ChatAction::Line => Err(Rejection::invalid("only the server sends lines")),
+    fn validate(&self, request: &Request<Chat>) -> Result<String, Rejection> {
+        match &request.message {
+            Chat::Say(text) => match text.chars().count() {
+                0 => Err(Rejection::invalid("say something")),
+                1..=200 => Ok(text.clone()),
+                _ => Err(Rejection::invalid("lines are at most 200 characters")),
+            },
+            Chat::Line(_) => Err(Rejection::invalid("only the server sends lines")),
         }
     }
 
@@ -97,18 +92,13 @@ impl GameLogic for ChatLogic {
     }
 }
 
-/// A client that prints every line it hears, prefixed with `who`, and
-/// counts the lines players said.
-fn chat_client(addr: impl ToString, who: &str) -> (NetworkClient, Rc<RefCell<usize>>) {
+/// A client whose slots print every line it hears, prefixed with `who`.
+fn chat_client(addr: impl ToString, who: &str) -> NetworkClient {
     let client = NetworkClient::connect(addr, ClientConfig::named(who));
-    let heard = Rc::new(RefCell::new(0));
-    let (count, me) = (heard.clone(), who.to_string());
+    let me = who.to_string();
     client.subscribe(Chan::Chat, move |delivery| {
-        if let Ok(line) = delivery.content::<Line>() {
+        if let Ok(Chat::Line(line)) = delivery.message.typed() {
             println!("[{me} sees] {}: {}", line.from, line.text);
-            if line.from != "server" {
-                *count.borrow_mut() += 1;
-            }
         }
     });
     let me = who.to_string();
@@ -120,8 +110,19 @@ fn chat_client(addr: impl ToString, who: &str) -> (NetworkClient, Rc<RefCell<usi
     client
         .signals()
         .error
-        .connect(move |err| println!("[{me}] {err:?}"));
-    (client, heard)
+        .connect(move |err| println!("[{me}] {err}"));
+    client
+}
+
+/// How many lines players said among `events` (the server's own notices
+/// not counted).
+fn lines_said(events: impl Iterator<Item = ClientEvent>) -> usize {
+    events
+        .filter(|event| match event {
+            ClientEvent::Message(m) => matches!(m.typed(), Ok(Chat::Line(l)) if l.from != "server"),
+            _ => false,
+        })
+        .count()
 }
 
 fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -132,8 +133,8 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         ChatLogic::default(),
     )?;
     println!("chat server on {}", server.local_addr());
-    let (mut alice, alice_heard) = chat_client(server.local_addr(), "alice");
-    let (mut bob, bob_heard) = chat_client(server.local_addr(), "bob");
+    let mut alice = chat_client(server.local_addr(), "alice");
+    let mut bob = chat_client(server.local_addr(), "bob");
 
     let script = [
         ("alice", "hi bob, the signals work"),
@@ -142,30 +143,22 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
     ];
     // Each client hears the three lines of the script.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut said = 0;
-    while *alice_heard.borrow() < 3 || *bob_heard.borrow() < 3 {
+    let (mut said, mut alice_heard, mut bob_heard) = (0, 0, 0);
+    while alice_heard < 3 || bob_heard < 3 {
         if Instant::now() > deadline {
             return Err("the chat did not complete in 10 s".into());
         }
         // Speak once both have joined, one line per pass, in order.
-        if said < script.len()
-            && alice.is_welcomed()
-            && bob.is_welcomed()
-            && *alice_heard.borrow() == said
-        {
+        if said < script.len() && alice.is_welcomed() && bob.is_welcomed() && alice_heard == said {
             let (who, text) = script[said];
             let speaker = if who == "alice" { &alice } else { &bob };
-            speaker.send(Chan::Chat, ChatAction::Say, text)?;
+            speaker.send(Chat::Say(text.into()))?;
             said += 1;
         }
-        alice.poll();
-        bob.poll_timeout(Duration::from_millis(5));
+        alice_heard += lines_said(alice.drain());
+        bob_heard += lines_said(bob.drain_timeout(Duration::from_millis(5)));
     }
-    println!(
-        "done: alice heard {}, bob heard {}",
-        alice_heard.borrow(),
-        bob_heard.borrow()
-    );
+    println!("done: alice heard {alice_heard}, bob heard {bob_heard}");
     alice.close("bye");
     bob.close("bye");
     server.shutdown();
@@ -185,7 +178,7 @@ fn serve(port: u16) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn join(addr: String, name: String) -> Result<(), Box<dyn std::error::Error>> {
-    let (mut client, _) = chat_client(addr, &name);
+    let mut client = chat_client(addr, &name);
     let (lines_tx, lines) = mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines().map_while(Result::ok) {
@@ -196,7 +189,7 @@ fn join(addr: String, name: String) -> Result<(), Box<dyn std::error::Error>> {
     });
     loop {
         match lines.try_recv() {
-            Ok(line) => client.send(Chan::Chat, ChatAction::Say, &line)?,
+            Ok(line) => client.send(Chat::Say(line))?,
             Err(mpsc::TryRecvError::Disconnected) => {
                 client.close("bye");
                 client.poll_timeout(Duration::from_millis(200));

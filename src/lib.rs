@@ -3,9 +3,15 @@
 //! Networked games in the style of Qt's signals and slots. Every event (a
 //! connection opened, a message received, a peer gone) is a [`Signal`] that
 //! slots connect to. Network tasks never run game code: they queue events,
-//! and the game takes them once per frame on its own thread, either with
-//! `poll()` (its slots run) or with `drain()` (it gets the events as values).
-//! tokio code takes the same events as a `Stream`.
+//! and the game takes each once per frame on its own thread: `drain()` hands
+//! the events over as values, and as it does their signals and channel slots
+//! run (`poll()` when slots are all the game uses). tokio code takes the
+//! same events as a `Stream`.
+//!
+//! Messages are typed: `actions! { enum Act in Chan::Score { Add(u32) = 1 } }`
+//! declares each action with its content's type; the client sends
+//! `Act::Add(3)`, the server's [`GameLogic`] receives it decoded, and
+//! anything else is answered by the framework before the game sees it.
 //!
 //! This is the core crate: transport, sessions, the server manager, the
 //! client, the child-process server and save files. Rooms, the relay and
@@ -40,13 +46,14 @@
 //! use switchboard::{Outbox, Rejection, Request, RequestStatus, ServerManager};
 //!
 //! switchboard::channels! { enum Chan { Score = 16 } }
-//! switchboard::actions! { enum Act { Add = 1 } }
+//! switchboard::actions! { enum Act in Chan::Score { Add(u32) = 1 } }
 //!
 //! struct Score(u32);
 //! impl GameLogic for Score {
+//!     type Message = Act;
 //!     type Command = u32;
-//!     fn validate(&self, request: &Request) -> Result<u32, Rejection> {
-//!         let n: u32 = request.content()?;
+//!     fn validate(&self, request: &Request<Act>) -> Result<u32, Rejection> {
+//!         let Act::Add(n) = request.message;
 //!         (n <= 10).then_some(n).ok_or_else(|| Rejection::invalid("at most 10"))
 //!     }
 //!     fn apply(&mut self, _: ClientId, n: u32, _: &mut Outbox) {
@@ -57,10 +64,10 @@
 //! let server = ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), Score(0))?;
 //! let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
 //! let wait = Duration::from_secs(10);
-//! let ok = client.request(Chan::Score, Act::Add, &3u32)?;
-//! let no = client.request(Chan::Score, Act::Add, &30u32)?;
-//! assert_eq!(ok.wait(&mut client, wait), RequestStatus::Accepted);
-//! assert_eq!(no.wait(&mut client, wait), RequestStatus::Rejected("at most 10".into()));
+//! let ok = client.request(Act::Add(3))?;
+//! let no = client.request(Act::Add(30))?;
+//! assert_eq!(client.wait(ok, wait), RequestStatus::Accepted);
+//! assert_eq!(client.wait(no, wait), RequestStatus::Rejected("at most 10".into()));
 //! server.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -68,7 +75,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub use switchboard_proto::{actions, channels, framework_channel};
+pub use switchboard_proto::{actions, channels, framework_channel, messages};
 
 pub mod client;
 pub use switchboard_proto::codec;

@@ -76,11 +76,12 @@ impl Router {
 
     /// Hands a message to its channel's slots. Returns false, counts and logs
     /// when nobody listens on the channel.
-    pub fn route(&self, sender: PeerId, message: Message) -> bool {
+    pub fn route(&self, sender: PeerId, message: &Message) -> bool {
         let channel = message.channel_id();
         let signal = self.channels.borrow().get(&channel).cloned();
         match signal {
             Some(signal) if signal.slot_count() > 0 => {
+                let message = message.clone();
                 signal.emit(&Delivery { sender, message });
                 true
             }

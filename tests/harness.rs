@@ -13,6 +13,7 @@ struct Ticker {
 }
 
 impl GameLogic for Ticker {
+    type Message = switchboard::Message;
     type Command = ();
     fn validate(&self, _: &Request) -> Result<(), Rejection> {
         Err(Rejection::invalid("nothing to ask"))

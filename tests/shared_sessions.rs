@@ -25,6 +25,7 @@ struct Seen {
 }
 
 impl GameLogic for Seen {
+    type Message = switchboard::Message;
     type Command = ();
     fn validate(&self, _: &Request) -> Result<(), Rejection> {
         Ok(())

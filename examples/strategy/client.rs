@@ -12,7 +12,8 @@ mod bot;
 
 use crate::directory::Directory;
 use crate::protocol::{
-    nation_digit, nation_letter, printable, Act, Attack, Chan, LobbyView, Move, NationView,
+    nation_digit, nation_letter, printable, Attack, GameAct, LobbyAct, LobbyView, Move, Msg,
+    NationView,
 };
 use crate::rejoin::Rejoin;
 use crate::scenario::{NationId, UnitId};
@@ -77,32 +78,21 @@ impl Player {
     fn take(&mut self, event: ClientEvent) {
         let seen = &mut self.seen;
         match event {
-            ClientEvent::Message(message) => match message.channel::<Chan>() {
-                Some(Chan::Game) => match message.action::<Act>() {
-                    Some(Act::View) => {
-                        if let Ok(mut view) = message.content::<NationView>() {
-                            view.make_printable();
-                            seen.view = Some(view);
-                            seen.fresh_view = true;
-                            seen.views += 1;
-                        }
-                    }
-                    Some(Act::Event) => {
-                        if let Ok(text) = message.content::<String>() {
-                            seen.events.push(printable(&text));
-                        }
-                    }
-                    _ => {}
-                },
-                Some(Chan::Lobby) => {
-                    if let Ok(mut lobby) = message.content::<LobbyView>() {
-                        lobby.make_printable();
-                        seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
-                        seen.lobbies += 1;
-                        seen.lobby = Some(lobby);
-                    }
+            ClientEvent::Message(message) => match message.typed::<Msg>() {
+                Ok(Msg::Game(GameAct::View(mut view))) => {
+                    view.make_printable();
+                    seen.view = Some(view);
+                    seen.fresh_view = true;
+                    seen.views += 1;
                 }
-                None => {}
+                Ok(Msg::Game(GameAct::Event(text))) => seen.events.push(printable(&text)),
+                Ok(Msg::Lobby(LobbyAct::State(mut lobby))) => {
+                    lobby.make_printable();
+                    seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
+                    seen.lobbies += 1;
+                    seen.lobby = Some(lobby);
+                }
+                Ok(_) | Err(_) => {}
             },
             ClientEvent::Refused(why) => println!("refused: {}", printable(&why.to_string())),
             ClientEvent::ConnectionLost(why) => {
@@ -138,14 +128,8 @@ impl Player {
     }
 
     /// Sends an order; its verdict comes out of [`pump`](Self::pump).
-    pub(crate) fn order<T: serde::Serialize>(
-        &mut self,
-        label: String,
-        channel: Chan,
-        action: Act,
-        content: &T,
-    ) {
-        match self.client.request(channel, action, content) {
+    pub(crate) fn order(&mut self, label: String, order: impl Into<Msg>) {
+        match self.client.request(order.into()) {
             Ok(ticket) => self.pending.push((label, ticket)),
             Err(err) => self.seen.events.push(format!("{label}: not sent: {err}")),
         }
@@ -165,8 +149,9 @@ impl Player {
             .into_iter()
             .map(|e| format!("* {e}"))
             .collect();
+        let client = &self.client;
         self.pending
-            .retain(|(label, ticket)| match ticket.status() {
+            .retain(|(label, ticket)| match client.status(*ticket) {
                 RequestStatus::Pending => true,
                 RequestStatus::Accepted => false,
                 RequestStatus::Rejected(reason) => {
@@ -350,12 +335,12 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
                         x: x as u8,
                         y: y as u8,
                     };
-                    player.order(line.clone(), Chan::Game, Act::Move, &order);
+                    player.order(line.clone(), GameAct::Move(order));
                 }
                 _ => println!("m UNIT X Y"),
             },
             ["c", ..] => match num(1) {
-                Some(u) => player.order(line.clone(), Chan::Game, Act::Claim, &UnitId(u)),
+                Some(u) => player.order(line.clone(), GameAct::Claim(UnitId(u))),
                 None => println!("c UNIT"),
             },
             ["a", ..] => match (num(1), num(2)) {
@@ -364,21 +349,19 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
                         unit: UnitId(u),
                         target: UnitId(t),
                     };
-                    player.order(line.clone(), Chan::Game, Act::Attack, &order);
+                    player.order(line.clone(), GameAct::Attack(order));
                 }
                 _ => println!("a UNIT TARGET"),
             },
-            ["e"] => player.order(line.clone(), Chan::Game, Act::EndTurn, &()),
-            ["save", name] => player.order(line.clone(), Chan::Game, Act::Save, &name.to_string()),
-            ["load", name] => player.order(line.clone(), Chan::Game, Act::Load, &name.to_string()),
+            ["e"] => player.order(line.clone(), GameAct::EndTurn),
+            ["save", name] => player.order(line.clone(), GameAct::Save(name.to_string())),
+            ["load", name] => player.order(line.clone(), GameAct::Load(name.to_string())),
             ["pick", ..] => match num(1) {
-                Some(n) if n < 256 => {
-                    player.order(line.clone(), Chan::Lobby, Act::Pick, &NationId(n as u8))
-                }
+                Some(n) if n < 256 => player.order(line.clone(), LobbyAct::Pick(NationId(n as u8))),
                 _ => println!("pick NATION"),
             },
-            ["ready"] => player.order(line.clone(), Chan::Lobby, Act::Ready, &true),
-            ["start"] => player.order(line.clone(), Chan::Lobby, Act::Start, &()),
+            ["ready"] => player.order(line.clone(), LobbyAct::Ready(true)),
+            ["start"] => player.order(line.clone(), LobbyAct::Start),
             [] => {}
             _ => println!("? {HELP}"),
         }

@@ -15,32 +15,52 @@ switchboard::channels! {
 }
 
 switchboard::actions! {
-    /// Requests and updates.
-    pub enum Act {
-        /// Request: move a unit one province ([`Move`]).
-        Move = 1,
-        /// Request: take the province a unit stands on (content: `UnitId`).
-        Claim = 2,
-        /// Request: attack a neighbouring enemy unit ([`Attack`]).
-        Attack = 3,
-        /// Request: I am done with this turn (content: `()`).
+    /// Orders in, views out, on the game channel.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum GameAct in Chan::Game {
+        /// Request: move a unit one province.
+        Move(Move) = 1,
+        /// Request: take the province a unit stands on.
+        Claim(UnitId) = 2,
+        /// Request: attack a neighbouring enemy unit.
+        Attack(Attack) = 3,
+        /// Request: I am done with this turn.
         EndTurn = 4,
-        /// Request: save the running game on the server (content: name).
-        Save = 5,
-        /// Request: load a saved game on the server (content: name; host only).
-        Load = 6,
-        /// Lobby request: I want this nation (content: `NationId`).
-        Pick = 7,
-        /// Lobby request: ready or not (content: `bool`).
-        Ready = 8,
-        /// Lobby request: start the game (host only; content: `()`).
+        /// Request: save the running game on the server, by name.
+        Save(String) = 5,
+        /// Request: load a saved game on the server, by name (host only).
+        Load(String) = 6,
+        /// Update: what your nation sees.
+        View(NationView) = 20,
+        /// Update: something happened.
+        Event(String) = 22,
+    }
+}
+
+switchboard::actions! {
+    /// The lobby of a hosted game.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum LobbyAct in Chan::Lobby {
+        /// Request: I want this nation.
+        Pick(NationId) = 7,
+        /// Request: ready or not.
+        Ready(bool) = 8,
+        /// Request: start the game (host only).
         Start = 9,
-        /// Update: what your nation sees ([`NationView`]).
-        View = 20,
-        /// Update: the lobby ([`LobbyView`]).
-        LobbyState = 21,
-        /// Update: something happened ([`String`]).
-        Event = 22,
+        /// Update: the lobby.
+        State(LobbyView) = 21,
+    }
+}
+
+switchboard::messages! {
+    /// Everything the game says, on either channel: what the server
+    /// receives, and what a client decodes its updates as.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Msg {
+        /// On the game channel.
+        Game(GameAct),
+        /// On the lobby channel.
+        Lobby(LobbyAct),
     }
 }
 

@@ -21,7 +21,7 @@ use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::client::Player;
-use crate::protocol::{nation_letter, Act, Attack, Chan, LobbyView, Move, NationView};
+use crate::protocol::{nation_letter, Attack, GameAct, LobbyAct, LobbyView, Move, NationView};
 use crate::scenario::{NationId, Terrain, UnitId, UnitKind};
 
 const NATION_COLORS: [Color; 8] = [
@@ -154,40 +154,27 @@ impl Ui {
             }
             KeyCode::Enter | KeyCode::Char(' ') => self.act(player, view),
             KeyCode::Char('c') => match self.selected {
-                Some(unit) => player.order(
-                    format!("claim with unit {}", unit.0),
-                    Chan::Game,
-                    Act::Claim,
-                    &unit,
-                ),
+                Some(unit) => {
+                    player.order(format!("claim with unit {}", unit.0), GameAct::Claim(unit))
+                }
                 None => self.note("select a unit first (Enter on it, or Tab)".into()),
             },
-            KeyCode::Char('e') => player.order("end turn".into(), Chan::Game, Act::EndTurn, &()),
-            KeyCode::Char('s') => player.order(
-                "save".into(),
-                Chan::Game,
-                Act::Save,
-                &"quicksave".to_string(),
-            ),
+            KeyCode::Char('e') => player.order("end turn".into(), GameAct::EndTurn),
+            KeyCode::Char('s') => {
+                player.order("save".into(), GameAct::Save("quicksave".to_string()))
+            }
             KeyCode::Char(digit @ '0'..='7') => {
                 let nation = NationId(digit as u8 - b'0');
-                player.order(
-                    format!("pick nation {}", nation.0),
-                    Chan::Lobby,
-                    Act::Pick,
-                    &nation,
-                );
+                player.order(format!("pick nation {}", nation.0), LobbyAct::Pick(nation));
             }
             KeyCode::Char('r') => {
                 self.ready = !self.ready;
                 player.order(
                     format!("ready: {}", self.ready),
-                    Chan::Lobby,
-                    Act::Ready,
-                    &self.ready,
+                    LobbyAct::Ready(self.ready),
                 );
             }
-            KeyCode::Char('g') => player.order("start".into(), Chan::Lobby, Act::Start, &()),
+            KeyCode::Char('g') => player.order("start".into(), LobbyAct::Start),
             _ => {}
         }
     }
@@ -213,9 +200,7 @@ impl Ui {
                 };
                 player.order(
                     format!("unit {} attacks unit {}", selected.0, enemy.id.0),
-                    Chan::Game,
-                    Act::Attack,
-                    &attack,
+                    GameAct::Attack(attack),
                 );
             }
             None => {
@@ -226,9 +211,7 @@ impl Ui {
                 };
                 player.order(
                     format!("unit {} to ({x}, {y})", selected.0),
-                    Chan::Game,
-                    Act::Move,
-                    &order,
+                    GameAct::Move(order),
                 );
             }
         }

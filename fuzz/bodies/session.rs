@@ -17,6 +17,7 @@ use switchboard::{
 struct Rules(u64);
 
 impl GameLogic for Rules {
+    type Message = switchboard::Message;
     type Command = u32;
     fn validate(&self, request: &Request) -> Result<u32, Rejection> {
         match request.content::<u32>()? {
@@ -26,7 +27,7 @@ impl GameLogic for Rules {
     }
     fn apply(&mut self, _: ClientId, n: u32, out: &mut Outbox) {
         self.0 += u64::from(n);
-        out.push(
+        out.send(
             switchboard::Audience::All,
             Message::from_raw(16, 1, Bytes::copy_from_slice(&self.0.to_le_bytes())),
         );

@@ -9,26 +9,20 @@
 //! The child's log lines arrive in this process's `tracing` output, marked
 //! `switchboard::child`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use switchboard::message::TypedMessage;
 use switchboard::{ClientConfig, LocalServer, LocalServerOptions, NetworkClient, RequestStatus};
-use switchboard_server::board::{BoardAction, BoardChannel, BoardLogic, SetValue, Snapshot};
+use switchboard_server::board::{Board, BoardChannel, BoardLogic, SetValue};
 
 /// Sends one request and waits for the server's verdict.
-fn order<T: serde::Serialize>(
-    client: &mut NetworkClient,
-    action: BoardAction,
-    content: &T,
-) -> Result<(), switchboard::RequestError> {
-    let ticket = client.request(BoardChannel::Board, action, content)?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ticket.is_done() && Instant::now() < deadline {
-        client.poll_timeout(Duration::from_millis(10));
-    }
-    match ticket.status() {
-        RequestStatus::Accepted => println!("{action:?}: accepted"),
-        RequestStatus::Rejected(reason) => println!("{action:?}: rejected: {reason}"),
-        other => println!("{action:?}: {other:?}"),
+fn order(client: &mut NetworkClient, request: Board) -> Result<(), switchboard::RequestError> {
+    let action = request.action_name();
+    let ticket = client.request(request)?;
+    match client.wait(ticket, Duration::from_secs(10)) {
+        RequestStatus::Accepted => println!("{action}: accepted"),
+        RequestStatus::Rejected(reason) => println!("{action}: rejected: {reason}"),
+        other => println!("{action}: {other:?}"),
     }
     Ok(())
 }
@@ -43,28 +37,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut client = NetworkClient::connect(server.addr(), ClientConfig::named("solo"));
     client.subscribe(BoardChannel::Board, |delivery| {
-        if delivery.action() == Some(BoardAction::Snapshot) {
-            if let Ok(snapshot) = delivery.content::<Snapshot>() {
-                println!(
-                    "snapshot: {} keys, seats {:?}",
-                    snapshot.board.len(),
-                    snapshot.seats.0
-                );
-            }
+        if let Ok(Board::Snapshot(snapshot)) = delivery.message.typed() {
+            println!(
+                "snapshot: {} keys, seats {:?}",
+                snapshot.board.len(),
+                snapshot.seats.0
+            );
         }
     });
 
-    order(&mut client, BoardAction::Claim, &2u8)?;
+    order(&mut client, Board::Claim(2u8))?;
     order(
         &mut client,
-        BoardAction::Set,
-        &SetValue {
+        Board::Set(SetValue {
             key: "level".into(),
             value: "1".into(),
-        },
+        }),
     )?;
     // Invalid on purpose: the server rejects it and says why.
-    order(&mut client, BoardAction::Claim, &99u8)?;
+    order(&mut client, Board::Claim(99u8))?;
 
     client.close("quitting");
     client.poll_timeout(Duration::from_millis(100));

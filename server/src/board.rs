@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use switchboard::manager::{Audience, GameLogic, Outbox, Rejection, Request};
+use switchboard::message::TypedMessage;
 use switchboard::session::ClientId;
 
 switchboard::channels! {
@@ -22,27 +23,28 @@ switchboard::channels! {
 
 switchboard::actions! {
     /// Requests (client → server) and updates (server → client) on the board.
-    pub enum BoardAction {
-        /// Request: say a line to everyone (content: `String`).
-        Say = 1,
-        /// Request: say a line to one client ([`Whisper`]).
-        Whisper = 2,
-        /// Request: set a key ([`SetValue`]).
-        Set = 3,
-        /// Request: take a seat (content: `u8`).
-        Claim = 4,
-        /// Request: give your seat up (content: `()`).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Board in BoardChannel::Board {
+        /// Request: say a line to everyone.
+        Say(String) = 1,
+        /// Request: say a line to one client.
+        Whisper(Whisper) = 2,
+        /// Request: set a key.
+        Set(SetValue) = 3,
+        /// Request: take a seat.
+        Claim(u8) = 4,
+        /// Request: give your seat up.
         Release = 5,
-        /// Update: a line was said ([`Line`]).
-        Line = 10,
-        /// Update: a key changed ([`Changed`]).
-        Changed = 11,
-        /// Update: the whole board, to one client ([`Snapshot`]).
-        Snapshot = 12,
-        /// Update: who sits where ([`Seats`]).
-        Seats = 13,
-        /// Update: a player joined, left or lost its connection ([`Presence`]).
-        Presence = 14,
+        /// Update: a line was said.
+        Line(Line) = 10,
+        /// Update: a key changed.
+        Changed(Changed) = 11,
+        /// Update: the whole board, to one client.
+        Snapshot(Snapshot) = 12,
+        /// Update: who sits where.
+        Seats(Seats) = 13,
+        /// Update: a player joined, left or lost its connection.
+        Presence(Presence) = 14,
     }
 }
 
@@ -191,11 +193,9 @@ impl BoardLogic {
     /// hear it (`word`: "joined", "back").
     fn come_online(&mut self, client: ClientId, word: &str, out: &mut Outbox) {
         self.online.insert(client, true);
-        send(
-            out,
+        out.send(
             Audience::One(client),
-            BoardAction::Snapshot,
-            &self.snapshot(client),
+            Board::Snapshot(self.snapshot(client)),
         );
         self.presence(client, word, out);
     }
@@ -206,24 +206,13 @@ impl BoardLogic {
             name: self.name(client),
             status: status.into(),
         };
-        send(
-            out,
-            Audience::AllExcept(client),
-            BoardAction::Presence,
-            &presence,
-        );
+        out.send(Audience::AllExcept(client), Board::Presence(presence));
     }
 }
 
 impl Default for BoardLogic {
     fn default() -> Self {
         Self::new(8)
-    }
-}
-
-fn send<T: Serialize>(out: &mut Outbox, audience: Audience, action: BoardAction, content: &T) {
-    if let Err(err) = out.send(audience, BoardChannel::Board, action, content) {
-        tracing::error!(%err, "board update did not encode");
     }
 }
 
@@ -240,18 +229,16 @@ fn check_text(text: &str) -> Result<(), Rejection> {
 }
 
 impl GameLogic for BoardLogic {
+    type Message = Board;
     type Command = BoardCommand;
 
-    fn validate(&self, request: &Request) -> Result<BoardCommand, Rejection> {
-        let BoardChannel::Board = request.channel::<BoardChannel>()?;
-        match request.action::<BoardAction>()? {
-            BoardAction::Say => {
-                let text: String = request.content()?;
-                check_text(&text)?;
-                Ok(BoardCommand::Say(text))
+    fn validate(&self, request: &Request<Board>) -> Result<BoardCommand, Rejection> {
+        match &request.message {
+            Board::Say(text) => {
+                check_text(text)?;
+                Ok(BoardCommand::Say(text.clone()))
             }
-            BoardAction::Whisper => {
-                let whisper: Whisper = request.content()?;
+            Board::Whisper(whisper) => {
                 check_text(&whisper.text)?;
                 if whisper.to == request.client {
                     return Err(Rejection::invalid("you cannot whisper to yourself"));
@@ -259,10 +246,9 @@ impl GameLogic for BoardLogic {
                 if self.online.get(&whisper.to) != Some(&true) {
                     return Err(Rejection::invalid("no such player online"));
                 }
-                Ok(BoardCommand::Whisper(whisper))
+                Ok(BoardCommand::Whisper(whisper.clone()))
             }
-            BoardAction::Set => {
-                let set: SetValue = request.content()?;
+            Board::Set(set) => {
                 let key_ok = (1..=32).contains(&set.key.len())
                     && set
                         .key
@@ -283,10 +269,10 @@ impl GameLogic for BoardLogic {
                         "the board holds at most {MAX_KEYS} keys"
                     )));
                 }
-                Ok(BoardCommand::Set(set))
+                Ok(BoardCommand::Set(set.clone()))
             }
-            BoardAction::Claim => {
-                let seat: u8 = request.content()?;
+            Board::Claim(seat) => {
+                let seat = *seat;
                 if seat >= self.seats {
                     return Err(Rejection::invalid(format!(
                         "seats are 0 to {}",
@@ -304,19 +290,13 @@ impl GameLogic for BoardLogic {
                     None => Ok(BoardCommand::Claim(seat)),
                 }
             }
-            BoardAction::Release => {
-                request.content::<()>()?;
-                match self.seat_of(request.client) {
-                    Some(_) => Ok(BoardCommand::Release),
-                    None => Err(Rejection::invalid("you have no seat")),
-                }
-            }
+            Board::Release => match self.seat_of(request.client) {
+                Some(_) => Ok(BoardCommand::Release),
+                None => Err(Rejection::invalid("you have no seat")),
+            },
             other => Err(Rejection {
                 kind: switchboard::manager::RejectionKind::UnknownAction,
-                reason: format!(
-                    "{} is an update, not a request",
-                    switchboard::Action::name(other)
-                ),
+                reason: format!("{} is an update, not a request", other.action_name()),
             }),
         }
     }
@@ -330,7 +310,7 @@ impl GameLogic for BoardLogic {
                     text,
                     private: false,
                 };
-                send(out, Audience::All, BoardAction::Line, &line);
+                out.send(Audience::All, Board::Line(line));
             }
             BoardCommand::Whisper(Whisper { to, text }) => {
                 let line = Line {
@@ -339,33 +319,26 @@ impl GameLogic for BoardLogic {
                     text,
                     private: true,
                 };
-                send(
-                    out,
-                    Audience::Only(vec![client, to]),
-                    BoardAction::Line,
-                    &line,
-                );
+                out.send(Audience::Only(vec![client, to]), Board::Line(line));
             }
             BoardCommand::Set(SetValue { key, value }) => {
                 self.board.insert(key.clone(), value.clone());
-                send(
-                    out,
+                out.send(
                     Audience::All,
-                    BoardAction::Changed,
-                    &Changed {
+                    Board::Changed(Changed {
                         key,
                         value,
                         by: client,
-                    },
+                    }),
                 );
             }
             BoardCommand::Claim(seat) => {
                 self.seating.0.insert(seat, client);
-                send(out, Audience::All, BoardAction::Seats, &self.seating);
+                out.send(Audience::All, Board::Seats(self.seating.clone()));
             }
             BoardCommand::Release => {
                 self.seating.0.retain(|_, holder| *holder != client);
-                send(out, Audience::All, BoardAction::Seats, &self.seating);
+                out.send(Audience::All, Board::Seats(self.seating.clone()));
             }
         }
     }
@@ -391,11 +364,9 @@ impl GameLogic for BoardLogic {
         let had_seat = self.seat_of(client).is_some();
         self.seating.0.retain(|_, holder| *holder != client);
         if had_seat {
-            send(
-                out,
+            out.send(
                 Audience::AllExcept(client),
-                BoardAction::Seats,
-                &self.seating,
+                Board::Seats(self.seating.clone()),
             );
         }
     }
@@ -406,11 +377,11 @@ mod tests {
     use super::*;
     use switchboard::message::Message;
 
-    fn request<T: Serialize>(client: ClientId, action: BoardAction, content: &T) -> Request {
+    fn request(client: ClientId, message: Board) -> Request<Board> {
         Request {
             client,
             id: 1,
-            message: Message::new(BoardChannel::Board, action, content).unwrap(),
+            message,
         }
     }
 
@@ -429,7 +400,7 @@ mod tests {
             text: "psst".into(),
         };
         let command = logic
-            .validate(&request(ann, BoardAction::Whisper, &whisper))
+            .validate(&request(ann, Board::Whisper(whisper)))
             .unwrap();
         let mut out = Outbox::default();
         logic.apply(ann, command, &mut out);
@@ -441,20 +412,14 @@ mod tests {
     fn taken_seat_is_rejected_and_nothing_changes() {
         let mut logic = BoardLogic::new(2);
         let (ann, bob) = (joined(&mut logic, "ann"), joined(&mut logic, "bob"));
-        let command = logic
-            .validate(&request(ann, BoardAction::Claim, &1u8))
-            .unwrap();
+        let command = logic.validate(&request(ann, Board::Claim(1))).unwrap();
         logic.apply(ann, command, &mut Outbox::default());
-        let err = logic
-            .validate(&request(bob, BoardAction::Claim, &1u8))
-            .unwrap_err();
+        let err = logic.validate(&request(bob, Board::Claim(1))).unwrap_err();
         assert_eq!(err.reason, "seat 1 is taken");
         assert_eq!(logic.seat_of(ann), Some(1));
         assert_eq!(logic.seat_of(bob), None);
         assert!(
-            logic
-                .validate(&request(bob, BoardAction::Claim, &2u8))
-                .is_err(),
+            logic.validate(&request(bob, Board::Claim(2))).is_err(),
             "no seat 2"
         );
     }
@@ -463,9 +428,7 @@ mod tests {
     fn seat_survives_a_lost_connection_and_goes_on_leave() {
         let mut logic = BoardLogic::default();
         let ann = joined(&mut logic, "ann");
-        let command = logic
-            .validate(&request(ann, BoardAction::Claim, &3u8))
-            .unwrap();
+        let command = logic.validate(&request(ann, Board::Claim(3))).unwrap();
         logic.apply(ann, command, &mut Outbox::default());
         logic.on_connection_lost(ann, &mut Outbox::default());
         logic.on_reconnect(ann, &mut Outbox::default());
@@ -482,15 +445,14 @@ mod tests {
             key: "Bad Key".into(),
             value: "v".into(),
         };
-        assert!(logic
-            .validate(&request(ann, BoardAction::Set, &bad_key))
-            .is_err());
-        let wrong_type = request(ann, BoardAction::Set, &42u64);
-        assert_eq!(
-            logic.validate(&wrong_type).unwrap_err().kind,
-            switchboard::manager::RejectionKind::BadContent
-        );
-        let update_as_request = request(ann, BoardAction::Seats, &Seats::default());
+        assert!(logic.validate(&request(ann, Board::Set(bad_key))).is_err());
+        // Content of another type never reaches the rules: the framework
+        // answers it (`BadContent`) when it does not decode as a `Board`.
+        let content = switchboard::codec::encode_value(&42u64).unwrap();
+        let wrong_type = Message::from_raw(16, 3, content.into());
+        let err = Rejection::from(wrong_type.typed::<Board>().unwrap_err());
+        assert_eq!(err.kind, switchboard::manager::RejectionKind::BadContent);
+        let update_as_request = request(ann, Board::Seats(Seats::default()));
         assert_eq!(
             logic.validate(&update_as_request).unwrap_err().kind,
             switchboard::manager::RejectionKind::UnknownAction

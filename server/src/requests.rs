@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard::manager::protocol::{self, Hello, RequestFrame};
-use switchboard::message::{Action, Channel, SESSION_CHANNEL};
+use switchboard::message::{TypedMessage, SESSION_CHANNEL};
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::load::{connect_from, source_address, Histogram};
 use tokio::time::Instant;
 
-use crate::board::{BoardAction, BoardChannel};
+use crate::board::Board;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -145,7 +145,10 @@ async fn client(
         resume: None,
     };
     let _ = socket.send(&protocol::session_message(protocol::HELLO, &hello));
-    let content = switchboard::codec::encode_value("hello, board").expect("a string encodes");
+    // Built once: the request's frame is what a client's `request` builds.
+    let say = Board::Say("hello, board".into())
+        .to_message()
+        .expect("a string encodes");
     let period = Duration::from_secs_f64(1.0 / load.rate.max(1e-3));
     let offset = period.mul_f64((index % 97) as f64 / 97.0);
     let stop = tokio::time::sleep_until(end + Duration::from_millis(500));
@@ -160,9 +163,9 @@ async fn client(
                 counts.sent += 1;
                 let frame = RequestFrame {
                     id: counts.sent,
-                    channel: BoardChannel::Board.id(),
-                    action: BoardAction::Say.id(),
-                    content: content.clone(),
+                    channel: say.channel_id(),
+                    action: say.action_id(),
+                    content: say.content_bytes().to_vec(),
                 };
                 let message = protocol::session_message(protocol::REQUEST, &frame);
                 if socket.send(&message).is_ok() {
@@ -206,7 +209,7 @@ fn on_event(
         _ => return true,
     };
     if message.channel_id() != SESSION_CHANNEL {
-        if message.action::<BoardAction>() == Some(BoardAction::Line) {
+        if matches!(message.typed::<Board>(), Ok(Board::Line(_))) {
             counts.deliveries += 1;
         }
         return true;

@@ -239,7 +239,9 @@ fn rooms_process_admin_shows_its_rooms_with_members_ready_and_entities() {
     assert!(clients.contains("\"place\":\"#1 duel\""), "{clients}");
     // Requests by verdict and channel, and how long they took.
     let ticket = ann.join(switchboard_rooms::RoomId(42)).unwrap();
-    until(&mut ann, "the join answered", &|_| ticket.is_done());
+    until(&mut ann, "the join answered", &|a| {
+        a.status(ticket).is_done()
+    });
     let (_, metrics) = get(&rooms.admin, "/metrics");
     for line in [
         "switchboard_requests_total{verdict=\"accepted\",channel=\"2\"} 3\n",

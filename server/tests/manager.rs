@@ -19,9 +19,7 @@ use switchboard::{
     ClientConfig, ClientEvent, CloseCode, DisconnectReason, ManagerConfig, Message,
     ReconnectPolicy, RequestError, RequestStatus, Welcomed,
 };
-use switchboard_server::board::{
-    BoardAction, BoardChannel, BoardLogic, Line, Presence, Seats, Snapshot, Whisper,
-};
+use switchboard_server::board::{Board, BoardLogic, Line, Presence, Seats, Snapshot, Whisper};
 
 /// Everything a test client heard, sorted by kind.
 #[derive(Default, Debug)]
@@ -30,7 +28,7 @@ struct Heard {
     seats: Vec<Seats>,
     snapshots: Vec<Snapshot>,
     presence: Vec<Presence>,
-    verdicts: Vec<(u64, RequestStatus)>,
+    verdicts: Vec<(switchboard::RequestTicket, RequestStatus)>,
     welcomed: Vec<Welcomed>,
     refused: Vec<Refused>,
     lost: Vec<DisconnectReason>,
@@ -41,14 +39,14 @@ fn heard(net: &mut Harness<BoardLogic>, player: Player) -> Heard {
     let mut heard = Heard::default();
     for event in net.events(player) {
         match event {
-            ClientEvent::Message(m) => match m.action::<BoardAction>() {
-                Some(BoardAction::Line) => heard.lines.push(m.content().unwrap()),
-                Some(BoardAction::Seats) => heard.seats.push(m.content().unwrap()),
-                Some(BoardAction::Snapshot) => heard.snapshots.push(m.content().unwrap()),
-                Some(BoardAction::Presence) => heard.presence.push(m.content().unwrap()),
+            ClientEvent::Message(m) => match m.typed::<Board>().unwrap() {
+                Board::Line(line) => heard.lines.push(line),
+                Board::Seats(seats) => heard.seats.push(seats),
+                Board::Snapshot(snapshot) => heard.snapshots.push(snapshot),
+                Board::Presence(presence) => heard.presence.push(presence),
                 _ => {}
             },
-            ClientEvent::RequestDone { id, status } => heard.verdicts.push((id, status)),
+            ClientEvent::RequestDone { ticket, status } => heard.verdicts.push((ticket, status)),
             ClientEvent::Welcomed(w) => heard.welcomed.push(w),
             ClientEvent::Refused(r) => heard.refused.push(r),
             ClientEvent::ConnectionLost(r) => heard.lost.push(r),
@@ -75,18 +73,14 @@ fn named(name: &str) -> ClientConfig {
 
 /// Sends a request and returns its verdict (everything it causes is
 /// delivered before `request` returns).
-fn ask<T: serde::Serialize>(
-    net: &mut Harness<BoardLogic>,
-    player: Player,
-    action: BoardAction,
-    content: &T,
-) -> RequestStatus {
-    let id = net
-        .request(player, BoardChannel::Board, action, content)
-        .unwrap();
-    net.verdict(player, id)
-        .cloned()
-        .expect("the verdict is delivered with the request")
+fn ask(net: &mut Harness<BoardLogic>, player: Player, request: Board) -> RequestStatus {
+    let ticket = net.request(player, request).unwrap();
+    let verdict = net.verdict(player, ticket);
+    assert!(
+        verdict.is_done(),
+        "the verdict is delivered with the request"
+    );
+    verdict
 }
 
 /// A raw connection's next session message, as (action, message).
@@ -125,11 +119,11 @@ fn accepted_update_reaches_exactly_the_clients_it_is_addressed_to() {
         text: "psst, bob".into(),
     };
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Whisper, &whisper),
+        ask(&mut net, ann, Board::Whisper(whisper)),
         RequestStatus::Accepted
     );
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Say, &"hello all"),
+        ask(&mut net, ann, Board::Say("hello all".into())),
         RequestStatus::Accepted
     );
 
@@ -161,10 +155,10 @@ fn rejected_request_changes_nothing_is_not_broadcast_and_tells_only_the_sender()
     let mut net = board(ManagerConfig::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Claim, &1u8),
+        ask(&mut net, ann, Board::Claim(1u8)),
         RequestStatus::Accepted
     );
-    let verdict = ask(&mut net, bob, BoardAction::Claim, &1u8);
+    let verdict = ask(&mut net, bob, Board::Claim(1u8));
     assert_eq!(verdict, RequestStatus::Rejected("seat 1 is taken".into()));
 
     // One seats update each (ann's claim), none for bob's rejected claim.
@@ -183,7 +177,7 @@ fn reconnect_after_a_network_cut_keeps_the_id_and_the_session() {
     let mut net = board(ManagerConfig::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Claim, &3u8),
+        ask(&mut net, ann, Board::Claim(3u8)),
         RequestStatus::Accepted
     );
     let id = net.client(ann).client_id().unwrap();
@@ -219,10 +213,7 @@ fn reconnect_after_a_network_cut_keeps_the_id_and_the_session() {
         .collect();
     assert_eq!(statuses, ["away", "back"]);
     // And the resumed session still acts as ann.
-    assert_eq!(
-        ask(&mut net, ann, BoardAction::Release, &()),
-        RequestStatus::Accepted
-    );
+    assert_eq!(ask(&mut net, ann, Board::Release), RequestStatus::Accepted);
     let stats = net.stats();
     assert_eq!((stats.joins_total, stats.resumes_total), (2, 1));
 }
@@ -234,7 +225,7 @@ fn session_outlives_a_cut_only_for_its_grace_period() {
     let mut net = board(config);
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Claim, &2u8),
+        ask(&mut net, ann, Board::Claim(2u8)),
         RequestStatus::Accepted
     );
     net.set_reachable(ann, false);
@@ -523,7 +514,7 @@ fn leaving_ends_the_session_at_once_and_others_are_told() {
     let mut net = board(ManagerConfig::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
-        ask(&mut net, ann, BoardAction::Claim, &0u8),
+        ask(&mut net, ann, Board::Claim(0u8)),
         RequestStatus::Accepted
     );
     heard(&mut net, bob);
@@ -553,9 +544,7 @@ fn request_without_answer_fails_with_a_timeout() {
     });
     heard(&mut net, ann);
     net.stall(ann, true);
-    let id = net
-        .request(ann, BoardChannel::Board, BoardAction::Say, &"anyone?")
-        .unwrap();
+    let id = net.request(ann, Board::Say("anyone?".into())).unwrap();
     net.advance(Duration::from_millis(299));
     assert!(heard(&mut net, ann).verdicts.is_empty());
     net.advance(Duration::from_millis(1));
@@ -575,9 +564,7 @@ fn a_cut_fails_open_requests_and_no_request_goes_out_while_disconnected() {
     let ann = net.join(named("ann"));
     heard(&mut net, ann);
     net.stall(ann, true);
-    let open = net
-        .request(ann, BoardChannel::Board, BoardAction::Say, &"in flight")
-        .unwrap();
+    let open = net.request(ann, Board::Say("in flight".into())).unwrap();
     net.set_reachable(ann, false);
     net.cut(ann);
     let verdicts = heard(&mut net, ann).verdicts;
@@ -586,7 +573,7 @@ fn a_cut_fails_open_requests_and_no_request_goes_out_while_disconnected() {
         [(open, RequestStatus::Failed(RequestError::ConnectionLost))]
     );
     assert_eq!(
-        net.request(ann, BoardChannel::Board, BoardAction::Say, &"anyone?"),
+        net.request(ann, Board::Say("anyone?".into())),
         Err(RequestError::NotConnected)
     );
     net.stall(ann, false);

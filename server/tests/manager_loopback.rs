@@ -16,7 +16,7 @@ use switchboard::{
     NetworkClient, RequestError, RequestStatus, ServerManager,
 };
 use switchboard_server::board::{
-    BoardAction, BoardChannel, BoardLogic, Line, Presence, Seats, SetValue, Snapshot,
+    Board, BoardChannel, BoardLogic, Line, Presence, Seats, SetValue, Snapshot,
 };
 
 fn start(config: ManagerConfig) -> ManagerHandle {
@@ -45,11 +45,11 @@ fn player(addr: impl ToString, name: &str) -> (NetworkClient, Rc<RefCell<Heard>>
     let sink = heard.clone();
     client.subscribe(BoardChannel::Board, move |d| {
         let mut heard = sink.borrow_mut();
-        match d.action::<BoardAction>() {
-            Some(BoardAction::Line) => heard.lines.push(d.content().unwrap()),
-            Some(BoardAction::Seats) => heard.seats.push(d.content().unwrap()),
-            Some(BoardAction::Snapshot) => heard.snapshots.push(d.content().unwrap()),
-            Some(BoardAction::Presence) => heard.presence.push(d.content().unwrap()),
+        match d.message.typed::<Board>().unwrap() {
+            Board::Line(line) => heard.lines.push(line),
+            Board::Seats(seats) => heard.seats.push(seats),
+            Board::Snapshot(snapshot) => heard.snapshots.push(snapshot),
+            Board::Presence(presence) => heard.presence.push(presence),
             _ => {}
         }
     });
@@ -73,17 +73,14 @@ fn all_welcomed(clients: &[&mut NetworkClient]) -> bool {
 }
 
 /// Sends a request and polls until its verdict.
-fn ask<T: serde::Serialize>(
+fn ask(
     client: &mut NetworkClient,
     others: &mut [&mut NetworkClient],
-    action: BoardAction,
-    content: &T,
+    request: Board,
 ) -> RequestStatus {
-    let ticket = client
-        .request(BoardChannel::Board, action, content)
-        .unwrap();
+    let ticket = client.request(request).unwrap();
     let deadline = Instant::now() + WAIT;
-    while !ticket.is_done() {
+    while !client.status(ticket).is_done() {
         assert!(Instant::now() < deadline, "no verdict in time");
         client.poll();
         for other in others.iter_mut() {
@@ -91,7 +88,7 @@ fn ask<T: serde::Serialize>(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    ticket.status()
+    client.status(ticket)
 }
 
 #[test]
@@ -102,7 +99,7 @@ fn reconnect_through_a_real_network_cut_keeps_the_id_and_the_session() {
     let (mut bob, bob_heard) = player(server.local_addr(), "bob");
     pump(&mut [&mut ann, &mut bob], all_welcomed);
     assert_eq!(
-        ask(&mut ann, &mut [&mut bob], BoardAction::Claim, &3u8),
+        ask(&mut ann, &mut [&mut bob], Board::Claim(3u8)),
         RequestStatus::Accepted
     );
     let id = ann.client_id().unwrap();
@@ -157,7 +154,7 @@ fn reconnect_through_a_real_network_cut_keeps_the_id_and_the_session() {
     assert_eq!(statuses, ["away", "back"]);
     // And the resumed session still acts as ann.
     assert_eq!(
-        ask(&mut ann, &mut [&mut bob], BoardAction::Release, &()),
+        ask(&mut ann, &mut [&mut bob], Board::Release),
         RequestStatus::Accepted
     );
     let stats = server.stats_blocking(WAIT).unwrap();
@@ -173,7 +170,7 @@ fn shutdown_delivers_every_queued_update_before_the_goodbye() {
     let changes = Rc::new(RefCell::new(0));
     let c = changes.clone();
     bob.subscribe(BoardChannel::Board, move |d| {
-        if d.action() == Some(BoardAction::Changed) {
+        if let Ok(Board::Changed(_)) = d.message.typed() {
             *c.borrow_mut() += 1;
         }
     });
@@ -190,15 +187,12 @@ fn shutdown_delivers_every_queued_update_before_the_goodbye() {
             key: format!("k{i}"),
             value: "v".into(),
         };
-        tickets.push(
-            ann.request(BoardChannel::Board, BoardAction::Set, &set)
-                .unwrap(),
-        );
+        tickets.push(ann.request(Board::Set(set)).unwrap());
     }
-    pump(&mut [&mut ann], |_| tickets.iter().all(|t| t.is_done()));
-    assert!(tickets
-        .iter()
-        .all(|t| t.status() == RequestStatus::Accepted));
+    pump(&mut [&mut ann], |clients| {
+        tickets.iter().all(|t| clients[0].status(*t).is_done())
+    });
+    assert!(tickets.iter().all(|t| ann.status(*t).is_accepted()));
     server.shutdown();
     pump(&mut [&mut bob], |_| gone.borrow().is_some());
     assert_eq!(*changes.borrow(), 100, "no queued update lost");
@@ -219,17 +213,15 @@ fn request_without_answer_fails_with_a_timeout() {
         ..ClientConfig::named("ann")
     };
     let mut client = NetworkClient::connect(silent.local_addr(), config);
-    let ticket = client
-        .request(BoardChannel::Board, BoardAction::Say, &"anyone?")
-        .unwrap();
+    let ticket = client.request(Board::Say("anyone?".into())).unwrap();
     let deadline = Instant::now() + WAIT;
-    while !ticket.is_done() {
+    while !client.status(ticket).is_done() {
         assert!(Instant::now() < deadline);
         silent.poll();
         client.poll_timeout(Duration::from_millis(10));
     }
     assert_eq!(
-        ticket.status(),
+        client.status(ticket),
         RequestStatus::Failed(RequestError::Timeout)
     );
 }

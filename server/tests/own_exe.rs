@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, LocalServer, LocalServerOptions, NetworkClient, RequestStatus};
-use switchboard_server::board::{BoardAction, BoardChannel, BoardLogic};
+use switchboard_server::board::{Board, BoardLogic};
 
 /// The child's entry point: in the child (SWITCHBOARD_CHILD set) it becomes
 /// the server and never returns; run directly, it does nothing.
@@ -38,15 +38,13 @@ fn own_executable_serves_as_the_local_server() {
     );
 
     let mut client = NetworkClient::connect(server.addr(), ClientConfig::named("solo"));
-    let ticket = client
-        .request(BoardChannel::Board, BoardAction::Claim, &1u8)
-        .unwrap();
+    let ticket = client.request(Board::Claim(1u8)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ticket.is_done() {
+    while !client.status(ticket).is_done() {
         assert!(Instant::now() < deadline);
         client.poll_timeout(Duration::from_millis(10));
     }
-    assert_eq!(ticket.status(), RequestStatus::Accepted);
+    assert_eq!(client.status(ticket), RequestStatus::Accepted);
     let pid = server.pid();
     assert!(server.shutdown().unwrap().success());
     assert!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram, SpawnError};
 use switchboard::socket::BindScope;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
-use switchboard_server::board::{BoardAction, BoardChannel, Presence};
+use switchboard_server::board::{Board, BoardChannel, Presence};
 
 mod support;
 
@@ -74,12 +74,8 @@ fn welcomed(addr: impl ToString, name: &str) -> NetworkClient {
     client
 }
 
-fn ask<T: serde::Serialize>(
-    client: &mut NetworkClient,
-    action: BoardAction,
-    content: &T,
-) -> RequestStatus {
-    support::ask(client, action, content, WAIT)
+fn ask(client: &mut NetworkClient, request: Board) -> RequestStatus {
+    support::ask(client, request, WAIT)
 }
 
 #[test]
@@ -89,12 +85,9 @@ fn single_player_spawns_plays_quits_and_leaves_no_process() {
     assert!(alive(pid));
     assert!(server.addr().ip().is_loopback());
     let mut client = welcomed(server.addr(), "solo");
+    assert_eq!(ask(&mut client, Board::Claim(0u8)), RequestStatus::Accepted);
     assert_eq!(
-        ask(&mut client, BoardAction::Claim, &0u8),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        ask(&mut client, BoardAction::Claim, &200u8),
+        ask(&mut client, Board::Claim(200u8)),
         RequestStatus::Rejected("seats are 0 to 7".into())
     );
     let status = server.shutdown().unwrap();
@@ -132,8 +125,8 @@ fn hosting_binds_every_interface_and_two_players_join() {
     let seen = Rc::new(RefCell::new(Vec::<Presence>::new()));
     let sink = seen.clone();
     host.subscribe(BoardChannel::Board, move |d| {
-        if d.action() == Some(BoardAction::Presence) {
-            sink.borrow_mut().push(d.content().unwrap());
+        if let Ok(Board::Presence(presence)) = d.message.typed() {
+            sink.borrow_mut().push(presence);
         }
     });
     let _ann = welcomed(server.addr(), "ann");
@@ -152,7 +145,7 @@ fn remote_client_plays_on_a_separately_started_server_which_stops_on_sigterm() {
     let (mut child, port) = started_by_hand(&["--port", "0", "--bind", "loopback"]);
     let mut client = welcomed(format!("localhost:{port}"), "remote");
     assert_eq!(
-        ask(&mut client, BoardAction::Say, &"hi from afar"),
+        ask(&mut client, Board::Say("hi from afar".into())),
         RequestStatus::Accepted
     );
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::Proc;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_server::board::BoardAction;
+use switchboard_server::board::Board;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -62,7 +62,7 @@ fn wait_until(what: &str, done: impl FnMut() -> bool) {
 }
 
 fn say(client: &mut NetworkClient, line: &str) -> RequestStatus {
-    support::ask(client, BoardAction::Say, &line, WAIT)
+    support::ask(client, Board::Say(line.into()), WAIT)
 }
 
 #[test]
@@ -155,9 +155,9 @@ fn rooms_servers_and_a_matchmaker_share_one_room_list_and_spread_new_rooms() {
         let ticket = host.create_reserved(&seat.reservation, &room).unwrap();
         wait_until("created", || {
             host.poll();
-            ticket.is_done()
+            host.status(ticket).is_done()
         });
-        assert_eq!(ticket.status(), RequestStatus::Accepted);
+        assert_eq!(host.status(ticket), RequestStatus::Accepted);
         // Listed (with its player) before the next one is placed.
         let id = host.room().unwrap().id;
         wait_until("listed", || {

@@ -3,40 +3,38 @@
 //!
 //! The session rules (hello, welcome, reconnect with backoff and jitter,
 //! request verdicts and expiry) are [`ClientCore`], which has no IO; this
-//! module drives it with a socket and the clock, and hands its events to the
-//! game three ways: signals and channel slots run by [`NetworkClient::poll`],
-//! events pulled with [`NetworkClient::drain`], or a `Stream` for tokio code.
+//! module drives it with a socket and the clock.
+//!
+//! One event model: the client's events wait in one queue, in order, and
+//! the game takes each once, as it likes: [`NetworkClient::drain`] or
+//! [`NetworkClient::next_event`] (the values), [`NetworkClient::poll`]
+//! (only the slots), or the `Stream` for tokio code. Signals and channel
+//! subscriptions are adapters on that one path: whichever way an event is
+//! taken, its signal and its channel's slots run once, as it is taken. A
+//! game that subscribes and drains loses nothing.
 
-mod request;
+mod events;
 
-use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
-use std::future::Future;
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::Stream;
-use serde::Serialize;
-
-pub use request::RequestTicket;
+pub use events::Drain;
 pub use switchboard_proto::client::{
     ClientAction, ClientConfig, ClientCore, ClientError, ClientEvent, ReconnectPolicy,
-    RequestError, RequestStatus, Welcomed,
+    RequestError, RequestStatus, RequestTicket, Welcomed,
 };
 
 use crate::manager::protocol::Refused;
-use crate::message::{Action, Channel, Message};
+use crate::message::{Channel, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
 use crate::signal::{Connection, Signal};
-use crate::socket::{
-    DisconnectReason, ExtendedTcpSocket, PeerId, SendError, SocketConfig, SocketEvent, SocketState,
-};
+use crate::socket::{DisconnectReason, ExtendedTcpSocket, SendError, SocketConfig, SocketState};
 
-/// The signals of a client; slots run inside [`NetworkClient::poll`].
+/// The signals of a client: each runs once per event, as the game takes the
+/// event (`poll`, `drain`, `next_event` or the stream).
 #[derive(Debug, Default)]
 pub struct ClientSignals {
     /// The connection opened (the welcome follows).
@@ -57,12 +55,13 @@ pub struct ClientSignals {
     /// A problem that is not a disconnect.
     pub error: Signal<ClientError>,
     /// A request got its verdict.
-    pub request_done: Signal<(u64, RequestStatus)>,
+    pub request_done: Signal<(RequestTicket, RequestStatus)>,
 }
 
-/// A client of a Switchboard server: connect, then each frame either
-/// [`poll`](Self::poll) (signals and channel slots run) or
-/// [`drain`](Self::drain) (the game takes the events itself).
+/// A client of a Switchboard server: connect, then each frame take its
+/// events: [`drain`](Self::drain) them (their signals and channel slots run
+/// as they are taken), or [`poll`](Self::poll) when slots are all the game
+/// uses.
 ///
 /// The client joins with a hello, keeps the id and the secret token the
 /// server gives it, and after a connection loss reconnects with backoff,
@@ -91,8 +90,6 @@ pub struct NetworkClient {
     core: ClientCore,
     router: Router,
     signals: ClientSignals,
-    /// The status cells of open tickets.
-    tickets: HashMap<u64, Rc<RefCell<RequestStatus>>>,
     /// Events taken in, not yet handed to the game.
     events: VecDeque<ClientEvent>,
     /// The stream's timer for the core's next deadline.
@@ -126,7 +123,6 @@ impl NetworkClient {
             core: ClientCore::new(config, u64::from_le_bytes(seed)),
             router: Router::new(),
             signals: ClientSignals::default(),
-            tickets: HashMap::new(),
             events: VecDeque::new(),
             timer: None,
         };
@@ -200,39 +196,50 @@ impl NetworkClient {
     }
 
     /// Sends a plain message (no answer awaited; a rejection still arrives
-    /// as an error). Never blocks.
-    pub fn send<C: Channel, A: Action, T: Serialize + ?Sized>(
-        &self,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<(), SendError> {
+    /// as an error): a value of a typed action enum, or a built
+    /// [`Message`]. Never blocks.
+    pub fn send(&self, message: impl TypedMessage) -> Result<(), SendError> {
         let socket = self.socket.as_ref().ok_or(SendError::Closed)?;
-        socket.send(&Message::new(channel, action, content)?)
+        socket.send(&message.to_message()?)
     }
 
-    /// Sends a request; its verdict arrives through the returned ticket, the
-    /// `request_done` signal and [`ClientEvent::RequestDone`]. Never blocks.
-    pub fn request<C: Channel, A: Action, T: Serialize + ?Sized>(
-        &mut self,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<RequestTicket, RequestError> {
+    /// Sends a request: a value of a typed action enum, or a built
+    /// [`Message`]. Its verdict comes from [`status`](Self::status) and
+    /// [`wait`](Self::wait), and as [`ClientEvent::RequestDone`] (with the
+    /// `request_done` signal). Never blocks.
+    pub fn request(&mut self, message: impl TypedMessage) -> Result<RequestTicket, RequestError> {
         if self.socket.is_none() {
             return Err(RequestError::NotConnected);
         }
-        let content = crate::codec::encode_value(content)?;
-        let id = self
-            .core
-            .request(channel.id(), action.id(), content, Instant::now())?;
+        let ticket = self.core.request(&message, Instant::now())?;
         if let Some(Err(err)) = self.carry_out() {
-            self.core.cancel_request(id);
+            self.core.cancel_request(ticket);
             return Err(RequestError::Send(Arc::new(err)));
         }
-        let status = Rc::new(RefCell::new(RequestStatus::Pending));
-        self.tickets.insert(id, status.clone());
-        Ok(RequestTicket { id, status })
+        Ok(ticket)
+    }
+
+    /// Where a request stands, as far as the events taken in so far say:
+    /// `Pending`, then its verdict (kept for the last
+    /// [`kept_verdicts`](ClientConfig::kept_verdicts) requests).
+    pub fn status(&self, ticket: RequestTicket) -> RequestStatus {
+        self.core.status(ticket)
+    }
+
+    /// Runs the network side until `ticket` has its verdict or `timeout`
+    /// passes, and returns its status (still `Pending` on a timeout shorter
+    /// than the request's own). Events that arrive meanwhile wait in the
+    /// queue for the game; no slot runs here.
+    pub fn wait(&mut self, ticket: RequestTicket, timeout: Duration) -> RequestStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.status(ticket);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if status.is_done() || left.is_zero() {
+                return status;
+            }
+            self.pump(left.min(Duration::from_millis(50)));
+        }
     }
 
     /// Leaves the server for good: queued messages go first, then the
@@ -247,195 +254,5 @@ impl NetworkClient {
         self.socket
             .as_ref()
             .map_or(SocketState::Closed, ExtendedTcpSocket::state)
-    }
-
-    /// Takes in what the network brought, then runs the signals and channel
-    /// slots for it on this thread. Returns how many events were delivered.
-    /// Call once per frame.
-    pub fn poll(&mut self) -> usize {
-        self.poll_timeout(Duration::ZERO)
-    }
-
-    /// Like [`poll`](Self::poll), but first waits up to `timeout` for an
-    /// event if none is queued.
-    pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
-        self.pump(timeout);
-        let mut delivered = 0;
-        while let Some(event) = self.events.pop_front() {
-            delivered += 1;
-            self.emit(event);
-        }
-        delivered
-    }
-
-    /// Takes in what the network brought and hands the events to the
-    /// caller, in order; no signal or slot runs. The pull-style alternative
-    /// to [`poll`](Self::poll): a game uses one or the other.
-    pub fn drain(&mut self) -> std::collections::vec_deque::Drain<'_, ClientEvent> {
-        self.drain_timeout(Duration::ZERO)
-    }
-
-    /// Like [`drain`](Self::drain), but first waits up to `timeout` for an
-    /// event if none is queued.
-    pub fn drain_timeout(
-        &mut self,
-        timeout: Duration,
-    ) -> std::collections::vec_deque::Drain<'_, ClientEvent> {
-        self.pump(timeout);
-        self.events.drain(..)
-    }
-
-    /// Moves socket events into the core (waiting up to `timeout` for the
-    /// first), runs its clock, carries out its actions, and keeps its events
-    /// for the game.
-    fn pump(&mut self, timeout: Duration) {
-        let mut wait = if self.events.is_empty() {
-            timeout
-        } else {
-            Duration::ZERO
-        };
-        // At most a queue's worth per call: a server that sends as fast as
-        // the game takes cannot keep one call (or the events kept for the
-        // game) growing forever; the rest waits in the socket's queue.
-        let mut budget = self.socket_config.event_queue_len.max(1);
-        while budget > 0 {
-            budget -= 1;
-            if let Some(deadline) = self.core.next_deadline() {
-                wait = wait.min(deadline.saturating_duration_since(Instant::now()));
-            }
-            let event = match self.socket.as_mut() {
-                Some(socket) => socket.next_event_blocking(wait),
-                None => {
-                    if !wait.is_zero() && crate::runtime::may_block() {
-                        std::thread::sleep(wait);
-                    }
-                    None
-                }
-            };
-            let Some(event) = event else { break };
-            wait = Duration::ZERO;
-            self.take_in(event);
-        }
-        self.core.tick(Instant::now());
-        self.carry_out();
-        self.collect_events();
-    }
-
-    fn take_in(&mut self, event: SocketEvent) {
-        if matches!(event, SocketEvent::Disconnected(_)) {
-            self.socket = None;
-        }
-        self.core.handle(event, Instant::now());
-    }
-
-    /// Does what the core asked. Returns the result of the last send, for
-    /// `request`.
-    fn carry_out(&mut self) -> Option<Result<(), SendError>> {
-        let mut last = None;
-        while let Some(action) = self.core.poll_action() {
-            match action {
-                ClientAction::Connect => {
-                    let config = self.socket_config.clone();
-                    let addr = &self.servers[self.core.server() % self.servers.len()];
-                    self.socket = Some(if addr.starts_with("ws://") {
-                        ExtendedTcpSocket::connect_ws(addr, config)
-                    } else {
-                        ExtendedTcpSocket::connect(addr.clone(), config)
-                    });
-                }
-                ClientAction::Send(message) => {
-                    last = Some(match &self.socket {
-                        Some(socket) => socket.send(&message),
-                        None => Err(SendError::Closed),
-                    });
-                }
-                ClientAction::Close(reason) => {
-                    if let Some(socket) = &self.socket {
-                        socket.close(&reason);
-                    }
-                }
-            }
-        }
-        last
-    }
-
-    /// Moves the core's events into the game's queue, updating tickets.
-    fn collect_events(&mut self) {
-        while let Some(event) = self.core.poll_event() {
-            if let ClientEvent::RequestDone { id, status } = &event {
-                if let Some(cell) = self.tickets.remove(id) {
-                    *cell.borrow_mut() = status.clone();
-                }
-            }
-            self.events.push_back(event);
-        }
-    }
-
-    fn emit(&self, event: ClientEvent) {
-        let signals = &self.signals;
-        match event {
-            ClientEvent::Connected => signals.connected.emit(&()),
-            ClientEvent::Welcomed(welcomed) => signals.welcomed.emit(&welcomed),
-            ClientEvent::Refused(refused) => signals.refused.emit(&refused),
-            ClientEvent::Message(message) => {
-                signals.received.emit(&message);
-                self.router.route(PeerId::SERVER, message);
-            }
-            ClientEvent::ConnectionLost(reason) => signals.connection_lost.emit(&reason),
-            ClientEvent::Reconnecting(attempt) => signals.reconnecting.emit(&attempt),
-            ClientEvent::Disconnected(reason) => signals.disconnected.emit(&reason),
-            ClientEvent::Error(error) => signals.error.emit(&error),
-            ClientEvent::RequestDone { id, status } => signals.request_done.emit(&(id, status)),
-        }
-    }
-}
-
-/// For tokio code: the client's events as a stream (on a `LocalSet` or a
-/// current-thread runtime: the client is not `Send`). It ends once the
-/// client has given up for good and every event was taken.
-impl Stream for NetworkClient {
-    type Item = ClientEvent;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ClientEvent>> {
-        let this = &mut *self;
-        loop {
-            if let Some(event) = this.events.pop_front() {
-                return Poll::Ready(Some(event));
-            }
-            // Socket events first, then the clock.
-            let mut progressed = false;
-            if let Some(socket) = this.socket.as_mut() {
-                if let Poll::Ready(Some(event)) = socket.poll_next_event(cx) {
-                    this.take_in(event);
-                    progressed = true;
-                }
-            }
-            this.core.tick(Instant::now());
-            this.carry_out();
-            this.collect_events();
-            if progressed || !this.events.is_empty() {
-                continue;
-            }
-            if this.core.is_finished() {
-                return Poll::Ready(None);
-            }
-            // Wake for the core's next deadline as well as for the socket.
-            match this.core.next_deadline() {
-                Some(deadline) => {
-                    let deadline = tokio::time::Instant::from_std(deadline);
-                    let timer = this
-                        .timer
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                    if timer.deadline() != deadline {
-                        timer.as_mut().reset(deadline);
-                    }
-                    if timer.as_mut().poll(cx).is_ready() {
-                        continue;
-                    }
-                }
-                None => this.timer = None,
-            }
-            return Poll::Pending;
-        }
     }
 }

@@ -12,17 +12,19 @@
 //! ```
 //! use std::time::Duration;
 //! use switchboard::harness::Harness;
-//! use switchboard::{ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig, Outbox, Rejection, Request};
+//! use switchboard::{ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig, Outbox};
+//! use switchboard::{Rejection, Request, RequestStatus};
 //!
 //! switchboard::channels! { enum Chan { Count = 16 } }
-//! switchboard::actions! { enum Act { Add = 1 } }
+//! switchboard::actions! { enum Count in Chan::Count { Add(u32) = 1 } }
 //!
 //! #[derive(Default)]
 //! struct Counter(u32);
 //! impl GameLogic for Counter {
+//!     type Message = Count;
 //!     type Command = u32;
-//!     fn validate(&self, request: &Request) -> Result<u32, Rejection> {
-//!         let n: u32 = request.content()?;
+//!     fn validate(&self, request: &Request<Count>) -> Result<u32, Rejection> {
+//!         let Count::Add(n) = request.message;
 //!         if n > 10 { return Err(Rejection::invalid("at most 10 at once")); }
 //!         Ok(n)
 //!     }
@@ -31,9 +33,10 @@
 //!
 //! let mut net = Harness::new(ManagerConfig::default(), Counter::default());
 //! let ann = net.join(ClientConfig::named("ann"));
-//! net.request(ann, Chan::Count, Act::Add, &3u32).unwrap();
-//! net.request(ann, Chan::Count, Act::Add, &30u32).unwrap();
+//! net.request(ann, Count::Add(3)).unwrap();
+//! let no = net.request(ann, Count::Add(30)).unwrap();
 //! assert_eq!(net.logic().0, 3);
+//! assert_eq!(net.verdict(ann, no), RequestStatus::Rejected("at most 10 at once".into()));
 //! let verdicts: Vec<_> = net.events(ann).into_iter()
 //!     .filter_map(|e| match e { ClientEvent::RequestDone { status, .. } => Some(status), _ => None })
 //!     .collect();
@@ -48,16 +51,13 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::client::{
-    ClientAction, ClientConfig, ClientCore, ClientEvent, RequestError, RequestStatus,
+    ClientAction, ClientConfig, ClientCore, ClientEvent, RequestError, RequestStatus, RequestTicket,
 };
-use crate::codec;
 use crate::manager::{
     GameLogic, LogEntry, ManagerAction, ManagerConfig, ManagerCore, ManagerEvent,
 };
-use crate::message::{Action, Channel, Message};
+use crate::message::{Message, TypedMessage};
 use crate::session::ClientId;
 use crate::socket::{CloseCode, DisconnectReason, IoFailure, PeerId, SocketEvent};
 use crate::ServerStats;
@@ -197,16 +197,9 @@ impl<L: GameLogic> Harness<L> {
         std::mem::take(&mut self.clients[player.0].events)
     }
 
-    /// The verdict of `player`'s request `id`, if it has one among the
-    /// events not yet taken (it stays there for [`events`](Self::events)).
-    pub fn verdict(&self, player: Player, id: u64) -> Option<&RequestStatus> {
-        self.clients[player.0]
-            .events
-            .iter()
-            .find_map(|event| match event {
-                ClientEvent::RequestDone { id: done, status } if *done == id => Some(status),
-                _ => None,
-            })
+    /// Where `player`'s request stands (the client core's answer).
+    pub fn verdict(&self, player: Player, ticket: RequestTicket) -> RequestStatus {
+        self.clients[player.0].core.status(ticket)
     }
 
     /// The player's client core.
@@ -214,22 +207,17 @@ impl<L: GameLogic> Harness<L> {
         &self.clients[player.0].core
     }
 
-    /// Sends a request from `player` and delivers everything it causes.
-    /// Returns its id.
-    pub fn request<C: Channel, A: Action, T: Serialize + ?Sized>(
+    /// Sends a request from `player` (a typed message, or a built
+    /// [`Message`]) and delivers everything it causes. Returns its ticket.
+    pub fn request(
         &mut self,
         player: Player,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<u64, RequestError> {
-        let content = codec::encode_value(content)?;
+        message: impl TypedMessage,
+    ) -> Result<RequestTicket, RequestError> {
         let now = self.now;
-        let id = self.clients[player.0]
-            .core
-            .request(channel.id(), action.id(), content, now)?;
+        let ticket = self.clients[player.0].core.request(&message, now)?;
         self.settle();
-        Ok(id)
+        Ok(ticket)
     }
 
     /// Sends a plain message (no request id) from `player`.

@@ -18,6 +18,7 @@ use crate::socket::BindScope;
 /// ```no_run
 /// # struct Rules;
 /// # impl switchboard::GameLogic for Rules {
+/// #     type Message = switchboard::Message;
 /// #     type Command = ();
 /// #     fn validate(&self, _: &switchboard::Request) -> Result<(), switchboard::Rejection> { Ok(()) }
 /// #     fn apply(&mut self, _: switchboard::ClientId, _: (), _: &mut switchboard::Outbox) {}

@@ -26,6 +26,7 @@ use switchboard_master::{
 struct DemoGame;
 
 impl GameLogic for DemoGame {
+    type Message = switchboard::Message;
     type Command = ();
     fn validate(&self, _: &Request) -> Result<(), Rejection> {
         Err(Rejection::invalid("this is a demo server"))

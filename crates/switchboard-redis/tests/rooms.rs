@@ -72,9 +72,9 @@ fn until_listed(mut done: impl FnMut() -> bool) {
 fn verdict(client: &mut RoomClient, ticket: switchboard::RequestTicket) -> RequestStatus {
     until(|| {
         client.poll();
-        ticket.is_done()
+        client.status(ticket).is_done()
     });
-    ticket.status()
+    client.status(ticket)
 }
 
 fn room(name: &str, max_players: u8) -> CreateRoom {

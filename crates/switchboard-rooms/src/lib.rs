@@ -36,7 +36,7 @@ mod event;
 mod logic;
 pub mod protocol;
 
-pub use client::{RoomClient, RoomSignals, RpcError};
+pub use client::{RoomClient, RoomClientEvent, RoomDrain, RoomSignals, RpcError};
 pub use event::{RoomEvent, RoomView};
 pub use logic::{
     RoomCommand, RoomLimits, RoomsLogic, MAX_ENTITIES, MAX_ENTITY_STATE, MAX_ROOMS, PAGE_BYTES,

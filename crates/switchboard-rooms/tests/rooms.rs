@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use switchboard::harness::{Harness, Player};
+use switchboard::message::Message;
 use switchboard::{
     ClientConfig, ClientEvent, ClientId, ManagerConfig, ReconnectPolicy, RequestStatus,
 };
@@ -66,11 +67,10 @@ impl Rooms {
         action: RoomAction,
         content: &T,
     ) -> RequestStatus {
-        let id = self
-            .net
-            .request(who, RoomsChannel, action, content)
-            .unwrap();
-        let verdict = self.net.verdict(who, id).cloned().expect("a verdict");
+        let message = Message::new(RoomsChannel, action, content).unwrap();
+        let ticket = self.net.request(who, message).unwrap();
+        let verdict = self.net.verdict(who, ticket);
+        assert!(verdict.is_done(), "a verdict");
         self.absorb();
         verdict
     }

@@ -66,8 +66,8 @@ fn verdict(
     send: impl FnOnce(&mut RoomClient) -> switchboard::RequestTicket,
 ) -> RequestStatus {
     let ticket = send(clients[who]);
-    pump(clients, |_| ticket.is_done());
-    ticket.status()
+    pump(clients, |c| c[who].status(ticket).is_done());
+    clients[who].status(ticket)
 }
 
 /// Like [`verdict`], and the verdict must be `Accepted`.
@@ -112,7 +112,7 @@ fn room_client_runs_rpc_handlers_and_reports_unknown_methods() {
     let (mut ann, mut bob) = ann_and_bob(&server);
     room_of_two(&mut ann, &mut bob, 4);
     let got: Rc<RefCell<Vec<(String, ClientId, u32)>>> = Rc::default();
-    for (who, c) in [("ann", &ann), ("bob", &bob)] {
+    for (who, c) in [("ann", &mut ann), ("bob", &mut bob)] {
         let g = got.clone();
         c.register_rpc("add", move |from, n: u32| {
             g.borrow_mut().push((who.to_string(), from, n))

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{render, Player};
-use crate::protocol::{Act, Chan, Move, NationView};
+use crate::protocol::{GameAct, LobbyAct, Move, NationView};
 
 /// The scripted player: every turn, each unit claims the province it stands
 /// on or steps toward land it does not own; then it ends the turn.
@@ -25,9 +25,7 @@ pub(super) fn play(player: &mut Player, turns: u32, players: usize) -> Result<()
             if here != Some(me) {
                 player.order(
                     format!("claim with unit {}", unit.id.0),
-                    Chan::Game,
-                    Act::Claim,
-                    &unit.id,
+                    GameAct::Claim(unit.id),
                 );
                 continue;
             }
@@ -50,13 +48,11 @@ pub(super) fn play(player: &mut Player, turns: u32, players: usize) -> Result<()
                 };
                 player.order(
                     format!("move unit {} to ({x}, {y})", unit.id.0),
-                    Chan::Game,
-                    Act::Move,
-                    &order,
+                    GameAct::Move(order),
                 );
             }
         }
-        player.order("end turn".into(), Chan::Game, Act::EndTurn, &());
+        player.order("end turn".into(), GameAct::EndTurn);
         let turn = view.turn;
         let next = wait_for_view(player, |v| v.turn > turn || v.winner.is_some())?;
         let mine = next
@@ -97,20 +93,15 @@ fn bot_lobby(player: &mut Player, players: usize) -> Result<(), String> {
             let Some(seat) = lobby.seats.iter().find(|s| s.player.is_none()) else {
                 return Err("no free seat".into());
             };
-            player.order(
-                format!("pick {}", seat.name),
-                Chan::Lobby,
-                Act::Pick,
-                &seat.nation,
-            );
-            player.order("ready".into(), Chan::Lobby, Act::Ready, &true);
+            player.order(format!("pick {}", seat.name), LobbyAct::Pick(seat.nation));
+            player.order("ready".into(), LobbyAct::Ready(true));
             picked = true;
         }
         let seated: Vec<_> = lobby.seats.iter().filter(|s| s.player.is_some()).collect();
         let all_ready = seated.len() >= players.max(1) && seated.iter().all(|s| s.ready);
         let host = lobby.host.as_deref() == Some(player.name.as_str());
         if all_ready && host && player.pending_is_empty() {
-            player.order("start".into(), Chan::Lobby, Act::Start, &());
+            player.order("start".into(), LobbyAct::Start);
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
+use switchboard::message::TypedMessage;
 use switchboard::{Audience, ClientId, GameLogic, Outbox, Rejection, Request};
 
 mod checkpoint;
@@ -19,7 +20,7 @@ pub use orders::{
 
 use crate::ai;
 use crate::protocol::{
-    Act, Attack, Chan, LobbyView, Move, NationStatus, NationView, Seat, TileView,
+    GameAct, LobbyAct, LobbyView, Msg, NationStatus, NationView, Seat, TileView,
 };
 use crate::scenario::{NationId, ServerScenario, UnitId};
 
@@ -187,9 +188,9 @@ impl StrategyLogic {
                 continue;
             }
             let view = self.view(player.nation.filter(|_| self.started));
-            let _ = out.send(Audience::One(*client), Chan::Game, Act::View, &view);
+            out.send(Audience::One(*client), GameAct::View(view));
         }
-        let _ = out.send(Audience::All, Chan::Lobby, Act::LobbyState, &self.lobby());
+        out.send(Audience::All, LobbyAct::State(self.lobby()));
     }
 
     fn tell(&self, nations: &[NationId], text: String, out: &mut Outbox) {
@@ -200,7 +201,7 @@ impl StrategyLogic {
             .map(|(c, _)| *c)
             .collect();
         if !clients.is_empty() {
-            let _ = out.send(Audience::Only(clients), Chan::Game, Act::Event, &text);
+            out.send(Audience::Only(clients), GameAct::Event(text));
         }
     }
 
@@ -239,43 +240,34 @@ impl StrategyLogic {
         self.ended.clear();
         self.checkpoint(out);
         let turn = self.scenario.turn;
-        let _ = out.send(
-            Audience::All,
-            Chan::Game,
-            Act::Event,
-            &format!("turn {turn} begins"),
-        );
+        out.send(Audience::All, GameAct::Event(format!("turn {turn} begins")));
     }
 }
 
 impl GameLogic for StrategyLogic {
+    type Message = Msg;
     type Command = Command;
 
-    fn validate(&self, request: &Request) -> Result<Command, Rejection> {
-        let channel = request.channel::<Chan>()?;
-        let action = request.action::<Act>()?;
+    fn validate(&self, request: &Request<Msg>) -> Result<Command, Rejection> {
         let client = request.client;
         let s = &self.scenario;
-        match (channel, action) {
-            (Chan::Game, Act::Move) => {
-                let m: Move = request.content()?;
+        match &request.message {
+            Msg::Game(GameAct::Move(m)) => {
                 let nation = self.nation_of(client)?;
                 let cost = check_move(s, nation, m.unit, m.x, m.y).map_err(Rejection::invalid)?;
                 Ok(Command::Move(m.unit, m.x, m.y, cost))
             }
-            (Chan::Game, Act::Claim) => {
-                let unit: UnitId = request.content()?;
+            Msg::Game(GameAct::Claim(unit)) => {
+                let unit = *unit;
                 check_claim(s, self.nation_of(client)?, unit).map_err(Rejection::invalid)?;
                 Ok(Command::Claim(unit))
             }
-            (Chan::Game, Act::Attack) => {
-                let a: Attack = request.content()?;
+            Msg::Game(GameAct::Attack(a)) => {
                 let wins = check_attack(s, self.nation_of(client)?, a.unit, a.target)
                     .map_err(Rejection::invalid)?;
                 Ok(Command::Attack(a.unit, a.target, wins))
             }
-            (Chan::Game, Act::EndTurn) => {
-                request.content::<()>()?;
+            Msg::Game(GameAct::EndTurn) => {
                 let nation = self.nation_of(client)?;
                 if self.ended.contains(&nation) {
                     return reject("you have ended this turn already");
@@ -285,25 +277,23 @@ impl GameLogic for StrategyLogic {
                 }
                 Ok(Command::EndTurn(nation))
             }
-            (Chan::Game, Act::Save) => {
-                let name: String = request.content()?;
+            Msg::Game(GameAct::Save(name)) => {
                 self.nation_of(client)?;
-                check_save_name(&name).map_err(Rejection::invalid)?;
-                Ok(Command::Save(name))
+                check_save_name(name).map_err(Rejection::invalid)?;
+                Ok(Command::Save(name.clone()))
             }
-            (Chan::Game, Act::Load) => {
-                let name: String = request.content()?;
+            Msg::Game(GameAct::Load(name)) => {
                 if self.host != Some(client) {
                     return reject("only the host loads games");
                 }
-                check_save_name(&name).map_err(Rejection::invalid)?;
+                check_save_name(name).map_err(Rejection::invalid)?;
                 let path = self.save_dir.join(format!("{name}.swst"));
                 let loaded = ServerScenario::load(&path)
                     .map_err(|e| Rejection::invalid(format!("cannot load {name}: {e}")))?;
                 Ok(Command::Load(Box::new(loaded)))
             }
-            (Chan::Lobby, Act::Pick) => {
-                let nation: NationId = request.content()?;
+            Msg::Lobby(LobbyAct::Pick(nation)) => {
+                let nation = *nation;
                 if self.started {
                     return reject("the game has started");
                 }
@@ -315,8 +305,8 @@ impl GameLogic for StrategyLogic {
                 }
                 Ok(Command::Pick(nation))
             }
-            (Chan::Lobby, Act::Ready) => {
-                let ready: bool = request.content()?;
+            Msg::Lobby(LobbyAct::Ready(ready)) => {
+                let ready = *ready;
                 if self.started {
                     return reject("the game has started");
                 }
@@ -325,8 +315,7 @@ impl GameLogic for StrategyLogic {
                 }
                 Ok(Command::Ready(ready))
             }
-            (Chan::Lobby, Act::Start) => {
-                request.content::<()>()?;
+            Msg::Lobby(LobbyAct::Start) => {
                 if self.started {
                     return reject("the game has started");
                 }
@@ -346,9 +335,9 @@ impl GameLogic for StrategyLogic {
                 }
                 Ok(Command::Start)
             }
-            _ => Err(Rejection {
+            update => Err(Rejection {
                 kind: switchboard::manager::RejectionKind::UnknownAction,
-                reason: format!("{action:?} is not a request on {channel:?}"),
+                reason: format!("{} is an update, not a request", update.action_name()),
             }),
         }
     }
@@ -387,7 +376,7 @@ impl GameLogic for StrategyLogic {
                     Ok(()) => format!("game saved as {name}"),
                     Err(err) => format!("saving {name} failed: {err}"),
                 };
-                let _ = out.send(Audience::One(client), Chan::Game, Act::Event, &text);
+                out.send(Audience::One(client), GameAct::Event(text));
             }
             Command::Load(scenario) => {
                 self.scenario = *scenario;
@@ -400,11 +389,9 @@ impl GameLogic for StrategyLogic {
                         player.nation = None;
                     }
                 }
-                let _ = out.send(
+                out.send(
                     Audience::All,
-                    Chan::Game,
-                    Act::Event,
-                    &format!("loaded {}", self.scenario.name),
+                    GameAct::Event(format!("loaded {}", self.scenario.name)),
                 );
             }
             Command::Pick(n) => {
@@ -421,12 +408,7 @@ impl GameLogic for StrategyLogic {
             Command::Start => {
                 self.started = true;
                 self.checkpoint(out);
-                let _ = out.send(
-                    Audience::All,
-                    Chan::Game,
-                    Act::Event,
-                    &"the game begins".to_string(),
-                );
+                out.send(Audience::All, GameAct::Event("the game begins".to_string()));
             }
         }
         self.send_views(out);

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use strategy::protocol::{Act, Chan, LobbyView, Move, NationView};
+use strategy::protocol::{Chan, GameAct, LobbyAct, LobbyView, Move, Msg, NationView};
 use strategy::scenario::{NationId, UnitId};
 use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram};
 use switchboard::socket::BindScope;
@@ -61,11 +61,15 @@ impl Player {
         let lobby = Rc::new(RefCell::new(None));
         let (v, l) = (view.clone(), lobby.clone());
         client.subscribe(Chan::Game, move |d| {
-            if d.action() == Some(Act::View) {
-                *v.borrow_mut() = d.content().ok();
+            if let Ok(GameAct::View(view)) = d.message.typed() {
+                *v.borrow_mut() = Some(view);
             }
         });
-        client.subscribe(Chan::Lobby, move |d| *l.borrow_mut() = d.content().ok());
+        client.subscribe(Chan::Lobby, move |d| {
+            if let Ok(LobbyAct::State(lobby)) = d.message.typed() {
+                *l.borrow_mut() = Some(lobby);
+            }
+        });
         let mut player = Player {
             client,
             view,
@@ -83,15 +87,10 @@ impl Player {
         }
     }
 
-    fn ask<T: serde::Serialize>(
-        &mut self,
-        channel: Chan,
-        action: Act,
-        content: &T,
-    ) -> RequestStatus {
-        let ticket = self.client.request(channel, action, content).unwrap();
-        self.until(|_| ticket.is_done());
-        ticket.status()
+    fn ask(&mut self, order: impl Into<Msg>) -> RequestStatus {
+        let ticket = self.client.request(order.into()).unwrap();
+        self.until(|p| p.client.status(ticket).is_done());
+        self.client.status(ticket)
     }
 
     fn view(&self) -> NationView {
@@ -146,7 +145,7 @@ fn invalid_order_is_rejected_with_its_reason_and_not_applied() {
         x: 2,
         y: 4,
     };
-    match ann.ask(Chan::Game, Act::Move, &diagonal) {
+    match ann.ask(GameAct::Move(diagonal)) {
         RequestStatus::Rejected(reason) => assert!(reason.contains("diagonally"), "{reason}"),
         other => panic!("expected a rejection, got {other:?}"),
     }
@@ -156,14 +155,11 @@ fn invalid_order_is_rejected_with_its_reason_and_not_applied() {
         y: 3,
     };
     assert_eq!(
-        ann.ask(Chan::Game, Act::Move, &into_the_river),
+        ann.ask(GameAct::Move(into_the_river)),
         RequestStatus::Rejected("no such unit".into())
     );
     // A valid order afterwards: the view it brings shows the unit unmoved.
-    assert_eq!(
-        ann.ask(Chan::Game, Act::Claim, &infantry),
-        RequestStatus::Accepted
-    );
+    assert_eq!(ann.ask(GameAct::Claim(infantry)), RequestStatus::Accepted);
     let unit = *ann.view().units.iter().find(|u| u.id == infantry).unwrap();
     assert_eq!(
         (unit.x, unit.y),
@@ -259,30 +255,27 @@ fn saves_and_loads_by_name_never_by_path() {
     );
     let mut ann = Player::join(server.addr(), "ann");
     let infantry = ann.view().unit_at(1, 3).unwrap().id;
+    assert_eq!(ann.ask(GameAct::Claim(infantry)), RequestStatus::Accepted);
     assert_eq!(
-        ann.ask(Chan::Game, Act::Claim, &infantry),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        ann.ask(Chan::Game, Act::Save, &"slot-1".to_string()),
+        ann.ask(GameAct::Save("slot-1".to_string())),
         RequestStatus::Accepted
     );
     assert!(saves.join("slot-1.swst").exists());
     for evil in ["../escape", "/etc/passwd", "a b"] {
         assert!(
             matches!(
-                ann.ask(Chan::Game, Act::Save, &evil.to_string()),
+                ann.ask(GameAct::Save(evil.to_string())),
                 RequestStatus::Rejected(_)
             ),
             "{evil}"
         );
     }
     assert!(matches!(
-        ann.ask(Chan::Game, Act::Load, &"nothing-here".to_string()),
+        ann.ask(GameAct::Load("nothing-here".to_string())),
         RequestStatus::Rejected(_)
     ));
     assert_eq!(
-        ann.ask(Chan::Game, Act::Load, &"slot-1".to_string()),
+        ann.ask(GameAct::Load("slot-1".to_string())),
         RequestStatus::Accepted
     );
     assert_eq!(
@@ -356,37 +349,28 @@ fn hosted(tag: &str) -> (LocalServer, PathBuf) {
 /// Both players pick, ready up, and the host starts.
 fn lobby_start(ann: &mut Player, bob: &mut Player) {
     assert_eq!(
-        ann.ask(Chan::Lobby, Act::Pick, &NationId(0)),
+        ann.ask(LobbyAct::Pick(NationId(0))),
         RequestStatus::Accepted
     );
     assert_eq!(
-        bob.ask(Chan::Lobby, Act::Pick, &NationId(0)),
+        bob.ask(LobbyAct::Pick(NationId(0))),
         RequestStatus::Rejected("that nation is taken".into())
     );
     assert_eq!(
-        bob.ask(Chan::Lobby, Act::Pick, &NationId(1)),
+        bob.ask(LobbyAct::Pick(NationId(1))),
         RequestStatus::Accepted
     );
+    assert_eq!(ann.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
     assert_eq!(
-        ann.ask(Chan::Lobby, Act::Ready, &true),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        ann.ask(Chan::Lobby, Act::Start, &()),
+        ann.ask(LobbyAct::Start),
         RequestStatus::Rejected("bob is not ready".into())
     );
     assert_eq!(
-        bob.ask(Chan::Lobby, Act::Start, &()),
+        bob.ask(LobbyAct::Start),
         RequestStatus::Rejected("only the host starts the game".into())
     );
-    assert_eq!(
-        bob.ask(Chan::Lobby, Act::Ready, &true),
-        RequestStatus::Accepted
-    );
-    assert_eq!(
-        ann.ask(Chan::Lobby, Act::Start, &()),
-        RequestStatus::Accepted
-    );
+    assert_eq!(bob.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
+    assert_eq!(ann.ask(LobbyAct::Start), RequestStatus::Accepted);
     bob.until(|p| {
         p.view
             .borrow()
@@ -422,7 +406,7 @@ fn hosted_game_lobby_then_a_dropped_player_comes_back_to_the_same_nation() {
     });
     let cavalry = bob.view().unit_at(10, 3).unwrap().id;
     assert_eq!(
-        bob.ask(Chan::Game, Act::Claim, &cavalry),
+        bob.ask(GameAct::Claim(cavalry)),
         RequestStatus::Accepted,
         "bob still commands Blue"
     );
@@ -439,10 +423,7 @@ fn a_disconnected_player_never_stalls_the_turn() {
     // back: his nation must not hold up the turn.
     proxy.cut();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        ann.ask(Chan::Game, Act::EndTurn, &()),
-        RequestStatus::Accepted
-    );
+    assert_eq!(ann.ask(GameAct::EndTurn), RequestStatus::Accepted);
     ann.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.turn == 2));
     assert!(Path::new(BIN).exists());
 }
@@ -533,18 +514,12 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     let mut cat = Player::join(server.addr(), "cat");
     for (player, nation) in [(&mut host, 0u8), (&mut bob, 1), (&mut cat, 2)] {
         assert_eq!(
-            player.ask(Chan::Lobby, Act::Pick, &NationId(nation)),
+            player.ask(LobbyAct::Pick(NationId(nation))),
             RequestStatus::Accepted
         );
-        assert_eq!(
-            player.ask(Chan::Lobby, Act::Ready, &true),
-            RequestStatus::Accepted
-        );
+        assert_eq!(player.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
     }
-    assert_eq!(
-        host.ask(Chan::Lobby, Act::Start, &()),
-        RequestStatus::Accepted
-    );
+    assert_eq!(host.ask(LobbyAct::Start), RequestStatus::Accepted);
     for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
         player.until(|p| {
             p.view
@@ -556,10 +531,7 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     // Bob's line drops mid-game; the others play on; he comes back as East.
     proxy.cut();
     bob.until(|p| !p.client.is_welcomed());
-    assert_eq!(
-        host.ask(Chan::Game, Act::EndTurn, &()),
-        RequestStatus::Accepted
-    );
+    assert_eq!(host.ask(GameAct::EndTurn), RequestStatus::Accepted);
     bob.until(|p| p.client.is_welcomed());
     bob.until(|p| {
         p.view
@@ -574,10 +546,7 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
         .find(|u| u.nation == NationId(1))
         .unwrap()
         .id;
-    assert_eq!(
-        bob.ask(Chan::Game, Act::Claim, &unit),
-        RequestStatus::Accepted
-    );
+    assert_eq!(bob.ask(GameAct::Claim(unit)), RequestStatus::Accepted);
     assert_eq!(cat.view().you, Some(NationId(2)));
 }
 

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use strategy::directory::Directory;
-use strategy::protocol::{Act, Chan, Move, NationView};
+use strategy::protocol::{Chan, GameAct, LobbyAct, Move, Msg, NationView};
 use strategy::rules::StrategyLogic;
 use strategy::scenario::NationId;
 use switchboard::{ClientConfig, ClientId, NetworkClient, ReconnectPolicy, RequestStatus};
@@ -73,8 +73,8 @@ impl Player {
         let view = Rc::new(RefCell::new(None));
         let sink = view.clone();
         client.subscribe(Chan::Game, move |d| {
-            if d.action() == Some(Act::View) {
-                *sink.borrow_mut() = d.content().ok();
+            if let Ok(GameAct::View(view)) = d.message.typed() {
+                *sink.borrow_mut() = Some(view);
             }
         });
         let reconnecting = Rc::new(Cell::new(false));
@@ -108,10 +108,16 @@ impl Player {
         }
     }
 
-    fn ask<T: serde::Serialize>(&mut self, channel: Chan, action: Act, content: &T) {
-        let ticket = self.client.request(channel, action, content).unwrap();
-        self.until(|_| ticket.is_done());
-        assert_eq!(ticket.status(), RequestStatus::Accepted, "{action:?}");
+    fn ask(&mut self, order: impl Into<Msg>) {
+        let order = order.into();
+        let what = format!("{order:?}");
+        let ticket = self.client.request(order).unwrap();
+        self.until(|p| p.client.status(ticket).is_done());
+        assert_eq!(
+            self.client.status(ticket),
+            RequestStatus::Accepted,
+            "{what}"
+        );
     }
 
     fn view(&self) -> NationView {
@@ -213,11 +219,11 @@ fn fail_over(tag: &str, before_kill: impl FnOnce(&mut RedisProcess, &[ClientId])
     let a = serve_new(&redis, &master_addr, &saves);
     let mut ann = Player::join(&directory, "ann");
     let mut bob = Player::join(&directory, "bob");
-    ann.ask(Chan::Lobby, Act::Pick, &NationId(0));
-    bob.ask(Chan::Lobby, Act::Pick, &NationId(1));
-    ann.ask(Chan::Lobby, Act::Ready, &true);
-    bob.ask(Chan::Lobby, Act::Ready, &true);
-    ann.ask(Chan::Lobby, Act::Start, &());
+    ann.ask(LobbyAct::Pick(NationId(0)));
+    bob.ask(LobbyAct::Pick(NationId(1)));
+    ann.ask(LobbyAct::Ready(true));
+    bob.ask(LobbyAct::Ready(true));
+    ann.ask(LobbyAct::Start);
     ann.until(|p| {
         p.view
             .borrow()
@@ -233,10 +239,10 @@ fn fail_over(tag: &str, before_kill: impl FnOnce(&mut RedisProcess, &[ClientId])
         x: 2,
         y: 3,
     };
-    ann.ask(Chan::Game, Act::Move, &step);
+    ann.ask(GameAct::Move(step));
     for turn in [1, 2] {
-        ann.ask(Chan::Game, Act::EndTurn, &());
-        bob.ask(Chan::Game, Act::EndTurn, &());
+        ann.ask(GameAct::EndTurn);
+        bob.ask(GameAct::EndTurn);
         ann.until_turn(turn + 1);
         bob.until_turn(turn + 1);
     }
@@ -277,8 +283,8 @@ fn fail_over(tag: &str, before_kill: impl FnOnce(&mut RedisProcess, &[ClientId])
     );
 
     // Turn three, played on B.
-    ann.ask(Chan::Game, Act::EndTurn, &());
-    bob.ask(Chan::Game, Act::EndTurn, &());
+    ann.ask(GameAct::EndTurn);
+    bob.ask(GameAct::EndTurn);
     ann.until_turn(4);
     bob.until_turn(4);
     let _ = std::fs::remove_dir_all(&saves);
@@ -506,7 +512,7 @@ fn sigterm(child: &Child) {
 fn back_and_accepted(player: &mut Player) -> Instant {
     player.until(|p| !p.client.is_welcomed());
     player.until(|p| p.client.is_welcomed() && p.view.borrow().is_some());
-    player.ask(Chan::Game, Act::EndTurn, &());
+    player.ask(GameAct::EndTurn);
     Instant::now()
 }
 
@@ -520,9 +526,9 @@ fn failover_takes_under_two_seconds_with_a_standby_server_and_after_a_late_start
     };
     let a = serve_named(&redis, &master_addr, &saves, game, &["--new-game"]);
     let mut ann = Player::join(&directory, "ann");
-    ann.ask(Chan::Lobby, Act::Pick, &NationId(0));
-    ann.ask(Chan::Lobby, Act::Ready, &true);
-    ann.ask(Chan::Lobby, Act::Start, &());
+    ann.ask(LobbyAct::Pick(NationId(0)));
+    ann.ask(LobbyAct::Ready(true));
+    ann.ask(LobbyAct::Start);
     ann.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.you.is_some()));
     wait_for(|| checkpoint_turn(&redis, game).filter(|t| *t == 1));
 

@@ -50,22 +50,15 @@ pub fn wait_until(what: &str, wait: Duration, mut done: impl FnMut() -> bool) {
 
 /// Sends a board request and polls `client` until its verdict (for up to
 /// `wait`).
-pub fn ask<T: serde::Serialize>(
+pub fn ask(
     client: &mut switchboard::NetworkClient,
-    action: switchboard_server::board::BoardAction,
-    content: &T,
+    request: switchboard_server::board::Board,
     wait: Duration,
 ) -> switchboard::RequestStatus {
-    let ticket = client
-        .request(
-            switchboard_server::board::BoardChannel::Board,
-            action,
-            content,
-        )
-        .unwrap();
+    let ticket = client.request(request).unwrap();
     wait_until("verdict", wait, || {
         client.poll();
-        ticket.is_done()
+        client.status(ticket).is_done()
     });
-    ticket.status()
+    client.status(ticket)
 }

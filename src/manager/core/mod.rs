@@ -25,7 +25,7 @@ use subtle::ConstantTimeEq;
 
 use super::shared::{ShareError, ShareUpdate, SharedSession};
 use super::{LogEntry, LogLevel, ManagerConfig};
-use crate::message::{Message, SESSION_CHANNEL};
+use crate::message::{Message, TypedMessage, SESSION_CHANNEL};
 use crate::session::{
     Admission, Backoff, ClientId, LogLimiter, RateLimiter, ReconnectToken, Refusal, Sessions,
 };
@@ -462,6 +462,10 @@ impl<L: GameLogic> ManagerCore<L> {
 
     /// Sends every update to exactly its audience.
     fn dispatch(&mut self, mut out: Outbox) {
+        for text in out.take_unsent() {
+            tracing::warn!("{text}");
+            self.log(LogLevel::Warn, text);
+        }
         if let Some(state) = out.take_checkpoint() {
             if self.config.checkpoints.is_some() {
                 self.actions.push(ManagerAction::Checkpoint(state));

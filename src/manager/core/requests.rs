@@ -80,23 +80,28 @@ impl<L: GameLogic> ManagerCore<L> {
         message: Message,
         now: Instant,
     ) {
-        let request = Request {
-            client,
-            id,
-            message,
-        };
         // The game's own log lines inside validate and apply carry the client.
         let _session = tracing::info_span!("session", %client, request = id).entered();
         // Measured for the operator only: the rules never see this clock.
         let started = std::time::Instant::now();
-        self.judge(peer, client, id, request, now);
+        self.judge(peer, client, id, message, now);
         self.stats.request_time.observe(started.elapsed());
     }
 
-    /// Validates a request and applies it, or answers why not.
-    fn judge(&mut self, peer: PeerId, client: ClientId, id: u64, request: Request, now: Instant) {
-        let channel = request.message.channel_id();
-        match self.logic.validate(&request) {
+    /// Decodes a request into the game's type, has the game validate it and
+    /// applies it, or answers why not.
+    fn judge(&mut self, peer: PeerId, client: ClientId, id: u64, message: Message, now: Instant) {
+        let channel = message.channel_id();
+        let verdict = <L::Message as TypedMessage>::decode(&message)
+            .map_err(Rejection::from)
+            .and_then(|message| {
+                self.logic.validate(&Request {
+                    client,
+                    id,
+                    message,
+                })
+            });
+        match verdict {
             Ok(command) => {
                 let mut out = Outbox::default();
                 self.logic.apply(client, command, &mut out);

@@ -283,7 +283,7 @@ impl ExtendedTcpServer {
             ServerEvent::PeerConnected { peer, addr } => signals.peer_connected.emit(&(peer, addr)),
             ServerEvent::Received(incoming) => {
                 signals.received.emit(&incoming);
-                router.route(incoming.peer, incoming.message);
+                router.route(incoming.peer, &incoming.message);
             }
             ServerEvent::PeerError { peer, error } => signals.error.emit(&(peer, error)),
             ServerEvent::PeerDisconnected { peer, reason } => {

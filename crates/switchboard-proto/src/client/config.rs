@@ -49,6 +49,10 @@ pub struct ClientConfig {
     /// Requests awaiting an answer at once (default 1024); one more fails
     /// with [`RequestError::TooManyPending`](super::RequestError::TooManyPending).
     pub max_pending_requests: usize,
+    /// Verdicts the client keeps for `status` to answer (default 1024):
+    /// the last ones; an older ticket answers
+    /// [`RequestError::Forgotten`](super::RequestError::Forgotten).
+    pub kept_verdicts: usize,
     /// Other addresses of the same service (default none): server
     /// processes that share sessions through Redis (`docs/SCALING.md`).
     /// After a connection loss the first attempt goes back to the server
@@ -68,6 +72,7 @@ impl Default for ClientConfig {
             reconnect: ReconnectPolicy::default(),
             request_timeout: Duration::from_secs(10),
             max_pending_requests: 1024,
+            kept_verdicts: 1024,
             fallback_servers: Vec::new(),
         }
     }

@@ -17,12 +17,12 @@ use std::time::Instant;
 
 mod reconnect;
 
-use super::{ClientConfig, ClientError, RequestError, RequestStatus, Welcomed};
+use super::{ClientConfig, ClientError, RequestError, RequestStatus, RequestTicket, Welcomed};
 use crate::connection::SocketEvent;
 use crate::manager::protocol::{
     self, ErrorReply, Hello, Refused, Rejected, RequestFrame, Resume, Welcome,
 };
-use crate::message::{Message, SESSION_CHANNEL};
+use crate::message::{Message, TypedMessage, SESSION_CHANNEL};
 use crate::reason::DisconnectReason;
 use crate::session::{ClientId, ReconnectToken};
 
@@ -52,8 +52,8 @@ pub enum ClientEvent {
     Error(ClientError),
     /// A request got its verdict.
     RequestDone {
-        /// The request's id (`RequestTicket::id`).
-        id: u64,
+        /// The request.
+        ticket: RequestTicket,
         /// The verdict.
         status: RequestStatus,
     },
@@ -85,6 +85,8 @@ pub struct ClientCore {
     next_request: u64,
     /// Each open request's deadline.
     pending: HashMap<u64, Instant>,
+    /// The last verdicts, oldest first (`ClientConfig::kept_verdicts`).
+    verdicts: VecDeque<(u64, RequestStatus)>,
     /// The next reconnect attempt: its number and when.
     retry: Option<(u32, Instant)>,
     /// The reconnect attempt started last (0: none since the last loss).
@@ -115,6 +117,7 @@ impl ClientCore {
             closed: false,
             next_request: 1,
             pending: HashMap::new(),
+            verdicts: VecDeque::new(),
             retry: None,
             started_attempt: 0,
             redirected: false,
@@ -179,21 +182,23 @@ impl ClientCore {
         !self.connected && self.retry.is_none()
     }
 
-    /// Sends a request; returns its id. Its verdict comes as
-    /// [`ClientEvent::RequestDone`].
+    /// Sends a request (a typed message, or a built [`Message`]); returns
+    /// its ticket. Its verdict comes as [`ClientEvent::RequestDone`] and
+    /// from [`status`](Self::status).
     pub fn request(
         &mut self,
-        channel: u16,
-        action: u16,
-        content: Vec<u8>,
+        message: &impl TypedMessage,
         now: Instant,
-    ) -> Result<u64, RequestError> {
+    ) -> Result<RequestTicket, RequestError> {
         if !self.connected {
             return Err(RequestError::NotConnected);
         }
         if self.pending.len() >= self.config.max_pending_requests {
             return Err(RequestError::TooManyPending);
         }
+        let mut content = Vec::new();
+        message.encode_content(&mut content)?;
+        let (channel, action) = (message.channel_id(), message.action_id());
         let id = self.next_request;
         self.next_request += 1;
         let frame = RequestFrame {
@@ -208,12 +213,29 @@ impl ClientCore {
                 protocol::REQUEST,
                 &frame,
             )));
-        Ok(id)
+        Ok(RequestTicket(id))
     }
 
     /// Forgets a request whose message could not be sent after all.
-    pub fn cancel_request(&mut self, id: u64) {
-        self.pending.remove(&id);
+    pub fn cancel_request(&mut self, ticket: RequestTicket) {
+        self.pending.remove(&ticket.0);
+    }
+
+    /// Where a request stands: `Pending` until its verdict, then the
+    /// verdict while it is among the last
+    /// [`kept_verdicts`](ClientConfig::kept_verdicts).
+    pub fn status(&self, ticket: RequestTicket) -> RequestStatus {
+        if self.pending.contains_key(&ticket.0) {
+            return RequestStatus::Pending;
+        }
+        self.verdicts
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == ticket.0)
+            .map_or(
+                RequestStatus::Failed(RequestError::Forgotten),
+                |(_, status)| status.clone(),
+            )
     }
 
     /// Leaves for good: the goodbye goes after what was queued; no reconnect
@@ -348,8 +370,15 @@ impl ClientCore {
 
     fn finish_request(&mut self, id: u64, status: RequestStatus) {
         if self.pending.remove(&id).is_some() {
+            if self.verdicts.len() >= self.config.kept_verdicts {
+                self.verdicts.pop_front();
+            }
+            if self.config.kept_verdicts > 0 {
+                self.verdicts.push_back((id, status.clone()));
+            }
+            let ticket = RequestTicket(id);
             self.events
-                .push_back(ClientEvent::RequestDone { id, status });
+                .push_back(ClientEvent::RequestDone { ticket, status });
         }
     }
 }

@@ -17,6 +17,20 @@ mod core;
 pub use self::config::{ClientConfig, ReconnectPolicy};
 pub use self::core::{ClientAction, ClientCore, ClientEvent};
 
+/// A request in flight, as a plain id: the client answers its status
+/// (`NetworkClient::status`, `NetworkClient::wait`,
+/// [`ClientCore::status`]) and announces its verdict as
+/// [`ClientEvent::RequestDone`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestTicket(pub(crate) u64);
+
+impl RequestTicket {
+    /// The request id the server's answer carries.
+    pub fn id(self) -> u64 {
+        self.0
+    }
+}
+
 /// What the server said when it let the client in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcomed {
@@ -27,14 +41,17 @@ pub struct Welcomed {
 }
 
 /// Something the client should know about that is not a message.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
     /// The server could not handle a message.
+    #[error("server error {:?}: {}", .0.code, .0.detail)]
     Server(ErrorReply),
     /// The server rejected a plain message (sent without a request id).
+    #[error("rejected: {0}")]
     Rejected(String),
     /// The connection reported a problem.
+    #[error(transparent)]
     Socket(std::sync::Arc<crate::reason::SocketError>),
 }
 
@@ -64,6 +81,11 @@ pub enum RequestError {
     /// not have been applied.
     #[error("connection lost before the answer")]
     ConnectionLost,
+    /// The ticket is not one of the client's last
+    /// [`kept_verdicts`](ClientConfig::kept_verdicts) requests: its verdict
+    /// was forgotten (or it was never this client's).
+    #[error("verdict forgotten: older than the last kept_verdicts requests")]
+    Forgotten,
     /// The server could not handle the request at all.
     #[error("server error {code:?}: {detail}")]
     Server {
@@ -81,7 +103,8 @@ impl PartialEq for RequestError {
             (NotConnected, NotConnected)
             | (TooManyPending, TooManyPending)
             | (Timeout, Timeout)
-            | (ConnectionLost, ConnectionLost) => true,
+            | (ConnectionLost, ConnectionLost)
+            | (Forgotten, Forgotten) => true,
             (Content(a), Content(b)) => a == b,
             (Send(a), Send(b)) => Arc::ptr_eq(a, b),
             (Server { code, detail }, Server { code: c, detail: d }) => code == c && detail == d,
@@ -94,6 +117,7 @@ impl Eq for RequestError {}
 
 /// Where a request stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
 pub enum RequestStatus {
     /// Sent, no answer yet.
     Pending,
@@ -104,4 +128,16 @@ pub enum RequestStatus {
     Rejected(String),
     /// It got no verdict.
     Failed(RequestError),
+}
+
+impl RequestStatus {
+    /// Whether the request has its verdict (or failed): not `Pending`.
+    pub fn is_done(&self) -> bool {
+        !matches!(self, RequestStatus::Pending)
+    }
+
+    /// Whether the server applied it.
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, RequestStatus::Accepted)
+    }
 }

@@ -3,44 +3,43 @@
 
 use std::net::SocketAddr;
 
-use serde::{de::DeserializeOwned, Serialize};
+use serde::de::DeserializeOwned;
 
 use crate::codec::ContentError;
-use crate::message::{Action, Channel, Message};
+use crate::message::{Action, Channel, DecodeError, Message, TypedMessage};
 use crate::session::ClientId;
 
-/// A client's request as the game sees it. The sender is stamped by the
-/// server: a client cannot speak for another.
+/// A client's request as the game sees it: its message already decoded
+/// into the game's type (`GameLogic::Message`). The sender is stamped by
+/// the server: a client cannot speak for another.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Request<M = Message> {
     /// Who sent it.
     pub client: ClientId,
     /// The client's request id (0 for a plain message sent without one).
     pub id: u64,
-    /// The application message.
-    pub message: Message,
+    /// What it asks, decoded.
+    pub message: M,
 }
 
-impl Request {
-    /// The channel as the game's enum, or a rejection that answers "unknown
+/// Untyped access, for a `GameLogic` whose `Message` is [`Message`] (the
+/// framework's rooms, relays and tools).
+impl Request<Message> {
+    /// The channel as an enum, or a rejection that answers "unknown
     /// channel".
     pub fn channel<C: Channel>(&self) -> Result<C, Rejection> {
-        self.message.channel().ok_or_else(|| Rejection {
-            kind: RejectionKind::UnknownChannel,
-            reason: format!("unknown channel {}", self.message.channel_id()),
-        })
+        self.message
+            .channel()
+            .ok_or_else(|| Rejection::from(DecodeError::UnknownChannel(self.message.channel_id())))
     }
 
-    /// The action as the game's enum, or a rejection that answers "unknown
-    /// action".
+    /// The action as an enum, or a rejection that answers "unknown action".
     pub fn action<A: Action>(&self) -> Result<A, Rejection> {
-        self.message.action().ok_or_else(|| Rejection {
-            kind: RejectionKind::UnknownAction,
-            reason: format!(
-                "unknown action {} on channel {}",
-                self.message.action_id(),
-                self.message.channel_id()
-            ),
+        self.message.action().ok_or_else(|| {
+            Rejection::from(DecodeError::UnknownAction {
+                channel: self.message.channel_id(),
+                action: self.message.action_id(),
+            })
         })
     }
 
@@ -94,6 +93,22 @@ impl From<ContentError> for Rejection {
     }
 }
 
+/// What the framework answers, before the game sees anything, when a
+/// request does not decode into the game's `Message`.
+impl From<DecodeError> for Rejection {
+    fn from(err: DecodeError) -> Self {
+        let kind = match &err {
+            DecodeError::UnknownChannel(_) => RejectionKind::UnknownChannel,
+            DecodeError::UnknownAction { .. } => RejectionKind::UnknownAction,
+            DecodeError::Content(_) => RejectionKind::BadContent,
+        };
+        Self {
+            kind,
+            reason: err.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.reason)
@@ -132,25 +147,26 @@ impl Audience {
 pub struct Outbox {
     updates: Vec<(Audience, Message)>,
     checkpoint: Option<Vec<u8>>,
+    unsent: Vec<String>,
 }
 
 impl Outbox {
-    /// Queues `content` on `channel` / `action` for `audience`.
-    pub fn send<C: Channel, A: Action, T: Serialize + ?Sized>(
-        &mut self,
-        audience: Audience,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<(), ContentError> {
-        self.updates
-            .push((audience, Message::new(channel, action, content)?));
-        Ok(())
-    }
-
-    /// Queues a built message for `audience`.
-    pub fn push(&mut self, audience: Audience, message: Message) {
-        self.updates.push((audience, message));
+    /// Queues `message` (a value of a typed action enum, or a built
+    /// [`Message`]) for `audience`.
+    ///
+    /// Nothing to check: a typed message is its content's type by
+    /// construction. Should a content's own `Serialize` fail all the same
+    /// (a hand-written one; bincode refuses a sequence of unknown length),
+    /// the update is not sent and the server logs why, as a warning.
+    pub fn send(&mut self, audience: Audience, message: impl TypedMessage) {
+        match message.to_message() {
+            Ok(message) => self.updates.push((audience, message)),
+            Err(err) => self.unsent.push(format!(
+                "update {} (channel {}) not sent: {err}",
+                message.action_name(),
+                message.channel_id()
+            )),
+        }
     }
 
     /// The updates queued so far.
@@ -161,6 +177,12 @@ impl Outbox {
     /// Takes the queued updates out.
     pub fn take(&mut self) -> Vec<(Audience, Message)> {
         std::mem::take(&mut self.updates)
+    }
+
+    /// Why updates were not sent (their content failed to encode), taken
+    /// out: the server logs each.
+    pub fn take_unsent(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.unsent)
     }
 
     /// Saves `state` as the game's checkpoint, to resume from if this
@@ -197,11 +219,18 @@ pub struct JoinRequest<'a> {
 /// [`Command`](Self::Command) that [`apply`](Self::apply) carries out, adding
 /// updates addressed to exactly the clients that may see them.
 pub trait GameLogic: Send + 'static {
+    /// What clients ask, decoded: a typed action enum (one channel), a
+    /// [`messages!`](crate::messages) set (several), or [`Message`]
+    /// (untyped). A request that does not decode into it is answered by
+    /// the framework (unknown channel, unknown action, bad content: an
+    /// error reply and a strike) and never reaches the game.
+    type Message: TypedMessage;
+
     /// A validated request, ready to apply.
     type Command: Send;
 
     /// Checks a request against the rules and the current state.
-    fn validate(&self, request: &Request) -> Result<Self::Command, Rejection>;
+    fn validate(&self, request: &Request<Self::Message>) -> Result<Self::Command, Rejection>;
 
     /// Applies a validated request.
     fn apply(&mut self, client: ClientId, command: Self::Command, out: &mut Outbox);

@@ -17,6 +17,7 @@ pub use pages::PAGE_BYTES;
 use std::collections::{BTreeMap, HashMap};
 
 use switchboard::manager::{Audience, GameLogic, Outbox, Place, Rejection, Request};
+use switchboard::message::Message;
 use switchboard::session::ClientId;
 
 use crate::directory::{CreateReserved, DirectoryLink, DirectorySnapshot, Reservation, RoomRecord};
@@ -190,8 +191,9 @@ fn send<T: serde::Serialize>(
     action: RoomAction,
     content: &T,
 ) {
-    if let Err(err) = out.send(audience, RoomsChannel, action, content) {
-        tracing::error!(%err, "room event did not encode");
+    match Message::new(RoomsChannel, action, content) {
+        Ok(message) => out.send(audience, message),
+        Err(err) => tracing::error!(%err, "room event did not encode"),
     }
 }
 
@@ -360,6 +362,8 @@ impl RoomsLogic {
 }
 
 impl GameLogic for RoomsLogic {
+    /// Untyped: the rooms channel's own protocol, checked action by action.
+    type Message = Message;
     type Command = RoomCommand;
 
     fn validate(&self, request: &Request) -> Result<RoomCommand, Rejection> {

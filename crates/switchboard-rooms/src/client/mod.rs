@@ -1,9 +1,9 @@
 //! The client side of rooms: a [`NetworkClient`] with room signals and RPC
 //! handlers registered by name.
 
-use std::cell::RefCell;
+mod events;
+
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::time::Duration;
 
 use serde::{de::DeserializeOwned, Serialize};
@@ -12,70 +12,32 @@ use switchboard::client::{
     ClientConfig, NetworkClient, RequestError, RequestStatus, RequestTicket,
 };
 use switchboard::codec;
+use switchboard::message::Message;
 use switchboard::session::ClientId;
-use switchboard::signal::Signal;
 
-use crate::event::{RoomEvent, RoomView};
+use crate::event::RoomView;
 use crate::protocol::{
-    CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
-    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcRequest, RpcTarget,
-    SpawnRequest, Transfer,
+    CreateRoom, CustomRequest, EntityId, EntityUpdate, Kick, RoomAction, RoomId, RoomState,
+    RoomsChannel, RpcRequest, RpcTarget, SpawnRequest, Transfer,
 };
 
-/// An RPC that could not run on this client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RpcError {
-    /// Who called.
-    pub from: ClientId,
-    /// The method.
-    pub method: String,
-    /// Why: no handler of that name, or arguments of another type.
-    pub reason: String,
-}
-
-/// The signals of a room client; slots run inside [`RoomClient::poll`].
-#[derive(Debug, Default)]
-pub struct RoomSignals {
-    /// The whole room, on joining or coming back.
-    pub room_state: Signal<RoomState>,
-    /// Someone joined your room.
-    pub player_joined: Signal<RoomPlayer>,
-    /// Someone left your room, and why.
-    pub player_left: Signal<PlayerLeft>,
-    /// A player's ready flag or connection changed.
-    pub player_changed: Signal<RoomPlayer>,
-    /// The host changed.
-    pub host_changed: Signal<ClientId>,
-    /// The host started the game.
-    pub game_started: Signal<()>,
-    /// A join was refused, and why.
-    pub join_rejected: Signal<String>,
-    /// You were kicked, and why.
-    pub kicked: Signal<String>,
-    /// The public rooms.
-    pub rooms_listed: Signal<Vec<RoomSummary>>,
-    /// A custom message from another member.
-    pub custom: Signal<CustomMessage>,
-    /// An RPC for which no handler fits.
-    pub rpc_error: Signal<RpcError>,
-    /// An entity appeared.
-    pub spawned: Signal<Entity>,
-    /// An entity is gone.
-    pub despawned: Signal<EntityId>,
-    /// Entities changed since the last sync (each once, last state).
-    pub state_updated: Signal<Vec<EntityUpdate>>,
-    /// An entity changed owner.
-    pub owner_changed: Signal<Transfer>,
-}
+pub use events::{RoomClientEvent, RoomDrain, RoomSignals, RpcError};
 
 type Handler = Box<dyn FnMut(ClientId, &[u8]) -> Result<(), codec::ContentError>>;
 
 /// A client of a server running [`RoomsLogic`](crate::RoomsLogic).
+///
+/// Its events are pulled like a [`NetworkClient`]'s:
+/// [`drain`](Self::drain) hands over each [`RoomClientEvent`] once (the
+/// room events decoded, everything else as the client's own events), and
+/// as it does, keeps [`room`](Self::room) current and runs the room
+/// signals, the client's signals and the registered RPC handlers;
+/// [`poll`](Self::poll) does the same for a game that uses only slots.
 pub struct RoomClient {
     client: NetworkClient,
-    signals: Rc<RoomSignals>,
-    handlers: Rc<RefCell<HashMap<String, Handler>>>,
-    room: Rc<RefCell<RoomView>>,
+    signals: RoomSignals,
+    handlers: HashMap<String, Handler>,
+    room: RoomView,
     joins: Vec<RequestTicket>,
 }
 
@@ -90,28 +52,16 @@ impl std::fmt::Debug for RoomClient {
 impl RoomClient {
     /// Connects like [`NetworkClient::connect`].
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
-        let client = NetworkClient::connect(addr, config);
-        let signals = Rc::new(RoomSignals::default());
-        let handlers: Rc<RefCell<HashMap<String, Handler>>> = Rc::default();
-        let room: Rc<RefCell<RoomView>> = Rc::default();
-        let (s, h, r) = (signals.clone(), handlers.clone(), room.clone());
-        client.subscribe(RoomsChannel, move |delivery| {
-            let Some(event) = RoomEvent::decode(&delivery.message) else {
-                return;
-            };
-            r.borrow_mut().apply(&event);
-            emit(event, &s, &h);
-        });
         Self {
-            client,
-            signals,
-            handlers,
-            room,
+            client: NetworkClient::connect(addr, config),
+            signals: RoomSignals::default(),
+            handlers: HashMap::new(),
+            room: RoomView::default(),
             joins: Vec::new(),
         }
     }
 
-    /// The room signals.
+    /// The room signals: each runs once per event, as the game takes it.
     pub fn signals(&self) -> &RoomSignals {
         &self.signals
     }
@@ -119,6 +69,22 @@ impl RoomClient {
     /// The underlying client (its own signals: welcomed, connection lost...).
     pub fn client(&self) -> &NetworkClient {
         &self.client
+    }
+
+    /// The underlying client, to send on the game's own channels.
+    pub fn client_mut(&mut self) -> &mut NetworkClient {
+        &mut self.client
+    }
+
+    /// Where a request stands (see [`NetworkClient::status`]).
+    pub fn status(&self, ticket: RequestTicket) -> RequestStatus {
+        self.client.status(ticket)
+    }
+
+    /// Runs the network side until `ticket` has its verdict or `timeout`
+    /// passes (see [`NetworkClient::wait`]); events wait for `drain`.
+    pub fn wait(&mut self, ticket: RequestTicket, timeout: Duration) -> RequestStatus {
+        self.client.wait(ticket, timeout)
     }
 
     /// Leaves the server for good (see [`NetworkClient::close`]): the others
@@ -129,7 +95,7 @@ impl RoomClient {
 
     /// The room you are in, as last heard.
     pub fn room(&self) -> Option<RoomState> {
-        self.room.borrow().room().cloned()
+        self.room.room().cloned()
     }
 
     fn ask<T: Serialize + ?Sized>(
@@ -137,7 +103,8 @@ impl RoomClient {
         action: RoomAction,
         content: &T,
     ) -> Result<RequestTicket, RequestError> {
-        self.client.request(RoomsChannel, action, content)
+        let message = Message::new(RoomsChannel, action, content)?;
+        self.client.request(message)
     }
 
     /// Creates a room and joins it as host.
@@ -153,7 +120,7 @@ impl RoomClient {
     /// Joins a room; `room_state` or `join_rejected` answers.
     pub fn join(&mut self, room: RoomId) -> Result<RequestTicket, RequestError> {
         let ticket = self.ask(RoomAction::Join, &room)?;
-        self.joins.push(ticket.clone());
+        self.joins.push(ticket);
         Ok(ticket)
     }
 
@@ -164,7 +131,7 @@ impl RoomClient {
         reservation: &crate::directory::Reservation,
     ) -> Result<RequestTicket, RequestError> {
         let ticket = self.ask(RoomAction::JoinReserved, reservation)?;
-        self.joins.push(ticket.clone());
+        self.joins.push(ticket);
         Ok(ticket)
     }
 
@@ -184,7 +151,7 @@ impl RoomClient {
 
     /// Leaves the room.
     pub fn leave(&mut self) -> Result<RequestTicket, RequestError> {
-        self.room.borrow_mut().clear();
+        self.room.clear();
         self.ask(RoomAction::Leave, &())
     }
 
@@ -216,7 +183,7 @@ impl RoomClient {
 
     /// Registers the handler of RPC `method`, taking arguments of type `T`.
     pub fn register_rpc<T: DeserializeOwned + 'static>(
-        &self,
+        &mut self,
         method: &str,
         mut handler: impl FnMut(ClientId, T) + 'static,
     ) {
@@ -224,9 +191,7 @@ impl RoomClient {
             handler(from, codec::decode_value(args)?);
             Ok(())
         });
-        self.handlers
-            .borrow_mut()
-            .insert(method.to_string(), handler);
+        self.handlers.insert(method.to_string(), handler);
     }
 
     /// Calls `method` on `target` with `args`; the server routes it.
@@ -302,70 +267,5 @@ impl RoomClient {
         owner: ClientId,
     ) -> Result<RequestTicket, RequestError> {
         self.ask(RoomAction::Transfer, &Transfer { id, owner })
-    }
-
-    /// Delivers events to signals, handlers and subscribers on this thread.
-    pub fn poll(&mut self) -> usize {
-        self.poll_timeout(Duration::ZERO)
-    }
-
-    /// Like [`poll`](Self::poll), waiting up to `timeout` for an event.
-    pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
-        let delivered = self.client.poll_timeout(timeout);
-        let signals = self.signals.clone();
-        self.joins.retain(|ticket| match ticket.status() {
-            RequestStatus::Pending => true,
-            RequestStatus::Rejected(reason) => {
-                signals.join_rejected.emit(&reason);
-                false
-            }
-            RequestStatus::Failed(err) => {
-                signals.join_rejected.emit(&err.to_string());
-                false
-            }
-            RequestStatus::Accepted => false,
-        });
-        delivered
-    }
-}
-
-/// Emits the signal of one event, and runs the RPC handler an RPC names.
-fn emit(event: RoomEvent, signals: &RoomSignals, handlers: &RefCell<HashMap<String, Handler>>) {
-    match event {
-        RoomEvent::State(state) => signals.room_state.emit(&state),
-        RoomEvent::PlayerJoined(player) => signals.player_joined.emit(&player),
-        RoomEvent::PlayerLeft(left) => signals.player_left.emit(&left),
-        RoomEvent::PlayerChanged(player) => signals.player_changed.emit(&player),
-        RoomEvent::HostChanged(host) => signals.host_changed.emit(&host),
-        RoomEvent::Started => signals.game_started.emit(&()),
-        RoomEvent::Kicked(reason) => signals.kicked.emit(&reason),
-        RoomEvent::List(list) => signals.rooms_listed.emit(&list),
-        RoomEvent::Custom(custom) => signals.custom.emit(&custom),
-        RoomEvent::Spawned(entity) => signals.spawned.emit(&entity),
-        RoomEvent::Despawned(id) => signals.despawned.emit(&id),
-        RoomEvent::StateUpdate(updates) => signals.state_updated.emit(&updates),
-        RoomEvent::OwnerChanged(transfer) => signals.owner_changed.emit(&transfer),
-        RoomEvent::Rpc(call) => {
-            // Taken out while it runs, so that a handler may register others.
-            let handler = handlers.borrow_mut().remove(&call.method);
-            let error = match handler {
-                Some(mut handler) => {
-                    let result = handler(call.from, &call.args);
-                    handlers
-                        .borrow_mut()
-                        .entry(call.method.clone())
-                        .or_insert(handler);
-                    result.err().map(|e| e.to_string())
-                }
-                None => Some(format!("no handler for {}", call.method)),
-            };
-            if let Some(reason) = error {
-                signals.rpc_error.emit(&RpcError {
-                    from: call.from,
-                    method: call.method,
-                    reason,
-                });
-            }
-        }
     }
 }

@@ -14,6 +14,10 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::codec::{self, CodecConfig, ContentError, FrameError};
 
+mod typed;
+
+pub use typed::{DecodeError, TypedMessage};
+
 /// The channel of the socket's own messages (ping, pong, close).
 pub const SYSTEM_CHANNEL: u16 = 0;
 
@@ -133,18 +137,39 @@ macro_rules! channels {
     ($($body:tt)*) => { $crate::__wire_enum!(Channel, $crate::message::FIRST_APP_CHANNEL, $($body)*); };
 }
 
-/// Declares an application's action enum and implements [`Action`] for it.
+/// Declares an application's action enum.
+///
+/// **Typed** (what a game uses): the enum names its channel with `in`, and
+/// each variant its content's type (none for a variant without content).
+/// The enum is a [`TypedMessage`]: a value is a whole message, sent as it
+/// is and received decoded; sending the wrong content for an action does
+/// not compile. Derives are the caller's (`#[derive(Debug)]` above `enum`).
 ///
 /// ```
+/// switchboard_proto::channels! { pub enum Chan { Chat = 16 } }
 /// switchboard_proto::actions! {
 ///     /// What can happen on the chat channel.
-///     pub enum ChatAction { Say = 1, Emote = 2 }
+///     #[derive(Debug, Clone, PartialEq)]
+///     pub enum Chat in Chan::Chat { Say(String) = 1, Emote(u8) = 2, Leave = 3 }
 /// }
+/// use switchboard_proto::message::TypedMessage;
+/// assert_eq!(Chat::Emote(4).action_name(), "Emote");
+/// ```
+///
+/// **Untyped** (relays, tools, framework crates): plain ids, the content
+/// given apart (`Message::new(channel, action, &content)`), the enum an
+/// [`Action`].
+///
+/// ```
+/// switchboard_proto::actions! { pub enum ChatAction { Say = 1, Emote = 2 } }
 /// use switchboard_proto::message::Action;
 /// assert_eq!(ChatAction::Say.name(), "Say");
 /// ```
 #[macro_export]
 macro_rules! actions {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident in $chan:path { $($body:tt)* }) => {
+        $crate::__typed_actions!($(#[$meta])* $vis enum $name in $chan { $($body)* });
+    };
     ($($body:tt)*) => { $crate::__wire_enum!(Action, 0, $($body)*); };
 }
 
@@ -215,6 +240,12 @@ impl Message {
     /// when the bytes are not exactly one `T`.
     pub fn content<T: DeserializeOwned>(&self) -> Result<T, ContentError> {
         codec::decode_value(&self.content)
+    }
+
+    /// The message as a value of a [`TypedMessage`] (a typed action enum,
+    /// a [`messages!`](crate::messages) set), or why it is not one.
+    pub fn typed<M: TypedMessage>(&self) -> Result<M, DecodeError> {
+        M::decode(self)
     }
 
     /// The encoded content bytes.
