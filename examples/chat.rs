@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchboard::{
-    Audience, BindScope, ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig,
-    NetworkClient, Outbox, Rejection, Request, ServerManager,
+    Audience, BindScope, ClientConfig, ClientEvent, ClientId, GameLogic, NetworkClient, Outbox,
+    Rejection, Request, ServerManager,
 };
 
 switchboard::channels! {
@@ -126,12 +126,7 @@ fn lines_said(events: impl Iterator<Item = ClientEvent>) -> usize {
 }
 
 fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    let server = ServerManager::spawn(
-        BindScope::Loopback,
-        0,
-        ManagerConfig::default(),
-        ChatLogic::default(),
-    )?;
+    let server = ServerManager::builder(ChatLogic::default()).spawn()?;
     println!("chat server on {}", server.local_addr());
     let mut alice = chat_client(server.local_addr(), "alice");
     let mut bob = chat_client(server.local_addr(), "bob");
@@ -161,19 +156,16 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
     println!("done: alice heard {alice_heard}, bob heard {bob_heard}");
     alice.close("bye");
     bob.close("bye");
-    server.shutdown();
+    server.shutdown_blocking()?;
     Ok(())
 }
 
 fn serve(port: u16) -> Result<(), Box<dyn std::error::Error>> {
     println!("chat server on port {port} of every interface (Ctrl-C stops it)");
-    switchboard::process::run_server(
-        BindScope::AllInterfaces,
-        port,
-        ManagerConfig::default(),
-        ChatLogic::default(),
-        false,
-    )?;
+    ServerManager::builder(ChatLogic::default())
+        .bind(BindScope::AllInterfaces)
+        .port(port)
+        .run()?;
     Ok(())
 }
 

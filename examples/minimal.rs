@@ -1,10 +1,9 @@
-//! A complete game, server and client, in pull style: `cargo run --example minimal`.
+//! A complete game, server and client: `cargo run --example minimal`.
 use std::time::Duration;
-use switchboard::{Audience, NetworkClient, Outbox, Rejection, Request, ServerManager};
-use switchboard::{BindScope, ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig};
+use switchboard::prelude::*;
 
-switchboard::channels! { enum Chan { Score = 16 } }
-switchboard::actions! { enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
+channels! { enum Chan { Score = 16 } }
+actions! { #[derive(Debug)] enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
 
 /// The rules: add 1 to 10 points; everyone hears the new total.
 struct Points(u32);
@@ -24,26 +23,19 @@ impl GameLogic for Points {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), Points(0))?;
+    let server = ServerManager::builder(Points(0)).spawn()?;
     let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
+    // A slot on the score channel: it runs as the game takes each update.
+    client.subscribe(Chan::Score, |update| {
+        println!("heard {:?}", update.message.typed::<Score>())
+    });
     for points in [3, 50, 7] {
         let ticket = client.request(Score::Add(points))?;
-        println!(
-            "add {points}: {:?}",
-            client.wait(ticket, Duration::from_secs(5))
-        );
+        let verdict = client.wait(ticket, Duration::from_secs(5));
+        println!("add {points}: {verdict:?}");
     }
-    for event in client.drain_timeout(Duration::from_millis(100)) {
-        match event {
-            ClientEvent::Welcomed(w) => println!("welcomed as {}", w.client),
-            ClientEvent::Message(m) => {
-                if let Score::Total(total) = m.typed()? {
-                    println!("total is now {total}");
-                }
-            }
-            _ => {}
-        }
-    }
-    server.shutdown();
+    client.poll_timeout(Duration::from_millis(100));
+    let points = server.shutdown_blocking()?.0;
+    println!("the server stopped at {points} points");
     Ok(())
 }

@@ -22,14 +22,15 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`prelude`] | what a game needs in one `use switchboard::prelude::*;` |
 //! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
-//! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
+//! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`], [`actions!`] (typed: each action with its content type) and [`messages!`] (typed enums of several channels) |
 //! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener; [`ConnectionSlots`](socket::ConnectionSlots), the per-address and total connection caps of listeners with their own accept loop |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
-//! | [`manager`] | [`ManagerCore`] (sessions, requests validated by the game's [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver |
-//! | [`client`] | [`ClientCore`] (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: signals, `drain()`, `Stream` |
+//! | [`manager`] | [`ManagerCore`] (sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
+//! | [`client`] | [`ClientCore`] (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
 //! | [`harness`] | client cores and a manager core on an in-memory network with a clock the test moves |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
@@ -42,7 +43,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use switchboard::{BindScope, ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient};
+//! use switchboard::{ClientConfig, ClientId, GameLogic, NetworkClient};
 //! use switchboard::{Outbox, Rejection, Request, RequestStatus, ServerManager};
 //!
 //! switchboard::channels! { enum Chan { Score = 16 } }
@@ -61,14 +62,14 @@
 //!     }
 //! }
 //!
-//! let server = ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), Score(0))?;
+//! let server = ServerManager::builder(Score(0)).spawn()?;
 //! let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
 //! let wait = Duration::from_secs(10);
 //! let ok = client.request(Act::Add(3))?;
 //! let no = client.request(Act::Add(30))?;
 //! assert_eq!(client.wait(ok, wait), RequestStatus::Accepted);
 //! assert_eq!(client.wait(no, wait), RequestStatus::Rejected("at most 10".into()));
-//! server.shutdown();
+//! assert_eq!(server.shutdown_blocking()?.0, 3);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -82,6 +83,7 @@ pub use switchboard_proto::codec;
 pub mod harness;
 pub mod manager;
 pub use switchboard_proto::message;
+pub mod prelude;
 pub mod process;
 pub mod router;
 pub mod runtime;
@@ -97,7 +99,7 @@ pub use client::{
 pub use codec::{CodecConfig, ContentError, FrameError};
 pub use manager::{
     Audience, GameLogic, ManagerConfig, ManagerCore, ManagerHandle, Outbox, Rejection, Request,
-    ServerManager, ServerStats,
+    RunningServer, ServerBuilder, ServerError, ServerManager, ServerStats,
 };
 pub use message::{Action, Channel, EncodedMessage, Message};
 pub use process::{LocalServer, LocalServerOptions, ServerProgram};

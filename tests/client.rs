@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use switchboard::{
-    Audience, BindScope, ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig,
-    NetworkClient, Outbox, Rejection, Request, RequestStatus, ServerManager,
+    Audience, ClientConfig, ClientEvent, ClientId, GameLogic, NetworkClient, Outbox, Rejection,
+    Request, RequestStatus, ServerManager,
 };
 
 switchboard::channels! { enum Chan { Score = 16 } }
@@ -39,8 +39,8 @@ impl GameLogic for Score {
 
 const WAIT: Duration = Duration::from_secs(10);
 
-fn serve() -> switchboard::ManagerHandle {
-    ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), Score(0)).unwrap()
+fn serve() -> switchboard::RunningServer<Score> {
+    ServerManager::builder(Score(0)).spawn().unwrap()
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn drain_hands_every_event_over_in_order_and_runs_each_slot_once_as_it_does() {
         1,
         "the channel's slot ran once, as drain took the message"
     );
-    server.shutdown();
+    server.shutdown_blocking().unwrap();
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_ticket_waits_for_its_verdict_and_keeps_the_other_events_for_later() {
         client.status(no),
         RequestStatus::Rejected("1 to 10 points".into())
     );
-    server.shutdown();
+    server.shutdown_blocking().unwrap();
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn subscriptions_stay_until_disconnected_and_scoped_ones_end_with_their_guard() 
     drop(guard);
     add(&mut client);
     assert_eq!((kept.get(), scoped.get()), (2, 1));
-    server.shutdown();
+    server.shutdown_blocking().unwrap();
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn a_game_that_subscribes_drains_and_polls_in_one_loop_counts_every_message_once
     assert!(drained > 0 && drained <= SENT as usize, "drained {drained}");
     assert!(polled > 0, "poll took the rest");
     assert!(tickets.iter().all(|t| client.status(*t).is_accepted()));
-    server.shutdown();
+    server.shutdown_blocking().unwrap();
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -215,8 +215,10 @@ async fn the_client_is_a_stream_for_tokio_code() {
     .await
     .unwrap();
     assert_eq!(verdict, (ticket, RequestStatus::Accepted));
-    // The server goes away for good: the stream says why, then ends.
-    server.shutdown();
+    // The server goes away for good, and gives its logic back: the stream
+    // says why, then ends.
+    let score = server.shutdown().await.unwrap();
+    assert_eq!(score.0, 5);
     let ended = tokio::time::timeout(WAIT, async {
         while let Some(event) = client.next().await {
             if let ClientEvent::Disconnected(reason) = event {

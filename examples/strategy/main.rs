@@ -123,20 +123,23 @@ fn load_scenario(name: &str) -> Result<scenario::ServerScenario, String> {
 
 fn main() {
     // Re-invoked as the local server: this never returns.
-    switchboard::process::serve_if_child_with(
-        |config| {
-            config.listing = Announce::from_env().map(Announce::hook);
-            config.server.websocket = websocket(&Options::parse());
-        },
-        || {
-            let options = Options::parse();
-            let scenario = load_scenario(&options.scenario).unwrap_or_else(|e| {
-                eprintln!("cannot load the scenario: {e}");
-                std::process::exit(1)
-            });
-            rules::StrategyLogic::new(scenario, options.lobby, options.saves)
-        },
-    );
+    switchboard::process::serve_if_child(|| {
+        let options = Options::parse();
+        let scenario = load_scenario(&options.scenario).unwrap_or_else(|e| {
+            eprintln!("cannot load the scenario: {e}");
+            std::process::exit(1)
+        });
+        let config = switchboard::ManagerConfig {
+            listing: Announce::from_env().map(Announce::hook),
+            server: switchboard::socket::ServerConfig {
+                websocket: websocket(&options),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let logic = rules::StrategyLogic::new(scenario, options.lobby, options.saves);
+        switchboard::ServerManager::builder(logic).config(config)
+    });
 
     let options = Options::parse();
     let result = if let Some(path) = &options.edit {
@@ -236,8 +239,11 @@ fn dedicated(options: &Options) -> Result<(), String> {
     println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
     let (scope, port) = (BindScope::AllInterfaces, options.port);
     let held = lease.clone();
-    let served =
-        switchboard::process::run_server_with(scope, port, config, logic, false, |handle| {
+    let served = switchboard::ServerManager::builder(logic)
+        .config(config)
+        .bind(scope)
+        .port(port)
+        .on_start(|handle| {
             if let Some(addr) = handle.websocket_addr() {
                 println!("WebSocket clients: ws://{addr}/");
             }
@@ -248,6 +254,8 @@ fn dedicated(options: &Options) -> Result<(), String> {
                 lease.keep(move || handle.shutdown());
             }
         })
+        .run()
+        .map(drop)
         .map_err(|e| format!("server: {e}"));
     if let Some(lease) = lease {
         // A clean stop: a waiting server takes the game over at once.

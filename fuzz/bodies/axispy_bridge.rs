@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use switchboard::{BindScope, ManagerConfig, ServerManager};
+use switchboard::ServerManager;
 use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::RoomsLogic;
 use tokio_tungstenite::tungstenite::Message as Ws;
@@ -21,13 +21,9 @@ use tokio_tungstenite::tungstenite::Message as Ws;
 fn listener() -> SocketAddr {
     static LISTENER: OnceLock<SocketAddr> = OnceLock::new();
     *LISTENER.get_or_init(|| {
-        let manager = ServerManager::spawn(
-            BindScope::Loopback,
-            0,
-            ManagerConfig::default(),
-            RoomsLogic::new(),
-        )
-        .expect("a manager");
+        let manager = ServerManager::builder(RoomsLogic::new())
+            .spawn()
+            .expect("a manager");
         let config = AxisPyConfig {
             max_entity_state_bytes: 2048,
             ..AxisPyConfig::default()
@@ -36,11 +32,13 @@ fn listener() -> SocketAddr {
             .block_on(AxisPyListener::spawn(
                 "127.0.0.1:0".parse().expect("an address"),
                 config,
-                manager,
+                manager.handle(),
             ))
             .expect("an AxisPy listener");
         let addr = listener.local_addr();
+        // Both serve every fuzz input, for the process's life.
         std::mem::forget(listener);
+        std::mem::forget(manager);
         addr
     })
 }

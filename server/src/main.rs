@@ -428,7 +428,12 @@ fn run_manager<L: switchboard::GameLogic>(
         port,
         watch_stdin,
     } = listen;
-    switchboard::process::run_server_with(bind, port, config, logic, watch_stdin, move |handle| {
+    let server = switchboard::ServerManager::builder(logic)
+        .config(config)
+        .bind(bind)
+        .port(port)
+        .watch_stdin(watch_stdin);
+    let started = server.on_start(move |handle| {
         web::announce(handle.websocket_addr());
         started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
@@ -442,8 +447,8 @@ fn run_manager<L: switchboard::GameLogic>(
                 Err(err) => tracing::error!(%err, "admin server not started"),
             }
         });
-    })
-    .map_err(|e| e.to_string())
+    });
+    started.run().map(drop).map_err(|e| e.to_string())
 }
 
 /// The first line of a password file, without its line ending.

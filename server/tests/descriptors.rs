@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use switchboard::socket::WebSocketConfig;
 use switchboard::{
-    BindScope, ClientConfig, ManagerConfig, ServerManager, SocketConfig, SocketEvent, SocketStream,
+    ClientConfig, ManagerConfig, ServerManager, SocketConfig, SocketEvent, SocketStream,
 };
 use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{RoomClient, RoomsLogic};
@@ -30,7 +30,10 @@ async fn one_address_holding_every_listeners_cap_leaves_a_bystander_every_way_in
     assert!(files.soft >= files.before);
     let mut config = ManagerConfig::default();
     config.server.websocket = Some(WebSocketConfig::default());
-    let manager = ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap();
+    let manager = ServerManager::builder(RoomsLogic::new())
+        .config(config)
+        .spawn()
+        .unwrap();
     let axispy = AxisPyListener::spawn(
         "127.0.0.1:0".parse().unwrap(),
         AxisPyConfig::default(),

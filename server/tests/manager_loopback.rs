@@ -13,14 +13,17 @@ use std::time::{Duration, Instant};
 use common::{Proxy, WAIT};
 use switchboard::{
     BindScope, ClientConfig, CloseCode, DisconnectReason, ManagerConfig, ManagerHandle,
-    NetworkClient, RequestError, RequestStatus, ServerManager,
+    NetworkClient, RequestError, RequestStatus, RunningServer, ServerManager,
 };
 use switchboard_server::board::{
     Board, BoardChannel, BoardLogic, Line, Presence, Seats, SetValue, Snapshot,
 };
 
-fn start(config: ManagerConfig) -> ManagerHandle {
-    ServerManager::spawn(BindScope::Loopback, 0, config, BoardLogic::new(4)).unwrap()
+fn start(config: ManagerConfig) -> RunningServer<BoardLogic> {
+    ServerManager::builder(BoardLogic::new(4))
+        .config(config)
+        .spawn()
+        .unwrap()
 }
 
 /// Everything a test client heard on the board channel, in order.
@@ -193,7 +196,7 @@ fn shutdown_delivers_every_queued_update_before_the_goodbye() {
         tickets.iter().all(|t| clients[0].status(*t).is_done())
     });
     assert!(tickets.iter().all(|t| ann.status(*t).is_accepted()));
-    server.shutdown();
+    server.handle().shutdown();
     pump(&mut [&mut bob], |_| gone.borrow().is_some());
     assert_eq!(*changes.borrow(), 100, "no queued update lost");
     assert!(matches!(

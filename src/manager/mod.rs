@@ -8,6 +8,7 @@
 //! are addressed to; what it rejects changes nothing and is answered to the
 //! sender alone.
 
+mod builder;
 mod config;
 mod core;
 mod listing;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use builder::{RunningServer, ServerBuilder, ServerError};
 pub use config::ManagerConfig;
 pub use core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
@@ -77,8 +79,8 @@ pub struct ManagerHandle {
 
 impl<L: GameLogic> ServerManager<L> {
     /// Listens on `port` of `scope` (0 picks a free port) and returns the
-    /// manager, ready to [`run`](Self::run).
-    pub fn bind(
+    /// manager, ready to [`run`](Self::run) (see [`ServerManager::builder`]).
+    pub(crate) fn bind(
         scope: BindScope,
         port: u16,
         config: ManagerConfig,
@@ -89,7 +91,7 @@ impl<L: GameLogic> ServerManager<L> {
     }
 
     /// A manager over an already listening server.
-    pub fn new(server: ServerStream, config: ManagerConfig, logic: L) -> (Self, ManagerHandle) {
+    fn new(server: ServerStream, config: ManagerConfig, logic: L) -> (Self, ManagerHandle) {
         let shutdown = CancellationToken::new();
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
@@ -116,19 +118,6 @@ impl<L: GameLogic> ServerManager<L> {
             },
         };
         (manager, handle)
-    }
-
-    /// Binds and runs the manager on the background runtime (or the current
-    /// one), for a server inside the game's own process.
-    pub fn spawn(
-        scope: BindScope,
-        port: u16,
-        config: ManagerConfig,
-        logic: L,
-    ) -> std::io::Result<ManagerHandle> {
-        let (manager, handle) = Self::bind(scope, port, config, logic)?;
-        runtime::handle().spawn(manager.run(std::future::pending::<()>()));
-        Ok(handle)
     }
 
     /// Serves until `shutdown` completes or [`ManagerHandle::shutdown`] is
@@ -177,7 +166,8 @@ impl ManagerHandle {
         &self.ids
     }
 
-    /// Asks the manager to shut down gracefully.
+    /// Asks the manager to shut down gracefully, and returns at once (its
+    /// owner awaits it: [`RunningServer::shutdown`]).
     pub fn shutdown(&self) {
         self.shutdown.cancel();
     }

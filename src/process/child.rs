@@ -1,19 +1,22 @@
 //! The child's side: become the server, print the ready line, serve until
 //! the parent says stop or goes away.
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{ready_line, ENV_BIND, ENV_CHILD, ENV_PASSWORD, ENV_PORT};
-use crate::manager::{GameLogic, ManagerConfig, ServerManager};
+use super::{ENV_BIND, ENV_CHILD, ENV_PASSWORD, ENV_PORT};
+use crate::manager::{GameLogic, ServerBuilder};
 use crate::socket::BindScope;
 
 /// Call first thing in `main`: if this process was started by
 /// [`LocalServer::spawn`](super::LocalServer::spawn), it becomes the server
-/// (built with `make_logic`) and exits when told to; otherwise this returns
-/// at once. With the `stderr-log` feature, the child logs to stderr (which
-/// the parent forwards), filtered by `RUST_LOG`.
+/// and exits when told to; otherwise this returns at once. `make_server`
+/// gives the logic, or a [`ServerBuilder`] with settings of its own (a
+/// listing hook, limits); the child binds where its parent said, with the
+/// parent's join password, and stops when its stdin ends. With the
+/// `stderr-log` feature, the child logs to stderr (which the parent
+/// forwards), filtered by `RUST_LOG`.
 ///
 /// ```no_run
 /// # struct Rules;
@@ -27,15 +30,8 @@ use crate::socket::BindScope;
 /// switchboard::process::serve_if_child(|| Rules);
 /// // ... the game itself ...
 /// ```
-pub fn serve_if_child<L: GameLogic>(make_logic: impl FnOnce() -> L) {
-    serve_if_child_with(|_| {}, make_logic)
-}
-
-/// Like [`serve_if_child`], with a chance to change the server's settings
-/// first (a listing hook, limits).
-pub fn serve_if_child_with<L: GameLogic>(
-    configure: impl FnOnce(&mut ManagerConfig),
-    make_logic: impl FnOnce() -> L,
+pub fn serve_if_child<'a, L: GameLogic, B: Into<ServerBuilder<'a, L>>>(
+    make_server: impl FnOnce() -> B,
 ) {
     if std::env::var_os(ENV_CHILD).is_none() {
         return;
@@ -50,13 +46,15 @@ pub fn serve_if_child_with<L: GameLogic>(
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
-    let mut config = ManagerConfig {
-        password: std::env::var(ENV_PASSWORD).ok().filter(|p| !p.is_empty()),
-        ..ManagerConfig::default()
-    };
-    configure(&mut config);
-    let code = match run_server(scope, port, config, make_logic(), true) {
-        Ok(()) => 0,
+    let password = std::env::var(ENV_PASSWORD).ok().filter(|p| !p.is_empty());
+    let server = make_server()
+        .into()
+        .bind(scope)
+        .port(port)
+        .password(password)
+        .watch_stdin(true);
+    let code = match server.run() {
+        Ok(_) => 0,
         Err(err) => {
             eprintln!("switchboard server failed: {err}");
             1
@@ -65,76 +63,8 @@ pub fn serve_if_child_with<L: GameLogic>(
     std::process::exit(code);
 }
 
-/// Runs a server in this process until it is told to stop: Ctrl-C, SIGTERM,
-/// or, when `watch_stdin` is set, EOF or a `shutdown` line on stdin (how a
-/// parent stops its child, and how a child notices its parent died). Prints
-/// the ready line on stdout once it listens. Installs no log subscriber:
-/// the program chooses (`init_stderr_logging`, behind the `stderr-log` feature, is one).
-pub fn run_server<L: GameLogic>(
-    scope: BindScope,
-    port: u16,
-    config: ManagerConfig,
-    logic: L,
-    watch_stdin: bool,
-) -> std::io::Result<()> {
-    run_server_with(scope, port, config, logic, watch_stdin, |_| {})
-}
-
-/// [`run_server`], calling `started` with the manager's handle once it
-/// listens and its ready line is out, inside the server's runtime (it may
-/// spawn tasks there: an admin server, say).
-pub fn run_server_with<L: GameLogic>(
-    scope: BindScope,
-    port: u16,
-    config: ManagerConfig,
-    logic: L,
-    watch_stdin: bool,
-    started: impl FnOnce(&crate::manager::ManagerHandle),
-) -> std::io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("switchboard-server")
-        .enable_all()
-        .build()?;
-    let files = super::raise_open_files_limit();
-    let mut config = config;
-    let server = &mut config.server;
-    // The game's port and its WebSocket port share one cap; 64 files are
-    // left for the rest (logs, saves, Redis).
-    super::share_descriptors(files.soft, 64, &mut [("game", &mut server.max_connections)]);
-    runtime.block_on(async move {
-        let (manager, handle) = ServerManager::bind(scope, port, config, logic)?;
-        let stop = CancellationToken::new();
-        if watch_stdin {
-            watch_parent(stop.clone());
-        }
-        {
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{}", ready_line(handle.local_addr().port()))?;
-            stdout.flush()?;
-        }
-        started(&handle);
-        let signals = stop.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            signals.cancel();
-        });
-        // On a worker, not on this thread: every batch a connection's reader
-        // hands over would otherwise wake this thread from its own park (a
-        // futex and a context switch per batch: 2.1x the relay's CPU per
-        // delivery at 100 clients, `docs/PERFORMANCE.md`). A panic in the
-        // game's logic still ends the process as one.
-        if let Err(err) = tokio::spawn(manager.run(stop.cancelled_owned())).await {
-            if err.is_panic() {
-                std::panic::resume_unwind(err.into_panic());
-            }
-        }
-        Ok(())
-    })
-}
-
 /// Stops the server on EOF or a `shutdown` line on stdin.
-fn watch_parent(stop: CancellationToken) {
+pub(crate) fn watch_parent(stop: CancellationToken) {
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
@@ -181,7 +111,7 @@ pub async fn wait_for_signal() {
 struct Stderr;
 
 #[cfg(feature = "stderr-log")]
-impl Write for Stderr {
+impl std::io::Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let _ = std::io::stderr().write_all(buf);
         Ok(buf.len())

@@ -23,9 +23,8 @@ mod parent;
 
 #[cfg(feature = "stderr-log")]
 pub use child::init_stderr_logging;
-pub use child::{
-    run_server, run_server_with, serve_if_child, serve_if_child_with, wait_for_signal,
-};
+pub(crate) use child::watch_parent;
+pub use child::{serve_if_child, wait_for_signal};
 pub use limits::{raise_open_files_limit, share_descriptors, OpenFiles};
 pub use parent::{LocalServer, LocalServerOptions, ServerProgram, SpawnError};
 

@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use switchboard::{
-    BindScope, ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient, Outbox, Rejection,
-    Request, ServerManager,
+    ClientConfig, ClientId, GameLogic, ManagerConfig, NetworkClient, Outbox, Rejection, Request,
+    ServerManager,
 };
 use switchboard_master::{
     self as master, Announce, Filter, MasterConfig, MasterServer, ServerInfo,
@@ -122,7 +122,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A master and three game servers registered with it, all in this process.
-fn demo() -> Result<(SocketAddr, Vec<switchboard::ManagerHandle>), Box<dyn std::error::Error>> {
+type DemoServers = Vec<switchboard::RunningServer<DemoGame>>;
+
+fn demo() -> Result<(SocketAddr, DemoServers), Box<dyn std::error::Error>> {
     // All three servers share this machine's IP: allow their heartbeats.
     let config = MasterConfig {
         heartbeats_per_minute: 600.0,
@@ -148,12 +150,7 @@ fn demo() -> Result<(SocketAddr, Vec<switchboard::ManagerHandle>), Box<dyn std::
             listing: Some(announce.hook()),
             ..ManagerConfig::default()
         };
-        servers.push(ServerManager::spawn(
-            BindScope::Loopback,
-            0,
-            config,
-            DemoGame,
-        )?);
+        servers.push(ServerManager::builder(DemoGame).config(config).spawn()?);
     }
     Ok((addr, servers))
 }

@@ -7,9 +7,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use switchboard::{
-    BindScope, ClientConfig, ManagerConfig, ManagerHandle, RequestStatus, ServerManager,
-};
+use switchboard::{ClientConfig, RequestStatus, RunningServer, ServerManager};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::{Matchmaker, MatchmakerConfig, RoomsPresence};
 use switchboard_rooms::directory::{self, Seat};
@@ -22,11 +20,10 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// A rooms process in directory mode (a manager of its own).
-fn rooms_process(redis: &RedisProcess) -> ManagerHandle {
+fn rooms_process(redis: &RedisProcess) -> RunningServer<RoomsLogic> {
     let (link, serving) = block_on(RoomsPresence::join(redis.store())).unwrap();
     let logic = RoomsLogic::new().with_directory(link);
-    let handle =
-        ServerManager::spawn(BindScope::Loopback, 0, ManagerConfig::default(), logic).unwrap();
+    let handle = ServerManager::builder(logic).spawn().unwrap();
     serving.at(handle.local_addr().to_string());
     handle
 }

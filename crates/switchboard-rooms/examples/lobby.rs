@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use switchboard::{BindScope, ClientConfig, ManagerConfig, RequestTicket, ServerManager};
+use switchboard::{ClientConfig, ManagerConfig, RequestTicket, ServerManager};
 use switchboard_rooms::{
     CreateRoom, RoomClient, RoomClientEvent, RoomEvent, RoomsLogic, RpcTarget,
 };
@@ -23,7 +23,9 @@ const NAMES: [&str; 3] = ["host", "ann", "bob"];
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The rooms ask for their own 20 Hz tick (GameLogic::tick_interval).
     let config = ManagerConfig::default();
-    let server = ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new())?;
+    let server = ServerManager::builder(RoomsLogic::new())
+        .config(config)
+        .spawn()?;
     let mut players: Vec<RoomClient> = NAMES
         .iter()
         .map(|name| RoomClient::connect(server.local_addr(), ClientConfig::named(*name)))
@@ -72,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         syncs += frame(&mut players, Duration::from_millis(5));
     }
     println!("the host sent {moves} moves; bob received {syncs} syncs");
-    server.shutdown();
+    server.shutdown_blocking()?;
     Ok(())
 }
 

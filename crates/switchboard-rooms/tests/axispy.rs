@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use switchboard::{BindScope, ClientConfig, ClientId, ManagerConfig, ServerManager};
+use switchboard::{ClientConfig, ClientId, ServerManager};
 use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{CreateRoom, RoomClient, RoomsLogic, RpcTarget};
 use tokio::net::TcpStream;
@@ -89,13 +89,7 @@ impl AxisPy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_native_and_an_axispy_player_share_entities_rpcs_and_custom_messages() {
-    let manager = ServerManager::spawn(
-        BindScope::Loopback,
-        0,
-        ManagerConfig::default(),
-        RoomsLogic::new(),
-    )
-    .unwrap();
+    let manager = ServerManager::builder(RoomsLogic::new()).spawn().unwrap();
     let listener = AxisPyListener::spawn(
         "127.0.0.1:0".parse().unwrap(),
         AxisPyConfig::default(),

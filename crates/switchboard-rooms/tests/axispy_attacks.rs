@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use switchboard::{BindScope, ClientConfig, ClientId, ManagerConfig, ManagerHandle, ServerManager};
+use switchboard::{ClientConfig, ClientId, RunningServer, ServerManager};
 use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{RoomClient, RoomsLogic};
 use tokio::net::{TcpSocket, TcpStream};
@@ -21,14 +21,8 @@ const SERVER_ID: &str = "00000000-0000-4000-8000-000000000000";
 
 type Socket = WebSocketStream<TcpStream>;
 
-async fn start(config: AxisPyConfig) -> (ManagerHandle, AxisPyListener) {
-    let manager = ServerManager::spawn(
-        BindScope::Loopback,
-        0,
-        ManagerConfig::default(),
-        RoomsLogic::new(),
-    )
-    .unwrap();
+async fn start(config: AxisPyConfig) -> (RunningServer<RoomsLogic>, AxisPyListener) {
+    let manager = ServerManager::builder(RoomsLogic::new()).spawn().unwrap();
     let listener = AxisPyListener::spawn("127.0.0.1:0".parse().unwrap(), config, manager.clone())
         .await
         .unwrap();

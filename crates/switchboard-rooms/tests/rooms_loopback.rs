@@ -12,19 +12,13 @@ use std::time::{Duration, Instant};
 
 use common::{Proxy, WAIT};
 use switchboard::{
-    BindScope, ClientConfig, ClientId, ManagerConfig, ManagerHandle, ReconnectPolicy,
-    RequestStatus, ServerManager,
+    ClientConfig, ClientId, ManagerConfig, ManagerHandle, ReconnectPolicy, RequestStatus,
+    RunningServer, ServerManager,
 };
 use switchboard_rooms::{CreateRoom, RoomClient, RoomId, RoomsLogic, RpcError, RpcTarget};
 
-fn server() -> ManagerHandle {
-    ServerManager::spawn(
-        BindScope::Loopback,
-        0,
-        ManagerConfig::default(),
-        RoomsLogic::new(),
-    )
-    .unwrap()
+fn server() -> RunningServer<RoomsLogic> {
+    ServerManager::builder(RoomsLogic::new()).spawn().unwrap()
 }
 
 fn player(addr: impl ToString, name: &str) -> RoomClient {
@@ -213,7 +207,10 @@ fn room_client_signals_rejected_joins_and_the_room_list() {
 fn a_websocket_player_and_a_tcp_player_share_one_room() {
     let mut config = ManagerConfig::default();
     config.server.websocket = Some(switchboard::WebSocketConfig::default());
-    let server = ServerManager::spawn(BindScope::Loopback, 0, config, RoomsLogic::new()).unwrap();
+    let server = ServerManager::builder(RoomsLogic::new())
+        .config(config)
+        .spawn()
+        .unwrap();
     let ws = format!("ws://{}/", server.websocket_addr().unwrap());
     let mut ann = player(server.local_addr(), "ann");
     let mut bob = player(&ws, "bob");
