@@ -29,9 +29,9 @@
 //! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener; [`ConnectionSlots`](socket::ConnectionSlots), the per-address and total connection caps of listeners with their own accept loop |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
-//! | [`manager`] | [`ManagerCore`] (sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
+//! | [`manager`] | [`ManagerCore`] (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
 //! | [`client`] | [`ClientCore`] (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
-//! | [`harness`] | client cores and a manager core on an in-memory network with a clock the test moves |
+//! | [`harness`] | (from `switchboard-proto`) client cores and a manager core on an in-memory network with a clock the test moves |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
 //! | [`runtime`] | where network tasks run when the game has no tokio runtime |
@@ -80,7 +80,7 @@ pub use switchboard_proto::{actions, channels, framework_channel, messages};
 
 pub mod client;
 pub use switchboard_proto::codec;
-pub mod harness;
+pub use switchboard_proto::harness;
 pub mod manager;
 pub use switchboard_proto::message;
 pub mod prelude;
@@ -98,8 +98,8 @@ pub use client::{
 };
 pub use codec::{CodecConfig, ContentError, FrameError};
 pub use manager::{
-    Audience, GameLogic, ManagerConfig, ManagerCore, ManagerHandle, Outbox, Rejection, Request,
-    RunningServer, ServerBuilder, ServerError, ServerManager, ServerStats,
+    Audience, GameLogic, ManagerConfig, ManagerCore, ManagerHandle, ManagerRules, Outbox,
+    Rejection, Request, RunningServer, ServerBuilder, ServerError, ServerManager, ServerStats,
 };
 pub use message::{Action, Channel, EncodedMessage, Message};
 pub use process::{LocalServer, LocalServerOptions, ServerProgram};

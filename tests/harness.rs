@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use switchboard::harness::Harness;
-use switchboard::{ClientId, GameLogic, ManagerConfig, Outbox, Rejection, Request};
+use switchboard::manager::ManagerRules;
+use switchboard::{ClientId, GameLogic, Outbox, Rejection, Request};
 
 /// Counts its ticks; ticks at `rate` when it has one.
 struct Ticker {
@@ -28,17 +29,15 @@ impl GameLogic for Ticker {
 }
 
 fn ticker(rate: Option<Duration>) -> Harness<Ticker> {
-    let config = ManagerConfig {
+    let rules = ManagerRules {
         tick_interval: Duration::from_millis(250),
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     };
-    Harness::new(
-        config,
-        Ticker {
-            rate,
-            ticks: Vec::new(),
-        },
-    )
+    let ticker = Ticker {
+        rate,
+        ticks: Vec::new(),
+    };
+    Harness::new(rules, ticker, Instant::now())
 }
 
 #[test]

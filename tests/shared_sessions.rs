@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use switchboard::manager::protocol::{self, Hello, Refused, Resume, Welcome};
 use switchboard::manager::{
-    ManagerAction, ManagerCore, ManagerEvent, SessionShare, ShareError, ShareFuture, ShareUpdate,
-    SharedSession, SharedSessionsHook,
+    ManagerAction, ManagerCore, ManagerEvent, ManagerRules, ShareError, ShareUpdate, SharedSession,
 };
 use switchboard::session::ReconnectToken;
+use switchboard::session::Seeded;
 use switchboard::socket::{CloseCode, DisconnectReason, PeerId};
-use switchboard::{ClientId, GameLogic, ManagerConfig, Message, Outbox, Rejection, Request};
+use switchboard::{ClientId, GameLogic, Message, Outbox, Rejection, Request};
 
 /// Hears who joins, comes back and leaves.
 #[derive(Default)]
@@ -42,34 +42,15 @@ impl GameLogic for Seen {
     }
 }
 
-/// Never called: the core only emits actions; the test answers them.
-struct Unused;
-
-impl SessionShare for Unused {
-    fn claim<'a>(
-        &'a self,
-        _: ClientId,
-        _: &'a ReconnectToken,
-        _: &'a ReconnectToken,
-        _: Duration,
-    ) -> ShareFuture<'a, Option<SharedSession>> {
-        unreachable!("the test answers claims itself")
-    }
-    fn apply(&self, _: Vec<ShareUpdate>, _: Duration) -> ShareFuture<'_, Vec<ClientId>> {
-        unreachable!("the test reads writes from the actions")
-    }
-}
-
 const GRACE: Duration = Duration::from_secs(30);
 
 fn core(max_pending_claims: usize) -> ManagerCore<Seen> {
-    let mut config = ManagerConfig {
-        shared_sessions: Some(SharedSessionsHook::new(Unused)),
+    let mut rules = ManagerRules {
         max_pending_claims,
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     };
-    config.sessions.grace_period = GRACE;
-    ManagerCore::new(config, Seen::default())
+    rules.sessions.grace_period = GRACE;
+    ManagerCore::new(rules, Seen::default(), Box::new(Seeded::new(1))).with_shared_sessions(true)
 }
 
 fn addr(n: u8) -> SocketAddr {

@@ -222,7 +222,10 @@ fn dedicated(options: &Options) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let scenario = load_scenario(&options.scenario)?;
     let mut config = switchboard::ManagerConfig {
-        password: options.password.clone(),
+        rules: switchboard::ManagerRules {
+            password: options.password.clone(),
+            ..Default::default()
+        },
         listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
         ..switchboard::ManagerConfig::default()
     };

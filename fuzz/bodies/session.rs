@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use switchboard::manager::{ManagerCore, ManagerEvent};
+use switchboard::manager::{ManagerCore, ManagerEvent, ManagerRules};
+use switchboard::session::Seeded;
 use switchboard::{
-    ClientId, DisconnectReason, GameLogic, ManagerConfig, Message, Outbox, PeerId, Rejection,
-    Request,
+    ClientId, DisconnectReason, GameLogic, Message, Outbox, PeerId, Rejection, Request,
 };
 
 /// Accepts a `u32` at most 100 and tells everyone.
@@ -35,10 +35,10 @@ impl GameLogic for Rules {
 }
 
 pub fn run(data: &[u8]) {
-    let mut config = ManagerConfig::default();
-    config.sessions.max_sessions = 4;
-    config.max_strikes = 5;
-    let mut core = ManagerCore::new(config, Rules(0));
+    let mut rules = ManagerRules::default();
+    rules.sessions.max_sessions = 4;
+    rules.max_strikes = 5;
+    let mut core = ManagerCore::new(rules, Rules(0), Box::new(Seeded::new(7)));
     let mut now = Instant::now();
     let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
     for peer in 1..=3 {

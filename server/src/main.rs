@@ -310,12 +310,10 @@ fn run_game(args: GameArgs) -> Result<(), String> {
             args.password.clone()
         }
     };
-    let mut config = ManagerConfig {
-        password: password.filter(|p| !p.is_empty()),
-        ..ManagerConfig::default()
-    };
-    config.sessions.grace_period = Duration::from_secs(args.grace_secs);
-    config.sessions.max_sessions = args.max_sessions;
+    let mut config = ManagerConfig::default();
+    config.rules.password = password.filter(|p| !p.is_empty());
+    config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
+    config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     args.redis.share_sessions(&mut config)?;
     if !args.masters.is_empty() {
@@ -323,7 +321,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
             name: args.name,
             game_type: "board".into(),
             scenario: format!("{} seats", args.seats),
-            password: config.password.is_some(),
+            password: config.rules.password.is_some(),
             dedicated: true,
             version: env!("CARGO_PKG_VERSION").into(),
             region: args.region,
@@ -349,8 +347,8 @@ fn run_game(args: GameArgs) -> Result<(), String> {
 fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let mut config = ManagerConfig::default();
-    config.sessions.grace_period = Duration::from_secs(args.grace_secs);
-    config.sessions.max_sessions = args.max_sessions;
+    config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
+    config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     let mut logic = switchboard_rooms::RoomsLogic::new();
     // With Redis: one of the service's rooms processes (docs/SCALING.md).

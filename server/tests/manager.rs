@@ -7,7 +7,7 @@
 //! Longer than 500 lines on purpose: every rule of the manager in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchboard::harness::{Harness, Player};
@@ -16,8 +16,8 @@ use switchboard::manager::protocol::{
 };
 use switchboard::session::{RateLimit, ReconnectToken};
 use switchboard::{
-    ClientConfig, ClientEvent, CloseCode, DisconnectReason, ManagerConfig, Message,
-    ReconnectPolicy, RequestError, RequestStatus, Welcomed,
+    ClientConfig, ClientEvent, CloseCode, DisconnectReason, ManagerRules, Message, ReconnectPolicy,
+    RequestError, RequestStatus, Welcomed,
 };
 use switchboard_server::board::{Board, BoardLogic, Line, Presence, Seats, Snapshot, Whisper};
 
@@ -57,8 +57,8 @@ fn heard(net: &mut Harness<BoardLogic>, player: Player) -> Heard {
     heard
 }
 
-fn board(config: ManagerConfig) -> Harness<BoardLogic> {
-    Harness::new(config, BoardLogic::new(4))
+fn board(config: ManagerRules) -> Harness<BoardLogic> {
+    Harness::new(config, BoardLogic::new(4), Instant::now())
 }
 
 fn named(name: &str) -> ClientConfig {
@@ -107,7 +107,7 @@ fn hello(resume: Option<Resume>) -> Message {
 
 #[test]
 fn accepted_update_reaches_exactly_the_clients_it_is_addressed_to() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let (ann, bob, cat) = (
         net.join(named("ann")),
         net.join(named("bob")),
@@ -152,7 +152,7 @@ fn accepted_update_reaches_exactly_the_clients_it_is_addressed_to() {
 
 #[test]
 fn rejected_request_changes_nothing_is_not_broadcast_and_tells_only_the_sender() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
         ask(&mut net, ann, Board::Claim(1u8)),
@@ -174,7 +174,7 @@ fn rejected_request_changes_nothing_is_not_broadcast_and_tells_only_the_sender()
 
 #[test]
 fn reconnect_after_a_network_cut_keeps_the_id_and_the_session() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
         ask(&mut net, ann, Board::Claim(3u8)),
@@ -220,7 +220,7 @@ fn reconnect_after_a_network_cut_keeps_the_id_and_the_session() {
 
 #[test]
 fn session_outlives_a_cut_only_for_its_grace_period() {
-    let mut config = ManagerConfig::default();
+    let mut config = ManagerRules::default();
     config.sessions.grace_period = Duration::from_secs(30);
     let mut net = board(config);
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
@@ -255,7 +255,7 @@ fn session_outlives_a_cut_only_for_its_grace_period() {
 
 #[test]
 fn client_gives_up_after_its_reconnect_attempts() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let config = ClientConfig {
         reconnect: ReconnectPolicy {
             initial_delay: Duration::from_millis(100),
@@ -290,7 +290,7 @@ fn client_gives_up_after_its_reconnect_attempts() {
 
 #[test]
 fn forged_and_reused_tokens_are_refused_and_change_nothing() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let first = net.open_raw();
     net.send_raw(first, hello(None));
     let replies = session_replies(&mut net, first);
@@ -360,9 +360,9 @@ fn forged_and_reused_tokens_are_refused_and_change_nothing() {
 
 #[test]
 fn bad_messages_get_typed_errors_and_repeated_abuse_disconnects() {
-    let mut net = board(ManagerConfig {
+    let mut net = board(ManagerRules {
         max_strikes: 5,
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     });
     let raw = net.open_raw();
     let error_code = |replies: Vec<(u16, Message)>| {
@@ -407,13 +407,13 @@ fn bad_messages_get_typed_errors_and_repeated_abuse_disconnects() {
 
 #[test]
 fn message_flood_is_rate_limited_with_an_answer_for_each_drop() {
-    let mut net = board(ManagerConfig {
+    let mut net = board(ManagerRules {
         message_rate: RateLimit {
             per_second: 1.0,
             burst: 10.0,
         },
         max_strikes: 1000,
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     });
     let raw = net.open_raw();
     net.send_raw(raw, hello(None)); // spends one of the ten
@@ -461,9 +461,9 @@ fn message_flood_is_rate_limited_with_an_answer_for_each_drop() {
 
 #[test]
 fn connection_without_hello_is_closed_after_the_hello_timeout() {
-    let mut net = board(ManagerConfig {
+    let mut net = board(ManagerRules {
         hello_timeout: Duration::from_millis(300),
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     });
     let raw = net.open_raw();
     net.advance(Duration::from_millis(250));
@@ -480,9 +480,9 @@ fn connection_without_hello_is_closed_after_the_hello_timeout() {
 
 #[test]
 fn wrong_password_is_refused_before_an_id_is_given() {
-    let mut net = board(ManagerConfig {
+    let mut net = board(ManagerRules {
         password: Some("sesame".into()),
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     });
     let eve = net.join(named("eve"));
     let refused = heard(&mut net, eve).refused;
@@ -511,7 +511,7 @@ fn wrong_password_is_refused_before_an_id_is_given() {
 
 #[test]
 fn leaving_ends_the_session_at_once_and_others_are_told() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     assert_eq!(
         ask(&mut net, ann, Board::Claim(0u8)),
@@ -537,7 +537,7 @@ fn leaving_ends_the_session_at_once_and_others_are_told() {
 
 #[test]
 fn request_without_answer_fails_with_a_timeout() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let ann = net.join(ClientConfig {
         request_timeout: Duration::from_millis(300),
         ..named("ann")
@@ -560,7 +560,7 @@ fn request_without_answer_fails_with_a_timeout() {
 
 #[test]
 fn a_cut_fails_open_requests_and_no_request_goes_out_while_disconnected() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let ann = net.join(named("ann"));
     heard(&mut net, ann);
     net.stall(ann, true);
@@ -588,7 +588,7 @@ fn from(last: u8) -> std::net::IpAddr {
 
 #[test]
 fn session_exhaustion_by_hello_and_hang_up_cannot_lock_players_out() {
-    let mut config = ManagerConfig::default();
+    let mut config = ManagerRules::default();
     config.sessions.max_sessions = 64;
     let mut net = board(config);
     // The attack: 64 clients from many addresses say hello and hang up
@@ -617,7 +617,7 @@ fn session_exhaustion_by_hello_and_hang_up_cannot_lock_players_out() {
 
 #[test]
 fn session_exhaustion_from_one_address_is_capped_per_address() {
-    let mut config = ManagerConfig::default();
+    let mut config = ManagerRules::default();
     config.sessions.max_sessions_per_ip = 4;
     let mut net = board(config);
     let held: Vec<Player> = (0..4)
@@ -643,9 +643,9 @@ fn session_exhaustion_from_one_address_is_capped_per_address() {
 
 #[test]
 fn password_guessing_from_one_address_waits_longer_after_each_failure() {
-    let mut net = board(ManagerConfig {
+    let mut net = board(ManagerRules {
         password: Some("sesame".into()),
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     });
     let guess = |password: &str| ClientConfig {
         password: Some(password.into()),
@@ -679,7 +679,7 @@ fn password_guessing_from_one_address_waits_longer_after_each_failure() {
 
 #[test]
 fn player_names_are_trimmed_once_and_the_game_sees_the_trimmed_name() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let ann = net.join(named("  ann  "));
     assert!(net.client(ann).is_welcomed());
     assert_eq!(net.stats().clients[0].name, "ann");
@@ -697,8 +697,8 @@ fn player_names_are_trimmed_once_and_the_game_sees_the_trimmed_name() {
 
 #[test]
 fn log_flood_by_join_and_leave_from_one_address_is_capped_and_others_are_still_logged() {
-    let mut net = board(ManagerConfig::default());
-    let rate = ManagerConfig::default().peer_log_rate;
+    let mut net = board(ManagerRules::default());
+    let rate = ManagerRules::default().peer_log_rate;
     assert_eq!((rate.per_second, rate.burst), (1.0, 20.0));
     // The attack: 100 joins and leaves from one address, two lines each.
     for _ in 0..100 {
@@ -729,7 +729,7 @@ fn log_flood_by_join_and_leave_from_one_address_is_capped_and_others_are_still_l
 
 #[test]
 fn operator_kick_ends_the_session_the_others_are_told_and_the_client_does_not_come_back() {
-    let mut net = board(ManagerConfig::default());
+    let mut net = board(ManagerRules::default());
     let ann = net.join(named("ann"));
     let bob = net.join(named("bob"));
     heard(&mut net, ann);

@@ -268,8 +268,8 @@ async fn hello_from(from: u8, server: &ManagerHandle) -> (tokio::net::TcpStream,
 async fn session_exhaustion_over_real_sockets_from_other_addresses_cannot_lock_a_player_out() {
     use switchboard::manager::protocol::WELCOME;
     let mut config = ManagerConfig::default();
-    config.sessions.max_sessions = 32;
-    config.sessions.max_sessions_per_ip = 8;
+    config.rules.sessions.max_sessions = 32;
+    config.rules.sessions.max_sessions_per_ip = 8;
     let server = start(config);
     // Hello and hang up, 8 from each of four addresses: the table is full of
     // sessions waiting out their grace period.

@@ -108,10 +108,10 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
         self
     }
 
-    /// The join password (`ManagerConfig::password`), when given.
+    /// The join password (`ManagerRules::password`), when given.
     pub fn password(mut self, password: Option<String>) -> Self {
         if password.is_some() {
-            self.config.password = password;
+            self.config.rules.password = password;
         }
         self
     }

@@ -10,7 +10,6 @@
 
 mod builder;
 mod config;
-mod core;
 mod listing;
 pub use switchboard_proto::manager::protocol;
 mod run;
@@ -25,13 +24,13 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use builder::{RunningServer, ServerBuilder, ServerError};
-pub use config::ManagerConfig;
-pub use core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
+pub use config::{ManagerConfig, ManagerRules};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
 pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
 };
+pub use switchboard_proto::manager::core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
 pub use switchboard_proto::manager::logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
 };
@@ -48,6 +47,7 @@ pub use switchboard_proto::manager::{LogEntry, LogLevel};
 /// A game server: the logic and the sessions behind a listening socket.
 pub struct ServerManager<L: GameLogic> {
     server: ServerStream,
+    config: ManagerConfig,
     core: ManagerCore<L>,
     control: Control,
 }
@@ -96,7 +96,14 @@ impl<L: GameLogic> ServerManager<L> {
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
-        let core = ManagerCore::new(config, logic);
+        let core = ManagerCore::new(
+            config.rules.clone(),
+            logic,
+            Box::new(crate::session::OsEntropy),
+        )
+        .with_shared_sessions(config.shared_sessions.is_some())
+        .with_checkpoints(config.checkpoints.is_some())
+        .with_stopwatch(std::time::Instant::now);
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             websocket_addr: server.websocket_addr(),
@@ -109,6 +116,7 @@ impl<L: GameLogic> ServerManager<L> {
         };
         let manager = Self {
             server,
+            config,
             core,
             control: Control {
                 shutdown,
@@ -127,7 +135,7 @@ impl<L: GameLogic> ServerManager<L> {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> L {
         use tracing::Instrument;
         let span = tracing::info_span!("manager", addr = %self.server.local_addr());
-        run::Runner::new(self.server, self.core, self.control)
+        run::Runner::new(self.server, self.config, self.core, self.control)
             .run(shutdown)
             .instrument(span)
             .await

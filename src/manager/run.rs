@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::core::{ManagerAction, ManagerCore, ManagerEvent};
 use super::listing::{ListingStatus, ListingUpdates};
 use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
+use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
 use crate::socket::{Pacer, ServerEvent, ServerHandle, ServerStream};
 
 /// Events taken in one go before the deliveries they caused may leave.
@@ -20,6 +20,7 @@ fn now() -> Instant {
 pub(super) struct Runner<L: GameLogic> {
     server: ServerStream,
     handle: ServerHandle,
+    config: ManagerConfig,
     core: ManagerCore<L>,
     control: Control,
     listing: Option<Box<dyn ListingUpdates>>,
@@ -30,11 +31,17 @@ pub(super) struct Runner<L: GameLogic> {
 }
 
 impl<L: GameLogic> Runner<L> {
-    pub(super) fn new(server: ServerStream, core: ManagerCore<L>, control: Control) -> Self {
+    pub(super) fn new(
+        server: ServerStream,
+        config: ManagerConfig,
+        core: ManagerCore<L>,
+        control: Control,
+    ) -> Self {
         Self {
             handle: server.handle(),
             server,
-            pacer: Pacer::new(core.config().pacing, now()),
+            pacer: Pacer::new(config.pacing, now()),
+            config,
             core,
             control,
             listing: None,
@@ -46,7 +53,7 @@ impl<L: GameLogic> Runner<L> {
         tokio::pin!(shutdown);
         let addr = self.handle.local_addr();
         self.start_listing();
-        self.stores = Stores::start(self.core.config(), &self.control);
+        self.stores = Stores::start(&self.config, &self.control);
         let mut tick = tokio::time::interval(self.core.tick_interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = self.control.shutdown.clone();
@@ -106,7 +113,7 @@ impl<L: GameLogic> Runner<L> {
 
     /// Lists the server where the config says, if anywhere.
     fn start_listing(&mut self) {
-        let Some(hook) = self.core.config().listing.clone() else {
+        let Some(hook) = self.config.listing.clone() else {
             return;
         };
         let addr = self.handle.local_addr();
@@ -125,7 +132,7 @@ impl<L: GameLogic> Runner<L> {
     fn status(&self) -> ListingStatus {
         ListingStatus {
             players: self.core.players(),
-            capacity: self.core.config().sessions.max_sessions,
+            capacity: self.config.rules.sessions.max_sessions,
         }
     }
 
@@ -136,7 +143,7 @@ impl<L: GameLogic> Runner<L> {
             text: "shutting down".into(),
         });
         self.handle.shutdown("server shutting down");
-        let deadline = tokio::time::Instant::now() + self.core.config().shutdown_timeout;
+        let deadline = tokio::time::Instant::now() + self.config.shutdown_timeout;
         // Keep draining events so that every connection can finish flushing.
         while let Ok(Some(event)) =
             tokio::time::timeout_at(deadline, self.server.next_event()).await

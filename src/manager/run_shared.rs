@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::core::ManagerEvent;
 use super::shared::{CheckpointStore, SessionShare, ShareUpdate};
 use super::ManagerConfig;
+use super::ManagerEvent;
 use super::{Control, LogEntry, LogLevel};
 use crate::session::{ClientId, Outage, ReconnectToken};
 use crate::socket::PeerId;
@@ -32,7 +32,7 @@ pub(super) struct Stores {
 impl Stores {
     /// Starts what `config` asks for on the current runtime.
     pub(super) fn start(config: &ManagerConfig, control: &Control) -> Self {
-        let grace = config.sessions.grace_period;
+        let grace = config.rules.sessions.grace_period;
         Self {
             sessions: config
                 .shared_sessions

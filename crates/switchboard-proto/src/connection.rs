@@ -84,3 +84,23 @@ impl Default for SocketConfig {
         }
     }
 }
+
+/// A snapshot of a connection's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketStats {
+    /// Frames received, system frames included.
+    pub frames_in: u64,
+    /// Bytes received on the wire.
+    pub bytes_in: u64,
+    /// Frames written, system frames included.
+    pub frames_out: u64,
+    /// Bytes written on the wire.
+    pub bytes_out: u64,
+    /// The last measured round-trip time in microseconds (0 until the first
+    /// pong).
+    pub rtt_micros: u64,
+    /// Bytes waiting in the outbound queue.
+    pub queued_bytes: u64,
+    /// Frames waiting in the outbound queue.
+    pub queued_frames: u64,
+}

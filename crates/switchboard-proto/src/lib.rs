@@ -15,13 +15,13 @@
 //! | [`connection`] | one connection's settings ([`SocketConfig`](connection::SocketConfig)) and its events ([`SocketEvent`](connection::SocketEvent)) |
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
-//! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters |
+//! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters, the rules' settings ([`ManagerRules`](manager::config::ManagerRules)) and [`ManagerCore`](manager::core::ManagerCore): sessions, requests decoded and validated, addressed updates, as a state machine with time passed in |
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
+//! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
 //!
-//! (Being moved here from `switchboard`, issue 31: the manager core with
-//! the rules' half of its settings, the connection's state machine and the
-//! in-memory harness follow.)
+//! (Issue 31: the connection's own state machine, hello, keep-alive and
+//! close, is still async code in `switchboard`'s socket.)
 //!
 //! ## Example
 //!
@@ -48,6 +48,7 @@ pub mod client;
 pub mod codec;
 pub mod connection;
 pub mod entropy;
+pub mod harness;
 pub mod limits;
 pub mod manager;
 pub mod message;

@@ -8,13 +8,13 @@
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use switchboard::harness::{Harness, Player};
 use switchboard::message::Message;
 use switchboard::{
-    ClientConfig, ClientEvent, ClientId, ManagerConfig, ReconnectPolicy, RequestStatus,
+    ClientConfig, ClientEvent, ClientId, ManagerRules, ReconnectPolicy, RequestStatus,
 };
 use switchboard_rooms::protocol::{
     CustomRequest, Kick, RoomAction, RoomsChannel, RpcRequest, SpawnRequest,
@@ -34,7 +34,7 @@ struct Rooms {
 impl Rooms {
     fn new() -> Self {
         Self {
-            net: Harness::new(ManagerConfig::default(), RoomsLogic::new()),
+            net: Harness::new(ManagerRules::default(), RoomsLogic::new(), Instant::now()),
             views: HashMap::new(),
             heard: HashMap::new(),
         }
@@ -417,10 +417,10 @@ fn regression_the_goodbye_is_not_lost_on_disconnect_and_the_host_migrates() {
 
 #[test]
 fn a_lost_connection_leaves_the_room_only_when_the_grace_period_ends() {
-    let mut config = ManagerConfig::default();
+    let mut config = ManagerRules::default();
     config.sessions.grace_period = Duration::from_secs(20);
     let mut net = Rooms::new();
-    net.net = Harness::new(config, RoomsLogic::new());
+    net.net = Harness::new(config, RoomsLogic::new(), Instant::now());
     let (ann, bob) = net.ann_and_bob();
     net.room_of_two(ann, bob, 4);
     net.heard(ann);
@@ -568,12 +568,12 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
 
 #[test]
 fn the_sync_rate_is_the_logic_s_own_not_the_manager_s_tick() {
-    let config = ManagerConfig {
+    let config = ManagerRules {
         tick_interval: Duration::from_secs(1),
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     };
     let mut net = Rooms::new();
-    net.net = Harness::new(config, RoomsLogic::new());
+    net.net = Harness::new(config, RoomsLogic::new(), Instant::now());
     let (ann, bob) = net.ann_and_bob();
     net.room_of_two(ann, bob, 4);
     let spawn = SpawnRequest {
@@ -653,7 +653,11 @@ fn quotas_per_server_and_per_player_hold() {
         ..Default::default()
     };
     let mut net = Rooms::new();
-    net.net = Harness::new(ManagerConfig::default(), RoomsLogic::with_limits(limits));
+    net.net = Harness::new(
+        ManagerRules::default(),
+        RoomsLogic::with_limits(limits),
+        Instant::now(),
+    );
     let (ann, bob) = net.ann_and_bob();
     net.room_of_two(ann, bob, 4);
     let cat = net.player("cat");
@@ -683,13 +687,13 @@ fn unthrottled(limits: switchboard_rooms::RoomLimits) -> Rooms {
         per_second: 1e9,
         burst: 1e9,
     };
-    let config = ManagerConfig {
+    let config = ManagerRules {
         message_rate: unlimited,
         byte_rate: unlimited,
-        ..ManagerConfig::default()
+        ..ManagerRules::default()
     };
     let mut net = Rooms::new();
-    net.net = Harness::new(config, RoomsLogic::with_limits(limits));
+    net.net = Harness::new(config, RoomsLogic::with_limits(limits), Instant::now());
     net
 }
 

@@ -278,7 +278,7 @@ pub trait GameLogic: Send + 'static {
 
     /// How often [`on_tick`](Self::on_tick) runs, if the game has its own
     /// rate (rooms sync entities at 20 Hz: 50 ms). Default: `None`, the
-    /// server's `ManagerConfig::tick_interval`.
+    /// server's `ManagerRules::tick_interval`.
     fn tick_interval(&self) -> Option<std::time::Duration> {
         None
     }

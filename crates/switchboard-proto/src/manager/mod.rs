@@ -1,11 +1,13 @@
 //! The server's side of the rules: the session protocol's messages, the
 //! game's logic (what a request is, what it may answer, where updates go),
 //! the counters a server keeps, its log lines, and the changes it writes to
-//! a store shared with other processes. The manager core itself is still in
-//! `switchboard` (issue 31 moves it here next).
+//! a store shared with other processes, and [`ManagerCore`](core::ManagerCore),
+//! the manager's rules as a state machine with no socket and no clock.
 
 use crate::session::{ClientId, ReconnectToken, SharedSession};
 
+pub mod config;
+pub mod core;
 pub mod logic;
 pub mod protocol;
 pub mod stats;

@@ -58,7 +58,7 @@ pub struct ServerStats {
     pub rate_limited_total: u64,
     /// Connections ended, by reason.
     pub disconnects: BTreeMap<String, u64>,
-    /// Log lines about peers skipped by `ManagerConfig::peer_log_rate`.
+    /// Log lines about peers skipped by `ManagerRules::peer_log_rate`.
     pub logs_skipped_total: u64,
     /// Requests accepted, by channel (at most [`MAX_CHANNEL_KEYS`] channels;
     /// the rest under [`OTHER_CHANNEL`]).

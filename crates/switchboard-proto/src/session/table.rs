@@ -235,6 +235,12 @@ impl Sessions {
         }
     }
 
+    /// A fresh token from the table's entropy (for a session claimed from
+    /// a shared store: it gets the token when the claim succeeds).
+    pub fn new_token(&mut self) -> ReconnectToken {
+        ReconnectToken::from_entropy(self.entropy.as_mut())
+    }
+
     /// The server's ids ([`PlayerIds`]): this table registers every
     /// session's id there, and never gives out one held by anyone else.
     pub fn ids(&self) -> &PlayerIds {

@@ -137,9 +137,9 @@ impl Default for AxisPyConfig {
         Self {
             max_message_bytes: 64 * 1024,
             max_json_depth: 32,
-            message_rate: manager.message_rate,
-            byte_rate: manager.byte_rate,
-            max_strikes: manager.max_strikes,
+            message_rate: manager.rules.message_rate,
+            byte_rate: manager.rules.byte_rate,
+            max_strikes: manager.rules.max_strikes,
             max_connections: 1024,
             max_connections_per_address: 32,
             max_pending_handshakes: 64,

@@ -83,9 +83,13 @@ impl<L: GameLogic> ManagerCore<L> {
         // The game's own log lines inside validate and apply carry the client.
         let _session = tracing::info_span!("session", %client, request = id).entered();
         // Measured for the operator only: the rules never see this clock.
-        let started = std::time::Instant::now();
+        let started = self.stopwatch.map(|clock| clock());
         self.judge(peer, client, id, message, now);
-        self.stats.request_time.observe(started.elapsed());
+        if let (Some(clock), Some(started)) = (self.stopwatch, started) {
+            self.stats
+                .request_time
+                .observe(clock().saturating_duration_since(started));
+        }
     }
 
     /// Decodes a request into the game's type, has the game validate it and
@@ -106,10 +110,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 let mut out = Outbox::default();
                 self.logic.apply(client, command, &mut out);
                 self.stats.accepted_total += 1;
-                switchboard_proto::manager::stats::count_channel(
-                    &mut self.stats.accepted_by_channel,
-                    channel,
-                );
+                super::super::stats::count_channel(&mut self.stats.accepted_by_channel, channel);
                 // Updates first: when the requester hears "accepted", it has
                 // already received the state the request produced.
                 self.dispatch(out);
@@ -122,10 +123,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 reason,
             }) => {
                 self.stats.rejected_total += 1;
-                switchboard_proto::manager::stats::count_channel(
-                    &mut self.stats.rejected_by_channel,
-                    channel,
-                );
+                super::super::stats::count_channel(&mut self.stats.rejected_by_channel, channel);
                 let rejected = Rejected { id, reason };
                 self.send(
                     peer,

@@ -3,8 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
+use crate::limits::address_key;
 use crate::session::{checked_name, MAX_NAME_CHARS};
-use crate::socket::address_key;
 
 impl<L: GameLogic> ManagerCore<L> {
     pub(super) fn on_hello(&mut self, peer: PeerId, hello: Hello, now: Instant) {
@@ -18,7 +18,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 .resume(peer, resume.client, &resume.token, now)
             {
                 // Perhaps another process held it: ask the shared store.
-                Err(Refusal::UnknownSession) if self.config.shared_sessions.is_some() => {
+                Err(Refusal::UnknownSession) if self.shared_sessions => {
                     return self.claim(peer, hello, now)
                 }
                 other => other,

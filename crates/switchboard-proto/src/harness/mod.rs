@@ -1,22 +1,23 @@
 //! An in-memory network for tests: client cores joined to a manager core,
 //! no socket, no thread, and a clock the test moves.
 //!
-//! Everything a [`ServerManager`](crate::ServerManager) and a
-//! [`NetworkClient`](crate::NetworkClient) decide is decided by
-//! [`ManagerCore`] and [`ClientCore`]; the harness carries their messages to
-//! each other at once and in order, so a game's rules, sessions and
-//! reconnects are tested fast and deterministically (in the manner of
-//! quinn-proto's `Pair`). Sockets and processes keep their own tests over
-//! loopback.
+//! Everything `switchboard`'s `ServerManager` and `NetworkClient` decide is
+//! decided by [`ManagerCore`] and [`ClientCore`]; the harness carries their
+//! messages to each other at once and in order, so a game's rules, sessions
+//! and reconnects are tested fast and deterministically (in the manner of
+//! quinn-proto's `Pair`): the clock is the test's, the server's randomness
+//! a fixed seed. Sockets and processes keep their own tests over loopback.
 //!
 //! ```
-//! use std::time::Duration;
-//! use switchboard::harness::Harness;
-//! use switchboard::{ClientConfig, ClientEvent, ClientId, GameLogic, ManagerConfig, Outbox};
-//! use switchboard::{Rejection, Request, RequestStatus};
+//! use std::time::{Duration, Instant};
+//! use switchboard_proto::client::{ClientConfig, ClientEvent, RequestStatus};
+//! use switchboard_proto::harness::Harness;
+//! use switchboard_proto::manager::config::ManagerRules;
+//! use switchboard_proto::manager::logic::{GameLogic, Outbox, Rejection, Request};
+//! use switchboard_proto::session::ClientId;
 //!
-//! switchboard::channels! { enum Chan { Count = 16 } }
-//! switchboard::actions! { enum Count in Chan::Count { Add(u32) = 1 } }
+//! switchboard_proto::channels! { enum Chan { Count = 16 } }
+//! switchboard_proto::actions! { enum Count in Chan::Count { Add(u32) = 1 } }
 //!
 //! #[derive(Default)]
 //! struct Counter(u32);
@@ -31,7 +32,7 @@
 //!     fn apply(&mut self, _: ClientId, n: u32, _: &mut Outbox) { self.0 += n; }
 //! }
 //!
-//! let mut net = Harness::new(ManagerConfig::default(), Counter::default());
+//! let mut net = Harness::new(ManagerRules::default(), Counter::default(), Instant::now());
 //! let ann = net.join(ClientConfig::named("ann"));
 //! net.request(ann, Count::Add(3)).unwrap();
 //! let no = net.request(ann, Count::Add(30)).unwrap();
@@ -54,13 +55,16 @@ use std::time::{Duration, Instant};
 use crate::client::{
     ClientAction, ClientConfig, ClientCore, ClientEvent, RequestError, RequestStatus, RequestTicket,
 };
-use crate::manager::{
-    GameLogic, LogEntry, ManagerAction, ManagerConfig, ManagerCore, ManagerEvent,
-};
-use crate::message::{Message, TypedMessage};
+use crate::connection::SocketEvent;
+use crate::entropy::Seeded;
+use crate::manager::config::ManagerRules;
+use crate::manager::core::{ManagerAction, ManagerCore, ManagerEvent};
+use crate::manager::logic::GameLogic;
+use crate::manager::stats::ServerStats;
+use crate::manager::LogEntry;
+use crate::message::{Message, PeerId, TypedMessage};
+use crate::reason::{CloseCode, DisconnectReason, IoFailure};
 use crate::session::ClientId;
-use crate::socket::{CloseCode, DisconnectReason, IoFailure, PeerId, SocketEvent};
-use crate::ServerStats;
 
 /// A client in the harness (its index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,10 +127,11 @@ impl<L: GameLogic> std::fmt::Debug for Harness<L> {
 }
 
 impl<L: GameLogic> Harness<L> {
-    /// A server running `logic` with `config`, and nobody connected.
-    pub fn new(config: ManagerConfig, logic: L) -> Self {
-        let now = Instant::now();
-        let server = ManagerCore::new(config, logic);
+    /// A server running `logic` with `rules`, and nobody connected; the
+    /// clock starts at `start` (any instant: only its differences count).
+    pub fn new(rules: ManagerRules, logic: L, start: Instant) -> Self {
+        let now = start;
+        let server = ManagerCore::new(rules, logic, Box::new(Seeded::new(0x5eed)));
         let next_tick = now + server.tick_interval();
         Self {
             server,

@@ -8,10 +8,12 @@
 //!    send / close / log          ◀──────── actions ──────────────┘
 //! ```
 //!
-//! The tokio driver ([`ServerManager`](super::ServerManager)) turns socket
-//! events into [`ManagerEvent`]s and carries out the [`ManagerAction`]s;
-//! [`harness`](crate::harness) does the same in memory, with a clock the test
-//! moves. Everything a server decides is decided here.
+//! The tokio driver (`switchboard`'s `ServerManager`) turns socket events
+//! into [`ManagerEvent`]s and carries out the [`ManagerAction`]s; the
+//! in-memory harness does the same with a clock the test moves, and so can a
+//! replay of a recording. Time comes in with every call and randomness from
+//! the [`Entropy`] given at construction: the same inputs give the same
+//! outputs. Everything a server decides is decided here.
 
 mod hello;
 mod requests;
@@ -23,20 +25,19 @@ use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
-use super::shared::{ShareError, ShareUpdate, SharedSession};
-use super::{LogEntry, LogLevel, ManagerConfig};
-use crate::message::{Message, TypedMessage, SESSION_CHANNEL};
-use crate::session::{
-    Admission, Backoff, ClientId, LogLimiter, RateLimiter, ReconnectToken, Refusal, Sessions,
-};
-use crate::socket::{CloseCode, DisconnectReason, PeerId, SocketError};
-use switchboard_proto::manager::logic::{
-    Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request,
-};
-use switchboard_proto::manager::protocol::{
+use super::config::ManagerRules;
+use super::logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
+use super::protocol::{
     self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
 };
-use switchboard_proto::manager::stats::{ClientStats, ServerStats};
+use super::stats::{ClientStats, ServerStats};
+use super::{LogEntry, LogLevel, ShareError, ShareUpdate};
+use crate::connection::SocketStats;
+use crate::entropy::Entropy;
+use crate::limits::{Backoff, LogLimiter, RateLimiter};
+use crate::message::{Message, PeerId, TypedMessage, SESSION_CHANNEL};
+use crate::reason::{CloseCode, DisconnectReason, SocketError};
+use crate::session::{Admission, ClientId, ReconnectToken, Refusal, Sessions, SharedSession};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
@@ -102,8 +103,10 @@ pub enum ManagerEvent {
 }
 
 /// What the core asks its driver to do, in order.
+///
+/// Exhaustive on purpose: every driver must carry out every action (a new
+/// one is a compile error where it must be handled).
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum ManagerAction {
     /// Send `message` to one connection.
     Send {
@@ -172,7 +175,14 @@ struct Peer {
 #[derive(Debug)]
 pub struct ManagerCore<L: GameLogic> {
     logic: L,
-    config: ManagerConfig,
+    config: ManagerRules,
+    /// The driver has a shared session store (`ManagerConfig::shared_sessions`).
+    shared_sessions: bool,
+    /// The driver has a checkpoint store (`ManagerConfig::checkpoints`).
+    checkpoints: bool,
+    /// Where the request-time histogram reads the time, if anywhere (the
+    /// operator's counters only: the rules never read it).
+    stopwatch: Option<fn() -> Instant>,
     sessions: Sessions,
     peers: HashMap<PeerId, Peer>,
     stats: ServerStats,
@@ -188,11 +198,16 @@ pub struct ManagerCore<L: GameLogic> {
 }
 
 impl<L: GameLogic> ManagerCore<L> {
-    /// A core with no connection yet.
-    pub fn new(config: ManagerConfig, logic: L) -> Self {
+    /// A core with no connection yet, drawing ids and tokens from `entropy`
+    /// (`switchboard::session::OsEntropy` in a server; `Seeded` in a test or
+    /// a replay).
+    pub fn new(config: ManagerRules, logic: L, entropy: Box<dyn Entropy>) -> Self {
         Self {
             logic,
-            sessions: Sessions::new(config.sessions.clone(), Box::new(crate::session::OsEntropy)),
+            shared_sessions: false,
+            checkpoints: false,
+            stopwatch: None,
+            sessions: Sessions::new(config.sessions.clone(), entropy),
             password_failures: Backoff::new(config.password_backoff),
             peer_logs: LogLimiter::new(config.peer_log_rate),
             config,
@@ -203,6 +218,29 @@ impl<L: GameLogic> ManagerCore<L> {
             pending_claims: 0,
             last_refresh: None,
         }
+    }
+
+    /// Sessions unknown here are looked up in a store shared with other
+    /// processes ([`ManagerAction::Claim`]), and changes are written to it
+    /// ([`ManagerAction::Share`]). Off by default.
+    pub fn with_shared_sessions(mut self, on: bool) -> Self {
+        self.shared_sessions = on;
+        self
+    }
+
+    /// The game's checkpoints go to a store ([`ManagerAction::Checkpoint`]).
+    /// Off by default: they are dropped.
+    pub fn with_checkpoints(mut self, on: bool) -> Self {
+        self.checkpoints = on;
+        self
+    }
+
+    /// Times each request's validate and apply with `clock` for the
+    /// operator's histogram (`ServerStats::request_time`). Off by default
+    /// (a test, a replay): the rules never read a clock of their own.
+    pub fn with_stopwatch(mut self, clock: fn() -> Instant) -> Self {
+        self.stopwatch = Some(clock);
+        self
     }
 
     /// The game's logic.
@@ -221,8 +259,8 @@ impl<L: GameLogic> ManagerCore<L> {
         self.logic
     }
 
-    /// The settings.
-    pub fn config(&self) -> &ManagerConfig {
+    /// The rules' settings.
+    pub fn rules(&self) -> &ManagerRules {
         &self.config
     }
 
@@ -379,7 +417,7 @@ impl<L: GameLogic> ManagerCore<L> {
     pub fn snapshot(
         &self,
         now: Instant,
-        socket: impl Fn(PeerId) -> Option<crate::socket::SocketStats>,
+        socket: impl Fn(PeerId) -> Option<SocketStats>,
     ) -> ServerStats {
         let mut stats = self.stats.clone();
         stats.sessions = self.sessions.len();
@@ -467,7 +505,7 @@ impl<L: GameLogic> ManagerCore<L> {
             self.log(LogLevel::Warn, text);
         }
         if let Some(state) = out.take_checkpoint() {
-            if self.config.checkpoints.is_some() {
+            if self.checkpoints {
                 self.actions.push(ManagerAction::Checkpoint(state));
             }
         }
@@ -515,7 +553,7 @@ impl<L: GameLogic> ManagerCore<L> {
     }
 
     /// A line about something `peer` did, for `tracing` and the operator's
-    /// log, within its address's share (`ManagerConfig::peer_log_rate`).
+    /// log, within its address's share (`ManagerRules::peer_log_rate`).
     fn peer_log(&mut self, peer: PeerId, level: LogLevel, text: String, now: Instant) {
         let Some(addr) = self.peers.get(&peer).map(|p| p.addr) else {
             return;

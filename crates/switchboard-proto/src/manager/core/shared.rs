@@ -8,7 +8,7 @@ use super::*;
 impl<L: GameLogic> ManagerCore<L> {
     /// Queues a change for the shared store, when there is one.
     pub(super) fn share(&mut self, update: ShareUpdate) {
-        if self.config.shared_sessions.is_some() {
+        if self.shared_sessions {
             self.actions.push(ManagerAction::Share(update));
         }
     }
@@ -28,11 +28,12 @@ impl<L: GameLogic> ManagerCore<L> {
         };
         state.claiming = Some(hello);
         self.pending_claims += 1;
+        let new_token = self.sessions.new_token();
         self.actions.push(ManagerAction::Claim {
             peer,
             client: resume.client,
             token: resume.token,
-            new_token: ReconnectToken::generate(),
+            new_token,
         });
     }
 
@@ -113,7 +114,7 @@ impl<L: GameLogic> ManagerCore<L> {
     /// sessions outlive it by at most one grace period), and a store that
     /// restarted empty gets them back.
     pub(super) fn refresh_shared(&mut self, now: Instant) {
-        if self.config.shared_sessions.is_none() {
+        if !self.shared_sessions {
             return;
         }
         let every = self.config.sessions.grace_period / 3;
