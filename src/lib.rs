@@ -113,5 +113,4 @@ pub use socket::{
     WebSocketConfig,
 };
 
-/// The protocol version this build speaks; both ends must match.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub use switchboard_proto::PROTOCOL_VERSION;

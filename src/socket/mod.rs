@@ -16,7 +16,7 @@ mod accept;
 mod budget;
 mod config;
 mod connection;
-mod control;
+use switchboard_proto::connection::control;
 mod events;
 mod gate;
 mod handle;

@@ -12,7 +12,7 @@
 //! | [`codec`] | the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | the envelope [`Message`](message::Message) `{channel, action, content}`; [`channels!`] and [`actions!`] for the application's enums |
 //! | [`reason`] | close codes, why a connection ended, why a send failed |
-//! | [`connection`] | one connection's settings ([`SocketConfig`](connection::SocketConfig)) and its events ([`SocketEvent`](connection::SocketEvent)) |
+//! | [`connection`] | one connection's settings ([`SocketConfig`](connection::SocketConfig)), its events ([`SocketEvent`](connection::SocketEvent)), the framework's own frames (hello, ping, pong, close), the keep-alive rule, and [`ConnectionCore`](connection::ConnectionCore): the connection as a state machine (`handle_bytes` / `poll_transmit` / `poll_timeout`) for a driver that is not tokio's |
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters, the rules' settings ([`ManagerRules`](manager::config::ManagerRules)) and [`ManagerCore`](manager::core::ManagerCore): sessions, requests decoded and validated, addressed updates, as a state machine with time passed in |
@@ -20,8 +20,10 @@
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
 //!
-//! (Issue 31: the connection's own state machine, hello, keep-alive and
-//! close, is still async code in `switchboard`'s socket.)
+//! A game whose loop is not tokio's drives a client with
+//! [`ConnectionCore`](connection::ConnectionCore) and
+//! [`ClientCore`](client::ClientCore) over any byte stream: the root
+//! package's `tests/std_loop_client.rs` does it over `std::net::TcpStream`.
 //!
 //! ## Example
 //!
@@ -54,3 +56,7 @@ pub mod manager;
 pub mod message;
 pub mod reason;
 pub mod session;
+
+/// The protocol version this build speaks; both ends must match (the
+/// connection's hello carries it).
+pub const PROTOCOL_VERSION: u16 = 1;

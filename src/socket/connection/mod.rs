@@ -15,7 +15,7 @@
 //! reader. The owner never waits on this task: it queues frames (bounded) and
 //! drains events (bounded).
 
-mod keepalive;
+use switchboard_proto::connection::keepalive;
 mod open;
 mod reader;
 mod tcp;

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, CodecConfig};
 use crate::message::{Message, SYSTEM_CHANNEL};
+use crate::reason::CloseCode;
 use crate::PROTOCOL_VERSION;
-use switchboard_proto::reason::CloseCode;
 
 /// The four bytes every hello starts with.
 pub const MAGIC: [u8; 4] = *b"SWBD";
@@ -29,7 +29,7 @@ pub struct CloseFrame {
 }
 
 /// The hello frame: header, magic and our protocol version (u16 big-endian).
-pub(crate) fn hello_frame(version: u16) -> Bytes {
+pub fn hello_frame(version: u16) -> Bytes {
     let mut payload = Vec::with_capacity(6);
     payload.extend_from_slice(&MAGIC);
     payload.extend_from_slice(&version.to_be_bytes());
@@ -38,7 +38,7 @@ pub(crate) fn hello_frame(version: u16) -> Bytes {
 
 /// What a first frame says about the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Hello {
+pub enum Hello {
     /// A Switchboard peer speaking our version.
     Compatible,
     /// A Switchboard peer speaking another version.
@@ -48,7 +48,7 @@ pub(crate) enum Hello {
 }
 
 /// Reads a peer's hello payload.
-pub(crate) fn parse_hello(payload: &[u8]) -> Hello {
+pub fn parse_hello(payload: &[u8]) -> Hello {
     match payload {
         [m0, m1, m2, m3, v0, v1] if [*m0, *m1, *m2, *m3] == MAGIC => {
             let version = u16::from_be_bytes([*v0, *v1]);
@@ -64,7 +64,7 @@ pub(crate) fn parse_hello(payload: &[u8]) -> Hello {
 
 /// The largest hello frame accepted, so that a stranger cannot make a pending
 /// handshake buffer a full-size frame.
-pub(crate) const MAX_HELLO_FRAME_LEN: usize = 64;
+pub const MAX_HELLO_FRAME_LEN: usize = 64;
 
 fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) -> Bytes {
     let content = codec::encode_value(content).expect("system content always encodes");
@@ -75,17 +75,17 @@ fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) ->
 }
 
 /// A ping frame.
-pub(crate) fn ping_frame(stamp: u64, config: &CodecConfig) -> Bytes {
+pub fn ping_frame(stamp: u64, config: &CodecConfig) -> Bytes {
     system_frame(ACTION_PING, &stamp, config)
 }
 
 /// A pong frame answering the ping stamped `stamp`.
-pub(crate) fn pong_frame(stamp: u64, config: &CodecConfig) -> Bytes {
+pub fn pong_frame(stamp: u64, config: &CodecConfig) -> Bytes {
     system_frame(ACTION_PONG, &stamp, config)
 }
 
 /// A close frame. The reason is cut to 1 KiB so it always fits.
-pub(crate) fn close_frame(code: CloseCode, reason: &str, config: &CodecConfig) -> Bytes {
+pub fn close_frame(code: CloseCode, reason: &str, config: &CodecConfig) -> Bytes {
     let mut end = reason.len().min(1024);
     while !reason.is_char_boundary(end) {
         end -= 1;

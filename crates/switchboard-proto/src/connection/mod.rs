@@ -1,5 +1,14 @@
-//! One connection's settings and what it reports to its owner: plain data,
-//! the same for every transport and driver.
+//! One connection: its settings and what it reports to its owner (plain
+//! data, the same for every transport and driver), the framework's own
+//! frames ([`control`]: hello, ping, pong, close), the keep-alive rule
+//! ([`keepalive`]), and [`ConnectionCore`], the whole connection as a state
+//! machine without IO for a driver that is not tokio's.
+
+pub mod control;
+mod core;
+pub mod keepalive;
+
+pub use self::core::ConnectionCore;
 
 use std::time::Duration;
 

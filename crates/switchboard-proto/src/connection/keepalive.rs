@@ -2,20 +2,25 @@
 //! the peer was last heard and when a frame last went out, is the peer idle,
 //! is a keep-alive ping due, and when to look again.
 
+use std::ops::Add;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 /// What the timer decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Tick {
+pub enum Tick<Instant> {
     /// Nothing heard for `idle_timeout` while the reader waited on the
     /// socket: close the connection as idle.
     Idle,
     /// Send a ping now, and look again at `next`.
-    Ping { next: Instant },
+    Ping {
+        /// When to look again.
+        next: Instant,
+    },
     /// Nothing to do before `next`.
-    Wait { next: Instant },
+    Wait {
+        /// When to look again.
+        next: Instant,
+    },
 }
 
 /// The keep-alive and idle rules.
@@ -25,13 +30,13 @@ pub(super) enum Tick {
 /// or it has ended): time the owner takes is not the peer's silence. `sent`
 /// is when a frame last went out: only a frame that went out puts the next
 /// ping off.
-pub(super) fn tick(
+pub fn tick<Instant: Copy + Ord + Add<Duration, Output = Instant>>(
     now: Instant,
     heard: Option<Instant>,
     sent: Instant,
     keepalive_interval: Duration,
     idle_timeout: Duration,
-) -> Tick {
+) -> Tick<Instant> {
     let mut next = now + keepalive_interval.min(idle_timeout);
     if let Some(heard) = heard {
         let due = heard + idle_timeout;
@@ -54,6 +59,7 @@ pub(super) fn tick(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     const PING: Duration = Duration::from_secs(5);
     const IDLE: Duration = Duration::from_secs(30);
