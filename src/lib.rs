@@ -23,15 +23,16 @@
 //! | module | owns |
 //! |---|---|
 //! | [`prelude`] | what a game needs in one `use switchboard::prelude::*;` |
-//! | [`signal`] | [`Signal`], [`Connection`], [`ScopedConnection`]: connect, disconnect, emit on the owner's thread |
+//! | [`signal`] | [`Signal`], [`Connection`](signal::Connection), [`ScopedConnection`](signal::ScopedConnection): connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`], [`actions!`] (typed: each action with its content type) and [`messages!`] (typed enums of several channels) |
 //! | [`socket`] | one connection ([`ExtendedTcpSocket`]) and the listener ([`ExtendedTcpServer`]): handshake, reader and writer, bounded queues (frames built straight onto them: `send_value`), keep-alive, close reasons, the [`Pacer`](socket::Pacer) a busy server's writes go through; the same connection over WebSocket (one frame per binary message: [`ServerConfig::websocket`], [`ExtendedTcpSocket::connect_ws`]), the HTTP upgrade, origin check and pages of its listener; [`ConnectionSlots`](socket::ConnectionSlots), the per-address and total connection caps of listeners with their own accept loop |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
-//! | [`manager`] | [`ManagerCore`] (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
-//! | [`client`] | [`ClientCore`] (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
+//! | [`manager`] | [`ManagerCore`](manager::ManagerCore) (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
+//! | [`client`] | [`ClientCore`](client::ClientCore) (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
 //! | [`harness`] | (from `switchboard-proto`) client cores and a manager core on an in-memory network with a clock the test moves |
+//! | [`lifecycle`] | how every server runs and stops: [`Running`](lifecycle::Running) (an awaitable `shutdown` that gives back what the server returns), [`StopHandle`](lifecycle::StopHandle), [`ServerError`] |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
 //! | [`runtime`] | where network tasks run when the game has no tokio runtime |
@@ -79,6 +80,7 @@
 pub use switchboard_proto::{actions, channels, framework_channel, messages};
 
 pub mod client;
+pub mod lifecycle;
 pub use switchboard_proto::codec;
 pub use switchboard_proto::harness;
 pub mod manager;
@@ -92,25 +94,24 @@ pub mod session;
 pub mod signal;
 pub mod socket;
 
+// What a game meets, at the root; the rest at its module's path
+// (`switchboard::socket::SocketHandle`, `switchboard::signal::Connection`).
 pub use client::{
-    ClientConfig, ClientCore, ClientError, ClientEvent, ClientSignals, NetworkClient,
-    ReconnectPolicy, RequestError, RequestStatus, RequestTicket, Welcomed,
+    ClientConfig, ClientError, ClientEvent, ClientSignals, NetworkClient, ReconnectPolicy,
+    RequestError, RequestStatus, RequestTicket, Welcomed,
 };
-pub use codec::{CodecConfig, ContentError, FrameError};
 pub use manager::{
-    Audience, GameLogic, ManagerConfig, ManagerCore, ManagerHandle, ManagerRules, Outbox,
-    Rejection, Request, RunningServer, ServerBuilder, ServerError, ServerManager, ServerStats,
+    Audience, GameLogic, ManagerConfig, ManagerHandle, ManagerRules, Outbox, Rejection, Request,
+    RunningServer, ServerBuilder, ServerError, ServerManager, ServerStats,
 };
-pub use message::{Action, Channel, EncodedMessage, Message};
-pub use process::{LocalServer, LocalServerOptions, ServerProgram};
-pub use router::{Delivery, Router};
+pub use message::{Action, Channel, Message, TypedMessage};
+pub use process::{LocalServer, LocalServerOptions};
 pub use session::ClientId;
-pub use signal::{Connection, ScopedConnection, Signal};
+pub use signal::Signal;
 pub use socket::{
-    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Incoming,
-    IoFailure, PeerId, SendError, ServerConfig, ServerEvent, ServerHandle, ServerStream,
-    SocketConfig, SocketError, SocketEvent, SocketHandle, SocketState, SocketStream, WebPage,
-    WebSocketConfig,
+    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, PeerId,
+    SendError, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketError, SocketEvent,
+    SocketState, SocketStream, WebSocketConfig,
 };
 
 pub use switchboard_proto::PROTOCOL_VERSION;

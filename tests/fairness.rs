@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use switchboard::{CodecConfig, Message, ServerConfig, ServerEvent, SocketConfig, SocketStream};
+use switchboard::codec::CodecConfig;
+use switchboard::{Message, ServerConfig, ServerEvent, SocketConfig, SocketStream};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

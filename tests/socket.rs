@@ -38,7 +38,7 @@ async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
     // Sends never block: a burst larger than the outbound queue (4096 frames)
     // would be a slow consumer. Send as a game would, in slices, letting the
     // writer drain between them.
-    async fn drain(handle: &switchboard::SocketHandle) {
+    async fn drain(handle: &switchboard::socket::SocketHandle) {
         while handle.stats().queued_frames > 1000 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

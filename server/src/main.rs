@@ -504,7 +504,11 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
             }
             None => None,
         };
-        let relay = switchboard_relay::RelayServer::spawn(args.bind, args.port, config)
+        let relay = switchboard_relay::RelayServer::builder()
+            .bind(args.bind)
+            .port(args.port)
+            .config(config)
+            .spawn()
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         if let Some(serving) = serving {
             // Clients reach this relay at the advertised host (default
@@ -531,7 +535,6 @@ fn run_relay(args: RelayArgs) -> Result<(), String> {
         let source = switchboard_relay::RelayAdmin::new(relay.clone());
         let _admin = admin.start(std::sync::Arc::new(source)).await?;
         switchboard::process::wait_for_signal().await;
-        relay.shutdown();
-        Ok(())
+        relay.shutdown().await.map_err(|e| e.to_string())
     })
 }

@@ -1,7 +1,6 @@
 //! `switchboard-server master`: the master server, its registry in memory
 //! or in Redis (`--redis`).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::Args;
@@ -46,34 +45,36 @@ pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
         tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
         ..MasterConfig::default()
     };
-    let ip = match args.bind {
-        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    };
     switchboard::process::init_stderr_logging();
     switchboard::process::raise_open_files_limit();
-    let addr = SocketAddr::new(ip, args.port);
+    let (scope, port) = (args.bind, args.port);
     runtime()?.block_on(async move {
         match args.redis.open()? {
             Some(store) => {
                 let registry = switchboard_redis::RedisRegistry::new(store);
-                serve_master(addr, config, registry, &args.admin).await
+                serve_master(scope, port, config, registry, &args.admin).await
             }
             None => {
-                serve_master(addr, config, master::MemoryRegistry::default(), &args.admin).await
+                let registry = master::MemoryRegistry::default();
+                serve_master(scope, port, config, registry, &args.admin).await
             }
         }
     })
 }
 
 async fn serve_master<R: master::Registry>(
-    addr: SocketAddr,
+    scope: BindScope,
+    port: u16,
     config: MasterConfig,
     registry: R,
     admin: &AdminArgs,
 ) -> Result<(), String> {
-    let (server, handle) = MasterServer::bind_with(addr, config, registry)
-        .await
+    let (server, handle) = MasterServer::builder()
+        .bind(scope)
+        .port(port)
+        .config(config)
+        .registry(registry)
+        .build()
         .map_err(|e| format!("cannot bind the master: {e}"))?;
     println!(
         "{}",

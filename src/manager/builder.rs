@@ -7,13 +7,12 @@
 //! WebSocket; the listing, the shared sessions and checkpoints are
 //! [`ManagerConfig`] fields, set with [`ServerBuilder::config`].
 
-use std::future::Future;
 use std::io::Write;
-use std::net::SocketAddr;
 
 use tokio_util::sync::CancellationToken;
 
 use super::{GameLogic, ManagerConfig, ManagerHandle, ServerManager};
+use crate::lifecycle::{Running, ServerError, StopHandle};
 use crate::runtime;
 use crate::socket::{BindScope, WebSocketConfig};
 
@@ -161,10 +160,7 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
             self.build()?
         };
         let task = runtime.spawn(manager.run(std::future::pending::<()>()));
-        Ok(RunningServer {
-            handle,
-            task: Some(task),
-        })
+        Ok(Running::new(handle, task))
     }
 
     /// A dedicated server on this thread: its own runtime, the open-file
@@ -218,7 +214,7 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
             // reader hands over would otherwise wake this thread from its
             // own park (a futex and a context switch per batch: 2.1x the
             // relay's CPU per delivery at 100 clients, `docs/PERFORMANCE.md`).
-            finish(tokio::spawn(manager.run(stop.cancelled_owned()))).await
+            crate::lifecycle::finish(tokio::spawn(manager.run(stop.cancelled_owned()))).await
         })
     }
 }
@@ -232,101 +228,12 @@ impl<L: GameLogic> From<L> for ServerBuilder<'_, L> {
 }
 
 /// A server running in this process, as [`ServerBuilder::spawn`] started
-/// it. Reads like its [`ManagerHandle`] (address, stats, log, kick);
-/// [`shutdown`](Self::shutdown) stops it and gives the logic back.
-/// Dropping it without a shutdown asks the server to stop, without waiting.
-#[derive(Debug)]
-pub struct RunningServer<L> {
-    handle: ManagerHandle,
-    task: Option<tokio::task::JoinHandle<L>>,
-}
+/// it: reads like its [`ManagerHandle`] (address, stats, log, kick);
+/// `shutdown` stops it and gives the logic back (see [`Running`]).
+pub type RunningServer<L> = Running<ManagerHandle, L>;
 
-impl<L> std::ops::Deref for RunningServer<L> {
-    type Target = ManagerHandle;
-
-    fn deref(&self) -> &ManagerHandle {
-        &self.handle
+impl StopHandle for ManagerHandle {
+    fn stop(&self) {
+        self.shutdown();
     }
-}
-
-impl<L: Send + 'static> RunningServer<L> {
-    /// A cloneable, `Send` handle to the server (for other tasks and
-    /// threads: stats, kick, asking it to stop).
-    pub fn handle(&self) -> ManagerHandle {
-        self.handle.clone()
-    }
-
-    /// The address the server listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.handle.local_addr()
-    }
-
-    /// Shuts the server down gracefully: stops accepting, flushes what was
-    /// queued for each client, tells them "server shutting down" (within
-    /// `ManagerConfig::shutdown_timeout`), and returns the logic, or the
-    /// panic that stopped it.
-    pub async fn shutdown(mut self) -> Result<L, ServerError> {
-        self.handle.shutdown();
-        match self.task.take() {
-            Some(task) => finish(task).await,
-            None => Err(ServerError::Gone),
-        }
-    }
-
-    /// [`shutdown`](Self::shutdown) from plain `main` or a test: waits on
-    /// this thread. Outside any tokio runtime only (inside one, await
-    /// `shutdown`): there it returns [`ServerError::WouldBlock`].
-    pub fn shutdown_blocking(self) -> Result<L, ServerError> {
-        if !runtime::may_block() {
-            self.handle.shutdown();
-            return Err(ServerError::WouldBlock);
-        }
-        runtime::handle().block_on(self.shutdown())
-    }
-}
-
-impl<L> Drop for RunningServer<L> {
-    fn drop(&mut self) {
-        if self.task.is_some() {
-            self.handle.shutdown();
-        }
-    }
-}
-
-/// Awaits a server's task: the logic, or why there is none.
-async fn finish<L>(
-    task: impl Future<Output = Result<L, tokio::task::JoinError>>,
-) -> Result<L, ServerError> {
-    match task.await {
-        Ok(logic) => Ok(logic),
-        Err(err) if err.is_panic() => {
-            let payload = err.into_panic();
-            let text = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".into());
-            Err(ServerError::Panicked(text))
-        }
-        Err(_) => Err(ServerError::Gone),
-    }
-}
-
-/// Why a server gave no logic back.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServerError {
-    /// It could not start: the port is taken, the runtime or stdout failed.
-    #[error("server could not start: {0}")]
-    Io(#[from] std::io::Error),
-    /// The game's logic panicked; the server stopped there.
-    #[error("the game logic panicked: {0}")]
-    Panicked(String),
-    /// Its task was cancelled (the runtime it ran on went away).
-    #[error("the server's task is gone")]
-    Gone,
-    /// `shutdown_blocking` was called inside a tokio runtime; the server
-    /// was asked to stop, but nothing waited for it.
-    #[error("shutdown_blocking inside a tokio runtime: await shutdown() instead")]
-    WouldBlock,
 }

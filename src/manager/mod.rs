@@ -23,7 +23,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use builder::{RunningServer, ServerBuilder, ServerError};
+pub use crate::lifecycle::ServerError;
+pub use builder::{RunningServer, ServerBuilder};
 pub use config::{ManagerConfig, ManagerRules};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
 pub use shared::{

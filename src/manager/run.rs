@@ -211,7 +211,7 @@ fn carry_out(
     for action in actions {
         match action {
             ManagerAction::Send { peer, message } => {
-                let _ = handle.send_to(peer, &message);
+                let _ = handle.send_message(peer, &message);
             }
             ManagerAction::SendToMany { peers, message } => match handle.encode(&message) {
                 Ok(encoded) => {

@@ -131,7 +131,7 @@ fn demo() -> Result<(SocketAddr, DemoServers), Box<dyn std::error::Error>> {
         heartbeat_burst: 10.0,
         ..MasterConfig::default()
     };
-    let master = MasterServer::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config)?;
+    let master = MasterServer::builder().config(config).spawn()?;
     let addr = master.local_addr();
     let mut servers = Vec::new();
     for (name, region, max) in [("Alpha", "eu", 8), ("Beta", "us", 4), ("Gamma", "eu", 16)] {

@@ -22,7 +22,7 @@
 //! | [`protocol`] | the datagrams and the list request/pages, byte for byte |
 //! | `master` | [`Master`]: heartbeats, challenges, goodbyes, expiry, per-IP limits (no IO) |
 //! | `registry` | [`Registry`], [`MemoryRegistry`]: where the listed servers are kept |
-//! | `server` | [`MasterServer`]: the master's UDP and TCP sides |
+//! | `server` | [`MasterServer`]: the master's UDP and TCP sides, started by its [`MasterBuilder`] as a [`RunningMaster`] |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
 
@@ -46,7 +46,7 @@ pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, M
 pub use master::Master;
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
-pub use server::{MasterHandle, MasterServer, MasterSnapshot};
+pub use server::{MasterBuilder, MasterHandle, MasterServer, MasterSnapshot, RunningMaster};
 
 /// The master's port unless told otherwise, UDP and TCP.
 pub const DEFAULT_PORT: u16 = 27900;

@@ -15,7 +15,7 @@ use crate::protocol::{ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 #[error("server list unavailable: {0}")]
 pub struct RegistryError(pub String);
 
-/// What a registry holds to at most, from [`MasterConfig`].
+/// What a registry holds to at most, from [`MasterConfig`](crate::MasterConfig).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Servers listed at most.

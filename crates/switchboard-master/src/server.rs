@@ -14,10 +14,13 @@ use crate::master::Master;
 use crate::protocol::{ListRequest, Listed, MasterAction, MasterChannel, MAX_DATAGRAM};
 use crate::registry::{MemoryRegistry, Registry};
 use crate::{MasterConfig, MasterStats};
+use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::message::Message;
 use switchboard::runtime;
 use switchboard::session::{KeyedLimiter, RateLimit};
-use switchboard::socket::{ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream};
+use switchboard::socket::{
+    BindScope, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
+};
 
 /// What a client is told when the registry cannot be read: a stable,
 /// short reason (the store's error text stays in the server's log).
@@ -85,23 +88,29 @@ impl MasterHandle {
 }
 
 impl MasterServer<MemoryRegistry> {
-    /// Binds UDP and TCP on `addr` (port 0: a free port, the same for both)
-    /// with the in-memory registry.
-    pub async fn bind(
-        addr: SocketAddr,
-        config: MasterConfig,
-    ) -> std::io::Result<(Self, MasterHandle)> {
-        Self::bind_with(addr, config, MemoryRegistry::default()).await
+    /// Starts describing a master: loopback, a free port (the same for UDP
+    /// and TCP), default settings, the in-memory registry, until told
+    /// otherwise.
+    pub fn builder() -> MasterBuilder<MemoryRegistry> {
+        MasterBuilder {
+            config: MasterConfig::default(),
+            scope: BindScope::Loopback,
+            port: 0,
+            registry: MemoryRegistry::default(),
+        }
     }
 }
 
 impl<R: Registry> MasterServer<R> {
-    /// Binds with a registry of the caller's choice.
-    pub async fn bind_with(
+    /// Binds UDP and TCP on `addr` (port 0: a free port, the same for both)
+    /// with `registry`.
+    fn bind_with(
         addr: SocketAddr,
         config: MasterConfig,
         registry: R,
     ) -> std::io::Result<(Self, MasterHandle)> {
+        let runtime = runtime::handle();
+        let _entered = runtime.enter();
         // A port free for TCP may be taken for UDP: try a few.
         let mut last_err = None;
         for _ in 0..8 {
@@ -112,7 +121,11 @@ impl<R: Registry> MasterServer<R> {
             tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
             let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
             let port = tcp.local_addr().port();
-            match UdpSocket::bind(SocketAddr::new(addr.ip(), port)).await {
+            let udp = std::net::UdpSocket::bind(SocketAddr::new(addr.ip(), port)).and_then(|udp| {
+                udp.set_nonblocking(true)?;
+                UdpSocket::from_std(udp)
+            });
+            match udp {
                 Ok(udp) => {
                     let stop = CancellationToken::new();
                     let (snapshots_tx, snapshots) = mpsc::channel(4);
@@ -126,7 +139,6 @@ impl<R: Registry> MasterServer<R> {
                         Some(admin) => {
                             let source =
                                 std::sync::Arc::new(crate::MasterAdmin::new(handle.clone()));
-                            let runtime = tokio::runtime::Handle::current();
                             let server = switchboard_admin::AdminServer::start(
                                 admin.clone(),
                                 source,
@@ -278,19 +290,72 @@ impl<R: Registry> MasterServer<R> {
     }
 }
 
-impl MasterServer<MemoryRegistry> {
-    /// Binds and runs on the background runtime (or the current one).
-    pub fn spawn(addr: SocketAddr, config: MasterConfig) -> std::io::Result<MasterHandle> {
-        let rt = runtime::handle();
-        let (server, handle) = match tokio::runtime::Handle::try_current() {
-            Ok(_) => {
-                return Err(std::io::Error::other(
-                    "inside a runtime: use bind().await and run()",
-                ))
-            }
-            Err(_) => rt.block_on(Self::bind(addr, config))?,
-        };
-        rt.spawn(server.run(std::future::pending()));
-        Ok(handle)
+/// A master about to start, made by [`MasterServer::builder`]: the same
+/// shape as a game server's `ServerManager::builder`.
+#[derive(Debug)]
+pub struct MasterBuilder<R> {
+    config: MasterConfig,
+    scope: BindScope,
+    port: u16,
+    registry: R,
+}
+
+/// A master running in this process: reads like its [`MasterHandle`];
+/// `shutdown().await` (or `shutdown_blocking()`) stops it and waits for it.
+pub type RunningMaster = Running<MasterHandle, ()>;
+
+impl StopHandle for MasterHandle {
+    fn stop(&self) {
+        self.shutdown();
+    }
+}
+
+impl<R: Registry> MasterBuilder<R> {
+    /// The master's settings (expiry, limits, admin).
+    pub fn config(mut self, config: MasterConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The port, UDP and TCP (default 0: a free one, read with `local_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Where the listed servers are kept (default in memory; the
+    /// `switchboard-redis` crate's `RedisRegistry` shares them between
+    /// masters).
+    pub fn registry<R2: Registry>(self, registry: R2) -> MasterBuilder<R2> {
+        MasterBuilder {
+            config: self.config,
+            scope: self.scope,
+            port: self.port,
+            registry,
+        }
+    }
+
+    /// Binds and returns the master and its handle, for tokio code that
+    /// runs it itself (`server.run(stop).await`).
+    pub fn build(self) -> std::io::Result<(MasterServer<R>, MasterHandle)> {
+        let addr = SocketAddr::new(self.scope.ip(), self.port);
+        MasterServer::bind_with(addr, self.config, self.registry)
+    }
+
+    /// Binds and runs the master on the background runtime (or the
+    /// current one).
+    pub fn spawn(self) -> std::io::Result<RunningMaster>
+    where
+        R: 'static,
+    {
+        let (server, handle) = self.build()?;
+        let task = runtime::handle().spawn(server.run(std::future::pending()));
+        Ok(Running::new(handle, task))
     }
 }

@@ -12,11 +12,11 @@ use switchboard_master::{self as master, Filter, Listed, MasterConfig, MasterSer
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn start(config: MasterConfig) -> SocketAddr {
-    let (server, handle) = MasterServer::bind("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    tokio::spawn(server.run(std::future::pending()));
-    handle.local_addr()
+    let master = MasterServer::builder().config(config).spawn().unwrap();
+    let addr = master.local_addr();
+    // Serves for the rest of the test process.
+    std::mem::forget(master);
+    addr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,11 +202,8 @@ async fn an_embedded_master_starts_its_admin_server_from_its_config() {
         admin: Some(switchboard_admin::AdminConfig::default()),
         ..MasterConfig::default()
     };
-    let (server, handle) = MasterServer::bind("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    tokio::spawn(server.run(std::future::pending()));
-    let addr = handle.admin_addr().expect("an admin server");
+    let master = MasterServer::builder().config(config).spawn().unwrap();
+    let addr = master.admin_addr().expect("an admin server");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -219,5 +216,5 @@ async fn an_embedded_master_starts_its_admin_server_from_its_config() {
         response.contains("switchboard_master_servers_listed 0\n"),
         "{response}"
     );
-    handle.shutdown();
+    master.shutdown().await.unwrap();
 }

@@ -172,18 +172,16 @@ async fn redis_down_fails_listings_with_a_clear_error_and_heals_when_it_is_back(
         tick_interval: Duration::from_millis(100),
         ..MasterConfig::default()
     };
-    let mut masters = Vec::new();
+    let mut running = Vec::new();
     for _ in 0..2 {
-        let (server, handle) = MasterServer::bind_with(
-            "127.0.0.1:0".parse().unwrap(),
-            config.clone(),
-            registry(&redis),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(server.run(std::future::pending()));
-        masters.push(handle.local_addr());
+        let master = MasterServer::builder()
+            .config(config.clone())
+            .registry(registry(&redis))
+            .spawn()
+            .unwrap();
+        running.push(master);
     }
+    let masters: Vec<SocketAddr> = running.iter().map(|m| m.local_addr()).collect();
     // A game server announcing itself to the first master only, every
     // 200 ms.
     let mut announce = Announce::new(vec![masters[0]], info("game"));
@@ -231,15 +229,11 @@ async fn redis_down_fails_listings_with_a_clear_error_and_heals_when_it_is_back(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_fails_a_listing_within_the_timeout_and_the_master_answers_others() {
     let redis = RedisProcess::start().unwrap();
-    let (server, handle) = MasterServer::bind_with(
-        "127.0.0.1:0".parse().unwrap(),
-        MasterConfig::default(),
-        registry(&redis),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(server.run(std::future::pending()));
-    let master = handle.local_addr();
+    let running = MasterServer::builder()
+        .registry(registry(&redis))
+        .spawn()
+        .unwrap();
+    let master = running.local_addr();
     assert!(master::fetch_list(master, Filter::default(), WAIT)
         .await
         .is_ok());

@@ -6,30 +6,30 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use switchboard::socket::{BindScope, SocketConfig, SocketEvent, SocketStream};
+use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::{RedisZones, PRESENCE_TTL};
 use switchboard_relay::{
     Handover, Hello, Redirect, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer,
-    Relayed, Transform,
+    Relayed, RunningRelay, Transform,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn relay(redis: &RedisProcess) -> RelayHandle {
+async fn relay(redis: &RedisProcess) -> RunningRelay {
     relay_with(redis, true).await
 }
 
 /// A relay of the service; `websocket`: whether its WebSocket address is
 /// published (browsers are handed over only to relays that publish one).
-async fn relay_with(redis: &RedisProcess, websocket: bool) -> RelayHandle {
+async fn relay_with(redis: &RedisProcess, websocket: bool) -> RunningRelay {
     let (zones, serving) = RedisZones::join(redis.store()).await.unwrap();
     let mut config = RelayConfig {
         zones: Some(zones),
         ..RelayConfig::default()
     };
     config.server.websocket = Some(switchboard::WebSocketConfig::on_port(0));
-    let relay = RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
     let addr = relay.native_addr().to_string();
     match relay.websocket_addr() {
         Some(ws) if websocket => serving.at_with_websocket(addr, ws.to_string()),
@@ -265,7 +265,7 @@ async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
     };
     assert_eq!(owner.addr, gone.native_addr().to_string());
     // Its relay stops; once its presence lapses, "plaza" is the survivor's.
-    gone.shutdown();
+    gone.shutdown().await.unwrap();
     tokio::time::sleep(PRESENCE_TTL + Duration::from_millis(500)).await;
     let moved = directory.directory.owner("plaza").await.unwrap();
     assert_eq!(moved.addr, survivor.native_addr().to_string());

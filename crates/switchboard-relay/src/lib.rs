@@ -9,7 +9,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
-//! | `server` | [`RelayServer`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
+//! | `server` | [`RelayServer`] started by its [`RelayBuilder`] as a [`RunningRelay`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
 //! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`); `dispatch/handover.rs`: players routed to their zone's relay |
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
 //! | `admin` | the relay for its admin server (`switchboard_admin::AdminSource`): players, zones, counters, kick |
@@ -39,7 +39,8 @@ pub use bots::{Bot, BotConfig, Script};
 pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats, ID_BITS};
 pub use log::RelayLogLine;
 pub use server::{
-    Hello, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed, RELAY_CHANNEL,
+    Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed,
+    RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::hub::{RelayClient, RelayLimits, RelayStats};
 use crate::json::JsonEvent;
 use crate::transform::Transform;
+use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::runtime;
 use switchboard::socket::{BindScope, PacerConfig, ServerConfig, ServerStream};
 
@@ -265,7 +266,7 @@ impl RelayHandle {
 }
 
 /// A relay bound to its ports, ready to [`run`](Self::run); or started at
-/// once with [`spawn`](Self::spawn).
+/// once with [`RelayBuilder::spawn`].
 pub struct RelayServer {
     native: ServerStream,
     json: Option<TcpListener>,
@@ -288,7 +289,7 @@ impl std::fmt::Debug for RelayServer {
 impl RelayServer {
     /// Listens on `port` of `scope` (0 picks a free port), and on
     /// `config.json_port` for JSON-lines clients when set.
-    pub fn bind(
+    fn bind(
         scope: BindScope,
         port: u16,
         config: RelayConfig,
@@ -347,12 +348,15 @@ impl RelayServer {
         Ok((server, handle))
     }
 
-    /// Binds and runs the relay on the current tokio runtime (or the
-    /// background one); [`RelayHandle::shutdown`] stops it.
-    pub fn spawn(scope: BindScope, port: u16, config: RelayConfig) -> std::io::Result<RelayHandle> {
-        let (server, handle) = Self::bind(scope, port, config)?;
-        runtime::handle().spawn(server.run(std::future::pending::<()>()));
-        Ok(handle)
+    /// Starts describing a relay: loopback, a free port, default settings,
+    /// until told otherwise.
+    pub fn builder() -> RelayBuilder {
+        RelayBuilder {
+            config: RelayConfig::default(),
+            scope: BindScope::Loopback,
+            port: 0,
+            websocket_port: None,
+        }
     }
 
     /// Relays until `shutdown` completes or [`RelayHandle::shutdown`] is
@@ -385,5 +389,76 @@ impl RelayServer {
         }
         // The hub sees the cancellation and closes every connection.
         hub.await;
+    }
+}
+
+/// A relay about to start, made by [`RelayServer::builder`]: the same shape
+/// as a game server's `ServerManager::builder`.
+#[derive(Debug)]
+pub struct RelayBuilder {
+    config: RelayConfig,
+    scope: BindScope,
+    port: u16,
+    websocket_port: Option<u16>,
+}
+
+/// A relay running in this process: reads like its [`RelayHandle`];
+/// `shutdown().await` (or `shutdown_blocking()`) stops it and waits until
+/// every connection is closed.
+pub type RunningRelay = Running<RelayHandle, ()>;
+
+impl StopHandle for RelayHandle {
+    fn stop(&self) {
+        self.shutdown();
+    }
+}
+
+impl RelayBuilder {
+    /// The relay's settings (zones, limits, the JSON listener, admin).
+    /// A WebSocket port set with [`websocket_port`](Self::websocket_port)
+    /// wins over `config.server.websocket`'s.
+    pub fn config(mut self, config: RelayConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The native port (default 0: a free one, read with `native_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Also listen for WebSockets on `port` (0: a free one).
+    pub fn websocket_port(mut self, port: u16) -> Self {
+        self.websocket_port = Some(port);
+        self
+    }
+
+    /// Binds and returns the relay and its handle, for tokio code that
+    /// runs it itself (`server.run(stop).await`).
+    pub fn build(mut self) -> std::io::Result<(RelayServer, RelayHandle)> {
+        if let Some(port) = self.websocket_port {
+            let websocket = self
+                .config
+                .server
+                .websocket
+                .get_or_insert_with(Default::default);
+            websocket.port = port;
+        }
+        RelayServer::bind(self.scope, self.port, self.config)
+    }
+
+    /// Binds and runs the relay on the background runtime (or the current
+    /// one).
+    pub fn spawn(self) -> std::io::Result<RunningRelay> {
+        let (server, handle) = self.build()?;
+        let task = runtime::handle().spawn(server.run(std::future::pending::<()>()));
+        Ok(Running::new(handle, task))
     }
 }

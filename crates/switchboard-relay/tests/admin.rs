@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::{next_socket_event, WAIT};
 use support::{at, native_client, relay_with_admin, until_in_zone};
-use switchboard::{BindScope, CloseCode, DisconnectReason, SocketEvent};
+use switchboard::{CloseCode, DisconnectReason, SocketEvent};
 use switchboard_admin::{AdminConfig, AdminServer};
-use switchboard_relay::{self as relay, RelayAction, RelayAdmin, RelayConfig};
+use switchboard_relay::{self as relay, RelayAction, RelayAdmin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
@@ -118,7 +118,7 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
         }
     }
     assert!(relay.clients().await.is_empty());
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,12 +174,12 @@ async fn operator_spawns_bots_with_a_script_sends_a_notice_and_removes_the_bots(
         assert!(tokio::time::Instant::now() < deadline, "the bots left");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_off() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let exposed = AdminConfig {
         addr: "0.0.0.0:0".parse().unwrap(),
         token: None,
@@ -200,7 +200,7 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
     assert_eq!(http(&admin, "GET", "/api/clients", None, "").await.0, 200);
     let (status, body) = http(&admin, "POST", "/api/clients/1/kick", None, "{}").await;
     assert_eq!(status, 403, "{body}");
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,7 +251,7 @@ async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshot
     let snapshot: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
     assert_eq!(snapshot["mode"], "relay");
     assert_eq!(snapshot["clients"][0]["id"], ann_id.to_string());
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +300,10 @@ async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
         admin: Some(switchboard_admin::AdminConfig::default()),
         ..relay::RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(switchboard::BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let addr = relay.admin_addr().expect("an admin server");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
@@ -311,7 +314,7 @@ async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"mode\":\"relay\""), "{response}");
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 const TOKEN: &str = "s3cret-admin-token";
@@ -432,12 +435,10 @@ async fn admin_token_guessing_is_throttled_per_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
-    let relay = relay::RelayServer::spawn(
-        switchboard::BindScope::Loopback,
-        0,
-        relay::RelayConfig::default(),
-    )
-    .unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(relay::RelayConfig::default())
+        .spawn()
+        .unwrap();
     let config = switchboard_admin::AdminConfig {
         token: Some("hunter2".into()),
         ..switchboard_admin::AdminConfig::default()

@@ -6,10 +6,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{next_socket_event, WAIT};
-use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
+use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{
     self as relay, self, Bot, BotConfig, Hello, MovementState, RelayAction, RelayChannel,
-    RelayClient, RelayConfig, RelayHandle, Script, Transform,
+    RelayClient, RelayHandle, Script, Transform,
 };
 
 /// A real (non-bot) player standing at `x` in town.
@@ -76,7 +76,7 @@ fn moving(c: &RelayClient) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn walk_to_player_reaches_the_offset_point_and_stops_then_scripts_change_on_the_fly() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let _human = real_player(&relay, 100.0).await;
     let config = BotConfig {
         speed: 600.0,
@@ -109,7 +109,7 @@ async fn walk_to_player_reaches_the_offset_point_and_stops_then_scripts_change_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_square_jump_sneak_teleport_and_zone_hopping() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let _human = real_player(&relay, 400.0).await;
     let fast = |name: &str| BotConfig {
         speed: 800.0,
@@ -153,7 +153,7 @@ async fn follow_square_jump_sneak_teleport_and_zone_hopping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_after_a_delay_leaves_the_relay() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let bot = Bot::spawn(
         relay.native_addr(),
         BotConfig::new("leaver", "town"),

@@ -126,5 +126,5 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
     // For a human to look at.
     browser.screenshot("admin-page.png").await;
     browser.quit().await;
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }

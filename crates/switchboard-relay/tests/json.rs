@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{next_socket_event, WAIT};
 use serde_json::json;
 use support::{at, native_client, unlimited, until_in_zone, JsonClient};
-use switchboard::{BindScope, Message, SocketEvent};
+use switchboard::{Message, SocketEvent};
 use switchboard_relay::{
     self as relay, RelayAction, RelayChannel, RelayConfig, Relayed, Transform,
 };
@@ -22,7 +22,10 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
         json_port: Some(0),
         ..RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let json_addr = relay.json_addr().unwrap();
     let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
     let (mut town, town_id) = JsonClient::connect(json_addr).await;
@@ -98,7 +101,7 @@ async fn json_and_native_clients_see_each_other_within_a_zone_only() {
     }
     let stats = relay.stats().await;
     assert_eq!(stats.players, 2);
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +112,10 @@ async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects()
         max_json_line: 256,
         ..RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let (mut client, _) = JsonClient::connect(relay.json_addr().unwrap()).await;
     for (line, expect) in [
         ("this is not json", "invalid JSON"),
@@ -163,7 +169,10 @@ async fn json_connection_exhaustion_is_capped_per_address_and_idle_ones_are_drop
         json_idle_timeout: Duration::from_millis(300),
         ..RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let json = relay.json_addr().unwrap();
     let from = |last: u8| async move {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -217,7 +226,7 @@ async fn json_connection_exhaustion_is_capped_per_address_and_idle_ones_are_drop
         .unwrap()
         .unwrap();
     assert!(welcome.unwrap().contains("welcome"));
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,7 +242,10 @@ async fn a_json_client_that_never_reads_is_dropped_by_its_queued_bytes_and_leave
     // The letters compress well: lift the sender's inflation budget.
     config.server.socket.max_inflated_per_second = usize::MAX;
     assert_eq!(config.json_queue_bytes, 256 * 1024);
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let (mut stuck, stuck_id) = JsonClient::connect(relay.json_addr().unwrap()).await;
     stuck
         .send(r#"{"type":"transform","x":0,"y":0,"z":0,"zone":"hall"}"#)
@@ -294,5 +306,5 @@ async fn a_json_client_that_never_reads_is_dropped_by_its_queued_bytes_and_leave
     })
     .await;
     assert!(end.is_ok(), "the connection ends");
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use switchboard::BindScope;
 use switchboard_relay::load::{self, LoadConfig, LoadReport, Phases};
-use switchboard_relay::{RelayConfig, RelayServer};
+use switchboard_relay::RelayServer;
 
 async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadReport {
-    let relay = RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = RelayServer::builder().spawn().unwrap();
     let config = LoadConfig {
         addr: relay.native_addr(),
         websocket: None,

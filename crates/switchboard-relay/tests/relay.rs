@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{next_socket_event, WAIT};
 use support::{at, native_client, unlimited, until_in_zone, JsonClient};
 use switchboard::socket::PacerConfig;
-use switchboard::{BindScope, Message, SocketConfig, SocketEvent, SocketStream};
+use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{
     self as relay, RelayAction, RelayChannel, RelayConfig, Relayed, Transform,
 };
@@ -28,7 +28,10 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
             limits: unlimited(),
             ..RelayConfig::default()
         };
-        let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+        let relay = relay::RelayServer::builder()
+            .config(config)
+            .spawn()
+            .unwrap();
         let (mut sender, sender_id) = native_client(relay.native_addr(), "a").await;
         let (mut receiver, _) = native_client(relay.native_addr(), "b").await;
         receiver.send(&at("arena", -1.0)).unwrap();
@@ -58,7 +61,7 @@ async fn bursts_arrive_complete_and_in_order_with_and_without_the_send_tick() {
                 }
             }
         }
-        relay.shutdown();
+        relay.shutdown().await.unwrap();
     }
 }
 
@@ -70,7 +73,10 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
     let mut config = RelayConfig::default();
     config.server.socket.max_outbound_bytes = 128 * 1024;
     config.limits = unlimited();
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let (sender, sender_id) = native_client(relay.native_addr(), "sender").await;
     let (mut fast, _) = native_client(relay.native_addr(), "fast").await;
     // The slow client's own event queue is one batch: once it is full its
@@ -158,13 +164,12 @@ async fn a_client_that_never_reads_is_dropped_and_its_zone_keeps_getting_everyth
             }
         }
     }
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_run_in_place_stops_when_its_shutdown_future_completes() {
-    let (server, handle) =
-        relay::RelayServer::bind(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let (server, handle) = relay::RelayServer::builder().build().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(server.run(async {
         let _ = stopped.await;
@@ -187,7 +192,10 @@ async fn transform_flood_from_a_native_client_is_disconnected_for_abuse() {
         json_port: Some(0),
         ..RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let (mut flooder, _) = native_client(relay.native_addr(), "flood").await;
     let transform = Transform {
         zone: "town".into(),
@@ -233,12 +241,12 @@ async fn transform_flood_from_a_native_client_is_disconnected_for_abuse() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(relay.clients().await.len(), 0);
-    relay.shutdown();
+    relay.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_hello_with_a_huge_name_is_cut_and_logged_short() {
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, RelayConfig::default()).unwrap();
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let (client, id) = native_client(relay.native_addr(), "first").await;
     // 200 KB of name, a few hundred bytes on the wire once compressed.
     let hello = relay::Hello {
@@ -281,7 +289,10 @@ async fn relay_fresh_zone_flood_waiting_on_the_directory_is_rate_limited() {
         zones: Some(routing),
         ..RelayConfig::default()
     };
-    let relay = relay::RelayServer::spawn(BindScope::Loopback, 0, config).unwrap();
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
     let (mut flooder, _) = native_client(relay.native_addr(), "flood").await;
     // Thousands of fresh zones a second, each waiting for the directory:
     // the rate limit cuts the sender as it would for one zone.

@@ -553,13 +553,9 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
 /// Runs the game with `args` plus `--master` (a master in this process)
 /// until the master lists a strategy server, and returns the list.
 async fn listed_through_a_master(tag: &str, args: &[&str]) -> Vec<switchboard_master::Listed> {
-    use switchboard_master::{self as master, Filter, MasterConfig, MasterServer};
-    let (master_server, handle) =
-        MasterServer::bind("127.0.0.1:0".parse().unwrap(), MasterConfig::default())
-            .await
-            .unwrap();
-    tokio::spawn(master_server.run(std::future::pending()));
-    let master_addr = handle.local_addr().to_string();
+    use switchboard_master::{self as master, Filter, MasterServer};
+    let master = MasterServer::builder().spawn().unwrap();
+    let master_addr = master.local_addr().to_string();
     let saves = temp_dir(tag);
     let mut game = Command::new(BIN)
         .args(args)
@@ -577,7 +573,7 @@ async fn listed_through_a_master(tag: &str, args: &[&str]) -> Vec<switchboard_ma
     };
     let deadline = Instant::now() + WAIT;
     let listed = loop {
-        let listed = master::fetch_list(handle.local_addr(), filter.clone(), WAIT)
+        let listed = master::fetch_list(master.local_addr(), filter.clone(), WAIT)
             .await
             .unwrap();
         if !listed.is_empty() || Instant::now() > deadline {

@@ -22,7 +22,7 @@ use strategy::protocol::{Chan, GameAct, LobbyAct, Move, Msg, NationView};
 use strategy::rules::StrategyLogic;
 use strategy::scenario::NationId;
 use switchboard::{ClientConfig, ClientId, NetworkClient, ReconnectPolicy, RequestStatus};
-use switchboard_master::{MasterConfig, MasterHandle, MasterServer};
+use switchboard_master::{MasterServer, RunningMaster};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::RedisCheckpoints;
 
@@ -173,10 +173,9 @@ fn session_stored(redis: &RedisProcess, client: ClientId) -> bool {
 
 /// What both tests need: a Redis, a master (the directory) and its
 /// address, a saves folder named after `tag`.
-fn service(tag: &str) -> (RedisProcess, MasterHandle, String, PathBuf) {
+fn service(tag: &str) -> (RedisProcess, RunningMaster, String, PathBuf) {
     let redis = RedisProcess::start().unwrap();
-    let master =
-        MasterServer::spawn("127.0.0.1:0".parse().unwrap(), MasterConfig::default()).unwrap();
+    let master = MasterServer::builder().spawn().unwrap();
     let master_addr = master.local_addr().to_string();
     let saves = std::env::temp_dir().join(format!("strategy-{tag}-{}", std::process::id()));
     (redis, master, master_addr, saves)

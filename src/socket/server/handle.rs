@@ -83,8 +83,14 @@ impl ServerHandle {
         Ok(message.encode(&self.shared.config.socket.codec)?)
     }
 
-    /// Queues a message for one peer. Never blocks.
-    pub fn send_to(&self, peer: PeerId, message: &Message) -> Result<(), SendError> {
+    /// Queues a message (a typed one, or a built [`Message`]) for one peer.
+    /// Never blocks.
+    pub fn send_to(&self, peer: PeerId, message: &impl TypedMessage) -> Result<(), SendError> {
+        self.send_message(peer, &message.to_message()?)
+    }
+
+    /// [`send_to`](Self::send_to) for a built message, without a copy.
+    pub(crate) fn send_message(&self, peer: PeerId, message: &Message) -> Result<(), SendError> {
         match self.peer(peer) {
             Some(handle) => handle.send(message),
             None => Err(SendError::Closed),
@@ -187,9 +193,10 @@ impl ServerHandle {
         Ok(queued)
     }
 
-    /// Encodes `message` once and queues it for every peer.
-    pub fn broadcast(&self, message: &Message) -> Result<usize, SendError> {
-        self.send_where(message, |_| true)
+    /// Encodes `message` (a typed one, or a built [`Message`]) once and
+    /// queues it for every peer.
+    pub fn broadcast(&self, message: &impl TypedMessage) -> Result<usize, SendError> {
+        self.send_where(&message.to_message()?, |_| true)
     }
 
     /// Closes one peer gracefully with a reason it will read.

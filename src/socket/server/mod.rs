@@ -22,7 +22,7 @@ use super::gate::{Gate, GateLimits};
 use super::{
     BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
 };
-use crate::message::{Action, Channel, EncodedMessage, Message};
+use crate::message::{Action, Channel, EncodedMessage, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::runtime;
 use crate::signal::{Connection, Signal};
@@ -240,27 +240,16 @@ impl ExtendedTcpServer {
         self.router.unrouted()
     }
 
-    /// Builds and queues a message for one peer.
-    pub fn send_to<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
-        &self,
-        peer: PeerId,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<(), SendError> {
-        self.owner.0.send_value_to(peer, channel, action, content)
+    /// Queues a message (a typed one, or a built [`Message`]) for one peer
+    /// (as [`ServerHandle::send_to`]).
+    pub fn send_to(&self, peer: PeerId, message: &impl TypedMessage) -> Result<(), SendError> {
+        self.owner.0.send_to(peer, message)
     }
 
-    /// Builds a message, encodes it once and queues it for every peer.
-    pub fn broadcast<C: Channel, A: Action, T: serde::Serialize + ?Sized>(
-        &self,
-        channel: C,
-        action: A,
-        content: &T,
-    ) -> Result<usize, SendError> {
-        self.owner
-            .0
-            .broadcast(&Message::new(channel, action, content)?)
+    /// Encodes a message once and queues it for every peer (as
+    /// [`ServerHandle::broadcast`]).
+    pub fn broadcast(&self, message: &impl TypedMessage) -> Result<usize, SendError> {
+        self.owner.0.broadcast(message)
     }
 
     /// Stops accepting and closes every peer gracefully (see

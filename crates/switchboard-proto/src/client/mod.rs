@@ -45,7 +45,7 @@ pub struct Welcomed {
 #[non_exhaustive]
 pub enum ClientError {
     /// The server could not handle a message.
-    #[error("server error {:?}: {}", .0.code, .0.detail)]
+    #[error(transparent)]
     Server(ErrorReply),
     /// The server rejected a plain message (sent without a request id).
     #[error("rejected: {0}")]

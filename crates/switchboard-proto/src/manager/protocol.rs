@@ -126,6 +126,14 @@ pub struct ErrorReply {
     pub detail: String,
 }
 
+impl std::fmt::Display for ErrorReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "server error {:?}: {}", self.code, self.detail)
+    }
+}
+
+impl std::error::Error for ErrorReply {}
+
 /// A session-channel message carrying `content`.
 pub fn session_message<T: Serialize>(action: u16, content: &T) -> Message {
     let bytes = codec::encode_value(content).expect("session messages always encode");

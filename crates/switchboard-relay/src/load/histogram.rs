@@ -1,8 +1,8 @@
 //! The load tester's latency histogram.
 
 /// Latencies in log-linear buckets: each power of two of microseconds is
-/// cut into [`SUB_BUCKETS`] equal parts, so a bucket is at most 1/128 of its
-/// value wide (under 1% error) from 1 µs to [`TOP_US`] (67 s), in 10 KiB
+/// cut into `SUB_BUCKETS` (128) equal parts, so a bucket is at most 1/128 of its
+/// value wide (under 1% error) from 1 µs to `TOP_US` (67 s), in 10 KiB
 /// (one per group of bots); and the largest seen, exactly (an overloaded run reports its
 /// real seconds, not a cap).
 #[derive(Debug)]

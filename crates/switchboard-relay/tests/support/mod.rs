@@ -109,7 +109,7 @@ pub fn at(zone: &str, x: f32) -> Message {
 /// given).
 pub async fn relay_with_admin(
     token: Option<&str>,
-) -> (relay::RelayHandle, switchboard_admin::AdminServer) {
+) -> (relay::RunningRelay, switchboard_admin::AdminServer) {
     let config = switchboard_admin::AdminConfig {
         token: token.map(str::to_string),
         ..switchboard_admin::AdminConfig::default()
@@ -121,13 +121,8 @@ pub async fn relay_with_admin(
 #[allow(dead_code)]
 pub async fn relay_with_admin_config(
     config: switchboard_admin::AdminConfig,
-) -> (relay::RelayHandle, switchboard_admin::AdminServer) {
-    let relay = relay::RelayServer::spawn(
-        switchboard::BindScope::Loopback,
-        0,
-        relay::RelayConfig::default(),
-    )
-    .unwrap();
+) -> (relay::RunningRelay, switchboard_admin::AdminServer) {
+    let relay = relay::RelayServer::builder().spawn().unwrap();
     let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
     let admin = switchboard_admin::AdminServer::spawn(config, source)
         .await

@@ -18,7 +18,8 @@ use crate::protocol::{
 };
 
 /// An RPC that could not run on this client.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rpc {method} from {from}: {reason}")]
 pub struct RpcError {
     /// Who called.
     pub from: ClientId,

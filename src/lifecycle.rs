@@ -1,0 +1,120 @@
+//! How every Switchboard server runs and stops, whatever it serves (a game
+//! through `ServerManager`, the relay, the master): started by its builder
+//! on the background runtime as a [`Running`], which reads like the
+//! server's handle and whose `shutdown` is awaited (or `shutdown_blocking`
+//! from plain `main`) and gives back what the server returns: the game's
+//! logic, or the panic that stopped it, as an error.
+
+use std::future::Future;
+
+use crate::runtime;
+
+/// A server's cloneable handle, as far as stopping goes: asks it to stop
+/// gracefully and returns at once.
+pub trait StopHandle: Clone + Send + Sync + 'static {
+    /// Asks the server to stop.
+    fn stop(&self);
+}
+
+/// A server running on a runtime: its handle (what `Deref` reaches) and
+/// its task, whose output `shutdown` returns. Dropping it without a
+/// shutdown asks the server to stop, without waiting.
+#[derive(Debug)]
+pub struct Running<H: StopHandle, T> {
+    handle: H,
+    task: Option<tokio::task::JoinHandle<T>>,
+}
+
+impl<H: StopHandle, T> std::ops::Deref for Running<H, T> {
+    type Target = H;
+
+    fn deref(&self) -> &H {
+        &self.handle
+    }
+}
+
+impl<H: StopHandle, T: Send + 'static> Running<H, T> {
+    /// A running server: its handle and the task that serves (a builder's
+    /// `spawn` makes it).
+    pub fn new(handle: H, task: tokio::task::JoinHandle<T>) -> Self {
+        Self {
+            handle,
+            task: Some(task),
+        }
+    }
+
+    /// A clone of its handle (for other tasks and threads).
+    pub fn handle(&self) -> H {
+        self.handle.clone()
+    }
+
+    /// Stops the server gracefully (each says what that means: a manager
+    /// flushes what was queued for each client within its
+    /// `shutdown_timeout`) and returns what it gave back, or the panic that
+    /// stopped it.
+    pub async fn shutdown(mut self) -> Result<T, ServerError> {
+        self.handle.stop();
+        match self.task.take() {
+            Some(task) => finish(task).await,
+            None => Err(ServerError::Gone),
+        }
+    }
+
+    /// [`shutdown`](Self::shutdown) from plain `main` or a test: waits on
+    /// this thread. Outside any tokio runtime only (inside one, await
+    /// `shutdown`): there it asks the server to stop and returns
+    /// [`ServerError::WouldBlock`].
+    pub fn shutdown_blocking(self) -> Result<T, ServerError> {
+        if !runtime::may_block() {
+            self.handle.stop();
+            return Err(ServerError::WouldBlock);
+        }
+        runtime::handle().block_on(self.shutdown())
+    }
+}
+
+impl<H: StopHandle, T> Drop for Running<H, T> {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.handle.stop();
+        }
+    }
+}
+
+/// Awaits a server's task: its output, or why there is none.
+pub(crate) async fn finish<T>(
+    task: impl Future<Output = Result<T, tokio::task::JoinError>>,
+) -> Result<T, ServerError> {
+    match task.await {
+        Ok(output) => Ok(output),
+        Err(err) if err.is_panic() => {
+            let payload = err.into_panic();
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(ServerError::Panicked(text))
+        }
+        Err(_) => Err(ServerError::Gone),
+    }
+}
+
+/// Why a server gave nothing back.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// It could not start: the port is taken, the runtime or stdout failed.
+    #[error("server could not start: {0}")]
+    Io(#[from] std::io::Error),
+    /// The game's logic (or the server itself) panicked; it stopped there.
+    #[error("the server panicked: {0}")]
+    Panicked(String),
+    /// Its task was cancelled (the runtime it ran on went away).
+    #[error("the server's task is gone")]
+    Gone,
+    /// `shutdown_blocking` was called inside a tokio runtime; the server
+    /// was asked to stop, but nothing waited for it.
+    #[error("shutdown_blocking inside a tokio runtime: await shutdown() instead")]
+    WouldBlock,
+}
