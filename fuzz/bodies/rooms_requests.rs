@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use switchboard::message::ROOMS_CHANNEL;
 use switchboard::{ClientId, GameLogic, Message, Outbox, Request};
+use switchboard_rooms::protocol::RoomAction;
 use switchboard_rooms::{RoomLimits, RoomsLogic};
 
 /// The codec's default frame limit, less the frame's own header.
@@ -60,13 +61,16 @@ pub fn run(data: &[u8]) {
                     u16::from(*action % 40),
                     Bytes::copy_from_slice(body),
                 );
-                let request = Request {
-                    client,
-                    id,
-                    message,
-                };
-                if let Ok(command) = logic.validate(&request) {
-                    logic.apply(client, command, &mut out);
+                // What the manager does: only what decodes reaches the rules.
+                if let Ok(message) = message.typed::<RoomAction>() {
+                    let request = Request {
+                        client,
+                        id,
+                        message,
+                    };
+                    if let Ok(command) = logic.validate(&request) {
+                        logic.apply(client, command, &mut out);
+                    }
                 }
             }
             4 => {

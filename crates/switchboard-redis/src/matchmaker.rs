@@ -18,7 +18,7 @@ use switchboard::socket::{
     address_key, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
 };
 use switchboard_rooms::directory::{Reservation, Seat};
-use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary, RoomsChannel};
+use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary};
 use tokio_util::sync::CancellationToken;
 
 use crate::rooms::ROOMS;
@@ -187,12 +187,12 @@ impl Matchmaker {
                         let Some(ip) = ip else { continue };
                         let answer = self.answer(&incoming.message, ip).await;
                         self.track(&answer);
-                        let sent = match answer {
-                            Ok(Answer::Rooms(rooms)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::Listed, &rooms),
-                            Ok(Answer::Seat(seat)) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::SeatReserved, &seat),
-                            Err(why) => handle.send_value_to(incoming.peer, RoomsChannel, RoomAction::MatchRefused, &why),
+                        let reply = match answer {
+                            Ok(Answer::Rooms(rooms)) => RoomAction::Listed(rooms),
+                            Ok(Answer::Seat(seat)) => RoomAction::SeatReserved(seat),
+                            Err(why) => RoomAction::MatchRefused(why),
                         };
-                        if sent.is_err() {
+                        if handle.send_to(incoming.peer, &reply).is_err() {
                             handle.close_peer(incoming.peer, "the answer could not be sent");
                         }
                     }
@@ -209,19 +209,10 @@ impl Matchmaker {
     async fn answer(&mut self, message: &Message, asker: IpAddr) -> Result<Answer, Refusal> {
         let unavailable = directory_unavailable;
         let malformed = || "unknown or malformed request".to_string();
-        match message.action::<RoomAction>() {
-            Some(RoomAction::MatchList) => {
-                message.content::<()>().map_err(|_| malformed())?;
-                Ok(Answer::Rooms(self.list().await.map_err(unavailable)?))
-            }
-            Some(RoomAction::MatchCreate) => {
-                message.content::<()>().map_err(|_| malformed())?;
-                Ok(Answer::Seat(self.seat_in_new_room().await?))
-            }
-            Some(RoomAction::MatchJoin) => {
-                let room: RoomId = message.content().map_err(|_| malformed())?;
-                Ok(Answer::Seat(self.seat_in(room, asker).await?))
-            }
+        match message.typed::<RoomAction>() {
+            Ok(RoomAction::MatchList) => Ok(Answer::Rooms(self.list().await.map_err(unavailable)?)),
+            Ok(RoomAction::MatchCreate) => Ok(Answer::Seat(self.seat_in_new_room().await?)),
+            Ok(RoomAction::MatchJoin(room)) => Ok(Answer::Seat(self.seat_in(room, asker).await?)),
             _ => Err(malformed()),
         }
     }

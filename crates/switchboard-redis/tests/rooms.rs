@@ -225,25 +225,29 @@ fn redis_down_stops_new_rooms_and_lists_with_a_clear_error_while_games_go_on() {
 
 #[test]
 fn matchmaker_request_flood_from_one_address_is_cut_off_and_garbage_gets_a_reason() {
+    use switchboard::message::TypedMessage;
     use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
     use switchboard::Message;
-    use switchboard_rooms::protocol::{RoomAction, RoomsChannel};
+    use switchboard_rooms::protocol::RoomAction;
 
     let redis = RedisProcess::start().unwrap();
     let matchmaker = matchmaker(&redis);
     let outcome = block_on(async move {
         let mut socket = SocketStream::connect(matchmaker, SocketConfig::default());
         // Garbage: an answer with the reason, the connection kept.
-        let garbage = Message::new(RoomsChannel, RoomAction::MatchJoin, &"not a room").unwrap();
+        // (A room id's place holds a string: not a `RoomAction::MatchJoin`.)
+        let join = RoomAction::MatchJoin(switchboard_rooms::RoomId(1))
+            .to_message()
+            .unwrap();
+        let text = switchboard::codec::encode_value("not a room").unwrap();
+        let garbage = Message::from_raw(join.channel_id(), join.action_id(), text.into());
         let refused = socket.ask(&garbage, WAIT).await.unwrap();
-        assert_eq!(
-            refused.action::<RoomAction>(),
-            Some(RoomAction::MatchRefused)
-        );
-        let reason: String = refused.content().unwrap();
+        let Ok(RoomAction::MatchRefused(reason)) = refused.typed::<RoomAction>() else {
+            panic!("refused with a reason: {refused:?}");
+        };
         assert!(reason.contains("malformed"), "{reason}");
         // A flood: past the burst (100), the connection is closed with why.
-        let list = Message::new(RoomsChannel, RoomAction::MatchList, &()).unwrap();
+        let list = RoomAction::MatchList.to_message().unwrap();
         for _ in 0..300 {
             let _ = socket.send(&list);
         }

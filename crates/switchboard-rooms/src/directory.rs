@@ -31,10 +31,10 @@ use tokio::sync::mpsc;
 
 use std::net::SocketAddr;
 
-use switchboard::message::Message;
+use switchboard::message::TypedMessage;
 use switchboard::socket::{SocketConfig, SocketStream};
 
-use crate::protocol::{CreateRoom, RoomAction, RoomId, RoomSummary, RoomsChannel};
+use crate::protocol::{CreateRoom, RoomAction, RoomId, RoomSummary};
 
 /// How often a process publishes its rooms while they change.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(250);
@@ -162,24 +162,27 @@ impl Reservation {
 
 /// The matchmaker's answer to `request`: its content, or the reason it
 /// gave for refusing.
-async fn ask_matchmaker<T: serde::de::DeserializeOwned, C: Serialize>(
+async fn ask_matchmaker(
     matchmaker: SocketAddr,
-    action: RoomAction,
-    content: &C,
+    request: RoomAction,
     timeout: Duration,
-) -> std::io::Result<T> {
+) -> std::io::Result<RoomAction> {
     let mut socket = SocketStream::connect(matchmaker, SocketConfig::default());
-    let message = Message::new(RoomsChannel, action, content).map_err(std::io::Error::other)?;
+    let message = request.to_message().map_err(std::io::Error::other)?;
     let reply = socket.ask(&message, timeout).await;
     socket.close("done");
-    let reply = reply?;
-    match reply.action::<RoomAction>() {
-        Some(RoomAction::MatchRefused) => {
-            let reason: String = reply.content().map_err(std::io::Error::other)?;
-            Err(std::io::Error::other(reason))
-        }
-        _ => reply.content().map_err(std::io::Error::other),
+    match reply?
+        .typed::<RoomAction>()
+        .map_err(std::io::Error::other)?
+    {
+        RoomAction::MatchRefused(reason) => Err(std::io::Error::other(reason)),
+        answer => Ok(answer),
     }
+}
+
+/// The matchmaker answered something else than it was asked for.
+fn unexpected(answer: RoomAction) -> std::io::Error {
+    std::io::Error::other(format!("unexpected answer {}", answer.action_name()))
 }
 
 /// Every listed room of the service, from its matchmaker.
@@ -187,13 +190,19 @@ pub async fn list_rooms(
     matchmaker: SocketAddr,
     timeout: Duration,
 ) -> std::io::Result<Vec<RoomSummary>> {
-    ask_matchmaker(matchmaker, RoomAction::MatchList, &(), timeout).await
+    match ask_matchmaker(matchmaker, RoomAction::MatchList, timeout).await? {
+        RoomAction::Listed(rooms) => Ok(rooms),
+        other => Err(unexpected(other)),
+    }
 }
 
 /// A seat in a new room on the least-loaded process: connect to its
 /// `addr` and [`RoomClient::create_reserved`](crate::RoomClient::create_reserved).
 pub async fn reserve_new_room(matchmaker: SocketAddr, timeout: Duration) -> std::io::Result<Seat> {
-    ask_matchmaker(matchmaker, RoomAction::MatchCreate, &(), timeout).await
+    match ask_matchmaker(matchmaker, RoomAction::MatchCreate, timeout).await? {
+        RoomAction::SeatReserved(seat) => Ok(seat),
+        other => Err(unexpected(other)),
+    }
 }
 
 /// A seat in `room`: connect to its `addr` and
@@ -205,7 +214,10 @@ pub async fn reserve_seat(
     room: RoomId,
     timeout: Duration,
 ) -> std::io::Result<Seat> {
-    ask_matchmaker(matchmaker, RoomAction::MatchJoin, &room, timeout).await
+    match ask_matchmaker(matchmaker, RoomAction::MatchJoin(room), timeout).await? {
+        RoomAction::SeatReserved(seat) => Ok(seat),
+        other => Err(unexpected(other)),
+    }
 }
 
 /// A rooms process's place in the directory: its number, the service's

@@ -19,7 +19,6 @@
 //! }
 //! ```
 
-use serde::de::DeserializeOwned;
 use switchboard::message::Message;
 use switchboard::session::ClientId;
 
@@ -71,30 +70,27 @@ impl RoomEvent {
         if message.channel_id() != ROOMS_CHANNEL {
             return None;
         }
-        fn content<T: DeserializeOwned>(message: &Message) -> Option<T> {
-            message
-                .content()
-                .map_err(|err| tracing::warn!(%err, "room event did not decode"))
-                .ok()
-        }
-        let event = match message.action::<RoomAction>()? {
-            RoomAction::State => RoomEvent::State(content(message)?),
-            RoomAction::PlayerJoined => RoomEvent::PlayerJoined(content(message)?),
-            RoomAction::PlayerLeft => RoomEvent::PlayerLeft(content(message)?),
-            RoomAction::PlayerChanged => RoomEvent::PlayerChanged(content(message)?),
-            RoomAction::HostChanged => RoomEvent::HostChanged(content(message)?),
+        let action = message
+            .typed::<RoomAction>()
+            .map_err(|err| tracing::warn!(%err, "room event did not decode"))
+            .ok()?;
+        Some(match action {
+            RoomAction::State(state) => RoomEvent::State(state),
+            RoomAction::PlayerJoined(player) => RoomEvent::PlayerJoined(player),
+            RoomAction::PlayerLeft(left) => RoomEvent::PlayerLeft(left),
+            RoomAction::PlayerChanged(player) => RoomEvent::PlayerChanged(player),
+            RoomAction::HostChanged(host) => RoomEvent::HostChanged(host),
             RoomAction::Started => RoomEvent::Started,
-            RoomAction::Kicked => RoomEvent::Kicked(content(message)?),
-            RoomAction::List => RoomEvent::List(content(message)?),
-            RoomAction::CustomMessage => RoomEvent::Custom(content(message)?),
-            RoomAction::RpcCall => RoomEvent::Rpc(content(message)?),
-            RoomAction::Spawned => RoomEvent::Spawned(content(message)?),
-            RoomAction::Despawned => RoomEvent::Despawned(content(message)?),
-            RoomAction::StateUpdate => RoomEvent::StateUpdate(content(message)?),
-            RoomAction::OwnerChanged => RoomEvent::OwnerChanged(content(message)?),
+            RoomAction::Kicked(reason) => RoomEvent::Kicked(reason),
+            RoomAction::List(list) => RoomEvent::List(list),
+            RoomAction::CustomMessage(custom) => RoomEvent::Custom(custom),
+            RoomAction::RpcCall(call) => RoomEvent::Rpc(call),
+            RoomAction::Spawned(entity) => RoomEvent::Spawned(entity),
+            RoomAction::Despawned(id) => RoomEvent::Despawned(id),
+            RoomAction::StateUpdate(updates) => RoomEvent::StateUpdate(updates),
+            RoomAction::OwnerChanged(transfer) => RoomEvent::OwnerChanged(transfer),
             _ => return None,
-        };
-        Some(event)
+        })
     }
 }
 

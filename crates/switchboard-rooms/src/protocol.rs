@@ -14,90 +14,88 @@ switchboard::framework_channel! {
 }
 
 switchboard::actions! {
-    /// Requests (client → server) and events (server → client) about rooms.
-    pub enum RoomAction {
-        /// Request: [`CreateRoom`]; the creator joins as host.
-        Create = 1,
-        /// Request: the list of public rooms (content `()`); answered with `List`.
+    /// Requests (client → server), events (server → client) and the
+    /// matchmaker's messages on the rooms channel, each with its content.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum RoomAction in RoomsChannel {
+        /// Request: create a room; the creator joins as host.
+        Create(CreateRoom) = 1,
+        /// Request: the list of public rooms; answered with `List`.
         ListRooms = 2,
-        /// Request: join a room (content [`RoomId`]).
-        Join = 3,
-        /// Request: leave the room (content `()`).
+        /// Request: join a room.
+        Join(RoomId) = 3,
+        /// Request: leave the room.
         Leave = 4,
-        /// Request: ready or not (content `bool`).
-        Ready = 5,
-        /// Request (host): start the game (content `()`).
+        /// Request: ready or not.
+        Ready(bool) = 5,
+        /// Request (host): start the game.
         Start = 6,
-        /// Request (host): [`Kick`] a player.
-        Kick = 7,
-        /// Request (host): lock or unlock the room (content `bool`).
-        Lock = 8,
-        /// Request: [`RpcRequest`] to route.
-        Rpc = 9,
-        /// Request: [`CustomRequest`] for every other member.
-        Custom = 10,
-        /// Request: [`SpawnRequest`]; the requester owns the new entity.
-        Spawn = 11,
-        /// Request (owner or host): despawn (content [`EntityId`]).
-        Despawn = 12,
-        /// Request (owner or host): [`EntityUpdate`], synced to the others at
-        /// the sync rate.
-        Update = 13,
-        /// Request (owner or host): [`Transfer`] ownership.
-        Transfer = 14,
-        /// Request: join with a matchmaker's seat
-        /// ([`Reservation`](crate::directory::Reservation)); a server in
-        /// directory mode takes no other join.
-        JoinReserved = 15,
-        /// Request: create with a matchmaker's
-        /// ([`CreateReserved`](crate::directory::CreateReserved)).
-        CreateReserved = 16,
-        /// Event: the whole room ([`RoomState`]), to a player who joins or
-        /// comes back.
-        State = 20,
-        /// Event: a player joined ([`RoomPlayer`]).
-        PlayerJoined = 21,
-        /// Event: a player left ([`PlayerLeft`]).
-        PlayerLeft = 22,
-        /// Event: the host changed (content [`ClientId`]).
-        HostChanged = 23,
-        /// Event: the game started (content `()`).
+        /// Request (host): kick a player.
+        Kick(Kick) = 7,
+        /// Request (host): lock or unlock the room.
+        Lock(bool) = 8,
+        /// Request: an RPC to route.
+        Rpc(RpcRequest) = 9,
+        /// Request: a custom message for every other member.
+        Custom(CustomRequest) = 10,
+        /// Request: spawn an entity; the requester owns it.
+        Spawn(SpawnRequest) = 11,
+        /// Request (owner or host): despawn an entity.
+        Despawn(EntityId) = 12,
+        /// Request (owner or host): an entity's new state, synced to the
+        /// others at the sync rate.
+        Update(EntityUpdate) = 13,
+        /// Request (owner or host): hand an entity to another member.
+        Transfer(Transfer) = 14,
+        /// Request: join with a matchmaker's seat; a server in directory
+        /// mode takes no other join.
+        JoinReserved(crate::directory::Reservation) = 15,
+        /// Request: create with a matchmaker's reservation.
+        CreateReserved(crate::directory::CreateReserved) = 16,
+        /// Event: the whole room, to a player who joins or comes back.
+        State(RoomState) = 20,
+        /// Event: a player joined.
+        PlayerJoined(RoomPlayer) = 21,
+        /// Event: a player left.
+        PlayerLeft(PlayerLeft) = 22,
+        /// Event: the host changed.
+        HostChanged(ClientId) = 23,
+        /// Event: the game started.
         Started = 24,
-        /// Event: a player's ready flag changed ([`RoomPlayer`]).
-        PlayerChanged = 25,
-        /// Event: an RPC for you ([`RpcCall`]).
-        RpcCall = 26,
-        /// Event: a custom message ([`CustomMessage`]).
-        CustomMessage = 27,
-        /// Event: you were kicked (content: the reason, `String`); nothing
-        /// more of the room reaches you.
-        Kicked = 28,
-        /// Event: the room list ([`RoomSummary`] list), answering `ListRooms`.
-        List = 29,
-        /// Event: an entity appeared ([`Entity`]).
-        Spawned = 30,
-        /// Event: an entity is gone (content [`EntityId`]).
-        Despawned = 31,
-        /// Event: entities whose state changed since the last sync
-        /// (list of [`EntityUpdate`]).
-        StateUpdate = 32,
-        /// Event: an entity has a new owner ([`Transfer`]).
-        OwnerChanged = 33,
-        /// Matchmaker request: every listed room of the service (content
-        /// `()`); answered with `Listed`.
+        /// Event: a player's ready flag (or connection, or latency) changed.
+        PlayerChanged(RoomPlayer) = 25,
+        /// Event: an RPC for you.
+        RpcCall(RpcCall) = 26,
+        /// Event: a custom message.
+        CustomMessage(CustomMessage) = 27,
+        /// Event: you were kicked, and why; nothing more of the room
+        /// reaches you.
+        Kicked(String) = 28,
+        /// Event: the room list, answering `ListRooms`.
+        List(Vec<RoomSummary>) = 29,
+        /// Event: an entity appeared.
+        Spawned(Entity) = 30,
+        /// Event: an entity is gone.
+        Despawned(EntityId) = 31,
+        /// Event: entities whose state changed since the last sync.
+        StateUpdate(Vec<EntityUpdate>) = 32,
+        /// Event: an entity has a new owner.
+        OwnerChanged(Transfer) = 33,
+        /// Matchmaker request: every listed room of the service; answered
+        /// with `Listed`.
         MatchList = 40,
         /// Matchmaker request: a seat in a new room on the least-loaded
-        /// process (content `()`); answered with `SeatReserved`.
+        /// process; answered with `SeatReserved`.
         MatchCreate = 41,
-        /// Matchmaker request: a seat in a room (content [`RoomId`]);
-        /// answered with `SeatReserved`.
-        MatchJoin = 42,
-        /// Matchmaker answer: the rooms ([`RoomSummary`] list).
-        Listed = 43,
-        /// Matchmaker answer: a [`Seat`](crate::directory::Seat).
-        SeatReserved = 44,
-        /// Matchmaker answer: why not (content `String`).
-        MatchRefused = 45,
+        /// Matchmaker request: a seat in a room; answered with
+        /// `SeatReserved`.
+        MatchJoin(RoomId) = 42,
+        /// Matchmaker answer: the rooms.
+        Listed(Vec<RoomSummary>) = 43,
+        /// Matchmaker answer: a seat.
+        SeatReserved(crate::directory::Seat) = 44,
+        /// Matchmaker answer: why not.
+        MatchRefused(String) = 45,
     }
 }
 

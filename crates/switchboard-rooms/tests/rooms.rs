@@ -12,13 +12,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use switchboard::harness::{Harness, Player};
-use switchboard::message::Message;
+use switchboard::message::TypedMessage;
 use switchboard::{
     ClientConfig, ClientEvent, ClientId, ManagerRules, ReconnectPolicy, RequestStatus,
 };
-use switchboard_rooms::protocol::{
-    CustomRequest, Kick, RoomAction, RoomsChannel, RpcRequest, SpawnRequest,
-};
+use switchboard_rooms::protocol::{CustomRequest, Kick, RoomAction, RpcRequest, SpawnRequest};
 use switchboard_rooms::{
     CreateRoom, EntityId, EntityUpdate, RoomEvent, RoomId, RoomState, RoomView, RoomsLogic,
     RpcTarget, Transfer,
@@ -61,14 +59,8 @@ impl Rooms {
 
     /// Sends a request and returns its verdict; everything it caused has
     /// been heard.
-    fn ask<T: Serialize + ?Sized>(
-        &mut self,
-        who: Player,
-        action: RoomAction,
-        content: &T,
-    ) -> RequestStatus {
-        let message = Message::new(RoomsChannel, action, content).unwrap();
-        let ticket = self.net.request(who, message).unwrap();
+    fn ask(&mut self, who: Player, request: RoomAction) -> RequestStatus {
+        let ticket = self.net.request(who, request).unwrap();
         let verdict = self.net.verdict(who, ticket);
         assert!(verdict.is_done(), "a verdict");
         self.absorb();
@@ -76,8 +68,8 @@ impl Rooms {
     }
 
     #[track_caller]
-    fn accepted<T: Serialize + ?Sized>(&mut self, who: Player, action: RoomAction, content: &T) {
-        assert_eq!(self.ask(who, action, content), RequestStatus::Accepted);
+    fn accepted(&mut self, who: Player, request: RoomAction) {
+        assert_eq!(self.ask(who, request), RequestStatus::Accepted);
     }
 
     /// Moves the clock (the rooms' 20 Hz sync runs on the way).
@@ -112,9 +104,9 @@ impl Rooms {
 
     /// ann creates a room of `max`; bob joins it.
     fn room_of_two(&mut self, ann: Player, bob: Player, max: u8) -> RoomId {
-        self.accepted(ann, RoomAction::Create, &new_room("den", max));
+        self.accepted(ann, RoomAction::Create(new_room("den", max)));
         let room = self.room(ann).unwrap().id;
-        self.accepted(bob, RoomAction::Join, &room);
+        self.accepted(bob, RoomAction::Join(room));
         assert_eq!(self.room(ann).unwrap().players.len(), 2);
         assert!(self.room(bob).is_some());
         room
@@ -125,7 +117,7 @@ impl Rooms {
         let (ann, bob) = self.ann_and_bob();
         let cat = self.player("cat");
         let room = self.room_of_two(ann, bob, 4);
-        self.accepted(cat, RoomAction::Join, &room);
+        self.accepted(cat, RoomAction::Join(room));
         (ann, bob, cat, room)
     }
 
@@ -173,28 +165,28 @@ fn joining_is_refused_for_full_locked_missing_and_duplicate_with_reasons() {
     let cat = net.player("cat");
     let room = net.room_of_two(ann, bob, 2);
     assert_eq!(
-        net.ask(cat, RoomAction::Join, &room),
+        net.ask(cat, RoomAction::Join(room)),
         rejected("that room is full")
     );
     assert_eq!(
-        net.ask(cat, RoomAction::Join, &RoomId(999)),
+        net.ask(cat, RoomAction::Join(RoomId(999))),
         rejected("no such room")
     );
-    net.accepted(cat, RoomAction::Create, &new_room("cat's", 4));
+    net.accepted(cat, RoomAction::Create(new_room("cat's", 4)));
     let cats = net.room(cat).unwrap().id;
     assert_eq!(
-        net.ask(bob, RoomAction::Join, &cats),
+        net.ask(bob, RoomAction::Join(cats)),
         rejected("you are in another room")
     );
-    net.accepted(cat, RoomAction::Lock, &true);
-    net.accepted(bob, RoomAction::Leave, &());
+    net.accepted(cat, RoomAction::Lock(true));
+    net.accepted(bob, RoomAction::Leave);
     assert_eq!(
-        net.ask(bob, RoomAction::Join, &cats),
+        net.ask(bob, RoomAction::Join(cats)),
         rejected("that room is locked")
     );
     // The list shows both public rooms with their counts.
     net.heard(bob);
-    net.accepted(bob, RoomAction::ListRooms, &());
+    net.accepted(bob, RoomAction::ListRooms);
     let lists: Vec<Vec<(u8, bool)>> = net
         .heard(bob)
         .into_iter()
@@ -215,18 +207,18 @@ fn only_the_host_starts_and_only_when_everyone_is_ready() {
     let mut net = Rooms::new();
     let (ann, bob) = net.ann_and_bob();
     net.room_of_two(ann, bob, 4);
-    net.accepted(ann, RoomAction::Ready, &true);
+    net.accepted(ann, RoomAction::Ready(true));
     assert_eq!(
-        net.ask(ann, RoomAction::Start, &()),
+        net.ask(ann, RoomAction::Start),
         rejected("bob is not ready")
     );
-    net.accepted(bob, RoomAction::Ready, &true);
+    net.accepted(bob, RoomAction::Ready(true));
     assert_eq!(
-        net.ask(bob, RoomAction::Start, &()),
+        net.ask(bob, RoomAction::Start),
         rejected("only the host may do that")
     );
     net.heard(bob);
-    net.accepted(ann, RoomAction::Start, &());
+    net.accepted(ann, RoomAction::Start);
     assert_eq!(net.heard(bob), [RoomEvent::Started]);
     assert!(net.room(ann).unwrap().started && net.room(bob).unwrap().started);
 }
@@ -238,7 +230,7 @@ fn regression_custom_messages_from_one_client_reach_the_others() {
     for p in [ann, bob, cat] {
         net.heard(p);
     }
-    net.accepted(bob, RoomAction::Custom, &custom("emote", "waves"));
+    net.accepted(bob, RoomAction::Custom(custom("emote", "waves")));
     let bob_id = net.id(bob);
     for p in [ann, cat] {
         let heard = net.heard(p);
@@ -261,12 +253,11 @@ fn regression_client_to_client_rpc_is_delivered_not_dropped() {
     let (ann_id, bob_id) = (net.id(ann), net.id(bob));
     net.accepted(
         ann,
-        RoomAction::Rpc,
-        &rpc(RpcTarget::One(bob_id), "add", &1u32),
+        RoomAction::Rpc(rpc(RpcTarget::One(bob_id), "add", &1u32)),
     );
-    net.accepted(bob, RoomAction::Rpc, &rpc(RpcTarget::Host, "add", &2u32));
-    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::All, "add", &3u32));
-    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::Others, "add", &4u32));
+    net.accepted(bob, RoomAction::Rpc(rpc(RpcTarget::Host, "add", &2u32)));
+    net.accepted(ann, RoomAction::Rpc(rpc(RpcTarget::All, "add", &3u32)));
+    net.accepted(ann, RoomAction::Rpc(rpc(RpcTarget::Others, "add", &4u32)));
     let mut calls = Vec::new();
     for (who, p) in [("ann", ann), ("bob", bob)] {
         for event in net.heard(p) {
@@ -300,8 +291,7 @@ fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
     // There is no field in which bob could name a sender: the server stamps it.
     net.accepted(
         bob,
-        RoomAction::Rpc,
-        &rpc(RpcTarget::Host, "hello", &"I am ann"),
+        RoomAction::Rpc(rpc(RpcTarget::Host, "hello", &"I am ann")),
     );
     let heard = net.heard(ann);
     let [RoomEvent::Rpc(call)] = &heard[..] else {
@@ -309,7 +299,7 @@ fn regression_sender_id_and_ready_flag_cannot_be_spoofed() {
     };
     assert_eq!(call.from, bob_id);
     // Ready marks the requester only.
-    net.accepted(bob, RoomAction::Ready, &true);
+    net.accepted(bob, RoomAction::Ready(true));
     let room = net.room(ann).unwrap();
     let ann_player = room.players.iter().find(|p| p.name == "ann").unwrap();
     let bob_player = room.players.iter().find(|p| p.id == bob_id).unwrap();
@@ -324,11 +314,11 @@ fn regression_players_cannot_join_after_the_game_started() {
     let (ann, bob) = net.ann_and_bob();
     let cat = net.player("cat");
     let room = net.room_of_two(ann, bob, 4);
-    net.accepted(ann, RoomAction::Ready, &true);
-    net.accepted(bob, RoomAction::Ready, &true);
-    net.accepted(ann, RoomAction::Start, &());
+    net.accepted(ann, RoomAction::Ready(true));
+    net.accepted(bob, RoomAction::Ready(true));
+    net.accepted(ann, RoomAction::Start);
     assert_eq!(
-        net.ask(cat, RoomAction::Join, &room),
+        net.ask(cat, RoomAction::Join(room)),
         rejected("the game in that room has started")
     );
 }
@@ -345,7 +335,7 @@ fn regression_a_kicked_client_receives_nothing_more() {
         player: bob_id,
         reason: "griefing".into(),
     };
-    net.accepted(ann, RoomAction::Kick, &kick);
+    net.accepted(ann, RoomAction::Kick(kick));
     assert_eq!(net.heard(bob), [RoomEvent::Kicked("griefing".into())]);
     assert!(net.room(bob).is_none());
     let cat_heard = net.heard(cat);
@@ -353,8 +343,8 @@ fn regression_a_kicked_client_receives_nothing_more() {
         matches!(&cat_heard[0], RoomEvent::PlayerLeft(left) if left.id == bob_id && left.reason == "kicked: griefing"),
         "{cat_heard:?}"
     );
-    net.accepted(ann, RoomAction::Custom, &custom("chat", "after the kick"));
-    net.accepted(ann, RoomAction::Rpc, &rpc(RpcTarget::All, "x", &0u8));
+    net.accepted(ann, RoomAction::Custom(custom("chat", "after the kick")));
+    net.accepted(ann, RoomAction::Rpc(rpc(RpcTarget::All, "x", &0u8)));
     net.advance(Duration::from_millis(200));
     assert_eq!(
         net.heard(cat).len(),
@@ -389,7 +379,7 @@ fn regression_reconnect_while_the_old_entry_exists_is_not_room_full() {
     // The resumed session is still in the room, and told so.
     assert_eq!(net.room(bob).unwrap().players.len(), 2);
     // Joining again (what a naive client does after a reconnect) is no "room full".
-    net.accepted(bob, RoomAction::Join, &room);
+    net.accepted(bob, RoomAction::Join(room));
     assert_eq!(net.room(ann).unwrap().players.len(), 2);
     assert!(net.room(ann).unwrap().players.iter().all(|p| p.connected));
 }
@@ -447,8 +437,8 @@ fn late_joiners_receive_the_full_room_state() {
     let (ann, bob) = net.ann_and_bob();
     let cat = net.player("cat");
     let room = net.room_of_two(ann, bob, 4);
-    net.accepted(bob, RoomAction::Ready, &true);
-    net.accepted(cat, RoomAction::Join, &room);
+    net.accepted(bob, RoomAction::Ready(true));
+    net.accepted(cat, RoomAction::Join(room));
     let names: Vec<(String, bool, bool)> = net
         .room(cat)
         .unwrap()
@@ -475,7 +465,7 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
         kind: "ship".into(),
         state: state_of(&(0i32, 0i32)),
     };
-    net.accepted(bob, RoomAction::Spawn, &ship);
+    net.accepted(bob, RoomAction::Spawn(ship));
     for p in [ann, bob, cat] {
         assert_eq!(net.room(p).unwrap().entities.len(), 1);
     }
@@ -488,10 +478,10 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
     };
     // cat is neither owner nor host: refused, nothing changes.
     let not_yours = rejected("only the entity's owner or the host may do that");
-    assert_eq!(net.ask(cat, RoomAction::Update, &update(9, 9)), not_yours);
-    assert_eq!(net.ask(cat, RoomAction::Despawn, &ship.id), not_yours);
+    assert_eq!(net.ask(cat, RoomAction::Update(update(9, 9))), not_yours);
+    assert_eq!(net.ask(cat, RoomAction::Despawn(ship.id)), not_yours);
     // The owner moves it; the host may too; the others see it at the next sync.
-    net.accepted(bob, RoomAction::Update, &update(1, 2));
+    net.accepted(bob, RoomAction::Update(update(1, 2)));
     net.advance(Duration::from_millis(50));
     assert_eq!(
         net.room(cat).unwrap().entities[0]
@@ -499,24 +489,23 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
             .unwrap(),
         (1, 2)
     );
-    net.accepted(ann, RoomAction::Update, &update(3, 4));
+    net.accepted(ann, RoomAction::Update(update(3, 4)));
     // bob hands it to cat, who may now move it, and bob no longer may.
     let cat_id = net.id(cat);
     net.accepted(
         bob,
-        RoomAction::Transfer,
-        &Transfer {
+        RoomAction::Transfer(Transfer {
             id: ship.id,
             owner: cat_id,
-        },
+        }),
     );
     assert_eq!(net.room(cat).unwrap().entities[0].owner, cat_id);
-    net.accepted(cat, RoomAction::Update, &update(5, 6));
+    net.accepted(cat, RoomAction::Update(update(5, 6)));
     assert!(matches!(
-        net.ask(bob, RoomAction::Update, &update(7, 7)),
+        net.ask(bob, RoomAction::Update(update(7, 7))),
         RequestStatus::Rejected(_)
     ));
-    net.accepted(cat, RoomAction::Despawn, &ship.id);
+    net.accepted(cat, RoomAction::Despawn(ship.id));
     for p in [ann, bob, cat] {
         assert!(net.room(p).unwrap().entities.is_empty());
     }
@@ -531,7 +520,7 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
         kind: "ball".into(),
         state: state_of(&0u32),
     };
-    net.accepted(ann, RoomAction::Spawn, &spawn);
+    net.accepted(ann, RoomAction::Spawn(spawn));
     let ball: EntityId = net.room(bob).unwrap().entities[0].id;
     net.heard(bob);
     // 100 updates within one sync period, then one period: bob gets one
@@ -541,7 +530,7 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
             id: ball,
             state: state_of(&n),
         };
-        net.accepted(ann, RoomAction::Update, &update);
+        net.accepted(ann, RoomAction::Update(update));
     }
     net.advance(Duration::from_millis(50));
     let syncs: Vec<Vec<EntityUpdate>> = net
@@ -560,7 +549,7 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
     assert!(net.heard(bob).is_empty(), "no change, no update");
     // A late joiner gets the ball with its latest state.
     let cat = net.player("cat");
-    net.accepted(cat, RoomAction::Join, &room);
+    net.accepted(cat, RoomAction::Join(room));
     let snapshot = &net.room(cat).unwrap().entities;
     assert_eq!(snapshot.len(), 1);
     assert_eq!(snapshot[0].value::<u32>().unwrap(), 100);
@@ -580,18 +569,17 @@ fn the_sync_rate_is_the_logic_s_own_not_the_manager_s_tick() {
         kind: "ball".into(),
         state: state_of(&0u32),
     };
-    net.accepted(ann, RoomAction::Spawn, &spawn);
+    net.accepted(ann, RoomAction::Spawn(spawn));
     let ball = net.room(bob).unwrap().entities[0].id;
     net.heard(bob);
     let mut syncs = 0;
     for n in 1..=10u32 {
         net.accepted(
             ann,
-            RoomAction::Update,
-            &EntityUpdate {
+            RoomAction::Update(EntityUpdate {
                 id: ball,
                 state: state_of(&n),
-            },
+            }),
         );
         net.advance(Duration::from_millis(50));
         syncs += net
@@ -613,10 +601,10 @@ fn regression_a_leaver_s_entities_are_despawned_for_the_others() {
             kind: kind.into(),
             state: state_of(&0u32),
         };
-        net.accepted(who, RoomAction::Spawn, &spawn);
+        net.accepted(who, RoomAction::Spawn(spawn));
     }
     assert_eq!(net.room(ann).unwrap().entities.len(), 3);
-    net.accepted(bob, RoomAction::Leave, &());
+    net.accepted(bob, RoomAction::Leave);
     let kinds: Vec<&str> = net
         .room(ann)
         .unwrap()
@@ -628,7 +616,7 @@ fn regression_a_leaver_s_entities_are_despawned_for_the_others() {
     // A late joiner does not get them either.
     let cat = net.player("cat");
     let room = net.room(ann).unwrap().id;
-    net.accepted(cat, RoomAction::Join, &room);
+    net.accepted(cat, RoomAction::Join(room));
     assert_eq!(net.room(cat).unwrap().entities.len(), 1);
 }
 
@@ -636,12 +624,12 @@ fn regression_a_leaver_s_entities_are_despawned_for_the_others() {
 fn room_names_follow_the_one_name_rule_trimmed_and_without_control_characters() {
     let mut net = Rooms::new();
     let ann = net.player("ann");
-    let bad = net.ask(ann, RoomAction::Create, &new_room("bell\u{7}", 4));
+    let bad = net.ask(ann, RoomAction::Create(new_room("bell\u{7}", 4)));
     assert!(
         matches!(&bad, RequestStatus::Rejected(why) if why.starts_with("room name:")),
         "{bad:?}"
     );
-    net.accepted(ann, RoomAction::Create, &new_room("  den  ", 4));
+    net.accepted(ann, RoomAction::Create(new_room("  den  ", 4)));
     assert_eq!(net.room(ann).unwrap().name, "den");
 }
 
@@ -662,7 +650,7 @@ fn quotas_per_server_and_per_player_hold() {
     net.room_of_two(ann, bob, 4);
     let cat = net.player("cat");
     assert_eq!(
-        net.ask(cat, RoomAction::Create, &new_room("second", 4)),
+        net.ask(cat, RoomAction::Create(new_room("second", 4))),
         rejected("the server has no room for more rooms")
     );
     let spawn = || SpawnRequest {
@@ -670,13 +658,13 @@ fn quotas_per_server_and_per_player_hold() {
         state: state_of(&0u32),
     };
     for _ in 0..3 {
-        net.accepted(ann, RoomAction::Spawn, &spawn());
+        net.accepted(ann, RoomAction::Spawn(spawn()));
     }
     assert_eq!(
-        net.ask(ann, RoomAction::Spawn, &spawn()),
+        net.ask(ann, RoomAction::Spawn(spawn())),
         rejected("you own 3 entities, the most a player may")
     );
-    net.accepted(bob, RoomAction::Spawn, &spawn());
+    net.accepted(bob, RoomAction::Spawn(spawn()));
     assert_eq!(net.room(bob).unwrap().entities.len(), 4);
 }
 
@@ -698,11 +686,8 @@ fn unthrottled(limits: switchboard_rooms::RoomLimits) -> Rooms {
 }
 
 /// The bytes `content` takes in a message of the rooms channel.
-fn encoded_len<T: Serialize>(action: RoomAction, content: &T) -> usize {
-    switchboard::Message::new(RoomsChannel, action, content)
-        .unwrap()
-        .content_bytes()
-        .len()
+fn encoded_len(message: RoomAction) -> usize {
+    message.to_message().unwrap().content_bytes().len()
 }
 
 #[test]
@@ -710,23 +695,23 @@ fn a_late_joiner_to_a_big_room_gets_every_entity_in_pages_and_syncs_come_in_page
     // 200 entities of 16,000 bytes: 3.2 MB, three times a frame's limit.
     let mut net = unthrottled(Default::default());
     let (ann, bob) = net.ann_and_bob();
-    net.accepted(ann, RoomAction::Create, &new_room("big", 4));
+    net.accepted(ann, RoomAction::Create(new_room("big", 4)));
     let room = net.room(ann).unwrap().id;
     for i in 0..200u32 {
         let spawn = SpawnRequest {
             kind: "block".into(),
             state: vec![i as u8; 16_000],
         };
-        net.accepted(ann, RoomAction::Spawn, &spawn);
+        net.accepted(ann, RoomAction::Spawn(spawn));
     }
-    net.accepted(bob, RoomAction::Join, &room);
+    net.accepted(bob, RoomAction::Join(room));
     let heard = net.heard(bob);
     let RoomEvent::State(state) = &heard[0] else {
         panic!("the state first: {:?}", heard[0]);
     };
     assert!(state.more_entities > 0);
     assert_eq!(state.entities.len() + state.more_entities as usize, 200);
-    assert!(encoded_len(RoomAction::State, state) <= switchboard_rooms::PAGE_BYTES + 1024);
+    assert!(encoded_len(RoomAction::State(state.clone())) <= switchboard_rooms::PAGE_BYTES + 1024);
     let spawned = heard[1..]
         .iter()
         .filter(|e| matches!(e, RoomEvent::Spawned(_)))
@@ -744,7 +729,7 @@ fn a_late_joiner_to_a_big_room_gets_every_entity_in_pages_and_syncs_come_in_page
             id: EntityId(id),
             state: vec![255; 16_000],
         };
-        net.accepted(ann, RoomAction::Update, &update);
+        net.accepted(ann, RoomAction::Update(update));
     }
     net.heard(bob);
     net.advance(Duration::from_millis(100));
@@ -758,7 +743,7 @@ fn a_late_joiner_to_a_big_room_gets_every_entity_in_pages_and_syncs_come_in_page
         .collect();
     assert!(pages.len() > 1, "{} pages", pages.len());
     assert!(pages.iter().all(|page| {
-        encoded_len(RoomAction::StateUpdate, page) <= switchboard_rooms::PAGE_BYTES + 1024
+        encoded_len(RoomAction::StateUpdate(page.clone())) <= switchboard_rooms::PAGE_BYTES + 1024
     }));
     assert_eq!(pages.iter().map(Vec::len).sum::<usize>(), 200);
     assert!(net
@@ -782,25 +767,25 @@ fn room_state_flood_is_capped_by_the_room_s_bytes() {
         kind: "unit".into(),
         state: vec![1; len],
     };
-    net.accepted(ann, RoomAction::Spawn, &spawn(60));
+    net.accepted(ann, RoomAction::Spawn(spawn(60)));
     let full = rejected("the room's entities hold at most 100 bytes of state");
-    assert_eq!(net.ask(bob, RoomAction::Spawn, &spawn(41)), full);
-    net.accepted(bob, RoomAction::Spawn, &spawn(40));
+    assert_eq!(net.ask(bob, RoomAction::Spawn(spawn(41))), full);
+    net.accepted(bob, RoomAction::Spawn(spawn(40)));
     // Growing a state past it is refused; shrinking one makes room.
     let grow = EntityUpdate {
         id: EntityId(1),
         state: vec![2; 61],
     };
-    assert_eq!(net.ask(ann, RoomAction::Update, &grow), full);
+    assert_eq!(net.ask(ann, RoomAction::Update(grow)), full);
     let shrink = EntityUpdate {
         id: EntityId(1),
         state: vec![2; 10],
     };
-    net.accepted(ann, RoomAction::Update, &shrink);
-    net.accepted(bob, RoomAction::Spawn, &spawn(50));
+    net.accepted(ann, RoomAction::Update(shrink));
+    net.accepted(bob, RoomAction::Spawn(spawn(50)));
     // A despawn gives its bytes back.
-    net.accepted(bob, RoomAction::Despawn, &EntityId(3));
-    net.accepted(ann, RoomAction::Spawn, &spawn(50));
+    net.accepted(bob, RoomAction::Despawn(EntityId(3)));
+    net.accepted(ann, RoomAction::Spawn(spawn(50)));
 }
 
 #[test]
@@ -810,14 +795,14 @@ fn rpc_flood_is_capped_per_player_per_second_and_others_still_get_through() {
     net.room_of_two(ann, bob, 4);
     let call = rpc(RpcTarget::Others, "boom", &1u32);
     for _ in 0..15 {
-        net.accepted(ann, RoomAction::Rpc, &call);
-        net.accepted(ann, RoomAction::Custom, &custom("fx", "boom"));
+        net.accepted(ann, RoomAction::Rpc(call.clone()));
+        net.accepted(ann, RoomAction::Custom(custom("fx", "boom")));
     }
     // 30 in the second (RPCs and custom messages together): refused.
     let capped = rejected("at most 30 RPCs and custom messages a second");
-    assert_eq!(net.ask(ann, RoomAction::Rpc, &call), capped);
+    assert_eq!(net.ask(ann, RoomAction::Rpc(call.clone())), capped);
     assert_eq!(
-        net.ask(ann, RoomAction::Custom, &custom("fx", "boom")),
+        net.ask(ann, RoomAction::Custom(custom("fx", "boom"))),
         capped
     );
     let calls = net
@@ -827,8 +812,8 @@ fn rpc_flood_is_capped_per_player_per_second_and_others_still_get_through() {
         .count();
     assert_eq!(calls, 30);
     // The room is not locked out: bob still calls.
-    net.accepted(bob, RoomAction::Rpc, &rpc(RpcTarget::Host, "hi", &()));
+    net.accepted(bob, RoomAction::Rpc(rpc(RpcTarget::Host, "hi", &())));
     // A second later, ann may again.
     net.advance(Duration::from_secs(1));
-    net.accepted(ann, RoomAction::Rpc, &call);
+    net.accepted(ann, RoomAction::Rpc(call.clone()));
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use switchboard::manager::protocol::{self as session, RequestFrame};
-use switchboard::message::{Action, Message};
+use switchboard::message::{Message, TypedMessage};
 use switchboard::session::RateLimiter;
 use switchboard::socket::{CloseCode, SocketEvent, SocketStream};
 use switchboard::ClientId;
@@ -315,18 +315,18 @@ impl Bridge {
     }
 
     /// Sends a rooms request; its id.
-    pub(super) async fn request<T: serde::Serialize>(
-        &mut self,
-        action: RoomAction,
-        content: &T,
-    ) -> Result<u64, String> {
+    pub(super) async fn request(&mut self, request: RoomAction) -> Result<u64, String> {
         let id = self.next_request;
         self.next_request += 1;
+        let mut content = Vec::new();
+        request
+            .encode_content(&mut content)
+            .map_err(|e| e.to_string())?;
         let frame = RequestFrame {
             id,
-            channel: switchboard::message::ROOMS_CHANNEL,
-            action: action.id(),
-            content: switchboard::codec::encode_value(content).map_err(|e| e.to_string())?,
+            channel: request.channel_id(),
+            action: request.action_id(),
+            content,
         };
         let session = self.session.as_ref().ok_or("not connected to the server")?;
         let message = session::session_message(session::REQUEST, &frame);

@@ -177,7 +177,7 @@ impl Bridge {
         // Rooms are found by name, so one join at a time on this listener.
         let shared = self.shared.clone();
         let _guard = shared.join_lock.lock().await;
-        self.request(RoomAction::ListRooms, &()).await?;
+        self.request(RoomAction::ListRooms).await?;
         let list = loop {
             let message = self.next_session_message().await?;
             if let Some(RoomEvent::List(list)) = RoomEvent::decode(&message) {
@@ -185,7 +185,7 @@ impl Bridge {
             }
         };
         let asked = match list.iter().find(|room| room.name == self.ask.name) {
-            Some(room) => self.request(RoomAction::Join, &room.id).await?,
+            Some(room) => self.request(RoomAction::Join(room.id)).await?,
             None => {
                 let room = CreateRoom {
                     name: self.ask.name.clone(),
@@ -193,7 +193,7 @@ impl Bridge {
                     metadata: [("protocol".to_string(), "axispy".to_string())].into(),
                     private: false,
                 };
-                self.request(RoomAction::Create, &room).await?
+                self.request(RoomAction::Create(room)).await?
             }
         };
         // The room's state comes before the request's answer.

@@ -351,7 +351,7 @@ impl Bridge {
             && room.players.iter().any(|p| p.id == me && p.host);
         if ready && !self.start_asked {
             self.start_asked = true;
-            let _ = self.request(RoomAction::Start, &()).await;
+            let _ = self.request(RoomAction::Start).await;
         }
     }
 }

@@ -35,13 +35,13 @@ impl Bridge {
         match message.t.as_str() {
             "player_ready" => {
                 let ready = truthy(d.get("ready"));
-                let _ = self.request(RoomAction::Ready, &ready).await;
+                let _ = self.request(RoomAction::Ready(ready)).await;
             }
             "state_update" => return self.update(&d).await,
             "despawn_entity" => {
                 if let Some(id) = net_id(&d) {
                     self.despawning.insert(id);
-                    if let Ok(request) = self.request(RoomAction::Despawn, &id).await {
+                    if let Ok(request) = self.request(RoomAction::Despawn(id)).await {
                         self.pending.insert(request, Pending::Despawn(id));
                     }
                 }
@@ -54,7 +54,7 @@ impl Bridge {
                     channel: channel.to_string(),
                     data: wire::to_native(&payload),
                 };
-                let _ = self.request(RoomAction::Custom, &custom).await;
+                let _ = self.request(RoomAction::Custom(custom)).await;
             }
             // Only to the one who asked (the original broadcast it).
             "ping" => {
@@ -64,7 +64,7 @@ impl Bridge {
             }
             "disconnect" => {
                 // A leave at once (the client abandons its socket next).
-                let _ = self.request(RoomAction::Leave, &()).await;
+                let _ = self.request(RoomAction::Leave).await;
                 if let Some(session) = self.session.take() {
                     session.handle().close(CloseCode::NORMAL, "left");
                 }
@@ -108,7 +108,7 @@ impl Bridge {
         }
         self.mine.insert(id, merged);
         let _ = self
-            .request(RoomAction::Update, &EntityUpdate { id, state })
+            .request(RoomAction::Update(EntityUpdate { id, state }))
             .await;
         Ok(())
     }
@@ -133,7 +133,7 @@ impl Bridge {
                 kind: prefab.to_string(),
                 state: wire::to_native(&json!({ "data": data, "state": {} })),
             };
-            let _ = self.request(RoomAction::Spawn, &spawn).await;
+            let _ = self.request(RoomAction::Spawn(spawn)).await;
             return;
         }
         let me_client = me.client;
@@ -177,7 +177,7 @@ impl Bridge {
             target,
             args: wire::to_native(&args),
         };
-        let _ = self.request(RoomAction::Rpc, &rpc).await;
+        let _ = self.request(RoomAction::Rpc(rpc)).await;
     }
 }
 

@@ -12,13 +12,12 @@ use switchboard::client::{
     ClientConfig, NetworkClient, RequestError, RequestStatus, RequestTicket,
 };
 use switchboard::codec;
-use switchboard::message::Message;
 use switchboard::session::ClientId;
 
 use crate::event::RoomView;
 use crate::protocol::{
     CreateRoom, CustomRequest, EntityId, EntityUpdate, Kick, RoomAction, RoomId, RoomState,
-    RoomsChannel, RpcRequest, RpcTarget, SpawnRequest, Transfer,
+    RpcRequest, RpcTarget, SpawnRequest, Transfer,
 };
 
 pub use events::{RoomClientEvent, RoomDrain, RoomSignals, RpcError};
@@ -98,28 +97,23 @@ impl RoomClient {
         self.room.room().cloned()
     }
 
-    fn ask<T: Serialize + ?Sized>(
-        &mut self,
-        action: RoomAction,
-        content: &T,
-    ) -> Result<RequestTicket, RequestError> {
-        let message = Message::new(RoomsChannel, action, content)?;
-        self.client.request(message)
+    fn ask(&mut self, request: RoomAction) -> Result<RequestTicket, RequestError> {
+        self.client.request(request)
     }
 
     /// Creates a room and joins it as host.
     pub fn create(&mut self, room: &CreateRoom) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Create, room)
+        self.ask(RoomAction::Create(room.clone()))
     }
 
     /// Asks for the public rooms; `rooms_listed` answers.
     pub fn list(&mut self) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::ListRooms, &())
+        self.ask(RoomAction::ListRooms)
     }
 
     /// Joins a room; `room_state` or `join_rejected` answers.
     pub fn join(&mut self, room: RoomId) -> Result<RequestTicket, RequestError> {
-        let ticket = self.ask(RoomAction::Join, &room)?;
+        let ticket = self.ask(RoomAction::Join(room))?;
         self.joins.push(ticket);
         Ok(ticket)
     }
@@ -130,7 +124,7 @@ impl RoomClient {
         &mut self,
         reservation: &crate::directory::Reservation,
     ) -> Result<RequestTicket, RequestError> {
-        let ticket = self.ask(RoomAction::JoinReserved, reservation)?;
+        let ticket = self.ask(RoomAction::JoinReserved(reservation.clone()))?;
         self.joins.push(ticket);
         Ok(ticket)
     }
@@ -146,39 +140,36 @@ impl RoomClient {
             reservation: reservation.clone(),
             room: room.clone(),
         };
-        self.ask(RoomAction::CreateReserved, &reserved)
+        self.ask(RoomAction::CreateReserved(reserved))
     }
 
     /// Leaves the room.
     pub fn leave(&mut self) -> Result<RequestTicket, RequestError> {
         self.room.clear();
-        self.ask(RoomAction::Leave, &())
+        self.ask(RoomAction::Leave)
     }
 
     /// Marks yourself ready or not.
     pub fn set_ready(&mut self, ready: bool) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Ready, &ready)
+        self.ask(RoomAction::Ready(ready))
     }
 
     /// Starts the game (host; everyone ready).
     pub fn start(&mut self) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Start, &())
+        self.ask(RoomAction::Start)
     }
 
     /// Kicks a player (host).
     pub fn kick(&mut self, player: ClientId, reason: &str) -> Result<RequestTicket, RequestError> {
-        self.ask(
-            RoomAction::Kick,
-            &Kick {
-                player,
-                reason: reason.to_string(),
-            },
-        )
+        self.ask(RoomAction::Kick(Kick {
+            player,
+            reason: reason.to_string(),
+        }))
     }
 
     /// Locks or unlocks the room (host).
     pub fn lock(&mut self, locked: bool) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Lock, &locked)
+        self.ask(RoomAction::Lock(locked))
     }
 
     /// Registers the handler of RPC `method`, taking arguments of type `T`.
@@ -202,14 +193,11 @@ impl RoomClient {
         args: &T,
     ) -> Result<RequestTicket, RequestError> {
         let args = codec::encode_value(args)?;
-        self.ask(
-            RoomAction::Rpc,
-            &RpcRequest {
-                method: method.to_string(),
-                target,
-                args,
-            },
-        )
+        self.ask(RoomAction::Rpc(RpcRequest {
+            method: method.to_string(),
+            target,
+            args,
+        }))
     }
 
     /// Sends `data` on a named channel to every other member.
@@ -219,13 +207,10 @@ impl RoomClient {
         data: &T,
     ) -> Result<RequestTicket, RequestError> {
         let data = codec::encode_value(data)?;
-        self.ask(
-            RoomAction::Custom,
-            &CustomRequest {
-                channel: channel.to_string(),
-                data,
-            },
-        )
+        self.ask(RoomAction::Custom(CustomRequest {
+            channel: channel.to_string(),
+            data,
+        }))
     }
 
     /// Spawns an entity you own.
@@ -235,13 +220,10 @@ impl RoomClient {
         state: &T,
     ) -> Result<RequestTicket, RequestError> {
         let state = codec::encode_value(state)?;
-        self.ask(
-            RoomAction::Spawn,
-            &SpawnRequest {
-                kind: kind.to_string(),
-                state,
-            },
-        )
+        self.ask(RoomAction::Spawn(SpawnRequest {
+            kind: kind.to_string(),
+            state,
+        }))
     }
 
     /// Sets an entity's state (owner or host); the others get it at the
@@ -252,12 +234,12 @@ impl RoomClient {
         state: &T,
     ) -> Result<RequestTicket, RequestError> {
         let state = codec::encode_value(state)?;
-        self.ask(RoomAction::Update, &EntityUpdate { id, state })
+        self.ask(RoomAction::Update(EntityUpdate { id, state }))
     }
 
     /// Despawns an entity (owner or host).
     pub fn despawn(&mut self, id: EntityId) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Despawn, &id)
+        self.ask(RoomAction::Despawn(id))
     }
 
     /// Hands an entity to another member (owner or host).
@@ -266,6 +248,6 @@ impl RoomClient {
         id: EntityId,
         owner: ClientId,
     ) -> Result<RequestTicket, RequestError> {
-        self.ask(RoomAction::Transfer, &Transfer { id, owner })
+        self.ask(RoomAction::Transfer(Transfer { id, owner }))
     }
 }

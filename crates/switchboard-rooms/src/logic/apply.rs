@@ -56,7 +56,7 @@ impl RoomsLogic {
                     .filter(|r| !r.private)
                     .map(Self::summary)
                     .collect();
-                send(out, Audience::One(client), RoomAction::List, &list);
+                out.send(Audience::One(client), RoomAction::List(list));
             }
             RoomCommand::Join(id) => {
                 let Some(room) = self.rooms.get_mut(&id) else {
@@ -73,12 +73,7 @@ impl RoomsLogic {
                     self.room_of.insert(client, id);
                     let room = room.clone();
                     let joined = self.player(&room, room.members.last().expect("just pushed"));
-                    send(
-                        out,
-                        Audience::Only(others),
-                        RoomAction::PlayerJoined,
-                        &joined,
-                    );
+                    out.send(Audience::Only(others), RoomAction::PlayerJoined(joined));
                 }
                 // Late joiners (and returning members) get the whole room.
                 if let Some(room) = self.rooms.get(&id) {
@@ -96,7 +91,7 @@ impl RoomsLogic {
                 let room = room.clone();
                 if let Some(member) = room.members.iter().find(|m| m.id == client) {
                     let player = self.player(&room, member);
-                    to_members(out, &room, RoomAction::PlayerChanged, &player);
+                    to_members(out, &room, RoomAction::PlayerChanged(player));
                 }
             }
             RoomCommand::Start => {
@@ -104,16 +99,11 @@ impl RoomsLogic {
                     return;
                 };
                 room.started = true;
-                to_members(out, room, RoomAction::Started, &());
+                to_members(out, room, RoomAction::Started);
             }
             RoomCommand::Kick(kick) => {
                 self.remove(kick.player, &format!("kicked: {}", kick.reason), out);
-                send(
-                    out,
-                    Audience::One(kick.player),
-                    RoomAction::Kicked,
-                    &kick.reason,
-                );
+                out.send(Audience::One(kick.player), RoomAction::Kicked(kick.reason));
             }
             RoomCommand::Lock(locked) => {
                 if let Some(room) = self.room_mut(client) {
@@ -141,7 +131,7 @@ impl RoomsLogic {
                     method: rpc.method,
                     args: rpc.args,
                 };
-                send(out, audience, RoomAction::RpcCall, &call);
+                out.send(audience, RoomAction::RpcCall(call));
             }
             RoomCommand::Custom(custom) => {
                 *self.rpcs.entry(client).or_default() += 1;
@@ -157,12 +147,7 @@ impl RoomsLogic {
                     channel: custom.channel,
                     data: custom.data,
                 };
-                send(
-                    out,
-                    Audience::Only(others),
-                    RoomAction::CustomMessage,
-                    &message,
-                );
+                out.send(Audience::Only(others), RoomAction::CustomMessage(message));
             }
             RoomCommand::Spawn(spawn) => {
                 let Some(room) = self.room_mut(client) else {
@@ -177,7 +162,7 @@ impl RoomsLogic {
                 };
                 room.state_bytes += entity.state.len();
                 room.entities.insert(entity.id, entity.clone());
-                to_members(out, room, RoomAction::Spawned, &entity);
+                to_members(out, room, RoomAction::Spawned(entity));
             }
             RoomCommand::Despawn(id) => {
                 let Some(room) = self.room_mut(client) else {
@@ -187,7 +172,7 @@ impl RoomsLogic {
                     room.state_bytes -= entity.state.len();
                 }
                 room.dirty.remove(&id);
-                to_members(out, room, RoomAction::Despawned, &id);
+                to_members(out, room, RoomAction::Despawned(id));
             }
             RoomCommand::Update(update) => {
                 let Some(room) = self.room_mut(client) else {
@@ -209,7 +194,7 @@ impl RoomsLogic {
                 if let Some(entity) = room.entities.get_mut(&transfer.id) {
                     entity.owner = transfer.owner;
                 }
-                to_members(out, room, RoomAction::OwnerChanged, &transfer);
+                to_members(out, room, RoomAction::OwnerChanged(transfer));
             }
         }
     }

@@ -17,14 +17,14 @@ pub use pages::PAGE_BYTES;
 use std::collections::{BTreeMap, HashMap};
 
 use switchboard::manager::{Audience, GameLogic, Outbox, Place, Rejection, Request};
-use switchboard::message::Message;
+use switchboard::message::TypedMessage;
 use switchboard::session::ClientId;
 
-use crate::directory::{CreateReserved, DirectoryLink, DirectorySnapshot, Reservation, RoomRecord};
+use crate::directory::{DirectoryLink, DirectorySnapshot, Reservation, RoomRecord};
 use crate::protocol::{
     CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
-    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RoomsChannel, RpcCall, RpcRequest,
-    RpcTarget, SpawnRequest, Transfer,
+    RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RpcCall, RpcRequest, RpcTarget,
+    SpawnRequest, Transfer,
 };
 
 /// The most rooms a server holds.
@@ -176,25 +176,8 @@ fn invalid<T>(reason: impl Into<String>) -> Result<T, Rejection> {
 }
 
 /// Sends to every member of `room`.
-fn to_members<T: serde::Serialize>(out: &mut Outbox, room: &Room, action: RoomAction, content: &T) {
-    send(
-        out,
-        Audience::Only(RoomsLogic::members(room)),
-        action,
-        content,
-    );
-}
-
-fn send<T: serde::Serialize>(
-    out: &mut Outbox,
-    audience: Audience,
-    action: RoomAction,
-    content: &T,
-) {
-    match Message::new(RoomsChannel, action, content) {
-        Ok(message) => out.send(audience, message),
-        Err(err) => tracing::error!(%err, "room event did not encode"),
-    }
+fn to_members(out: &mut Outbox, room: &Room, event: RoomAction) {
+    out.send(Audience::Only(RoomsLogic::members(room)), event);
 }
 
 impl RoomsLogic {
@@ -306,12 +289,7 @@ impl RoomsLogic {
             id: client,
             reason: reason.to_string(),
         };
-        send(
-            out,
-            Audience::Only(others.clone()),
-            RoomAction::PlayerLeft,
-            &left,
-        );
+        out.send(Audience::Only(others.clone()), RoomAction::PlayerLeft(left));
         // A leaver's entities go with it.
         let owned: Vec<EntityId> = room
             .entities
@@ -324,21 +302,11 @@ impl RoomsLogic {
                 room.state_bytes -= entity.state.len();
             }
             room.dirty.remove(&id);
-            send(
-                out,
-                Audience::Only(others.clone()),
-                RoomAction::Despawned,
-                &id,
-            );
+            out.send(Audience::Only(others.clone()), RoomAction::Despawned(id));
         }
         if room.host == client {
             room.host = room.members[0].id;
-            send(
-                out,
-                Audience::Only(others),
-                RoomAction::HostChanged,
-                &room.host,
-            );
+            out.send(Audience::Only(others), RoomAction::HostChanged(room.host));
         }
     }
 
@@ -353,7 +321,7 @@ impl RoomsLogic {
         let member = room.members.iter().find(|m| m.id == client).cloned();
         if let Some(member) = member {
             let player = self.player(&room, &member);
-            to_members(out, &room, RoomAction::PlayerChanged, &player);
+            to_members(out, &room, RoomAction::PlayerChanged(player));
             if connected {
                 self.send_state(out, client, &room);
             }
@@ -362,11 +330,10 @@ impl RoomsLogic {
 }
 
 impl GameLogic for RoomsLogic {
-    /// Untyped: the rooms channel's own protocol, checked action by action.
-    type Message = Message;
+    type Message = RoomAction;
     type Command = RoomCommand;
 
-    fn validate(&self, request: &Request) -> Result<RoomCommand, Rejection> {
+    fn validate(&self, request: &Request<RoomAction>) -> Result<RoomCommand, Rejection> {
         self.check(request)
     }
 
@@ -445,7 +412,7 @@ impl GameLogic for RoomsLogic {
             let member = member.clone();
             let room = room.clone();
             let player = self.player(&room, &member);
-            to_members(out, &room, RoomAction::PlayerChanged, &player);
+            to_members(out, &room, RoomAction::PlayerChanged(player));
         }
     }
 
@@ -497,23 +464,14 @@ impl GameLogic for RoomsLogic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard::message::Message;
 
-    fn request<T: serde::Serialize>(client: ClientId, action: RoomAction, content: &T) -> Request {
-        Request {
+    fn apply(logic: &mut RoomsLogic, client: ClientId, message: RoomAction) -> Outbox {
+        let request = Request {
             client,
             id: 1,
-            message: Message::new(RoomsChannel, action, content).unwrap(),
-        }
-    }
-
-    fn apply<T: serde::Serialize>(
-        logic: &mut RoomsLogic,
-        client: ClientId,
-        action: RoomAction,
-        content: &T,
-    ) -> Outbox {
-        let command = logic.validate(&request(client, action, content)).unwrap();
+            message,
+        };
+        let command = logic.validate(&request).unwrap();
         let mut out = Outbox::default();
         logic.apply(client, command, &mut out);
         out
@@ -531,8 +489,8 @@ mod tests {
             metadata: BTreeMap::new(),
             private: false,
         };
-        apply(&mut logic, ann, RoomAction::Create, &create);
-        apply(&mut logic, bob, RoomAction::Join, &RoomId(1));
+        apply(&mut logic, ann, RoomAction::Create(create));
+        apply(&mut logic, bob, RoomAction::Join(RoomId(1)));
 
         let mut out = Outbox::default();
         logic.on_latency(&[(bob, std::time::Duration::from_millis(42))], &mut out);

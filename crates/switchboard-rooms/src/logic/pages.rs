@@ -43,9 +43,9 @@ impl RoomsLogic {
             entities: entities.by_ref().take(first_page).cloned().collect(),
             more_entities: (room.entities.len() - first_page) as u32,
         };
-        send(out, Audience::One(client), RoomAction::State, &state);
+        out.send(Audience::One(client), RoomAction::State(state));
         for entity in entities {
-            send(out, Audience::One(client), RoomAction::Spawned, entity);
+            out.send(Audience::One(client), RoomAction::Spawned(entity.clone()));
         }
     }
 }
@@ -58,14 +58,17 @@ pub(super) fn send_updates(out: &mut Outbox, room: &Room, updates: Vec<EntityUpd
     for update in updates {
         let size = update.state.len() + 16;
         if bytes + size > PAGE_BYTES && !page.is_empty() {
-            to_members(out, room, RoomAction::StateUpdate, &page);
-            page.clear();
+            to_members(
+                out,
+                room,
+                RoomAction::StateUpdate(std::mem::take(&mut page)),
+            );
             bytes = 0;
         }
         bytes += size;
         page.push(update);
     }
     if !page.is_empty() {
-        to_members(out, room, RoomAction::StateUpdate, &page);
+        to_members(out, room, RoomAction::StateUpdate(page));
     }
 }

@@ -78,37 +78,34 @@ impl RoomsLogic {
 
     /// The rules: what each request may do, checked without changing
     /// anything.
-    pub(super) fn check(&self, request: &Request) -> Result<RoomCommand, Rejection> {
-        request.channel::<RoomsChannel>()?;
+    pub(super) fn check(&self, request: &Request<RoomAction>) -> Result<RoomCommand, Rejection> {
         let client = request.client;
-        match request.action::<RoomAction>()? {
-            RoomAction::Create => {
+        match &request.message {
+            RoomAction::Create(create) => {
                 self.not_through_the_directory()?;
                 Ok(RoomCommand::Create(
-                    self.check_create(client, request.content()?)?,
+                    self.check_create(client, create.clone())?,
                 ))
             }
-            RoomAction::CreateReserved => {
-                let reserved: CreateReserved = request.content()?;
+            RoomAction::CreateReserved(reserved) => {
                 self.check_reservation(&reserved.reservation, None)?;
-                let create = self.check_create(client, reserved.room)?;
-                Ok(RoomCommand::CreateReserved(create, reserved.reservation))
+                let create = self.check_create(client, reserved.room.clone())?;
+                Ok(RoomCommand::CreateReserved(
+                    create,
+                    reserved.reservation.clone(),
+                ))
             }
-            RoomAction::JoinReserved => {
-                let reservation: Reservation = request.content()?;
+            RoomAction::JoinReserved(reservation) => {
                 let id = reservation
                     .room
                     .ok_or_else(|| Rejection::invalid("the reservation is for a new room"))?;
-                self.check_reservation(&reservation, Some(id))?;
+                self.check_reservation(reservation, Some(id))?;
                 self.check_join(client, id)?;
-                Ok(RoomCommand::JoinReserved(id, reservation))
+                Ok(RoomCommand::JoinReserved(id, reservation.clone()))
             }
-            RoomAction::ListRooms => {
-                request.content::<()>()?;
-                Ok(RoomCommand::List)
-            }
-            RoomAction::Join => {
-                let id: RoomId = request.content()?;
+            RoomAction::ListRooms => Ok(RoomCommand::List),
+            RoomAction::Join(id) => {
+                let id = *id;
                 // A member coming back needs no new seat.
                 if self.room_of.get(&client) != Some(&id) {
                     self.not_through_the_directory()?;
@@ -117,19 +114,16 @@ impl RoomsLogic {
                 Ok(RoomCommand::Join(id))
             }
             RoomAction::Leave => {
-                request.content::<()>()?;
                 self.room_of(client)?;
                 Ok(RoomCommand::Leave)
             }
-            RoomAction::Ready => {
-                let ready: bool = request.content()?;
+            RoomAction::Ready(ready) => {
                 if self.room_of(client)?.started {
                     return invalid("the game has started");
                 }
-                Ok(RoomCommand::Ready(ready))
+                Ok(RoomCommand::Ready(*ready))
             }
             RoomAction::Start => {
-                request.content::<()>()?;
                 let room = self.host_room(client)?;
                 if room.started {
                     return invalid("the game has started already");
@@ -140,8 +134,7 @@ impl RoomsLogic {
                 }
                 Ok(RoomCommand::Start)
             }
-            RoomAction::Kick => {
-                let kick: Kick = request.content()?;
+            RoomAction::Kick(kick) => {
                 let room = self.host_room(client)?;
                 if kick.player == client {
                     return invalid("the host cannot kick itself; leave instead");
@@ -149,15 +142,13 @@ impl RoomsLogic {
                 if !room.members.iter().any(|m| m.id == kick.player) {
                     return invalid("no such player in your room");
                 }
-                Ok(RoomCommand::Kick(kick))
+                Ok(RoomCommand::Kick(kick.clone()))
             }
-            RoomAction::Lock => {
-                let locked: bool = request.content()?;
+            RoomAction::Lock(locked) => {
                 self.host_room(client)?;
-                Ok(RoomCommand::Lock(locked))
+                Ok(RoomCommand::Lock(*locked))
             }
-            RoomAction::Rpc => {
-                let rpc: RpcRequest = request.content()?;
+            RoomAction::Rpc(rpc) => {
                 let room = self.room_of(client)?;
                 self.check_rpc_rate(client)?;
                 if rpc.method.is_empty() || rpc.method.len() > 64 {
@@ -168,19 +159,17 @@ impl RoomsLogic {
                         return invalid("no such player in your room");
                     }
                 }
-                Ok(RoomCommand::Rpc(rpc))
+                Ok(RoomCommand::Rpc(rpc.clone()))
             }
-            RoomAction::Custom => {
-                let custom: CustomRequest = request.content()?;
+            RoomAction::Custom(custom) => {
                 self.room_of(client)?;
                 self.check_rpc_rate(client)?;
                 if custom.channel.len() > 32 {
                     return invalid("custom channel names have at most 32 bytes");
                 }
-                Ok(RoomCommand::Custom(custom))
+                Ok(RoomCommand::Custom(custom.clone()))
             }
-            RoomAction::Spawn => {
-                let spawn: SpawnRequest = request.content()?;
+            RoomAction::Spawn(spawn) => {
                 let room = self.room_of(client)?;
                 let limits = &self.limits;
                 if spawn.kind.len() > 32 || spawn.state.len() > limits.max_entity_state {
@@ -197,15 +186,13 @@ impl RoomsLogic {
                     return invalid(format!("you own {owned} entities, the most a player may"));
                 }
                 self.check_room_state(room, 0, spawn.state.len())?;
-                Ok(RoomCommand::Spawn(spawn))
+                Ok(RoomCommand::Spawn(spawn.clone()))
             }
-            RoomAction::Despawn => {
-                let id: EntityId = request.content()?;
-                self.entity_of(client, id)?;
-                Ok(RoomCommand::Despawn(id))
+            RoomAction::Despawn(id) => {
+                self.entity_of(client, *id)?;
+                Ok(RoomCommand::Despawn(*id))
             }
-            RoomAction::Update => {
-                let update: EntityUpdate = request.content()?;
+            RoomAction::Update(update) => {
                 let (room, entity) = self.entity_of(client, update.id)?;
                 if update.state.len() > self.limits.max_entity_state {
                     return invalid(format!(
@@ -214,22 +201,18 @@ impl RoomsLogic {
                     ));
                 }
                 self.check_room_state(room, entity.state.len(), update.state.len())?;
-                Ok(RoomCommand::Update(update))
+                Ok(RoomCommand::Update(update.clone()))
             }
-            RoomAction::Transfer => {
-                let transfer: Transfer = request.content()?;
+            RoomAction::Transfer(transfer) => {
                 let (room, _) = self.entity_of(client, transfer.id)?;
                 if !room.members.iter().any(|m| m.id == transfer.owner) {
                     return invalid("the new owner is not in the room");
                 }
-                Ok(RoomCommand::Transfer(transfer))
+                Ok(RoomCommand::Transfer(transfer.clone()))
             }
             other => Err(Rejection {
                 kind: switchboard::manager::RejectionKind::UnknownAction,
-                reason: format!(
-                    "{} is an event, not a request",
-                    switchboard::message::Action::name(other)
-                ),
+                reason: format!("{} is an event, not a request", other.action_name()),
             }),
         }
     }
