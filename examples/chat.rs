@@ -97,7 +97,7 @@ fn chat_client(addr: impl ToString, who: &str) -> NetworkClient {
     let client = NetworkClient::connect(addr, ClientConfig::named(who));
     let me = who.to_string();
     client.subscribe(Chan::Chat, move |delivery| {
-        if let Ok(Chat::Line(line)) = delivery.message.typed() {
+        if let Ok(Chat::Line(line)) = delivery.typed() {
             println!("[{me} sees] {}: {}", line.from, line.text);
         }
     });

@@ -1,9 +1,9 @@
 //! A complete game, server and client: `cargo run --example minimal`.
-use std::time::Duration;
 use switchboard::prelude::*;
 
 channels! { enum Chan { Score = 16 } }
 actions! { #[derive(Debug)] enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
+const WAIT: Duration = Duration::from_secs(2);
 
 /// The rules: add 1 to 10 points; everyone hears the new total.
 struct Points(u32);
@@ -26,16 +26,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = ServerManager::builder(Points(0)).spawn()?;
     let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
     // A slot on the score channel: it runs as the game takes each update.
-    client.subscribe(Chan::Score, |update| {
-        println!("heard {:?}", update.message.typed::<Score>())
-    });
+    client.subscribe(Chan::Score, |u| println!("{:?}", u.typed::<Score>()));
     for points in [3, 50, 7] {
         let ticket = client.request(Score::Add(points))?;
-        let verdict = client.wait(ticket, Duration::from_secs(5));
-        println!("add {points}: {verdict:?}");
+        println!("add {points}: {:?}", client.wait(ticket, WAIT));
     }
-    client.poll_timeout(Duration::from_millis(100));
-    let points = server.shutdown_blocking()?.0;
-    println!("the server stopped at {points} points");
+    client.poll_timeout(WAIT / 20);
+    println!("final: {} points", server.shutdown_blocking()?.0);
     Ok(())
 }

@@ -3,7 +3,10 @@
 //! The declarations ([`channels!`](crate::channels), [`actions!`](crate::actions),
 //! [`messages!`](crate::messages)), the server side ([`GameLogic`] and what
 //! it is given and answers with, [`ServerManager`] and its builder), the
-//! client side ([`NetworkClient`], its events and requests), and signals.
+//! client side ([`NetworkClient`], its events and requests), signals, and
+//! `Duration` (timeouts and ticks).
+
+pub use std::time::Duration;
 
 pub use crate::client::{ClientConfig, ClientEvent, NetworkClient, RequestStatus, RequestTicket};
 pub use crate::manager::{

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 
 use crate::codec::ContentError;
-use crate::message::{Action, Channel, Message, PeerId};
+use crate::message::{Action, Channel, DecodeError, Message, PeerId, TypedMessage};
 use crate::signal::{Connection, Signal};
 
 /// A message as a subscriber receives it.
@@ -33,6 +33,12 @@ impl Delivery {
     /// Decodes the content as a `T`.
     pub fn content<T: DeserializeOwned>(&self) -> Result<T, ContentError> {
         self.message.content()
+    }
+
+    /// The message as a value of a typed action enum (see
+    /// [`Message::typed`]).
+    pub fn typed<M: TypedMessage>(&self) -> Result<M, DecodeError> {
+        self.message.typed()
     }
 }
 

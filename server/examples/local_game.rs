@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut client = NetworkClient::connect(server.addr(), ClientConfig::named("solo"));
     client.subscribe(BoardChannel::Board, |delivery| {
-        if let Ok(Board::Snapshot(snapshot)) = delivery.message.typed() {
+        if let Ok(Board::Snapshot(snapshot)) = delivery.typed() {
             println!(
                 "snapshot: {} keys, seats {:?}",
                 snapshot.board.len(),

@@ -48,7 +48,7 @@ fn player(addr: impl ToString, name: &str) -> (NetworkClient, Rc<RefCell<Heard>>
     let sink = heard.clone();
     client.subscribe(BoardChannel::Board, move |d| {
         let mut heard = sink.borrow_mut();
-        match d.message.typed::<Board>().unwrap() {
+        match d.typed::<Board>().unwrap() {
             Board::Line(line) => heard.lines.push(line),
             Board::Seats(seats) => heard.seats.push(seats),
             Board::Snapshot(snapshot) => heard.snapshots.push(snapshot),
@@ -173,7 +173,7 @@ fn shutdown_delivers_every_queued_update_before_the_goodbye() {
     let changes = Rc::new(RefCell::new(0));
     let c = changes.clone();
     bob.subscribe(BoardChannel::Board, move |d| {
-        if let Ok(Board::Changed(_)) = d.message.typed() {
+        if let Ok(Board::Changed(_)) = d.typed() {
             *c.borrow_mut() += 1;
         }
     });

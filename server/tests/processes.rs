@@ -125,7 +125,7 @@ fn hosting_binds_every_interface_and_two_players_join() {
     let seen = Rc::new(RefCell::new(Vec::<Presence>::new()));
     let sink = seen.clone();
     host.subscribe(BoardChannel::Board, move |d| {
-        if let Ok(Board::Presence(presence)) = d.message.typed() {
+        if let Ok(Board::Presence(presence)) = d.typed() {
             sink.borrow_mut().push(presence);
         }
     });

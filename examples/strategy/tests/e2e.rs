@@ -61,12 +61,12 @@ impl Player {
         let lobby = Rc::new(RefCell::new(None));
         let (v, l) = (view.clone(), lobby.clone());
         client.subscribe(Chan::Game, move |d| {
-            if let Ok(GameAct::View(view)) = d.message.typed() {
+            if let Ok(GameAct::View(view)) = d.typed() {
                 *v.borrow_mut() = Some(view);
             }
         });
         client.subscribe(Chan::Lobby, move |d| {
-            if let Ok(LobbyAct::State(lobby)) = d.message.typed() {
+            if let Ok(LobbyAct::State(lobby)) = d.typed() {
                 *l.borrow_mut() = Some(lobby);
             }
         });

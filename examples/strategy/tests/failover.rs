@@ -73,7 +73,7 @@ impl Player {
         let view = Rc::new(RefCell::new(None));
         let sink = view.clone();
         client.subscribe(Chan::Game, move |d| {
-            if let Ok(GameAct::View(view)) = d.message.typed() {
+            if let Ok(GameAct::View(view)) = d.typed() {
                 *sink.borrow_mut() = Some(view);
             }
         });
