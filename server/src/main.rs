@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
 mod master_cli;
+mod replay_cli;
 mod scale;
 mod web;
 use scale::RedisArgs;
@@ -56,6 +57,9 @@ enum Command {
     /// Run a matchmaker for rooms servers sharing a Redis: one room list,
     /// new rooms on the least-loaded server, seats reserved.
     Matchmaker(scale::MatchmakerArgs),
+    /// Replay a board game recorded with `--record FILE`, checking that
+    /// every output is the recorded one.
+    Replay(replay_cli::ReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -234,6 +238,9 @@ struct GameArgs {
     /// Seats on the board.
     #[arg(long, default_value_t = 8)]
     seats: u8,
+    /// Record every input to FILE, for `switchboard-server replay FILE`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
     /// Stop when stdin closes (what a parent process uses to stop its child).
     #[arg(long)]
     watch_stdin: bool,
@@ -286,6 +293,7 @@ fn main() -> ExitCode {
         Some(Command::Bots(args)) => load_cli::run_bots(args),
         Some(Command::Requests(args)) => load_cli::run_requests(args),
         Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
+        Some(Command::Replay(args)) => replay_cli::run_replay(args),
         None => run_game(cli.game),
     };
     match result {
@@ -333,7 +341,12 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         announce.heartbeat_interval = Duration::from_secs_f64(args.heartbeat_secs.max(0.05));
         config.listing = Some(announce.hook());
     }
-    let logic = BoardLogic::new(args.seats.max(1));
+    let seats = args.seats.max(1);
+    config.record = args.record.map(|path| switchboard::manager::RecordConfig {
+        initial_state: Some(vec![seats]),
+        ..switchboard::manager::RecordConfig::to(path)
+    });
+    let logic = BoardLogic::new(seats);
     let mut admin = args.admin;
     admin.fit_listeners(vec![("game", &mut config.server.max_connections)]);
     let listen = Listen {

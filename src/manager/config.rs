@@ -4,7 +4,7 @@ use std::time::Duration;
 
 pub use switchboard_proto::manager::config::ManagerRules;
 
-use super::{CheckpointHook, ListingHook, SharedSessionsHook};
+use super::{CheckpointHook, ListingHook, RecordConfig, SharedSessionsHook};
 use crate::socket::{PacerConfig, ServerConfig};
 
 /// Every setting of a server manager: the rules' (in `rules`, the protocol
@@ -39,6 +39,9 @@ pub struct ManagerConfig {
     /// `switchboard-redis` crate's `RedisCheckpoints`). None (default):
     /// checkpoints are dropped.
     pub checkpoints: Option<CheckpointHook>,
+    /// Record every input of the rules to a file, for an exact replay
+    /// (`docs/RECORDING.md`). None (default): nothing is recorded.
+    pub record: Option<RecordConfig>,
 }
 
 impl Default for ManagerConfig {
@@ -51,6 +54,7 @@ impl Default for ManagerConfig {
             listing: None,
             shared_sessions: None,
             checkpoints: None,
+            record: None,
         }
     }
 }

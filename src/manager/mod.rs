@@ -11,6 +11,7 @@
 mod builder;
 mod config;
 mod listing;
+mod record;
 pub use switchboard_proto::manager::protocol;
 mod run;
 mod run_shared;
@@ -27,6 +28,7 @@ pub use crate::lifecycle::ServerError;
 pub use builder::{RunningServer, ServerBuilder};
 pub use config::{ManagerConfig, ManagerRules};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
+pub use record::RecordConfig;
 pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
@@ -50,6 +52,7 @@ pub struct ServerManager<L: GameLogic> {
     server: ServerStream,
     config: ManagerConfig,
     core: ManagerCore<L>,
+    recorder: Option<record::Recorder>,
     control: Control,
 }
 
@@ -88,23 +91,33 @@ impl<L: GameLogic> ServerManager<L> {
         logic: L,
     ) -> std::io::Result<(Self, ManagerHandle)> {
         let server = ServerStream::bind(scope, port, config.server.clone())?;
-        Ok(Self::new(server, config, logic))
+        Self::new(server, config, logic)
     }
 
     /// A manager over an already listening server.
-    fn new(server: ServerStream, config: ManagerConfig, logic: L) -> (Self, ManagerHandle) {
+    fn new(
+        server: ServerStream,
+        config: ManagerConfig,
+        logic: L,
+    ) -> std::io::Result<(Self, ManagerHandle)> {
         let shutdown = CancellationToken::new();
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
-        let core = ManagerCore::new(
-            config.rules.clone(),
-            logic,
-            Box::new(crate::session::OsEntropy),
-        )
-        .with_shared_sessions(config.shared_sessions.is_some())
-        .with_checkpoints(config.checkpoints.is_some())
-        .with_stopwatch(std::time::Instant::now);
+        let (recorder, entropy) = match &config.record {
+            Some(record) => {
+                let (recorder, entropy) = record::Recorder::start::<L>(record, &config.rules)?;
+                (Some(recorder), entropy)
+            }
+            None => (
+                None,
+                Box::new(crate::session::OsEntropy) as Box<dyn crate::session::Entropy>,
+            ),
+        };
+        let core = ManagerCore::new(config.rules.clone(), logic, entropy)
+            .with_shared_sessions(config.shared_sessions.is_some())
+            .with_checkpoints(config.checkpoints.is_some())
+            .with_stopwatch(std::time::Instant::now);
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             websocket_addr: server.websocket_addr(),
@@ -119,6 +132,7 @@ impl<L: GameLogic> ServerManager<L> {
             server,
             config,
             core,
+            recorder,
             control: Control {
                 shutdown,
                 stats_rx,
@@ -126,7 +140,7 @@ impl<L: GameLogic> ServerManager<L> {
                 log,
             },
         };
-        (manager, handle)
+        Ok((manager, handle))
     }
 
     /// Serves until `shutdown` completes or [`ManagerHandle::shutdown`] is
@@ -136,10 +150,16 @@ impl<L: GameLogic> ServerManager<L> {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> L {
         use tracing::Instrument;
         let span = tracing::info_span!("manager", addr = %self.server.local_addr());
-        run::Runner::new(self.server, self.config, self.core, self.control)
-            .run(shutdown)
-            .instrument(span)
-            .await
+        run::Runner::new(
+            self.server,
+            self.config,
+            self.core,
+            self.recorder,
+            self.control,
+        )
+        .run(shutdown)
+        .instrument(span)
+        .await
     }
 }
 

@@ -5,10 +5,12 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::listing::{ListingStatus, ListingUpdates};
+use super::record::Recorder;
 use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
-use crate::socket::{Pacer, ServerEvent, ServerHandle, ServerStream};
+use crate::socket::{Pacer, PeerId, ServerEvent, ServerHandle, ServerStream};
+use switchboard_proto::record::Input;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;
@@ -22,6 +24,8 @@ pub(super) struct Runner<L: GameLogic> {
     handle: ServerHandle,
     config: ManagerConfig,
     core: ManagerCore<L>,
+    /// Where every input goes, when the session is recorded.
+    recorder: Option<Recorder>,
     control: Control,
     listing: Option<Box<dyn ListingUpdates>>,
     /// When queued updates leave (see [`Pacer`]).
@@ -35,6 +39,7 @@ impl<L: GameLogic> Runner<L> {
         server: ServerStream,
         config: ManagerConfig,
         core: ManagerCore<L>,
+        recorder: Option<Recorder>,
         control: Control,
     ) -> Self {
         Self {
@@ -43,6 +48,7 @@ impl<L: GameLogic> Runner<L> {
             pacer: Pacer::new(config.pacing, now()),
             config,
             core,
+            recorder,
             control,
             listing: None,
             stores: Stores::default(),
@@ -79,13 +85,21 @@ impl<L: GameLogic> Runner<L> {
                     }
                     None => break,
                 },
-                Some(event) = self.stores.next_answer() => {
-                    let actions = self.core.handle(event, now());
-                    carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions);
-                }
+                Some(event) = self.stores.next_answer() => self.take_in(event),
                 Some((client, reason, reply)) = self.control.kick_rx.recv() => {
-                    let (kicked, actions) = self.core.kick(client, &reason, now());
-                    carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions);
+                    let now = now();
+                    if let Some(recorder) = &mut self.recorder {
+                        let input = Input::Kick { client, reason: reason.clone() };
+                        recorder.input(input, now);
+                    }
+                    let (kicked, actions) = self.core.kick(client, &reason, now);
+                    if let Some(recorder) = &mut self.recorder {
+                        let actions: Vec<ManagerAction> = actions.collect();
+                        recorder.outputs(&actions);
+                        carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions.into_iter());
+                    } else {
+                        carry_out(&self.handle, &self.control, &mut self.pacer, &self.stores, actions);
+                    }
                     let _ = reply.send(kicked);
                 }
                 Some(reply) = self.control.stats_rx.recv() => {
@@ -108,6 +122,9 @@ impl<L: GameLogic> Runner<L> {
         }
         self.pacer.flush_due(&self.handle, None);
         self.shut_down().await;
+        if let Some(recorder) = self.recorder.take() {
+            recorder.finish().await;
+        }
         self.core.into_logic()
     }
 
@@ -166,26 +183,55 @@ impl<L: GameLogic> Runner<L> {
             }
             ServerEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
-        let actions = self.core.handle(event, now());
+        self.take_in(event);
+    }
+
+    /// One event into the core (recorded first, when recording), and what
+    /// the core did about it out.
+    fn take_in(&mut self, event: ManagerEvent) {
+        let now = now();
+        let Some(recorder) = &mut self.recorder else {
+            let actions = self.core.handle(event, now);
+            return carry_out(
+                &self.handle,
+                &self.control,
+                &mut self.pacer,
+                &self.stores,
+                actions,
+            );
+        };
+        recorder.event(&event, now);
+        let actions: Vec<ManagerAction> = self.core.handle(event, now).collect();
+        recorder.outputs(&actions);
         carry_out(
             &self.handle,
             &self.control,
             &mut self.pacer,
             &self.stores,
-            actions,
+            actions.into_iter(),
         );
     }
 
     fn on_tick(&mut self) {
         let handle = &self.handle;
-        let rtt = |peer| Some(Duration::from_micros(handle.peer(peer)?.stats().rtt_micros));
-        let actions = self.core.tick(now(), rtt);
+        let now = now();
+        let mut asked = Vec::new();
+        let rtt = |peer: PeerId| {
+            let rtt = Duration::from_micros(handle.peer(peer)?.stats().rtt_micros);
+            asked.push((peer.0, rtt.as_micros() as u64));
+            Some(rtt)
+        };
+        let actions: Vec<ManagerAction> = self.core.tick(now, rtt).collect();
+        if let Some(recorder) = &mut self.recorder {
+            recorder.input(Input::Tick { rtts: asked }, now);
+            recorder.outputs(&actions);
+        }
         carry_out(
             &self.handle,
             &self.control,
             &mut self.pacer,
             &self.stores,
-            actions,
+            actions.into_iter(),
         );
         let status = self.status();
         if let Some(listing) = &mut self.listing {

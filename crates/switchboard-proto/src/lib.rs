@@ -18,6 +18,7 @@
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters, the rules' settings ([`ManagerRules`](manager::config::ManagerRules)) and [`ManagerCore`](manager::core::ManagerCore): sessions, requests decoded and validated, addressed updates, as a state machine with time passed in |
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
+//! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs |
 //! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
 //!
 //! A game whose loop is not tokio's drives a client with
@@ -55,6 +56,7 @@ pub mod limits;
 pub mod manager;
 pub mod message;
 pub mod reason;
+pub mod record;
 pub mod session;
 
 /// The protocol version this build speaks; both ends must match (the

@@ -42,9 +42,10 @@ impl std::fmt::Display for CloseCode {
 /// An IO failure as a [`DisconnectReason`] keeps it: the kind to match on
 /// (`ConnectionRefused`, `ConnectionReset`, `UnexpectedEof`, `TimedOut`...)
 /// and the text for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IoFailure {
-    /// What kind of failure.
+    /// What kind of failure (in a recording: its name, `ErrorKind`'s Debug).
+    #[serde(with = "error_kind")]
     pub kind: std::io::ErrorKind,
     /// The system's or the library's words for it.
     pub message: String,
@@ -80,7 +81,7 @@ impl std::fmt::Display for IoFailure {
 
 /// Why a connection ended. The owner reads it from the `disconnected` signal
 /// (or the `Disconnected` event) after the fact.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// This side closed the connection.
@@ -246,4 +247,42 @@ pub enum SendError {
     /// The content could not be encoded.
     #[error(transparent)]
     Content(#[from] ContentError),
+}
+
+/// `std::io::ErrorKind` by name, for recordings (the kinds a connection
+/// ends with; any other reads back as `Other`).
+mod error_kind {
+    use std::io::ErrorKind;
+
+    const KINDS: [ErrorKind; 12] = [
+        ErrorKind::ConnectionRefused,
+        ErrorKind::ConnectionReset,
+        ErrorKind::ConnectionAborted,
+        ErrorKind::NotConnected,
+        ErrorKind::BrokenPipe,
+        ErrorKind::TimedOut,
+        ErrorKind::UnexpectedEof,
+        ErrorKind::InvalidData,
+        ErrorKind::InvalidInput,
+        ErrorKind::AddrInUse,
+        ErrorKind::WouldBlock,
+        ErrorKind::Other,
+    ];
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        kind: &ErrorKind,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{kind:?}"))
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<ErrorKind, D::Error> {
+        let name: String = serde::Deserialize::deserialize(d)?;
+        Ok(KINDS
+            .into_iter()
+            .find(|kind| format!("{kind:?}") == name)
+            .unwrap_or(ErrorKind::Other))
+    }
 }

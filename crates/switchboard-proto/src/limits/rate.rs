@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::address_key;
 
 /// One limit: a sustained rate and a burst.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RateLimit {
     /// Units per second refilled.
     pub per_second: f64,

@@ -9,7 +9,7 @@ use crate::limits::{BackoffPolicy, RateLimit};
 use crate::session::SessionConfig;
 
 /// Every limit and timer of the manager's rules; each field says its default.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ManagerRules {
     /// Grace period and session count.
     pub sessions: SessionConfig,

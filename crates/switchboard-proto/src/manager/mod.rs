@@ -32,7 +32,7 @@ pub enum LogLevel {
 }
 
 /// The store could not be reached or answered in time.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{0}")]
 pub struct ShareError(pub String);
 

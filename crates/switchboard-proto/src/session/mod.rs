@@ -37,7 +37,7 @@ pub fn checked_name(raw: &str) -> Result<&str, String> {
 
 /// A session as every process of a service sees it (what a shared store
 /// keeps; its token is kept apart).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SharedSession {
     /// Its id.
     pub client: ClientId,

@@ -58,7 +58,7 @@ impl std::fmt::Display for ClientId {
 }
 
 /// Limits of the session table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionConfig {
     /// How long a disconnected client keeps its session for a reconnect
     /// (default 60 s). Past it the session expires and the game's leave hook
@@ -459,12 +459,14 @@ impl Sessions {
     /// Ends every session whose grace period has passed; returns them.
     pub fn expire(&mut self, now: Instant) -> Vec<Session> {
         let grace = self.config.grace_period;
-        let expired: Vec<ClientId> = self
+        let mut expired: Vec<ClientId> = self
             .by_id
             .values()
             .filter(|s| matches!(s.link, Link::Offline { since } if now.saturating_duration_since(since) > grace))
             .map(|s| s.id)
             .collect();
+        // In id order: the same inputs give the same outputs.
+        expired.sort_unstable();
         expired
             .into_iter()
             .filter_map(|id| self.remove(id))

@@ -319,7 +319,7 @@ impl<L: GameLogic> ManagerCore<L> {
     pub fn tick(
         &mut self,
         now: Instant,
-        rtt: impl Fn(PeerId) -> Option<Duration>,
+        mut rtt: impl FnMut(PeerId) -> Option<Duration>,
     ) -> std::vec::Drain<'_, ManagerAction> {
         let mut out = Outbox::default();
         self.logic.on_tick(now, &mut out);
@@ -328,10 +328,18 @@ impl<L: GameLogic> ManagerCore<L> {
             .is_none_or(|t| now.saturating_duration_since(t) >= LATENCY_EVERY)
         {
             self.last_latency = Some(now);
-            let latencies: Vec<(ClientId, Duration)> = self
+            // In id order, as everything the core hands on: the same inputs
+            // give the same outputs, whatever a hash map's order (a replay
+            // checks it).
+            let mut online: Vec<(ClientId, PeerId)> = self
                 .peers
                 .iter()
-                .filter_map(|(peer, state)| Some((state.client?, rtt(*peer).unwrap_or_default())))
+                .filter_map(|(peer, state)| Some((state.client?, *peer)))
+                .collect();
+            online.sort_unstable();
+            let latencies: Vec<(ClientId, Duration)> = online
+                .into_iter()
+                .map(|(client, peer)| (client, rtt(peer).unwrap_or_default()))
                 .collect();
             if !latencies.is_empty() {
                 self.logic.on_latency(&latencies, &mut out);
@@ -350,7 +358,7 @@ impl<L: GameLogic> ManagerCore<L> {
         self.dispatch(out);
         self.refresh_shared(now);
         let hello_timeout = self.config.hello_timeout;
-        let late: Vec<PeerId> = self
+        let mut late: Vec<PeerId> = self
             .peers
             .iter()
             .filter(|(_, p)| {
@@ -360,6 +368,7 @@ impl<L: GameLogic> ManagerCore<L> {
             })
             .map(|(peer, _)| *peer)
             .collect();
+        late.sort_unstable();
         for peer in late {
             self.close(peer, CloseCode::IDLE_TIMEOUT, "no hello in time");
             if let Some(state) = self.peers.get_mut(&peer) {
@@ -521,12 +530,16 @@ impl<L: GameLogic> ManagerCore<L> {
                     .iter()
                     .filter_map(|c| self.sessions.get(*c).and_then(|s| s.peer()))
                     .collect(),
-                _ => self
-                    .sessions
-                    .iter()
-                    .filter(|s| audience.includes(s.id))
-                    .filter_map(|s| s.peer())
-                    .collect(),
+                _ => {
+                    let mut peers: Vec<PeerId> = self
+                        .sessions
+                        .iter()
+                        .filter(|s| audience.includes(s.id))
+                        .filter_map(|s| s.peer())
+                        .collect();
+                    peers.sort_unstable();
+                    peers
+                }
             };
             if !peers.is_empty() {
                 self.actions

@@ -125,9 +125,10 @@ impl<L: GameLogic> ManagerCore<L> {
             return;
         }
         self.last_refresh = Some(now);
-        let online: Vec<ShareUpdate> = self
-            .sessions
-            .online()
+        let mut online: Vec<_> = self.sessions.online().collect();
+        online.sort_unstable_by_key(|(session, _)| session.id);
+        let online: Vec<ShareUpdate> = online
+            .into_iter()
             .map(|(session, token)| ShareUpdate::Online {
                 session: SharedSession {
                     client: session.id,

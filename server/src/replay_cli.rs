@@ -1,0 +1,60 @@
+//! `switchboard-server replay FILE`: a recorded board game fed to a fresh
+//! core, every output compared with the recorded run's.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use switchboard::record::{replay, RecordReader, ReplayError};
+use switchboard_server::board::BoardLogic;
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// A recording made with `--record FILE`.
+    file: PathBuf,
+}
+
+/// Replays the recording; an error says where the replay diverged, or
+/// why the file could not be read.
+pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
+    let file =
+        std::fs::File::open(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let reader = RecordReader::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let header = reader.header().clone();
+    if !header.logic.ends_with("BoardLogic") {
+        return Err(format!(
+            "{}: a recording of {}; this command replays the board game (a game replays its own logic with switchboard::record::replay)",
+            args.file.display(),
+            header.logic
+        ));
+    }
+    let seats = header
+        .initial_state
+        .as_deref()
+        .and_then(|state| state.first().copied())
+        .unwrap_or(8);
+    println!(
+        "replaying {} (Switchboard {}, {seats} seats)",
+        args.file.display(),
+        header.version
+    );
+    let started = Instant::now();
+    match replay(reader, |_| BoardLogic::new(seats), Instant::now()) {
+        Ok(report) => {
+            println!(
+                "{} inputs over {:.1} s of play replayed in {:.3} s: {} outputs, every one identical",
+                report.inputs,
+                report.span.as_secs_f64(),
+                started.elapsed().as_secs_f64(),
+                report.outputs
+            );
+            if let Some(why) = report.stopped {
+                println!("the recording stopped early: {why}");
+            }
+            Ok(())
+        }
+        Err(ReplayError::Diverged(divergence)) => Err(format!("diverged:\n{divergence}")),
+        Err(err) => Err(err.to_string()),
+    }
+}

@@ -1,0 +1,192 @@
+//! Recording a server's session over real sockets, and replaying it
+//! exactly (`docs/RECORDING.md`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use switchboard::manager::RecordConfig;
+use switchboard::record::{replay, Input, RecordReader, ReplayError};
+use switchboard::{ClientConfig, ManagerConfig, NetworkClient, RequestStatus, ServerManager};
+use switchboard_server::board::{Board, BoardLogic, SetValue, Whisper};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn recording(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("switchboard-{tag}-{}.swrec", std::process::id()))
+}
+
+fn ask(client: &mut NetworkClient, request: Board) -> RequestStatus {
+    let ticket = client.request(request).unwrap();
+    client.wait(ticket, WAIT)
+}
+
+fn welcomed(addr: std::net::SocketAddr, name: &str) -> NetworkClient {
+    let mut client = NetworkClient::connect(addr, ClientConfig::named(name));
+    let deadline = Instant::now() + WAIT;
+    while !client.is_welcomed() {
+        assert!(Instant::now() < deadline, "{name} not welcomed");
+        client.poll_timeout(Duration::from_millis(5));
+    }
+    client
+}
+
+/// A board game of four seats, recorded to `path` while two players
+/// claim, chat, whisper, set keys, are refused, and one leaves and another
+/// comes; returns the live logic.
+fn play_recorded(path: &Path) -> BoardLogic {
+    let config = ManagerConfig {
+        record: Some(RecordConfig {
+            initial_state: Some(vec![4]),
+            ..RecordConfig::to(path)
+        }),
+        ..ManagerConfig::default()
+    };
+    let server = ServerManager::builder(BoardLogic::new(4))
+        .config(config)
+        .spawn()
+        .unwrap();
+    let mut ann = welcomed(server.local_addr(), "ann");
+    let mut bob = welcomed(server.local_addr(), "bob");
+    assert_eq!(ask(&mut ann, Board::Claim(3)), RequestStatus::Accepted);
+    assert_eq!(
+        ask(&mut bob, Board::Claim(3)),
+        RequestStatus::Rejected("seat 3 is taken".into())
+    );
+    assert_eq!(ask(&mut bob, Board::Claim(1)), RequestStatus::Accepted);
+    let set = SetValue {
+        key: "level".into(),
+        value: "2".into(),
+    };
+    assert_eq!(ask(&mut ann, Board::Set(set)), RequestStatus::Accepted);
+    assert_eq!(
+        ask(&mut ann, Board::Say("hello".into())),
+        RequestStatus::Accepted
+    );
+    let whisper = Whisper {
+        to: bob.client_id().unwrap(),
+        text: "psst".into(),
+    };
+    assert_eq!(
+        ask(&mut ann, Board::Whisper(whisper)),
+        RequestStatus::Accepted
+    );
+    // The clock's work goes in too: ticks, and the latency report.
+    std::thread::sleep(Duration::from_millis(1100));
+    bob.close("bye");
+    bob.poll_timeout(Duration::from_millis(100));
+    let mut cyd = welcomed(server.local_addr(), "cyd");
+    assert_eq!(ask(&mut cyd, Board::Claim(1)), RequestStatus::Accepted);
+    ann.drain().count();
+    cyd.drain().count();
+    server.shutdown_blocking().unwrap()
+}
+
+fn open(path: &Path) -> RecordReader<std::io::BufReader<std::fs::File>> {
+    let file = std::fs::File::open(path).unwrap();
+    RecordReader::new(std::io::BufReader::new(file)).unwrap()
+}
+
+#[test]
+fn record_the_board_game_over_real_sockets_and_replay_it_identically() {
+    let path = recording("board");
+    let live = play_recorded(&path);
+    let reader = open(&path);
+    assert_eq!(reader.header().initial_state, Some(vec![4]));
+    assert!(reader.header().logic.ends_with("BoardLogic"));
+    let seats = reader.header().initial_state.clone().unwrap()[0];
+    let report = replay(reader, |_| BoardLogic::new(seats), Instant::now()).unwrap();
+    assert!(report.inputs > 20, "{} inputs", report.inputs);
+    assert!(report.outputs > 20, "{} outputs", report.outputs);
+    assert!(report.span >= Duration::from_secs(1));
+    assert!(report.stopped.is_none());
+    // The replayed logic ends where the live one did.
+    assert_eq!(report.logic.get("level"), Some("2"));
+    assert_eq!(live.get("level"), Some("2"));
+
+    // The same from the command line.
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .arg("replay")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("every one identical"), "{text}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn replay_of_a_changed_rule_diverges_at_the_request_it_changes() {
+    let path = recording("changed");
+    play_recorded(&path);
+    // Two seats instead of four: ann's claim of seat 3 is refused now.
+    let err = replay(open(&path), |_| BoardLogic::new(2), Instant::now()).unwrap_err();
+    let ReplayError::Diverged(divergence) = err else {
+        panic!("a divergence, not {err}");
+    };
+    let Input::Received {
+        channel,
+        action,
+        content,
+        ..
+    } = &divergence.input
+    else {
+        panic!("a request diverged: {divergence}");
+    };
+    assert_eq!((*channel, *action), (1, 4), "a session request");
+    assert!(!content.is_empty());
+    assert_ne!(divergence.recorded, divergence.replayed);
+    // The command line says where.
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .args(["replay"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the recorded rules replay identically"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn replay_of_a_cut_or_corrupted_recording_is_a_clear_error_never_a_panic() {
+    let path = recording("cut");
+    play_recorded(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let replay_bytes = |bytes: Vec<u8>| {
+        RecordReader::new(std::io::Cursor::new(bytes))
+            .map_err(ReplayError::from)
+            .and_then(|reader| replay(reader, |_| BoardLogic::new(4), Instant::now()))
+            .map(|report| report.inputs)
+    };
+    assert!(replay_bytes(bytes.clone()).is_ok());
+    // Every cut: an error.
+    let step = (bytes.len() / 97).max(1);
+    for cut in (0..bytes.len()).step_by(step) {
+        let result = replay_bytes(bytes[..cut].to_vec());
+        assert!(
+            result.is_err(),
+            "a recording cut at {cut} of {} replayed",
+            bytes.len()
+        );
+    }
+    // Flipped bytes: an error (the stream's checksum, or a record that does
+    // not decode), or, where the flip lands in content, a divergence.
+    for at in (2..bytes.len()).step_by(step) {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x5a;
+        if let Ok(inputs) = replay_bytes(bad) {
+            panic!("a recording with byte {at} flipped replayed {inputs} inputs");
+        }
+    }
+    // Not a recording at all.
+    let err = RecordReader::new(std::io::Cursor::new(b"GET / HTTP/1.1\r\n".to_vec())).unwrap_err();
+    assert!(!err.to_string().is_empty());
+}

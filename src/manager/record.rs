@@ -1,0 +1,221 @@
+//! Recording a manager's session to a file (`ManagerConfig::record`): the
+//! driver hands each input, random draw and batch of outputs to a writer
+//! thread through a bounded queue; the thread summarizes, compresses and
+//! writes them (`switchboard_proto::record` has the format and the replay).
+//! When the queue is full the recording stops, says why in the log and in
+//! the file, and the game goes on.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use flate2::write::ZlibEncoder;
+use switchboard_proto::record::{write_record, Header, Input, Output, Record};
+
+use super::{ManagerAction, ManagerEvent, ManagerRules};
+use crate::message::{Message, PeerId};
+use crate::session::{Entropy, OsEntropy};
+
+/// Where and how a server records its session (`ManagerConfig::record`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordConfig {
+    /// The file (created, or truncated).
+    pub path: PathBuf,
+    /// Records waiting for the writer at most (default 65,536): past it
+    /// the recording stops with a logged reason and the game goes on.
+    pub queue: usize,
+    /// What the game needs to build its logic as it is now (a scenario, a
+    /// checkpoint, a seat count), kept in the header for the replay.
+    pub initial_state: Option<Vec<u8>>,
+}
+
+impl RecordConfig {
+    /// Records to `path` with the default queue and no initial state.
+    pub fn to(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            queue: 65_536,
+            initial_state: None,
+        }
+    }
+}
+
+/// What the driver hands the writer: cheap to make on the hot path (a
+/// message is a shared buffer; outputs are summarized on the writer's
+/// thread).
+enum Item {
+    Received {
+        after_micros: u64,
+        peer: PeerId,
+        message: Message,
+    },
+    Record(Record),
+    Outputs(Vec<ManagerAction>),
+}
+
+/// The queue's sending end, shared by the recorder and the core's entropy;
+/// `None` once the recording stopped.
+#[derive(Default)]
+struct Queue {
+    tx: Mutex<Option<SyncSender<Item>>>,
+    stopped: Mutex<Option<String>>,
+}
+
+impl Queue {
+    /// Queues `item`; on a full queue, stops the recording.
+    fn send(&self, item: Item) {
+        let mut tx = self.tx.lock().expect("recording queue lock");
+        let Some(sender) = tx.as_ref() else { return };
+        match sender.try_send(item) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                let why = "its queue was full: the disk is slower than the game".to_string();
+                tracing::warn!("recording stopped: {why}");
+                *self.stopped.lock().expect("recording reason lock") = Some(why);
+                *tx = None;
+            }
+            Err(TrySendError::Disconnected(_)) => *tx = None,
+        }
+    }
+}
+
+/// The driver's side of a recording.
+pub(crate) struct Recorder {
+    queue: Arc<Queue>,
+    last: Option<Instant>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Creates the file, writes the header, and starts the writer; returns
+    /// the recorder and the entropy the core must draw from.
+    pub(crate) fn start<L>(
+        config: &RecordConfig,
+        rules: &ManagerRules,
+    ) -> std::io::Result<(Self, Box<dyn Entropy>)> {
+        let file = std::fs::File::create(&config.path)?;
+        let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
+        write_record(
+            &mut out,
+            &Header::new::<L>(rules.clone(), config.initial_state.clone()),
+        )?;
+        let (tx, rx) = sync_channel(config.queue.max(1));
+        let queue = Arc::new(Queue {
+            tx: Mutex::new(Some(tx)),
+            stopped: Mutex::new(None),
+        });
+        let stopped = queue.clone();
+        let path = config.path.display().to_string();
+        let writer = std::thread::Builder::new()
+            .name("switchboard-record".into())
+            .spawn(move || {
+                if let Err(err) = write_all(rx, out, &stopped) {
+                    tracing::warn!(%path, %err, "the recording could not be written");
+                }
+            })?;
+        let entropy = Box::new(RecordedEntropy(queue.clone()));
+        let recorder = Self {
+            queue,
+            last: None,
+            writer: Some(writer),
+        };
+        Ok((recorder, entropy))
+    }
+
+    fn after(&mut self, now: Instant) -> u64 {
+        let after = self.last.map_or(0, |last| {
+            now.saturating_duration_since(last).as_micros() as u64
+        });
+        self.last = Some(now);
+        after
+    }
+
+    /// A network event, before the core takes it in.
+    pub(crate) fn event(&mut self, event: &ManagerEvent, now: Instant) {
+        let after_micros = self.after(now);
+        let item = match event {
+            ManagerEvent::Received { peer, message } => Item::Received {
+                after_micros,
+                peer: *peer,
+                message: message.clone(),
+            },
+            other => Item::Record(Record::Input {
+                after_micros,
+                input: Input::of(other),
+            }),
+        };
+        self.queue.send(item);
+    }
+
+    /// An input that is not a network event (the clock's work, a kick).
+    pub(crate) fn input(&mut self, input: Input, now: Instant) {
+        let after_micros = self.after(now);
+        self.queue.send(Item::Record(Record::Input {
+            after_micros,
+            input,
+        }));
+    }
+
+    /// What the core did about the last input.
+    pub(crate) fn outputs(&mut self, actions: &[ManagerAction]) {
+        self.queue.send(Item::Outputs(actions.to_vec()));
+    }
+
+    /// Stops recording and waits until the file is complete.
+    pub(crate) async fn finish(mut self) {
+        *self.queue.tx.lock().expect("recording queue lock") = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        }
+    }
+}
+
+/// The OS's random bytes, each draw recorded for the replay.
+struct RecordedEntropy(Arc<Queue>);
+
+impl Entropy for RecordedEntropy {
+    fn fill(&mut self, bytes: &mut [u8]) {
+        OsEntropy.fill(bytes);
+        self.0.send(Item::Record(Record::Drawn(bytes.to_vec())));
+    }
+}
+
+/// The writer thread: every item, summarized and written, then why the
+/// recording stopped early (if it did), then the end of the stream.
+fn write_all(
+    rx: Receiver<Item>,
+    mut out: ZlibEncoder<BufWriter<std::fs::File>>,
+    queue: &Queue,
+) -> std::io::Result<()> {
+    loop {
+        let item = match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+            Ok(item) => item,
+            // Quiet: what was written so far reaches the file, so that a
+            // server that dies leaves a recording up to its last second.
+            Err(RecvTimeoutError::Timeout) => {
+                out.flush()?;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let record = match item {
+            Item::Received {
+                after_micros,
+                peer,
+                message,
+            } => Record::Input {
+                after_micros,
+                input: Input::of(&ManagerEvent::Received { peer, message }),
+            },
+            Item::Record(record) => record,
+            Item::Outputs(actions) => Record::Outputs(Output::of(&actions)),
+        };
+        write_record(&mut out, &record)?;
+    }
+    let stopped = queue.stopped.lock().expect("recording reason lock").take();
+    let last = stopped.map_or(Record::End, Record::Stopped);
+    write_record(&mut out, &last)?;
+    out.finish()?.flush()
+}
