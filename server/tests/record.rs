@@ -76,7 +76,7 @@ fn play_recorded(path: &Path) -> BoardLogic {
     bob.close("bye");
     bob.poll_timeout(Duration::from_millis(100));
     let mut cyd = welcomed(server.local_addr(), "cyd");
-    assert_eq!(ask(&mut cyd, Board::Claim(1)), RequestStatus::Accepted);
+    assert_eq!(ask(&mut cyd, Board::Claim(2)), RequestStatus::Accepted);
     ann.drain().count();
     cyd.drain().count();
     server.shutdown_blocking().unwrap()
