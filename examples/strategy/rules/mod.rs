@@ -2,7 +2,7 @@
 //! scenario, applied only when valid, and each nation told only what it
 //! sees.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use switchboard::message::TypedMessage;
@@ -58,7 +58,9 @@ struct Player {
 /// The strategy game's server logic.
 pub struct StrategyLogic {
     scenario: ServerScenario,
-    players: HashMap<ClientId, Player>,
+    /// By id: iterations reach updates in the same order every run (a
+    /// recording replays exactly).
+    players: BTreeMap<ClientId, Player>,
     host: Option<ClientId>,
     ended: BTreeSet<NationId>,
     started: bool,
@@ -89,7 +91,7 @@ impl StrategyLogic {
     pub fn new(scenario: ServerScenario, lobby: bool, save_dir: PathBuf) -> Self {
         Self {
             scenario,
-            players: HashMap::new(),
+            players: BTreeMap::new(),
             host: None,
             ended: BTreeSet::new(),
             started: !lobby,
