@@ -3,7 +3,6 @@
 //! (`docs/RECORDING.md`).
 
 #[path = "../../../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::path::PathBuf;
