@@ -19,6 +19,7 @@ mod shared;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -28,7 +29,7 @@ pub use crate::lifecycle::ServerError;
 pub use builder::{RunningServer, ServerBuilder};
 pub use config::{ManagerConfig, ManagerRules};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
-pub use record::RecordConfig;
+pub use record::{RecordConfig, RecordingStatus};
 pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
@@ -79,6 +80,7 @@ pub struct ManagerHandle {
     kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
     ids: crate::session::PlayerIds,
+    recording: Option<Arc<record::Queue>>,
 }
 
 impl<L: GameLogic> ServerManager<L> {
@@ -127,6 +129,7 @@ impl<L: GameLogic> ServerManager<L> {
             kick_tx,
             log: log.clone(),
             ids: core.player_ids().clone(),
+            recording: recorder.as_ref().map(record::Recorder::queue),
         };
         let manager = Self {
             server,
@@ -243,6 +246,22 @@ impl ManagerHandle {
             return false;
         }
         rx.await.unwrap_or(false)
+    }
+
+    /// Where the session's recording stands, if the server records
+    /// (`ManagerConfig::record`).
+    pub fn recording(&self) -> Option<RecordingStatus> {
+        self.recording.as_ref().map(|queue| queue.status())
+    }
+
+    /// Stops the recording (the file says the operator stopped it); the
+    /// game goes on. `false` if nothing was being recorded. A recording
+    /// starts with the server: the game's state at another moment is not
+    /// something the core can write down.
+    pub fn stop_recording(&self) -> bool {
+        self.recording
+            .as_ref()
+            .is_some_and(|queue| queue.stop("stopped by the operator"))
     }
 
     /// The manager's log from now on. A receiver that falls more than 256

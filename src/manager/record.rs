@@ -55,15 +55,59 @@ enum Item {
     Outputs(Vec<ManagerAction>),
 }
 
-/// The queue's sending end, shared by the recorder and the core's entropy;
-/// `None` once the recording stopped.
-#[derive(Default)]
-struct Queue {
+/// Where a recording stands (`ManagerHandle::recording`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingStatus {
+    /// Its file.
+    pub path: PathBuf,
+    /// Still recording.
+    pub recording: bool,
+    /// The file is complete (it ends with `End` or `Stopped`): it can be
+    /// replayed, or downloaded from the admin page.
+    pub complete: bool,
+    /// Why it stopped before the server did, if it did.
+    pub stopped: Option<String>,
+}
+
+/// The queue's sending end, shared by the recorder, the core's entropy and
+/// the manager's handle; `None` once the recording stopped.
+pub(crate) struct Queue {
+    path: PathBuf,
     tx: Mutex<Option<SyncSender<Item>>>,
     stopped: Mutex<Option<String>>,
+    complete: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").field("path", &self.path).finish()
+    }
 }
 
 impl Queue {
+    /// Stops the recording now, saying `why` in the file; `false` if it
+    /// had stopped already.
+    pub(crate) fn stop(&self, why: &str) -> bool {
+        let mut tx = self.tx.lock().expect("recording queue lock");
+        if tx.is_none() {
+            return false;
+        }
+        // The reason first: the writer reads it once the queue closes.
+        *self.stopped.lock().expect("recording reason lock") = Some(why.to_string());
+        *tx = None;
+        true
+    }
+
+    /// Where the recording stands.
+    pub(crate) fn status(&self) -> RecordingStatus {
+        RecordingStatus {
+            path: self.path.clone(),
+            recording: self.tx.lock().expect("recording queue lock").is_some(),
+            complete: self.complete.load(std::sync::atomic::Ordering::Acquire),
+            stopped: self.stopped.lock().expect("recording reason lock").clone(),
+        }
+    }
+
     /// Queues `item`; on a full queue, stops the recording.
     fn send(&self, item: Item) {
         let mut tx = self.tx.lock().expect("recording queue lock");
@@ -103,8 +147,10 @@ impl Recorder {
         )?;
         let (tx, rx) = sync_channel(config.queue.max(1));
         let queue = Arc::new(Queue {
+            path: config.path.clone(),
             tx: Mutex::new(Some(tx)),
             stopped: Mutex::new(None),
+            complete: std::sync::atomic::AtomicBool::new(false),
         });
         let stopped = queue.clone();
         let path = config.path.display().to_string();
@@ -147,6 +193,11 @@ impl Recorder {
             }),
         };
         self.queue.send(item);
+    }
+
+    /// The queue, for the manager's handle (status, stop).
+    pub(crate) fn queue(&self) -> Arc<Queue> {
+        self.queue.clone()
     }
 
     /// An input that is not a network event (the clock's work, a kick).
@@ -214,8 +265,12 @@ fn write_all(
         };
         write_record(&mut out, &record)?;
     }
-    let stopped = queue.stopped.lock().expect("recording reason lock").take();
+    let stopped = queue.stopped.lock().expect("recording reason lock").clone();
     let last = stopped.map_or(Record::End, Record::Stopped);
     write_record(&mut out, &last)?;
-    out.finish()?.flush()
+    out.finish()?.flush()?;
+    queue
+        .complete
+        .store(true, std::sync::atomic::Ordering::Release);
+    Ok(())
 }

@@ -37,6 +37,7 @@ mod access;
 mod listener;
 pub mod manager;
 pub mod metrics;
+mod recording;
 pub mod server;
 pub mod source;
 

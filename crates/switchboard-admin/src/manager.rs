@@ -65,6 +65,14 @@ impl AdminSource for ManagerAdmin {
         self.mode
     }
 
+    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+        self.handle.recording()
+    }
+
+    fn stop_recording(&self) -> bool {
+        self.handle.stop_recording()
+    }
+
     fn snapshot(&self) -> BoxFuture<'_, Snapshot> {
         Box::pin(async move {
             let Some(stats) = self.handle.stats().await else {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::{refuse, Access, Caller, Guard, MIN_TOKEN_CHARS};
 use crate::source::AdminSource;
-use crate::{listener, metrics};
+use crate::{listener, metrics, recording};
 
 /// Where the admin server listens and who may use it; each field says its
 /// default.
@@ -100,8 +100,8 @@ pub struct AdminServer {
     stop: CancellationToken,
 }
 
-struct Shared {
-    source: Arc<dyn AdminSource>,
+pub(crate) struct Shared {
+    pub(crate) source: Arc<dyn AdminSource>,
     guard: Guard,
     started: Instant,
 }
@@ -178,6 +178,10 @@ impl AdminServer {
             .route("/api/log", get(log))
             .route("/api/notice", post(notice))
             .route("/api/bots", post(spawn_bots).delete(remove_bots))
+            .route("/api/recording", get(recording::status))
+            .route("/api/recording/start", post(recording::start))
+            .route("/api/recording/stop", post(recording::stop))
+            .route("/api/recording/file", get(recording::download))
             .route("/metrics", get(prometheus))
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(shared);
@@ -213,11 +217,11 @@ impl Shared {
         snapshot
     }
 
-    fn read(&self, caller: &Caller) -> Access {
+    pub(crate) fn read(&self, caller: &Caller) -> Access {
         self.guard.read(caller)
     }
 
-    fn control(&self, caller: &Caller) -> Access {
+    pub(crate) fn control(&self, caller: &Caller) -> Access {
         self.guard.control(caller)
     }
 }

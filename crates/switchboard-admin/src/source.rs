@@ -54,6 +54,17 @@ pub trait AdminSource: Send + Sync + 'static {
     fn log(&self) -> Vec<LogLine> {
         Vec::new()
     }
+
+    /// Where the mode's recording of its session stands (`None`: it
+    /// records nothing).
+    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+        None
+    }
+
+    /// Stops the recording; `false` if nothing was being recorded.
+    fn stop_recording(&self) -> bool {
+        false
+    }
 }
 
 /// One line of a mode's log.
