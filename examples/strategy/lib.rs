@@ -18,6 +18,7 @@ pub mod directory;
 pub mod editor;
 pub mod protocol;
 mod rejoin;
+pub mod replay;
 pub mod rules;
 pub mod scenario;
 pub mod tui;

@@ -110,6 +110,16 @@ struct Options {
     /// it after a crash, at once after a clean stop).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     lease_ms: u64,
+    /// With `--serve`: record every input to FILE (`--replay FILE` serves
+    /// it back; `switchboard-server`'s docs/RECORDING.md).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Serve a recording live on `--port`: players watch it with `--join`.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// With `--replay`: how much faster than recorded.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -144,6 +154,10 @@ fn main() {
     let options = Options::parse();
     let result = if let Some(path) = &options.edit {
         editor::run(path, options.script.as_deref(), options.text)
+    } else if let Some(path) = &options.replay {
+        let follow = options.name.clone();
+        let (port, speed) = (options.port, options.speed);
+        strategy::replay::serve(path, port, speed, follow, &options.saves, load_scenario)
     } else if options.serve {
         dedicated(&options)
     } else if options.join.is_some() || options.game.is_some() {
@@ -230,6 +244,13 @@ fn dedicated(options: &Options) -> Result<(), String> {
         ..switchboard::ManagerConfig::default()
     };
     config.server.websocket = websocket(options);
+    config.record = options
+        .record
+        .as_ref()
+        .map(|path| switchboard::manager::RecordConfig {
+            initial_state: Some(strategy::replay::initial_state(&options.scenario)),
+            ..switchboard::manager::RecordConfig::to(path)
+        });
     let mut logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
     let mut lease = None;
     if let Some(url) = &options.redis {

@@ -5,13 +5,29 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use switchboard::record::{replay, RecordReader, ReplayError};
+use switchboard::record::{replay, RecordReader, ReplayError, Replayer};
+use switchboard::spectate::{spectate, SpectateConfig};
 use switchboard_server::board::BoardLogic;
 
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
     /// A recording made with `--record FILE`.
     file: PathBuf,
+    /// Serve the replay live on this port: spectators connect with the
+    /// game's client and watch one recorded player's view.
+    #[arg(long, value_name = "PORT")]
+    serve: Option<u16>,
+    /// With `--serve`: how much faster than recorded.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// With `--serve`: whose view spectators get (a recorded player's
+    /// name; default the first to join).
+    #[arg(long, value_name = "NAME")]
+    follow: Option<String>,
+    /// With `--serve`: feed the records up to this number at once, then
+    /// pace the rest.
+    #[arg(long = "from", value_name = "RECORD", default_value_t = 0)]
+    skip_to: u64,
 }
 
 /// Replays the recording; an error says where the replay diverged, or
@@ -40,7 +56,24 @@ pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
         header.version
     );
     let started = Instant::now();
-    match replay(reader, |_| BoardLogic::new(seats), Instant::now()) {
+    let result = match args.serve {
+        Some(port) => {
+            let config = SpectateConfig {
+                port,
+                speed: args.speed,
+                follow: args.follow,
+                skip_to: args.skip_to,
+                ..SpectateConfig::default()
+            };
+            let replayer = Replayer::new(reader, |_| BoardLogic::new(seats), Instant::now());
+            spectate(replayer, config, |addr| {
+                println!("{}", switchboard::process::ready_line(addr.port()));
+                println!("spectators: connect to {addr}");
+            })
+        }
+        None => replay(reader, |_| BoardLogic::new(seats), Instant::now()),
+    };
+    match result {
         Ok(report) => {
             println!(
                 "{} inputs over {:.1} s of play replayed in {:.3} s: {} outputs, every one identical",

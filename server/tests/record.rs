@@ -297,3 +297,51 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
     assert!(report.inputs >= 3, "{} inputs", report.inputs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn replay_served_live_shows_a_spectator_what_the_followed_player_saw() {
+    use switchboard::record::Replayer;
+    use switchboard::spectate::{spectate, SpectateConfig};
+    let path = recording("spectate");
+    play_recorded(&path);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serving = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let config = SpectateConfig {
+                speed: 20.0,
+                follow: Some("bob".into()),
+                ..SpectateConfig::default()
+            };
+            let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
+            spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
+        })
+    };
+    let addr = rx.recv_timeout(WAIT).unwrap();
+    let mut spectator = welcomed(addr, "watcher");
+    // Nothing can change in a replay.
+    assert_eq!(
+        ask(&mut spectator, Board::Say("hi".into())),
+        RequestStatus::Rejected("this is a replay: watch only".into())
+    );
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while !lines.iter().any(|l: &String| l == "psst") {
+        assert!(
+            Instant::now() < deadline,
+            "the whisper to bob never came: {lines:?}"
+        );
+        for event in spectator.drain_timeout(Duration::from_millis(20)) {
+            if let switchboard::ClientEvent::Message(m) = event {
+                if let Ok(Board::Line(line)) = m.typed() {
+                    lines.push(line.text);
+                }
+            }
+        }
+    }
+    // Bob heard ann's hello and her whisper; the replay ran to its end.
+    assert!(lines.contains(&"hello".to_string()), "{lines:?}");
+    let inputs = serving.join().unwrap().unwrap();
+    assert!(inputs > 20, "{inputs} inputs");
+    let _ = std::fs::remove_file(&path);
+}

@@ -25,7 +25,7 @@ use crate::message::{Message, PeerId};
 use crate::reason::{DisconnectReason, SocketError};
 use crate::session::{ClientId, ReconnectToken, SharedSession};
 
-pub use replay::{replay, Divergence, ReplayError, ReplayReport};
+pub use replay::{replay, Divergence, ReplayError, ReplayReport, Replayer, Step};
 
 /// The first four bytes of the decompressed stream.
 pub const MAGIC: [u8; 4] = *b"SWRC";

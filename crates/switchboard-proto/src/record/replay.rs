@@ -105,84 +105,166 @@ impl Entropy for Recorded {
     }
 }
 
+/// One input replayed: what went in, when, and everything the core did
+/// about it (the full actions: a spectator is sent their messages).
+#[derive(Debug)]
+pub struct Step {
+    /// The input's record number.
+    pub record: u64,
+    /// Its time since the recording began.
+    pub at: Duration,
+    /// What went in.
+    pub input: Input,
+    /// What the core did, checked against the recorded outputs.
+    pub actions: Vec<ManagerAction>,
+}
+
+/// A recording fed to a fresh core input by input ([`replay`] runs it to
+/// the end; a spectator server paces it).
+pub struct Replayer<L: GameLogic, R: Read> {
+    recording: RecordReader<R>,
+    core: ManagerCore<L>,
+    drawn: Arc<Mutex<(VecDeque<u8>, bool)>>,
+    start: Instant,
+    span: Duration,
+    pending: Option<(u64, Input)>,
+    stopped: Option<String>,
+    inputs: u64,
+    outputs: u64,
+}
+
+impl<L: GameLogic, R: Read> std::fmt::Debug for Replayer<L, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replayer")
+            .field("inputs", &self.inputs)
+            .field("span", &self.span)
+            .finish()
+    }
+}
+
+impl<L: GameLogic, R: Read> Replayer<L, R> {
+    /// A fresh core whose logic `make_logic` builds from the header (its
+    /// `initial_state`, when the game recorded one), with the recorded
+    /// rules; the clock starts at `start`.
+    pub fn new(
+        recording: RecordReader<R>,
+        make_logic: impl FnOnce(&Header) -> L,
+        start: Instant,
+    ) -> Self {
+        let entropy = Recorded::default();
+        let drawn = entropy.bytes.clone();
+        let header = recording.header().clone();
+        let logic = make_logic(&header);
+        let core = ManagerCore::new(header.rules.clone(), logic, Box::new(entropy));
+        Self {
+            recording,
+            core,
+            drawn,
+            start,
+            span: Duration::ZERO,
+            pending: None,
+            stopped: None,
+            inputs: 0,
+            outputs: 0,
+        }
+    }
+
+    /// The next input, fed and checked; `None` after the last.
+    pub fn next_step(&mut self) -> Result<Option<Step>, ReplayError> {
+        while let Some(record) = self.recording.next_record()? {
+            let number = self.recording.records_read();
+            match record {
+                Record::Input {
+                    after_micros,
+                    input,
+                } => {
+                    if self.pending.is_some() {
+                        let what = "an input without the outputs of the one before";
+                        return Err(ReplayError::OutOfOrder {
+                            record: number,
+                            what,
+                        });
+                    }
+                    self.span += Duration::from_micros(after_micros);
+                    self.pending = Some((number, input));
+                }
+                Record::Drawn(bytes) => {
+                    self.drawn
+                        .lock()
+                        .expect("replay entropy lock")
+                        .0
+                        .extend(bytes);
+                }
+                Record::Outputs(recorded) => {
+                    let Some((record, input)) = self.pending.take() else {
+                        let what = "outputs without an input";
+                        return Err(ReplayError::OutOfOrder {
+                            record: number,
+                            what,
+                        });
+                    };
+                    let actions = feed(&mut self.core, &input, self.start + self.span);
+                    let mut state = self.drawn.lock().expect("replay entropy lock");
+                    if std::mem::take(&mut state.1) {
+                        return Err(ReplayError::EntropyRanOut { record });
+                    }
+                    state.0.clear();
+                    drop(state);
+                    let replayed = Output::of(&actions);
+                    if replayed != recorded {
+                        return Err(ReplayError::Diverged(Box::new(Divergence {
+                            record,
+                            at: self.span,
+                            input,
+                            recorded,
+                            replayed,
+                        })));
+                    }
+                    self.inputs += 1;
+                    self.outputs += replayed.len() as u64;
+                    return Ok(Some(Step {
+                        record,
+                        at: self.span,
+                        input,
+                        actions,
+                    }));
+                }
+                Record::Stopped(why) => self.stopped = Some(why),
+                Record::End => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// The core, as far as the replay has gone.
+    pub fn core(&self) -> &ManagerCore<L> {
+        &self.core
+    }
+
+    /// What the replay did, and the logic as it left it.
+    pub fn finish(self) -> ReplayReport<L> {
+        ReplayReport {
+            logic: self.core.into_logic(),
+            inputs: self.inputs,
+            outputs: self.outputs,
+            span: self.span,
+            stopped: self.stopped,
+        }
+    }
+}
+
 /// Replays `recording` against a fresh core whose logic `make_logic` builds
 /// from the header (its `initial_state`, when the game recorded one), with
 /// the recorded rules; the clock starts at `start`. Returns the logic as it
 /// ends, or the first input whose outputs differ.
 pub fn replay<L: GameLogic, R: Read>(
-    mut recording: RecordReader<R>,
+    recording: RecordReader<R>,
     make_logic: impl FnOnce(&Header) -> L,
     start: Instant,
 ) -> Result<ReplayReport<L>, ReplayError> {
-    let entropy = Recorded::default();
-    let drawn = entropy.bytes.clone();
-    let header = recording.header().clone();
-    let logic = make_logic(&header);
-    let mut core = ManagerCore::new(header.rules.clone(), logic, Box::new(entropy));
-    let (mut now, mut span) = (start, Duration::ZERO);
-    let (mut inputs, mut outputs) = (0, 0);
-    let mut pending: Option<(u64, Input)> = None;
-    let mut stopped = None;
-    while let Some(record) = recording.next_record()? {
-        let number = recording.records_read();
-        match record {
-            Record::Input {
-                after_micros,
-                input,
-            } => {
-                if pending.is_some() {
-                    let what = "an input without the outputs of the one before";
-                    return Err(ReplayError::OutOfOrder {
-                        record: number,
-                        what,
-                    });
-                }
-                span += Duration::from_micros(after_micros);
-                now = start + span;
-                pending = Some((number, input));
-            }
-            Record::Drawn(bytes) => {
-                drawn.lock().expect("replay entropy lock").0.extend(bytes);
-            }
-            Record::Outputs(recorded) => {
-                let Some((record, input)) = pending.take() else {
-                    let what = "outputs without an input";
-                    return Err(ReplayError::OutOfOrder {
-                        record: number,
-                        what,
-                    });
-                };
-                let actions = feed(&mut core, &input, now);
-                let mut state = drawn.lock().expect("replay entropy lock");
-                if std::mem::take(&mut state.1) {
-                    return Err(ReplayError::EntropyRanOut { record });
-                }
-                state.0.clear();
-                drop(state);
-                let replayed = Output::of(&actions);
-                if replayed != recorded {
-                    return Err(ReplayError::Diverged(Box::new(Divergence {
-                        record,
-                        at: span,
-                        input,
-                        recorded,
-                        replayed,
-                    })));
-                }
-                inputs += 1;
-                outputs += replayed.len() as u64;
-            }
-            Record::Stopped(why) => stopped = Some(why),
-            Record::End => {}
-        }
-    }
-    Ok(ReplayReport {
-        logic: core.into_logic(),
-        inputs,
-        outputs,
-        span,
-        stopped,
-    })
+    let mut replayer = Replayer::new(recording, make_logic, start);
+    while replayer.next_step()?.is_some() {}
+    Ok(replayer.finish())
 }
 
 /// Gives the core one recorded input; returns what it did.

@@ -1,0 +1,244 @@
+//! A recorded session served live, as if its server were running again:
+//! spectators connect with the game's own client and see what one recorded
+//! player saw, paced as it was recorded (faster or slower with `speed`),
+//! from the start or from a record number. The replay is checked as it
+//! goes, exactly like [`record::replay`](crate::record::replay).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::manager::protocol::{self, Hello, Rejected, RequestFrame, Welcome};
+use crate::manager::{GameLogic, ManagerAction};
+use crate::message::{Message, SESSION_CHANNEL};
+use crate::record::{Input, ReplayError, ReplayReport, Replayer};
+use crate::session::{ClientId, ReconnectToken};
+use crate::socket::{BindScope, PeerId, ServerConfig, ServerEvent, ServerStream};
+
+/// How a replay is served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpectateConfig {
+    /// Which interfaces to listen on (default loopback).
+    pub scope: BindScope,
+    /// The port spectators connect to (default 0: a free one).
+    pub port: u16,
+    /// How much faster than recorded (default 1; 2 is twice as fast).
+    pub speed: f64,
+    /// Whose view spectators get: a recorded player's name (default: the
+    /// first player who joined).
+    pub follow: Option<String>,
+    /// Records fed at once, without waiting, before the pacing starts
+    /// (default 0): a recording stepped to that record.
+    pub skip_to: u64,
+    /// The replay waits for its first spectator (default true), so that
+    /// they see the game from its start.
+    pub wait_for_spectator: bool,
+}
+
+impl Default for SpectateConfig {
+    fn default() -> Self {
+        Self {
+            scope: BindScope::Loopback,
+            port: 0,
+            speed: 1.0,
+            follow: None,
+            skip_to: 0,
+            wait_for_spectator: true,
+        }
+    }
+}
+
+/// The recorded player spectators watch: found by name in the recorded
+/// hellos, followed across reconnects by id.
+#[derive(Debug, Default)]
+struct Followed {
+    /// Names of connections whose hello came, not yet welcomed.
+    hellos: HashMap<PeerId, String>,
+    /// The player: its id and its connection now.
+    player: Option<(ClientId, Option<PeerId>)>,
+}
+
+impl Followed {
+    /// Takes note of who joined: a hello in, a welcome out.
+    fn learn(&mut self, input: &Input, actions: &[ManagerAction], follow: Option<&str>) {
+        if let Input::Received {
+            peer,
+            channel: SESSION_CHANNEL,
+            action: protocol::HELLO,
+            content,
+        } = input
+        {
+            if let Ok(hello) = crate::codec::decode_value::<Hello>(content) {
+                self.hellos.insert(PeerId(*peer), hello.name);
+            }
+        }
+        if let Input::Disconnected { peer, .. } = input {
+            if let Some((_, current)) = &mut self.player {
+                if *current == Some(PeerId(*peer)) {
+                    *current = None;
+                }
+            }
+        }
+        for action in actions {
+            let ManagerAction::Send { peer, message } = action else {
+                continue;
+            };
+            if message.channel_id() != SESSION_CHANNEL || message.action_id() != protocol::WELCOME {
+                continue;
+            }
+            let Ok(welcome) = message.content::<Welcome>() else {
+                continue;
+            };
+            let name = self.hellos.remove(peer).unwrap_or_default();
+            match &mut self.player {
+                Some((client, current)) if *client == welcome.client => *current = Some(*peer),
+                None if follow.is_none_or(|f| f == name) => {
+                    self.player = Some((welcome.client, Some(*peer)))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The application messages the followed player was sent.
+    fn seen<'a>(&self, actions: &'a [ManagerAction]) -> impl Iterator<Item = &'a Message> {
+        let peer = self.player.and_then(|(_, peer)| peer);
+        actions.iter().filter_map(move |action| {
+            let (to, message) = match action {
+                ManagerAction::Send { peer, message } => (std::slice::from_ref(peer), message),
+                ManagerAction::SendToMany { peers, message } => (peers.as_slice(), message),
+                _ => return None,
+            };
+            // The game's messages (rooms and relay channels included), not
+            // the socket's or the session's own.
+            let game = message.channel_id() > SESSION_CHANNEL;
+            (game && peer.is_some_and(|p| to.contains(&p))).then_some(message)
+        })
+    }
+}
+
+/// Serves `replayer`'s recording to spectators (see the module's doc);
+/// `listening` hears where, once bound. Returns what the replay did, or
+/// where it diverged. Blocks: call it from plain code, not inside a tokio
+/// runtime.
+pub fn spectate<L: GameLogic, R: Read>(
+    replayer: Replayer<L, R>,
+    config: SpectateConfig,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<ReplayReport<L>, ReplayError> {
+    crate::runtime::handle().block_on(serve(replayer, config, listening))
+}
+
+async fn serve<L: GameLogic, R: Read>(
+    mut replayer: Replayer<L, R>,
+    config: SpectateConfig,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<ReplayReport<L>, ReplayError> {
+    let mut server = ServerStream::bind(config.scope, config.port, ServerConfig::default())
+        .map_err(crate::record::RecordError::Io)?;
+    listening(server.local_addr());
+    let handle = server.handle();
+    let mut spectators: Vec<PeerId> = Vec::new();
+    let mut followed = Followed::default();
+    let speed = if config.speed > 0.0 {
+        config.speed
+    } else {
+        1.0
+    };
+    let mut paced_from: Option<(tokio::time::Instant, Duration)> = None;
+    while let Some(step) = replayer.next_step()? {
+        followed.learn(&step.input, &step.actions, config.follow.as_deref());
+        // Wait for the step's time (and the first spectator), answering
+        // spectators meanwhile.
+        loop {
+            let due = match paced_from {
+                _ if step.record < config.skip_to => None,
+                _ if config.wait_for_spectator && spectators.is_empty() => {
+                    Some(tokio::time::Instant::now() + Duration::from_secs(3600))
+                }
+                Some((wall, at)) => Some(wall + (step.at.saturating_sub(at)).div_f64(speed)),
+                None => {
+                    paced_from = Some((tokio::time::Instant::now(), step.at));
+                    None
+                }
+            };
+            let Some(due) = due else { break };
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => {
+                    if !(config.wait_for_spectator && spectators.is_empty()) {
+                        break;
+                    }
+                }
+                event = server.next_event() => match event {
+                    Some(event) => answer(&handle, event, &mut spectators, followed.player.map(|p| p.0)),
+                    None => return Ok(replayer.finish()),
+                },
+            }
+        }
+        while let Some(event) = server.try_next_event() {
+            answer(
+                &handle,
+                event,
+                &mut spectators,
+                followed.player.map(|p| p.0),
+            );
+        }
+        for message in followed.seen(&step.actions) {
+            for peer in &spectators {
+                let _ = handle.send_to(*peer, message);
+            }
+        }
+    }
+    handle.shutdown("the replay ended");
+    Ok(replayer.finish())
+}
+
+/// A spectator's hello gets a welcome as the followed player; its requests
+/// are rejected: nothing can change in a replay.
+fn answer(
+    handle: &crate::socket::ServerHandle,
+    event: ServerEvent,
+    spectators: &mut Vec<PeerId>,
+    followed: Option<ClientId>,
+) {
+    match event {
+        ServerEvent::Received(incoming) if incoming.message.channel_id() == SESSION_CHANNEL => {
+            let peer = incoming.peer;
+            match incoming.message.action_id() {
+                protocol::HELLO => {
+                    let welcome = Welcome {
+                        client: followed.unwrap_or_else(ClientId::random),
+                        token: ReconnectToken::generate(),
+                        resumed: false,
+                        grace_secs: 0,
+                    };
+                    let _ = handle.send_to(
+                        peer,
+                        &protocol::session_message(protocol::WELCOME, &welcome),
+                    );
+                    if !spectators.contains(&peer) {
+                        spectators.push(peer);
+                    }
+                }
+                protocol::REQUEST => {
+                    let id = incoming
+                        .message
+                        .content::<RequestFrame>()
+                        .map_or(0, |request| request.id);
+                    let rejected = Rejected {
+                        id,
+                        reason: "this is a replay: watch only".into(),
+                    };
+                    let _ = handle.send_to(
+                        peer,
+                        &protocol::session_message(protocol::REJECTED, &rejected),
+                    );
+                }
+                _ => {}
+            }
+        }
+        ServerEvent::PeerDisconnected { peer, .. } => spectators.retain(|p| *p != peer),
+        _ => {}
+    }
+}
