@@ -112,6 +112,10 @@ struct RoomsArgs {
     /// `loopback` or `all`.
     #[arg(long, default_value = "all", value_parser = parse_scope)]
     bind: BindScope,
+    /// Record every input to FILE, for `switchboard-server replay FILE`
+    /// (not with `--redis`: the directory's answers are not recorded).
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
     /// The native (Switchboard) port; 0 picks a free one.
     #[arg(long, default_value_t = 7100)]
     port: u16,
@@ -364,8 +368,12 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     let mut logic = switchboard_rooms::RoomsLogic::new();
+    config.record = args.record.map(switchboard::manager::RecordConfig::to);
     // With Redis: one of the service's rooms processes (docs/SCALING.md).
     let serving = match args.redis.open()? {
+        Some(_) if config.record.is_some() => {
+            return Err("--record is not for a rooms server in a directory (--redis): the directory's answers are not recorded".into());
+        }
         Some(store) => {
             let (link, serving) = scale::join_room_directory(store)?;
             logic = logic.with_directory(link);

@@ -1,12 +1,15 @@
-//! `switchboard-server replay FILE`: a recorded board game fed to a fresh
-//! core, every output compared with the recorded run's.
+//! `switchboard-server replay FILE`: a recorded board game or rooms server
+//! fed to a fresh core, every output compared with the recorded run's; with
+//! `--serve PORT`, served live to spectators.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use switchboard::record::{replay, RecordReader, ReplayError, Replayer};
+use switchboard::record::{replay, Header, RecordReader, ReplayError, Replayer};
 use switchboard::spectate::{spectate, SpectateConfig};
+use switchboard::GameLogic;
+use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
 
 #[derive(Debug, Args)]
@@ -30,31 +33,44 @@ pub(crate) struct ReplayArgs {
     skip_to: u64,
 }
 
-/// Replays the recording; an error says where the replay diverged, or
-/// why the file could not be read.
+/// Replays the recording (the board game's or a rooms server's); an error
+/// says where the replay diverged, or why the file could not be read.
 pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
     let file =
         std::fs::File::open(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let reader = RecordReader::new(std::io::BufReader::new(file))
         .map_err(|e| format!("{}: {e}", args.file.display()))?;
     let header = reader.header().clone();
-    if !header.logic.ends_with("BoardLogic") {
-        return Err(format!(
-            "{}: a recording of {}; this command replays the board game (a game replays its own logic with switchboard::record::replay)",
-            args.file.display(),
-            header.logic
-        ));
-    }
-    let seats = header
-        .initial_state
-        .as_deref()
-        .and_then(|state| state.first().copied())
-        .unwrap_or(8);
     println!(
-        "replaying {} (Switchboard {}, {seats} seats)",
+        "replaying {} ({}, Switchboard {})",
         args.file.display(),
+        header.logic,
         header.version
     );
+    if header.logic.ends_with("BoardLogic") {
+        let seats = header
+            .initial_state
+            .as_deref()
+            .and_then(|state| state.first().copied())
+            .unwrap_or(8);
+        run(reader, move |_| BoardLogic::new(seats), args)
+    } else if header.logic.ends_with("RoomsLogic") {
+        run(reader, |_| RoomsLogic::new(), args)
+    } else {
+        Err(format!(
+            "{}: a recording of {}; this command replays the board game and rooms servers (a game replays its own logic with switchboard::record::replay)",
+            args.file.display(),
+            header.logic
+        ))
+    }
+}
+
+/// Replays, or serves the replay to spectators, and says how it went.
+fn run<L: GameLogic, R: std::io::Read>(
+    reader: RecordReader<R>,
+    make_logic: impl FnOnce(&Header) -> L,
+    args: ReplayArgs,
+) -> Result<(), String> {
     let started = Instant::now();
     let result = match args.serve {
         Some(port) => {
@@ -65,13 +81,13 @@ pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
                 skip_to: args.skip_to,
                 ..SpectateConfig::default()
             };
-            let replayer = Replayer::new(reader, |_| BoardLogic::new(seats), Instant::now());
+            let replayer = Replayer::new(reader, make_logic, Instant::now());
             spectate(replayer, config, |addr| {
                 println!("{}", switchboard::process::ready_line(addr.port()));
                 println!("spectators: connect to {addr}");
             })
         }
-        None => replay(reader, |_| BoardLogic::new(seats), Instant::now()),
+        None => replay(reader, make_logic, Instant::now()),
     };
     match result {
         Ok(report) => {
