@@ -2,12 +2,13 @@
 //! the board game): started with `--admin-port` and a token file, used over
 //! HTTP, stopped with the process.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, ClientEvent, CloseCode, DisconnectReason, NetworkClient};
+mod support;
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
 fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
@@ -36,7 +37,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 /// A server process started with `args`, an admin port and a token file
 /// ("t0ken-t0ken-t0ken"); killed when dropped.
 struct Server {
-    child: Child,
+    _proc: support::Proc,
     port: u16,
     admin: String,
     dir: std::path::PathBuf,
@@ -48,33 +49,16 @@ impl Server {
         std::fs::create_dir_all(&dir).unwrap();
         let token = dir.join("token");
         std::fs::write(&token, "t0ken-t0ken-t0ken\n").unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
-            .args(args)
-            .args(["--port", "0", "--admin-port", "0", "--admin-token-file"])
-            .arg(&token)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let (mut port, mut admin) = (None, None);
-        while admin.is_none() {
-            let mut line = String::new();
-            assert!(
-                stdout.read_line(&mut line).unwrap() > 0,
-                "the server's lines"
-            );
-            if let Some(p) = line.strip_prefix("SWITCHBOARD READY 1 ") {
-                port = p.trim().parse::<u16>().ok();
-            }
-            if let Some(rest) = line.strip_prefix("admin: http://") {
-                admin = rest.strip_suffix("/api/overview\n").map(str::to_string);
-            }
-        }
+        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        all.extend(
+            ["--port", "0", "--admin-port", "0", "--admin-token-file"].map(std::ffi::OsStr::new),
+        );
+        all.push(token.as_os_str());
+        let (proc, port, admin) = support::start_with_admin(&all);
         Server {
-            child,
-            port: port.expect("a ready line"),
-            admin: admin.unwrap(),
+            _proc: proc,
+            port,
+            admin,
             dir,
         }
     }
@@ -82,8 +66,6 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

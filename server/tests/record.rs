@@ -10,6 +10,8 @@ use switchboard::record::{replay, Input, RecordReader, ReplayError};
 use switchboard::{ClientConfig, ManagerConfig, NetworkClient, RequestStatus, ServerManager};
 use switchboard_server::board::{Board, BoardLogic, SetValue, Whisper};
 
+mod support;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn recording(tag: &str) -> PathBuf {
@@ -215,47 +217,23 @@ fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, Vec<
 
 #[test]
 fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() {
-    use std::io::BufRead;
     let dir = std::env::temp_dir().join(format!("sb-record-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let token = "t0ken-t0ken-t0ken";
     std::fs::write(dir.join("token"), format!("{token}\n")).unwrap();
     let file = dir.join("game.swrec");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
-        .args([
-            "--port",
-            "0",
-            "--bind",
-            "loopback",
-            "--seats",
-            "4",
-            "--admin-port",
-            "0",
+    let token_file = dir.join("token");
+    let args: Vec<&std::ffi::OsStr> = ["--port", "0", "--bind", "loopback", "--seats", "4"]
+        .into_iter()
+        .chain(["--admin-port", "0", "--admin-token-file"])
+        .map(std::ffi::OsStr::new)
+        .chain([
+            token_file.as_os_str(),
+            "--record".as_ref(),
+            file.as_os_str(),
         ])
-        .arg("--admin-token-file")
-        .arg(dir.join("token"))
-        .arg("--record")
-        .arg(&file)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let (mut port, mut admin) = (None, None);
-    while admin.is_none() {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the server's lines"
-        );
-        if let Some(p) = line.strip_prefix("SWITCHBOARD READY 1 ") {
-            port = p.trim().parse::<u16>().ok();
-        }
-        if let Some(rest) = line.strip_prefix("admin: http://") {
-            admin = rest.strip_suffix("/api/overview\n").map(str::to_string);
-        }
-    }
-    let (port, admin) = (port.unwrap(), admin.unwrap());
+        .collect();
+    let (child, port, admin) = support::start_with_admin(&args);
     let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let mut ann = welcomed(addr, "ann");
     assert_eq!(ask(&mut ann, Board::Claim(2)), RequestStatus::Accepted);
@@ -289,8 +267,7 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
         assert!(Instant::now() < deadline, "the recording never completed");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let reader = RecordReader::new(std::io::Cursor::new(bytes)).unwrap();
     let report = replay(reader, |_| BoardLogic::new(4), Instant::now()).unwrap();
     assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));

@@ -39,6 +39,33 @@ pub fn start(args: &[&str]) -> (Proc, u16) {
     (Proc(child), port)
 }
 
+/// Starts `switchboard-server ARGS` (which ask for an admin port) and
+/// returns it with the port of its ready line and its admin address.
+pub fn start_with_admin(args: &[&std::ffi::OsStr]) -> (Proc, u16, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut port, mut admin) = (None, None);
+    while admin.is_none() {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server's lines"
+        );
+        if let Some(p) = line.strip_prefix("SWITCHBOARD READY 1 ") {
+            port = p.trim().parse::<u16>().ok();
+        }
+        if let Some(rest) = line.strip_prefix("admin: http://") {
+            admin = rest.strip_suffix("/api/overview\n").map(str::to_string);
+        }
+    }
+    (Proc(child), port.expect("a ready line"), admin.unwrap())
+}
+
 /// Polls `done` every 10 ms for up to `wait`; panics naming `what`.
 pub fn wait_until(what: &str, wait: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + wait;
