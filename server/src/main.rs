@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
 mod master_cli;
+mod relay_cli;
 mod replay_cli;
 mod scale;
 mod web;
@@ -47,7 +48,7 @@ enum Command {
     /// Run a master server that lists game servers.
     Master(master_cli::MasterArgs),
     /// Run a real-time relay (transforms relayed within zones).
-    Relay(RelayArgs),
+    Relay(relay_cli::RelayArgs),
     /// Run a rooms server: lobby, rooms, RPC and replication for any game.
     Rooms(RoomsArgs),
     /// Load-test a relay with bots, and report.
@@ -60,51 +61,6 @@ enum Command {
     /// Replay a board game recorded with `--record FILE`, checking that
     /// every output is the recorded one.
     Replay(replay_cli::ReplayArgs),
-}
-
-#[derive(Debug, Args)]
-struct RelayArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = parse_scope)]
-    bind: BindScope,
-    /// The native (Switchboard) port.
-    #[arg(long, default_value_t = 7200)]
-    port: u16,
-    /// Also listen for newline-delimited JSON clients on this port.
-    #[arg(long)]
-    json_port: Option<u16>,
-    /// The longest, in milliseconds, a relayed message waits to share a
-    /// write when the relay is busy (0: never waits); a quiet relay writes
-    /// at once.
-    #[arg(long, default_value_t = 5)]
-    send_interval_ms: u64,
-    /// Deliveries a second under which every delivery is written at once.
-    #[arg(long, default_value_t = 100_000)]
-    quiet_rate: u32,
-    /// Milliseconds that players' messages may wait for the relay, on
-    /// average, before it counts as falling behind and makes them wait to
-    /// share writes whatever the rate (0: the rate alone decides).
-    #[arg(long, default_value_t = 2.0)]
-    behind_ms: f64,
-    /// A round of writes to this many players or more is shared among the
-    /// relay's threads (0: one thread writes every round).
-    #[arg(long, default_value_t = 16)]
-    split_flush_at: usize,
-    /// Threads serving the relay (several relays on one machine share its
-    /// cores: one each is enough).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
-    /// With `--redis`: where players reach this relay (`host:port`), as
-    /// other relays hand them over (default: 127.0.0.1 and the port bound;
-    /// WebSocket players: the same host, the WebSocket port).
-    #[arg(long)]
-    advertise: Option<String>,
-    #[command(flatten)]
-    redis: RedisArgs,
-    #[command(flatten)]
-    ws: web::WsArgs,
-    #[command(flatten)]
-    admin: AdminArgs,
 }
 
 #[derive(Debug, Args)]
@@ -292,7 +248,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Master(args)) => master_cli::run_master(args),
-        Some(Command::Relay(args)) => run_relay(args),
+        Some(Command::Relay(args)) => relay_cli::run_relay(args),
         Some(Command::Rooms(args)) => run_rooms(args),
         Some(Command::Bots(args)) => load_cli::run_bots(args),
         Some(Command::Requests(args)) => load_cli::run_requests(args),
@@ -487,75 +443,4 @@ fn runtime_with(threads: usize) -> Result<tokio::runtime::Runtime, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())
-}
-
-fn run_relay(args: RelayArgs) -> Result<(), String> {
-    switchboard::process::init_stderr_logging();
-    let runtime = runtime_with(args.threads)?;
-    runtime.block_on(async move {
-        let mut config = switchboard_relay::RelayConfig {
-            json_port: args.json_port,
-            pacing: switchboard::socket::PacerConfig {
-                max_wait: std::time::Duration::from_millis(args.send_interval_ms),
-                quiet_rate: args.quiet_rate,
-                behind_after: std::time::Duration::try_from_secs_f64(args.behind_ms / 1000.0)
-                    .unwrap_or_default(),
-                split_flush_at: args.split_flush_at,
-            },
-            ..Default::default()
-        };
-        // Many players arrive at once (a load test, a server restart).
-        config.server.max_pending_handshakes = 1024;
-        config.server.max_connections = 20_000;
-        args.ws.apply(&mut config.server, web::Pages::RelayDemo);
-        let mut admin = args.admin;
-        let mut caps = vec![("game", &mut config.server.max_connections)];
-        if config.json_port.is_some() {
-            caps.push(("json", &mut config.max_json_connections));
-        }
-        admin.fit_listeners(caps);
-        // With Redis: one of the service's relays, each zone on one of them.
-        let serving = match args.redis.open()? {
-            Some(store) => {
-                let (zones, serving) = switchboard_redis::RedisZones::join(store)
-                    .await
-                    .map_err(|e| format!("cannot join the relays' zone directory: {e}"))?;
-                config.zones = Some(zones);
-                Some(serving)
-            }
-            None => None,
-        };
-        let relay = switchboard_relay::RelayServer::builder()
-            .bind(args.bind)
-            .port(args.port)
-            .config(config)
-            .spawn()
-            .map_err(|e| format!("cannot bind the relay: {e}"))?;
-        if let Some(serving) = serving {
-            // Clients reach this relay at the advertised host (default
-            // 127.0.0.1), on its native and WebSocket ports.
-            let port = relay.native_addr().port();
-            let addr = args
-                .advertise
-                .clone()
-                .unwrap_or_else(|| format!("127.0.0.1:{port}"));
-            let host = addr.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host);
-            match relay.websocket_addr() {
-                Some(ws) => serving.at_with_websocket(&addr, format!("{host}:{}", ws.port())),
-                None => serving.at(addr),
-            }
-        }
-        println!(
-            "{}",
-            switchboard::process::ready_line(relay.native_addr().port())
-        );
-        web::announce(relay.websocket_addr());
-        if let Some(json) = relay.json_addr() {
-            println!("JSON clients: {json}");
-        }
-        let source = switchboard_relay::RelayAdmin::new(relay.clone());
-        let _admin = admin.start(std::sync::Arc::new(source)).await?;
-        switchboard::process::wait_for_signal().await;
-        relay.shutdown().await.map_err(|e| e.to_string())
-    })
 }

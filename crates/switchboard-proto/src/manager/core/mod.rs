@@ -15,7 +15,9 @@
 //! the [`Entropy`] given at construction: the same inputs give the same
 //! outputs. Everything a server decides is decided here.
 
+mod events;
 mod hello;
+mod outputs;
 mod requests;
 mod shared;
 
@@ -36,124 +38,16 @@ use crate::connection::SocketStats;
 use crate::entropy::Entropy;
 use crate::limits::{Backoff, LogLimiter, RateLimiter};
 use crate::message::{Message, PeerId, TypedMessage, SESSION_CHANNEL};
-use crate::reason::{CloseCode, DisconnectReason, SocketError};
+use crate::reason::{CloseCode, DisconnectReason};
 use crate::session::{Admission, ClientId, ReconnectToken, Refusal, Sessions, SharedSession};
+
+pub use events::{ManagerAction, ManagerEvent};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
 
 /// How often the logic hears its clients' round-trip times.
 const LATENCY_EVERY: Duration = Duration::from_secs(1);
-
-/// What happened on the network, as the core takes it.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ManagerEvent {
-    /// A connection completed its handshake.
-    Connected {
-        /// Its id.
-        peer: PeerId,
-        /// Its address.
-        addr: SocketAddr,
-    },
-    /// A message arrived from a connection.
-    Received {
-        /// From whom.
-        peer: PeerId,
-        /// What.
-        message: Message,
-    },
-    /// A connection ended.
-    Disconnected {
-        /// Which.
-        peer: PeerId,
-        /// Why.
-        reason: DisconnectReason,
-    },
-    /// A connection sent something the socket layer could not take (an
-    /// unknown system action, say); it is logged, within its address's share.
-    Failed {
-        /// Which.
-        peer: PeerId,
-        /// What.
-        error: SocketError,
-    },
-    /// The shared store answered a [`ManagerAction::Claim`].
-    Claimed {
-        /// The connection that asked.
-        peer: PeerId,
-        /// The session it asked for.
-        client: ClientId,
-        /// The token the claim gave it.
-        new_token: ReconnectToken,
-        /// The session, `None` (unknown, wrong token, expired), or why the
-        /// store could not be asked.
-        result: Result<Option<SharedSession>, ShareError>,
-    },
-    /// The shared store says other processes took these sessions over
-    /// (found while writing a [`ManagerAction::Share`]).
-    MovedAway {
-        /// Whose.
-        clients: Vec<ClientId>,
-    },
-    /// The shared store may have lost what was written (it came back after
-    /// an outage, or restarted empty): the online sessions are written
-    /// again at once.
-    StoreRestored,
-}
-
-/// What the core asks its driver to do, in order.
-///
-/// Exhaustive on purpose: every driver must carry out every action (a new
-/// one is a compile error where it must be handled).
-#[derive(Debug, Clone)]
-pub enum ManagerAction {
-    /// Send `message` to one connection.
-    Send {
-        /// To whom.
-        peer: PeerId,
-        /// What.
-        message: Message,
-    },
-    /// Send `message` to each of `peers`, encoded once.
-    SendToMany {
-        /// To whom.
-        peers: Vec<PeerId>,
-        /// What.
-        message: Message,
-    },
-    /// Close a connection after what was queued for it, telling it why.
-    Close {
-        /// Which.
-        peer: PeerId,
-        /// The close code the peer reads.
-        code: CloseCode,
-        /// Why, for people.
-        reason: String,
-    },
-    /// A line for the operator's log (already given to `tracing`).
-    Log(LogEntry),
-    /// Ask the shared store for a session this process does not hold
-    /// (`ManagerConfig::shared_sessions`); the answer comes back as
-    /// [`ManagerEvent::Claimed`].
-    Claim {
-        /// The connection that presented it.
-        peer: PeerId,
-        /// The session.
-        client: ClientId,
-        /// The token presented.
-        token: ReconnectToken,
-        /// The token it gets when the claim succeeds.
-        new_token: ReconnectToken,
-    },
-    /// Write a change of a session this process holds to the shared store,
-    /// after those before it; sessions found taken over by another process
-    /// come back as [`ManagerEvent::MovedAway`].
-    Share(ShareUpdate),
-    /// Save the game's checkpoint (`Outbox::checkpoint`), when the config
-    /// has a store for it.
-    Checkpoint(Vec<u8>),
-}
 
 /// One connection, as the manager tracks it.
 #[derive(Debug)]
@@ -505,89 +399,5 @@ impl<L: GameLogic> ManagerCore<L> {
             self.logic.on_connection_lost(client, &mut out);
         }
         self.dispatch(out);
-    }
-
-    /// Sends every update to exactly its audience.
-    fn dispatch(&mut self, mut out: Outbox) {
-        for text in out.take_unsent() {
-            tracing::warn!("{text}");
-            self.log(LogLevel::Warn, text);
-        }
-        if let Some(state) = out.take_checkpoint() {
-            if self.checkpoints {
-                self.actions.push(ManagerAction::Checkpoint(state));
-            }
-        }
-        for (audience, message) in out.take() {
-            let peers: Vec<PeerId> = match &audience {
-                Audience::One(client) => self
-                    .sessions
-                    .get(*client)
-                    .and_then(|s| s.peer())
-                    .into_iter()
-                    .collect(),
-                Audience::Only(list) => list
-                    .iter()
-                    .filter_map(|c| self.sessions.get(*c).and_then(|s| s.peer()))
-                    .collect(),
-                _ => {
-                    let mut peers: Vec<PeerId> = self
-                        .sessions
-                        .iter()
-                        .filter(|s| audience.includes(s.id))
-                        .filter_map(|s| s.peer())
-                        .collect();
-                    peers.sort_unstable();
-                    peers
-                }
-            };
-            if !peers.is_empty() {
-                self.actions
-                    .push(ManagerAction::SendToMany { peers, message });
-            }
-        }
-    }
-
-    fn send(&mut self, peer: PeerId, message: Message) {
-        self.actions.push(ManagerAction::Send { peer, message });
-    }
-
-    fn close(&mut self, peer: PeerId, code: CloseCode, reason: &str) {
-        self.actions.push(ManagerAction::Close {
-            peer,
-            code,
-            reason: reason.to_string(),
-        });
-    }
-
-    fn log(&mut self, level: LogLevel, text: String) {
-        self.actions
-            .push(ManagerAction::Log(LogEntry { level, text }));
-    }
-
-    /// A line about something `peer` did, for `tracing` and the operator's
-    /// log, within its address's share (`ManagerRules::peer_log_rate`).
-    fn peer_log(&mut self, peer: PeerId, level: LogLevel, text: String, now: Instant) {
-        let Some(addr) = self.peers.get(&peer).map(|p| p.addr) else {
-            return;
-        };
-        self.addr_log(addr, level, text, now);
-    }
-
-    /// [`peer_log`](Self::peer_log) for a peer already gone.
-    fn addr_log(&mut self, addr: SocketAddr, level: LogLevel, mut text: String, now: Instant) {
-        let Some(skipped) = self.peer_logs.admit(addr.ip(), now) else {
-            return;
-        };
-        if skipped > 0 {
-            text.push_str(&format!(
-                " ({skipped} lines about peers skipped before this)"
-            ));
-        }
-        match level {
-            LogLevel::Info => tracing::info!(%addr, "{text}"),
-            LogLevel::Warn => tracing::warn!(%addr, "{text}"),
-        }
-        self.log(level, text);
     }
 }
