@@ -30,9 +30,9 @@ pub(crate) struct BotsArgs {
     /// Bots per zone.
     #[arg(long, default_value_t = 20)]
     zone_size: usize,
-    /// Send as the load tester did before 2026-12-01: a zone's bots within
-    /// about a fifth of the interval of each other (by default each bot
-    /// sends at its own point of the interval, as independent players do)
+    /// Send in bursts: a zone's bots within about a fifth of the interval
+    /// of each other (by default each bot sends at its own point of the
+    /// interval, as independent players do)
     #[arg(long)]
     clustered: bool,
     /// Seconds of sending.
@@ -241,6 +241,12 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             println!("bots (this process) {cpu:.0}% CPU");
         }
     }
+    if report.bots_connected == 0 {
+        return Err(format!(
+            "no bot connected to {}: is a relay there?",
+            args.addr
+        ));
+    }
     Ok(())
 }
 
@@ -301,6 +307,12 @@ pub(crate) fn run_requests(args: RequestsArgs) -> Result<(), String> {
             "clients (this process) {:.0}% CPU",
             100.0 * (cpu1 - cpu0) / report.seconds
         );
+    }
+    if report.welcomed == 0 {
+        return Err(format!(
+            "no client was welcomed by {}: is a board server there?",
+            args.addr
+        ));
     }
     Ok(())
 }

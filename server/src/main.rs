@@ -33,9 +33,15 @@ use switchboard::ManagerConfig;
 use switchboard_master::{Announce, ServerInfo};
 use switchboard_server::board::BoardLogic;
 
-/// The dedicated Switchboard game server.
+/// Switchboard's server for every mode.
+///
+/// With no subcommand: the built-in board game (seats, chat and whispers).
+/// Every mode listens on loopback unless `--bind all` says otherwise.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, propagate_version = true)]
+// An option of the board game's given with a subcommand is an error, not
+// silently ignored: options go after the subcommand they belong to.
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -65,8 +71,9 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct RoomsArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    /// Who may connect: `loopback` (this machine only) or `all` (every
+    /// interface).
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
     bind: BindScope,
     /// Record every input to FILE, for `switchboard-server replay FILE`
     /// (not with `--redis`: the directory's answers are not recorded).

@@ -11,8 +11,9 @@ use crate::{parse_scope, runtime, AdminArgs, RedisArgs};
 
 #[derive(Debug, Args)]
 pub(crate) struct MasterArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    /// Who may connect: `loopback` (this machine only) or `all` (every
+    /// interface).
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
     bind: BindScope,
     /// UDP and TCP port.
     #[arg(long, default_value_t = master::DEFAULT_PORT)]

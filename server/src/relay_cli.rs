@@ -5,8 +5,9 @@ use super::*;
 
 #[derive(Debug, Args)]
 pub(crate) struct RelayArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = parse_scope)]
+    /// Who may connect: `loopback` (this machine only) or `all` (every
+    /// interface).
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
     bind: BindScope,
     /// The native (Switchboard) port.
     #[arg(long, default_value_t = 7200)]

@@ -16,7 +16,7 @@ use switchboard_rooms::directory::DirectoryLink;
 pub(crate) struct RedisArgs {
     /// Share state with other processes through this Redis
     /// (`redis://host:6379/`); without it, everything stays in this process.
-    #[arg(long, env = "SWITCHBOARD_REDIS")]
+    #[arg(long, env = "SWITCHBOARD_REDIS", hide_env_values = true)]
     redis: Option<String>,
     /// Prefix of every key this service writes in Redis.
     #[arg(long, default_value = "switchboard")]
@@ -59,8 +59,9 @@ pub(crate) fn join_room_directory(store: RedisStore) -> Result<(DirectoryLink, S
 
 #[derive(Debug, Args)]
 pub(crate) struct MatchmakerArgs {
-    /// `loopback` or `all`.
-    #[arg(long, default_value = "all", value_parser = crate::parse_scope)]
+    /// Who may connect: `loopback` (this machine only) or `all` (every
+    /// interface).
+    #[arg(long, default_value = "loopback", value_parser = crate::parse_scope)]
     bind: BindScope,
     /// Its port.
     #[arg(long, default_value_t = 7300)]
