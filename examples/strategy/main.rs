@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p switchboard-strategy                          # single player (local server, loopback)
-//! cargo run --release -p switchboard-strategy -- --host --port 7100    # host: lobby, others join
+//! cargo run --release -p switchboard-strategy -- --host --bind all --port 7100  # host: lobby, others join
 //! cargo run --release -p switchboard-strategy -- --join 127.0.0.1:7100 --name bob
 //! cargo run --release -p switchboard-strategy -- --edit my.swst        # scenario editor, no network
 //! cargo run --release -p switchboard-strategy -- --serve --port 7100   # dedicated server, no local player
@@ -25,6 +25,7 @@
 //! typed interface instead of the full-screen one, `--saves DIR` is where the
 //! server keeps saved games.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -42,9 +43,15 @@ use switchboard_master::{Announce, ServerInfo};
     about = "A small turn-based strategy game on Switchboard"
 )]
 struct Options {
-    /// Host a game: a lobby on every interface that others join.
+    /// Host a game: a lobby that others join (with `--bind all`, from
+    /// other machines).
     #[arg(long)]
     host: bool,
+    /// With `--host`, `--serve` or `--replay`: who may connect: `loopback`
+    /// (this machine only) or `all` (every interface). A single-player
+    /// game is always loopback only.
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
+    bind: BindScope,
     /// Join a game at HOST:PORT.
     #[arg(long, value_name = "ADDR")]
     join: Option<String>,
@@ -157,7 +164,15 @@ fn main() {
     } else if let Some(path) = &options.replay {
         let follow = options.name.clone();
         let (port, speed) = (options.port, options.speed);
-        strategy::replay::serve(path, port, speed, follow, &options.saves, load_scenario)
+        strategy::replay::serve(
+            path,
+            options.bind,
+            port,
+            speed,
+            follow,
+            &options.saves,
+            load_scenario,
+        )
     } else if options.serve {
         dedicated(&options)
     } else if options.join.is_some() || options.game.is_some() {
@@ -261,15 +276,19 @@ fn dedicated(options: &Options) -> Result<(), String> {
         lease = shared.lease;
     }
     println!("dedicated strategy server; Ctrl-C stops it. Its port is in the ready line:");
-    let (scope, port) = (BindScope::AllInterfaces, options.port);
+    let (scope, port) = (options.bind, options.port);
     let held = lease.clone();
     let served = switchboard::ServerManager::builder(logic)
         .config(config)
         .bind(scope)
         .port(port)
         .on_start(|handle| {
+            // After the ready line, whoever started the server may have
+            // stopped reading: a closed stdout is not the server's failure.
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "{}", where_to_join(scope, handle.local_addr().port()));
             if let Some(addr) = handle.websocket_addr() {
-                println!("WebSocket clients: ws://{addr}/");
+                let _ = writeln!(out, "WebSocket clients: ws://{addr}/");
             }
             if let Some(lease) = held {
                 // Another server took the game over (this one was cut off):
@@ -398,7 +417,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         env,
         args,
         scope: if options.host {
-            BindScope::AllInterfaces
+            options.bind
         } else {
             BindScope::Loopback
         },
@@ -412,10 +431,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         println!("browsers and WebSocket clients join at ws://<this machine's address>:{port}/");
     }
     if options.host {
-        println!(
-            "hosting: others join with --join <this machine's address>:{}",
-            server.port()
-        );
+        println!("{}", where_to_join(options.bind, server.port()));
     }
     let name = options.name.clone().unwrap_or_else(|| "player".into());
     let result = client::play(
@@ -433,4 +449,22 @@ fn local_game(options: &Options) -> Result<(), String> {
         .map_err(|e| format!("stopping the server: {e}"))?;
     println!("server {pid} stopped ({status})");
     result
+}
+
+/// `--bind loopback` or `all`.
+fn parse_scope(text: &str) -> Result<BindScope, String> {
+    match text {
+        "loopback" | "127.0.0.1" | "localhost" => Ok(BindScope::Loopback),
+        "all" | "0.0.0.0" => Ok(BindScope::AllInterfaces),
+        other => Err(format!("{other}: expected `loopback` or `all`")),
+    }
+}
+
+/// The line that says where others join a game served on `port`.
+fn where_to_join(scope: BindScope, port: u16) -> String {
+    if scope == BindScope::Loopback {
+        format!("only this machine can join (--join 127.0.0.1:{port}); --bind all lets others in")
+    } else {
+        format!("others join with --join <this machine's address>:{port}")
+    }
 }

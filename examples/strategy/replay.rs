@@ -16,11 +16,12 @@ pub fn initial_state(scenario: &str) -> Vec<u8> {
     scenario.as_bytes().to_vec()
 }
 
-/// Serves the recording at `path` on `port` of every interface, paced at
+/// Serves the recording at `path` on `port` of `scope`, paced at
 /// `speed`, showing `follow`'s view (default the first player), with
 /// `load` turning the recorded scenario's name back into the scenario.
 pub fn serve(
     path: &Path,
+    scope: switchboard::BindScope,
     port: u16,
     speed: f64,
     follow: Option<String>,
@@ -43,7 +44,7 @@ pub fn serve(
         Instant::now(),
     );
     let config = SpectateConfig {
-        scope: switchboard::BindScope::AllInterfaces,
+        scope,
         port,
         speed,
         follow,
