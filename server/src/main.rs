@@ -416,7 +416,7 @@ fn run_manager<L: switchboard::GameLogic>(
         .port(port)
         .watch_stdin(watch_stdin);
     let started = server.on_start(move |handle| {
-        web::announce(handle.websocket_addr());
+        web::announce(handle.websocket_addr(), web::Pages::Client);
         started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
         tokio::spawn(async move {

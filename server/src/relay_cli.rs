@@ -109,7 +109,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             "{}",
             switchboard::process::ready_line(relay.native_addr().port())
         );
-        web::announce(relay.websocket_addr());
+        web::announce(relay.websocket_addr(), web::Pages::RelayDemo);
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }

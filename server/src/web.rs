@@ -71,9 +71,12 @@ impl WsArgs {
     }
 }
 
-/// Prints where WebSocket clients connect, if they can.
-pub(crate) fn announce(addr: Option<std::net::SocketAddr>) {
-    if let Some(addr) = addr {
-        println!("WebSocket clients: ws://{addr}/");
+/// Prints where WebSocket clients connect, if they can, and the page a
+/// browser opens when the mode serves one.
+pub(crate) fn announce(addr: Option<std::net::SocketAddr>, pages: Pages) {
+    let Some(addr) = addr else { return };
+    if let Pages::RelayDemo = pages {
+        println!("the page: http://{addr}/");
     }
+    println!("WebSocket clients: ws://{addr}/");
 }

@@ -44,8 +44,8 @@ fn script(name: &str) -> Option<Script> {
     Some(match name {
         "" | "idle" => Script::Idle,
         "walk_to_player" => Script::WalkToPlayer,
-        "circle" => Script::WalkCircle { radius: 100.0 },
-        "square" => Script::WalkSquare { side: 200.0 },
+        "circle" => Script::WalkCircle { radius: 20.0 },
+        "square" => Script::WalkSquare { side: 30.0 },
         "follow" => Script::FollowPlayer,
         "jump" => Script::JumpLoop,
         "sneak" => Script::SneakToggle,
@@ -171,7 +171,13 @@ impl AdminSource for RelayAdmin {
             let zone = place.unwrap_or_else(|| "lobby".into());
             for _ in 0..count {
                 bots.started += 1;
-                let config = BotConfig::new(&format!("bot-{}", bots.started), &zone);
+                // In the browser demo's world (100 × 75 units), where the
+                // page draws them: around its middle, at a walking pace.
+                let config = BotConfig {
+                    start: [50.0 - 15.0, 0.0, 37.5 - 15.0],
+                    speed: 20.0,
+                    ..BotConfig::new(&format!("bot-{}", bots.started), &zone)
+                };
                 let bot = Bot::spawn(self.relay.native_addr(), config, script.clone());
                 bots.running.push(bot);
             }

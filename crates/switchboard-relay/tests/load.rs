@@ -52,3 +52,50 @@ async fn a_zone_entry_snapshot_is_counted_but_its_age_is_not_latency() {
     assert_eq!(report.lost, 0);
     assert!(report.latency_ms_max < 500.0, "{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_pages_world() {
+    let relay = RelayServer::builder().spawn().unwrap();
+    let config = LoadConfig {
+        addr: relay.native_addr(),
+        websocket: None,
+        also: Vec::new(),
+        bots: 24,
+        rate: 10.0,
+        zone_size: 12,
+        duration: Duration::from_secs(2),
+        phases: Phases::Spread,
+    };
+    let load = tokio::spawn(load::run(config, |_, _, _| {}));
+    // The browser demo's default zone holds the first zone's bots, inside
+    // its 100 × 75 world (`server/assets/relay-demo.html`).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let clients = relay.clients().await;
+        let in_demo: Vec<_> = clients
+            .iter()
+            .filter(|c| c.zone.as_deref() == Some("demo"))
+            .collect();
+        if in_demo.len() == 12 {
+            for client in &in_demo {
+                let [x, _, z] = client.last.as_ref().unwrap().position;
+                assert!(
+                    (0.0..=100.0).contains(&x) && (0.0..=75.0).contains(&z),
+                    "{x}, {z}"
+                );
+            }
+            assert_eq!(
+                clients
+                    .iter()
+                    .filter(|c| c.zone.as_deref() == Some("demo-1"))
+                    .count(),
+                12
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "12 bots in demo");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = load.await.unwrap();
+    assert_eq!(report.lost, 0, "{report:?}");
+}

@@ -37,9 +37,20 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     let period = plan.interval.unwrap_or(Duration::from_secs(3600));
     let offset = period.mul_f64(plan.phases.of(index));
     // One transform, its stamp rewritten in place for each send.
+    // In the browser demo's world (100 × 75 units), spread out; the first
+    // zone is the page's default, `demo`.
+    let zone = index / plan.zone_size.max(1);
     let mut transform = Transform {
-        position: [index as f32, 0.0, 0.0],
-        zone: format!("zone-{}", index / plan.zone_size.max(1)),
+        position: [
+            5.0 + (index % 10) as f32 * 10.0,
+            0.0,
+            5.0 + (index / 10 % 7) as f32 * 10.0,
+        ],
+        zone: if zone == 0 {
+            "demo".to_string()
+        } else {
+            format!("demo-{zone}")
+        },
         extra: BTreeMap::from([(stamp::FIELD.to_string(), String::new())]),
         ..Transform::default()
     };
