@@ -190,7 +190,18 @@ async fn serve<L: GameLogic, R: Read>(
             }
         }
     }
+    // Every spectator gets what was queued for it, then the reason.
     handle.shutdown("the replay ended");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !spectators.is_empty() {
+        match tokio::time::timeout_at(deadline, server.next_event()).await {
+            Ok(Some(ServerEvent::PeerDisconnected { peer, .. })) => {
+                spectators.retain(|p| *p != peer)
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
     Ok(replayer.finish())
 }
 

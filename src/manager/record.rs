@@ -47,7 +47,7 @@ impl RecordConfig {
 /// thread).
 enum Item {
     Received {
-        after_micros: u64,
+        after_nanos: u64,
         peer: PeerId,
         message: Message,
     },
@@ -170,9 +170,12 @@ impl Recorder {
         Ok((recorder, entropy))
     }
 
+    /// Nanoseconds since the last input: exact, so that the replay's clock
+    /// compares as the recorded one did (microseconds, summed, drifted: a
+    /// 50 ms sync came a tick late in a replay).
     fn after(&mut self, now: Instant) -> u64 {
         let after = self.last.map_or(0, |last| {
-            now.saturating_duration_since(last).as_micros() as u64
+            now.saturating_duration_since(last).as_nanos() as u64
         });
         self.last = Some(now);
         after
@@ -180,15 +183,15 @@ impl Recorder {
 
     /// A network event, before the core takes it in.
     pub(crate) fn event(&mut self, event: &ManagerEvent, now: Instant) {
-        let after_micros = self.after(now);
+        let after_nanos = self.after(now);
         let item = match event {
             ManagerEvent::Received { peer, message } => Item::Received {
-                after_micros,
+                after_nanos,
                 peer: *peer,
                 message: message.clone(),
             },
             other => Item::Record(Record::Input {
-                after_micros,
+                after_nanos,
                 input: Input::of(other),
             }),
         };
@@ -202,11 +205,9 @@ impl Recorder {
 
     /// An input that is not a network event (the clock's work, a kick).
     pub(crate) fn input(&mut self, input: Input, now: Instant) {
-        let after_micros = self.after(now);
-        self.queue.send(Item::Record(Record::Input {
-            after_micros,
-            input,
-        }));
+        let after_nanos = self.after(now);
+        self.queue
+            .send(Item::Record(Record::Input { after_nanos, input }));
     }
 
     /// What the core did about the last input.
@@ -253,11 +254,11 @@ fn write_all(
         };
         let record = match item {
             Item::Received {
-                after_micros,
+                after_nanos,
                 peer,
                 message,
             } => Record::Input {
-                after_micros,
+                after_nanos,
                 input: Input::of(&ManagerEvent::Received { peer, message }),
             },
             Item::Record(record) => record,

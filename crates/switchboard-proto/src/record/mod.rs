@@ -306,11 +306,12 @@ impl Output {
 /// One record after the header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
-    /// An input, `after_micros` after the one before (after the start, for
+    /// An input, `after_nanos` after the one before (after the start, for
     /// the first).
     Input {
-        /// Microseconds since the previous input.
-        after_micros: u64,
+        /// Nanoseconds since the previous input (exact: the replay's clock
+        /// compares as the recorded one did).
+        after_nanos: u64,
         /// What went in.
         input: Input,
     },

@@ -174,10 +174,7 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
         while let Some(record) = self.recording.next_record()? {
             let number = self.recording.records_read();
             match record {
-                Record::Input {
-                    after_micros,
-                    input,
-                } => {
+                Record::Input { after_nanos, input } => {
                     if self.pending.is_some() {
                         let what = "an input without the outputs of the one before";
                         return Err(ReplayError::OutOfOrder {
@@ -185,7 +182,7 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
                             what,
                         });
                     }
-                    self.span += Duration::from_micros(after_micros);
+                    self.span += Duration::from_nanos(after_nanos);
                     self.pending = Some((number, input));
                 }
                 Record::Drawn(bytes) => {
