@@ -69,6 +69,9 @@ pub(crate) struct RequestsArgs {
     /// The server's process id, to report its CPU (same machine).
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Raises the open-file limit to its hard maximum; returns the limit in force.
@@ -279,34 +282,53 @@ pub(crate) fn run_requests(args: RequestsArgs) -> Result<(), String> {
     let report = runtime.block_on(switchboard_server::requests::run(load));
     let after = args.server_pid.and_then(process_usage);
     let own_after = process_usage(std::process::id());
-    println!("clients welcomed   {} of {count}", report.welcomed);
-    println!(
-        "requests           {} sent, {} accepted ({:.0}/s), {} refused",
-        report.sent, report.accepted, report.accepted_per_second, report.refused
-    );
-    println!(
-        "deliveries         {} ({:.0}/s)",
-        report.deliveries, report.deliveries_per_second
-    );
-    println!(
-        "request → accepted p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
-        report.latency_ms_p50, report.latency_ms_p99, report.latency_ms_max
-    );
-    println!("disconnects        {}", report.disconnects);
     // CPU over the whole run (joining and the drain included: little).
-    if let (Some((cpu0, _)), Some((cpu1, rss))) = (before, after) {
-        let cpu = cpu1 - cpu0;
+    let server = match (before, after) {
+        (Some((cpu0, _)), Some((cpu1, rss))) => Some((cpu1 - cpu0, rss)),
+        _ => None,
+    };
+    let clients_cpu = match (own_before, own_after) {
+        (Some((cpu0, _)), Some((cpu1, _))) => Some(100.0 * (cpu1 - cpu0) / report.seconds),
+        _ => None,
+    };
+    let us_per_delivery = |cpu: f64| 1e6 * cpu / report.deliveries.max(1) as f64;
+    if args.json {
+        let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        value["clients"] = count.into();
+        if let Some((cpu, rss)) = server {
+            value["server_cpu_percent"] = (100.0 * cpu / report.seconds).into();
+            value["server_rss_kib"] = rss.into();
+            value["server_us_per_delivery"] = us_per_delivery(cpu).into();
+        }
+        if let Some(cpu) = clients_cpu {
+            value["clients_cpu_percent"] = cpu.into();
+        }
+        println!("{value}");
+    } else {
+        println!("clients welcomed   {} of {count}", report.welcomed);
         println!(
-            "server             {:.0}% CPU over the sending time, {rss} KiB resident, {:.2} us per delivery",
-            100.0 * cpu / report.seconds,
-            1e6 * cpu / report.deliveries.max(1) as f64
+            "requests           {} sent, {} accepted ({:.0}/s), {} refused",
+            report.sent, report.accepted, report.accepted_per_second, report.refused
         );
-    }
-    if let (Some((cpu0, _)), Some((cpu1, _))) = (own_before, own_after) {
         println!(
-            "clients (this process) {:.0}% CPU",
-            100.0 * (cpu1 - cpu0) / report.seconds
+            "deliveries         {} ({:.0}/s)",
+            report.deliveries, report.deliveries_per_second
         );
+        println!(
+            "request → accepted p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+            report.latency_ms_p50, report.latency_ms_p99, report.latency_ms_max
+        );
+        println!("disconnects        {}", report.disconnects);
+        if let Some((cpu, rss)) = server {
+            println!(
+                "server             {:.0}% CPU over the sending time, {rss} KiB resident, {:.2} us per delivery",
+                100.0 * cpu / report.seconds,
+                us_per_delivery(cpu)
+            );
+        }
+        if let Some(cpu) = clients_cpu {
+            println!("clients (this process) {cpu:.0}% CPU");
+        }
     }
     if report.welcomed == 0 {
         return Err(format!(

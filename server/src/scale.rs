@@ -1,7 +1,7 @@
 //! Scale-out on Redis (docs/SCALING.md): the `--redis` options every mode
 //! shares, the rooms directory, and the matchmaker mode.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use clap::Args;
 use switchboard::socket::BindScope;
@@ -71,15 +71,14 @@ pub(crate) struct MatchmakerArgs {
     reservation_secs: u64,
     #[command(flatten)]
     redis: RedisArgs,
+    #[command(flatten)]
+    admin: crate::AdminArgs,
 }
 
-pub(crate) fn run_matchmaker(args: MatchmakerArgs) -> Result<(), String> {
+pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
-    switchboard::process::raise_open_files_limit();
-    let ip = match args.bind {
-        BindScope::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    };
+    args.admin.fit_listeners(Vec::new());
+    let ip = args.bind.ip();
     crate::runtime()?.block_on(async move {
         let store = args
             .redis
@@ -89,12 +88,15 @@ pub(crate) fn run_matchmaker(args: MatchmakerArgs) -> Result<(), String> {
             reservation_ttl: std::time::Duration::from_secs(args.reservation_secs.max(1)),
             ..MatchmakerConfig::default()
         };
-        let (matchmaker, handle) = Matchmaker::bind(SocketAddr::new(ip, args.port), store, config)
-            .map_err(|e| format!("cannot bind the matchmaker: {e}"))?;
+        let addr = SocketAddr::new(ip, args.port);
+        let (matchmaker, handle) = Matchmaker::bind(addr, store, config)
+            .map_err(|e| format!("cannot bind the matchmaker to {addr}: {e}"))?;
         println!(
             "{}",
             switchboard::process::ready_line(handle.local_addr().port())
         );
+        let source = switchboard_redis::MatchmakerAdmin::new(handle);
+        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
         matchmaker
             .run(switchboard::process::wait_for_signal())
             .await;

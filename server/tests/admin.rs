@@ -2,8 +2,6 @@
 //! the board game): started with `--admin-port` and a token file, used over
 //! HTTP, stopped with the process.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,22 +10,8 @@ mod support;
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
 fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let (status, body) = support::http(addr, method, path, token, body);
+    (status, String::from_utf8(body).unwrap())
 }
 
 fn get(addr: &str, path: &str) -> (u16, String) {

@@ -5,8 +5,19 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard-server");
-const MODES: [&[&str]; 5] = [&[], &["master"], &["relay"], &["rooms"], &["matchmaker"]];
+mod support;
+use support::BIN;
+/// The modes that serve, then the load testers.
+const MODES: [&[&str]; 7] = [
+    &[],
+    &["master"],
+    &["relay"],
+    &["rooms"],
+    &["matchmaker"],
+    &["bots"],
+    &["requests"],
+];
+const SERVERS: usize = 5;
 
 fn help(mode: &[&str]) -> String {
     let out = Command::new(BIN)
@@ -42,20 +53,24 @@ fn every_mode_binds_loopback_by_default_and_shares_its_options_word_for_word() {
         "--admin-port ",
         "--admin-bind ",
         "--admin-token-file ",
+        "--json ",
+        "--seconds ",
     ] {
         let entries: Vec<(usize, String)> = helps
             .iter()
             .enumerate()
             .filter_map(|(i, h)| Some((i, entry(h, option)?)))
             .collect();
-        assert!(entries.len() >= 3, "{option} in {} modes", entries.len());
+        assert!(entries.len() >= 2, "{option} in {} modes", entries.len());
         for (i, text) in &entries {
             assert_eq!(text, &entries[0].1, "{option} in {:?} differs", MODES[*i]);
         }
     }
-    for (mode, help) in MODES.iter().zip(&helps) {
-        let bind = entry(help, "--bind ").unwrap_or_else(|| panic!("{mode:?} has --bind"));
-        assert!(bind.contains("[default: loopback]"), "{mode:?}: {bind}");
+    for (i, (mode, help)) in MODES.iter().zip(&helps).enumerate() {
+        if i < SERVERS {
+            let bind = entry(help, "--bind ").unwrap_or_else(|| panic!("{mode:?} has --bind"));
+            assert!(bind.contains("[default: loopback]"), "{mode:?}: {bind}");
+        }
         assert!(!help.contains("hunter2"), "{mode:?} shows a Redis password");
         assert!(!help.contains("s3cret"), "{mode:?} shows the admin token");
     }
@@ -99,4 +114,28 @@ fn load_testers_against_nothing_exit_with_a_failure() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(&addr), "{tool}: {err}");
     }
+}
+
+#[test]
+fn the_request_load_tester_reports_as_json() {
+    let (_server, port) = support::start(&["--port", "0"]);
+    let out = Command::new(BIN)
+        .args(["requests", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--count", "3", "--rate", "5", "--seconds", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(report["clients"], 3);
+    assert_eq!(report["welcomed"], 3);
+    assert!(report["accepted"].as_u64().unwrap() > 0, "{report}");
+    // Each accepted request reaches all three clients.
+    assert!(
+        report["deliveries"].as_u64().unwrap() >= report["accepted"].as_u64().unwrap(),
+        "{report}"
+    );
 }

@@ -194,27 +194,6 @@ fn replay_of_a_cut_or_corrupted_recording_is_a_clear_error_never_a_panic() {
     assert!(!err.to_string().is_empty());
 }
 
-/// One HTTP request to the admin server, the response's status and body
-/// bytes.
-fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a response head");
-    let status = String::from_utf8_lossy(&response[9..12]).parse().unwrap();
-    (status, response[split + 4..].to_vec())
-}
-
 #[test]
 fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() {
     let dir = std::env::temp_dir().join(format!("sb-record-admin-{}", std::process::id()));
@@ -238,20 +217,20 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
     let mut ann = welcomed(addr, "ann");
     assert_eq!(ask(&mut ann, Board::Claim(2)), RequestStatus::Accepted);
 
-    let (status, body) = http(&admin, "GET", "/api/recording", None);
+    let (status, body) = support::http(&admin, "GET", "/api/recording", None, "");
     let body = String::from_utf8_lossy(&body);
     assert_eq!(status, 200, "{body}");
     assert!(
         body.contains("\"recording\":true") && body.contains("game.swrec"),
         "{body}"
     );
-    let (status, _) = http(&admin, "GET", "/api/recording/file", Some(token));
+    let (status, _) = support::http(&admin, "GET", "/api/recording/file", Some(token), "");
     assert_eq!(status, 409, "not before it is complete");
-    let (status, _) = http(&admin, "POST", "/api/recording/start", Some(token));
+    let (status, _) = support::http(&admin, "POST", "/api/recording/start", Some(token), "");
     assert_eq!(status, 409, "a recording starts with the server");
-    let (status, _) = http(&admin, "POST", "/api/recording/stop", None);
+    let (status, _) = support::http(&admin, "POST", "/api/recording/stop", None, "");
     assert_eq!(status, 401, "a control needs the token");
-    let (status, _) = http(&admin, "POST", "/api/recording/stop", Some(token));
+    let (status, _) = support::http(&admin, "POST", "/api/recording/stop", Some(token), "");
     assert_eq!(status, 200);
     // The game goes on without it.
     assert_eq!(
@@ -260,7 +239,7 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
     );
     let deadline = Instant::now() + WAIT;
     let bytes = loop {
-        let (status, bytes) = http(&admin, "GET", "/api/recording/file", Some(token));
+        let (status, bytes) = support::http(&admin, "GET", "/api/recording/file", Some(token), "");
         if status == 200 {
             break bytes;
         }

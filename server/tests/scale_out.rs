@@ -120,16 +120,17 @@ fn rooms_servers_and_a_matchmaker_share_one_room_list_and_spread_new_rooms() {
     };
     let (_r1, r1) = rooms_server();
     let (_r2, r2) = rooms_server();
-    let (_mm, mm) = start(&[
+    let args = [
         "matchmaker",
-        "--bind",
-        "loopback",
         "--port",
         "0",
         "--redis",
         &url,
-    ]);
-    let matchmaker: std::net::SocketAddr = mm.parse().unwrap();
+        "--admin-port",
+        "0",
+    ];
+    let (_mm, mm, admin) = support::start_with_admin(&args.map(std::ffi::OsStr::new));
+    let matchmaker: std::net::SocketAddr = format!("127.0.0.1:{mm}").parse().unwrap();
     let rt = switchboard::runtime::handle();
 
     let mut hosts = Vec::new();
@@ -177,4 +178,17 @@ fn rooms_servers_and_a_matchmaker_share_one_room_list_and_spread_new_rooms() {
         .block_on(directory::list_rooms(matchmaker, WAIT))
         .unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
+
+    // The operator sees the same in the matchmaker's metrics.
+    let (status, metrics) = support::http(&admin, "GET", "/metrics", None, "");
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    let value = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.split(' ').nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    assert_eq!(value("switchboard_matchmaker_seats_total"), 2);
+    assert!(value("switchboard_matchmaker_lists_total") >= 3);
+    assert_eq!(value("switchboard_matchmaker_directory_errors_total"), 0);
 }

@@ -21,6 +21,7 @@
 //! | `zones` | [`RedisZones`]: which relay each zone lives on, and the relays' presence |
 //! | `service` | what every kind of process shares: its signing key, process numbers, presence ([`Serving`]) |
 //! | `matchmaker` | [`Matchmaker`]: lists every process's rooms, places new rooms, reserves seats |
+//! | `matchmaker_admin` | [`MatchmakerAdmin`]: the matchmaker as its admin server and `/metrics` see it |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
 //! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
 //! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
@@ -31,6 +32,7 @@
 mod checkpoints;
 mod lease;
 mod matchmaker;
+mod matchmaker_admin;
 mod registry;
 mod rooms;
 mod service;
@@ -41,7 +43,8 @@ mod zones;
 
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
 pub use lease::GameLease;
-pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle};
+pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle, MatchmakerStats};
+pub use matchmaker_admin::MatchmakerAdmin;
 pub use registry::RedisRegistry;
 pub use rooms::RoomsPresence;
 pub use service::{Serving, PRESENCE_TTL, REFRESH_EVERY};

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Script;
@@ -87,17 +88,45 @@ redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return {'ok', r[5]}
 "#;
 
+/// What a matchmaker has done since it started (its admin view and
+/// `/metrics`: `switchboard_redis::MatchmakerAdmin`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MatchmakerStats {
+    /// Connections open now.
+    pub connections: u64,
+    /// Room lists answered.
+    pub lists: u64,
+    /// Seats reserved, in a new room or an existing one.
+    pub seats: u64,
+    /// Requests refused, each with its reason (a full or locked room, no
+    /// such room, a malformed request, the directory unreachable).
+    pub refused: u64,
+    /// Of those, refused because the room directory (Redis) could not be
+    /// reached.
+    pub directory_errors: u64,
+    /// Connections closed for asking more often than
+    /// [`MatchmakerConfig::requests_per_minute`].
+    pub rate_limited: u64,
+}
+
 /// A handle to a running matchmaker.
 #[derive(Debug, Clone)]
 pub struct MatchmakerHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
+    stats: Arc<Mutex<MatchmakerStats>>,
 }
 
 impl MatchmakerHandle {
     /// Where it listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> MatchmakerStats {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stops it.
@@ -117,6 +146,7 @@ pub struct Matchmaker {
     reserve: Script,
     /// The room directory's outages, told once each.
     outage: switchboard::session::Outage,
+    stats: Arc<Mutex<MatchmakerStats>>,
 }
 
 /// Why a request gets no seat or list: told to the client.
@@ -140,9 +170,11 @@ impl Matchmaker {
         tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
         let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
         let stop = CancellationToken::new();
+        let stats = Arc::default();
         let handle = MatchmakerHandle {
             local_addr: tcp.local_addr(),
             stop: stop.clone(),
+            stats: Arc::clone(&stats),
         };
         let matchmaker = Self {
             store,
@@ -152,6 +184,7 @@ impl Matchmaker {
             key: None,
             reserve: Script::new(RESERVE),
             outage: switchboard::session::Outage::new("room directory"),
+            stats,
         };
         Ok((matchmaker, handle))
     }
@@ -174,13 +207,16 @@ impl Matchmaker {
                 event = self.tcp.next_event() => match event {
                     Some(ServerEvent::PeerConnected { peer, addr }) => {
                         addresses.insert(peer, address_key(addr.ip()));
+                        self.count(|s| s.connections = addresses.len() as u64);
                     }
                     Some(ServerEvent::PeerDisconnected { peer, .. }) => {
                         addresses.remove(&peer);
+                        self.count(|s| s.connections = addresses.len() as u64);
                     }
                     Some(ServerEvent::Received(incoming)) => {
                         let ip = addresses.get(&incoming.peer).copied();
                         if ip.is_some_and(|ip| !limits.allow(ip, Instant::now())) {
+                            self.count(|s| s.rate_limited += 1);
                             handle.close_peer(incoming.peer, "too many matchmaker requests; slow down");
                             continue;
                         }
@@ -217,18 +253,30 @@ impl Matchmaker {
         }
     }
 
-    /// Tells the log of the directory's outages, once each: an answer is
-    /// a call that reached it, unless it is the outage's refusal.
+    /// Counts the answer, and tells the log of the directory's outages,
+    /// once each: an answer is a call that reached it, unless it is the
+    /// outage's refusal.
     fn track(&mut self, answer: &Result<Answer, Refusal>) {
         match answer {
             Err(why) if why == UNAVAILABLE => {
+                self.count(|s| {
+                    s.refused += 1;
+                    s.directory_errors += 1;
+                });
                 self.outage
                     .failed(&"a call to Redis failed (debug logs each)");
             }
-            _ => {
+            Err(_) => self.count(|s| s.refused += 1),
+            Ok(answer) => {
+                let seat = matches!(answer, Answer::Seat(_));
+                self.count(|s| *if seat { &mut s.seats } else { &mut s.lists } += 1);
                 self.outage.succeeded();
             }
         }
+    }
+
+    fn count(&self, change: impl FnOnce(&mut MatchmakerStats)) {
+        change(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
     /// The public rooms of every live process.

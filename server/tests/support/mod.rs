@@ -1,6 +1,6 @@
 //! What the process tests share: the server binary as a child process,
-//! killed (SIGKILL) when dropped, waiting for a condition, and a board
-//! request answered.
+//! killed (SIGKILL) when dropped, waiting for a condition, a board
+//! request answered, and an HTTP request to an admin server.
 
 // Each test file uses the part it needs.
 #![allow(dead_code)]
@@ -88,4 +88,32 @@ pub fn ask(
         client.status(ticket).is_done()
     });
     client.status(ticket)
+}
+
+/// One HTTP/1.1 request on a fresh connection to an admin server: the
+/// response's status and body bytes.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let status = String::from_utf8_lossy(&response[9..12]).parse().unwrap();
+    (status, response[split + 4..].to_vec())
 }
