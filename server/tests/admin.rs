@@ -106,10 +106,10 @@ fn board_process_admin_shows_a_player_with_its_traffic_and_kicks_it_for_good() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("# TYPE switchboard_clients gauge\n"),
+        metrics.contains("# TYPE switchboard_manager_clients gauge\n"),
         "{metrics}"
     );
-    assert!(metrics.contains("switchboard_request_duration_seconds_count 0\n"));
+    assert!(metrics.contains("switchboard_manager_request_duration_seconds_count 0\n"));
     // Kicked: told why, and it does not come back.
     let path = format!("/api/clients/{id}/kick");
     let (status, body) = request(
@@ -210,11 +210,11 @@ fn rooms_process_admin_shows_its_rooms_with_members_ready_and_entities() {
     });
     let (_, metrics) = get(&rooms.admin, "/metrics");
     for line in [
-        "switchboard_requests_total{verdict=\"accepted\",channel=\"2\"} 3\n",
-        "switchboard_requests_total{verdict=\"rejected\",channel=\"2\"} 1\n",
-        "# TYPE switchboard_request_duration_seconds histogram\n",
-        "switchboard_request_duration_seconds_bucket{le=\"+Inf\"} 4\n",
-        "switchboard_request_duration_seconds_count 4\n",
+        "switchboard_manager_requests_total{verdict=\"accepted\",channel=\"2\"} 3\n",
+        "switchboard_manager_requests_total{verdict=\"rejected\",channel=\"2\"} 1\n",
+        "# TYPE switchboard_manager_request_duration_seconds histogram\n",
+        "switchboard_manager_request_duration_seconds_bucket{le=\"+Inf\"} 4\n",
+        "switchboard_manager_request_duration_seconds_count 4\n",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }

@@ -104,7 +104,9 @@ impl<L: GameLogic> Runner<L> {
                 }
                 Some(reply) = self.control.stats_rx.recv() => {
                     let handle = &self.handle;
-                    let _ = reply.send(self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats())));
+                    let mut stats = self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats()));
+                    stats.traffic = handle.traffic();
+                    let _ = reply.send(stats);
                 }
                 _ = tick.tick() => self.on_tick(),
                 _ = &mut wake, if armed => armed = false,

@@ -184,7 +184,10 @@ fn admit(
         return None;
     }
     let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
-    let handle = SocketHandle::new(shared.socket_config.clone());
+    let handle = SocketHandle::counted(
+        shared.socket_config.clone(),
+        Some(Arc::clone(&shared.traffic)),
+    );
     let admitted =
         shared
             .gate

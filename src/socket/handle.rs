@@ -45,13 +45,39 @@ pub(crate) struct Counters {
     pub(crate) frames_out: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
     pub(crate) rtt_micros: AtomicU64,
+    /// The server's totals over all its connections, counted as well (they
+    /// never fall when a connection ends).
+    pub(crate) server: Option<Arc<Counters>>,
 }
 
 impl Counters {
+    /// Counts `frames` whole frames and `bytes` bytes read.
+    pub(crate) fn read(&self, frames: u64, bytes: u64) {
+        self.frames_in.fetch_add(frames, Ordering::Relaxed);
+        self.bytes_in.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(server) = &self.server {
+            server.read(frames, bytes);
+        }
+    }
+
     /// Counts `frames` whole frames and `bytes` bytes written.
     pub(crate) fn wrote(&self, frames: usize, bytes: usize) {
         self.frames_out.fetch_add(frames as u64, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(server) = &self.server {
+            server.wrote(frames, bytes);
+        }
+    }
+
+    /// The traffic counted so far (no queue, no round trip).
+    pub(crate) fn traffic(&self) -> SocketStats {
+        SocketStats {
+            frames_in: self.frames_in.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            frames_out: self.frames_out.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            ..SocketStats::default()
+        }
     }
 }
 
@@ -115,6 +141,14 @@ impl std::fmt::Debug for SocketHandle {
 
 impl SocketHandle {
     pub(crate) fn new(config: impl Into<Arc<SocketConfig>>) -> Self {
+        Self::counted(config, None)
+    }
+
+    /// A handle whose traffic also counts in `server`'s totals.
+    pub(crate) fn counted(
+        config: impl Into<Arc<SocketConfig>>,
+        server: Option<Arc<Counters>>,
+    ) -> Self {
         let config = config.into();
         let shared = Shared {
             outbound: Mutex::new(OutQueue::default()),
@@ -123,7 +157,10 @@ impl SocketHandle {
             websocket: std::sync::atomic::AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
-            counters: Counters::default(),
+            counters: Counters {
+                server,
+                ..Counters::default()
+            },
             peer_addr: Mutex::new(None),
             inflate: Mutex::new(None),
             config,
@@ -499,13 +536,10 @@ impl SocketHandle {
         let c = &self.shared.counters;
         let out = self.outbound();
         SocketStats {
-            frames_in: c.frames_in.load(Ordering::Relaxed),
-            bytes_in: c.bytes_in.load(Ordering::Relaxed),
-            frames_out: c.frames_out.load(Ordering::Relaxed),
-            bytes_out: c.bytes_out.load(Ordering::Relaxed),
             rtt_micros: c.rtt_micros.load(Ordering::Relaxed),
             queued_bytes: out.bytes as u64,
             queued_frames: out.frames as u64,
+            ..c.traffic()
         }
     }
 }

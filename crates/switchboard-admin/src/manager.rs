@@ -107,85 +107,79 @@ impl AdminSource for ManagerAdmin {
                 .collect::<Vec<_>>();
             let mut counters = vec![
                 Counter::gauge(
-                    "switchboard_clients",
+                    "switchboard_manager_clients",
                     "Clients connected now.",
                     clients.len() as f64,
                 ),
                 Counter::gauge(
-                    "switchboard_sessions",
+                    "switchboard_manager_sessions",
                     "Sessions now, those in their grace period included.",
                     stats.sessions as f64,
                 ),
                 Counter::total(
-                    "switchboard_connections_total",
+                    "switchboard_manager_connections_total",
                     "Connections accepted.",
                     stats.connections_total,
                 ),
                 Counter::total(
-                    "switchboard_joins_total",
+                    "switchboard_manager_joins_total",
                     "New sessions.",
                     stats.joins_total,
                 ),
                 Counter::total(
-                    "switchboard_resumes_total",
+                    "switchboard_manager_resumes_total",
                     "Sessions resumed after a reconnect.",
                     stats.resumes_total,
                 ),
                 Counter::total(
-                    "switchboard_refused_total",
+                    "switchboard_manager_refused_total",
                     "Hellos refused.",
                     stats.refused_total,
                 ),
                 Counter::total(
-                    "switchboard_evicted_total",
+                    "switchboard_manager_evicted_total",
                     "Offline sessions that gave way to a newcomer.",
                     stats.evicted_total,
                 ),
                 Counter::total(
-                    "switchboard_rate_limited_total",
+                    "switchboard_manager_rate_limited_total",
                     "Messages dropped over a client's rate.",
                     stats.rate_limited_total,
                 ),
                 Counter::total(
-                    "switchboard_logs_skipped_total",
+                    "switchboard_manager_logs_skipped_total",
                     "Log lines about peers skipped by the per-address limit.",
                     stats.logs_skipped_total,
                 ),
             ];
-            let traffic = |f: fn(&Traffic) -> u64| -> u64 {
-                clients
-                    .iter()
-                    .filter_map(|c| c.traffic.as_ref())
-                    .map(f)
-                    .sum()
-            };
+            let t = &stats.traffic;
             counters.extend([
-                Counter::gauge(
-                    "switchboard_connected_messages_in",
-                    "Messages received from the clients connected now.",
-                    traffic(|t| t.messages_in) as f64,
+                Counter::total(
+                    "switchboard_manager_received_frames_total",
+                    "Frames received from clients, system frames included.",
+                    t.frames_in,
                 ),
-                Counter::gauge(
-                    "switchboard_connected_bytes_in",
-                    "Bytes received from the clients connected now.",
-                    traffic(|t| t.bytes_in) as f64,
+                Counter::total(
+                    "switchboard_manager_received_bytes_total",
+                    "Bytes received from clients on the wire.",
+                    t.bytes_in,
                 ),
-                Counter::gauge(
-                    "switchboard_connected_messages_out",
-                    "Messages sent to the clients connected now.",
-                    traffic(|t| t.messages_out) as f64,
+                Counter::total(
+                    "switchboard_manager_sent_frames_total",
+                    "Frames sent to clients, system frames included.",
+                    t.frames_out,
                 ),
-                Counter::gauge(
-                    "switchboard_connected_bytes_out",
-                    "Bytes sent to the clients connected now.",
-                    traffic(|t| t.bytes_out) as f64,
+                Counter::total(
+                    "switchboard_manager_sent_bytes_total",
+                    "Bytes sent to clients on the wire.",
+                    t.bytes_out,
                 ),
             ]);
             // The reasons are the kinds of `DisconnectReason`: a bounded set.
             for (reason, count) in &stats.disconnects {
                 counters.push(
                     Counter::total(
-                        "switchboard_disconnects_total",
+                        "switchboard_manager_disconnects_total",
                         "Connections ended, by reason.",
                         *count,
                     )
@@ -239,7 +233,7 @@ fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
         for (c, count) in by_channel {
             counters.push(
                 Counter::total(
-                    "switchboard_requests_total",
+                    "switchboard_manager_requests_total",
                     "Requests, by verdict and channel.",
                     *count,
                 )
@@ -251,7 +245,7 @@ fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
     for (code, count) in &stats.errors_by_code {
         counters.push(
             Counter::total(
-                "switchboard_errors_total",
+                "switchboard_manager_errors_total",
                 "Messages answered with an error, by code.",
                 *count,
             )
@@ -266,7 +260,7 @@ fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
         .map(|(bound, count)| (*bound as f64 / 1e6, count))
         .collect();
     counters.extend(Counter::histogram(
-        "switchboard_request_duration_seconds",
+        "switchboard_manager_request_duration_seconds",
         "Time the server took to validate and apply a request, in seconds.",
         &buckets,
         times.counts[bounds.len()],

@@ -335,8 +335,7 @@ async fn prometheus(State(shared): State<Arc<Shared>>, caller: Caller) -> Respon
         return response;
     }
     let snapshot = shared.snapshot().await;
-    let uptime = shared.started.elapsed().as_secs_f64();
-    let text = metrics::render(shared.source.mode(), uptime, &snapshot);
+    let text = metrics::render(shared.source.mode(), &snapshot);
     (
         [(
             header::CONTENT_TYPE,

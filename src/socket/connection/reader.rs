@@ -125,11 +125,7 @@ impl<R: Readable> ReadSide<R> {
                 reporter,
                 self.started,
             );
-            let counters = &handle.shared.counters;
-            counters
-                .frames_in
-                .fetch_add(batch.frames, Ordering::Relaxed);
-            counters.bytes_in.fetch_add(batch.bytes, Ordering::Relaxed);
+            handle.shared.counters.read(batch.frames, batch.bytes);
             // Frames taken (system frames included): more may be buffered.
             let took_any = batch.frames > 0;
             if !batch.items.is_empty() {

@@ -44,6 +44,14 @@ impl ServerHandle {
         crate::socket::accept::attach(&self.shared, stream, addr)
     }
 
+    /// The traffic of every connection this server has had, those that
+    /// ended included (frames and bytes in and out, system frames and
+    /// handshakes counted; the queue and round-trip fields are 0). It only
+    /// grows.
+    pub fn traffic(&self) -> crate::socket::SocketStats {
+        self.shared.traffic.traffic()
+    }
+
     /// The server's settings.
     pub fn config(&self) -> &ServerConfig {
         &self.shared.config

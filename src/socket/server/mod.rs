@@ -83,6 +83,8 @@ pub(super) struct ServerShared {
     pub(super) next_peer: AtomicU64,
     pub(super) refused: AtomicU64,
     pub(super) handshake_failures: AtomicU64,
+    /// Every connection's traffic, added up as it happens.
+    pub(crate) traffic: Arc<crate::socket::handle::Counters>,
     /// Pending and open connections, per address.
     pub(super) gate: Mutex<Gate<SocketHandle>>,
     /// Told whenever a pending handshake leaves the gate: a listener
@@ -175,6 +177,7 @@ impl ExtendedTcpServer {
             })),
             room: Notify::new(),
             handshake_failures: AtomicU64::new(0),
+            traffic: Arc::default(),
             budgets: Mutex::new(AddressBudgets::new(
                 config.socket.max_inflated_per_second,
                 config.socket.codec.max_decompressed_len,

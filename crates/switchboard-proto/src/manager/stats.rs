@@ -36,6 +36,11 @@ pub struct ClientStats {
 pub struct ServerStats {
     /// Clients connected and welcomed now.
     pub clients: Vec<ClientStats>,
+    /// The traffic of every connection since the start, those that ended
+    /// included (frames and bytes in and out, as the transport counts
+    /// them; filled in by the server that runs the core, zero in a
+    /// harness). It only grows.
+    pub traffic: crate::connection::SocketStats,
     /// Sessions held, connected or within their grace period.
     pub sessions: usize,
     /// Connections accepted since the start.
