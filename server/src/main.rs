@@ -144,11 +144,12 @@ impl AdminArgs {
         switchboard::process::share_descriptors(files.soft, RESERVED_FILES, &mut caps);
     }
 
-    /// Starts the admin server for `source` if a port was given; prints its
-    /// address.
+    /// Starts the admin server for `source` if a port was given, with this
+    /// process's calls to Redis in its metrics when it makes any; prints
+    /// its address.
     async fn start(
         &self,
-        source: std::sync::Arc<dyn switchboard_admin::AdminSource>,
+        source: impl switchboard_admin::AdminSource,
     ) -> Result<Option<switchboard_admin::AdminServer>, String> {
         let Some(port) = self.admin_port else {
             return Ok(None);
@@ -171,7 +172,10 @@ impl AdminArgs {
             max_connections: self.admin_max_connections,
             ..switchboard_admin::AdminConfig::default()
         };
-        let admin = switchboard_admin::AdminServer::spawn(config, source)
+        let source = switchboard_admin::WithCounters::new(source, || {
+            switchboard_redis::calls().map_or_else(Vec::new, |calls| calls.counters())
+        });
+        let admin = switchboard_admin::AdminServer::spawn(config, std::sync::Arc::new(source))
             .await
             .map_err(|e| e.to_string())?;
         println!("admin: http://{}/api/overview", admin.local_addr());
@@ -420,7 +424,7 @@ fn run_manager<L: switchboard::GameLogic>(
         started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
         tokio::spawn(async move {
-            match admin.start(std::sync::Arc::new(source)).await {
+            match admin.start(source).await {
                 // Kept for as long as the server runs.
                 Ok(server) => {
                     let _server = server;

@@ -82,7 +82,7 @@ async fn serve_master<R: master::Registry>(
         switchboard::process::ready_line(handle.local_addr().port())
     );
     let source = master::MasterAdmin::new(handle.clone());
-    let _admin = admin.start(std::sync::Arc::new(source)).await?;
+    let _admin = admin.start(source).await?;
     server.run(switchboard::process::wait_for_signal()).await;
     Ok(())
 }

@@ -114,7 +114,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             println!("JSON clients: {json}");
         }
         let source = switchboard_relay::RelayAdmin::new(relay.clone());
-        let _admin = admin.start(std::sync::Arc::new(source)).await?;
+        let _admin = admin.start(source).await?;
         switchboard::process::wait_for_signal().await;
         relay.shutdown().await.map_err(|e| e.to_string())
     })

@@ -96,7 +96,7 @@ pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
             switchboard::process::ready_line(handle.local_addr().port())
         );
         let source = switchboard_redis::MatchmakerAdmin::new(handle);
-        let _admin = args.admin.start(std::sync::Arc::new(source)).await?;
+        let _admin = args.admin.start(source).await?;
         matchmaker
             .run(switchboard::process::wait_for_signal())
             .await;

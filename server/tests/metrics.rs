@@ -1,7 +1,8 @@
 //! `/metrics` of every mode, read by a real parser of the Prometheus text
 //! format (`openmetrics-parser`), follows the conventions: one prefix per
 //! mode, counters end in `_total` and never fall (not even when a client
-//! leaves), the standard `process_*` metrics and a build-info gauge.
+//! leaves), the standard `process_*` metrics and a build-info gauge; with
+//! Redis, the process's calls to it.
 
 mod support;
 
@@ -53,7 +54,10 @@ fn check_conventions(mode: &str, prefix: &str, samples: &Samples) {
     for ((name, _), (kind, _)) in samples {
         let standard = ["switchboard_up", "switchboard_build_info"].contains(&name.as_str());
         assert!(
-            standard || name.starts_with(prefix) || name.starts_with("process_"),
+            standard
+                || name.starts_with(prefix)
+                || name.starts_with("switchboard_redis_")
+                || name.starts_with("process_"),
             "{mode}: {name} outside {prefix}*"
         );
         match kind {
@@ -97,7 +101,12 @@ fn metrics_of_every_mode_parse_and_follow_the_prometheus_conventions() {
         let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
         all.extend(["--port", "0", "--admin-port", "0"].map(std::ffi::OsStr::new));
         let (_proc, _port, admin) = support::start_with_admin(&all);
-        check_conventions(mode, prefix, &scrape(&admin));
+        let samples = scrape(&admin);
+        check_conventions(mode, prefix, &samples);
+        if mode == "relay" {
+            let family = "switchboard_relay_queue_wait_seconds";
+            assert!(samples.keys().any(|(name, _)| name == family), "{family}");
+        }
     }
 }
 
@@ -141,4 +150,26 @@ fn a_managers_traffic_counters_never_fall_when_its_clients_leave() {
             assert!(now >= *was, "{key:?} fell from {was} to {now}");
         }
     }
+}
+
+#[test]
+fn a_mode_on_redis_reports_its_calls_to_redis_their_failures_and_latency() {
+    let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
+    let url = redis.url();
+    let args = ["relay", "--port", "0", "--admin-port", "0", "--redis", &url];
+    let (_proc, _port, admin) = support::start_with_admin(&args.map(std::ffi::OsStr::new));
+    let samples = scrape(&admin);
+    check_conventions("relay on redis", "switchboard_relay_", &samples);
+    // Joining the zone directory took calls; none failed.
+    let calls = value(&samples, "switchboard_redis_calls_total");
+    assert!(calls > 0.0, "calls: {calls}");
+    assert_eq!(value(&samples, "switchboard_redis_errors_total"), 0.0);
+    // The histogram saw every call (its count is the family's value here).
+    let timed = value(&samples, "switchboard_redis_call_duration_seconds");
+    assert!(timed >= calls, "{timed} timed of {calls}");
+    // Redis gone: the next calls fail, and are counted as failed.
+    drop(redis);
+    support::wait_until("failed calls counted", Duration::from_secs(15), || {
+        value(&scrape(&admin), "switchboard_redis_errors_total") > 0.0
+    });
 }

@@ -29,11 +29,13 @@
 //! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
 //! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
 //! | [`manager`] | [`ManagerAdmin`]: any `ServerManager` (the board game, a game's own server) as a source |
+//! | `extra` | [`WithCounters`]: a source with counters its process adds (its calls to Redis) |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
 mod access;
+mod extra;
 mod listener;
 pub mod manager;
 pub mod metrics;
@@ -42,6 +44,7 @@ pub mod server;
 pub mod source;
 
 pub use access::MIN_TOKEN_CHARS;
+pub use extra::WithCounters;
 pub use manager::ManagerAdmin;
 pub use server::{AdminConfig, AdminError, AdminServer};
 pub use source::{

@@ -253,18 +253,12 @@ fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
         );
     }
     let times = &stats.request_time;
-    let bounds = switchboard::manager::RequestTimes::BOUNDS_MICROS;
-    let buckets: Vec<(f64, u64)> = bounds
-        .iter()
-        .zip(times.counts)
-        .map(|(bound, count)| (*bound as f64 / 1e6, count))
-        .collect();
-    counters.extend(Counter::histogram(
+    counters.extend(Counter::histogram_micros(
         "switchboard_manager_request_duration_seconds",
         "Time the server took to validate and apply a request, in seconds.",
-        &buckets,
-        times.counts[bounds.len()],
-        times.sum_micros as f64 / 1e6,
+        &switchboard::manager::RequestTimes::BOUNDS_MICROS,
+        &times.counts,
+        times.sum_micros,
     ));
     counters
 }

@@ -14,6 +14,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | `calls` | [`calls`]: this process's calls to Redis, failures and latency, for `/metrics` ([`RedisCalls`]) |
 //! | `store` | [`RedisConfig`], [`RedisStore`]: the connection, key names, timeouts, [`StoreError`]; [`RedisStore::restarts`], word that Redis came back or lost its data |
 //! | `checkpoints` | [`RedisCheckpoints`]: a game's latest checkpoint (`ManagerConfig::checkpoints`), to resume it in another process |
 //! | `lease` | [`GameLease`]: one server per named game, its checkpoints fenced by the lease, written again when Redis loses them |
@@ -29,6 +30,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod calls;
 mod checkpoints;
 mod lease;
 mod matchmaker;
@@ -41,6 +43,7 @@ mod store;
 pub mod testing;
 mod zones;
 
+pub use calls::{calls, RedisCalls};
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
 pub use lease::GameLease;
 pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle, MatchmakerStats};

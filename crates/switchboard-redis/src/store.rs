@@ -111,6 +111,7 @@ impl RedisStore {
             .set_response_timeout(Some(config.response_timeout));
         let connection =
             ConnectionManager::new_lazy_with_config(client, manager).map_err(url_error)?;
+        crate::calls::opened();
         Ok(Self {
             connection,
             config,
@@ -154,7 +155,8 @@ impl RedisStore {
         format!("{}:{part}", self.config.prefix)
     }
 
-    /// Runs `call` on the connection, within the response timeout.
+    /// Runs `call` on the connection, within the response timeout; counted
+    /// in [`calls`](crate::calls()).
     pub async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
     where
         F: FnOnce(ConnectionManager) -> Fut,
@@ -163,13 +165,16 @@ impl RedisStore {
         // The connection manager's own timeout covers one request; this
         // also covers a reconnect in progress.
         let deadline = self.config.response_timeout + self.config.connect_timeout;
-        match tokio::time::timeout(deadline, call(self.connection.clone())).await {
+        let started = tokio::time::Instant::now();
+        let result = match tokio::time::timeout(deadline, call(self.connection.clone())).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => Err(StoreError::Unavailable(err.to_string())),
             Err(_) => Err(StoreError::Unavailable(format!(
                 "no answer within {deadline:?}"
             ))),
-        }
+        };
+        crate::calls::count(started.elapsed(), result.is_err());
+        result
     }
 
     /// Whether Redis answers now.

@@ -96,7 +96,7 @@ impl AdminSource for RelayAdmin {
                     traffic: None,
                 })
                 .collect();
-            let counters = vec![
+            let mut counters = vec![
                 Counter::gauge(
                     "switchboard_relay_players",
                     "Players connected now.",
@@ -128,6 +128,14 @@ impl AdminSource for RelayAdmin {
                     stats.malformed_lines,
                 ),
             ];
+            let waits = &stats.queue_wait;
+            counters.extend(Counter::histogram_micros(
+                "switchboard_relay_queue_wait_seconds",
+                "How long the oldest message of each round waited for the relay to take it.",
+                &crate::QueueWaits::BOUNDS_MICROS,
+                &waits.counts,
+                waits.sum_micros,
+            ));
             // Places are the clients grouped by zone (the admin server
             // does it).
             Snapshot {

@@ -37,6 +37,8 @@ struct Dispatch {
     handle: ServerHandle,
     /// When native players' queued deliveries leave.
     pacer: Pacer,
+    /// How long messages waited for this task, round by round.
+    waits: crate::waits::QueueWaits,
     config: RelayConfig,
     started: Instant,
     log: crate::log::RelayLog,
@@ -370,6 +372,7 @@ pub(crate) async fn run(
         ids: HashMap::default(),
         handle: native.handle(),
         pacer: Pacer::new(config.pacing, started),
+        waits: crate::waits::QueueWaits::default(),
         config,
         started,
         log,
@@ -389,7 +392,9 @@ pub(crate) async fn run(
                     let out = hub.on_native(event);
                     hub.deliver_all(out);
                 }
-                hub.pacer.took(native.take_queue_wait());
+                let wait = native.take_queue_wait();
+                hub.waits.observe(wait);
+                hub.pacer.took(wait);
             }
             Some(event) = json.recv() => {
                 let out = hub.on_json(event);
@@ -402,7 +407,10 @@ pub(crate) async fn run(
             }
             Some(request) = control.recv() => match request {
                 Control::Clients(reply) => { let _ = reply.send(hub.relay.clients()); }
-                Control::Stats(reply) => { let _ = reply.send(hub.relay.stats()); }
+                Control::Stats(reply) => {
+                    let stats = crate::hub::RelayStats { queue_wait: hub.waits.clone(), ..hub.relay.stats() };
+                    let _ = reply.send(stats);
+                }
                 Control::Kick { id, reason, done } => {
                     let _ = done.send(hub.kick(id, &reason));
                 }

@@ -77,6 +77,9 @@ pub struct RelayStats {
     pub refused: u64,
     /// Malformed JSON lines.
     pub malformed_lines: u64,
+    /// How long messages waited for the relay to take them (filled in by
+    /// the relay's task; a [`Relay`] without one leaves it empty).
+    pub queue_wait: crate::waits::QueueWaits,
 }
 
 /// The relay's limits per player; each field says its default.

@@ -32,6 +32,7 @@ mod log;
 mod server;
 mod stamp;
 mod transform;
+mod waits;
 mod zones;
 
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
@@ -43,4 +44,5 @@ pub use server::{
     RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
+pub use waits::QueueWaits;
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};
