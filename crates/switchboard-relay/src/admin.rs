@@ -180,10 +180,12 @@ impl AdminSource for RelayAdmin {
             for _ in 0..count {
                 bots.started += 1;
                 // In the browser demo's world (100 × 75 units), where the
-                // page draws them: around its middle, at a walking pace.
+                // page draws them: around its middle, at a walking pace,
+                // keeping distances that fit in it.
                 let config = BotConfig {
                     start: [50.0 - 15.0, 0.0, 37.5 - 15.0],
                     speed: 20.0,
+                    spacing: 5.0,
                     ..BotConfig::new(&format!("bot-{}", bots.started), &zone)
                 };
                 let bot = Bot::spawn(self.relay.native_addr(), config, script.clone());

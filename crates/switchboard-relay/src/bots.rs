@@ -24,7 +24,8 @@ pub enum Script {
     /// Stands still; a keep-alive transform every second, speed 0.
     Idle,
     /// Walks in a straight line toward the lowest-id real player with a
-    /// position, to 150 units past it on x, then stops and idles.
+    /// position, to three [`spacings`](BotConfig::spacing) past it on x
+    /// (150 units by default), then stops and idles.
     WalkToPlayer,
     /// Walks a circle of this radius around where it started.
     WalkCircle {
@@ -36,13 +37,15 @@ pub enum Script {
         /// The side.
         side: f32,
     },
-    /// Keeps 50 units behind the lowest-id real player on x.
+    /// Keeps one [`spacing`](BotConfig::spacing) behind the lowest-id real
+    /// player on x (50 units by default).
     FollowPlayer,
     /// Jumps: in the air half of every second.
     JumpLoop,
     /// Toggles sneaking every second.
     SneakToggle,
-    /// Jumps to a new spot every second.
+    /// Jumps to a new spot every second, on a grid of 7 × 5 spots two
+    /// [`spacings`](BotConfig::spacing) apart from where it started.
     Teleport,
     /// Leaves its zone for a second, then comes back, over and over.
     LeaveZoneAndReturn,
@@ -63,6 +66,11 @@ pub struct BotConfig {
     pub speed: f32,
     /// Transforms per second while moving (default 10).
     pub rate: f32,
+    /// The distance its scripts keep, in units (default 50): `follow`
+    /// stays one behind, `walk_to_player` stops three past, `teleport`
+    /// jumps two apart. Small in a small world (the browser demo's is
+    /// 100 × 75).
+    pub spacing: f32,
 }
 
 impl BotConfig {
@@ -74,6 +82,7 @@ impl BotConfig {
             start: [0.0; 3],
             speed: 100.0,
             rate: 10.0,
+            spacing: 50.0,
         }
     }
 }
@@ -252,14 +261,15 @@ fn step(
             let Some(target) = players.values().next().copied() else {
                 return false;
             };
-            let moved = walk_to(me, [target[0] + 150.0, target[1], target[2]]);
+            let past = 3.0 * config.spacing;
+            let moved = walk_to(me, [target[0] + past, target[1], target[2]]);
             if !me.state.moving {
                 me.idle = true;
             }
             moved
         }
         Script::FollowPlayer => match players.values().next().copied() {
-            Some(target) => walk_to(me, [target[0] - 50.0, target[1], target[2]]),
+            Some(target) => walk_to(me, [target[0] - config.spacing, target[1], target[2]]),
             None => false,
         },
         Script::WalkCircle { radius } => {
@@ -305,9 +315,9 @@ fn step(
         Script::Teleport => {
             let n = t as u64;
             let spot = [
-                config.start[0] + (n % 7) as f32 * 100.0,
+                config.start[0] + (n % 7) as f32 * 2.0 * config.spacing,
                 config.start[1],
-                config.start[2] + (n % 5) as f32 * 100.0,
+                config.start[2] + (n % 5) as f32 * 2.0 * config.spacing,
             ];
             let changed = spot != me.position;
             me.position = spot;
