@@ -178,7 +178,8 @@ impl AdminArgs {
         let admin = switchboard_admin::AdminServer::spawn(config, std::sync::Arc::new(source))
             .await
             .map_err(|e| e.to_string())?;
-        println!("admin: http://{}/api/overview", admin.local_addr());
+        // The page's URL: the API is under /api/, the metrics at /metrics.
+        println!("admin: http://{}/", admin.local_addr());
         Ok(Some(admin))
     }
 }

@@ -51,7 +51,7 @@ class Server:
             if line.startswith("AxisPy clients: "):
                 self.url = line.split(": ", 1)[1].strip().replace("<room>", "")
             if line.startswith("admin: "):
-                self.admin = line.split(": ", 1)[1].strip().replace("/api/overview", "")
+                self.admin = line.split(": ", 1)[1].strip().rstrip("/")
 
     def stop(self):
         self.process.terminate()

@@ -60,7 +60,7 @@ pub fn start_with_admin(args: &[&std::ffi::OsStr]) -> (Proc, u16, String) {
             port = p.trim().parse::<u16>().ok();
         }
         if let Some(rest) = line.strip_prefix("admin: http://") {
-            admin = rest.strip_suffix("/api/overview\n").map(str::to_string);
+            admin = rest.strip_suffix("/\n").map(str::to_string);
         }
     }
     (Proc(child), port.expect("a ready line"), admin.unwrap())
