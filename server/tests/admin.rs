@@ -255,3 +255,37 @@ fn master_process_admin_lists_a_registered_server_and_counts_heartbeats() {
     let _ = game.kill();
     let _ = game.wait();
 }
+
+#[test]
+fn admin_history_keeps_a_point_a_second_on_the_server() {
+    let board = Server::start("board-history", &[]);
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", board.port).parse().unwrap();
+    let mut ann = NetworkClient::connect(addr, ClientConfig::named("ann"));
+    let points = |of: &str| -> Vec<serde_json::Value> {
+        let (status, body) = get(&board.admin, &format!("/api/history?of={of}"));
+        assert_eq!(status, 200, "{body}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        body["points"].as_array().unwrap().clone()
+    };
+    // A point a second, once ann is in: she is counted, with the CPU as a
+    // percentage of a core and the traffic as rates.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let point = loop {
+        ann.poll_timeout(Duration::from_millis(20));
+        if let Some(point) = points("seconds").into_iter().find(|p| p["clients"] == 1.0) {
+            break point;
+        }
+        assert!(Instant::now() < deadline, "a point with ann");
+    };
+    assert!(point["cpu_percent"].as_f64().unwrap() >= 0.0, "{point}");
+    assert!(point["memory_bytes"].as_f64().unwrap() > 1e6, "{point}");
+    assert!(
+        point["rates"]["switchboard_manager_sent_bytes_total"].is_number(),
+        "{point}"
+    );
+    // Minutes fill a minute at a time; an unknown range is refused.
+    assert!(points("minutes").len() <= 1);
+    let (status, body) = get(&board.admin, "/api/history?of=hours");
+    assert_eq!(status, 400);
+    assert!(body.contains("seconds or minutes"), "{body}");
+}

@@ -10,6 +10,7 @@
 //! | `GET /api/events` | the same, live: a `snapshot` server-sent event a second | on loopback: no; elsewhere: yes |
 //! | `GET /api/overview` | mode, uptime, clients, counters | likewise |
 //! | `GET /api/log?level=warn&q=text` | the mode's latest log lines, filtered | likewise |
+//! | `GET /api/history?of=seconds\|minutes` | the last 10 minutes a point a second, or the last day a point a minute | likewise |
 //! | `GET /api/clients` | every client: id, name, address, place, ... | likewise |
 //! | `POST /api/clients/{id}/kick` | disconnects a client (JSON body `{"reason": "..."}`) | always |
 //! | `POST /api/notice`, `POST` / `DELETE /api/bots` | a notice to every client; bots started, removed | always |
@@ -25,6 +26,7 @@
 //! |---|---|
 //! | [`source`] | [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports |
 //! | [`metrics`] | the Prometheus text format |
+//! | [`history`] | [`History`](history::History): the last 10 minutes and the last day, kept on the server |
 //! | [`server`] | [`AdminServer`], [`AdminConfig`]: the routes |
 //! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
 //! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
@@ -36,6 +38,7 @@
 
 mod access;
 mod extra;
+pub mod history;
 mod listener;
 pub mod manager;
 pub mod metrics;

@@ -15,6 +15,7 @@ use switchboard::session::BackoffPolicy;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::{refuse, Access, Caller, Guard, MIN_TOKEN_CHARS};
+use crate::history::History;
 use crate::source::AdminSource;
 use crate::{listener, metrics, recording};
 
@@ -104,14 +105,16 @@ pub(crate) struct Shared {
     pub(crate) source: Arc<dyn AdminSource>,
     guard: Guard,
     started: Instant,
+    /// What the sampler saw, a point a second and a point a minute.
+    pub(crate) history: std::sync::Mutex<History>,
 }
 
 /// The page: one file, styles and script inline, nothing fetched from
 /// elsewhere (it works offline).
 const PAGE: &str = include_str!("../assets/index.html");
 
-/// How often the live stream sends a snapshot.
-const EVENTS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the live stream sends a snapshot, and the history samples.
+pub(crate) const EVENTS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The largest request body (a kick's reason, a notice): 4 KiB.
 const MAX_BODY: usize = 4096;
@@ -167,6 +170,7 @@ impl AdminServer {
                 config.token_backoff,
             ),
             started: Instant::now(),
+            history: std::sync::Mutex::default(),
         });
         let app = Router::new()
             .route("/", get(page))
@@ -176,6 +180,7 @@ impl AdminServer {
             .route("/api/places", get(places))
             .route("/api/clients/{id}/kick", post(kick))
             .route("/api/log", get(log))
+            .route("/api/history", get(crate::history::route))
             .route("/api/notice", post(notice))
             .route("/api/bots", post(spawn_bots).delete(remove_bots))
             .route("/api/recording", get(recording::status))
@@ -184,8 +189,9 @@ impl AdminServer {
             .route("/api/recording/file", get(recording::download))
             .route("/metrics", get(prometheus))
             .layer(DefaultBodyLimit::max(MAX_BODY))
-            .with_state(shared);
+            .with_state(shared.clone());
         let stop = CancellationToken::new();
+        runtime.spawn(crate::history::sample(shared, stop.clone()));
         let stopped = stop.clone();
         runtime.spawn(listener::serve(listener, app, config, stopped));
         tracing::info!(%addr, "admin server listening");
@@ -211,7 +217,7 @@ impl Drop for AdminServer {
 
 impl Shared {
     /// The mode's snapshot, with the process's CPU and memory added.
-    async fn snapshot(&self) -> crate::source::Snapshot {
+    pub(crate) async fn snapshot(&self) -> crate::source::Snapshot {
         let mut snapshot = self.source.snapshot().await;
         snapshot.counters.extend(metrics::process_counters());
         snapshot
