@@ -1,7 +1,8 @@
 //! The admin page in a real headless Chromium (Debian's `chromium` and
 //! `chromium-driver`; `.ci/run` installs them when missing), driven over
 //! WebDriver: a client appears, five bots are spawned from the page and
-//! appear, one is kicked from the page and leaves. A screenshot is written to
+//! appear, one is kicked from the page and leaves; the chart starts from the
+//! server's history. A screenshot is written to
 //! `target/admin-page.png` for a human to look at.
 
 #[path = "../../../tests/common/mod.rs"]
@@ -58,6 +59,9 @@ async fn until(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
     let (relay, admin) = relay_with_admin(Some("s3cret-admin-token")).await;
+    // The admin server keeps a history from its start: let it gather a
+    // few seconds before the page opens.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let browser = Browser::start().await;
     let url = format!("http://{}/", admin.local_addr());
     browser
@@ -72,6 +76,18 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
     .await;
     // The page update latency, for docs/ADMIN.md (`--nocapture` shows it).
     println!("page update latency: {} ms", took.as_millis());
+    // The chart started from the server's history: its first point is
+    // older than the page.
+    let age = browser
+        .run(
+            "return history.length ? performance.timeOrigin / 1000 - history[0].t : -1;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        age.as_f64().unwrap() > 1.0,
+        "the chart's first point: {age}"
+    );
 
     // The operator types the token, asks for 5 circling bots, clicks spawn.
     let fill = "for (const [id, v] of arguments[0]) {
