@@ -85,6 +85,7 @@ pub mod client;
 pub mod lifecycle;
 pub use switchboard_proto::codec;
 pub use switchboard_proto::harness;
+pub use switchboard_proto::histogram;
 pub mod manager;
 pub use switchboard_proto::message;
 pub mod prelude;

@@ -19,6 +19,7 @@
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs |
+//! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
 //! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
 //!
 //! A game whose loop is not tokio's drives a client with
@@ -52,6 +53,7 @@ pub mod codec;
 pub mod connection;
 pub mod entropy;
 pub mod harness;
+pub mod histogram;
 pub mod limits;
 pub mod manager;
 pub mod message;

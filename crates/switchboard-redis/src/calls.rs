@@ -92,11 +92,7 @@ pub(crate) fn opened() {
 
 /// Counts one call that took `took` and failed or not.
 pub(crate) fn count(took: Duration, failed: bool) {
-    let micros = took.as_micros().min(u64::MAX as u128) as u64;
-    let slot = RedisCalls::BOUNDS_MICROS
-        .iter()
-        .position(|bound| micros <= *bound)
-        .unwrap_or(RedisCalls::BOUNDS_MICROS.len());
+    let (slot, micros) = switchboard::histogram::slot(&RedisCalls::BOUNDS_MICROS, took);
     TALLY.counts[slot].fetch_add(1, Ordering::Relaxed);
     TALLY.sum_micros.fetch_add(micros, Ordering::Relaxed);
     TALLY.calls.fetch_add(1, Ordering::Relaxed);

@@ -132,9 +132,9 @@ impl AdminSource for RelayAdmin {
             counters.extend(Counter::histogram_micros(
                 "switchboard_relay_queue_wait_seconds",
                 "How long the oldest message of each round waited for the relay to take it.",
-                &crate::QueueWaits::BOUNDS_MICROS,
-                &waits.counts,
-                waits.sum_micros,
+                waits.bounds_micros(),
+                waits.counts(),
+                waits.sum_micros(),
             ));
             // Places are the clients grouped by zone (the admin server
             // does it).

@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use switchboard::histogram::Histogram;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +39,7 @@ struct Dispatch {
     /// When native players' queued deliveries leave.
     pacer: Pacer,
     /// How long messages waited for this task, round by round.
-    waits: crate::waits::QueueWaits,
+    waits: Histogram,
     config: RelayConfig,
     started: Instant,
     log: crate::log::RelayLog,
@@ -372,7 +373,7 @@ pub(crate) async fn run(
         ids: HashMap::default(),
         handle: native.handle(),
         pacer: Pacer::new(config.pacing, started),
-        waits: crate::waits::QueueWaits::default(),
+        waits: Histogram::new(&crate::hub::QUEUE_WAIT_BOUNDS_MICROS),
         config,
         started,
         log,

@@ -77,10 +77,17 @@ pub struct RelayStats {
     pub refused: u64,
     /// Malformed JSON lines.
     pub malformed_lines: u64,
-    /// How long messages waited for the relay to take them (filled in by
-    /// the relay's task; a [`Relay`] without one leaves it empty).
-    pub queue_wait: crate::waits::QueueWaits,
+    /// How long the oldest message of each round of the relay's loop
+    /// waited between its connection's task and the relay, buckets of
+    /// [`QUEUE_WAIT_BOUNDS_MICROS`] (filled in by the relay's task; a
+    /// [`Relay`] without one leaves it empty). A relay that keeps up takes
+    /// messages within microseconds; one short of CPU sees this grow.
+    pub queue_wait: switchboard::histogram::Histogram,
 }
+
+/// The buckets of [`RelayStats::queue_wait`]: 10 µs to 250 ms.
+pub const QUEUE_WAIT_BOUNDS_MICROS: [u64; 10] =
+    [10, 50, 100, 250, 500, 1_000, 2_500, 10_000, 50_000, 250_000];
 
 /// The relay's limits per player; each field says its default.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -32,17 +32,18 @@ mod log;
 mod server;
 mod stamp;
 mod transform;
-mod waits;
 mod zones;
 
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
-pub use hub::{Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats, ID_BITS};
+pub use hub::{
+    Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats, ID_BITS,
+    QUEUE_WAIT_BOUNDS_MICROS,
+};
 pub use log::RelayLogLine;
 pub use server::{
     Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed,
     RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
-pub use waits::QueueWaits;
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

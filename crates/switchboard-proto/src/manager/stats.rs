@@ -124,11 +124,7 @@ impl RequestTimes {
 
     /// Counts one request that took `took`.
     pub fn observe(&mut self, took: Duration) {
-        let micros = took.as_micros().min(u64::MAX as u128) as u64;
-        let slot = Self::BOUNDS_MICROS
-            .iter()
-            .position(|bound| micros <= *bound)
-            .unwrap_or(Self::BOUNDS_MICROS.len());
+        let (slot, micros) = crate::histogram::slot(&Self::BOUNDS_MICROS, took);
         self.counts[slot] += 1;
         self.sum_micros = self.sum_micros.saturating_add(micros);
     }
