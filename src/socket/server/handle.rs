@@ -45,9 +45,10 @@ impl ServerHandle {
     }
 
     /// The traffic of every connection this server has had, those that
-    /// ended included (frames and bytes in and out, system frames and
-    /// handshakes counted; the queue and round-trip fields are 0). It only
-    /// grows.
+    /// ended included (frames and bytes in and out, as each connection's
+    /// [`SocketHandle::stats`](crate::socket::SocketHandle::stats) counts
+    /// them, system frames included; the queue and round-trip fields are
+    /// 0). It only grows.
     pub fn traffic(&self) -> crate::socket::SocketStats {
         self.shared.traffic.traffic()
     }
