@@ -88,6 +88,11 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
         age.as_f64().unwrap() > 1.0,
         "the chart's first point: {age}"
     );
+    // Its points carry the CPU, in percent of a core, from the server.
+    let cpu = browser
+        .run("return history.every((p) => p.cpu >= 0);", json!([]))
+        .await;
+    assert_eq!(cpu, json!(true));
 
     // The operator types the token, asks for 5 circling bots, clicks spawn.
     let fill = "for (const [id, v] of arguments[0]) {
@@ -138,6 +143,28 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
     .await;
     let victim_id: u32 = victim.parse().unwrap();
     assert!(!relay.clients().await.iter().any(|c| c.id == victim_id));
+
+    // The last day, a point a minute, from the server's history.
+    browser
+        .run(
+            "const r = document.getElementById('range'); r.value = 'minutes';
+             r.dispatchEvent(new Event('change'));",
+            json!([]),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while browser.run("return Array.isArray(day);", json!([])).await != json!(true) {
+        assert!(std::time::Instant::now() < deadline, "the day's history");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Back to the last 10 minutes, at the top of the page, for the shot.
+    browser
+        .run(
+            "const r = document.getElementById('range'); r.value = 'seconds';
+             r.dispatchEvent(new Event('change')); window.scrollTo(0, 0);",
+            json!([]),
+        )
+        .await;
 
     // For a human to look at.
     browser.screenshot("admin-page.png").await;
