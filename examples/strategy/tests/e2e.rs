@@ -619,25 +619,39 @@ async fn hosted_game_is_found_through_a_master_server() {
 #[test]
 fn hosted_game_takes_a_websocket_player_beside_a_tcp_player() {
     let saves = temp_dir("ws");
-    // A free port for the child's WebSocket listener.
-    let ws_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let host = server(
-        &[
-            "--scenario",
-            "valley",
-            "--lobby",
-            "--saves",
-            saves.to_str().unwrap(),
-            "--ws-port",
-            &ws_port,
-        ],
-        BindScope::AllInterfaces,
-    );
+    // A free port for the child's WebSocket listener: found free, then
+    // closed, so another test may take it before the child binds it; then
+    // the child fails to start, and another port is tried.
+    let (host, ws_port) = (0..5)
+        .find_map(|_| {
+            let ws_port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port()
+                .to_string();
+            let args = [
+                "--scenario",
+                "valley",
+                "--lobby",
+                "--saves",
+                saves.to_str().unwrap(),
+                "--ws-port",
+                &ws_port,
+            ];
+            let spawned = LocalServer::spawn(LocalServerOptions {
+                program: ServerProgram::Path(BIN.into()),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                scope: BindScope::AllInterfaces,
+                ..LocalServerOptions::default()
+            });
+            match spawned {
+                Ok(host) => Some((host, ws_port)),
+                Err(err) if err.to_string().contains("Address already in use") => None,
+                Err(err) => panic!("{err}"),
+            }
+        })
+        .expect("a free WebSocket port in five tries");
     let mut ann = Player::join(host.addr(), "ann");
     let mut bob = Player::join(format!("ws://127.0.0.1:{ws_port}/"), "bob");
     lobby_start(&mut ann, &mut bob);
