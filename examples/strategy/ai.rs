@@ -4,10 +4,10 @@
 
 use std::collections::VecDeque;
 
-use crate::rules::{check_attack, check_claim, check_move, do_attack, do_claim, do_move};
+use crate::rules::{
+    check_attack, check_claim, check_move, do_attack, do_claim, do_move, neighbours,
+};
 use crate::scenario::{NationId, ServerScenario, UnitId};
-
-const STEPS: [(i16, i16); 4] = [(1, 0), (-1, 0), (0, 1), (0, -1)];
 
 /// Plays one turn for `nation`; returns what happened, for its own players.
 pub fn play(s: &mut ServerScenario, nation: NationId) -> Vec<String> {
@@ -49,14 +49,6 @@ fn beatable_neighbour(s: &ServerScenario, nation: NationId, unit: UnitId) -> Opt
         .filter_map(|(x, y)| s.unit_at(x, y))
         .find(|t| t.nation != nation && check_attack(s, nation, unit, t.id) == Ok(true))
         .map(|t| t.id)
-}
-
-fn neighbours(s: &ServerScenario, x: u8, y: u8) -> impl Iterator<Item = (u8, u8)> + '_ {
-    STEPS.iter().filter_map(move |(dx, dy)| {
-        let (nx, ny) = (x as i16 + dx, y as i16 + dy);
-        (nx >= 0 && ny >= 0 && nx < s.width as i16 && ny < s.height as i16)
-            .then_some((nx as u8, ny as u8))
-    })
 }
 
 /// The first step of a shortest land path to the nearest province `nation`

@@ -1,14 +1,19 @@
 //! The player's side: the connection (following a named game through its
-//! directory, told the truth when it comes back), a terminal interface (a
-//! map and typed orders), and the scripted bot player (`client/bot.rs`).
+//! directory, told the truth when it comes back, its state in words in
+//! `client/link.rs`), a terminal interface (a map and typed orders), and
+//! the scripted bot player (`client/bot.rs`).
 
 use std::io::IsTerminal;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use switchboard::process::LocalServer;
 use switchboard::{ClientConfig, ClientEvent, NetworkClient, RequestStatus, RequestTicket};
 
 mod bot;
+mod link;
+
+pub(crate) use link::{Link, Tone};
 
 use crate::directory::Directory;
 use crate::protocol::{
@@ -31,12 +36,25 @@ pub(crate) struct Seen {
     pub(crate) lobbies: u64,
 }
 
+/// How many times a player tries to come back after a lost connection
+/// (quick at first, then every half second: about a minute).
+const RECONNECT_ATTEMPTS: u32 = 120;
+
 /// A connected player. It pulls its client's events (no slots, no shared
 /// cells): what it has heard is plain state of its own.
-pub(crate) struct Player {
+pub(crate) struct Player<'a> {
     pub(crate) name: String,
     pub(crate) client: NetworkClient,
     pub(crate) seen: Seen,
+    /// Where the connection stands (the status line).
+    pub(crate) link: Link,
+    /// Where others join this game, when the player hosts it.
+    pub(crate) invite: Option<String>,
+    /// The lobby's host, once it left (a hosted game ends with its host).
+    host_left: Option<String>,
+    /// The server this player started (single player, host): when it dies
+    /// the player is told at once, not after a minute of reconnecting.
+    local: Option<&'a mut LocalServer>,
     pending: Vec<(String, RequestTicket)>,
     /// Where the game is served, asked again at each reconnect attempt.
     directory: Option<Directory>,
@@ -44,13 +62,13 @@ pub(crate) struct Player {
     rejoin: Rejoin,
 }
 
-impl Player {
+impl<'a> Player<'a> {
     pub(crate) fn connect(
         addr: &str,
         name: &str,
         password: Option<String>,
         directory: Option<Directory>,
-    ) -> Player {
+    ) -> Self {
         let config = ClientConfig {
             password,
             // Quick at first: a game that fails over is back within a
@@ -59,7 +77,7 @@ impl Player {
             reconnect: switchboard::ReconnectPolicy {
                 initial_delay: Duration::from_millis(100),
                 max_delay: Duration::from_millis(500),
-                max_attempts: 120,
+                max_attempts: RECONNECT_ATTEMPTS,
                 ..switchboard::ReconnectPolicy::default()
             },
             ..ClientConfig::named(name)
@@ -68,10 +86,46 @@ impl Player {
             name: name.to_string(),
             client: NetworkClient::connect(addr, config),
             seen: Seen::default(),
+            link: Link::Joining,
+            invite: None,
+            host_left: None,
+            local: None,
             pending: Vec::new(),
             directory,
             rejoin: Rejoin::default(),
         }
+    }
+
+    /// The status line: the connection's state, with the countdown to the
+    /// next reconnect attempt.
+    pub(crate) fn status(&self) -> (String, Tone) {
+        self.link.line(&self.client, RECONNECT_ATTEMPTS)
+    }
+
+    /// Why the game ended without the player's say.
+    pub(crate) fn gone(&self) -> String {
+        self.link
+            .gone()
+            .unwrap_or("the connection to the server is gone")
+            .to_string()
+    }
+
+    /// Tells the player at once when the server it started has stopped.
+    fn watch_local_server(&mut self) {
+        let Some(server) = self.local.as_mut() else {
+            return;
+        };
+        let Some(status) = server.exited() else {
+            return;
+        };
+        let why = format!(
+            "the local server (pid {}) stopped: {status}; progress since the last save is lost",
+            server.pid()
+        );
+        self.local = None;
+        self.seen.events.push(why.clone());
+        self.link = Link::Gone(why);
+        self.client.close("the local server stopped");
     }
 
     /// Takes in one event of the client.
@@ -88,28 +142,53 @@ impl Player {
                 Ok(Msg::Game(GameAct::Event(text))) => seen.events.push(printable(&text)),
                 Ok(Msg::Lobby(LobbyAct::State(mut lobby))) => {
                     lobby.make_printable();
+                    let host = seen.lobby.as_ref().and_then(|l| l.host.as_ref());
+                    if let Some(host) =
+                        host.filter(|h| !lobby.players.iter().any(|p| &p.name == *h))
+                    {
+                        self.host_left = Some(host.clone());
+                    }
                     seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
                     seen.lobbies += 1;
                     seen.lobby = Some(lobby);
                 }
                 Ok(_) | Err(_) => {}
             },
-            ClientEvent::Refused(why) => println!("refused: {}", printable(&why.to_string())),
+            ClientEvent::Refused(refused) => {
+                let why = printable(&refused.reason);
+                // Codes 1 to 3: the session is unknown, its token stale, or
+                // it expired (docs/PROTOCOL.md).
+                let why = match self.link {
+                    Link::Lost(_) if (1..=3).contains(&refused.code) => format!(
+                        "the server did not know your session ({why}): it restarted without \
+                         the game, or kept you waiting too long"
+                    ),
+                    _ => format!("the server refused to let you in: {why}"),
+                };
+                seen.events.push(why.clone());
+                self.link = Link::Gone(why);
+            }
             ClientEvent::ConnectionLost(why) => {
                 self.rejoin.lost(seen);
-                seen.events.push(format!(
-                    "connection lost ({}); reconnecting",
-                    printable(&why.to_string())
-                ));
+                let why = printable(&why.to_string());
+                seen.events
+                    .push(format!("connection lost ({why}); reconnecting"));
+                self.link = Link::Lost(why);
             }
             ClientEvent::Welcomed(welcomed) => {
                 if let Some(message) = self.rejoin.welcomed(welcomed.resumed, seen) {
                     seen.events.push(message);
                 }
+                self.link = Link::Connected;
             }
             ClientEvent::Reconnecting(_) => self.follow_directory(),
             ClientEvent::Disconnected(why) => {
-                println!("disconnected: {}", printable(&why.to_string()))
+                if self.link.gone().is_none() {
+                    let reconnecting = matches!(self.link, Link::Lost(_));
+                    let why = link::farewell(&why, self.host_left.as_deref(), reconnecting);
+                    seen.events.push(format!("disconnected: {why}"));
+                    self.link = Link::Gone(why);
+                }
             }
             ClientEvent::Connected | ClientEvent::Error(_) | ClientEvent::RequestDone { .. } => {}
         }
@@ -123,7 +202,10 @@ impl Player {
         };
         match directory.servers() {
             Ok(servers) => self.client.redirect(servers),
-            Err(err) => println!("directory: {}", printable(&err)),
+            Err(err) => self
+                .seen
+                .events
+                .push(format!("directory: {}", printable(&err))),
         }
     }
 
@@ -142,6 +224,7 @@ impl Player {
         for event in events {
             self.take(event);
         }
+        self.watch_local_server();
         if let Some(message) = self.rejoin.heard(&self.seen) {
             self.seen.events.push(message);
         }
@@ -249,30 +332,88 @@ pub fn render_lobby(lobby: &LobbyView) -> String {
             if seat.ready { ", ready" } else { "" }
         ));
     }
+    out.push_str(&format!("  here: {}\n", lobby_players(lobby)));
     out
+}
+
+/// Everyone who joined, as one line: "ada (Red), bob (no nation yet), cy (away)".
+pub(crate) fn lobby_players(lobby: &LobbyView) -> String {
+    let names: Vec<String> = lobby
+        .players
+        .iter()
+        .map(|p| {
+            let nation = p.nation.map_or("no nation yet".to_string(), |n| {
+                let seat = lobby.seats.iter().find(|s| s.nation == n);
+                seat.map_or(format!("nation {}", n.0), |s| s.name.clone())
+            });
+            let away = if p.online { "" } else { ", away" };
+            format!("{} ({nation}{away})", p.name)
+        })
+        .collect();
+    if names.is_empty() {
+        "nobody".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 const HELP: &str =
     "orders: m UNIT X Y (move) | c UNIT (claim) | a UNIT TARGET (attack) | e (end turn)
         save NAME | load NAME | pick NATION | ready | start | map | help | q (quit)";
 
-/// Plays at `addr`: `bot` turns of the scripted player; or, with `text` or
-/// when stdout is not a terminal, typed orders; otherwise the full-screen
+/// Who plays where, and how.
+pub struct Play<'a> {
+    /// Where the game is served (HOST:PORT, or a `ws://` URL).
+    pub addr: String,
+    /// The player's name.
+    pub name: String,
+    /// The game's join password.
+    pub password: Option<String>,
+    /// A named game to follow through its masters when its server moves.
+    pub directory: Option<Directory>,
+    /// The server this process started (single player, host): its death
+    /// ends the game at once, with its exit status.
+    pub local: Option<&'a mut LocalServer>,
+    /// Where others join (a hosted game), shown in the lobby.
+    pub invite: Option<String>,
+    /// A scripted player plays this many turns.
+    pub bot: Option<u32>,
+    /// The typed interface, even on a terminal.
+    pub text: bool,
+    /// A hosting bot starts once this many players are ready.
+    pub players: usize,
+}
+
+/// Plays: `bot` turns of the scripted player; or, with `text` or when
+/// stdout is not a terminal, typed orders; otherwise the full-screen
 /// interface.
-pub fn play(
-    addr: &str,
-    name: &str,
-    password: Option<String>,
-    bot: Option<u32>,
-    text: bool,
-    players: usize,
-    directory: Option<Directory>,
-) -> Result<(), String> {
-    let mut player = Player::connect(addr, name, password, directory);
+pub fn play(how: Play<'_>) -> Result<(), String> {
+    let Play {
+        addr,
+        name,
+        password,
+        directory,
+        local,
+        invite,
+        bot,
+        text,
+        players,
+    } = how;
+    let mut player = Player::connect(&addr, &name, password, directory);
+    player.invite = invite;
+    player.local = local;
     let deadline = Instant::now() + Duration::from_secs(15);
     while !player.client.is_welcomed() {
-        if player.client.is_finished() || Instant::now() > deadline {
-            return Err(format!("could not join the game at {addr}"));
+        if player.client.is_finished() {
+            return Err(format!(
+                "could not join the game at {addr}: {}",
+                player.gone()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "could not join the game at {addr}: no welcome in 15 s"
+            ));
         }
         player.pump_print(Duration::from_millis(20));
     }
@@ -281,7 +422,7 @@ pub fn play(
             println!("joined as {name}");
             bot::play(&mut player, turns, players)
         }
-        None if !text && std::io::stdout().is_terminal() => crate::tui::run(&mut player, name),
+        None if !text && std::io::stdout().is_terminal() => crate::tui::run(&mut player),
         None => {
             println!("joined as {name}");
             play_typed(&mut player)
@@ -315,7 +456,7 @@ fn play_typed(player: &mut Player) -> Result<(), String> {
             }
         }
         if player.client.is_finished() {
-            return Err("the connection to the server is gone".into());
+            return Err(player.gone());
         }
         let line = match lines.try_recv() {
             Ok(line) => line,

@@ -203,16 +203,17 @@ fn join(options: &Options) -> Result<(), String> {
             .ok_or_else(|| format!("no server lists game {:?}", directory.game))?,
         (None, None) => return Err("--join ADDR or --game NAME".into()),
     };
-    let name = options.name.clone().unwrap_or_else(|| "guest".into());
-    client::play(
-        &addr,
-        &name,
-        options.password.clone(),
-        options.bot,
-        options.text,
-        options.players,
-        directory.filter(|d| !d.masters.is_empty()),
-    )
+    client::play(client::Play {
+        addr,
+        name: options.name.clone().unwrap_or_else(|| "guest".into()),
+        password: options.password.clone(),
+        directory: directory.filter(|d| !d.masters.is_empty()),
+        local: None,
+        invite: None,
+        bot: options.bot,
+        text: options.text,
+        players: options.players,
+    })
 }
 
 /// The WebSocket listener `--ws-port` asks for.
@@ -413,7 +414,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         .then(|| listing(options, false).to_env())
         .into_iter()
         .collect();
-    let server = LocalServer::spawn(LocalServerOptions {
+    let mut server = LocalServer::spawn(LocalServerOptions {
         env,
         args,
         scope: if options.host {
@@ -433,17 +434,18 @@ fn local_game(options: &Options) -> Result<(), String> {
     if options.host {
         println!("{}", where_to_join(options.bind, server.port()));
     }
-    let name = options.name.clone().unwrap_or_else(|| "player".into());
-    let result = client::play(
-        &server.addr().to_string(),
-        &name,
-        options.password.clone(),
-        options.bot,
-        options.text,
-        options.players,
-        None,
-    );
     let pid = server.pid();
+    let result = client::play(client::Play {
+        addr: server.addr().to_string(),
+        name: options.name.clone().unwrap_or_else(|| "player".into()),
+        password: options.password.clone(),
+        directory: None,
+        invite: options.host.then(|| invite(options.bind, server.port())),
+        local: Some(&mut server),
+        bot: options.bot,
+        text: options.text,
+        players: options.players,
+    });
     let status = server
         .shutdown()
         .map_err(|e| format!("stopping the server: {e}"))?;
@@ -462,9 +464,27 @@ fn parse_scope(text: &str) -> Result<BindScope, String> {
 
 /// The line that says where others join a game served on `port`.
 fn where_to_join(scope: BindScope, port: u16) -> String {
+    format!("join with --join {}", invite(scope, port))
+}
+
+/// Where others join a game served on `port`: this machine's address on
+/// its network (with `--bind all`), or loopback and how to open it.
+fn invite(scope: BindScope, port: u16) -> String {
     if scope == BindScope::Loopback {
-        format!("only this machine can join (--join 127.0.0.1:{port}); --bind all lets others in")
-    } else {
-        format!("others join with --join <this machine's address>:{port}")
+        return format!("127.0.0.1:{port} (this machine only; --bind all lets others in)");
     }
+    match lan_address() {
+        Some(ip) => format!("{ip}:{port} (from this network)"),
+        None => format!("<this machine's address>:{port}"),
+    }
+}
+
+/// The address this machine uses on its network: the source address of a
+/// route out (a UDP socket "connected" to a documentation address sends
+/// nothing).
+fn lan_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }

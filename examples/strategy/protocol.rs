@@ -179,6 +179,19 @@ pub struct LobbyView {
     pub started: bool,
     /// The host's name.
     pub host: Option<String>,
+    /// Everyone who joined, seated or not.
+    pub players: Vec<LobbyPlayer>,
+}
+
+/// Someone who joined the game.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LobbyPlayer {
+    /// The player's name.
+    pub name: String,
+    /// The nation picked, if any.
+    pub nation: Option<NationId>,
+    /// Whether the player is connected now (false: away, its seat kept).
+    pub online: bool,
 }
 
 impl LobbyView {
@@ -189,6 +202,9 @@ impl LobbyView {
             seat.player = seat.player.as_deref().map(printable);
         }
         self.host = self.host.as_deref().map(printable);
+        for player in &mut self.players {
+            player.name = printable(&player.name);
+        }
     }
 }
 
@@ -271,6 +287,11 @@ mod tests {
             }],
             started: false,
             host: Some(evil.into()),
+            players: vec![LobbyPlayer {
+                name: evil.into(),
+                nation: None,
+                online: true,
+            }],
         };
         lobby.make_printable();
         let text = render_lobby(&lobby);

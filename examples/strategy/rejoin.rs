@@ -167,6 +167,7 @@ mod tests {
                 seats: Vec::new(),
                 started: false,
                 host: None,
+                players: Vec::new(),
             }),
             views: 1,
             lobbies: 1,

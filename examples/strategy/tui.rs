@@ -1,6 +1,8 @@
-//! The full-screen terminal interface: the map with a cursor, the selected
-//! unit, the nations and the turn, and a log of events, results and
-//! rejections.
+//! The full-screen terminal interface: a status line (the connection, with
+//! the countdown to the next reconnect attempt), the map with a cursor and a
+//! legend, the selected unit, the nations and the turn, and a log pane of
+//! events, results and rejections. Nothing is printed over it: every
+//! message goes to the log.
 //!
 //! Keys: arrows or h j k l move the cursor; Enter selects your unit under
 //! the cursor, or orders the selected unit to the square under the cursor
@@ -20,7 +22,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::client::Player;
+use crate::client::{lobby_players, Player, Tone};
 use crate::protocol::{nation_letter, Attack, GameAct, LobbyAct, LobbyView, Move, NationView};
 use crate::scenario::{NationId, Terrain, UnitId, UnitKind};
 
@@ -50,11 +52,14 @@ struct Ui {
     centered: bool,
 }
 
-/// Runs the full-screen interface until the player quits.
-pub(crate) fn run(player: &mut Player, name: &str) -> Result<(), String> {
+/// Runs the full-screen interface until the player quits. When the game
+/// ends without the player's say (the server is gone for good), the screen
+/// stays, saying why, until q; the reason is the error.
+pub(crate) fn run(player: &mut Player) -> Result<(), String> {
     let mut terminal = ratatui::init();
+    let name = player.name.clone();
     let mut ui = Ui {
-        name: name.to_string(),
+        name: name.clone(),
         cursor: (0, 0),
         selected: None,
         log: VecDeque::new(),
@@ -73,11 +78,15 @@ pub(crate) fn run(player: &mut Player, name: &str) -> Result<(), String> {
         if let Some(view) = &view {
             ui.follow(view);
         }
-        if let Err(err) = terminal.draw(|frame| draw(frame, &ui, view.as_ref(), lobby.as_ref())) {
+        let screen = Screen {
+            ui: &ui,
+            status: player.status(),
+            invite: player.invite.as_deref(),
+            view: view.as_ref(),
+            lobby: lobby.as_ref(),
+        };
+        if let Err(err) = terminal.draw(|frame| screen.draw(frame)) {
             break Err(format!("cannot draw: {err}"));
-        }
-        if player.client.is_finished() {
-            break Err("the connection to the server is gone".into());
         }
         match event::poll(Duration::from_millis(30)) {
             Ok(true) => {}
@@ -90,7 +99,10 @@ pub(crate) fn run(player: &mut Player, name: &str) -> Result<(), String> {
             Err(err) => break Err(format!("terminal input: {err}")),
         };
         if matches!(key, KeyCode::Char('q') | KeyCode::Esc) {
-            break Ok(());
+            break match player.link.gone() {
+                Some(why) => Err(why.to_string()),
+                None => Ok(()),
+            };
         }
         ui.key(key, player, view.as_ref());
     };
@@ -218,34 +230,103 @@ impl Ui {
     }
 }
 
-fn draw(frame: &mut Frame, ui: &Ui, view: Option<&NationView>, lobby: Option<&LobbyView>) {
-    let [top, bottom] =
-        Layout::vertical([Constraint::Min(10), Constraint::Length(9)]).areas(frame.area());
-    let [map_area, side] =
-        Layout::horizontal([Constraint::Min(20), Constraint::Length(38)]).areas(top);
-    match view.filter(|v| v.you.is_some()) {
-        Some(view) => {
-            draw_map(frame, map_area, ui, view);
-            draw_side(frame, side, ui, view);
-        }
-        None => draw_lobby(frame, top, ui, lobby),
+const GAME_KEYS: &str =
+    "arrows move · Enter select/order · Tab next unit · c claim · e end turn · s save · q quit";
+const LOBBY_KEYS: &str = "0-7 pick a nation · r ready · g start (host) · q quit";
+
+/// What one frame shows.
+struct Screen<'a> {
+    ui: &'a Ui,
+    /// The connection's state in words.
+    status: (String, Tone),
+    /// Where others join, when this player hosts.
+    invite: Option<&'a str>,
+    view: Option<&'a NationView>,
+    lobby: Option<&'a LobbyView>,
+}
+
+impl Screen<'_> {
+    fn draw(&self, frame: &mut Frame) {
+        let [status, top, bottom] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(10),
+            Constraint::Length(8),
+        ])
+        .areas(frame.area());
+        let (text, tone) = &self.status;
+        let style = match tone {
+            Tone::Good => Style::default().fg(Color::Black).bg(Color::Green),
+            Tone::Warning => Style::default().fg(Color::Black).bg(Color::Yellow),
+            Tone::Bad => Style::default().fg(Color::White).bg(Color::Red),
+        };
+        frame.render_widget(
+            Paragraph::new(format!(" {} · {text}", self.ui.name)).style(style),
+            status,
+        );
+        let [map_area, side] =
+            Layout::horizontal([Constraint::Min(20), Constraint::Length(38)]).areas(top);
+        let keys = match self.view.filter(|v| v.you.is_some()) {
+            Some(view) => {
+                draw_map(frame, map_area, self.ui, view);
+                draw_side(frame, side, self.ui, view);
+                GAME_KEYS
+            }
+            None => {
+                self.draw_lobby(frame, top);
+                LOBBY_KEYS
+            }
+        };
+        let log: Vec<Line> = self
+            .ui
+            .log
+            .iter()
+            .rev()
+            .take(bottom.height.saturating_sub(2) as usize)
+            .rev()
+            .map(|l| Line::raw(l.as_str()))
+            .collect();
+        frame.render_widget(
+            Paragraph::new(log)
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(" log ").title_bottom(keys)),
+            bottom,
+        );
     }
-    let log: Vec<Line> = ui
-        .log
-        .iter()
-        .rev()
-        .take(bottom.height.saturating_sub(3) as usize)
-        .rev()
-        .map(|l| Line::raw(l.as_str()))
-        .collect();
-    let help =
-        "arrows move · Enter select/order · Tab next unit · c claim · e end turn · s save · q quit";
-    frame.render_widget(
-        Paragraph::new(log)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(" log ").title_bottom(help)),
-        bottom,
-    );
+
+    fn draw_lobby(&self, frame: &mut Frame, area: Rect) {
+        let mut lines = vec![
+            Line::raw(format!("{}: waiting for the game to start", self.ui.name)),
+            Line::raw(""),
+        ];
+        if let Some(invite) = self.invite {
+            lines.push(Line::styled(
+                format!("others join at {invite}"),
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        }
+        if let Some(lobby) = self.lobby {
+            lines.push(Line::raw(format!(
+                "host: {}",
+                lobby.host.as_deref().unwrap_or("-")
+            )));
+            lines.push(Line::raw(format!("here: {}", lobby_players(lobby))));
+            lines.push(Line::raw(""));
+            for seat in &lobby.seats {
+                let who = seat.player.as_deref().unwrap_or("(free)");
+                let ready = if seat.ready { ", ready" } else { "" };
+                lines.push(Line::styled(
+                    format!("  {} {}: {who}{ready}", seat.nation.0, seat.name),
+                    Style::default().fg(nation_color(seat.nation)),
+                ));
+            }
+        }
+        frame.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(" lobby ")),
+            area,
+        );
+    }
 }
 
 fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
@@ -256,25 +337,17 @@ fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
             let (text, mut style) = match (view.tile(x, y), view.unit_at(x, y)) {
                 (None, _) => ("  ".to_string(), Style::default().bg(Color::Black)),
                 (Some(tile), unit) => {
-                    let bg = match tile.terrain {
-                        Terrain::Water => Color::Blue,
-                        Terrain::Plains => Color::Rgb(60, 90, 40),
-                        Terrain::Forest => Color::Rgb(20, 70, 20),
-                        Terrain::Hills => Color::Rgb(110, 90, 50),
-                        Terrain::Mountains => Color::Gray,
-                    };
+                    let bg = terrain_color(tile.terrain);
                     match unit {
                         Some(unit) => {
-                            let kind = if unit.kind == UnitKind::Infantry {
-                                'I'
-                            } else {
-                                'C'
-                            };
                             let style = Style::default()
                                 .bg(bg)
                                 .fg(nation_color(unit.nation))
                                 .add_modifier(Modifier::BOLD);
-                            (format!("{kind}{}", unit.nation.0), style)
+                            (
+                                format!("{}{}", unit_letter(unit.kind), unit.nation.0),
+                                style,
+                            )
                         }
                         None => {
                             let owner = tile.owner.map_or(' ', nation_letter);
@@ -300,6 +373,8 @@ fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
         }
         lines.push(Line::from(spans));
     }
+    lines.push(Line::raw(""));
+    lines.extend(legend());
     let title = format!(" {} — turn {} ", view.scenario, view.turn);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(title)),
@@ -307,45 +382,102 @@ fn draw_map(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
     );
 }
 
+fn terrain_color(terrain: Terrain) -> Color {
+    match terrain {
+        Terrain::Water => Color::Blue,
+        Terrain::Plains => Color::Rgb(60, 90, 40),
+        Terrain::Forest => Color::Rgb(20, 70, 20),
+        Terrain::Hills => Color::Rgb(110, 90, 50),
+        Terrain::Mountains => Color::Gray,
+    }
+}
+
+fn unit_letter(kind: UnitKind) -> char {
+    match kind {
+        UnitKind::Infantry => 'I',
+        UnitKind::Cavalry => 'C',
+    }
+}
+
+/// The map's legend: terrain (and what entering it costs), units, owners.
+fn legend() -> Vec<Line<'static>> {
+    let mut terrain = vec![Span::raw("moves to enter:")];
+    for t in [
+        Terrain::Plains,
+        Terrain::Forest,
+        Terrain::Hills,
+        Terrain::Mountains,
+        Terrain::Water,
+    ] {
+        let cost = t.cost().map_or("-".to_string(), |c| c.to_string());
+        terrain.push(Span::raw(" "));
+        terrain.push(Span::styled(
+            t.glyph().to_string(),
+            Style::default().bg(terrain_color(t)),
+        ));
+        terrain.push(Span::raw(format!(
+            " {} {cost} ",
+            format!("{t:?}").to_lowercase()
+        )));
+    }
+    vec![
+        Line::from(terrain),
+        Line::raw("I3 C3: infantry, cavalry of nation 3 · a b ...: owner (a: nation 0)"),
+    ]
+}
+
+/// A nation's name as the view tells it.
+fn nation_name(view: &NationView, nation: NationId) -> String {
+    view.nations
+        .iter()
+        .find(|n| n.id == nation)
+        .map_or_else(|| format!("nation {}", nation.0), |n| n.name.clone())
+}
+
 fn draw_side(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
     let mut lines = Vec::new();
     let you = view
         .you
         .expect("draw shows the map only to a seated player");
-    let name = view
-        .nations
-        .iter()
-        .find(|n| n.id == you)
-        .map_or("?", |n| n.name.as_str());
     lines.push(Line::styled(
-        format!("{} plays {name}", ui.name),
+        format!("{} plays {}", ui.name, nation_name(view, you)),
         Style::default()
             .fg(nation_color(you))
             .add_modifier(Modifier::BOLD),
     ));
     if let Some(winner) = view.winner {
         lines.push(Line::styled(
-            format!("game over: nation {} wins", winner.0),
+            format!("game over: {} wins", nation_name(view, winner)),
             Style::default().add_modifier(Modifier::BOLD),
         ));
     }
     lines.push(Line::raw(""));
     for n in &view.nations {
         let status = if n.ended { "ended turn" } else { "playing" };
-        let ai = if n.ai { " (AI)" } else { "" };
+        let ai = if n.ai { ", AI" } else { "" };
         lines.push(Line::styled(
-            format!("{} {}{ai}: {} prov, {status}", n.id.0, n.name, n.provinces),
+            format!(
+                "{} ({}, {}{ai}): {} prov, {status}",
+                n.name,
+                n.id.0,
+                nation_letter(n.id),
+                n.provinces
+            ),
             Style::default().fg(nation_color(n.id)),
         ));
     }
     lines.push(Line::raw(""));
     let (x, y) = ui.cursor;
     match view.tile(x, y) {
-        Some(tile) => lines.push(Line::raw(format!(
-            "({x}, {y}) {:?}, owner {}",
-            tile.terrain,
-            tile.owner.map_or("none".into(), |o| o.0.to_string())
-        ))),
+        Some(tile) => {
+            let owner = tile.owner.map_or("nobody".into(), |o| nation_name(view, o));
+            let cost = tile
+                .terrain
+                .cost()
+                .map_or("impassable".into(), |c| format!("{c} to enter"));
+            lines.push(Line::raw(format!("({x}, {y}) {:?}, {cost}", tile.terrain)));
+            lines.push(Line::raw(format!("owner: {owner}")));
+        }
         None => lines.push(Line::raw(format!("({x}, {y}) in the fog"))),
     }
     match ui
@@ -369,33 +501,6 @@ fn draw_side(frame: &mut Frame, area: Rect, ui: &Ui, view: &NationView) {
         Paragraph::new(lines)
             .wrap(Wrap { trim: true })
             .block(Block::bordered().title(" nations ")),
-        area,
-    );
-}
-
-fn draw_lobby(frame: &mut Frame, area: Rect, ui: &Ui, lobby: Option<&LobbyView>) {
-    let mut lines = vec![
-        Line::raw(format!("{}: waiting for the game to start", ui.name)),
-        Line::raw(""),
-    ];
-    if let Some(lobby) = lobby {
-        lines.push(Line::raw(format!(
-            "host: {}",
-            lobby.host.as_deref().unwrap_or("-")
-        )));
-        for seat in &lobby.seats {
-            let who = seat.player.as_deref().unwrap_or("(free)");
-            let ready = if seat.ready { ", ready" } else { "" };
-            lines.push(Line::styled(
-                format!("  {} {}: {who}{ready}", seat.nation.0, seat.name),
-                Style::default().fg(nation_color(seat.nation)),
-            ));
-        }
-        lines.push(Line::raw(""));
-        lines.push(Line::raw("0-7 pick a nation · r ready · g start (host)"));
-    }
-    frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" lobby ")),
         area,
     );
 }

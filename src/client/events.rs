@@ -111,11 +111,11 @@ impl NetworkClient {
             match action {
                 ClientAction::Connect => {
                     let config = self.socket_config.clone();
-                    let addr = &self.servers[self.core.server() % self.servers.len()];
+                    let addr = self.server_addr().to_string();
                     self.socket = Some(if addr.starts_with("ws://") {
-                        ExtendedTcpSocket::connect_ws(addr, config)
+                        ExtendedTcpSocket::connect_ws(&addr, config)
                     } else {
-                        ExtendedTcpSocket::connect(addr.clone(), config)
+                        ExtendedTcpSocket::connect(addr, config)
                     });
                 }
                 ClientAction::Send(message) => {

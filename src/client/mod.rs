@@ -99,7 +99,7 @@ pub struct NetworkClient {
 impl std::fmt::Debug for NetworkClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetworkClient")
-            .field("addr", &self.servers[self.core.server()])
+            .field("addr", &self.server_addr())
             .field("client", &self.client_id())
             .field("welcomed", &self.is_welcomed())
             .finish()
@@ -166,6 +166,19 @@ impl NetworkClient {
     /// Whether the server has welcomed this connection.
     pub fn is_welcomed(&self) -> bool {
         self.core.is_welcomed()
+    }
+
+    /// The address the current (or the last) connection goes to: the one
+    /// the client was made with, or a fallback or redirect.
+    pub fn server_addr(&self) -> &str {
+        &self.servers[self.core.server() % self.servers.len()]
+    }
+
+    /// The next reconnect attempt while the client waits for it: its number
+    /// (from 1, of `ReconnectPolicy::max_attempts`) and when it starts.
+    /// `None` while connected or connecting, and once the client gave up.
+    pub fn next_reconnect(&self) -> Option<(u32, std::time::Instant)> {
+        self.core.next_reconnect()
     }
 
     /// Whether the client has given up for good (refused, closed, or out of

@@ -203,6 +203,13 @@ impl LocalServer {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// How the child ended, once it has (`None` while it runs): a game
+    /// tells its player why its server is gone ("killed by signal 9")
+    /// instead of waiting for reconnects that cannot work.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Asks the server to stop, waits for it, and kills it after the
     /// shutdown timeout. Returns how it exited.
     pub fn shutdown(mut self) -> std::io::Result<ExitStatus> {

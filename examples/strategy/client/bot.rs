@@ -119,7 +119,7 @@ fn wait_for_view(
             }
         }
         if player.client.is_finished() {
-            return Err("the connection to the server is gone".into());
+            return Err(player.gone());
         }
         if Instant::now() > deadline {
             return Err("no update from the server in 15 s".into());

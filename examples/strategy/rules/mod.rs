@@ -14,13 +14,13 @@ mod orders;
 pub use checkpoint::{CHECKPOINT_MAGIC, CHECKPOINT_VERSION};
 
 pub use orders::{
-    check_attack, check_claim, check_move, do_attack, do_claim, do_move, sight, winner,
+    check_attack, check_claim, check_move, do_attack, do_claim, do_move, neighbours, sight, winner,
     PROVINCE_SIGHT, UNIT_SIGHT,
 };
 
 use crate::ai;
 use crate::protocol::{
-    GameAct, LobbyAct, LobbyView, Msg, NationStatus, NationView, Seat, TileView,
+    GameAct, LobbyAct, LobbyPlayer, LobbyView, Msg, NationStatus, NationView, Seat, TileView,
 };
 use crate::scenario::{NationId, ServerScenario, UnitId};
 
@@ -180,6 +180,15 @@ impl StrategyLogic {
                 .host
                 .and_then(|h| self.players.get(&h))
                 .map(|p| p.name.clone()),
+            players: self
+                .players
+                .values()
+                .map(|p| LobbyPlayer {
+                    name: p.name.clone(),
+                    nation: p.nation,
+                    online: p.online,
+                })
+                .collect(),
         }
     }
 
@@ -456,7 +465,10 @@ impl GameLogic for StrategyLogic {
     }
 
     fn on_leave(&mut self, client: ClientId, out: &mut Outbox) {
-        self.players.remove(&client);
+        if let Some(player) = self.players.remove(&client) {
+            let text = format!("{} left the game", player.name);
+            out.send(Audience::All, GameAct::Event(text));
+        }
         if self.host == Some(client) {
             self.host = self.players.keys().next().copied();
         }

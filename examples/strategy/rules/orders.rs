@@ -1,7 +1,8 @@
 //! The rules of single orders, as plain functions of the scenario: checked
 //! first, applied only when valid; and what a nation sees.
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use crate::scenario::{NationId, ServerScenario, Terrain, UnitId};
 
@@ -10,7 +11,21 @@ pub const UNIT_SIGHT: i16 = 2;
 /// How far owned provinces see.
 pub const PROVINCE_SIGHT: i16 = 1;
 
-/// Checks a one-square move; returns its cost in movement points.
+/// The squares next to (x, y) on the map: units move and attack across
+/// edges, never corners.
+pub fn neighbours(s: &ServerScenario, x: u8, y: u8) -> impl Iterator<Item = (u8, u8)> + '_ {
+    const STEPS: [(i16, i16); 4] = [(1, 0), (-1, 0), (0, 1), (0, -1)];
+    STEPS.iter().filter_map(move |(dx, dy)| {
+        let (nx, ny) = (x as i16 + dx, y as i16 + dy);
+        (nx >= 0 && ny >= 0 && nx < s.width as i16 && ny < s.height as i16)
+            .then_some((nx as u8, ny as u8))
+    })
+}
+
+/// Checks a move to (x, y): the unit goes square by square across edges,
+/// the cheapest way over land, through its own nation's units but never
+/// an enemy's, and must end on an empty square. Returns what it costs in
+/// movement points.
 pub fn check_move(
     s: &ServerScenario,
     nation: NationId,
@@ -23,21 +38,59 @@ pub fn check_move(
         return Err("that unit is not yours".into());
     }
     let province = s.province(x, y).ok_or("that is off the map")?;
-    if u.x.abs_diff(x) + u.y.abs_diff(y) != 1 {
-        return Err("units move one province at a time, not diagonally".into());
-    }
-    let cost = province.terrain.cost().ok_or("units cannot enter water")?;
-    if u.moves_left < cost {
-        return Err(format!(
-            "not enough movement left ({} of {cost})",
-            u.moves_left
-        ));
-    }
+    province.terrain.cost().ok_or("units cannot enter water")?;
     match s.unit_at(x, y) {
-        Some(other) if other.nation == nation => Err("one of your units is there".into()),
-        Some(_) => Err("an enemy unit is there: attack it".into()),
-        None => Ok(cost),
+        Some(other) if other.id == unit => return Err("the unit is there already".into()),
+        Some(other) if other.nation == nation => return Err("one of your units is there".into()),
+        Some(_) => return Err("an enemy unit is there: attack it".into()),
+        None => {}
     }
+    cheapest_way(s, nation, (u.x, u.y), (x, y), u.moves_left).ok_or_else(|| {
+        format!(
+            "not enough movement left ({}) to get there: the way over land, around enemy \
+             units, costs more",
+            u.moves_left
+        )
+    })
+}
+
+/// The cost of the cheapest way from `from` to `to` within `budget`
+/// movement points (Dijkstra, bounded: every step costs at least one, so
+/// it looks at no square farther than `budget` steps).
+fn cheapest_way(
+    s: &ServerScenario,
+    nation: NationId,
+    from: (u8, u8),
+    to: (u8, u8),
+    budget: u8,
+) -> Option<u8> {
+    let mut best: HashMap<(u8, u8), u8> = HashMap::from([(from, 0)]);
+    let mut queue = BinaryHeap::from([Reverse((0u8, from))]);
+    while let Some(Reverse((spent, at))) = queue.pop() {
+        if at == to {
+            return Some(spent);
+        }
+        if best.get(&at).is_some_and(|b| *b < spent) {
+            continue;
+        }
+        for next in neighbours(s, at.0, at.1) {
+            let Some(cost) = s.province(next.0, next.1).and_then(|p| p.terrain.cost()) else {
+                continue;
+            };
+            if s.unit_at(next.0, next.1)
+                .is_some_and(|o| o.nation != nation)
+            {
+                continue;
+            }
+            let total = spent.saturating_add(cost);
+            if total > budget || best.get(&next).is_some_and(|b| *b <= total) {
+                continue;
+            }
+            best.insert(next, total);
+            queue.push(Reverse((total, next)));
+        }
+    }
+    None
 }
 
 /// Applies a checked move.

@@ -9,23 +9,38 @@ fn valley() -> ServerScenario {
 }
 
 #[test]
-fn moves_follow_terrain_ownership_and_adjacency() {
+fn moves_go_square_by_square_the_cheapest_way_within_the_units_movement() {
     let s = valley();
     let red = NationId(0);
-    let inf = s.unit_at(1, 3).unwrap().id;
+    let inf = s.unit_at(1, 3).unwrap().id; // infantry: 2 moves
     assert_eq!(check_move(&s, red, inf, 2, 3), Ok(1));
-    assert!(check_move(&s, red, inf, 2, 4)
+    assert_eq!(
+        check_move(&s, red, inf, 3, 3),
+        Ok(2),
+        "two squares straight"
+    );
+    assert_eq!(
+        check_move(&s, red, inf, 2, 4),
+        Ok(2),
+        "a corner is two steps"
+    );
+    assert_eq!(
+        check_move(&s, red, inf, 1, 5),
+        Ok(2),
+        "through its own cavalry at (1, 4)"
+    );
+    assert!(check_move(&s, red, inf, 4, 3)
         .unwrap_err()
-        .contains("diagonally"));
-    assert!(check_move(&s, red, inf, 3, 3)
-        .unwrap_err()
-        .contains("one province"));
+        .contains("not enough movement left (2)"));
     assert!(check_move(&s, NationId(1), inf, 2, 3)
         .unwrap_err()
         .contains("not yours"));
     assert!(check_move(&s, red, inf, 1, 4)
         .unwrap_err()
         .contains("your units"));
+    assert!(check_move(&s, red, inf, 1, 3)
+        .unwrap_err()
+        .contains("there already"));
     let mut s = s;
     s.set_terrain(2, 3, Terrain::Water).unwrap();
     assert!(check_move(&s, red, inf, 2, 3)
@@ -35,6 +50,22 @@ fn moves_follow_terrain_ownership_and_adjacency() {
     assert!(check_move(&s, red, inf, 2, 3)
         .unwrap_err()
         .contains("not enough movement"));
+}
+
+#[test]
+fn moves_never_pass_an_enemy_unit() {
+    let mut s = valley();
+    let red = NationId(0);
+    let inf = s.unit_at(1, 3).unwrap().id;
+    assert_eq!(check_move(&s, red, inf, 3, 3), Ok(2));
+    s.place_unit(NationId(1), UnitKind::Infantry, 2, 3).unwrap();
+    // The way round, (1, 2) (2, 2) (3, 2) (3, 3), costs 4.
+    assert!(check_move(&s, red, inf, 3, 3)
+        .unwrap_err()
+        .contains("around enemy units"));
+    assert!(check_move(&s, red, inf, 2, 3)
+        .unwrap_err()
+        .contains("attack it"));
 }
 
 #[test]

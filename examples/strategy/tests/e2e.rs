@@ -140,13 +140,15 @@ fn invalid_order_is_rejected_with_its_reason_and_not_applied() {
     let mut ann = Player::join(server.addr(), "ann");
     assert_eq!(ann.view().you, Some(NationId(0)));
     let infantry = ann.view().unit_at(1, 3).unwrap().id;
-    let diagonal = Move {
+    let too_far = Move {
         unit: infantry,
-        x: 2,
-        y: 4,
+        x: 5,
+        y: 3,
     };
-    match ann.ask(GameAct::Move(diagonal)) {
-        RequestStatus::Rejected(reason) => assert!(reason.contains("diagonally"), "{reason}"),
+    match ann.ask(GameAct::Move(too_far)) {
+        RequestStatus::Rejected(reason) => {
+            assert!(reason.contains("not enough movement"), "{reason}")
+        }
         other => panic!("expected a rejection, got {other:?}"),
     }
     let into_the_river = Move {

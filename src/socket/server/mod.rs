@@ -365,15 +365,27 @@ impl Stream for ServerStream {
     }
 }
 
-/// A listening TCP socket on `addr`, registered with `runtime`.
+/// A listening TCP socket on `addr`, registered with `runtime`. Its error
+/// names the address ("cannot listen on 127.0.0.1:7100: Address already in
+/// use"): a port clash says which port.
 fn listen(addr: SocketAddr, runtime: &tokio::runtime::Handle) -> std::io::Result<TcpListener> {
     let _entered = runtime.enter();
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
+    let listening = || {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
     };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
+    listening().map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (another program has that port: pick another)"
+        } else {
+            ""
+        };
+        std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}{hint}"))
+    })
 }

@@ -290,10 +290,17 @@ impl ClientCore {
         }
     }
 
+    /// The next reconnect attempt while the client waits for it: its number
+    /// (from 1) and when it starts. `None` while connected (or connecting),
+    /// and once the client has given up. A game shows it as a countdown.
+    pub fn next_reconnect(&self) -> Option<(u32, Instant)> {
+        self.retry.filter(|_| !self.connected)
+    }
+
     /// When [`tick`](Self::tick) next has work: the first request deadline
     /// or the next reconnect attempt.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let retry = self.retry.filter(|_| !self.connected).map(|(_, at)| at);
+        let retry = self.next_reconnect().map(|(_, at)| at);
         self.pending.values().copied().chain(retry).min()
     }
 
