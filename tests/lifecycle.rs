@@ -75,3 +75,22 @@ fn the_websocket_port_is_set_like_the_tcp_port() {
     assert_eq!(client.wait(ticket, WAIT), RequestStatus::Accepted);
     assert_eq!(server.shutdown_blocking().unwrap().0, 7);
 }
+
+#[test]
+fn a_port_clash_names_the_address_it_could_not_listen_on() {
+    let first = ServerManager::builder(Counter::default()).spawn().unwrap();
+    let port = first.local_addr().port();
+    let err = match ServerManager::builder(Counter::default())
+        .port(port)
+        .spawn()
+    {
+        Err(err) => err.to_string(),
+        Ok(_) => panic!("two servers listen on port {port}"),
+    };
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && err.contains("another program has that port"),
+        "{err}"
+    );
+    first.shutdown_blocking().unwrap();
+}
