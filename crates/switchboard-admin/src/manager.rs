@@ -95,13 +95,13 @@ impl AdminSource for ManagerAdmin {
                     place: place_of(&c.id),
                     kind: "player".into(),
                     traffic: Some(Traffic {
-                        connected_seconds: c.connected_for.as_secs_f64(),
-                        idle_seconds: c.idle_for.as_secs_f64(),
-                        rtt_ms: c.rtt_micros as f64 / 1000.0,
-                        messages_in: c.messages_in,
-                        bytes_in: c.bytes_in,
-                        messages_out: c.messages_out,
-                        bytes_out: c.bytes_out,
+                        connected_seconds: Some(c.connected_for.as_secs_f64()),
+                        idle_seconds: Some(c.idle_for.as_secs_f64()),
+                        rtt_ms: Some(c.rtt_micros as f64 / 1000.0),
+                        messages_in: Some(c.messages_in),
+                        bytes_in: Some(c.bytes_in),
+                        messages_out: Some(c.messages_out),
+                        bytes_out: Some(c.bytes_out),
                     }),
                 })
                 .collect::<Vec<_>>();

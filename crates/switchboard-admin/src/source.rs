@@ -92,25 +92,48 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The places the mode reported, or else its clients grouped by their
-    /// `place` (a relay's zones: players per zone).
+    /// `place` (a relay's zones: players per zone); each with its traffic,
+    /// the sums of its members' counts (those the mode keeps).
     pub fn places_or_groups(&self) -> Vec<AdminPlace> {
-        if !self.places.is_empty() {
-            return self.places.clone();
-        }
-        let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-        for client in &self.clients {
-            if let Some(place) = &client.place {
-                groups.entry(place).or_default().push(client.id.clone());
+        let mut places = if self.places.is_empty() {
+            let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+            for client in &self.clients {
+                if let Some(place) = &client.place {
+                    groups.entry(place).or_default().push(client.id.clone());
+                }
+            }
+            groups
+                .into_iter()
+                .map(|(name, members)| AdminPlace {
+                    name: name.to_string(),
+                    facts: vec![("players".into(), members.len().to_string())],
+                    members,
+                })
+                .collect()
+        } else {
+            self.places.clone()
+        };
+        let traffic: std::collections::HashMap<&str, &Traffic> = self
+            .clients
+            .iter()
+            .filter_map(|c| Some((c.id.as_str(), c.traffic.as_ref()?)))
+            .collect();
+        for place in &mut places {
+            let mut sums: [(&str, Option<u64>); 4] = Traffic::default().counts();
+            for member in place.members.iter().filter_map(|m| traffic.get(m.as_str())) {
+                for (sum, (_, count)) in sums.iter_mut().zip(member.counts()) {
+                    if let Some(count) = count {
+                        sum.1 = Some(sum.1.unwrap_or(0) + count);
+                    }
+                }
+            }
+            for (label, sum) in sums {
+                if let Some(sum) = sum {
+                    place.facts.push((label.to_string(), sum.to_string()));
+                }
             }
         }
-        groups
-            .into_iter()
-            .map(|(name, members)| AdminPlace {
-                name: name.to_string(),
-                facts: vec![("players".into(), members.len().to_string())],
-                members,
-            })
-            .collect()
+        places
     }
 }
 
@@ -143,23 +166,44 @@ pub struct AdminClient {
     pub traffic: Option<Traffic>,
 }
 
-/// A client's traffic and timing.
+/// A client's traffic and timing: each figure where the mode keeps it
+/// (left out of the JSON, and its column off the page, where not).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Traffic {
     /// Seconds since it connected.
-    pub connected_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connected_seconds: Option<f64>,
     /// Seconds since it last sent anything.
-    pub idle_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<f64>,
     /// The last measured round trip, milliseconds.
-    pub rtt_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
     /// Messages received from it.
-    pub messages_in: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages_in: Option<u64>,
     /// Bytes received from it.
-    pub bytes_in: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_in: Option<u64>,
     /// Messages sent to it.
-    pub messages_out: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages_out: Option<u64>,
     /// Bytes sent to it.
-    pub bytes_out: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_out: Option<u64>,
+}
+
+impl Traffic {
+    /// The message and byte counts as (label, value) facts, those the mode
+    /// keeps: what a place's members sum to.
+    fn counts(&self) -> [(&'static str, Option<u64>); 4] {
+        [
+            ("messages in", self.messages_in),
+            ("messages out", self.messages_out),
+            ("bytes in", self.bytes_in),
+            ("bytes out", self.bytes_out),
+        ]
+    }
 }
 
 /// Whether a [`Counter`] only grows or goes up and down.

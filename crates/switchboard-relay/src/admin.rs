@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use switchboard_admin::source::BoxFuture;
-use switchboard_admin::{AdminClient, AdminSource, Counter, LogLine, Snapshot};
+use switchboard_admin::{AdminClient, AdminSource, Counter, LogLine, Snapshot, Traffic};
 
 use crate::bots::{Bot, BotConfig, Script};
 use crate::hub::Link;
@@ -55,6 +55,19 @@ fn script(name: &str) -> Option<Script> {
     })
 }
 
+/// What a client is, as the clients table says: `bot` for the operator's
+/// own bots (in the relay's process), `native bot` or `json bot` for a
+/// client that said it is one (the load tester's), else its link.
+fn client_kind(client: &crate::hub::RelayClient, own_bot: bool) -> &'static str {
+    match (own_bot, client.is_bot, client.link) {
+        (true, _, _) => "bot",
+        (false, true, Link::Native) => "native bot",
+        (false, true, Link::Json) => "json bot",
+        (false, false, Link::Native) => "native",
+        (false, false, Link::Json) => "json",
+    }
+}
+
 /// The names [`script`] takes.
 const SCRIPTS: &str =
     "idle, walk_to_player, circle, square, follow, jump, sneak, teleport, zone_hop";
@@ -80,20 +93,24 @@ impl AdminSource for RelayAdmin {
         Box::pin(async move {
             let relay = &self.relay;
             let (clients, stats) = (relay.clients().await, relay.stats().await);
+            let own: std::collections::HashSet<u32> = {
+                let bots = self.bots.lock().expect("bots lock");
+                bots.running.iter().filter_map(Bot::player_id).collect()
+            };
             let clients = clients
                 .into_iter()
                 .map(|c| AdminClient {
                     id: c.id.to_string(),
+                    kind: client_kind(&c, own.contains(&c.id)).to_string(),
                     name: c.name,
                     addr: c.addr.map(|a| a.to_string()),
                     place: c.zone,
-                    kind: match (c.is_bot, c.link) {
-                        (true, _) => "bot",
-                        (false, Link::Native) => "native",
-                        (false, Link::Json) => "json",
-                    }
-                    .to_string(),
-                    traffic: None,
+                    // The relay counts what each player sends, not what it
+                    // is sent (that would cost a count per recipient).
+                    traffic: Some(Traffic {
+                        messages_in: Some(c.relayed),
+                        ..Traffic::default()
+                    }),
                 })
                 .collect();
             let mut counters = vec![

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -92,6 +94,8 @@ impl BotConfig {
 pub struct Bot {
     script: watch::Sender<Script>,
     task: tokio::task::JoinHandle<()>,
+    /// Its player id, once the relay welcomed it (0 before).
+    id: Arc<AtomicU32>,
 }
 
 impl Bot {
@@ -99,8 +103,18 @@ impl Bot {
     /// current tokio runtime.
     pub fn spawn(addr: SocketAddr, config: BotConfig, script: Script) -> Bot {
         let (tx, rx) = watch::channel(script);
-        let task = tokio::spawn(run(addr, config, rx));
-        Bot { script: tx, task }
+        let id = Arc::new(AtomicU32::new(0));
+        let task = tokio::spawn(run(addr, config, rx, id.clone()));
+        Bot {
+            script: tx,
+            task,
+            id,
+        }
+    }
+
+    /// Its player id in the relay, once welcomed.
+    pub fn player_id(&self) -> Option<u32> {
+        Some(self.id.load(Ordering::Relaxed)).filter(|id| *id != 0)
     }
 
     /// Changes the script of the running bot.
@@ -133,7 +147,12 @@ struct State {
     idle: bool,
 }
 
-async fn run(addr: SocketAddr, config: BotConfig, mut script: watch::Receiver<Script>) {
+async fn run(
+    addr: SocketAddr,
+    config: BotConfig,
+    mut script: watch::Receiver<Script>,
+    player_id: Arc<AtomicU32>,
+) {
     let mut socket = SocketStream::connect(addr, SocketConfig::default());
     let hello = Hello {
         name: config.name.clone(),
@@ -196,6 +215,11 @@ async fn run(addr: SocketAddr, config: BotConfig, mut script: watch::Receiver<Sc
             }
             event = socket.next_event() => match event {
                 Some(SocketEvent::Received(message)) => match message.action::<RelayAction>() {
+                    Some(RelayAction::Welcome) => {
+                        if let Ok(id) = message.content::<u32>() {
+                            player_id.store(id, Ordering::Relaxed);
+                        }
+                    }
                     Some(RelayAction::Relayed) => {
                         if let Ok(relayed) = message.content::<Relayed>() {
                             if !relayed.transform.extra.contains_key("bot") {

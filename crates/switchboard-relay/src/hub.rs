@@ -33,6 +33,8 @@ pub struct RelayClient {
     pub last: Option<Arc<Transform>>,
     /// Whether it said it is a bot.
     pub is_bot: bool,
+    /// Transforms of its that the relay relayed.
+    pub relayed: u64,
 }
 
 /// What the relay tells players.
@@ -270,6 +272,7 @@ impl Relay {
                 zone: None,
                 last: None,
                 is_bot,
+                relayed: 0,
             },
         );
         (id, vec![(vec![id], RelayEvent::Welcome { player_id: id })])
@@ -367,6 +370,7 @@ impl Relay {
         if let Some(player) = self.players.get_mut(&id) {
             player.zone = Some(transform.zone.clone());
             player.last = Some(transform.clone());
+            player.relayed += 1;
         }
         if !recipients.is_empty() {
             out.push((

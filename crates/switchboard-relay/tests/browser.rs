@@ -115,6 +115,33 @@ async fn admin_page_in_chromium_shows_a_client_spawns_bots_and_kicks_one() {
         rows.iter().filter(|(_, _, kind)| kind == "bot").count() == 5
     })
     .await;
+    // The columns fit the relay: it counts what each player sends, and
+    // keeps no round trips or bytes, so those columns are not shown.
+    let columns = browser
+        .run(
+            "return [...document.querySelectorAll('#clients th[data-key]')]
+                .filter((th) => !th.hidden).map((th) => th.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        columns,
+        json!(["id", "name", "address", "place", "kind", "msgs in"])
+    );
+    // The zone's traffic: what its players sent, summed.
+    let script = "const row = document.querySelector('#places tr[data-place=\"hall\"]');
+        return row ? row.children[1].textContent : '';";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let facts = browser.run(script, json!([])).await;
+        let facts = facts.as_str().unwrap_or("").to_string();
+        if facts.contains("players: 5") && !facts.contains("messages in: 0") {
+            assert!(facts.contains("messages in: "), "{facts}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the zone's traffic: {facts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Kicks one (the reason prompt answered), and it leaves.
     let rows = rows(&browser).await;
