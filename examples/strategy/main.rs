@@ -89,7 +89,7 @@ struct Options {
     /// The typed interface instead of the full-screen one.
     #[arg(long)]
     text: bool,
-    /// A dedicated server: no local player, every interface, a lobby.
+    /// A dedicated server: no local player, a lobby (`--bind all` serves other machines).
     #[arg(long)]
     serve: bool,
     /// A hosting bot starts the game once this many players are ready.
@@ -246,7 +246,7 @@ fn listing(options: &Options, dedicated: bool) -> Announce {
     Announce::new(options.masters.clone(), info)
 }
 
-/// A dedicated server: no local player, every interface, a lobby; stops on
+/// A dedicated server: no local player, a lobby, on `--bind`; stops on
 /// Ctrl-C or SIGTERM.
 fn dedicated(options: &Options) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
