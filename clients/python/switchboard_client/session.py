@@ -117,6 +117,7 @@ class SessionClient:
         self._next_id = 1
         self._pending: dict[int, asyncio.Future] = {}
         self._subscriptions: dict[tuple[int, int], list[Callable[[bytes], None]]] = {}
+        self._listeners: list[Callable[[Envelope], None]] = []
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._welcomed = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -171,6 +172,12 @@ class SessionClient:
         if self.connection is None:
             raise ConnectionError("not connected")
         self.connection.send(channel, action, schema, value)
+
+    def listen(self, slot: Callable[[Envelope], None]) -> Callable[[], None]:
+        """Calls ``slot(envelope)`` for every update, in order (what a layer
+        on top, the rooms client say, reads). Returns a function that stops."""
+        self._listeners.append(slot)
+        return lambda: self._listeners.remove(slot) if slot in self._listeners else None
 
     def subscribe(self, channel: int, action: int, schema: Schema, slot: Callable[[Any], None]) -> Callable[[], None]:
         """Calls ``slot(value)`` for every update on ``channel``/``action``,
@@ -256,6 +263,8 @@ class SessionClient:
     def _dispatch(self, message: Envelope) -> None:
         if message.channel != SESSION_CHANNEL:
             self._events.put_nowait(Event("message", message))
+            for listener in list(self._listeners):
+                listener(message)
             for deliver in list(self._subscriptions.get((message.channel, message.action), ())):
                 deliver(message.content)
             return

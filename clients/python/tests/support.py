@@ -17,12 +17,13 @@ BINARY = pathlib.Path(os.environ.get("SWITCHBOARD_SERVER", ROOT / "target" / "de
 
 class Server:
     """``switchboard-server ARGS`` on loopback and a free port; ``addr`` is
-    "127.0.0.1:PORT"."""
+    "127.0.0.1:PORT", ``ws`` its WebSocket URL (with ``--ws-port``),
+    ``admin`` its admin server's URL (with ``--admin-port``)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict | None = None) -> None:
         if not BINARY.exists():
             subprocess.run(["cargo", "build", "-q", "-p", "switchboard-server"], cwd=ROOT, check=True)
-        env = {**os.environ, "RUST_LOG": "warn", "SWITCHBOARD_PASSWORD": ""}
+        env = {**os.environ, "RUST_LOG": "warn", "SWITCHBOARD_PASSWORD": "", **(env or {})}
         self.process = subprocess.Popen(
             [str(BINARY), *args, "--bind", "loopback", "--port", "0"],
             stdin=subprocess.DEVNULL,
@@ -31,18 +32,30 @@ class Server:
             env=env,
             text=True,
         )
-        self.port = None
+        self.port = self.ws = self.admin = None
+        want_ws, want_admin = "--ws-port" in args, "--admin-port" in args
         for line in self.process.stdout:
-            ready = re.match(r"^SWITCHBOARD READY \d+ (\d+)$", line.strip())
-            if ready:
+            line = line.strip()
+            if ready := re.match(r"^SWITCHBOARD READY \d+ (\d+)$", line):
                 self.port = int(ready.group(1))
+            if ws := re.match(r"^WebSocket clients: (ws://\S+)$", line):
+                self.ws = ws.group(1)
+            if admin := re.match(r"^admin: (http://[^/]+)", line):
+                self.admin = admin.group(1)
+            if self.port and (self.ws or not want_ws) and (self.admin or not want_admin):
                 break
         if self.port is None:
             self.stop()
             raise RuntimeError("the server never printed its ready line")
         # Whatever it prints later must not fill the pipe and stall it.
-        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
         self.addr = f"127.0.0.1:{self.port}"
+
+    def _drain(self) -> None:
+        try:
+            self.process.stdout.read()
+        except (OSError, ValueError):
+            pass
 
     def stop(self) -> None:
         self.process.terminate()
@@ -51,9 +64,19 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.process.stdout.close()
 
     def __enter__(self) -> "Server":
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def example(package: str, name: str) -> pathlib.Path:
+    """A Rust example of the workspace (built by ``cargo test``; here when
+    missing)."""
+    path = ROOT / "target" / "debug" / "examples" / name
+    if not path.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", package, "--example", name], cwd=ROOT, check=True)
+    return path
