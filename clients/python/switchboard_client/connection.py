@@ -83,6 +83,8 @@ class Connection:
         self._decoder = FrameDecoder(config.limits)
         self._inbox: list[bytes] = []
         self._reading = False
+        #: Set by close() before the goodbye goes: the end it meant.
+        self._closing: Closed | None = None
         self.closed: Closed | None = None
         self.rtt: float | None = None
         self._opened = time.monotonic()
@@ -147,12 +149,13 @@ class Connection:
             try:
                 data = await self._reader.read(65536)
             except OSError as err:
-                self._finish(Closed(None, f"connection lost: {err}", by_peer=False, lost=True))
+                self._finish(self._closing or Closed(None, f"connection lost: {err}", by_peer=False, lost=True))
                 return None
             finally:
                 self._reading = False
             if not data:
-                self._finish(Closed(None, "connection lost: the peer hung up without a goodbye", by_peer=False, lost=True))
+                lost = Closed(None, "connection lost: the peer hung up without a goodbye", by_peer=False, lost=True)
+                self._finish(self._closing or lost)
                 return None
             self._last_heard = time.monotonic()
             try:
@@ -182,8 +185,9 @@ class Connection:
     async def close(self, reason: str = "closed", code: int = CloseCode.NORMAL) -> None:
         """Closes gracefully: what was queued, then the close frame, then the
         write half; waits briefly for the peer to hang up."""
-        if self.closed is not None:
+        if self.closed is not None or self._closing is not None:
             return
+        self._closing = Closed(code, reason, by_peer=False)
         try:
             self._writer.write(encode_message(SYSTEM_CHANNEL, CLOSE, CloseContent, {"code": code, "reason": reason}))
             await asyncio.wait_for(self._writer.drain(), 2)
@@ -196,7 +200,7 @@ class Connection:
                 await asyncio.wait_for(self._reader.read(), 2)
         except (OSError, asyncio.TimeoutError, FrameError):
             pass
-        self._finish(Closed(code, reason, by_peer=False))
+        self._finish(self._closing)
 
     def drop(self) -> None:
         """Hangs up without a goodbye, as a network failure would (tests)."""

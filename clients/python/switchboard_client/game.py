@@ -80,6 +80,9 @@ class GameClient:
         self.error = Signal("error")
         self.request_done = Signal("request_done")
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        #: Called (on the network thread) whenever something arrives for
+        #: :meth:`poll`: an event loop's wake-up (the Qt adapter's).
+        self.notify: Callable[[], None] | None = None
         self._subscriptions: dict[tuple[int, int], list[Callable[[bytes], None]]] = {}
         self._verdicts: dict[int, Any] = {}
         self._tickets = itertools.count(1)
@@ -101,11 +104,16 @@ class GameClient:
         session = self._session
         task = asyncio.get_running_loop().create_task(session.connect())
         async for event in session.events():
-            self._inbox.put((event.kind, event.value))
+            self._post(event.kind, event.value)
         try:
             await task
         except (ConnectionError, OSError):
             pass
+
+    def _post(self, kind: str, value: Any) -> None:
+        self._inbox.put((kind, value))
+        if self.notify is not None:
+            self.notify()
 
     def poll(self) -> int:
         """Delivers what arrived since the last call as signals, here, in
@@ -171,7 +179,7 @@ class GameClient:
             verdict = ACCEPTED if failure is None else failure
             if not isinstance(verdict, (str, RequestRejected, RequestFailed)):
                 verdict = RequestFailed("NotSent", str(verdict))
-            self._inbox.put(("verdict", (ticket, verdict)))
+            self._post("verdict", (ticket, verdict))
 
         future.add_done_callback(done)
         return ticket
