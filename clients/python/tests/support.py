@@ -66,6 +66,11 @@ class Server:
             self.process.wait()
         self.process.stdout.close()
 
+    def kill(self) -> None:
+        """Kills it outright (SIGKILL): no goodbye, no last write."""
+        self.process.kill()
+        self.process.wait()
+
     def __enter__(self) -> "Server":
         return self
 
@@ -80,3 +85,47 @@ def example(package: str, name: str) -> pathlib.Path:
     if not path.exists():
         subprocess.run(["cargo", "build", "-q", "-p", package, "--example", name], cwd=ROOT, check=True)
     return path
+
+
+class Redis:
+    """A real ``redis-server`` (Debian's package; scripts/install-test-deps
+    installs it) on a free port, without persistence; ``url`` for the
+    servers, ``command`` to ask it something."""
+
+    def __init__(self) -> None:
+        import socket
+        import time
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if self.command("PING").startswith("+PONG"):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError("redis-server did not start (install Debian's redis-server)")
+            time.sleep(0.02)
+
+    def command(self, *args: str) -> str:
+        """One command; Redis's raw reply (":1\\r\\n")."""
+        import socket
+
+        request = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(request.encode())
+            return conn.recv(65536).decode()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
