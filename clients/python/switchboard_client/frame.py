@@ -77,29 +77,29 @@ def _check_length(length: int, limits: Limits) -> None:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {limits.max_frame_len}")
 
 
-def split_frame(frame: bytes) -> tuple[bool, bytes]:
-    """One whole frame's ``(compressed, body)``, checked."""
-    if len(frame) < HEADER_LEN:
-        raise FrameError(f"a frame of {len(frame)} bytes is shorter than its header")
-    length = int.from_bytes(frame[:4], "big")
-    _check_length(length, DEFAULT_LIMITS)
-    if length != len(frame) - 4:
-        raise FrameError("a message must hold exactly one frame")
-    if frame[4] & ~FLAG_COMPRESSED:
-        raise FrameError(f"unknown flag bits {frame[4]}")
-    return bool(frame[4] & FLAG_COMPRESSED), frame[HEADER_LEN:]
-
-
-def decode_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """The payload of one whole frame (a WebSocket message), inflated if
-    need be."""
+def _whole(frame: bytes, limits: Limits) -> tuple[int, bytes]:
+    """The flags and body of one whole frame, its length checked."""
     if len(frame) < HEADER_LEN:
         raise FrameError(f"a frame of {len(frame)} bytes is shorter than its header")
     length = int.from_bytes(frame[:4], "big")
     _check_length(length, limits)
     if length != len(frame) - 4:
         raise FrameError("a message must hold exactly one frame")
-    return _payload(frame[4], frame[HEADER_LEN:], limits)
+    return frame[4], frame[HEADER_LEN:]
+
+
+def split_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[bool, bytes]:
+    """One whole frame's ``(compressed, body)``, checked."""
+    flags, body = _whole(frame, limits)
+    if flags & ~FLAG_COMPRESSED:
+        raise FrameError(f"unknown flag bits {flags}")
+    return bool(flags & FLAG_COMPRESSED), body
+
+
+def decode_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """The payload of one whole frame (a WebSocket message), inflated if
+    need be."""
+    return _payload(*_whole(frame, limits), limits)
 
 
 class FrameDecoder:

@@ -5,6 +5,7 @@ after the test."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import re
@@ -59,12 +60,7 @@ class Server:
 
     def stop(self) -> None:
         self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process.stdout.close()
+        reap(self.process)
 
     def kill(self) -> None:
         """Kills it outright (SIGKILL): no goodbye, no last write."""
@@ -129,3 +125,25 @@ class Redis:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+
+
+def reap(process: subprocess.Popen) -> None:
+    """Waits for ``process`` to end (killing it after 10 s) and closes its
+    stdout."""
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+async def until(check, what: str, seconds: float = 15.0) -> None:
+    """Waits (on the event loop) until ``check()`` holds; fails naming
+    ``what``."""
+    for _ in range(int(seconds * 100)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{what}: not in time")

@@ -7,19 +7,13 @@ import json
 import unittest
 import urllib.request
 
-from support import Server
+from support import Server, until
 from switchboard_client.master import server_list
 from switchboard_client.relay import RelayClient
 
 TOKEN = "python-relay-test-token"
 
 
-async def until(check, what, seconds=15.0):
-    for _ in range(int(seconds * 100)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what}: not in time")
 
 
 def admin(server, path, body):

@@ -3,12 +3,11 @@ native Rust player and a JavaScript player in one room, each greeting the
 others by RPC; and the refusals with their reasons."""
 
 import asyncio
-import os
 import pathlib
 import subprocess
 import unittest
 
-from support import Server, example
+from support import Server, example, reap, until
 from switchboard_client.bincode import STRING, decode, encode
 from switchboard_client.rooms import RoomClient
 from switchboard_client.session import RequestRejected, SessionClient
@@ -22,12 +21,6 @@ async def player(server, name):
     return RoomClient(session)
 
 
-async def until(check, what, seconds=15.0):
-    for _ in range(int(seconds * 100)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what}: not in time")
 
 
 class Guest:
@@ -44,12 +37,7 @@ class Guest:
 
     def stop(self):
         self.process.stdin.close()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process.stdout.close()
+        reap(self.process)
 
 
 class Rooms(unittest.IsolatedAsyncioTestCase):

@@ -5,10 +5,10 @@ other, its fallback, with its id."""
 import asyncio
 import unittest
 
-from support import Redis, Server
+from support import Redis, Server, until
 from switchboard_client.bincode import STRING
 from switchboard_client.session import SessionClient
-from test_session import BOARD, SAY, until
+from test_session import BOARD, SAY
 
 
 class Scale(unittest.IsolatedAsyncioTestCase):

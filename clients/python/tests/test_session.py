@@ -5,7 +5,7 @@ and the seat, a wrong reconnect token refused."""
 import asyncio
 import unittest
 
-from support import Server
+from support import Server, until
 from switchboard_client.bincode import BOOL, STRING, U8, UNIT, UUID, struct
 from switchboard_client.session import JoinRefused, RequestRejected, SessionClient
 
@@ -15,12 +15,6 @@ SAY, CLAIM, RELEASE, LINE = 1, 4, 5, 10
 Line = struct(**{"from": UUID, "name": STRING, "text": STRING, "private": BOOL})
 
 
-async def until(check, what, seconds=10.0):
-    for _ in range(int(seconds * 100)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what}: not in time")
 
 
 class Sessions(unittest.IsolatedAsyncioTestCase):

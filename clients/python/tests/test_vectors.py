@@ -38,12 +38,6 @@ def schema_of(name):
     return SCHEMAS.get(name) or getattr(s, name)
 
 
-def from_json(value):
-    """JSON's byte arrays as bytes, where the schema wants bytes: done by
-    comparing through :func:`plain` instead."""
-    return value
-
-
 def plain(value):
     """Values as JSON has them: bytes as lists of numbers."""
     if isinstance(value, (bytes, bytearray)):
@@ -53,12 +47,6 @@ def plain(value):
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return value
-
-
-def to_wire(schema_value):
-    """JSON's lists of numbers where the encoder takes bytes: lists of ints
-    are accepted as bytes by ``bytes(...)``, so nothing to convert."""
-    return schema_value
 
 
 class Vectors(unittest.TestCase):
