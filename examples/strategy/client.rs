@@ -48,8 +48,6 @@ pub(crate) struct Player<'a> {
     pub(crate) link: Link,
     /// Where others join this game, when the player hosts it.
     pub(crate) invite: Option<String>,
-    /// The lobby's host, once it left (a hosted game ends with its host).
-    host_left: Option<String>,
     /// The server this player started (single player, host): when it dies
     /// the player is told at once, not after a minute of reconnecting.
     local: Option<&'a mut LocalServer>,
@@ -86,7 +84,6 @@ impl<'a> Player<'a> {
             seen: Seen::default(),
             link: Link::Joining,
             invite: None,
-            host_left: None,
             local: None,
             pending: Vec::new(),
             directory,
@@ -140,12 +137,6 @@ impl<'a> Player<'a> {
                 Ok(Msg::Game(GameAct::Event(text))) => seen.events.push(printable(&text)),
                 Ok(Msg::Lobby(LobbyAct::State(mut lobby))) => {
                     lobby.make_printable();
-                    let host = seen.lobby.as_ref().and_then(|l| l.host.as_ref());
-                    if let Some(host) =
-                        host.filter(|h| !lobby.players.iter().any(|p| &p.name == *h))
-                    {
-                        self.host_left = Some(host.clone());
-                    }
                     seen.fresh_lobby = seen.lobby.as_ref() != Some(&lobby);
                     seen.lobbies += 1;
                     seen.lobby = Some(lobby);
@@ -183,7 +174,7 @@ impl<'a> Player<'a> {
             ClientEvent::Disconnected(why) => {
                 if self.link.gone().is_none() {
                     let reconnecting = matches!(self.link, Link::Lost(_));
-                    let why = link::farewell(&why, self.host_left.as_deref(), reconnecting);
+                    let why = link::farewell(&why, reconnecting);
                     seen.events.push(format!("disconnected: {why}"));
                     self.link = Link::Gone(why);
                 }

@@ -446,9 +446,14 @@ fn local_game(options: &Options) -> Result<(), String> {
         text: options.text,
         players: options.players,
     });
-    let status = server
-        .shutdown()
-        .map_err(|e| format!("stopping the server: {e}"))?;
+    // The guests of a hosted game are told why it ends.
+    let stopped = if options.host {
+        let name = options.name.as_deref().unwrap_or("player");
+        server.shutdown_with(&format!("the host, {name}, quit"))
+    } else {
+        server.shutdown()
+    };
+    let status = stopped.map_err(|e| format!("stopping the server: {e}"))?;
     println!("server {pid} stopped ({status})");
     result
 }

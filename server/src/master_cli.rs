@@ -31,6 +31,15 @@ pub(crate) struct MasterArgs {
     /// Heartbeats per minute answered per IP.
     #[arg(long, default_value_t = 30.0)]
     heartbeats_per_minute: f64,
+    /// Also serve Torque games (TGE, TGEA, Torque3D) on this UDP port
+    /// (`docs/TORQUE.md`; 28002 is the engine's customary port, 0 picks
+    /// one); off without it.
+    #[arg(long, value_name = "PORT")]
+    torque_port: Option<u16>,
+    /// Seconds after which a silent Torque server is dropped (the engine
+    /// heartbeats every 120 s).
+    #[arg(long, default_value_t = 180.0)]
+    torque_expiry_secs: f64,
     #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
@@ -43,6 +52,8 @@ pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
         max_servers: args.max_servers,
         max_servers_per_ip: args.max_per_ip,
         heartbeats_per_minute: args.heartbeats_per_minute,
+        torque_port: args.torque_port,
+        torque_expiry: Duration::from_secs_f64(args.torque_expiry_secs.max(0.1)),
         tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
         ..MasterConfig::default()
     };
@@ -81,6 +92,12 @@ async fn serve_master<R: master::Registry>(
         "{}",
         switchboard::process::ready_line(handle.local_addr().port())
     );
+    if let Some(torque) = handle.torque_addr() {
+        println!(
+            "Torque games: udp://{torque} (set $pref::Master0 = \"2:HOST:{}\")",
+            torque.port()
+        );
+    }
     let source = master::MasterAdmin::new(handle.clone());
     let _admin = admin.start(source).await?;
     server.run(switchboard::process::wait_for_signal()).await;

@@ -191,7 +191,11 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
             let (manager, handle) = ServerManager::bind(scope, port, config, logic)?;
             let stop = CancellationToken::new();
             if watch_stdin {
-                crate::process::watch_parent(stop.clone());
+                let (stop, handle) = (stop.clone(), handle.clone());
+                crate::process::watch_parent(move |reason| match reason {
+                    Some(reason) => handle.shutdown_with(&reason),
+                    None => stop.cancel(),
+                });
             }
             {
                 let mut stdout = std::io::stdout().lock();

@@ -60,10 +60,15 @@ pub struct ServerManager<L: GameLogic> {
 /// The manager's side of its handle.
 struct Control {
     shutdown: CancellationToken,
+    /// What the clients are told when it stops (`shutdown_with`).
+    farewell: Farewell,
     stats_rx: mpsc::Receiver<oneshot::Sender<ServerStats>>,
     kick_rx: mpsc::Receiver<Kick>,
     log: broadcast::Sender<LogEntry>,
 }
+
+/// The reason a shutdown gives the clients, when one was given.
+type Farewell = Arc<std::sync::Mutex<Option<String>>>;
 
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
@@ -76,6 +81,7 @@ pub struct ManagerHandle {
     websocket_addr: Option<SocketAddr>,
     server: crate::socket::ServerHandle,
     shutdown: CancellationToken,
+    farewell: Farewell,
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
     kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
@@ -103,6 +109,7 @@ impl<L: GameLogic> ServerManager<L> {
         logic: L,
     ) -> std::io::Result<(Self, ManagerHandle)> {
         let shutdown = CancellationToken::new();
+        let farewell = Farewell::default();
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
@@ -125,6 +132,7 @@ impl<L: GameLogic> ServerManager<L> {
             websocket_addr: server.websocket_addr(),
             server: server.handle(),
             shutdown: shutdown.clone(),
+            farewell: farewell.clone(),
             stats_tx,
             kick_tx,
             log: log.clone(),
@@ -138,6 +146,7 @@ impl<L: GameLogic> ServerManager<L> {
             recorder,
             control: Control {
                 shutdown,
+                farewell,
                 stats_rx,
                 kick_rx,
                 log,
@@ -201,6 +210,14 @@ impl ManagerHandle {
     /// Asks the manager to shut down gracefully, and returns at once (its
     /// owner awaits it: [`RunningServer::shutdown`]).
     pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Like [`shutdown`](Self::shutdown), telling every client `reason`
+    /// (the close frame's reason, instead of "server shutting down"): a
+    /// hosted game's server stops with "the host, ada, quit".
+    pub fn shutdown_with(&self, reason: &str) {
+        *self.farewell.lock().expect("farewell lock") = Some(reason.to_string());
         self.shutdown.cancel();
     }
 

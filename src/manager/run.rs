@@ -161,7 +161,9 @@ impl<L: GameLogic> Runner<L> {
             level: LogLevel::Info,
             text: "shutting down".into(),
         });
-        self.handle.shutdown("server shutting down");
+        let farewell = self.control.farewell.lock().expect("farewell lock").take();
+        self.handle
+            .shutdown(farewell.as_deref().unwrap_or("server shutting down"));
         let deadline = tokio::time::Instant::now() + self.config.shutdown_timeout;
         // Keep draining events so that every connection can finish flushing.
         while let Ok(Some(event)) =

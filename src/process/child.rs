@@ -3,8 +3,6 @@
 
 use std::io::BufRead;
 
-use tokio_util::sync::CancellationToken;
-
 use super::{ENV_BIND, ENV_CHILD, ENV_PASSWORD, ENV_PORT};
 use crate::manager::{GameLogic, ServerBuilder};
 use crate::socket::BindScope;
@@ -63,23 +61,34 @@ pub fn serve_if_child<'a, L: GameLogic, B: Into<ServerBuilder<'a, L>>>(
     std::process::exit(code);
 }
 
-/// Stops the server on EOF or a `shutdown` line on stdin.
-pub(crate) fn watch_parent(stop: CancellationToken) {
+/// Stops the server on EOF or a `shutdown` line on stdin; `shutdown
+/// REASON` gives the clients that reason (`LocalServer::shutdown_with`).
+/// `stop` is called once, with the reason if there is one.
+pub(crate) fn watch_parent(stop: impl FnOnce(Option<String>) + Send + 'static) {
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
+        let mut reason = None;
         for line in stdin.lock().lines() {
             match line {
                 Ok(line) if line.trim() == "shutdown" => break,
-                Ok(_) => continue,
+                Ok(line) => {
+                    if let Some(given) = line.strip_prefix("shutdown ") {
+                        reason = Some(given.trim().chars().take(MAX_REASON_CHARS).collect());
+                        break;
+                    }
+                }
                 Err(_) => break,
             }
         }
-        // Cancel before logging: when the parent died, stderr has no reader
+        // Stop before logging: when the parent died, stderr has no reader
         // any more and nothing that writes to it may stand in the way.
-        stop.cancel();
+        stop(reason);
         tracing::info!("stdin closed or shutdown asked: stopping");
     });
 }
+
+/// The longest reason a parent's `shutdown REASON` line passes on.
+const MAX_REASON_CHARS: usize = 200;
 
 /// Completes on SIGTERM or Ctrl-C.
 pub async fn wait_for_signal() {

@@ -213,12 +213,24 @@ impl LocalServer {
     /// Asks the server to stop, waits for it, and kills it after the
     /// shutdown timeout. Returns how it exited.
     pub fn shutdown(mut self) -> std::io::Result<ExitStatus> {
-        self.stop()
+        self.stop(None)
     }
 
-    fn stop(&mut self) -> std::io::Result<ExitStatus> {
+    /// Like [`shutdown`](Self::shutdown), and the server tells its clients
+    /// `reason` as it closes their connections ("the host, ada, quit")
+    /// instead of "server shutting down". One line of at most 200
+    /// characters.
+    pub fn shutdown_with(mut self, reason: &str) -> std::io::Result<ExitStatus> {
+        self.stop(Some(reason))
+    }
+
+    fn stop(&mut self, reason: Option<&str>) -> std::io::Result<ExitStatus> {
         if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"shutdown\n");
+            let line = match reason {
+                Some(reason) => format!("shutdown {}\n", reason.replace(['\r', '\n'], " ")),
+                None => "shutdown\n".to_string(),
+            };
+            let _ = stdin.write_all(line.as_bytes());
             // Dropping stdin closes the pipe: EOF is the stop signal too.
         }
         let deadline = Instant::now() + self.shutdown_timeout;
@@ -241,7 +253,7 @@ impl LocalServer {
 
 impl Drop for LocalServer {
     fn drop(&mut self) {
-        if let Err(err) = self.stop() {
+        if let Err(err) = self.stop(None) {
             tracing::warn!(%err, "stopping the local server failed");
         }
     }

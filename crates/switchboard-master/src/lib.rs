@@ -25,6 +25,7 @@
 //! | `server` | [`MasterServer`]: the master's UDP and TCP sides, started by its [`MasterBuilder`] as a [`RunningMaster`] |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
+//! | [`torque`] | Torque games on the master's Torque port: their packets byte for byte, their listing |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -37,6 +38,7 @@ mod pending;
 pub mod protocol;
 mod registry;
 mod server;
+pub mod torque;
 
 use std::time::Duration;
 
@@ -95,6 +97,27 @@ pub struct MasterConfig {
     /// none; `docs/ADMIN.md`): listed servers, heartbeats, expiries. Its
     /// address: [`MasterHandle::admin_addr`].
     pub admin: Option<switchboard_admin::AdminConfig>,
+    /// A UDP port for Torque games (`docs/TORQUE.md`; default none: off;
+    /// 0 picks one, [`MasterHandle::torque_addr`]; the engine's customary
+    /// port is [`torque::CUSTOMARY_PORT`], 28002).
+    pub torque_port: Option<u16>,
+    /// A Torque server not heard from for this long is dropped (default
+    /// 180 s, above the engine's 120 s heartbeat).
+    pub torque_expiry: Duration,
+    /// Torque heartbeats per minute answered per source IP (default 30,
+    /// bursts of `heartbeat_burst`): each earns an info request to its
+    /// source, so a forged one is reflected at most this often.
+    pub torque_heartbeats_per_minute: f64,
+    /// Torque list, page and game types requests answered per minute per
+    /// source IP (default 120, bursts of a quarter of it). A request is
+    /// answered with one page at most.
+    pub torque_lists_per_minute: f64,
+    /// Server addresses held in all by the cached Torque queries (default
+    /// 100,000, about 3 MB): the oldest query goes first.
+    pub torque_cached_addresses: usize,
+    /// How long a Torque query's pages are kept for its re-requests
+    /// (default 30 s; the engine gives up on a master after 6 s).
+    pub torque_query_ttl: Duration,
 }
 
 impl Default for MasterConfig {
@@ -113,6 +136,12 @@ impl Default for MasterConfig {
             max_request_len: 4096,
             admin: None,
             tick_interval: Duration::from_secs(1),
+            torque_port: None,
+            torque_expiry: Duration::from_secs(180),
+            torque_heartbeats_per_minute: 30.0,
+            torque_lists_per_minute: 120.0,
+            torque_cached_addresses: 100_000,
+            torque_query_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -155,4 +184,25 @@ pub struct MasterStats {
     /// Registry calls that failed (a shared store down or too slow): each
     /// left a heartbeat unanswered, a server unlisted or a list unserved.
     pub registry_errors: u64,
+    /// Datagrams received on the Torque port.
+    pub torque_datagrams: u64,
+    /// Torque packets dropped: truncated, of an unknown type, or with info
+    /// over the limits.
+    pub torque_dropped: u64,
+    /// Torque heartbeats received.
+    pub torque_heartbeats: u64,
+    /// Torque heartbeats over the per-address rate.
+    pub torque_rate_limited: u64,
+    /// Torque info responses that answered no request of ours.
+    pub torque_unsolicited: u64,
+    /// Torque servers that got listed.
+    pub torque_registered: u64,
+    /// Torque initial list requests answered.
+    pub torque_lists: u64,
+    /// Torque list pages sent.
+    pub torque_pages: u64,
+    /// Torque requests over the per-address rate.
+    pub torque_lists_refused: u64,
+    /// Torque page re-requests for no cached query.
+    pub torque_cache_misses: u64,
 }

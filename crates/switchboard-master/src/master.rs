@@ -9,23 +9,26 @@ use std::time::{Duration, Instant};
 use crate::pending::Pending;
 use crate::protocol::{self, Datagram, ListPage, ListRequest, ServerInfo};
 use crate::registry::{Heard, Limits, Registry, RegistryError, Upserted};
+use crate::torque::TorqueState;
 use crate::{MasterConfig, MasterStats};
 use switchboard::session::{KeyedLimiter, Outage, RateLimit};
 
 /// The master's logic: datagrams in, datagrams out, time passed in.
 pub struct Master<R: Registry> {
-    config: MasterConfig,
-    registry: R,
+    pub(crate) config: MasterConfig,
+    pub(crate) registry: R,
     /// Challenges sent and not yet answered.
     pending: Pending,
     limits: KeyedLimiter<IpAddr>,
-    stats: MasterStats,
+    pub(crate) stats: MasterStats,
     /// The registry's outages, told once each.
     outage: Outage,
     /// Each listed server's last answered challenge: what its goodbye must
     /// carry. At most `max_servers`; a server past it is not known here
     /// and its goodbye is ignored (it expires instead).
     answered: HashMap<SocketAddr, u64>,
+    /// The Torque port's side (`crate::torque`).
+    pub(crate) torque: TorqueState,
 }
 
 impl<R: Registry> Master<R> {
@@ -38,6 +41,7 @@ impl<R: Registry> Master<R> {
         Self {
             pending: Pending::new(config.max_pending, config.max_pending_per_ip),
             limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
+            torque: TorqueState::new(&config),
             config,
             registry,
             stats: MasterStats::default(),
@@ -191,11 +195,24 @@ impl<R: Registry> Master<R> {
         }
     }
 
-    fn registry_limits(&self) -> Limits {
+    pub(crate) fn registry_limits(&self) -> Limits {
         Limits {
             max_servers: self.config.max_servers,
             max_servers_per_ip: self.config.max_servers_per_ip,
             expiry: self.config.expiry,
+            grace: Duration::ZERO,
+        }
+    }
+
+    /// A registry call's result, its failure counted and logged.
+    pub(crate) fn checked<T>(&mut self, result: Result<T, RegistryError>) -> Option<T> {
+        self.registry_answered(&result);
+        match result {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.registry_failed(&err);
+                None
+            }
         }
     }
 
@@ -222,6 +239,7 @@ impl<R: Registry> Master<R> {
             Err(err) => self.registry_failed(&err),
         }
         self.pending.expire(now, self.config.query_timeout);
+        self.torque.tick(now, &self.config);
         // Challenges of servers that expired are forgotten once the map is
         // full (a live server's next answer puts its own back).
         if self.answered.len() >= self.config.max_servers {

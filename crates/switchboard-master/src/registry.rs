@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::protocol::{ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
+use crate::protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 
 /// A registry could not be read or written (a shared store is down or too
 /// slow). The master answers nothing it cannot check: a heartbeat gets no
@@ -24,6 +24,10 @@ pub struct Limits {
     pub max_servers_per_ip: usize,
     /// A server not heard from for this long is no longer listed.
     pub expiry: Duration,
+    /// How much longer than `expiry` the server this call lists or
+    /// refreshes lives: zero for native servers (a heartbeat every 5 s),
+    /// `torque_expiry - expiry` for a Torque server (one every 120 s).
+    pub grace: Duration,
 }
 
 /// What a heartbeat found.
@@ -89,6 +93,13 @@ pub trait Registry: Send {
         &mut self,
         request: &ListRequest,
     ) -> impl Future<Output = Result<ListPage, RegistryError>> + Send;
+    /// Every server matching `filter`, at most `max`, in address order,
+    /// read in one pass (what a Torque list request needs whole).
+    fn matching(
+        &mut self,
+        filter: &Filter,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Listed>, RegistryError>> + Send;
     /// How many servers were listed when last counted (no round trip).
     fn len(&self) -> usize;
     /// Whether none were.
@@ -153,7 +164,7 @@ impl Registry for MemoryRegistry {
         limits: Limits,
     ) -> Result<Heard, RegistryError> {
         if let Some((_, seen)) = self.servers.get_mut(&addr) {
-            *seen = now;
+            *seen = now + limits.grace;
             return Ok(Heard::Listed);
         }
         Ok(match self.room_for(addr, limits) {
@@ -176,7 +187,9 @@ impl Registry for MemoryRegistry {
                 return Ok(refused);
             }
         }
-        self.servers.insert(addr, (info, now));
+        // Its life is counted from a moment `grace` ahead: it expires that
+        // much later than the others.
+        self.servers.insert(addr, (info, now + limits.grace));
         Ok(if added {
             Upserted::Added
         } else {
@@ -197,6 +210,23 @@ impl Registry for MemoryRegistry {
 
     async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
         Ok(self.page(request))
+    }
+
+    async fn matching(
+        &mut self,
+        filter: &Filter,
+        max: usize,
+    ) -> Result<Vec<Listed>, RegistryError> {
+        Ok(self
+            .servers
+            .iter()
+            .filter(|(_, (info, _))| filter.matches(info))
+            .take(max)
+            .map(|(addr, (info, _))| Listed {
+                addr: *addr,
+                info: info.clone(),
+            })
+            .collect())
     }
 
     fn len(&self) -> usize {

@@ -22,6 +22,30 @@ use switchboard::socket::{
     BindScope, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
 };
 
+/// The longest Torque packet read: a list request with 255 buddies is
+/// under 1,100 bytes; longer ones are cut there (and dropped if that
+/// truncates them).
+const MAX_TORQUE_DATAGRAM: usize = 1500;
+
+/// A UDP socket bound to `addr`, on the runtime.
+fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    let udp = std::net::UdpSocket::bind(addr)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot bind UDP {addr}: {e}")))?;
+    udp.set_nonblocking(true)?;
+    UdpSocket::from_std(udp)
+}
+
+/// The next datagram on the Torque port; never, when there is none.
+async fn recv_torque(
+    socket: Option<&UdpSocket>,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, SocketAddr)> {
+    match socket {
+        Some(socket) => socket.recv_from(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What a client is told when the registry cannot be read: a stable,
 /// short reason (the store's error text stays in the server's log).
 const PUBLIC_UNAVAILABLE: &str = "server list unavailable; retry shortly";
@@ -29,6 +53,8 @@ const PUBLIC_UNAVAILABLE: &str = "server list unavailable; retry shortly";
 pub struct MasterServer<R: Registry = MemoryRegistry> {
     master: Master<R>,
     udp: UdpSocket,
+    /// The Torque port, when `MasterConfig::torque_port` asked for one.
+    torque: Option<UdpSocket>,
     tcp: ServerStream,
     tick: std::time::Duration,
     stop: CancellationToken,
@@ -46,6 +72,7 @@ pub struct MasterHandle {
     stop: CancellationToken,
     snapshots: mpsc::Sender<oneshot::Sender<MasterSnapshot>>,
     admin_addr: Option<SocketAddr>,
+    torque_addr: Option<SocketAddr>,
 }
 
 /// What a master holds at one moment, for its operator.
@@ -77,6 +104,12 @@ impl MasterHandle {
     /// one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// The Torque port's address, when `MasterConfig::torque_port` opened
+    /// one.
+    pub fn torque_addr(&self) -> Option<SocketAddr> {
+        self.torque_addr
     }
 
     /// Its counters and listed servers now; `None` once it stopped.
@@ -111,6 +144,12 @@ impl<R: Registry> MasterServer<R> {
     ) -> std::io::Result<(Self, MasterHandle)> {
         let runtime = runtime::handle();
         let _entered = runtime.enter();
+        let torque = match config.torque_port {
+            Some(port) => Some(udp_socket(SocketAddr::new(addr.ip(), port))?),
+            None => None,
+        };
+        let torque_addr = torque.as_ref().map(UdpSocket::local_addr).transpose()?;
+        let mut torque = torque;
         // A port free for TCP may be taken for UDP: try a few.
         let mut last_err = None;
         for _ in 0..8 {
@@ -121,10 +160,7 @@ impl<R: Registry> MasterServer<R> {
             tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
             let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
             let port = tcp.local_addr().port();
-            let udp = std::net::UdpSocket::bind(SocketAddr::new(addr.ip(), port)).and_then(|udp| {
-                udp.set_nonblocking(true)?;
-                UdpSocket::from_std(udp)
-            });
+            let udp = udp_socket(SocketAddr::new(addr.ip(), port));
             match udp {
                 Ok(udp) => {
                     let stop = CancellationToken::new();
@@ -134,6 +170,7 @@ impl<R: Registry> MasterServer<R> {
                         stop: stop.clone(),
                         snapshots: snapshots_tx,
                         admin_addr: None,
+                        torque_addr,
                     };
                     let admin = match &config.admin {
                         Some(admin) => {
@@ -154,6 +191,7 @@ impl<R: Registry> MasterServer<R> {
                     let server = Self {
                         master: Master::new(config, registry),
                         udp,
+                        torque: torque.take(),
                         tcp: tcp.into_stream(),
                         tick,
                         stop,
@@ -187,8 +225,21 @@ impl<R: Registry> MasterServer<R> {
             config.max_limited_addresses,
         );
         let mut addresses: HashMap<PeerId, IpAddr> = HashMap::new();
+        let torque = self.torque.take();
+        let mut torque_buf = vec![0u8; MAX_TORQUE_DATAGRAM];
         loop {
             tokio::select! {
+                received = recv_torque(torque.as_ref(), &mut torque_buf) => match received {
+                    Ok((len, from)) => {
+                        let bytes = &torque_buf[..len];
+                        if let Some((to, reply)) = self.master.on_torque_datagram(from, bytes, Instant::now()).await {
+                            if let Some(socket) = &torque {
+                                let _ = socket.send_to(&reply, to).await;
+                            }
+                        }
+                    }
+                    Err(err) => tracing::debug!(%err, "Torque udp receive failed"),
+                },
                 received = self.udp.recv_from(&mut buf) => match received {
                     Ok((len, from)) => {
                         let now = Instant::now();

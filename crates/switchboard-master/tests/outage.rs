@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use switchboard_master::{
-    Heard, Limits, ListPage, ListRequest, Master, MasterConfig, MemoryRegistry, Registry,
-    RegistryError, ServerInfo, Upserted,
+    Filter, Heard, Limits, ListPage, ListRequest, Listed, Master, MasterConfig, MemoryRegistry,
+    Registry, RegistryError, ServerInfo, Upserted,
 };
 
 /// A memory registry that fails every call while `down`.
@@ -59,6 +59,14 @@ impl Registry for Flaky {
     async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
         self.check()?;
         self.inner.query(request).await
+    }
+    async fn matching(
+        &mut self,
+        filter: &Filter,
+        max: usize,
+    ) -> Result<Vec<Listed>, RegistryError> {
+        self.check()?;
+        self.inner.matching(filter, max).await
     }
     fn len(&self) -> usize {
         self.inner.len()

@@ -17,24 +17,28 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 use switchboard_master::{
-    page_of, Heard, Limits, ListPage, ListRequest, Listed, Registry, RegistryError, ServerInfo,
-    Upserted,
+    page_of, Filter, Heard, Limits, ListPage, ListRequest, Listed, Registry, RegistryError,
+    ServerInfo, Upserted,
 };
 
 use crate::store::{RedisStore, StoreError};
 
 /// Reads Redis's clock and forgets entries older than the expiry (ARGV[2],
-/// ms) in the two sorted sets (KEYS[1], KEYS[3]).
+/// ms) in the two sorted sets (KEYS[1], KEYS[3]). A server refreshed now
+/// is scored `grace` (ARGV[5], ms) ahead, so it lives that much longer (a
+/// Torque server), and its keys live `expiry + grace`.
 const PRELUDE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = tonumber(ARGV[2])
+local grace = tonumber(ARGV[5])
+local life = expiry + grace
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - expiry))
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - expiry))
 local function refresh()
-  redis.call('ZADD', KEYS[1], now, ARGV[1])
-  redis.call('ZADD', KEYS[3], now, ARGV[1])
-  redis.call('PEXPIRE', KEYS[3], expiry)
+  redis.call('ZADD', KEYS[1], now + grace, ARGV[1])
+  redis.call('ZADD', KEYS[3], now + grace, ARGV[1])
+  if redis.call('PTTL', KEYS[3]) < life then redis.call('PEXPIRE', KEYS[3], life) end
 end
 local function room()
   if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 'full' end
@@ -43,24 +47,25 @@ local function room()
 end
 "#;
 
-/// KEYS: servers, info, ip. ARGV: addr, expiry ms, max servers, max per IP.
+/// KEYS: servers, info, ip. ARGV: addr, expiry ms, max servers, max per IP,
+/// grace ms.
 const HEARTBEAT: &str = r#"
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('PEXPIRE', KEYS[2], expiry)
+  redis.call('PEXPIRE', KEYS[2], life)
   refresh()
   return 'listed'
 end
 return room() or 'new'
 "#;
 
-/// As HEARTBEAT, and ARGV[5]: the info as JSON.
+/// As HEARTBEAT, and ARGV[6]: the info as JSON.
 const UPSERT: &str = r#"
 local listed = redis.call('EXISTS', KEYS[2]) == 1
 if not listed then
   local refused = room()
   if refused then return refused end
 end
-redis.call('SET', KEYS[2], ARGV[5], 'PX', expiry)
+redis.call('SET', KEYS[2], ARGV[6], 'PX', life)
 refresh()
 if listed then return 'refreshed' end
 return 'added'
@@ -154,7 +159,8 @@ impl RedisRegistry {
             .arg(addr.to_string())
             .arg(expiry_ms(limits.expiry))
             .arg(limits.max_servers)
-            .arg(limits.max_servers_per_ip);
+            .arg(limits.max_servers_per_ip)
+            .arg(limits.grace.as_millis() as u64);
         if let Some(info) = info {
             invocation.arg(info);
         }
@@ -180,6 +186,7 @@ impl RedisRegistry {
             max_servers: usize::MAX,
             max_servers_per_ip: usize::MAX,
             expiry,
+            grace: Duration::ZERO,
         };
         let servers: Vec<(SocketAddr, ServerInfo)> = self
             .remembered
@@ -356,6 +363,18 @@ impl Registry for RedisRegistry {
     }
 
     async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
+        let matching = self.matching(&request.filter, usize::MAX).await?;
+        let size = request
+            .page_size
+            .clamp(1, switchboard_master::protocol::MAX_PAGE) as usize;
+        Ok(page_of(matching, request.page, size))
+    }
+
+    async fn matching(
+        &mut self,
+        filter: &Filter,
+        max: usize,
+    ) -> Result<Vec<Listed>, RegistryError> {
         let fresh = self
             .listing
             .as_ref()
@@ -371,15 +390,12 @@ impl Registry for RedisRegistry {
             .as_ref()
             .map(|(_, all)| all.as_slice())
             .unwrap_or_default();
-        let matching = all
+        Ok(all
             .iter()
-            .filter(|l| request.filter.matches(&l.info))
+            .filter(|l| filter.matches(&l.info))
+            .take(max)
             .cloned()
-            .collect();
-        let size = request
-            .page_size
-            .clamp(1, switchboard_master::protocol::MAX_PAGE) as usize;
-        Ok(page_of(matching, request.page, size))
+            .collect())
     }
 
     fn len(&self) -> usize {

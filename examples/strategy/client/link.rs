@@ -72,25 +72,17 @@ impl Link {
     }
 }
 
-/// A final disconnect in a player's words; `host_left` names the lobby's
-/// host when it left before (a hosted game's server stops with its host);
-/// `reconnecting` says whether the client was trying to come back.
-pub(crate) fn farewell(
-    reason: &DisconnectReason,
-    host_left: Option<&str>,
-    reconnecting: bool,
-) -> String {
-    match (reason, host_left) {
-        (DisconnectReason::ClosedByPeer { reason, .. }, Some(host)) => format!(
-            "the game's server closed it ({}) after its host, {host}, left",
-            printable(reason)
-        ),
-        (DisconnectReason::ClosedByPeer { reason, .. }, None) => {
+/// A final disconnect in a player's words (a hosted game's server closes
+/// with "the host, ada, quit"); `reconnecting` says whether the client was
+/// trying to come back.
+pub(crate) fn farewell(reason: &DisconnectReason, reconnecting: bool) -> String {
+    match reason {
+        DisconnectReason::ClosedByPeer { reason, .. } => {
             format!("the game's server closed it ({})", printable(reason))
         }
-        (other, _) if reconnecting => {
+        other if reconnecting => {
             format!("gave up reconnecting: {}", printable(&other.to_string()))
         }
-        (other, _) => printable(&other.to_string()),
+        other => printable(&other.to_string()),
     }
 }

@@ -1,0 +1,504 @@
+//! The Torque side in memory: packets byte for byte, built here from the
+//! layouts of `docs/TORQUE.md` (not from the encoder under test), and the
+//! master's answers to them.
+
+use std::net::{Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::packet::{self, Header, Packet, TorqueError, TorqueFilter};
+use super::*;
+use crate::protocol::{ListRequest, MAX_PAGE};
+use crate::registry::MemoryRegistry;
+
+fn addr(last: u8, port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, last], port))
+}
+
+fn header(kind: u8, flags: u8, key: u16, session: u16) -> Vec<u8> {
+    let mut out = vec![kind, flags];
+    out.extend_from_slice(&key.to_le_bytes());
+    out.extend_from_slice(&session.to_le_bytes());
+    out
+}
+
+fn cstring(text: &str) -> Vec<u8> {
+    let mut out = vec![text.len() as u8];
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+/// A master info response (12) as TGE writes it: the GUIDs after the
+/// player count come from a counter the engine bumps twice (quirk 1), so
+/// there are fewer than the count says.
+fn info_response(k: u32, game: &str, mission: &str, players: u8, flags: u8) -> Vec<u8> {
+    let mut out = header(12, 0, k as u16, (k >> 16) as u16);
+    out.extend(cstring(game));
+    out.extend(cstring(mission));
+    out.push(16); // max players
+    out.extend_from_slice(&2u32.to_le_bytes()); // region mask
+    out.extend_from_slice(&1_500u32.to_le_bytes()); // version
+    out.push(flags);
+    out.push(1); // bots
+    out.extend_from_slice(&2_400u32.to_le_bytes()); // cpu MHz, u32 here
+    out.push(players);
+    for guid in 0..players.div_ceil(2) {
+        out.extend_from_slice(&(1000 + u32::from(guid)).to_le_bytes());
+    }
+    out
+}
+
+/// An initial list request (6, index 255) with filters and buddies.
+fn list_request(flags: u8, key: u16, session: u16, game: &str, max_players: u8) -> Vec<u8> {
+    let mut out = header(6, flags, key, session);
+    out.push(255);
+    out.extend(cstring(game));
+    out.extend(cstring("any"));
+    out.push(0); // min players
+    out.push(max_players);
+    out.extend_from_slice(&0u32.to_le_bytes()); // region mask
+    out.extend_from_slice(&0u32.to_le_bytes()); // version
+    out.push(0); // filter flags
+    out.push(0); // max bots
+    out.extend_from_slice(&0u16.to_le_bytes()); // min CPU, u16 here
+    out.push(1); // one buddy
+    out.extend_from_slice(&77u32.to_le_bytes());
+    out
+}
+
+/// The zeroed filters a re-request carries.
+fn zeroed_filters() -> Vec<u8> {
+    vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+}
+
+#[test]
+fn every_packet_the_master_reads_parses_from_its_layout() {
+    assert_eq!(
+        packet::parse(&header(22, 0, 0, 0x1234)),
+        Ok(Packet::Heartbeat(Header {
+            kind: 22,
+            flags: 0,
+            key: 0,
+            session: 0x1234
+        }))
+    );
+    let Ok(Packet::InfoResponse(h, info)) =
+        packet::parse(&info_response(0xBEEF_0042, "FPS", "DM", 5, 3))
+    else {
+        panic!("an info response");
+    };
+    assert_eq!((h.key, h.session, h.k()), (0x0042, 0xBEEF, 0xBEEF_0042));
+    assert_eq!(
+        (
+            info.game_type.as_str(),
+            info.mission_type.as_str(),
+            info.players,
+            info.max_players,
+            info.bots
+        ),
+        ("FPS", "DM", 5, 16, 1)
+    );
+    assert_eq!(
+        (info.region_mask, info.version, info.flags, info.cpu_mhz),
+        (2, 1500, 3, 2400)
+    );
+    let Ok(Packet::ListRequest(h, filter)) = packet::parse(&list_request(4, 7, 9, "FPS", 32))
+    else {
+        panic!("a list request");
+    };
+    assert_eq!((h.flags, h.key, h.session), (4, 7, 9));
+    assert_eq!(
+        filter,
+        TorqueFilter {
+            game_type: "FPS".into(),
+            mission_type: "any".into(),
+            max_players: 32,
+            ..TorqueFilter::default()
+        }
+    );
+    // A re-request of page 3: TGE's u8 index, Torque3D's u16 index
+    // (quirk 4), and Torque3D's 44; zeroed filters after each.
+    let mut tge = header(6, 0, 8, 9);
+    tge.push(3);
+    tge.extend(zeroed_filters());
+    let mut t3d = header(6, 0, 8, 9);
+    t3d.extend_from_slice(&3u16.to_le_bytes());
+    t3d.extend(zeroed_filters());
+    let mut t44 = header(44, 4, 8, 9);
+    t44.push(3);
+    t44.extend(zeroed_filters());
+    for bytes in [tge, t3d, t44] {
+        assert!(
+            matches!(packet::parse(&bytes), Ok(Packet::PageRequest(_, 3))),
+            "{bytes:?}"
+        );
+    }
+    assert!(matches!(
+        packet::parse(&header(2, 0, 1, 1)),
+        Ok(Packet::GameTypesRequest(_))
+    ));
+}
+
+#[test]
+fn truncated_and_unknown_packets_are_errors_and_extra_bytes_are_not() {
+    let full = info_response(1, "FPS", "DM", 4, 0);
+    // Cut anywhere before the player count: truncated.
+    let player_count_at = 6 + 4 + 3 + 1 + 4 + 4 + 1 + 1 + 4;
+    for cut in 0..=player_count_at {
+        assert_eq!(
+            packet::parse(&full[..cut]),
+            Err(TorqueError::Truncated),
+            "cut at {cut}"
+        );
+    }
+    // The GUIDs are not trusted: missing ones are fine (quirk 1).
+    assert!(packet::parse(&full[..player_count_at + 1]).is_ok());
+    let mut longer = header(22, 0, 0, 5);
+    longer.extend_from_slice(b"trailing bytes");
+    assert!(matches!(packet::parse(&longer), Ok(Packet::Heartbeat(_))));
+    assert_eq!(
+        packet::parse(&header(14, 0, 0, 0)),
+        Err(TorqueError::Unknown(14))
+    );
+    assert_eq!(packet::parse(&[6, 0, 1]), Err(TorqueError::Truncated));
+}
+
+#[test]
+fn the_master_writes_each_reply_byte_for_byte() {
+    assert_eq!(
+        packet::info_request(0xBEEF_0042),
+        vec![10, 0, 0x42, 0x00, 0xEF, 0xBE]
+    );
+    let request = Header {
+        kind: 6,
+        flags: 0,
+        key: 0x0102,
+        session: 0x0304,
+    };
+    let servers = [addr(1, 28000), SocketAddr::from(([192, 168, 0, 9], 0x1234))];
+    let mut expected = vec![8, 0, 0x02, 0x01, 0x04, 0x03, 1, 2, 2, 0];
+    expected.extend_from_slice(&[10, 0, 0, 1, 0x60, 0x6D]); // 28000 LE
+    expected.extend_from_slice(&[192, 168, 0, 9, 0x34, 0x12]);
+    assert_eq!(packet::list_page(&request, 1, 2, &servers), expected);
+
+    let new_style = Header {
+        flags: 4,
+        ..request
+    };
+    let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, 7));
+    let mut expected = vec![40, 4, 0x02, 0x01, 0x04, 0x03, 0, 0, 1, 0, 2, 0];
+    expected.extend_from_slice(&[0, 10, 0, 0, 1, 0x60, 0x6D]);
+    expected.push(1);
+    expected.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+    expected.extend_from_slice(&[7, 0]);
+    assert_eq!(
+        packet::list_page(&new_style, 0, 1, &[servers[0], v6]),
+        expected
+    );
+
+    let types = packet::game_types(&request, &["FPS".into(), "RTS".into()], &["CTF".into()]);
+    let mut expected = vec![4, 0, 0x02, 0x01, 0x04, 0x03, 2];
+    expected.extend(cstring("FPS"));
+    expected.extend(cstring("RTS"));
+    expected.push(1);
+    expected.extend(cstring("CTF"));
+    assert_eq!(types, expected);
+}
+
+#[test]
+fn pages_stay_under_the_datagram_size_and_an_empty_list_is_one_empty_page() {
+    let many: Vec<SocketAddr> = (0..1000u32)
+        .map(|i| SocketAddr::from(([10, (i >> 8) as u8, i as u8, 1], 28000)))
+        .collect();
+    for new_style in [false, true] {
+        let pages = packet::paginate(&many, new_style);
+        assert_eq!(pages.iter().map(Vec::len).sum::<usize>(), 1000);
+        let request = Header {
+            kind: 6,
+            flags: if new_style { 4 } else { 0 },
+            key: 1,
+            session: 1,
+        };
+        for (i, page) in pages.iter().enumerate() {
+            let bytes = packet::list_page(&request, i, pages.len(), page);
+            assert!(bytes.len() <= packet::MAX_REPLY, "{} bytes", bytes.len());
+        }
+    }
+    assert_eq!(
+        packet::paginate(&many, false)[0].len(),
+        231,
+        "(1400 - 10) / 6"
+    );
+    let empty = packet::paginate(&[], false);
+    assert_eq!(empty, vec![Vec::<SocketAddr>::new()]);
+    let request = Header {
+        kind: 6,
+        flags: 0,
+        key: 1,
+        session: 2,
+    };
+    assert_eq!(
+        packet::list_page(&request, 0, 1, &empty[0]),
+        vec![8, 0, 1, 0, 2, 0, 0, 1, 0, 0]
+    );
+}
+
+fn master() -> Master<MemoryRegistry> {
+    Master::new(MasterConfig::default(), MemoryRegistry::default())
+}
+
+/// Heartbeat, info request, info response: the K the master chose.
+async fn register(
+    master: &mut Master<MemoryRegistry>,
+    from: SocketAddr,
+    game: &str,
+    now: Instant,
+) -> u32 {
+    let (to, request) = master
+        .on_torque_datagram(from, &header(22, 0, 0, 0x0777), now)
+        .await
+        .expect("an info request");
+    assert_eq!(to, from, "to the heartbeat's source");
+    assert_eq!((request.len(), request[0], request[1]), (6, 10, 0));
+    assert_eq!(
+        &request[4..6],
+        &0x0777u16.to_le_bytes(),
+        "the session echoed"
+    );
+    let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
+    assert!(master
+        .on_torque_datagram(from, &info_response(k, game, "DM", 3, 1), now)
+        .await
+        .is_none());
+    k
+}
+
+async fn native_list(master: &mut Master<MemoryRegistry>) -> Vec<Listed> {
+    let request = ListRequest {
+        filter: Filter::default(),
+        page: 0,
+        page_size: MAX_PAGE,
+    };
+    master.list(&request).await.unwrap().servers
+}
+
+#[tokio::test]
+async fn a_torque_server_is_listed_only_after_answering_its_key_and_shows_in_the_native_list() {
+    let t0 = Instant::now();
+    let mut master = master();
+    let server = addr(1, 28000);
+    let (_, request) = master
+        .on_torque_datagram(server, &header(22, 0, 0, 5), t0)
+        .await
+        .unwrap();
+    let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
+    // The wrong key, or the right one from elsewhere: nothing listed.
+    master
+        .on_torque_datagram(server, &info_response(k ^ 1, "FPS", "DM", 3, 0), t0)
+        .await;
+    master
+        .on_torque_datagram(addr(2, 28000), &info_response(k, "FPS", "DM", 3, 0), t0)
+        .await;
+    assert!(native_list(&mut master).await.is_empty());
+    assert_eq!(master.stats().torque_unsolicited, 2);
+    master
+        .on_torque_datagram(server, &info_response(k, "FPS", "DM", 3, 1), t0)
+        .await;
+    let listed = native_list(&mut master).await;
+    assert_eq!(listed.len(), 1);
+    let info = &listed[0].info;
+    assert_eq!(
+        (
+            info.game_type.as_str(),
+            info.scenario.as_str(),
+            info.players,
+            info.max_players
+        ),
+        ("FPS", "DM", 3, 16)
+    );
+    assert!(info.dedicated && !info.password);
+    assert!(
+        info.tags.contains(&("protocol".into(), "torque".into())),
+        "{:?}",
+        info.tags
+    );
+    assert_eq!(master.stats().torque_registered, 1);
+}
+
+#[tokio::test]
+async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_the_same_query() {
+    let t0 = Instant::now();
+    let config = MasterConfig {
+        max_servers_per_ip: 1000,
+        heartbeat_burst: 1000.0,
+        ..MasterConfig::default()
+    };
+    let mut master = Master::new(config, MemoryRegistry::default());
+    for i in 0..300u16 {
+        let from = SocketAddr::from(([10, 0, (i / 200) as u8, (i % 200) as u8], 28000));
+        register(
+            &mut master,
+            from,
+            if i % 3 == 0 { "RTS" } else { "FPS" },
+            t0,
+        )
+        .await;
+    }
+    let client = addr(99, 5000);
+    // 200 FPS servers: one page of type 8.
+    let (to, first) = master
+        .on_torque_datagram(client, &list_request(0, 0x11, 0x22, "fps", 0), t0)
+        .await
+        .unwrap();
+    assert_eq!(to, client);
+    assert_eq!(
+        &first[..6],
+        &header(8, 0, 0x11, 0x22)[..],
+        "flags and K echoed"
+    );
+    assert_eq!(
+        (first[6], first[7], u16::from_le_bytes([first[8], first[9]])),
+        (0, 1, 200)
+    );
+    // All 300 (game type "any"): two pages; only page 0 comes back.
+    let (_, first) = master
+        .on_torque_datagram(client, &list_request(0, 0x12, 0x23, "any", 0), t0)
+        .await
+        .unwrap();
+    assert_eq!((first[6], first[7]), (0, 2));
+    // Page 1 re-requested with a new key and zeroed filters: from the cache.
+    let mut again = header(6, 0, 0x99, 0x23);
+    again.push(1);
+    again.extend(zeroed_filters());
+    let (_, second) = master.on_torque_datagram(client, &again, t0).await.unwrap();
+    assert_eq!(&second[..6], &header(8, 0, 0x99, 0x23)[..]);
+    assert_eq!((second[6], second[7]), (1, 2));
+    let count = |page: &[u8]| u16::from_le_bytes([page[8], page[9]]) as usize;
+    assert_eq!(count(&first) + count(&second), 300);
+    // Another session of the same client has no cached query.
+    let mut stranger = header(6, 0, 0x99, 0x55);
+    stranger.push(1);
+    assert!(master
+        .on_torque_datagram(client, &stranger, t0)
+        .await
+        .is_none());
+    assert_eq!(master.stats().torque_cache_misses, 1);
+}
+
+#[tokio::test]
+async fn torque3d_asks_with_flag_4_and_gets_type_40_pages_and_44_re_requests() {
+    let t0 = Instant::now();
+    let mut master = master();
+    register(&mut master, addr(1, 28000), "FPS", t0).await;
+    let client = addr(99, 5000);
+    let (_, page) = master
+        .on_torque_datagram(client, &list_request(4, 1, 2, "", 0), t0)
+        .await
+        .unwrap();
+    let mut expected = header(40, 4, 1, 2);
+    expected.extend_from_slice(&[0, 0, 1, 0, 1, 0, 0, 10, 0, 0, 1, 0x60, 0x6D]);
+    assert_eq!(page, expected);
+    let mut again = header(44, 0, 3, 2);
+    again.push(0);
+    again.extend(zeroed_filters());
+    let (_, page) = master.on_torque_datagram(client, &again, t0).await.unwrap();
+    assert_eq!(page[0], 40, "a 44 is answered with a 40");
+    assert_eq!(&page[2..6], &header(0, 0, 3, 2)[2..6]);
+}
+
+#[tokio::test]
+async fn the_master_filters_and_answers_game_types_from_what_servers_reported() {
+    let t0 = Instant::now();
+    let mut master = master();
+    register(&mut master, addr(1, 28000), "FPS", t0).await;
+    register(&mut master, addr(2, 28000), "RTS", t0).await;
+    let client = addr(99, 5000);
+    // Two players at most: both servers have three.
+    let (_, page) = master
+        .on_torque_datagram(client, &list_request(0, 1, 1, "any", 2), t0)
+        .await
+        .unwrap();
+    assert_eq!(u16::from_le_bytes([page[8], page[9]]), 0);
+    let (_, types) = master
+        .on_torque_datagram(client, &header(2, 0, 5, 6), t0)
+        .await
+        .unwrap();
+    let mut expected = header(4, 0, 5, 6);
+    expected.push(2);
+    expected.extend(cstring("FPS"));
+    expected.extend(cstring("RTS"));
+    expected.push(1);
+    expected.extend(cstring("DM"));
+    assert_eq!(types, expected);
+}
+
+#[tokio::test]
+async fn torque_servers_live_180_seconds_and_native_ones_20() {
+    let t0 = Instant::now();
+    let mut master = master();
+    register(&mut master, addr(1, 28000), "FPS", t0).await;
+    master.tick(t0 + Duration::from_secs(60)).await;
+    assert_eq!(
+        native_list(&mut master).await.len(),
+        1,
+        "past the native expiry"
+    );
+    master.tick(t0 + Duration::from_secs(179)).await;
+    assert_eq!(native_list(&mut master).await.len(), 1);
+    master.tick(t0 + Duration::from_secs(181)).await;
+    assert!(
+        native_list(&mut master).await.is_empty(),
+        "silent past 180 s"
+    );
+}
+
+#[tokio::test]
+async fn torque_heartbeat_flood_draws_a_bounded_number_of_info_requests() {
+    let t0 = Instant::now();
+    let mut master = master();
+    let victim = addr(7, 28000);
+    let mut requests = 0;
+    for i in 0..10_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(i));
+        requests += master
+            .on_torque_datagram(victim, &header(22, 0, 0, 1), now)
+            .await
+            .is_some() as u32;
+    }
+    // Ten seconds of flood: the burst, then 30 a minute.
+    let burst = MasterConfig::default().heartbeat_burst as u32;
+    assert!(requests <= burst + 6, "{requests} info requests");
+    assert_eq!(
+        master.stats().torque_rate_limited,
+        u64::from(10_000 - requests)
+    );
+}
+
+#[tokio::test]
+async fn native_servers_reach_torque_clients_only_when_they_declare_it() {
+    let t0 = Instant::now();
+    let mut master = master();
+    for (last, tags) in [
+        (1u8, vec![]),
+        (2, vec![("torque".to_string(), "compatible".to_string())]),
+    ] {
+        let info = ServerInfo {
+            name: "native".into(),
+            game_type: "FPS".into(),
+            max_players: 8,
+            tags,
+            ..ServerInfo::default()
+        };
+        let limits = master.registry_limits();
+        master
+            .registry
+            .upsert(addr(last, 7000), info, t0, limits)
+            .await
+            .unwrap();
+    }
+    let (_, page) = master
+        .on_torque_datagram(addr(99, 1), &list_request(0, 1, 1, "any", 0), t0)
+        .await
+        .unwrap();
+    assert_eq!(u16::from_le_bytes([page[8], page[9]]), 1);
+    assert_eq!(&page[10..14], &[10, 0, 0, 2], "only the compatible one");
+}
