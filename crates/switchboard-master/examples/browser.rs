@@ -54,8 +54,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (master, _demo) = match value("--master") {
         Some(addr) => (addr.parse::<SocketAddr>()?, None),
         None => {
-            let (master, servers) = demo()?;
-            (master, Some(servers))
+            let demo = demo()?;
+            (demo.0.local_addr(), Some(demo))
         }
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -76,8 +76,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     println!("{listed} servers listed by {master}");
     println!(
-        "  #  {:<24} {:<10} {:<8} {:>7} {:>9}  address",
-        "name", "game", "region", "players", "ping"
+        "  #  {:<24} {:<10} {:<8} {:>7} {:>9}  {:<11} address",
+        "name", "game", "region", "players", "ping", "protocol"
     );
     for (i, server) in pinged.iter().enumerate() {
         let info = &server.listed.info;
@@ -85,13 +85,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{:.2} ms", p.as_secs_f64() * 1000.0)
         });
         println!(
-            "{i:>3}  {:<24} {:<10} {:<8} {:>3}/{:<3} {:>9}  {}",
+            "{i:>3}  {:<24} {:<10} {:<8} {:>3}/{:<3} {:>9}  {:<11} {}",
             info.name,
             info.game_type,
             info.region,
             info.players,
             info.max_players,
             ping,
+            protocol(info),
             server.listed.addr
         );
     }
@@ -105,6 +106,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let server = pinged
             .get(choice.parse::<usize>()?)
             .ok_or("no such server in the list")?;
+        if protocol(&server.listed.info) == "torque" {
+            println!(
+                "{} is a Torque game's server: join it from the game",
+                server.listed.addr
+            );
+            return Ok(());
+        }
         let name = value("--name").unwrap_or_else(|| "browser".into());
         let mut client = NetworkClient::connect(server.listed.addr, ClientConfig::named(&name));
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -121,10 +129,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// A master and three game servers registered with it, all in this process.
-type DemoServers = Vec<switchboard::RunningServer<DemoGame>>;
+/// Which protocol a listed server speaks: a Torque game's (listed through
+/// the master's Torque port) or Switchboard's.
+fn protocol(info: &master::ServerInfo) -> &'static str {
+    let (key, value) = master::torque::PROTOCOL_TAG;
+    if info.tags.iter().any(|(k, v)| k == key && v == value) {
+        "torque"
+    } else {
+        "switchboard"
+    }
+}
 
-fn demo() -> Result<(SocketAddr, DemoServers), Box<dyn std::error::Error>> {
+/// A master and three game servers registered with it, all in this process
+/// (each stops when dropped: they are kept until the end).
+type Demo = (
+    master::RunningMaster,
+    Vec<switchboard::RunningServer<DemoGame>>,
+);
+
+fn demo() -> Result<Demo, Box<dyn std::error::Error>> {
     // All three servers share this machine's IP: allow their heartbeats.
     let config = MasterConfig {
         heartbeats_per_minute: 600.0,
@@ -152,5 +175,5 @@ fn demo() -> Result<(SocketAddr, DemoServers), Box<dyn std::error::Error>> {
         };
         servers.push(ServerManager::builder(DemoGame).config(config).spawn()?);
     }
-    Ok((addr, servers))
+    Ok((master, servers))
 }
