@@ -91,6 +91,7 @@ pub use switchboard_proto::message;
 pub mod prelude;
 pub mod process;
 pub use switchboard_proto::record;
+pub use switchboard_proto::smoothing;
 pub mod router;
 pub mod runtime;
 pub mod scenario;

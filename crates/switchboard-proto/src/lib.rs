@@ -20,6 +20,7 @@
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs |
 //! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
+//! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`netsim`](smoothing::netsim): a simulated network link with a seed |
 //! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
 //!
 //! A game whose loop is not tokio's drives a client with
@@ -60,6 +61,7 @@ pub mod message;
 pub mod reason;
 pub mod record;
 pub mod session;
+pub mod smoothing;
 
 /// The protocol version this build speaks; both ends must match (the
 /// connection's hello carries it).

@@ -1,0 +1,15 @@
+//! Smooth motion on real networks, without IO: [`SnapshotBuffer`] renders
+//! another player's or an entity's snapshots at an adaptive delay,
+//! interpolated (`docs/SMOOTHING.md`); [`netsim::Link`] simulates what a
+//! real network does to them (latency, jitter, a bandwidth cap, the stalls
+//! of a reliable transport), with a seed, for tests and demos.
+
+mod interpolate;
+pub mod netsim;
+
+pub use interpolate::{
+    Degrees, Interpolate, Pose, Sample, SampleKind, SmoothingConfig, SmoothingStats, SnapshotBuffer,
+};
+
+#[cfg(test)]
+mod tests;
