@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod load_cli;
 mod master_cli;
+mod netsim_cli;
 mod relay_cli;
 mod replay_cli;
 mod scale;
@@ -67,6 +68,9 @@ enum Command {
     /// Replay a board game recorded with `--record FILE`, checking that
     /// every output is the recorded one.
     Replay(replay_cli::ReplayArgs),
+    /// A loopback proxy that simulates a real network (latency, jitter,
+    /// a bandwidth cap, stalls) between any client and a server.
+    Netsim(netsim_cli::NetsimArgs),
 }
 
 #[derive(Debug, Args)]
@@ -266,6 +270,7 @@ fn main() -> ExitCode {
         Some(Command::Requests(args)) => load_cli::run_requests(args),
         Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
         Some(Command::Replay(args)) => replay_cli::run_replay(args),
+        Some(Command::Netsim(args)) => netsim_cli::run_netsim(args),
         None => run_game(cli.game),
     };
     match result {

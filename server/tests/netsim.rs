@@ -1,0 +1,87 @@
+//! `switchboard-server netsim` between a real client and a real board
+//! server: the round trip takes the latency it was given, each way; with
+//! stalls nothing is lost, only late.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{ask, start};
+use switchboard::{ClientConfig, NetworkClient, RequestStatus};
+use switchboard_server::board::Board;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn joined(port: u16, name: &str) -> NetworkClient {
+    let mut client = NetworkClient::connect(format!("127.0.0.1:{port}"), ClientConfig::named(name));
+    support::wait_until("welcome", WAIT, || {
+        client.poll();
+        client.is_welcomed()
+    });
+    client
+}
+
+/// The median of `n` request round trips, ms.
+fn round_trip_ms(client: &mut NetworkClient, n: usize) -> f64 {
+    let mut times: Vec<f64> = (0..n)
+        .map(|i| {
+            let sent = Instant::now();
+            let status = ask(client, Board::Say(format!("ping {i}")), WAIT);
+            assert_eq!(status, RequestStatus::Accepted);
+            sent.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[n / 2]
+}
+
+#[test]
+fn netsim_adds_its_latency_each_way_and_a_stall_loses_nothing() {
+    let (_board, port) = start(&["--port", "0"]);
+    let to = format!("127.0.0.1:{port}");
+    let (_near, near_port) = start(&[
+        "netsim",
+        "--to",
+        &to,
+        "--latency-ms",
+        "100",
+        "--jitter-ms",
+        "0",
+        "--stall-every-ms",
+        "0",
+    ]);
+    let mut direct = joined(port, "direct");
+    let mut far = joined(near_port, "far");
+    let (direct_ms, far_ms) = (round_trip_ms(&mut direct, 5), round_trip_ms(&mut far, 5));
+    println!("request round trip: direct {direct_ms:.1} ms, through netsim (100 ms each way) {far_ms:.1} ms");
+    assert!((200.0..400.0).contains(&far_ms), "{far_ms} ms");
+    assert!(direct_ms < 100.0, "{direct_ms} ms");
+
+    // Stalls of 300 ms every 500 ms: every request still gets its verdict.
+    let (_stalling, stalling_port) = start(&[
+        "netsim",
+        "--to",
+        &to,
+        "--latency-ms",
+        "10",
+        "--jitter-ms",
+        "10",
+        "--stall-every-ms",
+        "500",
+        "--stall-ms",
+        "300",
+        "--seed",
+        "7",
+    ]);
+    let mut stalled = joined(stalling_port, "stalled");
+    let tickets: Vec<_> = (0..20)
+        .map(|i| stalled.request(Board::Say(format!("line {i}"))).unwrap())
+        .collect();
+    support::wait_until("every verdict", WAIT, || {
+        stalled.poll();
+        tickets.iter().all(|t| stalled.status(*t).is_done())
+    });
+    assert!(tickets
+        .iter()
+        .all(|t| stalled.status(*t) == RequestStatus::Accepted));
+}
