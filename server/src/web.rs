@@ -21,6 +21,10 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
     ),
     ("rooms.js", include_str!("../../clients/js/src/rooms.js")),
     ("relay.js", include_str!("../../clients/js/src/relay.js")),
+    (
+        "smoothing.js",
+        include_str!("../../clients/js/src/smoothing.js"),
+    ),
     ("index.js", include_str!("../../clients/js/src/index.js")),
 ];
 

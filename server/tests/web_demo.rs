@@ -152,3 +152,84 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
     assert!(shot.exists());
     browser.quit().await;
 }
+
+/// Through the page's simulated network (75 ms, 20 ms of jitter, a 200 ms
+/// stall every 3 s), a native bot walking a circle at 10 units a second is
+/// drawn interpolated on (nearly) every frame, never faster than a few
+/// times its own speed from one frame to the next: no jumps. Drawn raw in
+/// the same frames, it jumps after every stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_jumps() {
+    let relay = start_relay();
+    let browser = Browser::start().await;
+    let url = format!(
+        "http://{}/?zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=3000",
+        relay.websocket
+    );
+    browser
+        .call("POST", "/url", Some(json!({"url": url})))
+        .await;
+    until(
+        &browser,
+        "the page connects over WebSocket",
+        "return !!(window.demo && window.demo.connected);",
+        |v| v == true,
+    )
+    .await;
+    let config = BotConfig {
+        start: [50.0, 0.0, 37.0],
+        speed: 10.0,
+        ..BotConfig::new("walker", "smooth")
+    };
+    let _bot = Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 });
+    until(
+        &browser,
+        "the bot drawn",
+        "return window.demo.track.length;",
+        |v| v.as_u64().is_some_and(|n| n > 0),
+    )
+    .await;
+    // Eight seconds: the first 3.5 teach the buffer what a stall costs
+    // (one falls in them), the rest hold another stall at least.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let figures = browser
+        .run(
+            "const track = window.demo.track;
+             const from = track[0].t + 3500;
+             const frames = track.filter((f) => f.t >= from);
+             const speed = (key) => {
+               let worst = 0;
+               for (let i = 1; i < frames.length; i++) {
+                 const [a, b] = [frames[i - 1], frames[i]];
+                 const dt = (b.t - a.t) / 1000;
+                 if (dt <= 0) continue;
+                 const d = Math.hypot(b[key][0] - a[key][0], b[key][2] - a[key][2]);
+                 worst = Math.max(worst, d / dt);
+               }
+               return worst;
+             };
+             const jumps = (key) => frames.slice(1).filter((f, i) =>
+               Math.hypot(f[key][0] - frames[i][key][0], f[key][2] - frames[i][key][2]) > 1.5).length;
+             return { frames: frames.length,
+                      interpolated: frames.filter((f) => f.kind === 'interpolated').length,
+                      smoothWorstSpeed: speed('smooth'), smoothJumps: jumps('smooth'), rawJumps: jumps('raw') };",
+            json!([]),
+        )
+        .await;
+    println!("browser demo through the page's simulated network: {figures}");
+    let number = |key: &str| figures[key].as_f64().unwrap();
+    assert!(number("frames") > 100.0, "{figures}");
+    assert!(
+        number("interpolated") / number("frames") >= 0.99,
+        "{figures}"
+    );
+    // 10 units a second, catching up at most 10 % faster: well under 40.
+    assert!(number("smoothWorstSpeed") < 40.0, "{figures}");
+    assert_eq!(number("smoothJumps"), 0.0, "{figures}");
+    assert!(
+        number("rawJumps") >= 1.0,
+        "raw arrivals jump after a stall: {figures}"
+    );
+    browser.screenshot("relay-demo-smooth.png").await;
+    browser.quit().await;
+}

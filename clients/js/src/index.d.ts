@@ -338,3 +338,41 @@ export const RelayHello: Schema<{ name: string; bot: boolean }>;
 export const MovementState: Schema<MovementState>;
 export const Transform: Schema<Transform>;
 export const Relayed: Schema<Relayed>;
+
+// ---- smoothing.js ----
+
+export function lerp(a: number, b: number, t: number): number;
+export function lerpVec(a: number[], b: number[], t: number): number[];
+export function lerpDegrees(a: number, b: number, t: number): number;
+export function lerpPose<T extends { position: number[]; rotation: number[] }>(a: T, b: T, t: number): T;
+
+export interface SmoothingConfig {
+  bufferIntervals: number;
+  windowMs: number;
+  maxExtrapolationMs: number;
+  catchUp: number;
+  snapAfterMs: number;
+  capacity: number;
+}
+export const DEFAULT_SMOOTHING: Readonly<SmoothingConfig>;
+
+export interface Sample<T> {
+  value: T;
+  kind: 'interpolated' | 'extrapolated' | 'held';
+  serverMs: number;
+  delayMs: number;
+}
+
+export class SnapshotBuffer<T> {
+  constructor(blend: (a: T, b: T, t: number) => T, config?: Partial<SmoothingConfig>);
+  stats: { frames: number; interpolated: number; extrapolated: number; held: number; snaps: number };
+  push(serverMs: number, nowMs: number, value: T): void;
+  targetDelayMs(): number;
+  sample(nowMs: number): Sample<T> | null;
+}
+
+export class Link<T> {
+  constructor(options?: { latencyMs?: number; jitterMs?: number; bandwidth?: number; stallEveryMs?: number; stallMs?: number; seed?: number });
+  send(nowMs: number, item: T, bytes?: number): void;
+  poll(nowMs: number): T[];
+}

@@ -7,3 +7,4 @@ export * from './socket.js';
 export * from './session.js';
 export * from './rooms.js';
 export * from './relay.js';
+export * from './smoothing.js';
