@@ -1,12 +1,16 @@
 //! Smooth motion on real networks, without IO: [`SnapshotBuffer`] renders
 //! another player's or an entity's snapshots at an adaptive delay,
-//! interpolated (`docs/SMOOTHING.md`); [`netsim::Link`] simulates what a
+//! interpolated (`docs/SMOOTHING.md`); [`Predictor`] moves the player's own
+//! entity at once and reconciles it with the server's [`Acked`] states
+//! without a jump; [`netsim::Link`] simulates what a
 //! real network does to them (latency, jitter, a bandwidth cap, the stalls
 //! of a reliable transport), with a seed, for tests and demos.
 
 mod interpolate;
 pub mod netsim;
+mod prediction;
 
+pub use prediction::{Acked, Predictor};
 pub use interpolate::{
     Degrees, Interpolate, Pose, Sample, SampleKind, SmoothingConfig, SmoothingStats, SnapshotBuffer,
 };

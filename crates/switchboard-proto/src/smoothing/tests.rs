@@ -248,3 +248,91 @@ fn the_simulated_link_keeps_order_repeats_with_its_seed_and_stalls() {
     }
     assert_eq!(capped.next_arrival(), Some(Duration::from_millis(85)));
 }
+
+/// A player walks at 10 units a second (an input a frame at 60 Hz) into a
+/// wall at x = 5 that only the server knows of, through 75 ms each way
+/// (inputs up, states down at 20 Hz); then stops. Returns the largest move
+/// of the drawn position from one frame to the next, and where it ended
+/// against where the server has it.
+fn predicted_walk_into_a_wall(correction: Duration) -> (f32, [f32; 3], [f32; 3]) {
+    let client_step = |s: &[f32; 3], i: &[f32; 3]| [s[0] + i[0], s[1] + i[1], s[2] + i[2]];
+    let server_step = |s: &[f32; 3], i: &[f32; 3]| [(s[0] + i[0]).min(5.0), s[1] + i[1], s[2] + i[2]];
+    let net = NetSimConfig {
+        jitter: Duration::ZERO,
+        stall_every: Duration::ZERO,
+        ..NetSimConfig::default()
+    };
+    let mut up: Link<(u32, [f32; 3])> = Link::new(net.clone());
+    let mut down: Link<Acked<[f32; 3]>> = Link::new(net);
+    let mut player = Predictor::new([0.0f32; 3], correction, 256);
+    let (mut server, mut server_last) = ([0.0f32; 3], 0u32);
+    let mut drawn = player.drawn();
+    let mut worst = 0.0f32;
+    let frame = Duration::from_secs_f64(1.0 / 60.0);
+    for n in 0..240u32 {
+        let now = frame * n;
+        // Walking for the first two seconds, then standing.
+        if n < 120 {
+            let input = [10.0 / 60.0, 0.0, 0.0];
+            let number = player.input(input, client_step);
+            up.send(now, (number, input), 16);
+        }
+        while let Some((number, input)) = up.poll(now) {
+            server = server_step(&server, &input);
+            server_last = number;
+        }
+        if n % 3 == 0 {
+            let acked = Acked {
+                state: server,
+                last_input: server_last,
+            };
+            down.send(now, acked, 20);
+        }
+        while let Some(acked) = down.poll(now) {
+            player.reconcile(acked, client_step);
+        }
+        player.advance(frame);
+        let next = player.drawn();
+        worst = worst.max(distance(drawn, next));
+        drawn = next;
+    }
+    (worst, drawn, server)
+}
+
+#[test]
+fn prediction_corrected_by_the_server_converges_without_a_jump() {
+    let (blended, end, server) = predicted_walk_into_a_wall(Duration::from_millis(100));
+    let (raw, _, _) = predicted_walk_into_a_wall(Duration::ZERO);
+    println!(
+        "prediction into a wall only the server knows, 75 ms each way: largest frame-to-frame move \
+         {blended:.3} blended over 100 ms, {raw:.3} snapped (walking: 0.167 a frame)"
+    );
+    // Blended, nothing moves faster than walking does (0.167 a frame);
+    // snapped, every correction moves three frames' worth in one (the
+    // server undoes the three inputs it saw since its last state).
+    assert!(blended < 0.2, "blended: {blended}");
+    assert!(raw > 0.45, "snapped: {raw}");
+    assert!(distance(end, server) < 1e-4, "converged: {end:?} against {server:?}");
+    assert_eq!(server[0], 5.0);
+}
+
+#[test]
+fn prediction_moves_at_once_and_replays_what_the_server_has_not_seen() {
+    let step = |s: &f32, i: &f32| s + i;
+    let mut player = Predictor::new(0.0f32, Duration::ZERO, 16);
+    let first = player.input(1.0, step);
+    player.input(2.0, step);
+    player.input(3.0, step);
+    assert_eq!(*player.predicted(), 6.0, "no round trip before it moves");
+    // The server saw the first input only, and disagrees with it.
+    player.reconcile(
+        Acked {
+            state: 0.5,
+            last_input: first,
+        },
+        step,
+    );
+    assert_eq!(*player.predicted(), 5.5, "0.5, then the two it has not seen");
+    assert_eq!(player.unacknowledged(), 2);
+    assert_eq!(player.corrections(), 1);
+}
