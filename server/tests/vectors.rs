@@ -23,7 +23,7 @@ use switchboard_relay::{MovementState, Relayed, Transform};
 use switchboard_rooms::protocol::{
     CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
     RoomId, RoomPlayer, RoomState, RoomSummary, RpcCall, RpcRequest, RpcTarget, SpawnRequest,
-    Transfer,
+    StateSync, Transfer,
 };
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/wire.json");
@@ -256,6 +256,17 @@ fn vectors() -> Vec<Value> {
             },
         ),
         value(
+            "state sync",
+            "StateSync",
+            &StateSync {
+                server_time_ms: 1_250,
+                updates: vec![EntityUpdate {
+                    id: EntityId(7),
+                    state: vec![4],
+                }],
+            },
+        ),
+        value(
             "transfer",
             "Transfer",
             &Transfer {
@@ -421,6 +432,7 @@ fn check_decoding(vector: &Value) {
         "CustomMessage" => decodes_to::<CustomMessage>(hex_text, value),
         "SpawnRequest" => decodes_to::<SpawnRequest>(hex_text, value),
         "EntityUpdate" => decodes_to::<EntityUpdate>(hex_text, value),
+        "StateSync" => decodes_to::<StateSync>(hex_text, value),
         "Transfer" => decodes_to::<Transfer>(hex_text, value),
         "RoomPlayer" => decodes_to::<RoomPlayer>(hex_text, value),
         "PlayerLeft" => decodes_to::<PlayerLeft>(hex_text, value),

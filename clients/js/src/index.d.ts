@@ -327,6 +327,7 @@ export const CustomRequest: Schema<{ channel: string; data: Uint8Array }>;
 export const CustomMessage: Schema<{ from: string; channel: string; data: Uint8Array }>;
 export const SpawnRequest: Schema<{ kind: string; state: Uint8Array }>;
 export const EntityUpdate: Schema<{ id: number; state: Uint8Array }>;
+export const StateSync: Schema<{ server_time_ms: number; updates: { id: number; state: Uint8Array }[] }>;
 export const Transfer: Schema<{ id: number; owner: string }>;
 export const RoomPlayer: Schema<RoomPlayer>;
 export const PlayerLeft: Schema<{ id: string; reason: string }>;

@@ -19,6 +19,7 @@ import {
   string,
   struct,
   u32,
+  u64,
   u8,
   unit,
   uuid,
@@ -70,6 +71,8 @@ export const CustomRequest = struct({ channel: string, data: bytes });
 export const CustomMessage = struct({ from: uuid, channel: string, data: bytes });
 export const SpawnRequest = struct({ kind: string, state: bytes });
 export const EntityUpdate = struct({ id: EntityId, state: bytes });
+/** A sync of changed entities, stamped with the server's time (ms): what SnapshotBuffer interpolates by. */
+export const StateSync = struct({ server_time_ms: u64, updates: vec(EntityUpdate) });
 export const Transfer = struct({ id: EntityId, owner: uuid });
 export const RoomPlayer = struct({
   id: uuid,
@@ -116,7 +119,7 @@ const EVENTS = new Map([
   [RoomAction.list, ['list', vec(RoomSummary)]],
   [RoomAction.spawned, ['spawned', Entity]],
   [RoomAction.despawned, ['despawned', EntityId]],
-  [RoomAction.stateUpdate, ['stateUpdate', vec(EntityUpdate)]],
+  [RoomAction.stateUpdate, ['stateUpdate', StateSync]],
   [RoomAction.ownerChanged, ['ownerChanged', Transfer]],
 ]);
 
@@ -184,7 +187,7 @@ export class RoomClient extends Emitter {
         room.entities.delete(value);
         break;
       case 'stateUpdate':
-        for (const update of value) {
+        for (const update of value.updates) {
           const entity = room.entities.get(update.id);
           if (entity) entity.state = update.state;
         }

@@ -45,6 +45,7 @@ const schemas = {
   CustomMessage: rooms.CustomMessage,
   SpawnRequest: rooms.SpawnRequest,
   EntityUpdate: rooms.EntityUpdate,
+  StateSync: rooms.StateSync,
   Transfer: rooms.Transfer,
   RoomPlayer: rooms.RoomPlayer,
   PlayerLeft: rooms.PlayerLeft,

@@ -36,6 +36,7 @@ from .schemas import (
     RpcCall,
     RpcRequest,
     SpawnRequest,
+    StateSync,
     Transfer,
 )
 from .session import SessionClient
@@ -72,7 +73,7 @@ EVENTS: dict[int, tuple[str, Schema]] = {
     29: ("list", vec(RoomSummary)),
     30: ("spawned", Entity),
     31: ("despawned", EntityId),
-    32: ("state_update", vec(EntityUpdate)),
+    32: ("state_update", StateSync),
     33: ("owner_changed", Transfer),
 }
 
@@ -162,7 +163,7 @@ class RoomClient:
         elif name == "despawned":
             room["entities"].pop(value, None)
         elif name == "state_update":
-            for update in value:
+            for update in value["updates"]:
                 if update["id"] in room["entities"]:
                     room["entities"][update["id"]]["state"] = update["state"]
         elif name == "owner_changed" and value["id"] in room["entities"]:

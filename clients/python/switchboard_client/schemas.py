@@ -68,6 +68,8 @@ CustomRequest = struct(channel=STRING, data=BYTES)
 CustomMessage = struct(**{"from": UUID, "channel": STRING, "data": BYTES})
 SpawnRequest = struct(kind=STRING, state=BYTES)
 EntityUpdate = struct(id=EntityId, state=BYTES)
+#: A sync of changed entities, stamped with the server's time (ms).
+StateSync = struct(server_time_ms=U64, updates=vec(EntityUpdate))
 Transfer = struct(id=EntityId, owner=UUID)
 RoomPlayer = struct(id=UUID, name=STRING, host=BOOL, ready=BOOL, connected=BOOL, latency_ms=U32)
 PlayerLeft = struct(id=UUID, reason=STRING)

@@ -90,8 +90,12 @@ fn frame(players: &mut [RoomClient], wait: Duration) -> usize {
             match event {
                 RoomEvent::PlayerJoined(p) => println!("[{name}] {} joined", p.name),
                 RoomEvent::Started => println!("[{name}] the game starts"),
-                RoomEvent::StateUpdate(updates) if name == "bob" => {
-                    for pos in updates.iter().filter_map(|u| u.value::<(f32, f32)>().ok()) {
+                RoomEvent::StateUpdate(sync) if name == "bob" => {
+                    for pos in sync
+                        .updates
+                        .iter()
+                        .filter_map(|u| u.value::<(f32, f32)>().ok())
+                    {
                         println!("[bob] ball at ({:.1}, {:.1})", pos.0, pos.1);
                         syncs += 1;
                     }

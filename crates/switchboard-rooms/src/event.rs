@@ -23,8 +23,8 @@ use switchboard::message::Message;
 use switchboard::session::ClientId;
 
 use crate::protocol::{
-    CustomMessage, Entity, EntityId, EntityUpdate, PlayerLeft, RoomAction, RoomPlayer, RoomState,
-    RoomSummary, RpcCall, Transfer,
+    CustomMessage, Entity, EntityId, PlayerLeft, RoomAction, RoomPlayer, RoomState, RoomSummary,
+    RpcCall, StateSync, Transfer,
 };
 use switchboard::message::ROOMS_CHANNEL;
 
@@ -57,7 +57,7 @@ pub enum RoomEvent {
     /// An entity is gone.
     Despawned(EntityId),
     /// Entities changed since the last sync (each once, last state).
-    StateUpdate(Vec<EntityUpdate>),
+    StateUpdate(StateSync),
     /// An entity changed owner.
     OwnerChanged(Transfer),
 }
@@ -87,7 +87,7 @@ impl RoomEvent {
             RoomAction::RpcCall(call) => RoomEvent::Rpc(call),
             RoomAction::Spawned(entity) => RoomEvent::Spawned(entity),
             RoomAction::Despawned(id) => RoomEvent::Despawned(id),
-            RoomAction::StateUpdate(updates) => RoomEvent::StateUpdate(updates),
+            RoomAction::StateUpdate(sync) => RoomEvent::StateUpdate(sync),
             RoomAction::OwnerChanged(transfer) => RoomEvent::OwnerChanged(transfer),
             _ => return None,
         })
@@ -143,8 +143,8 @@ impl RoomView {
                 state.entities.push(entity.clone());
             }
             RoomEvent::Despawned(id) => state.entities.retain(|e| e.id != *id),
-            RoomEvent::StateUpdate(updates) => {
-                for update in updates {
+            RoomEvent::StateUpdate(sync) => {
+                for update in &sync.updates {
                     if let Some(e) = state.entities.iter_mut().find(|e| e.id == update.id) {
                         e.state = update.state.clone();
                     }

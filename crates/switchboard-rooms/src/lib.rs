@@ -43,5 +43,5 @@ pub use logic::{
 };
 pub use protocol::{
     CreateRoom, CustomMessage, Entity, EntityId, EntityUpdate, PlayerLeft, RoomId, RoomPlayer,
-    RoomState, RoomSummary, RpcCall, RpcTarget, Transfer,
+    RoomState, RoomSummary, RpcCall, RpcTarget, StateSync, Transfer,
 };

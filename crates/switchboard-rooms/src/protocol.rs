@@ -77,8 +77,9 @@ switchboard::actions! {
         Spawned(Entity) = 30,
         /// Event: an entity is gone.
         Despawned(EntityId) = 31,
-        /// Event: entities whose state changed since the last sync.
-        StateUpdate(Vec<EntityUpdate>) = 32,
+        /// Event: entities whose state changed since the last sync, with
+        /// the server's time.
+        StateUpdate(StateSync) = 32,
         /// Event: an entity has a new owner.
         OwnerChanged(Transfer) = 33,
         /// Matchmaker request: every listed room of the service; answered
@@ -281,6 +282,17 @@ pub struct SpawnRequest {
     pub kind: String,
     /// Its first state.
     pub state: Vec<u8>,
+}
+
+/// The entities of a room whose state changed since the last sync, and
+/// when: the server's time (ms since the rooms server started), what a
+/// client interpolates them by (`switchboard::smoothing`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSync {
+    /// The server's time of this sync, ms.
+    pub server_time_ms: u64,
+    /// Each changed entity, once, with its last state.
+    pub updates: Vec<EntityUpdate>,
 }
 
 /// A new state for an entity.

@@ -19,7 +19,7 @@ use switchboard::{
 use switchboard_rooms::protocol::{CustomRequest, Kick, RoomAction, RpcRequest, SpawnRequest};
 use switchboard_rooms::{
     CreateRoom, EntityId, EntityUpdate, RoomEvent, RoomId, RoomState, RoomView, RoomsLogic,
-    RpcTarget, Transfer,
+    RpcTarget, StateSync, Transfer,
 };
 
 /// Rooms on an in-memory network; each player's room as it heard it.
@@ -537,7 +537,7 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
         .heard(bob)
         .into_iter()
         .filter_map(|e| match e {
-            RoomEvent::StateUpdate(updates) => Some(updates),
+            RoomEvent::StateUpdate(sync) => Some(sync.updates),
             _ => None,
         })
         .collect();
@@ -553,6 +553,41 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
     let snapshot = &net.room(cat).unwrap().entities;
     assert_eq!(snapshot.len(), 1);
     assert_eq!(snapshot[0].value::<u32>().unwrap(), 100);
+}
+
+#[test]
+fn entity_syncs_carry_the_server_s_time_for_interpolation() {
+    let mut net = Rooms::new();
+    let (ann, bob) = net.ann_and_bob();
+    net.room_of_two(ann, bob, 4);
+    let spawn = SpawnRequest {
+        kind: "ball".into(),
+        state: state_of(&0u32),
+    };
+    net.accepted(ann, RoomAction::Spawn(spawn));
+    let ball: EntityId = net.room(bob).unwrap().entities[0].id;
+    net.heard(bob);
+    let mut times = Vec::new();
+    for n in 1..=5u32 {
+        let update = EntityUpdate {
+            id: ball,
+            state: state_of(&n),
+        };
+        net.accepted(ann, RoomAction::Update(update));
+        net.advance(Duration::from_millis(50));
+        for event in net.heard(bob) {
+            if let RoomEvent::StateUpdate(sync) = event {
+                times.push(sync.server_time_ms);
+            }
+        }
+    }
+    assert_eq!(times.len(), 5, "{times:?}");
+    let steps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(
+        steps,
+        [50, 50, 50, 50],
+        "the sync rate, on the server's clock"
+    );
 }
 
 #[test]
@@ -733,7 +768,7 @@ fn a_late_joiner_to_a_big_room_gets_every_entity_in_pages_and_syncs_come_in_page
     }
     net.heard(bob);
     net.advance(Duration::from_millis(100));
-    let pages: Vec<Vec<EntityUpdate>> = net
+    let pages: Vec<StateSync> = net
         .heard(bob)
         .into_iter()
         .filter_map(|e| match e {
@@ -745,7 +780,13 @@ fn a_late_joiner_to_a_big_room_gets_every_entity_in_pages_and_syncs_come_in_page
     assert!(pages.iter().all(|page| {
         encoded_len(RoomAction::StateUpdate(page.clone())) <= switchboard_rooms::PAGE_BYTES + 1024
     }));
-    assert_eq!(pages.iter().map(Vec::len).sum::<usize>(), 200);
+    assert_eq!(pages.iter().map(|p| p.updates.len()).sum::<usize>(), 200);
+    assert!(
+        pages
+            .iter()
+            .all(|p| p.server_time_ms == pages[0].server_time_ms),
+        "one sync's pages share its time"
+    );
     assert!(net
         .room(bob)
         .unwrap()

@@ -10,10 +10,10 @@ mod interpolate;
 pub mod netsim;
 mod prediction;
 
-pub use prediction::{Acked, Predictor};
 pub use interpolate::{
     Degrees, Interpolate, Pose, Sample, SampleKind, SmoothingConfig, SmoothingStats, SnapshotBuffer,
 };
+pub use prediction::{Acked, Predictor};
 
 #[cfg(test)]
 mod tests;

@@ -256,7 +256,8 @@ fn the_simulated_link_keeps_order_repeats_with_its_seed_and_stalls() {
 /// against where the server has it.
 fn predicted_walk_into_a_wall(correction: Duration) -> (f32, [f32; 3], [f32; 3]) {
     let client_step = |s: &[f32; 3], i: &[f32; 3]| [s[0] + i[0], s[1] + i[1], s[2] + i[2]];
-    let server_step = |s: &[f32; 3], i: &[f32; 3]| [(s[0] + i[0]).min(5.0), s[1] + i[1], s[2] + i[2]];
+    let server_step =
+        |s: &[f32; 3], i: &[f32; 3]| [(s[0] + i[0]).min(5.0), s[1] + i[1], s[2] + i[2]];
     let net = NetSimConfig {
         jitter: Duration::ZERO,
         stall_every: Duration::ZERO,
@@ -312,7 +313,10 @@ fn prediction_corrected_by_the_server_converges_without_a_jump() {
     // server undoes the three inputs it saw since its last state).
     assert!(blended < 0.2, "blended: {blended}");
     assert!(raw > 0.45, "snapped: {raw}");
-    assert!(distance(end, server) < 1e-4, "converged: {end:?} against {server:?}");
+    assert!(
+        distance(end, server) < 1e-4,
+        "converged: {end:?} against {server:?}"
+    );
     assert_eq!(server[0], 5.0);
 }
 
@@ -332,7 +336,11 @@ fn prediction_moves_at_once_and_replays_what_the_server_has_not_seen() {
         },
         step,
     );
-    assert_eq!(*player.predicted(), 5.5, "0.5, then the two it has not seen");
+    assert_eq!(
+        *player.predicted(),
+        5.5,
+        "0.5, then the two it has not seen"
+    );
     assert_eq!(player.unacknowledged(), 2);
     assert_eq!(player.corrections(), 1);
 }

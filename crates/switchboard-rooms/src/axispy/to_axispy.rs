@@ -272,8 +272,8 @@ impl Bridge {
                     .await;
                 }
             }
-            RoomEvent::StateUpdate(updates) => {
-                for update in updates {
+            RoomEvent::StateUpdate(sync) => {
+                for update in &sync.updates {
                     let owner = self
                         .view
                         .room()

@@ -13,7 +13,7 @@ use switchboard::signal::Signal;
 use super::{Handler, RoomClient};
 use crate::event::{RoomEvent, RoomView};
 use crate::protocol::{
-    CustomMessage, Entity, EntityId, EntityUpdate, PlayerLeft, RoomPlayer, RoomState, RoomSummary,
+    CustomMessage, Entity, EntityId, PlayerLeft, RoomPlayer, RoomState, RoomSummary, StateSync,
     Transfer,
 };
 
@@ -60,7 +60,7 @@ pub struct RoomSignals {
     /// An entity is gone.
     pub despawned: Signal<EntityId>,
     /// Entities changed since the last sync (each once, last state).
-    pub state_updated: Signal<Vec<EntityUpdate>>,
+    pub state_updated: Signal<StateSync>,
     /// An entity changed owner.
     pub owner_changed: Signal<Transfer>,
 }

@@ -24,7 +24,7 @@ use crate::directory::{DirectoryLink, DirectorySnapshot, Reservation, RoomRecord
 use crate::protocol::{
     CreateRoom, CustomMessage, CustomRequest, Entity, EntityId, EntityUpdate, Kick, PlayerLeft,
     RoomAction, RoomId, RoomPlayer, RoomState, RoomSummary, RpcCall, RpcRequest, RpcTarget,
-    SpawnRequest, Transfer,
+    SpawnRequest, StateSync, Transfer,
 };
 
 /// The most rooms a server holds.
@@ -151,6 +151,8 @@ pub struct RoomsLogic {
     directory: Option<DirectoryLink>,
     /// The last snapshot published, and when.
     published: Option<(std::time::Instant, DirectorySnapshot)>,
+    /// The first tick: the server's time in syncs counts from it.
+    epoch: Option<std::time::Instant>,
 }
 
 impl Default for RoomsLogic {
@@ -167,6 +169,7 @@ impl Default for RoomsLogic {
             rpc_window: None,
             directory: None,
             published: None,
+            epoch: None,
         }
     }
 }
@@ -366,6 +369,8 @@ impl GameLogic for RoomsLogic {
             return;
         }
         self.last_sync = Some(now);
+        let epoch = *self.epoch.get_or_insert(now);
+        let server_time_ms = now.saturating_duration_since(epoch).as_millis() as u64;
         for room in self.rooms.values_mut() {
             if room.dirty.is_empty() {
                 continue;
@@ -378,7 +383,7 @@ impl GameLogic for RoomsLogic {
                     state: e.state.clone(),
                 })
                 .collect();
-            pages::send_updates(out, room, updates);
+            pages::send_updates(out, room, updates, server_time_ms);
         }
     }
 

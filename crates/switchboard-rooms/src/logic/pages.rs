@@ -51,24 +51,31 @@ impl RoomsLogic {
 }
 
 /// Sends a room's changed entities to its members in pages of about
-/// [`PAGE_BYTES`] (one `StateUpdate` each).
-pub(super) fn send_updates(out: &mut Outbox, room: &Room, updates: Vec<EntityUpdate>) {
+/// [`PAGE_BYTES`] (one `StateUpdate` each, stamped `server_time_ms`).
+pub(super) fn send_updates(
+    out: &mut Outbox,
+    room: &Room,
+    updates: Vec<EntityUpdate>,
+    server_time_ms: u64,
+) {
+    let sync = |updates| {
+        RoomAction::StateUpdate(StateSync {
+            server_time_ms,
+            updates,
+        })
+    };
     let mut page = Vec::new();
     let mut bytes = 0;
     for update in updates {
         let size = update.state.len() + 16;
         if bytes + size > PAGE_BYTES && !page.is_empty() {
-            to_members(
-                out,
-                room,
-                RoomAction::StateUpdate(std::mem::take(&mut page)),
-            );
+            to_members(out, room, sync(std::mem::take(&mut page)));
             bytes = 0;
         }
         bytes += size;
         page.push(update);
     }
     if !page.is_empty() {
-        to_members(out, room, RoomAction::StateUpdate(page));
+        to_members(out, room, sync(page));
     }
 }
