@@ -61,3 +61,59 @@ fn a_zero_tick_rate_is_held_to_the_minimum_tick() {
     net.advance(Duration::from_millis(10));
     assert_eq!(net.logic().ticks.len(), 10, "one tick per millisecond");
 }
+
+switchboard::channels! { enum Chan { Count = 16 } }
+switchboard::actions! { enum Count in Chan::Count { Add(u32) = 1 } }
+
+/// Adds what it is asked to add.
+#[derive(Default)]
+struct Counter(u32);
+
+impl GameLogic for Counter {
+    type Message = Count;
+    type Command = u32;
+    fn validate(&self, request: &Request<Count>) -> Result<u32, Rejection> {
+        let Count::Add(n) = request.message;
+        Ok(n)
+    }
+    fn apply(&mut self, _: ClientId, n: u32, _: &mut Outbox) {
+        self.0 += n;
+    }
+}
+
+#[test]
+fn a_player_behind_a_simulated_network_waits_its_latency_each_way() {
+    use switchboard::smoothing::netsim::NetSimConfig;
+    let mut net = Harness::new(ManagerRules::default(), Counter::default(), Instant::now());
+    let near = net.join(switchboard::ClientConfig::named("near"));
+    assert!(net.client(near).is_welcomed(), "no network: at once");
+    let far = net.join(switchboard::ClientConfig::named("far"));
+    // The far one's connection is already open; its next messages take
+    // 75 ms each way, without jitter or stalls.
+    net.set_network(
+        far,
+        Some(NetSimConfig {
+            jitter: Duration::ZERO,
+            stall_every: Duration::ZERO,
+            ..NetSimConfig::default()
+        }),
+    );
+    let ticket = net.request(far, Count::Add(2)).unwrap();
+    assert!(!net.verdict(far, ticket).is_done());
+    net.advance(Duration::from_millis(74));
+    assert_eq!(net.logic().0, 0, "the request is still on its way");
+    net.advance(Duration::from_millis(2));
+    assert_eq!(net.logic().0, 2, "applied when it arrived, at 75 ms");
+    assert!(
+        !net.verdict(far, ticket).is_done(),
+        "the verdict on its way back"
+    );
+    net.advance(Duration::from_millis(75));
+    assert!(
+        net.verdict(far, ticket).is_accepted(),
+        "150 ms: a round trip"
+    );
+    // The near one is not slowed by it.
+    let quick = net.request(near, Count::Add(1)).unwrap();
+    assert!(net.verdict(near, quick).is_accepted());
+}

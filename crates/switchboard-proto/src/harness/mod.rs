@@ -65,6 +65,7 @@ use crate::manager::LogEntry;
 use crate::message::{Message, PeerId, TypedMessage};
 use crate::reason::{CloseCode, DisconnectReason, IoFailure};
 use crate::session::ClientId;
+use crate::smoothing::netsim::{Link, NetSimConfig};
 
 /// A client in the harness (its index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,8 +101,12 @@ pub struct Harness<L: GameLogic> {
     raw: HashMap<PeerId, RawPeer>,
     links: HashMap<PeerId, End>,
     queue: VecDeque<Delivery>,
+    /// Deliveries a simulated link let through, to be handled as they are.
+    arrived: VecDeque<Delivery>,
     log: Vec<LogEntry>,
     now: Instant,
+    /// The clock's start: simulated links count from it.
+    origin: Instant,
     next_peer: u64,
     next_tick: Instant,
 }
@@ -114,6 +119,8 @@ struct SimClient {
     /// Deliveries to and from it are held (a stalled link).
     stalled: bool,
     held: Vec<Delivery>,
+    /// Its simulated network, one link each way (`set_network`).
+    network: Option<Box<[Link<Delivery>; 2]>>,
     events: Vec<ClientEvent>,
 }
 
@@ -139,8 +146,10 @@ impl<L: GameLogic> Harness<L> {
             raw: HashMap::new(),
             links: HashMap::new(),
             queue: VecDeque::new(),
+            arrived: VecDeque::new(),
             log: Vec::new(),
             now,
+            origin: now,
             next_peer: 1,
             next_tick,
         }
@@ -191,6 +200,7 @@ impl<L: GameLogic> Harness<L> {
             reachable: true,
             stalled: false,
             held: Vec::new(),
+            network: None,
             events: Vec::new(),
         });
         self.settle();
@@ -285,6 +295,20 @@ impl<L: GameLogic> Harness<L> {
         self.clients[player.0].reachable = reachable;
     }
 
+    /// Puts the player behind a simulated network (`None`: back to instant
+    /// delivery): what it sends and what it is sent each take a link of
+    /// its own with `net`'s latency, jitter, cap and stalls, seeded, and
+    /// arrive as [`advance`](Self::advance) moves the clock past them.
+    pub fn set_network(&mut self, player: Player, net: Option<NetSimConfig>) {
+        self.clients[player.0].network = net.map(|net| {
+            let down = NetSimConfig {
+                seed: net.seed.wrapping_add(1),
+                ..net.clone()
+            };
+            Box::new([Link::new(net), Link::new(down)])
+        });
+    }
+
     /// Stalls the player's link (nothing moves either way, the connection
     /// stays open: a frozen route) or lets what was held through, in order.
     pub fn stall(&mut self, player: Player, stalled: bool) {
@@ -342,7 +366,17 @@ impl<L: GameLogic> Harness<L> {
                 .iter()
                 .filter_map(|c| c.core.next_deadline())
                 .min();
-            let next = next_client.map_or(self.next_tick, |t| t.min(self.next_tick));
+            let next_arrival = self
+                .clients
+                .iter()
+                .filter_map(|c| c.network.as_ref())
+                .flat_map(|links| links.iter().filter_map(Link::next_arrival))
+                .min()
+                .map(|at| self.origin + at);
+            let next = [next_client, next_arrival]
+                .into_iter()
+                .flatten()
+                .fold(self.next_tick, Instant::min);
             if next > end {
                 break;
             }
@@ -356,7 +390,13 @@ impl<L: GameLogic> Harness<L> {
                 self.route_server(actions);
             }
             let now = self.now;
+            let since = now.saturating_duration_since(self.origin);
             for client in &mut self.clients {
+                for link in client.network.iter_mut().flat_map(|links| links.iter_mut()) {
+                    while let Some(delivery) = link.poll(since) {
+                        self.arrived.push_back(delivery);
+                    }
+                }
                 client.core.tick(now);
             }
             self.settle();

@@ -11,13 +11,27 @@ impl<L: GameLogic> Harness<L> {
             for index in 0..self.clients.len() {
                 self.run_client_actions(index);
             }
-            let Some(delivery) = self.queue.pop_front() else {
-                break;
+            // What a simulated link let through is handled as it is; what
+            // is new goes into its client's link first, if it has one.
+            let delivery = if let Some(delivery) = self.arrived.pop_front() {
+                delivery
+            } else {
+                let Some(delivery) = self.queue.pop_front() else {
+                    break;
+                };
+                if let Some(index) = self.stalled_end(&delivery) {
+                    self.clients[index].held.push(delivery);
+                    continue;
+                }
+                if let Some((index, way)) = self.simulated_end(&delivery) {
+                    let since = self.now.saturating_duration_since(self.origin);
+                    if let Some(links) = &mut self.clients[index].network {
+                        links[way].send(since, delivery, 64);
+                    }
+                    continue;
+                }
+                delivery
             };
-            if let Some(index) = self.stalled_end(&delivery) {
-                self.clients[index].held.push(delivery);
-                continue;
-            }
             let now = self.now;
             match delivery {
                 Delivery::ToServer(event) => {
@@ -46,6 +60,37 @@ impl<L: GameLogic> Harness<L> {
             Delivery::ToServer(_) => return None,
         };
         self.clients[index].stalled.then_some(index)
+    }
+
+    /// The client behind a simulated network a delivery goes to (way 1) or
+    /// comes from (way 0), if any.
+    fn simulated_end(&self, delivery: &Delivery) -> Option<(usize, usize)> {
+        let (index, way) = match delivery {
+            Delivery::ToClient(index, _) => (*index, 1),
+            Delivery::ToServer(
+                ManagerEvent::Received { peer, .. }
+                | ManagerEvent::Connected { peer, .. }
+                | ManagerEvent::Disconnected { peer, .. },
+            ) => match self.client_of(*peer) {
+                Some(index) => (index, 0),
+                None => return None,
+            },
+            Delivery::ToServer(_) => return None,
+        };
+        self.clients[index]
+            .network
+            .is_some()
+            .then_some((index, way))
+    }
+
+    /// The client whose connection `peer` is (or was: a closed one is
+    /// still its client's last peer until it reconnects).
+    fn client_of(&self, peer: PeerId) -> Option<usize> {
+        match self.links.get(&peer) {
+            Some(End::Client(index)) => Some(*index),
+            Some(End::Raw) => None,
+            None => self.clients.iter().position(|c| c.peer == Some(peer)),
+        }
     }
 
     fn run_client_actions(&mut self, index: usize) {
