@@ -82,11 +82,10 @@ async fn until(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
-    let relay = start_relay();
+/// The relay's demo page at `?query`, once it is connected.
+async fn open_demo(relay: &Relay, query: &str) -> Browser {
     let browser = Browser::start().await;
-    let url = format!("http://{}/?zone=demo&name=chromium", relay.websocket);
+    let url = format!("http://{}/?{query}", relay.websocket);
     browser
         .call("POST", "/url", Some(json!({"url": url})))
         .await;
@@ -97,14 +96,25 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
         |v| v == true,
     )
     .await;
+    browser
+}
 
-    // A native bot walks a circle in the page's zone.
+/// A native bot walking a circle of radius 15 in `zone` at `speed`.
+fn walker(relay: &Relay, zone: &str, speed: f32) -> Bot {
     let config = BotConfig {
         start: [50.0, 0.0, 37.0],
-        speed: 30.0,
-        ..BotConfig::new("walker", "demo")
+        speed,
+        ..BotConfig::new("walker", zone)
     };
-    let _bot = Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 });
+    Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
+    let relay = start_relay();
+    let browser = open_demo(&relay, "zone=demo&name=chromium").await;
+    // A native bot walks a circle in the page's zone.
+    let _bot = walker(&relay, "demo", 30.0);
     let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
     let first = until(&browser, "the bot's dot", dots, |v| {
         v.as_array().is_some_and(|a| a.len() == 1)
@@ -161,27 +171,9 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_jumps() {
     let relay = start_relay();
-    let browser = Browser::start().await;
-    let url = format!(
-        "http://{}/?zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=3000",
-        relay.websocket
-    );
-    browser
-        .call("POST", "/url", Some(json!({"url": url})))
-        .await;
-    until(
-        &browser,
-        "the page connects over WebSocket",
-        "return !!(window.demo && window.demo.connected);",
-        |v| v == true,
-    )
-    .await;
-    let config = BotConfig {
-        start: [50.0, 0.0, 37.0],
-        speed: 10.0,
-        ..BotConfig::new("walker", "smooth")
-    };
-    let _bot = Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 });
+    let query = "zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=3000";
+    let browser = open_demo(&relay, query).await;
+    let _bot = walker(&relay, "smooth", 10.0);
     until(
         &browser,
         "the bot drawn",

@@ -511,9 +511,9 @@ fn entities_spawn_update_only_by_owner_or_host_transfer_and_despawn() {
     }
 }
 
-#[test]
-fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
-    let mut net = Rooms::new();
+/// Ann and bob in a room of four, ann's ball spawned in it, bob's events
+/// read so far.
+fn ball_in_a_room(net: &mut Rooms) -> (Player, Player, RoomId, EntityId) {
     let (ann, bob) = net.ann_and_bob();
     let room = net.room_of_two(ann, bob, 4);
     let spawn = SpawnRequest {
@@ -521,8 +521,15 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
         state: state_of(&0u32),
     };
     net.accepted(ann, RoomAction::Spawn(spawn));
-    let ball: EntityId = net.room(bob).unwrap().entities[0].id;
+    let ball = net.room(bob).unwrap().entities[0].id;
     net.heard(bob);
+    (ann, bob, room, ball)
+}
+
+#[test]
+fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
+    let mut net = Rooms::new();
+    let (ann, bob, room, ball) = ball_in_a_room(&mut net);
     // 100 updates within one sync period, then one period: bob gets one
     // sync with the last state, not 100.
     for n in 1..=100u32 {
@@ -558,15 +565,7 @@ fn changed_only_updates_at_the_sync_rate_and_late_joiners_get_a_snapshot() {
 #[test]
 fn entity_syncs_carry_the_server_s_time_for_interpolation() {
     let mut net = Rooms::new();
-    let (ann, bob) = net.ann_and_bob();
-    net.room_of_two(ann, bob, 4);
-    let spawn = SpawnRequest {
-        kind: "ball".into(),
-        state: state_of(&0u32),
-    };
-    net.accepted(ann, RoomAction::Spawn(spawn));
-    let ball: EntityId = net.room(bob).unwrap().entities[0].id;
-    net.heard(bob);
+    let (ann, bob, _, ball) = ball_in_a_room(&mut net);
     let mut times = Vec::new();
     for n in 1..=5u32 {
         let update = EntityUpdate {
