@@ -175,6 +175,12 @@ fn client_list(master: SocketAddr, flags: u8, game: &str) -> (Vec<SocketAddr>, u
                 pages.resize(total, None);
                 pages[index] = Some(addrs);
             }
+            Err(_) if pages.is_empty() => {
+                // No page at all (the master could not read its registry
+                // yet, say): the request again, as the engine retries a
+                // master (2000 ms × 3, shortened).
+                client.send_to(&request, master).unwrap();
+            }
             Err(_) => {
                 // The engine's 1000 ms, shortened: each missing page again,
                 // with a new key and zeroed filters.
