@@ -377,3 +377,13 @@ export class Link<T> {
   send(nowMs: number, item: T, bytes?: number): void;
   poll(nowMs: number): T[];
 }
+
+export class Predictor<S, I> {
+  constructor(state: S, step: (state: S, input: I) => S, blend: (a: S, b: S, t: number) => S, options?: { correctionMs?: number; maxHistory?: number });
+  predicted: S;
+  corrections: number;
+  input(input: I): number;
+  reconcile(acked: { state: S; last_input: number }): void;
+  advance(elapsedMs: number): void;
+  drawn(): S;
+}

@@ -181,3 +181,63 @@ export class Link {
     return this.queue.splice(0, n).map(([, item]) => item);
   }
 }
+
+/**
+ * Client-side prediction with server reconciliation, as the Rust
+ * `Predictor`: inputs applied at once with the game's own `step(state,
+ * input)`, numbered (send the number with the input); a server state
+ * `{ state, last_input }` starts the prediction again from it with the
+ * inputs it has not seen, and what was drawn blends into the corrected
+ * path over `correctionMs` instead of jumping.
+ */
+export class Predictor {
+  /**
+   * @param {any} state where it starts
+   * @param {(state: any, input: any) => any} step one input's effect
+   * @param {(a: any, b: any, t: number) => any} blend how two states mix (lerpVec, lerpPose)
+   * @param {{ correctionMs?: number, maxHistory?: number }} [options]
+   */
+  constructor(state, step, blend, { correctionMs = 100, maxHistory = 256 } = {}) {
+    Object.assign(this, { predicted: state, step, blend, correctionMs, maxHistory });
+    this.history = []; // [number, input]
+    this.next = 1;
+    this.blending = null; // { old, doneMs }
+    this.corrections = 0;
+  }
+
+  /** Applies `input` now; returns its number, to send with it. */
+  input(input) {
+    const number = this.next;
+    this.next = (this.next + 1) >>> 0;
+    this.predicted = this.step(this.predicted, input);
+    if (this.blending) this.blending.old = this.step(this.blending.old, input);
+    this.history.push([number, input]);
+    while (this.history.length > this.maxHistory) this.history.shift();
+    return number;
+  }
+
+  /** The server's `{ state, last_input }`: replays what it has not seen. */
+  reconcile({ state, last_input: lastInput }) {
+    // Numbers up to lastInput (wrapping, as u32) are done.
+    while (this.history.length && ((lastInput - this.history[0][0]) >>> 0) < 2 ** 31) this.history.shift();
+    let corrected = state;
+    for (const [, input] of this.history) corrected = this.step(corrected, input);
+    const drawn = this.drawn();
+    this.predicted = corrected;
+    this.blending = { old: drawn, doneMs: 0 };
+    this.corrections++;
+  }
+
+  /** Moves the blend on by `elapsedMs` (once a frame, before drawing). */
+  advance(elapsedMs) {
+    if (!this.blending) return;
+    this.blending.doneMs += elapsedMs;
+    if (this.blending.doneMs >= this.correctionMs) this.blending = null;
+  }
+
+  /** What to draw: the prediction, or the old path on its way into it. */
+  drawn() {
+    if (!this.blending || this.correctionMs <= 0) return this.predicted;
+    return this.blend(this.blending.old, this.predicted, Math.min(1, this.blending.doneMs / this.correctionMs));
+  }
+}

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { Link, SnapshotBuffer, lerpDegrees, lerpPose, lerpVec } from '../src/smoothing.js';
+import { Link, Predictor, SnapshotBuffer, lerpDegrees, lerpPose, lerpVec } from '../src/smoothing.js';
 
 const truth = (ms) => [10 * Math.cos(ms / 1000), 0, 10 * Math.sin(ms / 1000)];
 const distance = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
@@ -96,4 +96,56 @@ test('the simulated link keeps order, repeats with its seed, and stalls', () => 
   assert.notDeepEqual(one, arrivals(8));
   assert.ok(one.every(([, i], k) => k === 0 || one[k - 1][1] < i));
   assert.ok(!one.some(([ms]) => ms >= 3000 && ms < 3200));
+});
+
+// As the Rust test: walking at 10 units a second into a wall at x = 5 only
+// the server knows, 75 ms each way, states at 20 Hz.
+function walkIntoAWall(correctionMs) {
+  const clientStep = (s, i) => s.map((x, k) => x + i[k]);
+  const serverStep = (s, i) => [Math.min(5, s[0] + i[0]), s[1] + i[1], s[2] + i[2]];
+  const up = new Link({ jitterMs: 0, stallEveryMs: 0 });
+  const down = new Link({ jitterMs: 0, stallEveryMs: 0, seed: 2 });
+  const me = new Predictor([0, 0, 0], clientStep, lerpVec, { correctionMs });
+  let server = [0, 0, 0];
+  let serverLast = 0;
+  let drawn = me.drawn();
+  let worst = 0;
+  for (let n = 0; n < 240; n++) {
+    const now = (n * 1000) / 60;
+    if (n < 120) {
+      const input = [10 / 60, 0, 0];
+      up.send(now, [me.input(input), input]);
+    }
+    for (const [number, input] of up.poll(now)) {
+      server = serverStep(server, input);
+      serverLast = number;
+    }
+    if (n % 3 === 0) down.send(now, { state: server, last_input: serverLast });
+    for (const acked of down.poll(now)) me.reconcile(acked);
+    me.advance(1000 / 60);
+    const next = me.drawn();
+    worst = Math.max(worst, distance(drawn, next));
+    drawn = next;
+  }
+  return { worst, drawn, server };
+}
+
+test('prediction corrected by the server converges without a jump', () => {
+  const blended = walkIntoAWall(100);
+  const snapped = walkIntoAWall(0);
+  assert.ok(blended.worst < 0.2, String(blended.worst));
+  assert.ok(snapped.worst > 0.45, String(snapped.worst));
+  assert.ok(distance(blended.drawn, blended.server) < 1e-6);
+  assert.equal(blended.server[0], 5);
+});
+
+test('prediction moves at once and replays what the server has not seen', () => {
+  const me = new Predictor(0, (s, i) => s + i, (a, b, t) => a + (b - a) * t, { correctionMs: 0 });
+  const first = me.input(1);
+  me.input(2);
+  me.input(3);
+  assert.equal(me.predicted, 6);
+  me.reconcile({ state: 0.5, last_input: first });
+  assert.equal(me.predicted, 5.5);
+  assert.equal(me.history.length, 2);
 });
