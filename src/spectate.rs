@@ -118,6 +118,23 @@ impl Followed {
     }
 }
 
+/// What an operator can do with a served replay while it runs
+/// ([`spectate_with`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpectateCommand {
+    /// Holds the replay where it is (spectators stay connected).
+    Pause,
+    /// Goes on from where it was held, paced again from there.
+    Play,
+    /// Plays this much faster than recorded from now on.
+    Speed(f64),
+    /// Goes to a record number, back or forth: back starts the replay
+    /// again from the beginning; the records up to it are fed at once, and
+    /// spectators are sent the followed player's last message of each kind
+    /// (a game whose messages are whole views shows that moment).
+    Seek(u64),
+}
+
 /// Serves `replayer`'s recording to spectators (see the module's doc);
 /// `listening` hears where, once bound. Returns what the replay did, or
 /// where it diverged. Blocks: call it from plain code, not inside a tokio
@@ -127,36 +144,88 @@ pub fn spectate<L: GameLogic, R: Read>(
     config: SpectateConfig,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<ReplayReport<L>, ReplayError> {
-    crate::runtime::handle().block_on(serve(replayer, config, listening))
+    let mut once = Some(replayer);
+    let open = move || {
+        once.take().ok_or_else(|| {
+            ReplayError::Read(crate::record::RecordError::Io(std::io::Error::other(
+                "this replay cannot go back: serve it with spectate_with",
+            )))
+        })
+    };
+    crate::runtime::handle().block_on(serve(open, config, listening, None))
+}
+
+/// Like [`spectate`], taking [`SpectateCommand`]s while it runs (pause,
+/// play, speed, seek); `open` gives a replayer of the recording from its
+/// start, again each time a seek goes back.
+pub fn spectate_with<L: GameLogic, R: Read>(
+    open: impl FnMut() -> Result<Replayer<L, R>, ReplayError>,
+    config: SpectateConfig,
+    listening: impl FnOnce(SocketAddr),
+    commands: tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>,
+) -> Result<ReplayReport<L>, ReplayError> {
+    crate::runtime::handle().block_on(serve(open, config, listening, Some(commands)))
+}
+
+/// The next command, or never when there are none.
+async fn next_command(
+    commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>>,
+) -> SpectateCommand {
+    match commands {
+        Some(rx) => match rx.recv().await {
+            Some(command) => command,
+            None => {
+                *commands = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// The followed player's last message of each kind, in the order last
+/// seen: what a spectator is sent after a seek.
+#[derive(Debug, Default)]
+struct Latest(Vec<Message>);
+
+impl Latest {
+    fn keep(&mut self, message: &Message) {
+        let kind = (message.channel_id(), message.action_id());
+        self.0.retain(|m| (m.channel_id(), m.action_id()) != kind);
+        self.0.push(message.clone());
+    }
 }
 
 async fn serve<L: GameLogic, R: Read>(
-    mut replayer: Replayer<L, R>,
+    mut open: impl FnMut() -> Result<Replayer<L, R>, ReplayError>,
     config: SpectateConfig,
     listening: impl FnOnce(SocketAddr),
+    mut commands: Option<tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>>,
 ) -> Result<ReplayReport<L>, ReplayError> {
     let mut server = ServerStream::bind(config.scope, config.port, ServerConfig::default())
         .map_err(crate::record::RecordError::Io)?;
     listening(server.local_addr());
     let handle = server.handle();
     let mut spectators: Vec<PeerId> = Vec::new();
+    let mut replayer = open()?;
     let mut followed = Followed::default();
-    let speed = if config.speed > 0.0 {
+    let mut latest = Latest::default();
+    let mut speed = if config.speed > 0.0 {
         config.speed
     } else {
         1.0
     };
+    let (mut skip_to, mut paused, mut resend) = (config.skip_to, false, false);
     let mut paced_from: Option<(tokio::time::Instant, Duration)> = None;
-    while let Some(step) = replayer.next_step()? {
+    'steps: while let Some(step) = replayer.next_step()? {
         followed.learn(&step.input, &step.actions, config.follow.as_deref());
         // Wait for the step's time (and the first spectator), answering
-        // spectators meanwhile.
+        // spectators and taking commands meanwhile.
         loop {
+            let held = paused || (config.wait_for_spectator && spectators.is_empty());
             let due = match paced_from {
-                _ if step.record < config.skip_to => None,
-                _ if config.wait_for_spectator && spectators.is_empty() => {
-                    Some(tokio::time::Instant::now() + Duration::from_secs(3600))
-                }
+                _ if step.record < skip_to => None,
+                _ if held => Some(tokio::time::Instant::now() + Duration::from_secs(3600)),
                 Some((wall, at)) => Some(wall + (step.at.saturating_sub(at)).div_f64(speed)),
                 None => {
                     paced_from = Some((tokio::time::Instant::now(), step.at));
@@ -166,7 +235,7 @@ async fn serve<L: GameLogic, R: Read>(
             let Some(due) = due else { break };
             tokio::select! {
                 _ = tokio::time::sleep_until(due) => {
-                    if !(config.wait_for_spectator && spectators.is_empty()) {
+                    if !held {
                         break;
                     }
                 }
@@ -174,6 +243,26 @@ async fn serve<L: GameLogic, R: Read>(
                     Some(event) => answer(&handle, event, &mut spectators, followed.player.map(|p| p.0)),
                     None => return Ok(replayer.finish()),
                 },
+                command = next_command(&mut commands) => {
+                    paced_from = None;
+                    match command {
+                        SpectateCommand::Pause => paused = true,
+                        SpectateCommand::Play => paused = false,
+                        SpectateCommand::Speed(s) if s > 0.0 => speed = s,
+                        SpectateCommand::Speed(_) => {}
+                        SpectateCommand::Seek(record) => {
+                            skip_to = record;
+                            resend = true;
+                            if record <= step.record {
+                                // Back: from the beginning again.
+                                replayer = open()?;
+                                followed = Followed::default();
+                                latest = Latest::default();
+                                continue 'steps;
+                            }
+                        }
+                    }
+                }
             }
         }
         while let Some(event) = server.try_next_event() {
@@ -184,7 +273,20 @@ async fn serve<L: GameLogic, R: Read>(
                 followed.player.map(|p| p.0),
             );
         }
-        for message in followed.seen(&step.actions) {
+        let seen: Vec<&Message> = followed.seen(&step.actions).collect();
+        for message in &seen {
+            latest.keep(message);
+        }
+        if step.record < skip_to {
+            continue;
+        }
+        // The first step after a seek: where the followed player stands.
+        let sending: Vec<&Message> = if std::mem::take(&mut resend) {
+            latest.0.iter().collect()
+        } else {
+            seen
+        };
+        for message in sending {
             for peer in &spectators {
                 let _ = handle.send_to(*peer, message);
             }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use switchboard::record::{replay, Header, RecordReader, ReplayError, Replayer};
-use switchboard::spectate::{spectate, SpectateConfig};
+use switchboard::spectate::{spectate_with, SpectateCommand, SpectateConfig};
 use switchboard::GameLogic;
 use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
@@ -28,7 +28,8 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "NAME")]
     follow: Option<String>,
     /// With `--serve`: feed the records up to this number at once, then
-    /// pace the rest.
+    /// pace the rest. While it serves, stdin takes `pause`, `play`, `speed
+    /// X` and `seek RECORD` (back or forth).
     #[arg(long = "from", value_name = "RECORD", default_value_t = 0)]
     skip_to: u64,
 }
@@ -53,9 +54,9 @@ pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
             .as_deref()
             .and_then(|state| state.first().copied())
             .unwrap_or(8);
-        run(reader, move |_| BoardLogic::new(seats), args)
+        run(reader, move |_: &Header| BoardLogic::new(seats), args)
     } else if header.logic.ends_with("RoomsLogic") {
-        run(reader, |_| RoomsLogic::new(), args)
+        run(reader, |_: &Header| RoomsLogic::new(), args)
     } else {
         Err(format!(
             "{}: a recording of {}; this command replays the board game and rooms servers (a game replays its own logic with switchboard::record::replay)",
@@ -66,9 +67,9 @@ pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
 }
 
 /// Replays, or serves the replay to spectators, and says how it went.
-fn run<L: GameLogic, R: std::io::Read>(
-    reader: RecordReader<R>,
-    make_logic: impl FnOnce(&Header) -> L,
+fn run<L: GameLogic>(
+    reader: RecordReader<std::io::BufReader<std::fs::File>>,
+    make_logic: impl Fn(&Header) -> L + Clone,
     args: ReplayArgs,
 ) -> Result<(), String> {
     let started = Instant::now();
@@ -81,11 +82,30 @@ fn run<L: GameLogic, R: std::io::Read>(
                 skip_to: args.skip_to,
                 ..SpectateConfig::default()
             };
-            let replayer = Replayer::new(reader, make_logic, Instant::now());
-            spectate(replayer, config, |addr| {
-                println!("{}", switchboard::process::ready_line(addr.port()));
-                println!("spectators: connect to {addr}");
-            })
+            // The first replayer reads what was opened; a seek back opens
+            // the file again.
+            let mut first = Some(reader);
+            let path = args.file.clone();
+            let open = move || {
+                let reader = match first.take() {
+                    Some(reader) => reader,
+                    None => {
+                        let file = std::fs::File::open(&path)
+                            .map_err(switchboard::record::RecordError::Io)?;
+                        RecordReader::new(std::io::BufReader::new(file))?
+                    }
+                };
+                Ok(Replayer::new(reader, make_logic.clone(), Instant::now()))
+            };
+            spectate_with(
+                open,
+                config,
+                |addr| {
+                    println!("{}", switchboard::process::ready_line(addr.port()));
+                    println!("spectators: connect to {addr}; stdin takes pause, play, speed X, seek RECORD");
+                },
+                commands(),
+            )
         }
         None => replay(reader, make_logic, Instant::now()),
     };
@@ -106,4 +126,34 @@ fn run<L: GameLogic, R: std::io::Read>(
         Err(ReplayError::Diverged(divergence)) => Err(format!("diverged:\n{divergence}")),
         Err(err) => Err(err.to_string()),
     }
+}
+
+/// The operator's commands, read from stdin on a thread of their own.
+fn commands() -> tokio::sync::mpsc::UnboundedReceiver<SpectateCommand> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let command = match words.as_slice() {
+                ["pause"] => SpectateCommand::Pause,
+                ["play"] => SpectateCommand::Play,
+                ["speed", x] => match x.parse() {
+                    Ok(x) => SpectateCommand::Speed(x),
+                    Err(_) => continue,
+                },
+                ["seek", n] => match n.parse() {
+                    Ok(n) => SpectateCommand::Seek(n),
+                    Err(_) => continue,
+                },
+                _ => {
+                    eprintln!("? pause | play | speed X | seek RECORD");
+                    continue;
+                }
+            };
+            if tx.send(command).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
