@@ -167,6 +167,32 @@ pub fn spectate_with<L: GameLogic, R: Read>(
     crate::runtime::handle().block_on(serve(open, config, listening, Some(commands)))
 }
 
+/// Commands typed on stdin, one a line: `pause`, `play`, `speed X`,
+/// `seek RECORD` (read on a thread of its own; anything else is answered
+/// on stderr with what it takes).
+pub fn stdin_commands() -> tokio::sync::mpsc::UnboundedReceiver<SpectateCommand> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            let command = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["pause"] => Some(SpectateCommand::Pause),
+                ["play"] => Some(SpectateCommand::Play),
+                ["speed", x] => x.parse().ok().map(SpectateCommand::Speed),
+                ["seek", n] => n.parse().ok().map(SpectateCommand::Seek),
+                _ => None,
+            };
+            let Some(command) = command else {
+                eprintln!("? pause | play | speed X | seek RECORD");
+                continue;
+            };
+            if tx.send(command).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// The next command, or never when there are none.
 async fn next_command(
     commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>>,

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use switchboard::record::{RecordReader, ReplayError, Replayer};
-use switchboard::spectate::{spectate, SpectateConfig};
+use switchboard::record::{RecordError, RecordReader, ReplayError, Replayer};
+use switchboard::spectate::{spectate_with, stdin_commands, SpectateConfig};
 
 use crate::rules::StrategyLogic;
 use crate::scenario::ServerScenario;
@@ -38,11 +38,20 @@ pub fn serve(
         .map(|state| String::from_utf8_lossy(state).into_owned())
         .ok_or("the recording does not say its scenario")?;
     let scenario = load(&name)?;
-    let replayer = Replayer::new(
-        reader,
-        |_| StrategyLogic::new(scenario, true, saves.to_path_buf()),
-        Instant::now(),
-    );
+    // The first replayer reads what was opened; a seek back opens the file
+    // again.
+    let mut first = Some(reader);
+    let open = || {
+        let reader = match first.take() {
+            Some(reader) => reader,
+            None => {
+                let file = std::fs::File::open(path).map_err(RecordError::Io)?;
+                RecordReader::new(std::io::BufReader::new(file))?
+            }
+        };
+        let logic = |_: &_| StrategyLogic::new(scenario.clone(), true, saves.to_path_buf());
+        Ok(Replayer::new(reader, logic, Instant::now()))
+    };
     let config = SpectateConfig {
         scope,
         port,
@@ -50,13 +59,14 @@ pub fn serve(
         follow,
         ..SpectateConfig::default()
     };
-    let report = spectate(replayer, config, |addr| {
+    let listening = |addr: std::net::SocketAddr| {
         println!(
-            "replaying {}: watch with strategy --join 127.0.0.1:{}",
+            "replaying {}: watch with strategy --join 127.0.0.1:{} (stdin: pause, play, speed X, seek RECORD)",
             path.display(),
             addr.port()
         );
-    });
+    };
+    let report = spectate_with(open, config, listening, stdin_commands());
     match report {
         Ok(report) => {
             println!("{} inputs replayed, every output identical", report.inputs);

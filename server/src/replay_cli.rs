@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use switchboard::record::{replay, Header, RecordReader, ReplayError, Replayer};
-use switchboard::spectate::{spectate_with, SpectateCommand, SpectateConfig};
+use switchboard::spectate::{spectate_with, SpectateConfig};
 use switchboard::GameLogic;
 use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
@@ -104,7 +104,7 @@ fn run<L: GameLogic>(
                     println!("{}", switchboard::process::ready_line(addr.port()));
                     println!("spectators: connect to {addr}; stdin takes pause, play, speed X, seek RECORD");
                 },
-                commands(),
+                switchboard::spectate::stdin_commands(),
             )
         }
         None => replay(reader, make_logic, Instant::now()),
@@ -126,34 +126,4 @@ fn run<L: GameLogic>(
         Err(ReplayError::Diverged(divergence)) => Err(format!("diverged:\n{divergence}")),
         Err(err) => Err(err.to_string()),
     }
-}
-
-/// The operator's commands, read from stdin on a thread of their own.
-fn commands() -> tokio::sync::mpsc::UnboundedReceiver<SpectateCommand> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines().map_while(Result::ok) {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let command = match words.as_slice() {
-                ["pause"] => SpectateCommand::Pause,
-                ["play"] => SpectateCommand::Play,
-                ["speed", x] => match x.parse() {
-                    Ok(x) => SpectateCommand::Speed(x),
-                    Err(_) => continue,
-                },
-                ["seek", n] => match n.parse() {
-                    Ok(n) => SpectateCommand::Seek(n),
-                    Err(_) => continue,
-                },
-                _ => {
-                    eprintln!("? pause | play | speed X | seek RECORD");
-                    continue;
-                }
-            };
-            if tx.send(command).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }

@@ -328,7 +328,13 @@ fn replay_served_live_seeks_back_and_the_spectator_sees_it_again() {
                 follow: Some("bob".into()),
                 ..SpectateConfig::default()
             };
-            let open = || Ok(Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now()));
+            let open = || {
+                Ok(Replayer::new(
+                    open(&path),
+                    |_| BoardLogic::new(4),
+                    Instant::now(),
+                ))
+            };
             spectate_with(open, config, |addr| tx.send(addr).unwrap(), control)
                 .map(|report| report.inputs)
         })
