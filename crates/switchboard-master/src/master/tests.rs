@@ -1,0 +1,215 @@
+//! Unit tests of the master: challenges, goodbyes, expiry, limits, pages.
+
+use super::*;
+use crate::protocol::Filter;
+use crate::registry::MemoryRegistry;
+
+fn addr(last: u8, port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, last], port))
+}
+
+fn info(name: &str) -> ServerInfo {
+    ServerInfo {
+        name: name.into(),
+        max_players: 8,
+        ..ServerInfo::default()
+    }
+}
+
+fn challenge_of(reply: Option<(SocketAddr, Vec<u8>)>) -> (SocketAddr, u64) {
+    let (to, bytes) = reply.expect("an info query");
+    match protocol::decode(&bytes).unwrap() {
+        Datagram::InfoQuery { challenge, .. } => (to, challenge),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Heartbeat, query, answer; false when the master sent no query.
+async fn register(
+    master: &mut Master<MemoryRegistry>,
+    from: SocketAddr,
+    name: &str,
+    now: Instant,
+) -> bool {
+    let Some(query) = master.on_datagram(from, &protocol::heartbeat(), now).await else {
+        return false;
+    };
+    let (to, challenge) = challenge_of(Some(query));
+    assert_eq!(to, from, "queries go to the heartbeat's source");
+    let reply = protocol::encode(&Datagram::InfoReply {
+        challenge,
+        info: info(name),
+    });
+    master.on_datagram(from, &reply, now).await;
+    true
+}
+
+async fn all(master: &mut Master<MemoryRegistry>) -> Vec<String> {
+    let request = ListRequest {
+        filter: Filter::default(),
+        page: 0,
+        page_size: 100,
+    };
+    master
+        .list(&request)
+        .await
+        .unwrap()
+        .servers
+        .into_iter()
+        .map(|l| l.info.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_goodbye_with_the_last_challenge_delists_at_once_and_a_forged_one_changes_nothing() {
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    let a = addr(1, 7000);
+    let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+    let reply = protocol::encode(&Datagram::InfoReply {
+        challenge,
+        info: info("a"),
+    });
+    master.on_datagram(a, &reply, t0).await;
+    assert_eq!(all(&mut master).await, ["a"]);
+    // Forged: another challenge, or the right one from another address.
+    let forged = protocol::encode(&Datagram::Goodbye {
+        challenge: challenge ^ 1,
+    });
+    master.on_datagram(a, &forged, t0).await;
+    let right = protocol::encode(&Datagram::Goodbye { challenge });
+    master.on_datagram(addr(2, 7000), &right, t0).await;
+    assert_eq!(
+        all(&mut master).await,
+        ["a"],
+        "forged goodbyes change nothing"
+    );
+    // The server's own: off the list at once, not at its expiry.
+    master.on_datagram(a, &right, t0).await;
+    assert!(all(&mut master).await.is_empty());
+    assert_eq!(master.stats().goodbyes, 1);
+    // Replayed, it does nothing more.
+    master.on_datagram(a, &right, t0).await;
+    assert_eq!(master.stats().goodbyes, 1);
+}
+
+#[tokio::test]
+async fn listed_only_after_answering_the_challenge_then_expires() {
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    let a = addr(1, 7000);
+    let (_, challenge) = challenge_of(master.on_datagram(a, &protocol::heartbeat(), t0).await);
+    assert!(
+        all(&mut master).await.is_empty(),
+        "not listed before it answers"
+    );
+    // A reply with the wrong challenge, or from elsewhere, lists nothing.
+    let wrong = protocol::encode(&Datagram::InfoReply {
+        challenge: challenge ^ 1,
+        info: info("a"),
+    });
+    master.on_datagram(a, &wrong, t0).await;
+    let elsewhere = protocol::encode(&Datagram::InfoReply {
+        challenge,
+        info: info("a"),
+    });
+    master.on_datagram(addr(2, 7000), &elsewhere, t0).await;
+    assert!(all(&mut master).await.is_empty());
+    assert_eq!(master.stats().unsolicited, 2);
+    master.on_datagram(a, &elsewhere, t0).await;
+    assert_eq!(all(&mut master).await, ["a"]);
+
+    let expiry = MasterConfig::default().expiry;
+    master.tick(t0 + expiry).await;
+    assert_eq!(all(&mut master).await, ["a"], "still within the expiry");
+    master.tick(t0 + expiry + Duration::from_secs(1)).await;
+    assert!(
+        all(&mut master).await.is_empty(),
+        "silent past the expiry: dropped"
+    );
+    assert_eq!(master.stats().expired, 1);
+}
+
+#[tokio::test]
+async fn heartbeat_flood_from_one_address_is_limited() {
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    let beat = protocol::heartbeat();
+    let mut answered = 0;
+    for _ in 0..1000 {
+        answered += master.on_datagram(addr(9, 1), &beat, t0).await.is_some() as usize;
+    }
+    assert_eq!(answered, MasterConfig::default().heartbeat_burst as usize);
+    assert_eq!(master.stats().rate_limited, 1000 - answered as u64);
+    // Another address is not affected.
+    assert!(master.on_datagram(addr(8, 1), &beat, t0).await.is_some());
+}
+
+#[tokio::test]
+async fn servers_per_address_and_registry_size_are_bounded() {
+    let t0 = Instant::now();
+    let config = MasterConfig {
+        max_servers_per_ip: 2,
+        max_servers: 3,
+        ..MasterConfig::default()
+    };
+    let mut master = Master::new(config, MemoryRegistry::default());
+    assert!(register(&mut master, addr(1, 1), "p1", t0).await);
+    assert!(register(&mut master, addr(1, 2), "p2", t0).await);
+    assert!(
+        !register(&mut master, addr(1, 3), "p3", t0).await,
+        "a third on the same IP"
+    );
+    assert_eq!(all(&mut master).await.len(), 2, "two per IP");
+    assert!(register(&mut master, addr(2, 1), "b", t0).await);
+    assert!(
+        !register(&mut master, addr(3, 1), "c", t0).await,
+        "the registry is full"
+    );
+    assert_eq!(all(&mut master).await.len(), 3, "three in all");
+    assert!(master.stats().refused_per_ip >= 1 && master.stats().refused_full >= 1);
+}
+
+#[tokio::test]
+async fn garbage_is_counted_and_dropped() {
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    for junk in [&b""[..], b"hello", b"SWMS\x01\xff", &[0u8; 1200][..]] {
+        assert!(master.on_datagram(addr(1, 1), junk, t0).await.is_none());
+    }
+    assert_eq!(master.stats().malformed, 4);
+}
+
+#[tokio::test]
+async fn pages_and_filters() {
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    for i in 0..25u8 {
+        assert!(register(&mut master, addr(i, 7000), &format!("s{i:02}"), t0).await);
+    }
+    let page = master
+        .list(&ListRequest {
+            filter: Filter::default(),
+            page: 2,
+            page_size: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.servers.len()), (25, 5));
+    let named = Filter {
+        game_type: Some("none".into()),
+        ..Filter::default()
+    };
+    assert_eq!(
+        master
+            .list(&ListRequest {
+                filter: named,
+                page: 0,
+                page_size: 10
+            })
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+}
