@@ -183,7 +183,12 @@ impl AdminArgs {
             .await
             .map_err(|e| e.to_string())?;
         // The page's URL: the API is under /api/, the metrics at /metrics.
-        println!("admin: http://{}/", admin.local_addr());
+        // Whoever started the server may have stopped reading its stdout
+        // (after the ready line): that is not the server's failure.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stdout(),
+            format_args!("admin: http://{}/\n", admin.local_addr()),
+        );
         Ok(Some(admin))
     }
 }

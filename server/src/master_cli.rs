@@ -1,6 +1,7 @@
 //! `switchboard-server master`: the master server, its registry in memory
 //! or in Redis (`--redis`).
 
+use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
@@ -93,7 +94,10 @@ async fn serve_master<R: master::Registry>(
         switchboard::process::ready_line(handle.local_addr().port())
     );
     if let Some(torque) = handle.torque_addr() {
-        println!(
+        // After the ready line, whoever started the master may have
+        // stopped reading: a closed stdout is not the master's failure.
+        let _ = writeln!(
+            std::io::stdout(),
             "Torque games: udp://{torque} (set $pref::Master0 = \"2:HOST:{}\")",
             torque.port()
         );

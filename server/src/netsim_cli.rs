@@ -5,6 +5,7 @@
 //! any client (native, JavaScript over WebSocket, AxisPy) sees what a
 //! player far away would.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -66,9 +67,16 @@ pub(crate) fn run_netsim(args: NetsimArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("{}", switchboard::process::ready_line(addr.port()));
-        println!(
+        // After the ready line, whoever started it may have stopped
+        // reading: a closed stdout is not the proxy's failure.
+        let _ = writeln!(
+            std::io::stdout(),
             "netsim: {addr} -> {} with {} ms one way, {} ms jitter, a {} ms stall every {} ms",
-            args.to, args.latency_ms, args.jitter_ms, args.stall_ms, args.stall_every_ms
+            args.to,
+            args.latency_ms,
+            args.jitter_ms,
+            args.stall_ms,
+            args.stall_every_ms
         );
         tokio::select! {
             _ = switchboard::process::wait_for_signal() => Ok(()),
