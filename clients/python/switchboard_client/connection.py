@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from .bincode import STRING, U16, U64, Reader, struct
@@ -81,7 +82,7 @@ class Connection:
         self._writer = writer
         self.config = config
         self._decoder = FrameDecoder(config.limits)
-        self._inbox: list[bytes] = []
+        self._inbox: deque[bytes] = deque()
         self._reading = False
         #: Set by close() before the goodbye goes: the end it meant.
         self._closing: Closed | None = None
@@ -135,7 +136,7 @@ class Connection:
         once the connection is closed."""
         while self.closed is None:
             if self._inbox:
-                payload = self._inbox.pop(0)
+                payload = self._inbox.popleft()
                 try:
                     message = decode_envelope(payload)
                 except FrameError as err:

@@ -147,3 +147,22 @@ async def until(check, what: str, seconds: float = 15.0) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{what}: not in time")
+
+
+class WithServer:
+    """A test case mixin: one server for the whole class, started from
+    ``server_args`` (and ``server_env``) before its first test and stopped
+    after its last."""
+
+    server_args: tuple = ()
+    server_env: dict | None = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.server = Server(*cls.server_args, env=cls.server_env)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+        super().tearDownClass()

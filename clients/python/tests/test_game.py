@@ -6,7 +6,7 @@ import threading
 import time
 import unittest
 
-from support import Server
+from support import WithServer
 from switchboard_client.bincode import STRING, U8, UNIT
 from switchboard_client.game import ACCEPTED, PENDING, GameClient
 from switchboard_client.session import RequestRejected
@@ -23,15 +23,7 @@ def poll_until(clients, check, what, seconds=10.0):
         time.sleep(0.005)
 
 
-class GameLoop(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-
+class GameLoop(WithServer, unittest.TestCase):
     def test_signals_come_from_poll_on_the_game_thread_in_order_and_none_is_lost(self):
         ada, bob = GameClient(self.server.addr, "ada"), GameClient(self.server.addr, "bob")
         welcomes, lines, threads = [], [], set()

@@ -5,7 +5,7 @@ when no Qt binding (PySide6, PyQt6, PyQt5) is installed."""
 import threading
 import unittest
 
-from support import Server
+from support import WithServer
 from switchboard_client.bincode import STRING, UNIT
 from switchboard_client.session import RequestRejected
 from test_session import BOARD, LINE, RELEASE, SAY, Line
@@ -26,15 +26,11 @@ except ImportError as err:
 
 
 @unittest.skipIf(QT, QT)
-class QtLoop(unittest.TestCase):
+class QtLoop(WithServer, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server()
+        super().setUpClass()
         cls.app = QCoreApplication.instance() or QCoreApplication([])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
 
     def run_until(self, check, what, ms=10000):
         timer = QTimer()

@@ -7,7 +7,7 @@ import json
 import unittest
 import urllib.request
 
-from support import Server, until
+from support import Server, WithServer, until
 from switchboard_client.master import server_list
 from switchboard_client.relay import RelayClient
 
@@ -27,14 +27,9 @@ def admin(server, path, body):
         return response.status
 
 
-class Relay(unittest.IsolatedAsyncioTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("relay", "--admin-port", "0", env={"SWITCHBOARD_ADMIN_TOKEN": TOKEN})
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
+class Relay(WithServer, unittest.IsolatedAsyncioTestCase):
+    server_args = ("relay", "--admin-port", "0")
+    server_env = {"SWITCHBOARD_ADMIN_TOKEN": TOKEN}
 
     async def test_transforms_cross_between_a_python_player_and_a_native_bot(self):
         py = await RelayClient.connect(self.server.addr, name="python")

@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import unittest
 
-from support import Server, example, reap, until
+from support import WithServer, example, reap, until
 from switchboard_client.bincode import STRING, decode, encode
 from switchboard_client.rooms import RoomClient
 from switchboard_client.session import RequestRejected, SessionClient
@@ -40,18 +40,12 @@ class Guest:
         reap(self.process)
 
 
-class Rooms(unittest.IsolatedAsyncioTestCase):
+class Rooms(WithServer, unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self):
         # Starting the guest processes blocks the loop a little: not a bug.
         asyncio.get_running_loop().slow_callback_duration = 2.0
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("rooms", "--ws-port", "0")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
+    server_args = ("rooms", "--ws-port", "0")
 
     async def test_python_rust_and_javascript_players_share_a_room_and_greet_each_other(self):
         py = await player(self.server, "pyra")

@@ -5,7 +5,7 @@ and the seat, a wrong reconnect token refused."""
 import asyncio
 import unittest
 
-from support import Server, until
+from support import WithServer, until
 from switchboard_client.bincode import BOOL, STRING, U8, UNIT, UUID, struct
 from switchboard_client.session import JoinRefused, RequestRejected, SessionClient
 
@@ -17,15 +17,7 @@ Line = struct(**{"from": UUID, "name": STRING, "text": STRING, "private": BOOL})
 
 
 
-class Sessions(unittest.IsolatedAsyncioTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-
+class Sessions(WithServer, unittest.IsolatedAsyncioTestCase):
     async def test_a_python_client_joins_and_gets_an_id_and_a_reconnect_token(self):
         ada = SessionClient(self.server.addr, "ada")
         welcome = await ada.connect()
