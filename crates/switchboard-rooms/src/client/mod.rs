@@ -97,6 +97,12 @@ impl RoomClient {
         self.room.room().cloned()
     }
 
+    /// [`room`](Self::room) without the copy: for what a game checks every
+    /// frame (am I in a room, who owns that entity).
+    pub fn room_ref(&self) -> Option<&RoomState> {
+        self.room.room()
+    }
+
     fn ask(&mut self, request: RoomAction) -> Result<RequestTicket, RequestError> {
         self.client.request(request)
     }
