@@ -2,6 +2,8 @@
 //! the local server when the game runs its own), drained once per frame in
 //! `PreUpdate` into Bevy messages, its connection kept as a Bevy state.
 
+use std::time::{Duration, Instant};
+
 use bevy_app::{App, AppExit, Last, Plugin, PreUpdate, Startup};
 use bevy_ecs::prelude::*;
 use bevy_state::app::{AppExtStates, StatesPlugin};
@@ -10,9 +12,9 @@ use bevy_state::prelude::{NextState, State, States};
 use switchboard::client::{ClientEvent, RequestError, RequestStatus, RequestTicket};
 use switchboard::message::{Message as NetMessage, TypedMessage};
 use switchboard::process::SpawnError;
-use switchboard::socket::SendError;
+use switchboard::socket::{SendError, SocketState};
 use switchboard::{ClientConfig, ClientId, LocalServer, LocalServerOptions, NetworkClient};
-use switchboard_rooms::{RoomClient, RoomClientEvent, RoomEvent};
+use switchboard_rooms::{RoomClient, RoomClientEvent, RoomEvent, RoomState};
 
 /// The network client of a Bevy app, and the local server it started, if
 /// any. A non-`Send` resource (the client's signals live on the game's
@@ -130,6 +132,11 @@ impl Switchboard {
         self.client.as_mut()
     }
 
+    /// The room this client is in, as last heard (players, entities).
+    pub fn room(&self) -> Option<&RoomState> {
+        self.client.as_ref().and_then(|c| c.room_ref())
+    }
+
     /// The local server [`start_local`](Self::start_local) started, while
     /// it runs.
     pub fn local_server(&self) -> Option<&LocalServer> {
@@ -143,6 +150,23 @@ impl Switchboard {
             client.close(reason);
         }
         self.stop_local(reason);
+    }
+
+    /// [`close`](Self::close), then waits up to `wait` for the goodbye to
+    /// leave (what the app's exit does: the process may end right after,
+    /// and a player who quits should not hold a seat through the server's
+    /// grace period). Events that come meanwhile are dropped.
+    pub fn close_and_wait(&mut self, reason: &str, wait: Duration) {
+        if let Some(client) = self.client.as_mut() {
+            client.close(reason);
+            let deadline = Instant::now() + wait;
+            while client.client().state() != SocketState::Closed && Instant::now() < deadline {
+                client
+                    .drain_timeout(Duration::from_millis(10))
+                    .for_each(drop);
+            }
+        }
+        self.close(reason);
     }
 
     fn stop_local(&mut self, reason: &str) {
@@ -254,7 +278,8 @@ pub enum SwitchboardSystems {
 /// Switchboard in a Bevy app: the [`Switchboard`] resource, the
 /// [`Connection`] state, and each frame (in `PreUpdate`) every client event
 /// as a [`SwitchboardEvent`] or [`RoomMessage`]. On `AppExit` the client
-/// says goodbye and the local server stops.
+/// says goodbye (waiting up to a second for it to leave) and the local
+/// server stops.
 ///
 /// Messages live two frames, as every Bevy message: read them from systems
 /// that run every frame (or in `FixedUpdate`). A frame that comes late
@@ -361,8 +386,11 @@ fn receive(
     }
 }
 
+/// How long the app's exit waits for the goodbye to leave.
+const EXIT_WAIT: Duration = Duration::from_secs(1);
+
 fn close_on_exit(mut exits: MessageReader<AppExit>, mut net: NonSendMut<Switchboard>) {
     if exits.read().next().is_some() {
-        net.close("the game quit");
+        net.close_and_wait("the game quit", EXIT_WAIT);
     }
 }

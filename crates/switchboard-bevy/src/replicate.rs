@@ -165,6 +165,25 @@ fn register<'a, C: Replicated>(
     )
 }
 
+/// A mirrored entity whose state changed: is it ours, has it a `C` yet.
+type ChangedState<'a, C> = (Entity, &'a RoomEntity, &'a NetState, Has<Replicate>, Has<C>);
+/// The same, with its buffer if it has one.
+type ChangedSmoothed<'a, C> = (
+    Entity,
+    &'a RoomEntity,
+    &'a NetState,
+    Option<&'a mut Smoothed<C>>,
+);
+/// The game's own new entities not yet asked for (nor refused).
+type NotYetAsked = (
+    With<Replicate>,
+    Without<RoomEntity>,
+    Without<SpawnAsked>,
+    Without<ReplicationRefused>,
+);
+/// An owned entity's component, and when it last went.
+type OwnedState<'a, C> = (Entity, &'a RoomEntity, Ref<'a, C>, Option<&'a mut Sending>);
+
 fn decoded<C: Replicated>(kind: &str, id: EntityId, bytes: &[u8]) -> Option<C> {
     codec::decode_value::<C>(bytes)
         .map_err(
@@ -179,7 +198,7 @@ fn decoded<C: Replicated>(kind: &str, id: EntityId, bytes: &[u8]) -> Option<C> {
 fn decode<C: Replicated>(
     kind: Res<Kind<C>>,
     mut commands: Commands,
-    changed: Query<(Entity, &RoomEntity, &NetState, Has<Replicate>, Has<C>), Changed<NetState>>,
+    changed: Query<ChangedState<C>, Changed<NetState>>,
 ) {
     for (entity, known, state, mine, has) in &changed {
         if known.kind != kind.name || (mine && has) {
@@ -205,10 +224,7 @@ fn smooth<C: Replicated + Interpolate>(
     kind: Res<Kind<C>>,
     mirror: Res<RoomMirror>,
     mut commands: Commands,
-    mut changed: Query<
-        (Entity, &RoomEntity, &NetState, Option<&mut Smoothed<C>>),
-        (Changed<NetState>, Without<Replicate>),
-    >,
+    mut changed: Query<ChangedSmoothed<C>, (Changed<NetState>, Without<Replicate>)>,
 ) {
     let now = now(&mirror);
     for (entity, known, state, buffer) in &mut changed {
@@ -253,15 +269,7 @@ fn ask_spawn<C: Replicated>(
     mut net: NonSendMut<Switchboard>,
     mut mirror: ResMut<RoomMirror>,
     mut commands: Commands,
-    new: Query<
-        (Entity, &C),
-        (
-            With<Replicate>,
-            Without<RoomEntity>,
-            Without<SpawnAsked>,
-            Without<ReplicationRefused>,
-        ),
-    >,
+    new: Query<(Entity, &C), NotYetAsked>,
 ) {
     let Some(rooms) = net.rooms().filter(|r| r.room_ref().is_some()) else {
         return;
@@ -292,7 +300,7 @@ fn send_changes<C: Replicated>(
     kind: Res<Kind<C>>,
     mut net: NonSendMut<Switchboard>,
     mut commands: Commands,
-    mut owned: Query<(Entity, &RoomEntity, Ref<C>, Option<&mut Sending>), With<Replicate>>,
+    mut owned: Query<OwnedState<C>, With<Replicate>>,
 ) {
     let Some(rooms) = net.rooms() else {
         return;

@@ -144,7 +144,7 @@ impl Plugin for RoomsPlugin {
 pub(crate) fn mirror(
     mut commands: Commands,
     mut messages: MessageReader<RoomMessage>,
-    mut net: NonSendMut<Switchboard>,
+    net: NonSend<Switchboard>,
     mut mirror: ResMut<RoomMirror>,
     mut entities: Query<(&mut RoomEntity, &mut NetState)>,
 ) {
@@ -205,7 +205,7 @@ pub(crate) fn mirror(
         }
     }
     // Left the room (a `leave` accepted): nothing of it stays.
-    let in_room = net.rooms().is_some_and(|r| r.room_ref().is_some());
+    let in_room = net.room().is_some();
     if !in_room && !mirror.is_empty() {
         let all: Vec<EntityId> = mirror.by_id.keys().copied().collect();
         for id in all {

@@ -88,7 +88,9 @@ fn room_entities_appear_move_smoothly_and_go() {
     let mut ann = rooms_app(server.addr(), "ann");
     let mut bob = rooms_app(server.addr(), "bob");
     online(&mut [&mut ann, &mut bob]);
-    accepted(&mut [&mut ann, &mut bob], 0, |r| r.create(&room("den")).unwrap());
+    accepted(&mut [&mut ann, &mut bob], 0, |r| {
+        r.create(&room("den")).unwrap()
+    });
     let den = room_id(&mut ann);
     accepted(&mut [&mut ann, &mut bob], 1, |r| r.join(den).unwrap());
 
@@ -141,7 +143,9 @@ fn a_late_joiner_and_a_player_cut_off_get_the_rooms_entities() {
     let mut ann = rooms_app(server.addr(), "ann");
     let mut bob = rooms_app(proxy.addr, "bob");
     online(&mut [&mut ann, &mut bob]);
-    accepted(&mut [&mut ann, &mut bob], 0, |r| r.create(&room("den")).unwrap());
+    accepted(&mut [&mut ann, &mut bob], 0, |r| {
+        r.create(&room("den")).unwrap()
+    });
     let den = room_id(&mut ann);
     for x in [1.0, 2.0, 3.0] {
         ann.world_mut().spawn((ship_at(x), Replicate));
@@ -168,7 +172,10 @@ fn a_late_joiner_and_a_player_cut_off_get_the_rooms_entities() {
     ann.world_mut().spawn((ship_at(4.0), Replicate));
     frames(&mut [&mut ann, &mut bob], |a| {
         state(a[1]) == Connection::Online && {
-            let xs: Vec<f32> = ships(a[1]).iter().map(|(_, t, _)| t.unwrap().position[0]).collect();
+            let xs: Vec<f32> = ships(a[1])
+                .iter()
+                .map(|(_, t, _)| t.unwrap().position[0])
+                .collect();
             xs == [2.0, 3.0, 4.0]
         }
     });
@@ -180,7 +187,9 @@ fn ownership_passes_with_replicate() {
     let mut ann = rooms_app(server.addr(), "ann");
     let mut bob = rooms_app(server.addr(), "bob");
     online(&mut [&mut ann, &mut bob]);
-    accepted(&mut [&mut ann, &mut bob], 0, |r| r.create(&room("den")).unwrap());
+    accepted(&mut [&mut ann, &mut bob], 0, |r| {
+        r.create(&room("den")).unwrap()
+    });
     let den = room_id(&mut ann);
     accepted(&mut [&mut ann, &mut bob], 1, |r| r.join(den).unwrap());
     ann.world_mut().spawn((ship_at(5.0), Replicate));
@@ -191,7 +200,9 @@ fn ownership_passes_with_replicate() {
     accepted(&mut [&mut ann, &mut bob], 0, |r| {
         r.transfer(ship, bob_id).unwrap()
     });
-    frames(&mut [&mut ann, &mut bob], |a| ships(a[1])[0].2 && !ships(a[0])[0].2);
+    frames(&mut [&mut ann, &mut bob], |a| {
+        ships(a[1])[0].2 && !ships(a[0])[0].2
+    });
 
     // Now bob's changes are the ones that travel.
     let on_bob = bob.world().resource::<RoomMirror>().entity(ship).unwrap();

@@ -15,6 +15,7 @@ use switchboard_bevy::prelude::*;
 use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
 
+#[allow(unused_imports)]
 pub use crate::common::{Proxy, WAIT};
 
 /// The child's entry point for a board server: in the child
