@@ -281,6 +281,9 @@ pub enum SwitchboardSystems {
 /// says goodbye (waiting up to a second for it to leave) and the local
 /// server stops.
 ///
+/// It adds Bevy's `StatesPlugin` unless the app has it: add it after
+/// `DefaultPlugins` (which bring their own), or Bevy refuses the second.
+///
 /// Messages live two frames, as every Bevy message: read them from systems
 /// that run every frame (or in `FixedUpdate`). A frame that comes late
 /// loses nothing: the events wait in the client, in order, and all come

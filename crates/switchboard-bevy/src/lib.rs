@@ -19,6 +19,7 @@
 //! | `typed` | [`Received<M>`]: the game's messages decoded (`app.receive::<M>()`) |
 //! | `rooms` | [`RoomsPlugin`]: the room's entities mirrored ([`RoomEntity`], [`NetState`]), the game's own created and despawned ([`Replicate`]) |
 //! | `replicate` | `app.replicate::<C>(kind)`: a kind's component decoded, sent at its rate, and with `replicate_smoothed` interpolated ([`Smoothed`], [`NetTransform`]) |
+//! | `relay` | (feature `relay`, default) [`RelayPlugin`]: the avatar's transform sent to a real-time relay, the zone's other players as entities ([`RelayPlayer`]) drawn interpolated |
 //!
 //! ## Example
 //!
@@ -59,6 +60,8 @@
 #![warn(unreachable_pub)]
 
 mod client;
+#[cfg(feature = "relay")]
+mod relay;
 mod replicate;
 mod rooms;
 mod typed;
@@ -70,6 +73,9 @@ pub use client::{
 pub use replicate::{KindConfig, NetTransform, ReplicateAppExt, Replicated, Smoothed};
 pub use rooms::{NetState, Replicate, ReplicationRefused, RoomEntity, RoomMirror, RoomsPlugin};
 pub use typed::{ReceiveAppExt, Received};
+
+#[cfg(feature = "relay")]
+pub use relay::{Relay, RelayAvatar, RelayEvent, RelayPlayer, RelayPlugin, RelaySettings};
 
 /// What a Bevy game needs in one `use switchboard_bevy::prelude::*;`.
 pub mod prelude {

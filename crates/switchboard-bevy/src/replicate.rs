@@ -104,7 +104,7 @@ struct Sending {
 /// the past (`replicate_smoothed`).
 #[derive(Component)]
 pub struct Smoothed<C: Interpolate + Send + Sync + 'static> {
-    buffer: SnapshotBuffer<C>,
+    pub(crate) buffer: SnapshotBuffer<C>,
 }
 
 impl<C: Interpolate + Send + Sync + 'static> Smoothed<C> {

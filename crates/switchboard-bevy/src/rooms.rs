@@ -6,7 +6,7 @@
 //! server; a full room state (on joining, on coming back after a cut)
 //! reconciles the lot.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use bevy_app::{App, Plugin, PostUpdate, PreUpdate};
@@ -152,16 +152,21 @@ pub(crate) fn mirror(
     for RoomMessage(event) in messages.read() {
         match event {
             RoomEvent::State(state) => {
-                let live: HashMap<EntityId, &NetEntity> =
-                    state.entities.iter().map(|e| (e.id, e)).collect();
-                let gone: Vec<EntityId> = mirror
-                    .by_id
-                    .keys()
-                    .filter(|id| !live.contains_key(id))
-                    .copied()
-                    .collect();
-                for id in gone {
-                    forget(&mut commands, &mut mirror, id);
+                // Whole (most rooms): what it lacks is gone. In pages (the
+                // rest follow as spawns), nothing is taken for gone: an
+                // entity of a later page must not be despawned and spawned
+                // again.
+                if state.more_entities == 0 {
+                    let live: HashSet<EntityId> = state.entities.iter().map(|e| e.id).collect();
+                    let gone: Vec<EntityId> = mirror
+                        .by_id
+                        .keys()
+                        .filter(|id| !live.contains(id))
+                        .copied()
+                        .collect();
+                    for id in gone {
+                        forget(&mut commands, &mut mirror, id);
+                    }
                 }
                 for entity in &state.entities {
                     put(&mut commands, &mut mirror, &mut entities, entity, me);
