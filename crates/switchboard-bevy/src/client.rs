@@ -198,8 +198,11 @@ impl Switchboard {
 }
 
 /// Where the connection stands, as a Bevy state: `OnEnter(Connection::Online)`
-/// runs once per welcome (the first and every resumed session),
-/// `in_state(Connection::Online)` gates systems that send.
+/// runs once per welcome (the first and every resumed session, even one
+/// lost and resumed between two frames), `in_state(Connection::Online)`
+/// gates systems that send. A state gone through between two frames is
+/// not entered (`Connecting`, when the welcome comes before the first
+/// frame ends).
 #[derive(States, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Connection {
     /// No client (before `connect`, after `close`).
@@ -360,10 +363,12 @@ fn receive(
     mut next: ResMut<NextState<Connection>>,
 ) {
     let net = &mut *net;
+    let mut welcomed = false;
     if let Some(client) = net.client.as_mut() {
         for event in client.drain() {
             match event {
                 RoomClientEvent::Client(event) => {
+                    welcomed |= matches!(event, ClientEvent::Welcomed(_));
                     events.write(SwitchboardEvent(event));
                 }
                 RoomClientEvent::Room(event) => {
@@ -383,8 +388,13 @@ fn receive(
             }
         }
     }
+    // A state the frame went through and out of again is not entered
+    // (connecting and welcomed between two frames goes straight to
+    // `Online`), but every welcome enters `Online`, even from `Online`: a
+    // connection lost and resumed between two frames runs
+    // `OnEnter(Connection::Online)` again.
     let now = net.connection();
-    if *state.get() != now {
+    if *state.get() != now || (welcomed && now == Connection::Online) {
         next.set(now);
     }
 }

@@ -3,10 +3,6 @@
 //! received, a player who changes zone leaves the others' worlds, and a
 //! relay that goes away and comes back is joined again.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
-mod support;
-
 use std::time::Duration;
 
 use bevy_app::prelude::*;
@@ -16,7 +12,7 @@ use switchboard_bevy::Smoothed;
 use switchboard_bevy::{Relay, RelayAvatar, RelayEvent, RelayPlayer, RelayPlugin, RelaySettings};
 use switchboard_relay::{Bot, BotConfig, RelayServer, Script};
 
-use support::frames;
+use crate::support::frames;
 
 /// What the app heard from the relay.
 #[derive(Resource, Default)]

@@ -2,7 +2,6 @@
 //! run until a condition holds, what the apps saw, and servers as real
 //! child processes (this test executable re-invoked, as a game's own
 //! executable is).
-#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,6 @@ use switchboard_bevy::prelude::*;
 use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
 
-#[allow(unused_imports)]
 pub use crate::common::{Proxy, WAIT};
 
 /// The child's entry point for a board server: in the child

@@ -3,14 +3,10 @@
 //! with its own server as a child process, and a guest) shows each player
 //! the other's ship moving.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::WAIT;
+use crate::common::WAIT;
 use switchboard::{ClientConfig, NetworkClient, RequestStatus};
 use switchboard_server::board::Board;
 
@@ -41,7 +37,7 @@ fn run(command: &mut Command) -> String {
 
 #[test]
 fn the_bevy_board_client_takes_a_free_seat_and_hears_why_a_taken_one_is_refused() {
-    let server = support::board_server();
+    let server = crate::support::board_server();
     let addr = server.addr().to_string();
     // Someone sits at seat 1 already.
     let mut holder = NetworkClient::connect(&addr, ClientConfig::named("zoe"));

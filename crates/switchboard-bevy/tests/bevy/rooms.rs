@@ -3,10 +3,6 @@
 //! joiner and a player cut off get the room's entities back; ownership
 //! passes with `Replicate`.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
-mod support;
-
 use bevy_app::prelude::*;
 use bevy_ecs::prelude::*;
 use switchboard::client::{ClientEvent, RequestStatus, RequestTicket};
@@ -14,7 +10,7 @@ use switchboard_bevy::prelude::*;
 use switchboard_bevy::{RoomMirror, Smoothed};
 use switchboard_rooms::{CreateRoom, RoomClient, RoomId};
 
-use support::{app, config, frames, id, rooms_server, seen, state, Proxy};
+use crate::support::{app, config, frames, id, rooms_server, seen, state, Proxy};
 
 fn rooms_app(addr: impl ToString, name: &str) -> App {
     let mut app = app(SwitchboardPlugin::connect(addr, config(name)));
