@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::interest::{InterestConfig, World};
 use crate::transform::Transform;
 
 /// How a player is connected.
@@ -144,6 +145,10 @@ pub struct Relay {
     /// Players to disconnect for abuse, and why; the driver takes them.
     abusive: Vec<(u32, String)>,
     stats: RelayStats,
+    /// Interest by distance inside each zone, when on (`with_interest`).
+    interest: Option<InterestConfig>,
+    /// Each zone's players by place (interest by distance).
+    worlds: HashMap<String, World>,
 }
 
 impl Relay {
@@ -158,6 +163,14 @@ impl Relay {
             limits,
             ..Self::default()
         }
+    }
+
+    /// Inside a zone, players hear only those near them
+    /// ([`InterestConfig`]): the zone stays the coarse filter, distance the
+    /// fine one.
+    pub fn with_interest(mut self, interest: InterestConfig) -> Self {
+        self.interest = Some(interest);
+        self
     }
 
     /// Player ids start with `prefix` (in the bits above [`ID_BITS`]), so
@@ -328,6 +341,9 @@ impl Relay {
         transform: Transform,
         server_time_ms: u64,
     ) -> Vec<Outgoing> {
+        if self.interest.is_some() {
+            return self.relay_by_distance(id, transform, server_time_ms);
+        }
         let Some(player) = self.players.get(&id) else {
             return Vec::new();
         };
@@ -400,7 +416,10 @@ impl Relay {
                 self.zones.remove(&zone);
             }
         }
-        let watchers = self.others_in(&zone, id);
+        let watchers = match self.interest {
+            Some(_) => self.leave_world(&zone, id),
+            None => self.others_in(&zone, id),
+        };
         if watchers.is_empty() {
             Vec::new()
         } else {
@@ -445,5 +464,6 @@ pub(crate) fn display_name(name: &str) -> String {
         .collect()
 }
 
+mod distance;
 #[cfg(test)]
 mod tests;

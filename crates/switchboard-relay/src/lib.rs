@@ -8,7 +8,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in) |
+//! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in); `hub/distance.rs`: the same with interest by distance inside zones |
+//! | [`interest`] | [`World`](interest::World): a zone's players in a spatial hash, views with enter and leave radii, rates by distance band (no IO) |
 //! | `server` | [`RelayServer`] started by its [`RelayBuilder`] as a [`RunningRelay`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
 //! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`); `dispatch/handover.rs`: players routed to their zone's relay |
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
@@ -26,6 +27,7 @@ mod admin;
 mod bots;
 mod dispatch;
 mod hub;
+pub mod interest;
 mod json;
 pub mod load;
 mod log;

@@ -1,0 +1,128 @@
+//! The relay with interest by distance inside its zones
+//! (`Relay::with_interest`): each zone's players kept by place
+//! ([`World`]), a transform relayed to those near its sender at their
+//! distance band's rate, players told when another comes into view (with
+//! its last state, as on entering a zone) and when it goes out of it.
+
+use std::sync::Arc;
+
+use super::{Outgoing, Relay, RelayEvent};
+use crate::interest::{ViewChanges, World};
+use crate::transform::Transform;
+
+impl Relay {
+    /// [`relay_admitted`](Relay::relay_admitted) with interest by distance.
+    pub(super) fn relay_by_distance(
+        &mut self,
+        id: u32,
+        transform: Transform,
+        server_time_ms: u64,
+    ) -> Vec<Outgoing> {
+        let Some(config) = self.interest.clone() else {
+            return Vec::new();
+        };
+        let Some(player) = self.players.get(&id) else {
+            return Vec::new();
+        };
+        let old = player.zone.clone();
+        let mut out = Vec::new();
+        let zone = transform.zone.clone();
+        let (changes, recipients) = if old.as_deref() == Some(zone.as_str()) {
+            let world = self
+                .worlds
+                .get_mut(&zone)
+                .expect("a player's zone has a world");
+            world.moved(id, transform.position)
+        } else {
+            if let Some(old) = &old {
+                if let Some(ids) = self.zones.get_mut(old) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.zones.remove(old);
+                    }
+                }
+                let watchers = self.leave_world(old, id);
+                if !watchers.is_empty() {
+                    out.push((watchers, RelayEvent::Left { player_id: id }));
+                }
+            }
+            self.zones.entry(zone.clone()).or_default().insert(id);
+            let world = self
+                .worlds
+                .entry(zone.clone())
+                .or_insert_with(|| World::new(config));
+            let changes = world.enter(id, transform.position);
+            (changes, world.recipients(id))
+        };
+        self.tell_views(id, &changes, server_time_ms, &mut out);
+        self.stats.transforms_out += recipients.len() as u64;
+        let transform = Arc::new(transform);
+        if let Some(player) = self.players.get_mut(&id) {
+            player.zone = Some(zone);
+            player.last = Some(transform.clone());
+            player.relayed += 1;
+        }
+        if !recipients.is_empty() {
+            out.push((
+                recipients,
+                RelayEvent::Transform {
+                    player_id: id,
+                    server_time_ms,
+                    transform,
+                },
+            ));
+        }
+        out
+    }
+
+    /// The mover `id` is shown everyone who came into its view where they
+    /// stand (they get its transform as its recipients); both sides of a
+    /// pair that went out of view are told.
+    fn tell_views(
+        &self,
+        id: u32,
+        changes: &ViewChanges,
+        server_time_ms: u64,
+        out: &mut Vec<Outgoing>,
+    ) {
+        for &(_, other) in &changes.entered {
+            if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
+                let event = RelayEvent::Transform {
+                    player_id: other,
+                    server_time_ms,
+                    transform: last,
+                };
+                out.push((vec![id], event));
+            }
+        }
+        let gone: Vec<u32> = changes.left.iter().map(|&(_, other)| other).collect();
+        for &other in &gone {
+            out.push((vec![id], RelayEvent::Left { player_id: other }));
+        }
+        if !gone.is_empty() {
+            out.push((gone, RelayEvent::Left { player_id: id }));
+        }
+    }
+
+    /// Takes `id` out of `zone`'s world: who saw it.
+    pub(super) fn leave_world(&mut self, zone: &str, id: u32) -> Vec<u32> {
+        let Some(world) = self.worlds.get_mut(zone) else {
+            return Vec::new();
+        };
+        let mut watchers = world.leave(id);
+        if world.is_empty() {
+            self.worlds.remove(zone);
+        }
+        watchers.sort_unstable();
+        watchers
+    }
+
+    /// Views recomputed in every zone's world so far (interest by distance;
+    /// standing still recomputes nothing).
+    pub fn view_recomputes(&self) -> u64 {
+        self.worlds.values().map(World::recomputes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;
