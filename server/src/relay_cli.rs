@@ -41,6 +41,23 @@ pub(crate) struct RelayArgs {
     /// WebSocket players: the same host, the WebSocket port).
     #[arg(long)]
     advertise: Option<String>,
+    /// Interest by distance inside zones: a player hears those within this
+    /// distance (in the game's units), nearer ones more often (off: a zone's
+    /// players all hear each other).
+    #[arg(long)]
+    view_radius: Option<f32>,
+    /// With `--view-radius`: a player in view goes out of it past this
+    /// distance (default 1.2 times the view radius: no flicker at the edge).
+    #[arg(long)]
+    leave_radius: Option<f32>,
+    /// With `--view-radius`: a player's view is recomputed when it moved
+    /// this far (default 1).
+    #[arg(long)]
+    min_move: Option<f32>,
+    /// With `--view-radius`: the two axes of the ground plane, `xz` (y up,
+    /// the default) or `xy` (z up).
+    #[arg(long, default_value = "xz", value_parser = parse_plane)]
+    plane: [usize; 2],
     #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
@@ -64,6 +81,14 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             },
             ..Default::default()
         };
+        config.interest = args.view_radius.map(|view| {
+            switchboard_relay::interest::InterestConfig::around(
+                view,
+                args.leave_radius,
+                args.min_move,
+                args.plane,
+            )
+        });
         // Many players arrive at once (a load test, a server restart).
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
@@ -118,4 +143,12 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         switchboard::process::wait_for_signal().await;
         relay.shutdown().await.map_err(|e| e.to_string())
     })
+}
+
+fn parse_plane(plane: &str) -> Result<[usize; 2], String> {
+    match plane {
+        "xz" => Ok([0, 2]),
+        "xy" => Ok([0, 1]),
+        other => Err(format!("{other:?}: the plane is xz (y up) or xy (z up)")),
+    }
 }

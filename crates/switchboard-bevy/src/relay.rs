@@ -158,7 +158,8 @@ pub struct RelayPlayer {
 pub enum RelayEvent {
     /// This player's id (on each connection).
     Welcome(u32),
-    /// A player left the zone or the relay (its entity is despawned).
+    /// A player left the zone, the relay, or (with interest by distance)
+    /// the avatar's view; its entity is despawned.
     Left(u32),
     /// A notice from the operator, for every player.
     Notice(String),

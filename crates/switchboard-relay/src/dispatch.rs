@@ -362,11 +362,15 @@ pub(crate) async fn run(
 ) {
     let started = Instant::now();
     let mut hub = Dispatch {
-        relay: match &config.zones {
-            Some(zones) => {
-                crate::hub::Relay::with_limits(config.limits).with_id_prefix(zones.process)
+        relay: {
+            let mut relay = crate::hub::Relay::with_limits(config.limits);
+            if let Some(zones) = &config.zones {
+                relay = relay.with_id_prefix(zones.process);
             }
-            None => crate::hub::Relay::with_limits(config.limits),
+            if let Some(interest) = &config.interest {
+                relay = relay.with_interest(interest.clone());
+            }
+            relay
         },
         zones: config.zones.clone().map(Zones::new),
         routes: HashMap::default(),

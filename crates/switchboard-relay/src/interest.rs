@@ -48,18 +48,25 @@ pub struct InterestConfig {
 
 impl Default for InterestConfig {
     fn default() -> Self {
-        Self {
-            enter_radius: 50.0,
-            leave_radius: 60.0,
-            min_move: 1.0,
-            full_rate_within: 20.0,
-            half_rate_within: 35.0,
-            axes: [0, 2],
-        }
+        Self::around(50.0, None, None, [0, 2])
     }
 }
 
 impl InterestConfig {
+    /// A config for a view radius: leaving at `leave` (default 1.2 times
+    /// the view), recomputing past `min_move` (default 1), full rate within
+    /// 0.4 and half within 0.7 of the view, on the ground `axes`.
+    pub fn around(view: f32, leave: Option<f32>, min_move: Option<f32>, axes: [usize; 2]) -> Self {
+        Self {
+            enter_radius: view,
+            leave_radius: leave.unwrap_or(view * 1.2),
+            min_move: min_move.unwrap_or(1.0),
+            full_rate_within: view * 0.4,
+            half_rate_within: view * 0.7,
+            axes,
+        }
+    }
+
     /// Checks the radii make sense together.
     pub fn check(&self) -> Result<(), String> {
         let positive = [self.enter_radius, self.leave_radius];

@@ -128,6 +128,14 @@ pub struct RelayConfig {
     /// zone's relay publishes a WebSocket address) are handed over to their
     /// zone's relay with their ids. JSON players stay where they connect.
     pub zones: Option<crate::ZoneRouting>,
+    /// Interest by distance inside each zone (default none: a zone's
+    /// players all hear each other). With it, a player hears those within
+    /// the enter radius, at a rate that falls with distance, and is told
+    /// when another comes into view (its last transform) and goes out of
+    /// it (`Left`); the JSON listener's players see the same filtered
+    /// stream. The zone stays the coarse filter. Checked at start
+    /// ([`InterestConfig::check`](crate::interest::InterestConfig::check)).
+    pub interest: Option<crate::interest::InterestConfig>,
 }
 
 impl Default for RelayConfig {
@@ -147,6 +155,7 @@ impl Default for RelayConfig {
             json_idle_timeout: Duration::from_secs(120),
             json_write_timeout: Duration::from_secs(10),
             zones: None,
+            interest: None,
         }
     }
 }
@@ -443,6 +452,14 @@ impl RelayBuilder {
     /// Binds and returns the relay and its handle, for tokio code that
     /// runs it itself (`server.run(stop).await`).
     pub fn build(mut self) -> std::io::Result<(RelayServer, RelayHandle)> {
+        if let Some(interest) = &self.config.interest {
+            interest.check().map_err(|why| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("interest by distance: {why}"),
+                )
+            })?;
+        }
         if let Some(port) = self.websocket_port {
             let websocket = self
                 .config

@@ -308,3 +308,77 @@ async fn a_json_client_that_never_reads_is_dropped_by_its_queued_bytes_and_leave
     assert!(end.is_ok(), "the connection ends");
     relay.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interest_by_distance_filters_native_and_json_players_alike() {
+    let config = RelayConfig {
+        json_port: Some(0),
+        interest: Some(relay::interest::InterestConfig::around(
+            50.0,
+            None,
+            None,
+            [0, 2],
+        )),
+        ..RelayConfig::default()
+    };
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
+    let json_addr = relay.json_addr().unwrap();
+    let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
+    let (mut near, _) = JsonClient::connect(json_addr).await;
+    let (mut far, far_id) = JsonClient::connect(json_addr).await;
+    let line = |x: f32| format!(r#"{{"type":"transform","x":{x},"y":0,"z":0,"zone":"w"}}"#);
+    near.send(&line(10.0)).await;
+    far.send(&line(500.0)).await;
+    until_in_zone(&relay, "w", 2).await;
+    native.send(&at("w", 0.0)).unwrap();
+
+    // The near JSON player hears the native one; the far one, in the same
+    // zone, does not.
+    let seen = near.next().await.unwrap();
+    assert_eq!(seen["playerId"].as_u64().unwrap(), u64::from(native_id));
+    let nothing = tokio::time::timeout(Duration::from_millis(300), far.next()).await;
+    assert!(nothing.is_err(), "the far player heard {nothing:?}");
+
+    // The far one walks up: it is shown the two others where they stand,
+    // and the native player hears it.
+    far.send(&line(20.0)).await;
+    let mut shown = Vec::new();
+    for _ in 0..2 {
+        let line = far.next().await.unwrap();
+        assert_eq!(line["type"], "transform");
+        shown.push(line["playerId"].as_u64().unwrap());
+    }
+    assert!(shown.contains(&u64::from(native_id)), "{shown:?}");
+    let heard = loop {
+        if let SocketEvent::Received(m) = next_socket_event(&mut native).await {
+            if let Ok(r) = m.content::<Relayed>() {
+                if u64::from(r.player_id) == far_id {
+                    break r;
+                }
+            }
+        }
+    };
+    assert_eq!(heard.transform.position[0], 20.0);
+
+    // And walks away again: both sides are told it left their view.
+    far.send(&line(400.0)).await;
+    let mut gone = Vec::new();
+    while gone.len() < 2 {
+        let line = far.next().await.unwrap();
+        if line["type"] == "disconnect" {
+            gone.push(line["playerId"].as_u64().unwrap());
+        }
+    }
+    assert!(gone.contains(&u64::from(native_id)), "{gone:?}");
+    loop {
+        if let SocketEvent::Received(m) = next_socket_event(&mut native).await {
+            if m.action::<RelayAction>() == Some(RelayAction::Left) {
+                assert_eq!(u64::from(m.content::<u32>().unwrap()), far_id);
+                break;
+            }
+        }
+    }
+}
