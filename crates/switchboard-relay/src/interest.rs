@@ -7,13 +7,14 @@
 //! priority accumulator per pair so that nobody starves.
 //!
 //! ```text
-//!   cell = leave_radius / 2          a recompute scans the 5 x 5 cells
-//!   +----+----+----+----+----+       around the mover (they hold every
-//!   |    |    |    |    |    |       player within leave_radius), and
-//!   +----+----+----+----+----+       the mover's current neighbours:
-//!   |    |    | .. |    |    |         not seen, within enter_radius: enters
-//!   +----+----+-P--+----+----+         seen, past leave_radius: leaves
-//!   ...                                (in between: stays as it was)
+//!   cell = leave_radius              a recompute scans the 3 x 3 cells
+//!   +------+------+------+           around the mover (they hold every
+//!   |      |      |      |           player within leave_radius), and
+//!   +------+------+------+           the mover's current neighbours:
+//!   |      |  P   |      |             not seen, within enter_radius: enters
+//!   +------+------+------+             seen, past leave_radius: leaves
+//!   |      |      |      |             (in between: stays as it was)
+//!   +------+------+------+
 //! ```
 //!
 //! Visibility is symmetric (distance is), so one recompute updates both
@@ -85,19 +86,40 @@ impl InterestConfig {
         Ok(())
     }
 
-    /// How often a transform goes to a player this far away: 1, 2 or 4.
-    fn divisor(&self, distance2: f32) -> f32 {
+    /// What each transform adds to the priority towards a player this far
+    /// away: every one near, every second further, every fourth beyond.
+    fn share(&self, distance2: f32) -> f32 {
         if distance2 <= self.full_rate_within * self.full_rate_within {
             1.0
         } else if distance2 <= self.half_rate_within * self.half_rate_within {
-            2.0
+            0.5
         } else {
-            4.0
+            0.25
         }
     }
 }
 
-type Cell = (i32, i32);
+/// A cell of the grid, its two coordinates packed in one word (one hash).
+/// Cells come from positions players send, so their table keeps the
+/// standard (keyed) hasher: chosen positions cannot pile players into one
+/// bucket.
+type Cell = u64;
+
+fn cell_key(x: i32, z: i32) -> Cell {
+    (u64::from(x as u32) << 32) | u64::from(z as u32)
+}
+
+fn cell_coords(cell: Cell) -> (i32, i32) {
+    ((cell >> 32) as u32 as i32, cell as u32 as i32)
+}
+
+/// A player in a cell, with where it is (a scan reads positions from the
+/// cell, not from the member table).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    id: u32,
+    at: [f32; 2],
+}
 
 /// A player in the world.
 #[derive(Debug)]
@@ -106,9 +128,19 @@ struct Member {
     /// Where its view was last computed.
     anchor: [f32; 2],
     cell: Cell,
-    /// Who it sees (and who sees it), each with the priority its own
-    /// transforms have built up towards that player.
-    seen: HashMap<u32, f32, IdBuildHasher>,
+    /// Who it sees (and who sees it), and how its transforms go to each.
+    seen: HashMap<u32, Pair, IdBuildHasher>,
+}
+
+/// How one player's transforms go to one neighbour.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pair {
+    /// Built up by each transform; one is sent when it reaches 1.
+    priority: f32,
+    /// What each transform adds: 1, 1/2 or 1/4 by the distance band, as
+    /// measured at the last recompute of either player (both sides are
+    /// set together, so they never disagree).
+    share: f32,
 }
 
 /// What a move or an entry changed: pairs that came into view of each
@@ -130,17 +162,24 @@ pub struct World {
     cell_size: f32,
     /// Cells scanned each way around a mover.
     ring: i32,
-    cells: HashMap<Cell, Vec<u32>>,
+    cells: HashMap<Cell, Vec<Slot>>,
     members: HashMap<u32, Member, IdBuildHasher>,
     /// Views recomputed so far (what standing still saves).
     recomputes: u64,
+    /// Scratch space a recompute reuses (no allocation per move).
+    kept: Vec<u32>,
+    entered_shares: Vec<f32>,
 }
 
 impl World {
     /// An empty world (the config is checked by whoever built it).
     pub fn new(config: InterestConfig) -> Self {
-        let cell_size = (config.leave_radius / 2.0).max(f32::MIN_POSITIVE);
-        let ring = (config.leave_radius / cell_size).ceil() as i32;
+        // Cells as wide as the leave radius: the 3 x 3 around a mover hold
+        // everyone within it. Smaller cells scan less ground but cost more
+        // lookups (5 x 5 at half the size measured slower: a lookup costs
+        // more than the distance checks it saves).
+        let cell_size = config.leave_radius.max(f32::MIN_POSITIVE);
+        let ring = 1;
         Self {
             config,
             cell_size,
@@ -148,6 +187,8 @@ impl World {
             cells: HashMap::new(),
             members: HashMap::default(),
             recomputes: 0,
+            kept: Vec::new(),
+            entered_shares: Vec::new(),
         }
     }
 
@@ -181,7 +222,7 @@ impl World {
     fn cell_of(&self, at: [f32; 2]) -> Cell {
         // Saturating casts: a far-flung (or non-finite) position lands in
         // an edge cell, never panics.
-        (
+        cell_key(
             (at[0] / self.cell_size).floor() as i32,
             (at[1] / self.cell_size).floor() as i32,
         )
@@ -191,7 +232,7 @@ impl World {
     pub fn enter(&mut self, id: u32, position: [f32; 3]) -> ViewChanges {
         let at = self.ground(position);
         let cell = self.cell_of(at);
-        self.cells.entry(cell).or_default().push(id);
+        self.cells.entry(cell).or_default().push(Slot { id, at });
         self.members.insert(
             id,
             Member {
@@ -216,13 +257,22 @@ impl World {
         let old_cell = member.cell;
         let moved2 = distance2(member.anchor, at);
         let new_cell = self.cell_of(at);
-        let changes = if new_cell != old_cell || moved2 >= self.config.min_move.powi(2) {
-            if new_cell != old_cell {
-                self.move_cell(id, old_cell, new_cell);
-            }
+        let changes = if new_cell != old_cell {
+            self.move_cell(id, old_cell, new_cell, at);
             self.recompute(id)
         } else {
-            ViewChanges::default()
+            if let Some(slot) = self
+                .cells
+                .get_mut(&old_cell)
+                .and_then(|slots| slots.iter_mut().find(|s| s.id == id))
+            {
+                slot.at = at;
+            }
+            if moved2 >= self.config.min_move.powi(2) {
+                self.recompute(id)
+            } else {
+                ViewChanges::default()
+            }
         };
         (changes, self.recipients(id))
     }
@@ -232,9 +282,9 @@ impl World {
         let Some(member) = self.members.remove(&id) else {
             return Vec::new();
         };
-        if let Some(ids) = self.cells.get_mut(&member.cell) {
-            ids.retain(|i| *i != id);
-            if ids.is_empty() {
+        if let Some(slots) = self.cells.get_mut(&member.cell) {
+            slots.retain(|s| s.id != id);
+            if slots.is_empty() {
                 self.cells.remove(&member.cell);
             }
         }
@@ -247,81 +297,130 @@ impl World {
         watchers
     }
 
-    fn move_cell(&mut self, id: u32, from: Cell, to: Cell) {
-        if let Some(ids) = self.cells.get_mut(&from) {
-            if let Some(at) = ids.iter().position(|i| *i == id) {
-                ids.swap_remove(at);
+    fn move_cell(&mut self, id: u32, from: Cell, to: Cell, at: [f32; 2]) {
+        if let Some(slots) = self.cells.get_mut(&from) {
+            if let Some(i) = slots.iter().position(|s| s.id == id) {
+                slots.swap_remove(i);
             }
-            if ids.is_empty() {
+            if slots.is_empty() {
                 self.cells.remove(&from);
             }
         }
-        self.cells.entry(to).or_default().push(id);
+        self.cells.entry(to).or_default().push(Slot { id, at });
         if let Some(member) = self.members.get_mut(&id) {
             member.cell = to;
         }
     }
 
     /// The mover's view against everyone near it and everyone it saw.
+    /// Neighbours' positions come from the cells scanned (a neighbour not
+    /// found within the leave radius there is past it): no lookup per
+    /// neighbour, which in a world of thousands is a cache miss each.
     fn recompute(&mut self, id: u32) -> ViewChanges {
         self.recomputes += 1;
         let Some(me) = self.members.get(&id) else {
             return ViewChanges::default();
         };
-        let (at, (cx, cz)) = (me.at, me.cell);
+        let (at, (cx, cz)) = (me.at, cell_coords(me.cell));
         let enter2 = self.config.enter_radius.powi(2);
         let leave2 = self.config.leave_radius.powi(2);
         let mut changes = ViewChanges::default();
+        let mut entered_shares = std::mem::take(&mut self.entered_shares);
+        entered_shares.clear();
+        // Neighbours still in view, and those whose band changed.
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
+        let mut rebanded = Vec::new();
         for dx in -self.ring..=self.ring {
             for dz in -self.ring..=self.ring {
-                let cell = (cx.saturating_add(dx), cz.saturating_add(dz));
-                let Some(ids) = self.cells.get(&cell) else {
+                let cell = cell_key(cx.saturating_add(dx), cz.saturating_add(dz));
+                let Some(slots) = self.cells.get(&cell) else {
                     continue;
                 };
-                for &other in ids {
-                    if other == id || me.seen.contains_key(&other) {
+                for slot in slots {
+                    // The distance first: most of the scanned are too far
+                    // to matter, and cost no lookup.
+                    let d2 = distance2(at, slot.at);
+                    if d2 > leave2 || slot.id == id {
                         continue;
                     }
-                    let Some(them) = self.members.get(&other) else {
-                        continue;
-                    };
-                    if distance2(at, them.at) <= enter2 {
-                        changes.entered.push((id, other));
+                    match me.seen.get(&slot.id) {
+                        Some(pair) => {
+                            kept.push(slot.id);
+                            let share = self.config.share(d2);
+                            if pair.share != share {
+                                rebanded.push((slot.id, share));
+                            }
+                        }
+                        None if d2 <= enter2 => {
+                            changes.entered.push((id, slot.id));
+                            entered_shares.push(self.config.share(d2));
+                        }
+                        None => {}
                     }
                 }
             }
         }
-        for &other in me.seen.keys() {
-            let gone = self
-                .members
-                .get(&other)
-                .is_none_or(|them| distance2(at, them.at) > leave2);
-            if gone {
-                changes.left.push((id, other));
+        if kept.len() < me.seen.len() {
+            // The others went past the leave radius (or out of the cells
+            // around, which is further).
+            kept.sort_unstable();
+            for &other in me.seen.keys() {
+                if kept.binary_search(&other).is_err() {
+                    changes.left.push((id, other));
+                }
             }
+            changes.left.sort_unstable();
         }
-        for &(mover, other) in &changes.entered {
+        for (&(mover, other), &share) in changes.entered.iter().zip(&entered_shares) {
             // The mover's next transform goes to the other at once; the
             // other's state reaches the mover with the entry (the driver
             // shows it where the other stands), so its priority starts
             // from nothing.
-            self.set_priority(mover, other, Some(1.0));
-            self.set_priority(other, mover, Some(0.0));
+            self.set_pair(
+                mover,
+                other,
+                Some(Pair {
+                    priority: 1.0,
+                    share,
+                }),
+            );
+            self.set_pair(
+                other,
+                mover,
+                Some(Pair {
+                    priority: 0.0,
+                    share,
+                }),
+            );
         }
         for &(mover, other) in &changes.left {
-            self.set_priority(mover, other, None);
-            self.set_priority(other, mover, None);
+            self.set_pair(mover, other, None);
+            self.set_pair(other, mover, None);
+        }
+        for (other, share) in rebanded {
+            for (from, to) in [(id, other), (other, id)] {
+                if let Some(pair) = self
+                    .members
+                    .get_mut(&from)
+                    .and_then(|m| m.seen.get_mut(&to))
+                {
+                    pair.share = share;
+                }
+            }
         }
         self.members.get_mut(&id).expect("checked above").anchor = at;
+        self.kept = kept;
+        self.entered_shares = entered_shares;
         changes
     }
 
-    /// Sets `from`'s priority towards `to` (`None`: `to` is out of view).
-    fn set_priority(&mut self, from: u32, to: u32, priority: Option<f32>) {
+    /// Sets (or, with `None`, ends) how `from`'s transforms go to `to`.
+    fn set_pair(&mut self, from: u32, to: u32, pair: Option<Pair>) {
         if let Some(member) = self.members.get_mut(&from) {
-            match priority {
-                Some(p) => {
-                    member.seen.insert(to, p);
+            match pair {
+                Some(pair) => {
+                    member.seen.insert(to, pair);
                 }
                 None => {
                     member.seen.remove(&to);
@@ -331,32 +430,21 @@ impl World {
     }
 
     /// Who gets `id`'s transform now: each neighbour's priority grows by
-    /// its band's share; it gets the transform when it reaches 1.
+    /// its band's share; it gets the transform when it reaches 1. In the
+    /// table's order (the same for the same inputs: the ids' hasher has no
+    /// random seed, so a replay gives the same lists).
     pub(crate) fn recipients(&mut self, id: u32) -> Vec<u32> {
-        let Some(me) = self.members.get(&id) else {
+        let Some(me) = self.members.get_mut(&id) else {
             return Vec::new();
         };
-        let at = me.at;
-        let shares: Vec<(u32, f32)> = me
-            .seen
-            .keys()
-            .filter_map(|other| {
-                let them = self.members.get(other)?;
-                Some((*other, 1.0 / self.config.divisor(distance2(at, them.at))))
-            })
-            .collect();
-        let me = self.members.get_mut(&id).expect("checked above");
-        let mut out = Vec::with_capacity(shares.len());
-        for (other, share) in shares {
-            if let Some(priority) = me.seen.get_mut(&other) {
-                *priority += share;
-                if *priority >= 1.0 {
-                    *priority -= 1.0;
-                    out.push(other);
-                }
+        let mut out = Vec::with_capacity(me.seen.len());
+        for (&other, pair) in &mut me.seen {
+            pair.priority += pair.share;
+            if pair.priority >= 1.0 {
+                pair.priority -= 1.0;
+                out.push(other);
             }
         }
-        out.sort_unstable();
         out
     }
 }
