@@ -50,6 +50,26 @@ pub(crate) struct BotsArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// The moving mode, against a relay with interest by distance (`relay
+    /// --view-radius R`, given here too): the bots walk one world and
+    /// check what they hear against where the others are (violations in
+    /// the report).
+    #[arg(long)]
+    walk: bool,
+    /// With `--walk`: the relay's view radius.
+    #[arg(long, default_value_t = 50.0)]
+    view_radius: f32,
+    /// With `--walk`: the relay's leave radius (default 1.2 times the view
+    /// radius, as the relay's).
+    #[arg(long)]
+    leave_radius: Option<f32>,
+    /// With `--walk`: the world's side (bots walk circles of 5 to 50 units
+    /// round points spread over it).
+    #[arg(long, default_value_t = 600.0)]
+    world: f32,
+    /// With `--walk`: walking speed, units a second.
+    #[arg(long, default_value_t = 3.0)]
+    speed: f32,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +157,14 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         } else {
             switchboard_relay::load::Phases::Spread
         },
+        walk: args.walk.then(|| {
+            let mut walk =
+                switchboard_relay::load::Walk::new(args.world, args.speed, args.view_radius);
+            if let Some(leave) = args.leave_radius {
+                walk.leave_radius = leave;
+            }
+            walk
+        }),
     };
     let total = args.seconds;
     // CPU is measured over the sending window only (not connecting, not
@@ -224,6 +252,12 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             "lost {}  disconnects {}  errors {}  handovers {}",
             report.lost, report.disconnects, report.errors, report.handovers
         );
+        if args.walk {
+            println!(
+                "walking checks     {} neighbours checked, {} not heard, {} heard from too far",
+                report.neighbour_checks, report.unheard_neighbours, report.heard_too_far
+            );
+        }
         if let Some((cpu, rss)) = server {
             // Idle connections (`--rate 0`) deliver nothing: no cost per delivery.
             let per_delivery = match report.received {

@@ -17,6 +17,7 @@ async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadRepo
         zone_size,
         duration: Duration::from_secs(seconds),
         phases: Phases::Spread,
+        walk: None,
     };
     load::run(config, |_, _, _| {}).await
 }
@@ -65,6 +66,7 @@ async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_page
         zone_size: 12,
         duration: Duration::from_secs(2),
         phases: Phases::Spread,
+        walk: None,
     };
     let load = tokio::spawn(load::run(config, |_, _, _| {}));
     // The browser demo's default zone holds the first zone's bots, inside
@@ -99,4 +101,50 @@ async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_page
     }
     let report = load.await.unwrap();
     assert_eq!(report.lost, 0, "{report:?}");
+}
+
+/// Walking bots against a relay with (or without) interest by distance.
+async fn walk(interest: bool, bots: usize, seconds: u64) -> LoadReport {
+    let config = switchboard_relay::RelayConfig {
+        interest: interest
+            .then(|| switchboard_relay::interest::InterestConfig::around(30.0, None, None, [0, 2])),
+        ..Default::default()
+    };
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let config = LoadConfig {
+        addr: relay.native_addr(),
+        websocket: None,
+        also: Vec::new(),
+        bots,
+        rate: 10.0,
+        zone_size: bots,
+        duration: Duration::from_secs(seconds),
+        phases: Phases::Spread,
+        // A small world, so that neighbours come and go.
+        walk: Some(load::Walk::new(150.0, 6.0, 30.0)),
+    };
+    load::run(config, |_, _, _| {}).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walking_bots_hear_every_neighbour_in_view_and_nobody_past_the_leave_radius() {
+    let report = walk(true, 60, 4).await;
+    assert_eq!(report.bots_connected, 60, "{report:?}");
+    assert!(report.neighbour_checks > 100, "{report:?}");
+    assert_eq!(
+        (report.unheard_neighbours, report.heard_too_far),
+        (0, 0),
+        "{report:?}"
+    );
+    // Each hears only some of the 59 others.
+    assert!(report.received < report.sent * 59 / 2, "{report:?}");
+    assert_eq!((report.disconnects, report.errors), (0, 0), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walking_checks_catch_a_relay_without_interest_by_distance() {
+    // Zone mode relays everyone to everyone: the far ones are violations.
+    let report = walk(false, 30, 2).await;
+    assert!(report.heard_too_far > 0, "{report:?}");
+    assert_eq!(report.unheard_neighbours, 0, "{report:?}");
 }

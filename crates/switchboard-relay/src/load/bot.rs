@@ -6,9 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::walk::{Checked, Ids, Walk};
 use super::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
 use crate::server::{Hello, RelayAction, RelayChannel};
-use crate::stamp::{self, Stamp};
+use crate::stamp::{self, Heard, Stamp};
 use crate::transform::Transform;
 use switchboard::message::Message;
 use switchboard::socket::{IdBuildHasher, SocketEvent};
@@ -40,6 +41,13 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     // In the browser demo's world (100 × 75 units), spread out; the first
     // zone is the page's default, `demo`.
     let zone = index / plan.zone_size.max(1);
+    let mut watch = plan.walk.as_ref().map(|walk| Watch {
+        walk,
+        index,
+        plan_ids: &plan.ids,
+        last_heard: HashMap::default(),
+        checked: Checked::default(),
+    });
     let mut transform = Transform {
         position: [
             5.0 + (index % 10) as f32 * 10.0,
@@ -54,6 +62,17 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         extra: BTreeMap::from([(stamp::FIELD.to_string(), String::new())]),
         ..Transform::default()
     };
+    if watch.is_some() {
+        // Walking: one world, interest by distance does the filtering.
+        transform.zone = "walk".to_string();
+    }
+    // A walking bot checks its neighbours once a second, from two seconds
+    // in (everyone has joined and been seen by then); a neighbour at the
+    // edge hears every fourth transform, so the window is four intervals
+    // and half a second.
+    let window = period.mul_f64(4.0) + Duration::from_millis(500);
+    let mut check =
+        tokio::time::interval_at(plan.start + Duration::from_secs(2), Duration::from_secs(1));
     let (end, epoch) = (plan.end, plan.epoch);
     let stop = tokio::time::sleep_until(end + Duration::from_millis(300));
     let send = tokio::time::sleep_until(plan.start + offset);
@@ -63,8 +82,16 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         tokio::select! {
             biased;
             _ = &mut stop => break,
+            _ = check.tick(), if watch.is_some() => {
+                if let Some(watch) = watch.as_mut() {
+                    watch.check(epoch.elapsed().as_micros() as u64, window);
+                }
+            }
             _ = &mut send, if sending => {
                 let stamp = Stamp { seq: counts.sent, sent_us: epoch.elapsed().as_micros() as u64 };
+                if let Some(watch) = &watch {
+                    transform.position = watch.walk.position(index, stamp.sent_us as f64 / 1e6);
+                }
                 if let Some(text) = transform.extra.get_mut(stamp::FIELD) {
                     stamp.write(text);
                 }
@@ -80,7 +107,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 let received = counts.received;
                 let next = {
                     let mut histogram = histogram.lock().expect("histogram");
-                    take_events(event, &mut socket, epoch, &mut counts, &mut last_seq, &mut histogram)
+                    take_events(event, &mut socket, epoch, &mut counts, &mut last_seq, &mut histogram, &mut watch)
                 };
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
                 if let Next::Ended = next {
@@ -110,6 +137,9 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         }
     }
     socket.close("load test done");
+    if let Some(watch) = watch {
+        counts.checked = watch.checked;
+    }
     counts
 }
 
@@ -122,6 +152,7 @@ fn take_events(
     counts: &mut Counts,
     last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
     histogram: &mut Histogram,
+    watch: &mut Option<Watch<'_>>,
 ) -> Next {
     let now_us = epoch.elapsed().as_micros() as u64;
     let mut event = first;
@@ -129,7 +160,7 @@ fn take_events(
         let Some(this) = event else {
             return Next::Ended;
         };
-        match on_event(this, now_us, counts, last_seq, histogram) {
+        match on_event(this, now_us, counts, last_seq, histogram, watch) {
             Next::Go => {}
             other => return other,
         }
@@ -151,6 +182,41 @@ pub(super) struct Counts {
     pub(super) connected: bool,
     pub(super) disconnected: bool,
     pub(super) handovers: u64,
+    /// What a walking bot's checks found.
+    pub(super) checked: Checked,
+}
+
+/// A walking bot's view of the others: when it last heard each, and what
+/// its checks found.
+struct Watch<'a> {
+    walk: &'a Walk,
+    index: usize,
+    plan_ids: &'a Ids,
+    /// Relay id → when last heard, µs since the epoch.
+    last_heard: HashMap<u32, u64, IdBuildHasher>,
+    checked: Checked,
+}
+
+impl Watch<'_> {
+    fn heard(&mut self, player_id: u32, position: [f32; 3], now_us: u64) {
+        self.last_heard.insert(player_id, now_us);
+        let t = now_us as f64 / 1e6;
+        self.walk
+            .check_heard(self.index, t, position, &mut self.checked);
+    }
+
+    fn check(&mut self, now_us: u64, window: Duration) {
+        let t = now_us as f64 / 1e6;
+        let last_heard = &self.last_heard;
+        self.walk.check_neighbours(
+            self.index,
+            t,
+            window,
+            self.plan_ids,
+            |id| last_heard.get(&id).map(|us| *us as f64 / 1e6),
+            &mut self.checked,
+        );
+    }
 }
 
 /// What a bot does after an event.
@@ -168,6 +234,7 @@ fn on_event(
     counts: &mut Counts,
     last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
     histogram: &mut Histogram,
+    watch: &mut Option<Watch<'_>>,
 ) -> Next {
     match event {
         SocketEvent::Connected => counts.connected = true,
@@ -175,8 +242,11 @@ fn on_event(
             counts.bytes += message.content_bytes().len() as u64 + 10;
             match message.action::<RelayAction>() {
                 Some(RelayAction::Relayed) => {
-                    let Some((player_id, Stamp { seq, sent_us })) =
-                        stamp::read(message.content_bytes())
+                    let Some(Heard {
+                        player_id,
+                        position,
+                        stamp: Stamp { seq, sent_us },
+                    }) = stamp::read(message.content_bytes())
                     else {
                         return Next::Go;
                     };
@@ -187,12 +257,23 @@ fn on_event(
                     }
                     last_seq.insert(player_id, seq);
                     counts.received += 1;
+                    if let Some(watch) = watch.as_mut() {
+                        watch.heard(player_id, position, now_us);
+                    }
                     // The first from a sender is not timed: it may be the
                     // zone-entry snapshot, the sender's last transform
                     // however old it is, whose age is not the relay's latency.
                     if let Some(p) = previous {
-                        counts.lost += seq - p - 1;
+                        // Walking, gaps are the relay's distance bands.
+                        if watch.is_none() {
+                            counts.lost += seq - p - 1;
+                        }
                         histogram.record(now_us.saturating_sub(sent_us));
+                    }
+                }
+                Some(RelayAction::Welcome) => {
+                    if let (Some(watch), Ok(id)) = (watch.as_ref(), message.content::<u32>()) {
+                        watch.plan_ids.set(watch.index, id);
                     }
                 }
                 Some(RelayAction::Error) => counts.errors += 1,

@@ -9,6 +9,10 @@
 //! each sender's sequence as losses. A sender's first message at a bot is
 //! counted but not timed: it may be the zone-entry snapshot, which shows the
 //! newcomer each member's last transform, however old.
+//!
+//! In the moving mode (`LoadConfig::walk`, `walk.rs`) the bots walk one
+//! world and check what they hear against where the others are: for a relay
+//! with interest by distance.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -22,8 +26,10 @@ use switchboard::socket::{SocketConfig, SocketStream};
 
 mod bot;
 mod histogram;
+mod walk;
 
 pub use histogram::Histogram;
+pub use walk::Walk;
 
 /// Bots that share one task: their futures are polled together, so a read
 /// that wakes one bot while its group is already running costs no task
@@ -89,6 +95,10 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// When in its interval each bot sends.
     pub phases: Phases,
+    /// The moving mode (default none: bots stand in zones of `zone_size`):
+    /// all bots in one world, walking, checking what they hear against a
+    /// relay with interest by distance.
+    pub walk: Option<Walk>,
 }
 
 /// When in its interval each bot sends.
@@ -149,6 +159,13 @@ pub struct LoadReport {
     pub handovers: u64,
     /// Errors reported by the relay or the connections.
     pub errors: u64,
+    /// Walking: neighbour checks made (a bot that stayed well inside
+    /// another's view radius for a window).
+    pub neighbour_checks: u64,
+    /// Walking: of those, neighbours not heard within the window.
+    pub unheard_neighbours: u64,
+    /// Walking: transforms heard from past the leave radius.
+    pub heard_too_far: u64,
 }
 
 /// Live counts for the progress line.
@@ -164,6 +181,8 @@ struct Plan {
     interval: Option<Duration>,
     zone_size: usize,
     phases: Phases,
+    walk: Option<Walk>,
+    ids: walk::Ids,
     /// The test's clock: stamps are microseconds since then.
     epoch: Instant,
     start: Instant,
@@ -190,6 +209,7 @@ struct Totals {
     errors: u64,
     connected: usize,
     handovers: u64,
+    checked: walk::Checked,
 }
 
 impl Totals {
@@ -202,6 +222,9 @@ impl Totals {
         self.connected += usize::from(counts.connected);
         self.disconnects += u64::from(counts.disconnected);
         self.handovers += counts.handovers;
+        self.checked.checks += counts.checked.checks;
+        self.checked.unheard += counts.checked.unheard;
+        self.checked.too_far += counts.checked.too_far;
     }
 }
 
@@ -221,6 +244,8 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         interval: (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate)),
         zone_size: config.zone_size,
         phases: config.phases,
+        walk: config.walk.clone(),
+        ids: walk::Ids::new(config.bots),
         epoch,
         start: start_sending,
         end,
@@ -276,6 +301,9 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         disconnects: t.disconnects,
         errors: t.errors,
         handovers: t.handovers,
+        neighbour_checks: t.checked.checks,
+        unheard_neighbours: t.checked.unheard,
+        heard_too_far: t.checked.too_far,
     }
 }
 
