@@ -351,14 +351,7 @@ impl Relay {
         let old = player.zone.clone();
         if old.as_deref() != Some(transform.zone.as_str()) {
             if let Some(old) = &old {
-                if let Some(ids) = self.zones.get_mut(old) {
-                    ids.remove(&id);
-                    // An empty zone is forgotten: fresh zone names cannot
-                    // grow the relay.
-                    if ids.is_empty() {
-                        self.zones.remove(old);
-                    }
-                }
+                self.out_of_zone(old, id);
                 let watchers = self.others_in(old, id);
                 if !watchers.is_empty() {
                     out.push((watchers, RelayEvent::Left { player_id: id }));
@@ -381,6 +374,31 @@ impl Relay {
                 .insert(id);
         }
         let recipients = self.others_in(&transform.zone, id);
+        self.relay_to(id, transform, recipients, server_time_ms, &mut out);
+        out
+    }
+
+    /// Takes `id` out of `zone`'s members; an empty zone is forgotten
+    /// (fresh zone names cannot grow the relay).
+    fn out_of_zone(&mut self, zone: &str, id: u32) {
+        if let Some(ids) = self.zones.get_mut(zone) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.zones.remove(zone);
+            }
+        }
+    }
+
+    /// Keeps `transform` as `id`'s last (and its zone), and relays it to
+    /// `recipients`.
+    fn relay_to(
+        &mut self,
+        id: u32,
+        transform: Transform,
+        recipients: Vec<u32>,
+        server_time_ms: u64,
+        out: &mut Vec<Outgoing>,
+    ) {
         self.stats.transforms_out += recipients.len() as u64;
         let transform = Arc::new(transform);
         if let Some(player) = self.players.get_mut(&id) {
@@ -398,7 +416,6 @@ impl Relay {
                 },
             ));
         }
-        out
     }
 
     /// A player left: those who could see it are told.
@@ -410,12 +427,7 @@ impl Relay {
         let Some(zone) = player.zone else {
             return Vec::new();
         };
-        if let Some(ids) = self.zones.get_mut(&zone) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.zones.remove(&zone);
-            }
-        }
+        self.out_of_zone(&zone, id);
         let watchers = match self.interest {
             Some(_) => self.leave_world(&zone, id),
             None => self.others_in(&zone, id),

@@ -16,16 +16,21 @@ use switchboard_relay::{
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_and_native_clients_see_each_other_within_a_zone_only() {
+/// A relay with `config` and a JSON listener on a free port.
+fn with_json(config: RelayConfig) -> relay::RunningRelay {
     let config = RelayConfig {
         json_port: Some(0),
-        ..RelayConfig::default()
+        ..config
     };
-    let relay = relay::RelayServer::builder()
+    relay::RelayServer::builder()
         .config(config)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_native_clients_see_each_other_within_a_zone_only() {
+    let relay = with_json(RelayConfig::default());
     let json_addr = relay.json_addr().unwrap();
     let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
     let (mut town, town_id) = JsonClient::connect(json_addr).await;
@@ -311,20 +316,10 @@ async fn a_json_client_that_never_reads_is_dropped_by_its_queued_bytes_and_leave
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interest_by_distance_filters_native_and_json_players_alike() {
-    let config = RelayConfig {
-        json_port: Some(0),
-        interest: Some(relay::interest::InterestConfig::around(
-            50.0,
-            None,
-            None,
-            [0, 2],
-        )),
+    let relay = with_json(RelayConfig {
+        interest: Some(relay::interest::InterestConfig::default()),
         ..RelayConfig::default()
-    };
-    let relay = relay::RelayServer::builder()
-        .config(config)
-        .spawn()
-        .unwrap();
+    });
     let json_addr = relay.json_addr().unwrap();
     let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
     let (mut near, _) = JsonClient::connect(json_addr).await;

@@ -78,9 +78,8 @@ fn ship_at(x: f32) -> NetTransform {
     }
 }
 
-#[test]
-fn room_entities_appear_move_smoothly_and_go() {
-    let server = rooms_server();
+/// Ann creates a room of `server`, bob joins it.
+fn ann_and_bob_in_a_room(server: &switchboard::LocalServer) -> (App, App) {
     let mut ann = rooms_app(server.addr(), "ann");
     let mut bob = rooms_app(server.addr(), "bob");
     online(&mut [&mut ann, &mut bob]);
@@ -89,6 +88,13 @@ fn room_entities_appear_move_smoothly_and_go() {
     });
     let den = room_id(&mut ann);
     accepted(&mut [&mut ann, &mut bob], 1, |r| r.join(den).unwrap());
+    (ann, bob)
+}
+
+#[test]
+fn room_entities_appear_move_smoothly_and_go() {
+    let server = rooms_server();
+    let (mut ann, mut bob) = ann_and_bob_in_a_room(&server);
 
     // Ann's game spawns its ship as any entity, marked to replicate.
     let local = ann.world_mut().spawn((ship_at(0.0), Replicate)).id();
@@ -180,14 +186,7 @@ fn a_late_joiner_and_a_player_cut_off_get_the_rooms_entities() {
 #[test]
 fn ownership_passes_with_replicate() {
     let server = rooms_server();
-    let mut ann = rooms_app(server.addr(), "ann");
-    let mut bob = rooms_app(server.addr(), "bob");
-    online(&mut [&mut ann, &mut bob]);
-    accepted(&mut [&mut ann, &mut bob], 0, |r| {
-        r.create(&room("den")).unwrap()
-    });
-    let den = room_id(&mut ann);
-    accepted(&mut [&mut ann, &mut bob], 1, |r| r.join(den).unwrap());
+    let (mut ann, mut bob) = ann_and_bob_in_a_room(&server);
     ann.world_mut().spawn((ship_at(5.0), Replicate));
     frames(&mut [&mut ann, &mut bob], |a| ships(a[1]).len() == 1);
     let ship = ships(&mut bob)[0].0.id;

@@ -4,8 +4,6 @@
 //! distance band's rate, players told when another comes into view (with
 //! its last state, as on entering a zone) and when it goes out of it.
 
-use std::sync::Arc;
-
 use super::{Outgoing, Relay, RelayEvent};
 use crate::interest::{ViewChanges, World};
 use crate::transform::Transform;
@@ -35,12 +33,7 @@ impl Relay {
             world.moved(id, transform.position)
         } else {
             if let Some(old) = &old {
-                if let Some(ids) = self.zones.get_mut(old) {
-                    ids.remove(&id);
-                    if ids.is_empty() {
-                        self.zones.remove(old);
-                    }
-                }
+                self.out_of_zone(old, id);
                 let watchers = self.leave_world(old, id);
                 if !watchers.is_empty() {
                     out.push((watchers, RelayEvent::Left { player_id: id }));
@@ -55,23 +48,7 @@ impl Relay {
             (changes, world.recipients(id))
         };
         self.tell_views(id, &changes, server_time_ms, &mut out);
-        self.stats.transforms_out += recipients.len() as u64;
-        let transform = Arc::new(transform);
-        if let Some(player) = self.players.get_mut(&id) {
-            player.zone = Some(zone);
-            player.last = Some(transform.clone());
-            player.relayed += 1;
-        }
-        if !recipients.is_empty() {
-            out.push((
-                recipients,
-                RelayEvent::Transform {
-                    player_id: id,
-                    server_time_ms,
-                    transform,
-                },
-            ));
-        }
+        self.relay_to(id, transform, recipients, server_time_ms, &mut out);
         out
     }
 
