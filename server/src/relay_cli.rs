@@ -32,6 +32,12 @@ pub(crate) struct RelayArgs {
     /// relay's threads (0: one thread writes every round).
     #[arg(long, default_value_t = 16)]
     split_flush_at: usize,
+    /// Tick mode: each player's deliveries are written together, once per
+    /// tick at most, at this rate (replaces --send-interval-ms, --quiet-rate
+    /// and --behind-ms): fewer writes for a busy relay, up to a tick more
+    /// latency.
+    #[arg(long)]
+    tick_hz: Option<f64>,
     /// Threads serving the relay (several relays on one machine share its
     /// cores: one each is enough).
     #[arg(long, default_value_t = 2)]
@@ -81,6 +87,12 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             },
             ..Default::default()
         };
+        if let Some(hz) = args.tick_hz {
+            config.pacing = switchboard::socket::PacerConfig {
+                split_flush_at: args.split_flush_at,
+                ..switchboard::socket::PacerConfig::tick(hz)
+            };
+        }
         config.interest = args.view_radius.map(|view| {
             switchboard_relay::interest::InterestConfig::around(
                 view,
