@@ -5,7 +5,7 @@
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -16,14 +16,14 @@ use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram};
 use switchboard::socket::BindScope;
 use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
 
+mod scratch;
+use scratch::Scratch;
+
 const WAIT: Duration = Duration::from_secs(15);
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strategy-e2e-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(tag: &str) -> Scratch {
+    Scratch::new(&format!("e2e-{tag}"))
 }
 
 fn server(args: &[&str], scope: BindScope) -> LocalServer {
@@ -103,7 +103,7 @@ fn single_player_plays_scripted_turns_and_leaves_no_process() {
     let saves = temp_dir("single");
     let output = Command::new(BIN)
         .args(["--bot", "3", "--scenario", "valley", "--saves"])
-        .arg(&saves)
+        .arg(&*saves)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -333,7 +333,7 @@ impl Proxy {
     }
 }
 
-fn hosted(tag: &str) -> (LocalServer, PathBuf) {
+fn hosted(tag: &str) -> (LocalServer, Scratch) {
     let saves = temp_dir(tag);
     let server = server(
         &[
@@ -435,7 +435,7 @@ fn dedicated_server_with_two_bots_joining_by_address() {
     let saves = temp_dir("dedicated");
     let mut server = Command::new(BIN)
         .args(["--serve", "--port", "0", "--saves"])
-        .arg(&saves)
+        .arg(&*saves)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -562,7 +562,7 @@ async fn listed_through_a_master(tag: &str, args: &[&str]) -> Vec<switchboard_ma
     let mut game = Command::new(BIN)
         .args(args)
         .args(["--master", &master_addr, "--saves"])
-        .arg(&saves)
+        .arg(&*saves)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(saves.join("game.log")).unwrap())
@@ -662,5 +662,4 @@ fn hosted_game_takes_a_websocket_player_beside_a_tcp_player() {
     assert_eq!(ann.view().you, Some(NationId(0)));
     assert_eq!(bob.view().you, Some(NationId(1)));
     host.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(saves);
 }

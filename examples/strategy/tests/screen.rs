@@ -3,9 +3,11 @@
 //! back. Needs `tmux` (`scripts/install-test-deps` installs it).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod scratch;
+use scratch::Scratch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 const WAIT: Duration = Duration::from_secs(15);
@@ -140,11 +142,8 @@ fn kill(pid: u32) {
     assert!(status.is_ok_and(|s| s.success()), "kill -9 {pid}");
 }
 
-fn saves(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strategy-screen-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn saves(tag: &str) -> Scratch {
+    Scratch::new(&format!("screen-{tag}"))
 }
 
 /// The port in "127.0.0.1:PORT" after `prefix` on the screen.
