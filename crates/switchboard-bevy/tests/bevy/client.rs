@@ -242,3 +242,42 @@ fn a_system_on_entering_online_runs_once_per_welcome_resumed_ones_too() {
         .count();
     assert_eq!(welcomes, 2);
 }
+
+#[test]
+fn a_refused_client_is_disconnected_with_the_reason() {
+    // A hosted game with a password: this app hosts it (the child on every
+    // interface), a second app without the password is refused, for good.
+    let options = switchboard::LocalServerOptions {
+        scope: switchboard::BindScope::AllInterfaces,
+        password: Some("swordfish".into()),
+        ..child("child_board_server")
+    };
+    let host_config = switchboard::ClientConfig {
+        password: Some("swordfish".into()),
+        ..config("host")
+    };
+    let mut host = board_app(SwitchboardPlugin::local(options, host_config));
+    frames(&mut [&mut host], |a| state(a[0]) == Connection::Online);
+    let port = host
+        .world()
+        .non_send::<Switchboard>()
+        .local_server()
+        .unwrap()
+        .port();
+    let mut guest = board_app(SwitchboardPlugin::connect(
+        format!("127.0.0.1:{port}"),
+        config("guest"),
+    ));
+    frames(&mut [&mut host, &mut guest], |a| {
+        state(a[1]) == Connection::Disconnected
+    });
+    let refused = seen(&guest).events.iter().find_map(|e| match e {
+        ClientEvent::Refused(refused) => Some(refused.reason.clone()),
+        _ => None,
+    });
+    assert!(
+        refused.as_deref().is_some_and(|r| r.contains("password")),
+        "{:?}",
+        seen(&guest).events
+    );
+}
