@@ -238,8 +238,11 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             report.sent, report.sent_per_second
         );
         println!(
-            "received           {} ({:.0}/s, {:.0} bytes/s)",
-            report.received, report.received_per_second, report.bytes_per_second
+            "received           {} ({:.0}/s, {:.0} bytes/s, {:.1} bytes on the wire each)",
+            report.received,
+            report.received_per_second,
+            report.bytes_per_second,
+            report.wire_bytes_per_delivery
         );
         println!(
             "relay latency ms   p50 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}",

@@ -39,6 +39,11 @@ async fn every_transform_is_counted_once_at_each_zone_mate_and_none_is_lost() {
     assert!(report.latency_ms_p50 > 0.0, "{report:?}");
     assert!(report.latency_ms_p50 <= report.latency_ms_p99);
     assert!(report.latency_ms_max < 1000.0, "{report:?}");
+    // Read off the sockets: a relayed transform's frame is some 50 bytes.
+    assert!(
+        (30.0..120.0).contains(&report.wire_bytes_per_delivery),
+        "{report:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

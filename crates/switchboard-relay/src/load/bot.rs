@@ -129,6 +129,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                         counts.disconnected = true;
                         break;
                     };
+                    counts.wire_bytes += socket.handle().stats().bytes_in;
                     socket = next;
                     let _ = socket.send_value(RelayChannel, RelayAction::Handover, &to.ticket);
                     counts.handovers += 1;
@@ -136,6 +137,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
             }
         }
     }
+    counts.wire_bytes += socket.handle().stats().bytes_in;
     socket.close("load test done");
     if let Some(watch) = watch {
         counts.checked = watch.checked;
@@ -177,6 +179,9 @@ pub(super) struct Counts {
     pub(super) sent: u64,
     pub(super) received: u64,
     pub(super) bytes: u64,
+    /// Bytes its connections read off the wire (frames, handshake and
+    /// keep-alives included).
+    pub(super) wire_bytes: u64,
     pub(super) lost: u64,
     pub(super) errors: u64,
     pub(super) connected: bool,

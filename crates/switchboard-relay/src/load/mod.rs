@@ -141,8 +141,13 @@ pub struct LoadReport {
     pub sent_per_second: f64,
     /// Received per second.
     pub received_per_second: f64,
-    /// Bytes per second received by the bots (frames as on the wire).
+    /// Bytes per second of relayed messages received by the bots (their
+    /// content, and about 10 bytes of frame each).
     pub bytes_per_second: f64,
+    /// Bytes the bots read off the wire (frames, handshakes, keep-alives:
+    /// everything) divided by the transforms delivered: what a relayed
+    /// transform costs on the wire.
+    pub wire_bytes_per_delivery: f64,
     /// Relay latency percentiles and maximum, milliseconds.
     pub latency_ms_p50: f64,
     /// 95th percentile.
@@ -204,6 +209,7 @@ struct Totals {
     sent: u64,
     received: u64,
     bytes: u64,
+    wire_bytes: u64,
     lost: u64,
     disconnects: u64,
     errors: u64,
@@ -217,6 +223,7 @@ impl Totals {
         self.sent += counts.sent;
         self.received += counts.received;
         self.bytes += counts.bytes;
+        self.wire_bytes += counts.wire_bytes;
         self.lost += counts.lost;
         self.errors += counts.errors;
         self.connected += usize::from(counts.connected);
@@ -293,6 +300,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         sent_per_second: t.sent as f64 / seconds,
         received_per_second: t.received as f64 / seconds,
         bytes_per_second: t.bytes as f64 / seconds,
+        wire_bytes_per_delivery: t.wire_bytes as f64 / t.received.max(1) as f64,
         latency_ms_p50: h.percentile_ms(0.50),
         latency_ms_p95: h.percentile_ms(0.95),
         latency_ms_p99: h.percentile_ms(0.99),
