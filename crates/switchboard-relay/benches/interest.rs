@@ -39,7 +39,7 @@ fn main() {
     let mut positions: Vec<[f32; 3]> = (0..players)
         .map(|_| [rng.next() * side, 0.0, rng.next() * side])
         .collect();
-    let mut world = World::new(config.clone());
+    let mut world = World::new(config);
     let start = Instant::now();
     for (id, at) in positions.iter().enumerate() {
         world.enter(id as u32 + 1, *at);

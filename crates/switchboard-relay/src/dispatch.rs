@@ -368,7 +368,7 @@ pub(crate) async fn run(
                 relay = relay.with_id_prefix(zones.process);
             }
             if let Some(interest) = &config.interest {
-                relay = relay.with_interest(interest.clone());
+                relay = relay.with_interest(*interest);
             }
             relay
         },

@@ -16,7 +16,7 @@ impl Relay {
         transform: Transform,
         server_time_ms: u64,
     ) -> Vec<Outgoing> {
-        let Some(config) = self.interest.clone() else {
+        let Some(config) = self.interest else {
             return Vec::new();
         };
         let Some(player) = self.players.get(&id) else {
@@ -26,10 +26,12 @@ impl Relay {
         let mut out = Vec::new();
         let zone = transform.zone.clone();
         let (changes, recipients) = if old.as_deref() == Some(zone.as_str()) {
+            // (A player's zone always has its world; were it missing, the
+            // player would enter a fresh one.)
             let world = self
                 .worlds
-                .get_mut(&zone)
-                .expect("a player's zone has a world");
+                .entry(zone.clone())
+                .or_insert_with(|| World::new(config));
             world.moved(id, transform.position)
         } else {
             if let Some(old) = &old {
