@@ -144,6 +144,11 @@ impl AdminSource for RelayAdmin {
                     "JSON lines that were no use.",
                     stats.malformed_lines,
                 ),
+                Counter::total(
+                    "switchboard_relay_view_recomputes_total",
+                    "Views recomputed by interest by distance (moves past min_move; 0 without it).",
+                    stats.view_recomputes,
+                ),
             ];
             let waits = &stats.queue_wait;
             counters.extend(Counter::histogram_micros(

@@ -80,6 +80,10 @@ pub struct RelayStats {
     pub refused: u64,
     /// Malformed JSON lines.
     pub malformed_lines: u64,
+    /// Views recomputed by interest by distance (`RelayConfig::interest`;
+    /// 0 without it): one per move past `min_move`, none for players
+    /// standing still.
+    pub view_recomputes: u64,
     /// How long the oldest message of each round of the relay's loop
     /// waited between its connection's task and the relay, buckets of
     /// [`QUEUE_WAIT_BOUNDS_MICROS`] (filled in by the relay's task; a
@@ -454,6 +458,7 @@ impl Relay {
         RelayStats {
             players: self.players.len(),
             zones: self.zones.len(),
+            view_recomputes: self.view_recomputes(),
             ..self.stats.clone()
         }
     }

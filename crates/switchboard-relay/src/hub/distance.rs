@@ -90,16 +90,19 @@ impl Relay {
         };
         let mut watchers = world.leave(id);
         if world.is_empty() {
+            // Its count lives on in the total (a counter never goes down).
+            self.stats.view_recomputes += world.recomputes();
             self.worlds.remove(zone);
         }
         watchers.sort_unstable();
         watchers
     }
 
-    /// Views recomputed in every zone's world so far (interest by distance;
-    /// standing still recomputes nothing).
+    /// Views recomputed so far, in every zone's world, gone ones included
+    /// (interest by distance; standing still recomputes nothing).
     pub fn view_recomputes(&self) -> u64 {
-        self.worlds.values().map(World::recomputes).sum()
+        let live: u64 = self.worlds.values().map(World::recomputes).sum();
+        self.stats.view_recomputes + live
     }
 }
 

@@ -140,4 +140,11 @@ fn a_player_who_leaves_is_gone_for_those_who_saw_it_only() {
     assert_eq!(told_left(&out, a), [b], "c never saw a");
     // B's next step is heard by nobody.
     assert!(relay.transform(b, at("w", 6.0, 0.0), 4).is_empty());
+    // Everyone gone: the world goes, its count stays in the total.
+    let before = relay.view_recomputes();
+    assert!(before > 0);
+    relay.leave(b);
+    relay.leave(c);
+    assert_eq!(relay.view_recomputes(), before);
+    assert_eq!(relay.stats().view_recomputes, before);
 }
