@@ -70,6 +70,10 @@ pub(crate) struct BotsArgs {
     /// With `--walk`: walking speed, units a second.
     #[arg(long, default_value_t = 3.0)]
     speed: f32,
+    /// Ask the relay for batches: what one write carries to a bot, in one
+    /// frame (with the relay's `--tick-hz`, one frame a tick).
+    #[arg(long)]
+    batch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +169,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             }
             walk
         }),
+        batch: args.batch,
     };
     let total = args.seconds;
     // CPU is measured over the sending window only (not connecting, not

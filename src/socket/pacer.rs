@@ -202,6 +202,14 @@ impl Pacer {
     /// write each; a round of [`PacerConfig::split_flush_at`] peers or more
     /// is shared with the runtime's other workers.
     pub fn flush_due(&mut self, handle: &ServerHandle, now: Option<Instant>) {
+        let due = self.take_due(now);
+        self.flush(handle, due, now.is_some());
+    }
+
+    /// The peers whose wait is over at `now` (every peer at `None`), taken
+    /// off the wait: for a server that puts something more on their queues
+    /// before [`flush`](Self::flush) writes them (a relay's batches).
+    pub fn take_due(&mut self, now: Option<Instant>) -> Vec<PeerId> {
         let mut due = Vec::new();
         while let Some((peer, at)) = self.order.front().copied() {
             if now.is_some_and(|now| at + self.wait > now) {
@@ -211,10 +219,17 @@ impl Pacer {
             self.queued.remove(&peer);
             due.push(peer);
         }
+        due
+    }
+
+    /// Writes what waits for `due`, one write each; with `share`, a round
+    /// of [`PacerConfig::split_flush_at`] peers or more is shared with the
+    /// runtime's other workers.
+    pub fn flush(&self, handle: &ServerHandle, mut due: Vec<PeerId>, share: bool) {
         if due.is_empty() {
             return;
         }
-        if now.is_some() {
+        if share {
             self.share_out(handle, &mut due);
         }
         handle.flush_peers(due);

@@ -19,6 +19,7 @@ use switchboard::socket::{
     CloseCode, IdBuildHasher, Pacer, PeerId, ServerEvent, ServerHandle, ServerStream,
 };
 
+mod batch;
 mod handover;
 
 /// Events taken in one go before the deliveries they caused may leave.
@@ -45,11 +46,24 @@ struct Dispatch {
     log: crate::log::RelayLog,
     /// Zones across relays, when this is one of several.
     zones: Option<Zones>,
+    /// Native players who asked for batches.
+    batches: batch::Batches,
 }
 
 impl Dispatch {
     fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
+    }
+
+    /// Writes to the players whose deliveries' wait is over at `now`
+    /// (everyone at `None`), their batches first.
+    fn flush(&mut self, now: Option<Instant>) {
+        let due = self.pacer.take_due(now);
+        let now_ms = self.now_ms();
+        let tick_ms = self.config.pacing.max_wait.as_millis() as u64;
+        let tick = now_ms.checked_div(tick_ms).unwrap_or(0);
+        self.batches.queue(&due, &self.handle, tick, now_ms);
+        self.pacer.flush(&self.handle, due, now.is_some());
     }
 
     fn on_native(&mut self, event: ServerEvent) -> Vec<Outgoing> {
@@ -90,6 +104,15 @@ impl Dispatch {
                         Ok(ticket) => self.take_handover(incoming.peer, id, &ticket),
                         Err(err) => error(&err.to_string()),
                     },
+                    (Some(_), Some(RelayAction::Options)) => {
+                        match message.content::<crate::server::RelayOptions>() {
+                            Ok(options) => {
+                                self.batches.set(incoming.peer, options.batch);
+                                Vec::new()
+                            }
+                            Err(err) => error(&err.to_string()),
+                        }
+                    }
                     (Some(_), Some(RelayAction::Hello)) => {
                         if let Ok(hello) = message.content::<Hello>() {
                             self.relay.describe(id, &hello.name, hello.bot);
@@ -105,6 +128,7 @@ impl Dispatch {
             }
             ServerEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
                 Some(id) => {
+                    self.batches.forget(peer);
                     self.log
                         .info(format!("player {id} left ({})", reason.kind()));
                     self.routes.remove(&id);
@@ -238,7 +262,8 @@ impl Dispatch {
         let mut outgoing = VecDeque::from(outgoing);
         loop {
             while let Some((to, event)) = outgoing.pop_front() {
-                let (slow, native, delivered) = deliver(&self.routes, &self.handle, &to, &event);
+                let (slow, native, delivered) =
+                    deliver(&self.routes, &self.handle, &mut self.batches, &to, &event);
                 self.pacer.queued(&native, delivered, Instant::now());
                 for id in slow {
                     tracing::debug!(player = id, "JSON client too slow; dropped");
@@ -281,10 +306,33 @@ impl Dispatch {
 fn deliver(
     routes: &HashMap<u32, Route, IdBuildHasher>,
     native: &ServerHandle,
+    batches: &mut batch::Batches,
     to: &[u32],
     event: &RelayEvent,
 ) -> (Vec<u32>, Vec<PeerId>, usize) {
     let codec = &native.config().socket.codec;
+    // The content alone, for players who take batches (encoded once).
+    let content = batches.any().then(|| {
+        let bytes = match event {
+            RelayEvent::Welcome { player_id } | RelayEvent::Left { player_id } => {
+                switchboard::codec::encode_value(player_id)
+            }
+            RelayEvent::Transform {
+                player_id,
+                server_time_ms,
+                transform,
+            } => switchboard::codec::encode_value(&(*player_id, *server_time_ms, &**transform)),
+        };
+        let action = match event {
+            RelayEvent::Welcome { .. } => RelayAction::Welcome,
+            RelayEvent::Left { .. } => RelayAction::Left,
+            RelayEvent::Transform { .. } => RelayAction::Relayed,
+        };
+        (
+            switchboard::message::Action::id(action),
+            bytes.map(bytes::Bytes::from).ok(),
+        )
+    });
     let encoded = match event {
         RelayEvent::Welcome { player_id } => {
             EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
@@ -306,9 +354,19 @@ fn deliver(
     let mut json_line = None;
     let mut slow = Vec::new();
     let mut native_peers = Vec::new();
+    let mut plain_peers = Vec::new();
     for id in to {
         match routes.get(id) {
-            Some(Route::Native(peer)) => native_peers.push(*peer),
+            Some(Route::Native(peer)) => {
+                native_peers.push(*peer);
+                let batched = match &content {
+                    Some((action, Some(bytes))) => batches.push(*peer, *action, bytes),
+                    _ => false,
+                };
+                if !batched {
+                    plain_peers.push(*peer);
+                }
+            }
             Some(Route::Json { lines, .. }) => {
                 // Encoded once, shared by every JSON recipient.
                 let line = json_line.get_or_insert_with(|| {
@@ -336,7 +394,7 @@ fn deliver(
     }
     match &encoded {
         Some(encoded) => {
-            native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
+            native.queue_encoded_to_many(plain_peers, encoded);
         }
         None => native_peers.clear(),
     }
@@ -381,6 +439,7 @@ pub(crate) async fn run(
         config,
         started,
         log,
+        batches: batch::Batches::default(),
     };
     let wake = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(wake);
@@ -436,7 +495,7 @@ pub(crate) async fn run(
                 .directory
                 .set_players(hub.relay.player_count());
         }
-        hub.pacer.flush_due(&hub.handle, Some(Instant::now()));
+        hub.flush(Some(Instant::now()));
         if let Some(due) = hub.pacer.next_due() {
             if !armed || wake.deadline() > due.into() {
                 wake.as_mut().reset(due.into());
@@ -444,6 +503,6 @@ pub(crate) async fn run(
             }
         }
     }
-    hub.pacer.flush_due(&hub.handle, None);
+    hub.flush(None);
     hub.handle.shutdown("relay stopping");
 }

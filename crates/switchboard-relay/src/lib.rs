@@ -44,8 +44,8 @@ pub use hub::{
 };
 pub use log::RelayLogLine;
 pub use server::{
-    Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayServer, Relayed,
-    RunningRelay, RELAY_CHANNEL,
+    Batch, Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayOptions,
+    RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

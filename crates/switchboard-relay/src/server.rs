@@ -47,7 +47,37 @@ switchboard::actions! {
         /// Client → relay: the [`Handover`](crate::Handover) ticket a
         /// redirect gave, instead of a hello: the same id here.
         Handover = 9,
+        /// Client → relay: [`RelayOptions`], after the hello (a relay that
+        /// does not know them answers `Error`).
+        Options = 10,
+        /// Relay → client (only to a client that asked, `RelayOptions::batch`):
+        /// a [`Batch`] of what the relay would have sent one by one.
+        Batch = 11,
     }
+}
+
+/// What a native client asks of the relay (`RelayAction::Options`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayOptions {
+    /// Everything for this client that leaves in one write goes in one
+    /// frame, a [`Batch`]: one frame header, one length and one wake-up
+    /// instead of one per message (with `--tick-hz`, one frame a tick).
+    pub batch: bool,
+}
+
+/// Several messages in one frame (`RelayAction::Batch`), in the order
+/// they would have gone one by one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The relay's tick when it was written: its clock (ms since it
+    /// started) divided by the pacing wait (`--tick-hz`: the tick's
+    /// length); 0 when the relay does not pace.
+    pub tick: u64,
+    /// The relay's clock when it was written, ms since it started.
+    pub server_time_ms: u64,
+    /// Each message: its action (`RelayAction`) and its content, exactly
+    /// as it would have been sent alone (`Relayed`, `Left`, ...).
+    pub messages: Vec<(u16, Vec<u8>)>,
 }
 
 /// A native client's introduction.

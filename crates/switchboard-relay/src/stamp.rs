@@ -87,6 +87,20 @@ pub(crate) fn read(content: &[u8]) -> Option<Heard> {
     None
 }
 
+/// The messages of a `Batch`'s content, (action, content) each, read in
+/// place; `None` if its head does not decode. The iterator stops at the
+/// first entry that does not.
+pub(crate) fn batch_messages(content: &[u8]) -> Option<impl Iterator<Item = (u16, &[u8])>> {
+    let mut at = Reader(content);
+    at.varint()?; // tick
+    at.varint()?; // server_time_ms
+    let count = at.varint()?;
+    Some((0..count).map_while(move |_| {
+        let action = u16::try_from(at.varint()?).ok()?;
+        Some((action, at.text()?))
+    }))
+}
+
 /// A cursor over bincode bytes.
 struct Reader<'a>(&'a [u8]);
 
@@ -132,6 +146,26 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batchs_messages_read_in_place() {
+        let batch = crate::server::Batch {
+            tick: 3,
+            server_time_ms: 70_000,
+            messages: vec![(4, vec![1, 2, 3]), (5, vec![9; 300])],
+        };
+        let bytes = switchboard::codec::encode_value(&batch).unwrap();
+        let read: Vec<(u16, Vec<u8>)> = batch_messages(&bytes)
+            .unwrap()
+            .map(|(a, c)| (a, c.to_vec()))
+            .collect();
+        assert_eq!(read, batch.messages);
+        for cut in 0..bytes.len() {
+            // A cut batch reads as fewer messages, never a panic.
+            let n = batch_messages(&bytes[..cut]).map_or(0, Iterator::count);
+            assert!(n < 2, "{cut}");
+        }
+    }
     use crate::server::Relayed;
     use crate::transform::{MovementState, Transform};
 

@@ -18,6 +18,7 @@ async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadRepo
         duration: Duration::from_secs(seconds),
         phases: Phases::Spread,
         walk: None,
+        batch: false,
     };
     load::run(config, |_, _, _| {}).await
 }
@@ -72,6 +73,7 @@ async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_page
         duration: Duration::from_secs(2),
         phases: Phases::Spread,
         walk: None,
+        batch: false,
     };
     let load = tokio::spawn(load::run(config, |_, _, _| {}));
     // The browser demo's default zone holds the first zone's bots, inside
@@ -127,6 +129,7 @@ async fn walk(interest: bool, bots: usize, seconds: u64) -> LoadReport {
         phases: Phases::Spread,
         // A small world, so that neighbours come and go.
         walk: Some(load::Walk::new(150.0, 6.0, 30.0)),
+        batch: false,
     };
     load::run(config, |_, _, _| {}).await
 }
@@ -152,4 +155,43 @@ async fn walking_checks_catch_a_relay_without_interest_by_distance() {
     let report = walk(false, 30, 2).await;
     assert!(report.heard_too_far > 0, "{report:?}");
     assert_eq!(report.unheard_neighbours, 0, "{report:?}");
+}
+
+/// 40 bots in zones of 10 at 20 Hz for 2 s against a relay writing at
+/// 10 Hz, asking for batches or not.
+async fn ticked(batch: bool) -> LoadReport {
+    let config = switchboard_relay::RelayConfig {
+        pacing: switchboard::socket::PacerConfig::tick(10.0),
+        ..Default::default()
+    };
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let config = LoadConfig {
+        addr: relay.native_addr(),
+        websocket: None,
+        also: Vec::new(),
+        bots: 40,
+        rate: 20.0,
+        zone_size: 10,
+        duration: Duration::from_secs(2),
+        phases: Phases::Spread,
+        walk: None,
+        batch,
+    };
+    load::run(config, |_, _, _| {}).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
+    let (batched, plain) = tokio::join!(ticked(true), ticked(false));
+    // Every transform reaches the other 9 of its zone, in batches.
+    assert_eq!(batched.sent, 40 * 40, "{batched:?}");
+    assert_eq!(batched.received, batched.sent * 9, "{batched:?}");
+    assert_eq!((batched.lost, batched.errors), (0, 0), "{batched:?}");
+    // A tick's transforms share a frame: fewer bytes than a frame each.
+    assert!(
+        batched.wire_bytes_per_delivery < plain.wire_bytes_per_delivery - 3.0,
+        "{batched:?}\n{plain:?}"
+    );
+    // Each waited up to a tick (100 ms), not much more.
+    assert!(batched.latency_ms_p99 < 200.0, "{batched:?}");
 }

@@ -34,6 +34,10 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
         let _ = socket.send(&message);
     }
+    if plan.batch {
+        let options = crate::server::RelayOptions { batch: true };
+        let _ = socket.send_value(RelayChannel, RelayAction::Options, &options);
+    }
     let mut last_seq: HashMap<u32, u64, IdBuildHasher> = HashMap::default();
     let period = plan.interval.unwrap_or(Duration::from_secs(3600));
     let offset = period.mul_f64(plan.phases.of(index));
@@ -224,6 +228,49 @@ impl Watch<'_> {
     }
 }
 
+/// What a bot takes a relayed transform into.
+struct Seen<'a, 'w> {
+    now_us: u64,
+    counts: &'a mut Counts,
+    last_seq: &'a mut HashMap<u32, u64, IdBuildHasher>,
+    histogram: &'a mut Histogram,
+    watch: &'a mut Option<Watch<'w>>,
+}
+
+impl Seen<'_, '_> {
+    /// A relayed transform's content, alone or in a batch.
+    fn relayed(&mut self, content: &[u8]) {
+        let Some(Heard {
+            player_id,
+            position,
+            stamp: Stamp { seq, sent_us },
+        }) = stamp::read(content)
+        else {
+            return;
+        };
+        let previous = self.last_seq.get(&player_id).copied();
+        // A zone-entry snapshot may repeat an old one: skip.
+        if previous.is_some_and(|p| seq <= p) {
+            return;
+        }
+        self.last_seq.insert(player_id, seq);
+        self.counts.received += 1;
+        if let Some(watch) = self.watch.as_mut() {
+            watch.heard(player_id, position, self.now_us);
+        }
+        // The first from a sender is not timed: it may be the zone-entry
+        // snapshot, the sender's last transform however old it is, whose
+        // age is not the relay's latency.
+        if let Some(p) = previous {
+            // Walking, gaps are the relay's distance bands.
+            if self.watch.is_none() {
+                self.counts.lost += seq - p - 1;
+            }
+            self.histogram.record(self.now_us.saturating_sub(sent_us));
+        }
+    }
+}
+
 /// What a bot does after an event.
 enum Next {
     Go,
@@ -247,33 +294,29 @@ fn on_event(
             counts.bytes += message.content_bytes().len() as u64 + 10;
             match message.action::<RelayAction>() {
                 Some(RelayAction::Relayed) => {
-                    let Some(Heard {
-                        player_id,
-                        position,
-                        stamp: Stamp { seq, sent_us },
-                    }) = stamp::read(message.content_bytes())
-                    else {
-                        return Next::Go;
+                    let mut seen = Seen {
+                        now_us,
+                        counts,
+                        last_seq,
+                        histogram,
+                        watch,
                     };
-                    let previous = last_seq.get(&player_id).copied();
-                    // A zone-entry snapshot may repeat an old one: skip.
-                    if previous.is_some_and(|p| seq <= p) {
-                        return Next::Go;
-                    }
-                    last_seq.insert(player_id, seq);
-                    counts.received += 1;
-                    if let Some(watch) = watch.as_mut() {
-                        watch.heard(player_id, position, now_us);
-                    }
-                    // The first from a sender is not timed: it may be the
-                    // zone-entry snapshot, the sender's last transform
-                    // however old it is, whose age is not the relay's latency.
-                    if let Some(p) = previous {
-                        // Walking, gaps are the relay's distance bands.
-                        if watch.is_none() {
-                            counts.lost += seq - p - 1;
+                    seen.relayed(message.content_bytes());
+                }
+                Some(RelayAction::Batch) => {
+                    let mut seen = Seen {
+                        now_us,
+                        counts,
+                        last_seq,
+                        histogram,
+                        watch,
+                    };
+                    if let Some(messages) = stamp::batch_messages(message.content_bytes()) {
+                        for (action, content) in messages {
+                            if action == switchboard::message::Action::id(RelayAction::Relayed) {
+                                seen.relayed(content);
+                            }
                         }
-                        histogram.record(now_us.saturating_sub(sent_us));
                     }
                 }
                 Some(RelayAction::Welcome) => {

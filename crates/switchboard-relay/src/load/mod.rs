@@ -99,6 +99,9 @@ pub struct LoadConfig {
     /// all bots in one world, walking, checking what they hear against a
     /// relay with interest by distance.
     pub walk: Option<Walk>,
+    /// Ask the relay for batches (`RelayOptions::batch`): a write's
+    /// messages in one frame.
+    pub batch: bool,
 }
 
 /// When in its interval each bot sends.
@@ -187,6 +190,7 @@ struct Plan {
     zone_size: usize,
     phases: Phases,
     walk: Option<Walk>,
+    batch: bool,
     ids: walk::Ids,
     /// The test's clock: stamps are microseconds since then.
     epoch: Instant,
@@ -252,6 +256,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         zone_size: config.zone_size,
         phases: config.phases,
         walk: config.walk.clone(),
+        batch: config.batch,
         ids: walk::Ids::new(config.bots),
         epoch,
         start: start_sending,
