@@ -354,17 +354,19 @@ fn deliver(
     let mut json_line = None;
     let mut slow = Vec::new();
     let mut native_peers = Vec::new();
+    // Those who take single frames, when some take batches.
     let mut plain_peers = Vec::new();
     for id in to {
         match routes.get(id) {
             Some(Route::Native(peer)) => {
                 native_peers.push(*peer);
-                let batched = match &content {
-                    Some((action, Some(bytes))) => batches.push(*peer, *action, bytes),
-                    _ => false,
-                };
-                if !batched {
-                    plain_peers.push(*peer);
+                if let Some((action, bytes)) = &content {
+                    let batched = bytes
+                        .as_ref()
+                        .is_some_and(|bytes| batches.push(*peer, *action, bytes));
+                    if !batched {
+                        plain_peers.push(*peer);
+                    }
                 }
             }
             Some(Route::Json { lines, .. }) => {
@@ -393,8 +395,11 @@ fn deliver(
         }
     }
     match &encoded {
-        Some(encoded) => {
+        Some(encoded) if content.is_some() => {
             native.queue_encoded_to_many(plain_peers, encoded);
+        }
+        Some(encoded) => {
+            native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
         }
         None => native_peers.clear(),
     }
