@@ -210,7 +210,7 @@ fn decode<C: Replicated>(
             continue;
         }
         if let Some(value) = decoded::<C>(&kind.name, known.id, &state.bytes) {
-            commands.entity(entity).insert(value);
+            commands.entity(entity).try_insert(value);
         }
     }
 }
@@ -233,7 +233,7 @@ fn smooth<C: Replicated + Interpolate>(
         }
         let Some(server_ms) = state.server_ms else {
             // A spawn or a full state: drawn as it is, from a fresh buffer.
-            commands.entity(entity).remove::<Smoothed<C>>();
+            commands.entity(entity).try_remove::<Smoothed<C>>();
             continue;
         };
         let Some(value) = decoded::<C>(&kind.name, known.id, &state.bytes) else {
@@ -244,7 +244,7 @@ fn smooth<C: Replicated + Interpolate>(
             None => {
                 let mut buffer = SnapshotBuffer::new(kind.config.smoothing.clone());
                 buffer.push(server_ms, now, value);
-                commands.entity(entity).insert(Smoothed { buffer });
+                commands.entity(entity).try_insert(Smoothed { buffer });
             }
         }
     }
@@ -280,7 +280,7 @@ fn ask_spawn<C: Replicated>(
                 mirror.ask_spawn(&kind.name, ticket, entity);
                 commands
                     .entity(entity)
-                    .insert((SpawnAsked, Sending::default()));
+                    .try_insert((SpawnAsked, Sending::default()));
             }
             // Asked again next frame.
             Err(RequestError::NotConnected | RequestError::TooManyPending) => break,
@@ -288,7 +288,7 @@ fn ask_spawn<C: Replicated>(
                 tracing::warn!(kind = kind.name, %err, "an entity could not be sent");
                 commands
                     .entity(entity)
-                    .insert(ReplicationRefused(err.to_string()));
+                    .try_insert(ReplicationRefused(err.to_string()));
             }
         }
     }
@@ -323,7 +323,7 @@ fn send_changes<C: Replicated>(
         match sending {
             Some(mut sending) => *sending = now_sending,
             None => {
-                commands.entity(entity).insert(now_sending);
+                commands.entity(entity).try_insert(now_sending);
             }
         }
     }

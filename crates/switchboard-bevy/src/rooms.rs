@@ -72,6 +72,9 @@ pub struct RoomMirror {
     pending: HashMap<String, VecDeque<(RequestTicket, Entity)>>,
     /// When the plugin started: the clock interpolation runs on.
     pub(crate) epoch: Instant,
+    /// Room entities of this client's whose local entity was despawned
+    /// before the room confirmed them: to despawn in the room.
+    orphans: Vec<EntityId>,
 }
 
 impl Default for RoomMirror {
@@ -81,6 +84,7 @@ impl Default for RoomMirror {
             ids: HashMap::new(),
             pending: HashMap::new(),
             epoch: Instant::now(),
+            orphans: Vec::new(),
         }
     }
 }
@@ -195,9 +199,9 @@ pub(crate) fn mirror(
                     known.owner = transfer.owner;
                 }
                 if Some(transfer.owner) == me {
-                    commands.entity(entity).insert(Replicate);
+                    commands.entity(entity).try_insert(Replicate);
                 } else {
-                    commands.entity(entity).remove::<Replicate>();
+                    commands.entity(entity).try_remove::<Replicate>();
                 }
             }
             RoomEvent::Kicked(_) => {
@@ -253,13 +257,20 @@ fn put(
         .then(|| mirror.pending.get_mut(&entity.kind)?.pop_front())
         .flatten();
     let local = match asked {
-        Some((_, local)) => {
-            commands
-                .entity(local)
-                .insert((known, state))
-                .remove::<SpawnAsked>();
-            local
-        }
+        Some((_, local)) => match commands.get_entity(local) {
+            Ok(mut spawned) => {
+                spawned
+                    .try_insert((known, state))
+                    .try_remove::<SpawnAsked>();
+                local
+            }
+            // The game despawned it before the room had it: it goes from
+            // the room too (`despawned_here` asks).
+            Err(_) => {
+                mirror.orphans.push(entity.id);
+                return;
+            }
+        },
         None if mine => commands.spawn((known, state, Replicate)).id(),
         None => commands.spawn((known, state)).id(),
     };
@@ -296,8 +307,8 @@ fn refused_spawns(
                 tracing::warn!(%reason, "the room refused an entity");
                 if let Ok(mut entity) = commands.get_entity(entity) {
                     entity
-                        .remove::<SpawnAsked>()
-                        .insert(ReplicationRefused(reason));
+                        .try_remove::<SpawnAsked>()
+                        .try_insert(ReplicationRefused(reason));
                 }
                 break;
             }
@@ -314,6 +325,14 @@ fn despawned_here(
     mut mirror: ResMut<RoomMirror>,
 ) {
     let me = net.client_id();
+    let orphans = std::mem::take(&mut mirror.orphans);
+    if let Some(rooms) = net.rooms() {
+        for id in orphans {
+            if let Err(err) = rooms.despawn(id) {
+                tracing::warn!(entity = id.0, %err, "a despawn could not be sent");
+            }
+        }
+    }
     for entity in removed.read() {
         let Some(id) = mirror.id(entity) else {
             continue;

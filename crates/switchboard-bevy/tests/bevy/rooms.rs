@@ -209,3 +209,38 @@ fn ownership_passes_with_replicate() {
         ships(a[0])[0].1.unwrap().position[0] == 7.0
     });
 }
+
+#[test]
+fn an_entity_despawned_before_the_room_had_it_goes_from_the_room_too() {
+    let server = rooms_server();
+    let (mut ann, mut bob) = ann_and_bob_in_a_room(&server);
+    let accepted = |app: &App| {
+        seen(app)
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(e, ClientEvent::RequestDone { status, .. } if *status == RequestStatus::Accepted)
+            })
+            .count()
+    };
+    let before = accepted(&ann);
+    // Ann's game spawns a ship and despawns it at once: the spawn was
+    // asked for, the room has not answered yet.
+    let ship = ann.world_mut().spawn((ship_at(1.0), Replicate)).id();
+    ann.update();
+    ann.world_mut().despawn(ship);
+    // The room takes it (the spawn is accepted), then loses it: nobody
+    // keeps it.
+    frames(&mut [&mut ann, &mut bob], |a| accepted(a[0]) > before);
+    frames(&mut [&mut ann, &mut bob], |a| {
+        let net = a[0].world().non_send::<Switchboard>();
+        net.room().is_some_and(|room| room.entities.is_empty())
+            && a[0].world().resource::<RoomMirror>().is_empty()
+    });
+    frames(&mut [&mut ann, &mut bob], |a| ships(a[1]).is_empty());
+    // And stays gone.
+    for _ in 0..20 {
+        bob.update();
+    }
+    assert!(ships(&mut bob).is_empty());
+}
