@@ -313,20 +313,23 @@ fn deliver(
     let codec = &native.config().socket.codec;
     // The content alone, for players who take batches (encoded once).
     let content = batches.any().then(|| {
-        let bytes = match event {
-            RelayEvent::Welcome { player_id } | RelayEvent::Left { player_id } => {
-                switchboard::codec::encode_value(player_id)
-            }
+        let (action, bytes) = match event {
+            RelayEvent::Welcome { player_id } => (
+                RelayAction::Welcome,
+                switchboard::codec::encode_value(player_id),
+            ),
+            RelayEvent::Left { player_id } => (
+                RelayAction::Left,
+                switchboard::codec::encode_value(player_id),
+            ),
             RelayEvent::Transform {
                 player_id,
                 server_time_ms,
                 transform,
-            } => switchboard::codec::encode_value(&(*player_id, *server_time_ms, &**transform)),
-        };
-        let action = match event {
-            RelayEvent::Welcome { .. } => RelayAction::Welcome,
-            RelayEvent::Left { .. } => RelayAction::Left,
-            RelayEvent::Transform { .. } => RelayAction::Relayed,
+            } => (
+                RelayAction::Relayed,
+                switchboard::codec::encode_value(&(*player_id, *server_time_ms, &**transform)),
+            ),
         };
         (
             switchboard::message::Action::id(action),

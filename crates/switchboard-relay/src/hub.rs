@@ -363,14 +363,7 @@ impl Relay {
             }
             // Whoever enters a zone is shown where everyone in it stands.
             for other in self.others_in(&transform.zone, id) {
-                if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
-                    let event = RelayEvent::Transform {
-                        player_id: other,
-                        server_time_ms,
-                        transform: last,
-                    };
-                    out.push((vec![id], event));
-                }
+                self.show(other, id, server_time_ms, &mut out);
             }
             self.zones
                 .entry(transform.zone.clone())
@@ -380,6 +373,19 @@ impl Relay {
         let recipients = self.others_in(&transform.zone, id);
         self.relay_to(id, transform, recipients, server_time_ms, &mut out);
         out
+    }
+
+    /// Shows player `to` where `other` stands: its last transform, if it
+    /// sent one.
+    fn show(&self, other: u32, to: u32, server_time_ms: u64, out: &mut Vec<Outgoing>) {
+        if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
+            let event = RelayEvent::Transform {
+                player_id: other,
+                server_time_ms,
+                transform: last,
+            };
+            out.push((vec![to], event));
+        }
     }
 
     /// Takes `id` out of `zone`'s members; an empty zone is forgotten

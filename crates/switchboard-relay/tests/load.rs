@@ -8,7 +8,19 @@ use switchboard_relay::RelayServer;
 
 async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadReport {
     let relay = RelayServer::builder().spawn().unwrap();
-    let config = LoadConfig {
+    load::run(plan(&relay, bots, rate, zone_size, seconds), |_, _, _| {}).await
+}
+
+/// `bots` bots at `rate` Hz in zones of `zone_size` for `seconds`, standing
+/// still, one frame a message.
+fn plan(
+    relay: &switchboard_relay::RunningRelay,
+    bots: usize,
+    rate: f64,
+    zone_size: usize,
+    seconds: u64,
+) -> LoadConfig {
+    LoadConfig {
         addr: relay.native_addr(),
         websocket: None,
         also: Vec::new(),
@@ -19,8 +31,7 @@ async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadRepo
         phases: Phases::Spread,
         walk: None,
         batch: false,
-    };
-    load::run(config, |_, _, _| {}).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,18 +74,7 @@ async fn a_zone_entry_snapshot_is_counted_but_its_age_is_not_latency() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_pages_world() {
     let relay = RelayServer::builder().spawn().unwrap();
-    let config = LoadConfig {
-        addr: relay.native_addr(),
-        websocket: None,
-        also: Vec::new(),
-        bots: 24,
-        rate: 10.0,
-        zone_size: 12,
-        duration: Duration::from_secs(2),
-        phases: Phases::Spread,
-        walk: None,
-        batch: false,
-    };
+    let config = plan(&relay, 24, 10.0, 12, 2);
     let load = tokio::spawn(load::run(config, |_, _, _| {}));
     // The browser demo's default zone holds the first zone's bots, inside
     // its 100 × 75 world (`server/assets/relay-demo.html`).
@@ -119,17 +119,9 @@ async fn walk(interest: bool, bots: usize, seconds: u64) -> LoadReport {
     };
     let relay = RelayServer::builder().config(config).spawn().unwrap();
     let config = LoadConfig {
-        addr: relay.native_addr(),
-        websocket: None,
-        also: Vec::new(),
-        bots,
-        rate: 10.0,
-        zone_size: bots,
-        duration: Duration::from_secs(seconds),
-        phases: Phases::Spread,
         // A small world, so that neighbours come and go.
         walk: Some(load::Walk::new(150.0, 6.0, 30.0)),
-        batch: false,
+        ..plan(&relay, bots, 10.0, bots, seconds)
     };
     load::run(config, |_, _, _| {}).await
 }
@@ -166,16 +158,8 @@ async fn ticked(batch: bool) -> LoadReport {
     };
     let relay = RelayServer::builder().config(config).spawn().unwrap();
     let config = LoadConfig {
-        addr: relay.native_addr(),
-        websocket: None,
-        also: Vec::new(),
-        bots: 40,
-        rate: 20.0,
-        zone_size: 10,
-        duration: Duration::from_secs(2),
-        phases: Phases::Spread,
-        walk: None,
         batch,
+        ..plan(&relay, 40, 20.0, 10, 2)
     };
     load::run(config, |_, _, _| {}).await
 }

@@ -65,14 +65,7 @@ impl Relay {
         out: &mut Vec<Outgoing>,
     ) {
         for &(_, other) in &changes.entered {
-            if let Some(last) = self.players.get(&other).and_then(|p| p.last.clone()) {
-                let event = RelayEvent::Transform {
-                    player_id: other,
-                    server_time_ms,
-                    transform: last,
-                };
-                out.push((vec![id], event));
-            }
+            self.show(other, id, server_time_ms, out);
         }
         let gone: Vec<u32> = changes.left.iter().map(|&(_, other)| other).collect();
         for &other in &gone {

@@ -292,33 +292,27 @@ fn on_event(
         SocketEvent::Connected => counts.connected = true,
         SocketEvent::Received(message) => {
             counts.bytes += message.content_bytes().len() as u64 + 10;
-            match message.action::<RelayAction>() {
-                Some(RelayAction::Relayed) => {
-                    let mut seen = Seen {
-                        now_us,
-                        counts,
-                        last_seq,
-                        histogram,
-                        watch,
-                    };
-                    seen.relayed(message.content_bytes());
-                }
-                Some(RelayAction::Batch) => {
-                    let mut seen = Seen {
-                        now_us,
-                        counts,
-                        last_seq,
-                        histogram,
-                        watch,
-                    };
-                    if let Some(messages) = stamp::batch_messages(message.content_bytes()) {
-                        for (action, content) in messages {
-                            if action == switchboard::message::Action::id(RelayAction::Relayed) {
-                                seen.relayed(content);
-                            }
-                        }
+            let action = message.action::<RelayAction>();
+            if let Some(form @ (RelayAction::Relayed | RelayAction::Batch)) = action {
+                let mut seen = Seen {
+                    now_us,
+                    counts,
+                    last_seq,
+                    histogram,
+                    watch,
+                };
+                let content = message.content_bytes();
+                if form == RelayAction::Relayed {
+                    seen.relayed(content);
+                } else if let Some(messages) = stamp::batch_messages(content) {
+                    let relayed = switchboard::message::Action::id(RelayAction::Relayed);
+                    for (_, content) in messages.filter(|(a, _)| *a == relayed) {
+                        seen.relayed(content);
                     }
                 }
+                return Next::Go;
+            }
+            match action {
                 Some(RelayAction::Welcome) => {
                     if let (Some(watch), Ok(id)) = (watch.as_ref(), message.content::<u32>()) {
                         watch.plan_ids.set(watch.index, id);
