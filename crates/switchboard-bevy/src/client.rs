@@ -157,7 +157,7 @@ impl Switchboard {
     /// and a player who quits should not hold a seat through the server's
     /// grace period). Events that come meanwhile are dropped.
     pub fn close_and_wait(&mut self, reason: &str, wait: Duration) {
-        if let Some(client) = self.client.as_mut() {
+        if let Some(mut client) = self.client.take() {
             client.close(reason);
             let deadline = Instant::now() + wait;
             while client.client().state() != SocketState::Closed && Instant::now() < deadline {
@@ -166,7 +166,7 @@ impl Switchboard {
                     .for_each(drop);
             }
         }
-        self.close(reason);
+        self.stop_local(reason);
     }
 
     fn stop_local(&mut self, reason: &str) {
