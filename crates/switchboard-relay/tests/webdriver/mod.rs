@@ -14,12 +14,23 @@ pub struct Browser {
     driver: Child,
     port: u16,
     session: String,
+    /// Chromium's profile and temporary files: Chromium leaves
+    /// `org.chromium.Chromium.scoped_dir.*` folders in `TMPDIR` when its
+    /// driver is killed, so they go here and this goes with the browser.
+    scratch: tempfile::TempDir,
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        // Chromium may still be quitting after its driver: a few tries.
+        for _ in 0..20 {
+            if std::fs::remove_dir_all(self.scratch.path()).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -77,8 +88,10 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
+        let scratch = tempfile::tempdir().expect("a folder for Chromium");
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .env("TMPDIR", scratch.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -89,6 +102,7 @@ impl Browser {
             driver,
             port,
             session: String::new(),
+            scratch,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -103,7 +117,8 @@ impl Browser {
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1200,800"]
+                         "--disable-dev-shm-usage", "--window-size=1200,800",
+                         format!("--user-data-dir={}", browser.scratch.path().join("profile").display())]
             }
         }}});
         let session = call(port, "POST", "/session", Some(capabilities)).await;
