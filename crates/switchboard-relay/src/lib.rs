@@ -17,7 +17,9 @@
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |
 //! | `bots` | scripted [`Bot`]s that move and chat like players |
 //! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
+//! | [`compact`] | compact transforms: quantized, as differences, senders and zones as small numbers ([`CompactEncoder`](compact::CompactEncoder) in the relay, [`CompactDecoder`](compact::CompactDecoder) in a client) |
 //! | `stamp` | the load tester's stamp in a transform, read back without allocating |
+//! | `wire` | bincode's varints by hand, for the paths that read and write in place |
 //! | `zones` | zones across relay processes: [`ZoneRouting`], the directory's trait, handover tickets |
 
 #![warn(missing_docs)]
@@ -25,6 +27,7 @@
 
 mod admin;
 mod bots;
+pub mod compact;
 mod dispatch;
 mod hub;
 pub mod interest;
@@ -34,6 +37,7 @@ mod log;
 mod server;
 mod stamp;
 mod transform;
+mod wire;
 mod zones;
 
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};

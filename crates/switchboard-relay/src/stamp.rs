@@ -4,6 +4,8 @@
 //! allocating: the bots' process decodes 380,000 of them a second at 1,000
 //! bots × 20 Hz, and must not cost more than the relay it measures.
 
+use crate::wire::Reader;
+
 /// The extra field's name.
 pub(crate) const FIELD: &str = "stamp";
 
@@ -99,48 +101,6 @@ pub(crate) fn batch_messages(content: &[u8]) -> Option<impl Iterator<Item = (u16
         let action = u16::try_from(at.varint()?).ok()?;
         Some((action, at.text()?))
     }))
-}
-
-/// A cursor over bincode bytes.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn skip(&mut self, n: usize) -> Option<()> {
-        self.take(n).map(|_| ())
-    }
-
-    fn byte(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-
-    /// bincode's varint: one byte below 251, else a marker for a u16, u32
-    /// or u64 that follows, little-endian.
-    fn varint(&mut self) -> Option<u64> {
-        let le = |bytes: &[u8]| {
-            let mut wide = [0u8; 8];
-            wide[..bytes.len()].copy_from_slice(bytes);
-            u64::from_le_bytes(wide)
-        };
-        Some(match self.byte()? {
-            small @ 0..=250 => u64::from(small),
-            251 => le(self.take(2)?),
-            252 => le(self.take(4)?),
-            253 => le(self.take(8)?),
-            _ => return None,
-        })
-    }
-
-    /// A length-prefixed string's bytes.
-    fn text(&mut self) -> Option<&'a [u8]> {
-        let len = usize::try_from(self.varint()?).ok()?;
-        self.take(len)
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,277 @@
+//! The relay's side: one [`CompactEncoder`] per client that asked for
+//! compact transforms, fed each delivery as it is decided and emptied into
+//! one `Compact` frame when the pacer writes to that client.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use switchboard::socket::IdBuildHasher;
+
+use super::{flag, kind, pack_rotation, pack_state, quantize, NO_STATE};
+use crate::transform::Transform;
+use crate::wire::{put_signed, put_text, put_varint};
+
+/// A transform's quantized fields: computed once per relayed transform,
+/// shared by every compact recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quantized {
+    position: [i64; 3],
+    rotation: u32,
+    state: (u8, i64),
+}
+
+impl Quantized {
+    /// `transform`'s position in units of `precision`, its rotation in 32
+    /// bits, its movement state in a byte and a speed.
+    pub fn of(transform: &Transform, precision: f32) -> Quantized {
+        Quantized {
+            position: transform.position.map(|v| quantize(v, precision)),
+            rotation: pack_rotation(transform.rotation),
+            state: pack_state(transform.state.as_ref()),
+        }
+    }
+}
+
+/// What this client last got from one sender: the baseline of the next.
+#[derive(Debug)]
+struct Sent {
+    slot: u32,
+    quantized: Quantized,
+    /// Its zone and unknown fields (shared with the relay, not copied).
+    transform: Arc<Transform>,
+}
+
+/// Zones a client has been given numbers for. Past [`ZONES_PER_CLIENT`]
+/// the numbers start again from 0 (a `Zone` record redefines a number), so
+/// a client that wanders through many zones costs a bounded table.
+#[derive(Debug, Default)]
+struct ZoneTable {
+    ids: HashMap<String, u32>,
+}
+
+/// Zone numbers one client is given before they are reused.
+const ZONES_PER_CLIENT: usize = 4096;
+
+impl ZoneTable {
+    /// `zone`'s number, defined first (a `Zone` record in `out`) if new.
+    fn id(&mut self, zone: &str, out: &mut Vec<u8>) -> u32 {
+        if let Some(id) = self.ids.get(zone) {
+            return *id;
+        }
+        if self.ids.len() >= ZONES_PER_CLIENT {
+            self.ids.clear();
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(zone.to_string(), id);
+        out.push(kind::OTHER | kind::ZONE << 2);
+        put_varint(out, u64::from(id));
+        put_text(out, zone);
+        id
+    }
+}
+
+/// One client's compact stream: its senders' slots and baselines, its
+/// zone numbers, and the records waiting for the next write.
+#[derive(Debug)]
+pub struct CompactEncoder {
+    precision: f32,
+    senders: HashMap<u32, Sent, IdBuildHasher>,
+    free: Vec<u32>,
+    next_slot: u32,
+    zones: ZoneTable,
+    records: Vec<u8>,
+    /// The stamp the waiting records' times count from (the frame's
+    /// `server_time_ms`), and the last one written.
+    base: Option<u64>,
+    last_stamp: u64,
+    set_up: bool,
+}
+
+impl CompactEncoder {
+    /// A new client's stream, positions in units of `precision`.
+    pub fn new(precision: f32) -> CompactEncoder {
+        CompactEncoder {
+            precision,
+            senders: HashMap::default(),
+            free: Vec::new(),
+            next_slot: 0,
+            zones: ZoneTable::default(),
+            records: Vec::new(),
+            base: None,
+            last_stamp: 0,
+            set_up: false,
+        }
+    }
+
+    /// Whether records wait for a write.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Senders this client holds a baseline of.
+    pub fn senders(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// The stream's first record says the precision.
+    fn set_up(&mut self) {
+        if !self.set_up {
+            self.set_up = true;
+            self.records.push(kind::OTHER | kind::SETUP << 2);
+            self.records
+                .extend_from_slice(&self.precision.to_le_bytes());
+        }
+    }
+
+    /// Player `player_id`'s transform (stamped `stamp_ms` by the relay, its
+    /// fields quantized as `quantized`): whole if this client has no
+    /// baseline of it, else what changed.
+    pub fn transform(
+        &mut self,
+        player_id: u32,
+        stamp_ms: u64,
+        quantized: &Quantized,
+        transform: &Arc<Transform>,
+    ) {
+        self.set_up();
+        let out = &mut self.records;
+        // The frame's first transform sets its time; each counts from the
+        // one before.
+        let since = match self.base {
+            Some(_) => self.last_stamp,
+            None => *self.base.insert(stamp_ms),
+        };
+        let time = stamp_ms.wrapping_sub(since) as i64;
+        self.last_stamp = stamp_ms;
+        let Some(sent) = self.senders.get_mut(&player_id) else {
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.next_slot += 1;
+                self.next_slot - 1
+            });
+            let zone = self.zones.id(&transform.zone, out);
+            out.push(kind::ENTER);
+            put_varint(out, u64::from(slot));
+            put_varint(out, u64::from(player_id));
+            out.push(kind::TRANSFORM | flag::WHOLE);
+            put_varint(out, u64::from(slot));
+            put_signed(out, time);
+            for units in quantized.position {
+                put_signed(out, units);
+            }
+            put_fields(out, quantized, zone, &transform.extra);
+            self.senders.insert(
+                player_id,
+                Sent {
+                    slot,
+                    quantized: *quantized,
+                    transform: Arc::clone(transform),
+                },
+            );
+            return;
+        };
+        let last = &sent.quantized;
+        let moved = [0, 1, 2].map(|i| quantized.position[i] - last.position[i]);
+        let mut head = kind::TRANSFORM;
+        if moved == [0; 3] {
+            head |= flag::STILL;
+        }
+        if quantized.rotation != last.rotation {
+            head |= flag::ROTATION;
+        }
+        if quantized.state != last.state {
+            head |= flag::STATE;
+        }
+        let zone = (sent.transform.zone != transform.zone).then(|| {
+            head |= flag::ZONE;
+            self.zones.id(&transform.zone, out)
+        });
+        let extra_changed =
+            !Arc::ptr_eq(&sent.transform, transform) && sent.transform.extra != transform.extra;
+        if extra_changed {
+            head |= flag::EXTRA;
+        }
+        out.push(head);
+        put_varint(out, u64::from(sent.slot));
+        put_signed(out, time);
+        if head & flag::STILL == 0 {
+            for units in moved {
+                put_signed(out, units);
+            }
+        }
+        if head & flag::ROTATION != 0 {
+            out.extend_from_slice(&quantized.rotation.to_le_bytes());
+        }
+        if head & flag::STATE != 0 {
+            put_state(out, quantized.state);
+        }
+        if let Some(zone) = zone {
+            put_varint(out, u64::from(zone));
+        }
+        if extra_changed {
+            put_extra(out, &transform.extra);
+        }
+        sent.quantized = *quantized;
+        sent.transform = Arc::clone(transform);
+    }
+
+    /// Player `player_id` left this client's view: its slot is free again.
+    pub fn left(&mut self, player_id: u32) {
+        self.set_up();
+        match self.senders.remove(&player_id) {
+            Some(sent) => {
+                self.records.push(kind::LEAVE);
+                put_varint(&mut self.records, u64::from(sent.slot));
+                self.free.push(sent.slot);
+            }
+            None => {
+                let mut content = Vec::with_capacity(5);
+                put_varint(&mut content, u64::from(player_id));
+                let left = switchboard::message::Action::id(crate::server::RelayAction::Left);
+                self.message(left, &content);
+            }
+        }
+    }
+
+    /// Any other relay message (`Welcome`, ...), in its place in the stream.
+    pub fn message(&mut self, action: u16, content: &[u8]) {
+        self.set_up();
+        let out = &mut self.records;
+        out.push(kind::OTHER | kind::MESSAGE << 2);
+        put_varint(out, u64::from(action));
+        put_varint(out, content.len() as u64);
+        out.extend_from_slice(content);
+    }
+
+    /// The `Compact` content of what waits (`tick`, the frame's time, the
+    /// records), appended to `out`; the encoder is then empty. `now_ms`
+    /// is the frame's time when no transform set it.
+    pub fn finish(&mut self, tick: u64, now_ms: u64, out: &mut Vec<u8>) {
+        put_varint(out, tick);
+        put_varint(out, self.base.take().unwrap_or(now_ms));
+        out.extend_from_slice(&self.records);
+        self.records.clear();
+    }
+}
+
+/// A whole transform's rotation, state, zone and unknown fields.
+fn put_fields(out: &mut Vec<u8>, q: &Quantized, zone: u32, extra: &BTreeMap<String, String>) {
+    out.extend_from_slice(&q.rotation.to_le_bytes());
+    put_state(out, q.state);
+    put_varint(out, u64::from(zone));
+    put_extra(out, extra);
+}
+
+fn put_state(out: &mut Vec<u8>, (bits, speed): (u8, i64)) {
+    out.push(bits);
+    if bits & NO_STATE == 0 {
+        put_signed(out, speed);
+    }
+}
+
+fn put_extra(out: &mut Vec<u8>, extra: &BTreeMap<String, String>) {
+    put_varint(out, extra.len() as u64);
+    for (key, value) in extra {
+        put_text(out, key);
+        put_text(out, value);
+    }
+}
