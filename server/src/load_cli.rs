@@ -74,6 +74,14 @@ pub(crate) struct BotsArgs {
     /// frame (with the relay's `--tick-hz`, one frame a tick).
     #[arg(long)]
     batch: bool,
+    /// Ask the relay for compact transforms (quantized, as differences,
+    /// senders as small numbers; implies batches).
+    #[arg(long)]
+    compact: bool,
+    /// Every how many transforms carry the load tester's stamp (sequence
+    /// number and send time); the others carry none.
+    #[arg(long, default_value_t = 1)]
+    stamp_every: u32,
 }
 
 #[derive(Debug, Args)]
@@ -169,7 +177,11 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             }
             walk
         }),
-        batch: args.batch,
+        options: switchboard_relay::RelayOptions {
+            batch: args.batch,
+            compact: args.compact,
+        },
+        stamp_every: args.stamp_every,
     };
     let total = args.seconds;
     // CPU is measured over the sending window only (not connecting, not

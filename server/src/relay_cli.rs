@@ -64,6 +64,10 @@ pub(crate) struct RelayArgs {
     /// the default) or `xy` (z up).
     #[arg(long, default_value = "xz", value_parser = parse_plane)]
     plane: [usize; 2],
+    /// Players who take compact transforms get positions rounded to this
+    /// (in the game's units: 0.01 is a centimetre if the unit is a metre).
+    #[arg(long, default_value_t = 0.01)]
+    precision: f32,
     #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
@@ -85,6 +89,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
                     .unwrap_or_default(),
                 split_flush_at: args.split_flush_at,
             },
+            compact_precision: args.precision,
             ..Default::default()
         };
         if let Some(hz) = args.tick_hz {

@@ -59,11 +59,16 @@ impl Dispatch {
     /// (everyone at `None`), their batches first.
     fn flush(&mut self, now: Option<Instant>) {
         let due = self.pacer.take_due(now);
+        self.queue_batches(&due);
+        self.pacer.flush(&self.handle, due, now.is_some());
+    }
+
+    /// Queues the batches of `peers`, stamped with the tick and the time.
+    fn queue_batches(&mut self, peers: &[PeerId]) {
         let now_ms = self.now_ms();
         let tick_ms = self.config.pacing.max_wait.as_millis() as u64;
         let tick = now_ms.checked_div(tick_ms).unwrap_or(0);
-        self.batches.queue(&due, &self.handle, tick, now_ms);
-        self.pacer.flush(&self.handle, due, now.is_some());
+        self.batches.queue(peers, &self.handle, tick, now_ms);
     }
 
     fn on_native(&mut self, event: ServerEvent) -> Vec<Outgoing> {
@@ -105,12 +110,13 @@ impl Dispatch {
                         Err(err) => error(&err.to_string()),
                     },
                     (Some(_), Some(RelayAction::Options)) => {
-                        match message.content::<crate::server::RelayOptions>() {
+                        match crate::server::RelayOptions::read(message.content_bytes()) {
                             Ok(options) => {
-                                self.batches.set(incoming.peer, options.batch);
+                                let precision = self.config.compact_precision;
+                                self.batches.set(incoming.peer, options, precision);
                                 Vec::new()
                             }
-                            Err(err) => error(&err.to_string()),
+                            Err(err) => error(&err),
                         }
                     }
                     (Some(_), Some(RelayAction::Hello)) => {
@@ -262,8 +268,10 @@ impl Dispatch {
         let mut outgoing = VecDeque::from(outgoing);
         loop {
             while let Some((to, event)) = outgoing.pop_front() {
+                let precision = self.config.compact_precision;
+                let batches = (&mut self.batches, precision);
                 let (slow, native, delivered) =
-                    deliver(&self.routes, &self.handle, &mut self.batches, &to, &event);
+                    deliver(&self.routes, &self.handle, batches, &to, &event);
                 self.pacer.queued(&native, delivered, Instant::now());
                 for id in slow {
                     tracing::debug!(player = id, "JSON client too slow; dropped");
@@ -272,6 +280,11 @@ impl Dispatch {
                     self.routes.remove(&id);
                     outgoing.extend(self.relay.leave(id));
                 }
+            }
+            let full = self.batches.take_full();
+            if !full.is_empty() {
+                // Their batches leave now; the pacer writes them.
+                self.queue_batches(&full);
             }
             let abusive = self.relay.take_abusive();
             if abusive.is_empty() {
@@ -306,36 +319,13 @@ impl Dispatch {
 fn deliver(
     routes: &HashMap<u32, Route, IdBuildHasher>,
     native: &ServerHandle,
-    batches: &mut batch::Batches,
+    (batches, precision): (&mut batch::Batches, f32),
     to: &[u32],
     event: &RelayEvent,
 ) -> (Vec<u32>, Vec<PeerId>, usize) {
     let codec = &native.config().socket.codec;
-    // The content alone, for players who take batches (encoded once).
-    let content = batches.any().then(|| {
-        let (action, bytes) = match event {
-            RelayEvent::Welcome { player_id } => (
-                RelayAction::Welcome,
-                switchboard::codec::encode_value(player_id),
-            ),
-            RelayEvent::Left { player_id } => (
-                RelayAction::Left,
-                switchboard::codec::encode_value(player_id),
-            ),
-            RelayEvent::Transform {
-                player_id,
-                server_time_ms,
-                transform,
-            } => (
-                RelayAction::Relayed,
-                switchboard::codec::encode_value(&(*player_id, *server_time_ms, &**transform)),
-            ),
-        };
-        (
-            switchboard::message::Action::id(action),
-            bytes.map(bytes::Bytes::from).ok(),
-        )
-    });
+    // The forms players who take batches need, each made once.
+    let mut forms = batches.any().then(|| batch::Forms::new(event, precision));
     let encoded = match event {
         RelayEvent::Welcome { player_id } => {
             EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
@@ -363,11 +353,8 @@ fn deliver(
         match routes.get(id) {
             Some(Route::Native(peer)) => {
                 native_peers.push(*peer);
-                if let Some((action, bytes)) = &content {
-                    let batched = bytes
-                        .as_ref()
-                        .is_some_and(|bytes| batches.push(*peer, *action, bytes));
-                    if !batched {
+                if let Some(forms) = &mut forms {
+                    if !batches.push(*peer, forms) {
                         plain_peers.push(*peer);
                     }
                 }
@@ -398,7 +385,7 @@ fn deliver(
         }
     }
     match &encoded {
-        Some(encoded) if content.is_some() => {
+        Some(encoded) if forms.is_some() => {
             native.queue_encoded_to_many(plain_peers, encoded);
         }
         Some(encoded) => {

@@ -53,6 +53,11 @@ switchboard::actions! {
         /// Relay → client (only to a client that asked, `RelayOptions::batch`):
         /// a [`Batch`] of what the relay would have sent one by one.
         Batch = 11,
+        /// Relay → client (only to a client that asked,
+        /// `RelayOptions::compact`): what the relay would have sent one by
+        /// one, as compact records ([`compact`](crate::compact);
+        /// `docs/PROTOCOL.md`, section 10).
+        Compact = 12,
     }
 }
 
@@ -63,6 +68,29 @@ pub struct RelayOptions {
     /// frame, a [`Batch`]: one frame header, one length and one wake-up
     /// instead of one per message (with `--tick-hz`, one frame a tick).
     pub batch: bool,
+    /// Like `batch`, and transforms as compact records: quantized
+    /// positions sent as differences, senders and zones as small numbers,
+    /// fields only when they changed (read them with a
+    /// [`CompactDecoder`](crate::compact::CompactDecoder)). Takes precedence
+    /// over `batch`.
+    pub compact: bool,
+}
+
+impl RelayOptions {
+    /// Reads the options a client sent. Fields are only ever appended: a
+    /// field the client did not send reads as off, and fields after the
+    /// ones this relay knows (a newer client's) are ignored.
+    pub fn read(content: &[u8]) -> Result<RelayOptions, String> {
+        let flag = |at: usize| match content.get(at) {
+            None | Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            Some(other) => Err(format!("relay options: {other} is not a bool")),
+        };
+        Ok(RelayOptions {
+            batch: flag(0)?,
+            compact: flag(1)?,
+        })
+    }
 }
 
 /// Several messages in one frame (`RelayAction::Batch`), in the order
@@ -166,6 +194,11 @@ pub struct RelayConfig {
     /// stream. The zone stays the coarse filter. Checked at start
     /// ([`InterestConfig::check`](crate::interest::InterestConfig::check)).
     pub interest: Option<crate::interest::InterestConfig>,
+    /// The precision of positions for clients that take compact transforms
+    /// (`RelayOptions::compact`; default 0.01, a centimetre if the game's
+    /// unit is the metre). A finite number above 0; positions are rounded
+    /// to it, and clamped to ±2^31 − 1 of it.
+    pub compact_precision: f32,
 }
 
 impl Default for RelayConfig {
@@ -186,6 +219,7 @@ impl Default for RelayConfig {
             json_write_timeout: Duration::from_secs(10),
             zones: None,
             interest: None,
+            compact_precision: crate::compact::DEFAULT_PRECISION,
         }
     }
 }
@@ -489,6 +523,13 @@ impl RelayBuilder {
                     format!("interest by distance: {why}"),
                 )
             })?;
+        }
+        let precision = self.config.compact_precision;
+        if !(precision.is_finite() && precision > 0.0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("compact_precision must be a number above 0, not {precision}"),
+            ));
         }
         if let Some(port) = self.websocket_port {
             let websocket = self

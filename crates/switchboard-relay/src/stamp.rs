@@ -33,6 +33,11 @@ impl Stamp {
         let _ = write!(text, "[{},{}]", self.seq, self.sent_us);
     }
 
+    /// The stamp among a transform's unknown fields, if there is one.
+    pub(crate) fn of_extra(extra: &std::collections::BTreeMap<String, String>) -> Option<Stamp> {
+        Stamp::parse(extra.get(FIELD)?)
+    }
+
     fn parse(text: &str) -> Option<Stamp> {
         let (seq, sent_us) = text.strip_prefix('[')?.strip_suffix(']')?.split_once(',')?;
         Some(Stamp {
@@ -47,11 +52,12 @@ impl Stamp {
 pub(crate) struct Heard {
     pub(crate) player_id: u32,
     pub(crate) position: [f32; 3],
-    pub(crate) stamp: Stamp,
+    /// The stamp, on the transforms that carry one.
+    pub(crate) stamp: Option<Stamp>,
 }
 
 /// The sender, position and stamp of a relayed message's content, without
-/// allocating; `None` if it does not decode or carries no stamp.
+/// allocating; `None` if it does not decode.
 ///
 /// Read by hand along `Relayed`'s bincode layout (standard config: varint
 /// integers and lengths), skipping what the bots do not need: 26 ns where
@@ -74,19 +80,19 @@ pub(crate) fn read(content: &[u8]) -> Option<Heard> {
         1 => at.skip(9)?, // MovementState: five bools and an f32
         _ => return None,
     }
+    let mut stamp = None;
     for _ in 0..at.varint()? {
         let key = at.text()?;
         let value = at.text()?;
         if key == FIELD.as_bytes() {
-            let stamp = Stamp::parse(std::str::from_utf8(value).ok()?)?;
-            return Some(Heard {
-                player_id,
-                position,
-                stamp,
-            });
+            stamp = Some(Stamp::parse(std::str::from_utf8(value).ok()?)?);
         }
     }
-    None
+    Some(Heard {
+        player_id,
+        position,
+        stamp,
+    })
 }
 
 /// The messages of a `Batch`'s content, (action, content) each, read in
@@ -151,18 +157,21 @@ mod tests {
         let heard = Heard {
             player_id: 7,
             position: [1.0, 2.0, 3.0],
-            stamp,
+            stamp: Some(stamp),
         };
         assert_eq!(read(&bytes), Some(heard));
         // The field is JSON, for JSON clients.
         let json: serde_json::Value = serde_json::from_str(&stamp.text()).unwrap();
         assert_eq!(json, serde_json::json!([41, 1_234_567]));
-        // Without a stamp, or not a relayed transform: nothing.
+        // Without a stamp: the rest; not a relayed transform: nothing.
         let mut plain = relayed.clone();
         plain.transform.extra.remove(FIELD);
         assert_eq!(
             read(&switchboard::codec::encode_value(&plain).unwrap()),
-            None
+            Some(Heard {
+                stamp: None,
+                ..heard
+            })
         );
         assert_eq!(read(b"\x01\x02"), None);
         // Every shape the layout can take: wide integers (varint markers),

@@ -20,8 +20,19 @@ fn plan(
     zone_size: usize,
     seconds: u64,
 ) -> LoadConfig {
+    plan_for(relay.native_addr(), bots, rate, zone_size, seconds)
+}
+
+/// [`plan`] against the relay at `addr`.
+fn plan_for(
+    addr: std::net::SocketAddr,
+    bots: usize,
+    rate: f64,
+    zone_size: usize,
+    seconds: u64,
+) -> LoadConfig {
     LoadConfig {
-        addr: relay.native_addr(),
+        addr,
         websocket: None,
         also: Vec::new(),
         bots,
@@ -30,7 +41,8 @@ fn plan(
         duration: Duration::from_secs(seconds),
         phases: Phases::Spread,
         walk: None,
-        batch: false,
+        options: Default::default(),
+        stamp_every: 1,
     }
 }
 
@@ -112,17 +124,29 @@ async fn the_load_testers_first_zone_is_the_pages_and_its_bots_stand_in_the_page
 
 /// Walking bots against a relay with (or without) interest by distance.
 async fn walk(interest: bool, bots: usize, seconds: u64) -> LoadReport {
-    let config = switchboard_relay::RelayConfig {
+    walk_with(interest, bots, seconds, |_, _| {}).await
+}
+
+/// The same, the relay's and the bots' configurations changed by `adjust`.
+async fn walk_with(
+    interest: bool,
+    bots: usize,
+    seconds: u64,
+    adjust: impl FnOnce(&mut switchboard_relay::RelayConfig, &mut LoadConfig),
+) -> LoadReport {
+    let mut relay_config = switchboard_relay::RelayConfig {
         interest: interest
             .then(|| switchboard_relay::interest::InterestConfig::around(30.0, None, None, [0, 2])),
         ..Default::default()
     };
-    let relay = RelayServer::builder().config(config).spawn().unwrap();
-    let config = LoadConfig {
+    let mut config = LoadConfig {
         // A small world, so that neighbours come and go.
         walk: Some(load::Walk::new(150.0, 6.0, 30.0)),
-        ..plan(&relay, bots, 10.0, bots, seconds)
+        ..plan_for("127.0.0.1:1".parse().unwrap(), bots, 10.0, bots, seconds)
     };
+    adjust(&mut relay_config, &mut config);
+    let relay = RelayServer::builder().config(relay_config).spawn().unwrap();
+    config.addr = relay.native_addr();
     load::run(config, |_, _, _| {}).await
 }
 
@@ -150,15 +174,15 @@ async fn walking_checks_catch_a_relay_without_interest_by_distance() {
 }
 
 /// 40 bots in zones of 10 at 20 Hz for 2 s against a relay writing at
-/// 10 Hz, asking for batches or not.
-async fn ticked(batch: bool) -> LoadReport {
+/// 10 Hz, asking for batches, compact transforms or neither.
+async fn ticked(options: switchboard_relay::RelayOptions) -> LoadReport {
     let config = switchboard_relay::RelayConfig {
         pacing: switchboard::socket::PacerConfig::tick(10.0),
         ..Default::default()
     };
     let relay = RelayServer::builder().config(config).spawn().unwrap();
     let config = LoadConfig {
-        batch,
+        options,
         ..plan(&relay, 40, 20.0, 10, 2)
     };
     load::run(config, |_, _, _| {}).await
@@ -166,7 +190,16 @@ async fn ticked(batch: bool) -> LoadReport {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
-    let (batched, plain) = tokio::join!(ticked(true), ticked(false));
+    let batch = switchboard_relay::RelayOptions {
+        batch: true,
+        compact: false,
+    };
+    let compact = switchboard_relay::RelayOptions {
+        batch: false,
+        compact: true,
+    };
+    let (batched, plain, compact) =
+        tokio::join!(ticked(batch), ticked(Default::default()), ticked(compact));
     // Every transform reaches the other 9 of its zone, in batches.
     assert_eq!(batched.sent, 40 * 40, "{batched:?}");
     assert_eq!(batched.received, batched.sent * 9, "{batched:?}");
@@ -178,4 +211,35 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
     );
     // Each waited up to a tick (100 ms), not much more.
     assert!(batched.latency_ms_p99 < 200.0, "{batched:?}");
+    // Compact ones too, every one, in a fraction of the bytes (each
+    // carries the bots' stamp, about 20 bytes, all the same).
+    assert_eq!(compact.received, compact.sent * 9, "{compact:?}");
+    assert_eq!((compact.lost, compact.errors), (0, 0), "{compact:?}");
+    assert!(
+        compact.wire_bytes_per_delivery < batched.wire_bytes_per_delivery * 0.7,
+        "{compact:?}\n{batched:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walking_compact_bots_hear_what_plain_ones_do_in_at_most_16_bytes_a_transform() {
+    let report = walk_with(true, 60, 4, |relay, bots| {
+        relay.pacing = switchboard::socket::PacerConfig::tick(20.0);
+        bots.options.compact = true;
+        // The bots' stamp (about 20 bytes) on one transform in ten: the
+        // rest is what a game's walking players cost.
+        bots.stamp_every = 10;
+    })
+    .await;
+    assert!(report.neighbour_checks > 100, "{report:?}");
+    assert_eq!(
+        (report.unheard_neighbours, report.heard_too_far),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!((report.disconnects, report.errors), (0, 0), "{report:?}");
+    assert!(report.wire_bytes_per_delivery <= 16.0, "{report:?}");
+    // Latency is still timed, on the stamped ones: within two ticks.
+    assert!(report.latency_ms_p50 > 0.0, "{report:?}");
+    assert!(report.latency_ms_p99 < 150.0, "{report:?}");
 }

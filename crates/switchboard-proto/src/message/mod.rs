@@ -325,6 +325,22 @@ impl EncodedMessage {
         Ok(EncodedMessage(codec::encode_frame_in_place(buf, config)?))
     }
 
+    /// Builds the frame of a message of `channel` and `action` whose
+    /// content is `content` as it is: bytes the caller laid out itself (a
+    /// format of its own, or values it encoded in place).
+    pub fn raw<C: Channel, A: Action>(
+        channel: C,
+        action: A,
+        content: &[u8],
+        config: &CodecConfig,
+    ) -> Result<EncodedMessage, crate::reason::SendError> {
+        let mut buf = Vec::with_capacity(codec::HEADER_LEN + 6 + content.len());
+        buf.extend_from_slice(&[0; codec::HEADER_LEN]);
+        codec::encode_value_into(&(channel.id(), action.id()), &mut buf)?;
+        buf.extend_from_slice(content);
+        Ok(EncodedMessage(codec::encode_frame_in_place(buf, config)?))
+    }
+
     /// The frame bytes as they go on the wire.
     pub fn as_bytes(&self) -> &Bytes {
         &self.0

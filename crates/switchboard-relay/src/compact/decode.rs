@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{dequantize, flag, kind, unpack_rotation, unpack_state, MAX_SLOTS, MAX_UNITS, MAX_ZONES};
+use super::{
+    dequantize, flag, kind, unpack_rotation, unpack_state, MAX_SLOTS, MAX_UNITS, MAX_ZONES,
+};
 use crate::transform::{Transform, MAX_EXTRA, MAX_EXTRA_LEN};
 use crate::wire::Reader;
 

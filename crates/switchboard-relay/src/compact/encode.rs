@@ -108,6 +108,11 @@ impl CompactEncoder {
         self.records.is_empty()
     }
 
+    /// Bytes of records waiting.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
     /// Senders this client holds a baseline of.
     pub fn senders(&self) -> usize {
         self.senders.len()

@@ -163,7 +163,10 @@ fn slots_are_given_on_entry_freed_on_leaving_and_reused() {
     let content = frame(&mut encoder, 0);
     assert!(content.contains(&kind::ENTER));
     let got = read(&mut decoder, &content);
-    assert_eq!(got, vec![Got::Moved(400, 2, (*walker(5.0, 5.0)).clone(), true)]);
+    assert_eq!(
+        got,
+        vec![Got::Moved(400, 2, (*walker(5.0, 5.0)).clone(), true)]
+    );
     assert_eq!(decoder.senders(), 2);
 }
 

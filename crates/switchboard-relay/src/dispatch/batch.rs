@@ -1,55 +1,179 @@
-//! Batches (`RelayOptions::batch`): for a native player who asked, what
-//! the relay would have sent one by one waits here, and leaves as one
-//! `Batch` frame when the pacer writes to that player: one frame header,
-//! one length and one wake-up for a tick's transforms.
+//! Batches (`RelayOptions::batch`, `RelayOptions::compact`): for a native
+//! player who asked, what the relay would have sent one by one waits here,
+//! and leaves as one `Batch` (or `Compact`) frame when the pacer writes to
+//! that player: one frame header, one length and one wake-up for a tick's
+//! transforms; with `compact`, each transform a few bytes.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use switchboard::message::EncodedMessage;
-use switchboard::socket::{IdBuildHasher, PeerId, ServerHandle};
+use switchboard::message::{Action, EncodedMessage};
+use switchboard::socket::{CloseCode, IdBuildHasher, PeerId, ServerHandle};
 
-use crate::server::{RelayAction, RelayChannel};
+use crate::compact::{CompactEncoder, Quantized};
+use crate::hub::RelayEvent;
+use crate::server::{RelayAction, RelayChannel, RelayOptions};
 
-/// The players who asked for batches, and what waits for each: (action,
-/// content) of each message, the content shared by every recipient.
+/// What waits for one player.
+#[derive(Debug)]
+enum Waiting {
+    /// (action, content) of each message, the content shared by every
+    /// recipient.
+    Plain(Vec<(u16, Bytes)>, usize),
+    /// Compact records, and the baselines they are written against.
+    Compact(Box<CompactEncoder>),
+}
+
+/// The players who asked for batches, and what waits for each.
 #[derive(Debug, Default)]
-pub(super) struct Batches(HashMap<PeerId, Vec<(u16, Bytes)>, IdBuildHasher>);
+pub(super) struct Batches {
+    waiting: HashMap<PeerId, Waiting, IdBuildHasher>,
+    /// A `Compact` frame's content, built here and reused.
+    scratch: Vec<u8>,
+    /// Peers whose batch passed [`SPLIT_AT`]: it leaves at once, not at
+    /// the tick, so no frame nears the peer's frame limit.
+    full: Vec<PeerId>,
+}
+
+/// The bytes a batch holds before it leaves without waiting for its tick.
+const SPLIT_AT: usize = 32 * 1024;
+
+/// An event's forms for the players who take batches: each made once, the
+/// first time a recipient needs it.
+pub(super) struct Forms<'e> {
+    event: &'e RelayEvent,
+    precision: f32,
+    plain: Option<Option<(u16, Bytes)>>,
+    quantized: Option<Quantized>,
+}
+
+impl<'e> Forms<'e> {
+    pub(super) fn new(event: &'e RelayEvent, precision: f32) -> Forms<'e> {
+        Forms {
+            event,
+            precision,
+            plain: None,
+            quantized: None,
+        }
+    }
+
+    /// The event as (action, content), as it would have come alone.
+    fn plain(&mut self) -> Option<&(u16, Bytes)> {
+        let event = self.event;
+        self.plain
+            .get_or_insert_with(|| {
+                let (action, bytes) = match event {
+                    RelayEvent::Welcome { player_id } => (
+                        RelayAction::Welcome,
+                        switchboard::codec::encode_value(player_id),
+                    ),
+                    RelayEvent::Left { player_id } => (
+                        RelayAction::Left,
+                        switchboard::codec::encode_value(player_id),
+                    ),
+                    RelayEvent::Transform {
+                        player_id,
+                        server_time_ms,
+                        transform,
+                    } => (
+                        RelayAction::Relayed,
+                        switchboard::codec::encode_value(&(
+                            *player_id,
+                            *server_time_ms,
+                            &**transform,
+                        )),
+                    ),
+                };
+                Some((action.id(), Bytes::from(bytes.ok()?)))
+            })
+            .as_ref()
+    }
+
+    /// Writes the event into a compact stream.
+    fn compact(&mut self, encoder: &mut CompactEncoder) {
+        match self.event {
+            RelayEvent::Transform {
+                player_id,
+                server_time_ms,
+                transform,
+            } => {
+                let precision = self.precision;
+                let quantized = self
+                    .quantized
+                    .get_or_insert_with(|| Quantized::of(transform, precision));
+                encoder.transform(*player_id, *server_time_ms, quantized, transform);
+            }
+            RelayEvent::Left { player_id } => encoder.left(*player_id),
+            RelayEvent::Welcome { .. } => {
+                if let Some((action, content)) = self.plain() {
+                    encoder.message(*action, content);
+                }
+            }
+        }
+    }
+}
 
 impl Batches {
-    /// `peer` asked for batches, or no longer.
-    pub(super) fn set(&mut self, peer: PeerId, on: bool) {
-        if on {
-            self.0.entry(peer).or_default();
-        } else {
-            self.0.remove(&peer);
+    /// `peer` asked for `options`: batches, compact ones, or neither. A
+    /// compact stream already running goes on (its baselines are the
+    /// client's); one turned off or on starts afresh.
+    pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions, precision: f32) {
+        match (self.waiting.get(&peer), options.compact, options.batch) {
+            (Some(Waiting::Compact(_)), true, _) => {}
+            (_, true, _) => {
+                let encoder = Box::new(CompactEncoder::new(precision));
+                self.waiting.insert(peer, Waiting::Compact(encoder));
+            }
+            (Some(Waiting::Plain(..)), false, true) => {}
+            (_, false, true) => {
+                self.waiting.insert(peer, Waiting::Plain(Vec::new(), 0));
+            }
+            (_, false, false) => {
+                self.waiting.remove(&peer);
+            }
         }
     }
 
     /// `peer` is gone.
     pub(super) fn forget(&mut self, peer: PeerId) {
-        self.0.remove(&peer);
+        self.waiting.remove(&peer);
     }
 
     /// Whether anyone asked (no content is encoded apart otherwise).
     pub(super) fn any(&self) -> bool {
-        !self.0.is_empty()
+        !self.waiting.is_empty()
     }
 
-    /// Keeps the message for `peer` if it takes batches; `false` if not
+    /// Keeps the event for `peer` if it takes batches; `false` if not
     /// (the caller queues it as usual).
-    pub(super) fn push(&mut self, peer: PeerId, action: u16, content: &Bytes) -> bool {
-        match self.0.get_mut(&peer) {
-            Some(waiting) => {
-                waiting.push((action, content.clone()));
-                true
+    pub(super) fn push(&mut self, peer: PeerId, forms: &mut Forms<'_>) -> bool {
+        let held = match self.waiting.get_mut(&peer) {
+            Some(Waiting::Plain(waiting, bytes)) => {
+                if let Some((action, content)) = forms.plain() {
+                    waiting.push((*action, content.clone()));
+                    *bytes += content.len();
+                }
+                *bytes
             }
-            None => false,
+            Some(Waiting::Compact(encoder)) => {
+                forms.compact(encoder);
+                encoder.len()
+            }
+            None => return false,
+        };
+        if held >= SPLIT_AT && !self.full.contains(&peer) {
+            self.full.push(peer);
         }
+        true
     }
 
-    /// Queues one `Batch` for each peer of `due` that has messages waiting
-    /// (the pacer's flush writes it next).
+    /// The peers whose batch should leave now, not at the tick.
+    pub(super) fn take_full(&mut self) -> Vec<PeerId> {
+        std::mem::take(&mut self.full)
+    }
+
+    /// Queues one `Batch` or `Compact` frame for each peer of `due` that
+    /// has messages waiting (the pacer's flush writes it next).
     pub(super) fn queue(
         &mut self,
         due: &[PeerId],
@@ -57,7 +181,7 @@ impl Batches {
         tick: u64,
         server_time_ms: u64,
     ) {
-        if self.0.is_empty() {
+        if self.waiting.is_empty() {
             return;
         }
         // Not offered to zlib: a tick's transforms are floats and stamps
@@ -69,24 +193,39 @@ impl Batches {
         };
         let codec = &codec;
         for peer in due {
-            let Some(waiting) = self.0.get_mut(peer) else {
-                continue;
+            let encoded = match self.waiting.get_mut(peer) {
+                Some(Waiting::Plain(waiting, bytes)) if !waiting.is_empty() => {
+                    // `Batch`'s layout, the contents borrowed: the same
+                    // bytes as `Vec<(u16, Vec<u8>)>`.
+                    let messages: Vec<(u16, &[u8])> =
+                        waiting.iter().map(|(a, c)| (*a, c.as_ref())).collect();
+                    let batch = (tick, server_time_ms, messages);
+                    let encoded =
+                        EncodedMessage::of(RelayChannel, RelayAction::Batch, &batch, codec);
+                    waiting.clear();
+                    *bytes = 0;
+                    encoded
+                }
+                Some(Waiting::Compact(encoder)) if !encoder.is_empty() => {
+                    self.scratch.clear();
+                    encoder.finish(tick, server_time_ms, &mut self.scratch);
+                    EncodedMessage::raw(RelayChannel, RelayAction::Compact, &self.scratch, codec)
+                }
+                _ => continue,
             };
-            if waiting.is_empty() {
-                continue;
-            }
-            // `Batch`'s layout, the contents borrowed: the same bytes as
-            // `Vec<(u16, Vec<u8>)>`.
-            let messages: Vec<(u16, &[u8])> =
-                waiting.iter().map(|(a, c)| (*a, c.as_ref())).collect();
-            let batch = (tick, server_time_ms, messages);
-            match EncodedMessage::of(RelayChannel, RelayAction::Batch, &batch, codec) {
+            match encoded {
                 Ok(encoded) => {
                     handle.queue_encoded_to_many([*peer], &encoded);
                 }
-                Err(err) => tracing::warn!(%err, "a batch could not be encoded"),
+                Err(err) => {
+                    // Its stream cannot go on without what was lost: the
+                    // player reconnects and starts afresh.
+                    tracing::warn!(%err, "a batch could not be encoded");
+                    self.waiting.remove(peer);
+                    let why = format!("a batch could not be encoded: {err}");
+                    handle.close_peer_with(*peer, CloseCode::GOING_AWAY, &why);
+                }
             }
-            waiting.clear();
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::walk::{Checked, Ids, Walk};
 use super::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
+use crate::compact::{CompactDecoder, CompactRecord};
 use crate::server::{Hello, RelayAction, RelayChannel};
 use crate::stamp::{self, Heard, Stamp};
 use crate::transform::Transform;
@@ -34,11 +35,8 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
         let _ = socket.send(&message);
     }
-    if plan.batch {
-        let options = crate::server::RelayOptions { batch: true };
-        let _ = socket.send_value(RelayChannel, RelayAction::Options, &options);
-    }
-    let mut last_seq: HashMap<u32, u64, IdBuildHasher> = HashMap::default();
+    ask_options(plan, &mut socket);
+    let mut senders = Senders::default();
     let period = plan.interval.unwrap_or(Duration::from_secs(3600));
     let offset = period.mul_f64(plan.phases.of(index));
     // One transform, its stamp rewritten in place for each send.
@@ -96,8 +94,10 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 if let Some(watch) = &watch {
                     transform.position = watch.walk.position(index, stamp.sent_us as f64 / 1e6);
                 }
-                if let Some(text) = transform.extra.get_mut(stamp::FIELD) {
-                    stamp.write(text);
+                if counts.sent % plan.stamp_every == 0 {
+                    stamp.write(transform.extra.entry(stamp::FIELD.to_string()).or_default());
+                } else {
+                    transform.extra.remove(stamp::FIELD);
                 }
                 if socket.send_value(RelayChannel, RelayAction::Transform, &transform).is_ok() {
                     counts.sent += 1;
@@ -111,7 +111,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 let received = counts.received;
                 let next = {
                     let mut histogram = histogram.lock().expect("histogram");
-                    take_events(event, &mut socket, epoch, &mut counts, &mut last_seq, &mut histogram, &mut watch)
+                    take_events(event, &mut socket, epoch, &mut counts, &mut senders, &mut histogram, &mut watch)
                 };
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
                 if let Next::Ended = next {
@@ -136,6 +136,9 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                     counts.wire_bytes += socket.handle().stats().bytes_in;
                     socket = next;
                     let _ = socket.send_value(RelayChannel, RelayAction::Handover, &to.ticket);
+                    ask_options(plan, &mut socket);
+                    // A new connection: a compact stream starts afresh.
+                    senders.compact = CompactDecoder::new();
                     counts.handovers += 1;
                 }
             }
@@ -156,7 +159,7 @@ fn take_events(
     socket: &mut switchboard::socket::SocketStream,
     epoch: tokio::time::Instant,
     counts: &mut Counts,
-    last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
+    senders: &mut Senders,
     histogram: &mut Histogram,
     watch: &mut Option<Watch<'_>>,
 ) -> Next {
@@ -166,7 +169,7 @@ fn take_events(
         let Some(this) = event else {
             return Next::Ended;
         };
-        match on_event(this, now_us, counts, last_seq, histogram, watch) {
+        match on_event(this, now_us, counts, senders, histogram, watch) {
             Next::Go => {}
             other => return other,
         }
@@ -228,11 +231,27 @@ impl Watch<'_> {
     }
 }
 
+/// Sends the relay the options the test asks for, if any.
+fn ask_options(plan: &Plan, socket: &mut switchboard::socket::SocketStream) {
+    if plan.options != crate::RelayOptions::default() {
+        let _ = socket.send_value(RelayChannel, RelayAction::Options, &plan.options);
+    }
+}
+
+/// What a bot holds of the others: each sender's last stamp's sequence
+/// number and the transforms heard since it, and its connection's compact
+/// stream.
+#[derive(Default)]
+struct Senders {
+    stamps: HashMap<u32, (u64, u64), IdBuildHasher>,
+    compact: CompactDecoder,
+}
+
 /// What a bot takes a relayed transform into.
 struct Seen<'a, 'w> {
     now_us: u64,
     counts: &'a mut Counts,
-    last_seq: &'a mut HashMap<u32, u64, IdBuildHasher>,
+    stamps: &'a mut HashMap<u32, (u64, u64), IdBuildHasher>,
     histogram: &'a mut Histogram,
     watch: &'a mut Option<Watch<'w>>,
 }
@@ -240,34 +259,85 @@ struct Seen<'a, 'w> {
 impl Seen<'_, '_> {
     /// A relayed transform's content, alone or in a batch.
     fn relayed(&mut self, content: &[u8]) {
-        let Some(Heard {
+        if let Some(Heard {
             player_id,
             position,
-            stamp: Stamp { seq, sent_us },
+            stamp,
         }) = stamp::read(content)
-        else {
-            return;
-        };
-        let previous = self.last_seq.get(&player_id).copied();
-        // A zone-entry snapshot may repeat an old one: skip.
-        if previous.is_some_and(|p| seq <= p) {
-            return;
+        {
+            self.heard(player_id, position, stamp);
         }
-        self.last_seq.insert(player_id, seq);
+    }
+
+    /// A transform from `player_id` at `position`, with its stamp if it
+    /// carries one.
+    fn heard(&mut self, player_id: u32, position: [f32; 3], stamp: Option<Stamp>) {
+        let previous = self.stamps.get(&player_id).copied();
+        if let (Some(s), Some((seq, _))) = (stamp, previous) {
+            // An entry snapshot repeating the last or an older transform.
+            if s.seq <= seq {
+                return;
+            }
+        }
         self.counts.received += 1;
         if let Some(watch) = self.watch.as_mut() {
             watch.heard(player_id, position, self.now_us);
         }
+        let Some(Stamp { seq, sent_us }) = stamp else {
+            if let Some((_, since)) = self.stamps.get_mut(&player_id) {
+                *since += 1;
+            }
+            return;
+        };
+        self.stamps.insert(player_id, (seq, 0));
         // The first from a sender is not timed: it may be the zone-entry
         // snapshot, the sender's last transform however old it is, whose
         // age is not the relay's latency.
-        if let Some(p) = previous {
+        if let Some((last, since)) = previous {
             // Walking, gaps are the relay's distance bands.
             if self.watch.is_none() {
-                self.counts.lost += seq - p - 1;
+                self.counts.lost += (seq - last).saturating_sub(since + 1);
             }
             self.histogram.record(self.now_us.saturating_sub(sent_us));
         }
+    }
+
+    /// A `Compact` frame's content: its transforms, and its other messages
+    /// as if they had come alone.
+    fn compact(&mut self, decoder: &mut CompactDecoder, content: &[u8]) -> Next {
+        let mut next = Next::Go;
+        let read = decoder.read(content, |record| match record {
+            CompactRecord::Transform {
+                player_id,
+                transform,
+                extra_changed,
+                ..
+            } => {
+                // Unknown fields that did not come with this record are
+                // the ones held from before: its own carry no stamp.
+                let stamp = extra_changed
+                    .then(|| Stamp::of_extra(&transform.extra))
+                    .flatten();
+                self.heard(player_id, transform.position, stamp);
+            }
+            CompactRecord::Left { .. } => {}
+            CompactRecord::Message { action, content } => {
+                let message = Message::from_raw(
+                    crate::server::RELAY_CHANNEL,
+                    action,
+                    bytes::Bytes::copy_from_slice(content),
+                );
+                if let Next::Go = next {
+                    next = other_message(&message, self.counts, self.watch);
+                }
+            }
+        });
+        if let Err(err) = read {
+            tracing::warn!(%err, "load bot: a compact frame");
+            self.counts.errors += 1;
+            return Next::Ended;
+        }
+        next
     }
 }
 
@@ -284,7 +354,7 @@ fn on_event(
     event: SocketEvent,
     now_us: u64,
     counts: &mut Counts,
-    last_seq: &mut HashMap<u32, u64, IdBuildHasher>,
+    senders: &mut Senders,
     histogram: &mut Histogram,
     watch: &mut Option<Watch<'_>>,
 ) -> Next {
@@ -293,15 +363,20 @@ fn on_event(
         SocketEvent::Received(message) => {
             counts.bytes += message.content_bytes().len() as u64 + 10;
             let action = message.action::<RelayAction>();
-            if let Some(form @ (RelayAction::Relayed | RelayAction::Batch)) = action {
+            if let Some(form @ (RelayAction::Relayed | RelayAction::Batch | RelayAction::Compact)) =
+                action
+            {
                 let mut seen = Seen {
                     now_us,
                     counts,
-                    last_seq,
+                    stamps: &mut senders.stamps,
                     histogram,
                     watch,
                 };
                 let content = message.content_bytes();
+                if form == RelayAction::Compact {
+                    return seen.compact(&mut senders.compact, content);
+                }
                 if form == RelayAction::Relayed {
                     seen.relayed(content);
                 } else if let Some(messages) = stamp::batch_messages(content) {
@@ -312,22 +387,29 @@ fn on_event(
                 }
                 return Next::Go;
             }
-            match action {
-                Some(RelayAction::Welcome) => {
-                    if let (Some(watch), Ok(id)) = (watch.as_ref(), message.content::<u32>()) {
-                        watch.plan_ids.set(watch.index, id);
-                    }
-                }
-                Some(RelayAction::Error) => counts.errors += 1,
-                Some(RelayAction::Redirect) => match message.content() {
-                    Ok(redirect) => return Next::Redirect(redirect),
-                    Err(_) => counts.errors += 1,
-                },
-                _ => {}
-            }
+            return other_message(&message, counts, watch);
         }
         SocketEvent::Error(_) => counts.errors += 1,
         SocketEvent::Disconnected(_) => return Next::Ended,
+    }
+    Next::Go
+}
+
+/// A relay message that is not a transform: a welcome, an error, a
+/// redirect.
+fn other_message(message: &Message, counts: &mut Counts, watch: &Option<Watch<'_>>) -> Next {
+    match message.action::<RelayAction>() {
+        Some(RelayAction::Welcome) => {
+            if let (Some(watch), Ok(id)) = (watch.as_ref(), message.content::<u32>()) {
+                watch.plan_ids.set(watch.index, id);
+            }
+        }
+        Some(RelayAction::Error) => counts.errors += 1,
+        Some(RelayAction::Redirect) => match message.content() {
+            Ok(redirect) => return Next::Redirect(redirect),
+            Err(_) => counts.errors += 1,
+        },
+        _ => {}
     }
     Next::Go
 }

@@ -99,9 +99,17 @@ pub struct LoadConfig {
     /// all bots in one world, walking, checking what they hear against a
     /// relay with interest by distance.
     pub walk: Option<Walk>,
-    /// Ask the relay for batches (`RelayOptions::batch`): a write's
-    /// messages in one frame.
-    pub batch: bool,
+    /// What the bots ask of the relay ([`RelayOptions`](crate::RelayOptions);
+    /// default nothing): batches (a write's messages in one frame), compact
+    /// transforms.
+    pub options: crate::RelayOptions,
+    /// Every how many transforms carry the load tester's stamp (its
+    /// sequence number and send time, in an extra field); 1, every one.
+    /// The others carry no extra field, so that a walking bot's compact
+    /// traffic is a game's rather than the stamp's (about 20 bytes each
+    /// time). Latency is timed on the stamped ones; losses are counted
+    /// from their sequence numbers and the transforms heard between them.
+    pub stamp_every: u32,
 }
 
 /// When in its interval each bot sends.
@@ -190,7 +198,8 @@ struct Plan {
     zone_size: usize,
     phases: Phases,
     walk: Option<Walk>,
-    batch: bool,
+    options: crate::RelayOptions,
+    stamp_every: u64,
     ids: walk::Ids,
     /// The test's clock: stamps are microseconds since then.
     epoch: Instant,
@@ -256,7 +265,8 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         zone_size: config.zone_size,
         phases: config.phases,
         walk: config.walk.clone(),
-        batch: config.batch,
+        options: config.options,
+        stamp_every: u64::from(config.stamp_every.max(1)),
         ids: walk::Ids::new(config.bots),
         epoch,
         start: start_sending,
