@@ -293,7 +293,8 @@ export interface Relayed {
 }
 
 export class RelayClient extends Emitter {
-  constructor(url: string, options?: { name?: string; bot?: boolean; socket?: SocketOptions });
+  /** `compact`: ask the relay for compact transforms (the same events, a few bytes each). */
+  constructor(url: string, options?: { name?: string; bot?: boolean; compact?: boolean; socket?: SocketOptions });
   id: number | null;
   /** The last transform of everyone in your zone, by player id. */
   players: Map<number, Relayed>;
@@ -304,6 +305,20 @@ export class RelayClient extends Emitter {
   handedOver: boolean;
   move(transform: Partial<Transform> & { position: [number, number, number] }): void;
   close(reason?: string): void;
+}
+
+export type CompactRecord =
+  | { type: 'transform'; player_id: number; server_time_ms: number; transform: Transform; extra_changed: boolean }
+  | { type: 'left'; player_id: number }
+  | { type: 'message'; action: number; content: Uint8Array };
+
+/** Reads a relay's `Compact` frames (one decoder per connection, frames in order). */
+export class CompactDecoder {
+  constructor();
+  /** The relay's precision of positions, once it said. */
+  precision: number | null;
+  /** One frame's content; throws `DecodeError` on bytes it cannot follow. */
+  read(content: Uint8Array): { tick: number; server_time_ms: number; records: CompactRecord[] };
 }
 
 // ---- the protocol's schemas, for sending and decoding by hand ----
@@ -334,7 +349,7 @@ export const PlayerLeft: Schema<{ id: string; reason: string }>;
 export const Entity: Schema<Entity>;
 export const RoomState: Schema<RoomState>;
 export const RoomSummary: Schema<RoomSummary>;
-export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice', number>>;
+export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact', number>>;
 export const RelayHello: Schema<{ name: string; bot: boolean }>;
 export const MovementState: Schema<MovementState>;
 export const Transform: Schema<Transform>;

@@ -7,4 +7,5 @@ export * from './socket.js';
 export * from './session.js';
 export * from './rooms.js';
 export * from './relay.js';
+export * from './compact.js';
 export * from './smoothing.js';

@@ -63,3 +63,39 @@ test('a notice from the operator reaches the JavaScript client', async () => {
   assert.equal(await notice, 'restart in 5 minutes');
   js.close();
 });
+
+test('a compact client and a plain one see each other the same', async () => {
+  const plain = new RelayClient(server.ws, { name: 'plain' });
+  const compact = new RelayClient(server.ws, { name: 'compact', compact: true });
+  const [plainId, compactId] = await Promise.all([plain.ready, compact.ready]);
+  let step = 0;
+  const moving = setInterval(() => {
+    step += 1;
+    plain.move({ position: [10 + step * 0.25, 0, 5], rotation: [0, 90, 0], zone: 'compact-zone', extra: { emote: '"wave"' } });
+    compact.move({ position: [20, 1.5, 5 - step * 0.5], zone: 'compact-zone', state: { moving: true, sprinting: false, sneaking: false, jumping: false, weapon_drawn: false, speed: 2.5 } });
+  }, 50);
+  try {
+    await until(() => compact.players.has(plainId) && plain.players.has(compactId) && step > 10, 'both in view');
+    const steps = step;
+    await until(() => compact.players.get(plainId).transform.position[0] > 10 + steps * 0.25, 'the plain one moving');
+    // What the compact client holds: the plain one's transform, to the centimetre.
+    const heard = compact.players.get(plainId);
+    assert.equal(heard.transform.zone, 'compact-zone');
+    assert.deepEqual(heard.transform.rotation, [0, 90, 0]);
+    assert.deepEqual(heard.transform.extra, { emote: '"wave"' });
+    assert.equal(heard.transform.position[2], 5);
+    assert.ok(heard.server_time_ms > 0);
+    // And the plain client sees the compact one as before.
+    const seen = plain.players.get(compactId);
+    assert.equal(seen.transform.state.speed, 2.5);
+    // Leaving is told to the compact client too.
+    const left = compact.once('left');
+    clearInterval(moving);
+    plain.close();
+    assert.equal(await left, plainId);
+  } finally {
+    clearInterval(moving);
+    plain.close();
+    compact.close();
+  }
+});

@@ -99,6 +99,8 @@ RoomSummary = struct(
 RELAY_CHANNEL = 3
 
 RelayHello = struct(name=STRING, bot=BOOL)
+# What a client asks of the relay, after the hello.
+RelayOptions = struct(batch=BOOL, compact=BOOL)
 MovementState = struct(
     moving=BOOL, sprinting=BOOL, sneaking=BOOL, jumping=BOOL, weapon_drawn=BOOL, speed=F32
 )

@@ -57,6 +57,39 @@ class Relay(WithServer, unittest.IsolatedAsyncioTestCase):
             mover.cancel()
             await py.close()
 
+    async def test_a_compact_python_player_sees_a_plain_one_to_the_centimetre(self):
+        plain = await RelayClient.connect(self.server.addr, name="plain")
+        compact = await RelayClient.connect(self.server.addr, name="compact", compact=True)
+        steps = 0
+
+        async def keep_moving():
+            nonlocal steps
+            while True:
+                steps += 1
+                plain.move([10 + steps * 0.25, 0.0, 5.0], rotation=[0.0, 90.0, 0.0], zone="cz", extra={"emote": '"wave"'})
+                compact.move([20.0, 1.5, 5.0], zone="cz")
+                await asyncio.sleep(0.05)
+
+        mover = asyncio.ensure_future(keep_moving())
+        try:
+            await until(lambda: plain.id in compact.players and compact.id in plain.players, "both in view")
+            seen = steps
+            await until(lambda: compact.players[plain.id]["transform"]["position"][0] > 10 + seen * 0.25, "the plain one moving")
+            heard = compact.players[plain.id]["transform"]
+            self.assertEqual((heard["zone"], heard["rotation"], heard["extra"]), ("cz", [0.0, 90.0, 0.0], {"emote": '"wave"'}))
+            self.assertEqual(heard["position"][2], 5.0)
+            self.assertEqual(plain.players[compact.id]["transform"]["position"], [20.0, 1.5, 5.0])
+            left = []
+            compact.on("left", left.append)
+            mover.cancel()
+            gone = plain.id
+            await plain.close()
+            await until(lambda: left == [gone], "the plain one's leaving")
+        finally:
+            mover.cancel()
+            await plain.close()
+            await compact.close()
+
     async def test_a_notice_from_the_operator_reaches_the_python_player(self):
         py = await RelayClient.connect(self.server.addr, name="python")
         notices = []

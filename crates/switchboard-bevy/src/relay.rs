@@ -19,7 +19,10 @@ use bevy_ecs::prelude::*;
 use switchboard::message::Message as NetMessage;
 use switchboard::smoothing::{SmoothingConfig, SnapshotBuffer};
 use switchboard::{ExtendedTcpSocket, SocketConfig, SocketEvent};
-use switchboard_relay::{Hello, Redirect, RelayAction, RelayChannel, Relayed, Transform};
+use switchboard_relay::compact::{CompactDecoder, CompactRecord};
+use switchboard_relay::{
+    Hello, Redirect, RelayAction, RelayChannel, RelayOptions, Relayed, Transform, RELAY_CHANNEL,
+};
 
 use crate::client::SwitchboardSystems;
 use crate::replicate::{NetTransform, Smoothed};
@@ -42,6 +45,10 @@ pub struct RelaySettings {
     pub keep_alive: Duration,
     /// How the others are drawn between the transforms received.
     pub smoothing: SmoothingConfig,
+    /// Ask the relay for compact transforms (default true): a few bytes
+    /// each instead of about fifty, positions to the relay's precision
+    /// (1 cm by default), the same events.
+    pub compact: bool,
 }
 
 impl RelaySettings {
@@ -54,6 +61,7 @@ impl RelaySettings {
             send_hz: 20.0,
             keep_alive: Duration::from_secs(1),
             smoothing: SmoothingConfig::default(),
+            compact: true,
         }
     }
 }
@@ -77,6 +85,8 @@ pub struct Relay {
     players: HashMap<u32, Entity>,
     /// Entities of the zone the avatar left, despawned next frame.
     left_behind: Vec<Entity>,
+    /// This connection's compact stream, when it asked for one.
+    compact: Option<CompactDecoder>,
     epoch: Instant,
 }
 
@@ -197,6 +207,7 @@ impl Plugin for RelayPlugin {
             failures: 0,
             players: HashMap::new(),
             left_behind: Vec::new(),
+            compact: None,
             epoch: Instant::now(),
         };
         relay.connect();
@@ -238,16 +249,27 @@ fn receive(
         .and_then(|s| s.next_event_blocking(Duration::ZERO))
     {
         match event {
-            SocketEvent::Connected => match relay.handover.take() {
-                Some(ticket) => relay.send(RelayAction::Handover, &ticket),
-                None => relay.send(
-                    RelayAction::Hello,
-                    &Hello {
-                        name: relay.settings.name.clone(),
-                        bot: false,
-                    },
-                ),
-            },
+            SocketEvent::Connected => {
+                match relay.handover.take() {
+                    Some(ticket) => relay.send(RelayAction::Handover, &ticket),
+                    None => relay.send(
+                        RelayAction::Hello,
+                        &Hello {
+                            name: relay.settings.name.clone(),
+                            bot: false,
+                        },
+                    ),
+                }
+                // A new connection's compact stream starts from nothing.
+                relay.compact = relay.settings.compact.then(|| {
+                    let options = RelayOptions {
+                        batch: false,
+                        compact: true,
+                    };
+                    relay.send(RelayAction::Options, &options);
+                    CompactDecoder::new()
+                });
+            }
             SocketEvent::Received(message) => on_message(
                 relay,
                 &message,
@@ -304,46 +326,44 @@ fn on_message(
                 tracing::warn!("a relayed transform did not decode");
                 return;
             };
-            // Our own echo, or one from the zone we just left (in flight
-            // when the avatar moved).
-            if Some(relayed.player_id) == relay.player_id
-                || relayed.transform.zone != relay.settings.zone
-            {
+            let heard = (relayed.player_id, relayed.server_time_ms);
+            on_relayed(relay, heard, &relayed.transform, now, commands, others);
+        }
+        Some(RelayAction::Compact) => {
+            let Some(mut decoder) = relay.compact.take() else {
                 return;
-            }
-            let pose = NetTransform {
-                position: relayed.transform.position,
-                rotation: relayed.transform.rotation,
             };
-            let server_ms = relayed.server_time_ms as f64;
-            match relay.players.get(&relayed.player_id) {
-                Some(&entity) => {
-                    if let Ok(mut smoothed) = others.get_mut(entity) {
-                        smoothed.buffer.push(server_ms, now, pose);
-                    }
+            let read = decoder.read(message.content_bytes(), |record| match record {
+                CompactRecord::Transform {
+                    player_id,
+                    server_time_ms,
+                    transform,
+                    ..
+                } => {
+                    let heard = (player_id, server_time_ms);
+                    on_relayed(relay, heard, transform, now, commands, others);
                 }
-                None => {
-                    let mut buffer = SnapshotBuffer::new(relay.settings.smoothing.clone());
-                    buffer.push(server_ms, now, pose);
-                    let entity = commands
-                        .spawn((
-                            RelayPlayer {
-                                id: relayed.player_id,
-                            },
-                            pose,
-                            Smoothed { buffer },
-                        ))
-                        .id();
-                    relay.players.insert(relayed.player_id, entity);
+                CompactRecord::Left { player_id } => on_left(relay, player_id, commands, events),
+                CompactRecord::Message { action, content } => {
+                    let content = bytes::Bytes::copy_from_slice(content);
+                    let alone = NetMessage::from_raw(RELAY_CHANNEL, action, content);
+                    on_message(relay, &alone, now, commands, events, others);
+                }
+            });
+            match read {
+                Ok(_) => relay.compact = Some(decoder),
+                Err(err) => {
+                    // The stream cannot be followed past it: connect again.
+                    events.write(RelayEvent::Error(err.to_string()));
+                    if let Some(socket) = relay.socket.as_mut() {
+                        socket.close(&err.to_string());
+                    }
                 }
             }
         }
         Some(RelayAction::Left) => {
             if let Ok(id) = message.content::<u32>() {
-                if let Some(entity) = relay.players.remove(&id) {
-                    commands.entity(entity).try_despawn();
-                }
-                events.write(RelayEvent::Left(id));
+                on_left(relay, id, commands, events);
             }
         }
         Some(RelayAction::Notice) => {
@@ -365,6 +385,56 @@ fn on_message(
         }
         _ => tracing::debug!(action = message.action_id(), "relay message not used"),
     }
+}
+
+/// Another player's transform, stamped by the relay: its entity spawned
+/// or its buffer fed.
+fn on_relayed(
+    relay: &mut Relay,
+    (player_id, server_time_ms): (u32, u64),
+    transform: &Transform,
+    now: Duration,
+    commands: &mut Commands,
+    others: &mut Query<&mut Smoothed<NetTransform>>,
+) {
+    // Our own echo, or one from the zone we just left (in flight when the
+    // avatar moved).
+    if Some(player_id) == relay.player_id || transform.zone != relay.settings.zone {
+        return;
+    }
+    let pose = NetTransform {
+        position: transform.position,
+        rotation: transform.rotation,
+    };
+    let server_ms = server_time_ms as f64;
+    match relay.players.get(&player_id) {
+        Some(&entity) => {
+            if let Ok(mut smoothed) = others.get_mut(entity) {
+                smoothed.buffer.push(server_ms, now, pose);
+            }
+        }
+        None => {
+            let mut buffer = SnapshotBuffer::new(relay.settings.smoothing.clone());
+            buffer.push(server_ms, now, pose);
+            let entity = commands
+                .spawn((RelayPlayer { id: player_id }, pose, Smoothed { buffer }))
+                .id();
+            relay.players.insert(player_id, entity);
+        }
+    }
+}
+
+/// Another player left the zone or the relay.
+fn on_left(
+    relay: &mut Relay,
+    id: u32,
+    commands: &mut Commands,
+    events: &mut MessageWriter<RelayEvent>,
+) {
+    if let Some(entity) = relay.players.remove(&id) {
+        commands.entity(entity).try_despawn();
+    }
+    events.write(RelayEvent::Left(id));
 }
 
 /// Each frame the others are drawn from their buffers.
