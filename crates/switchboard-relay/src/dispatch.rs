@@ -141,7 +141,7 @@ impl Dispatch {
                     if let Some(zones) = &mut self.zones {
                         zones.forget(id);
                     }
-                    self.relay.leave(id)
+                    self.leave(id)
                 }
                 None => Vec::new(),
             },
@@ -191,9 +191,15 @@ impl Dispatch {
                 if self.routes.remove(&id).is_some() {
                     self.log.info(format!("player {id} left (JSON)"));
                 }
-                self.relay.leave(id)
+                self.leave(id)
             }
         }
+    }
+
+    /// Player `id` leaves the relay: out of its zone, forgotten.
+    fn leave(&mut self, id: u32) -> Vec<Outgoing> {
+        self.batches.forget_player(id);
+        self.relay.leave(id)
     }
 
     /// A JSON player sent a line that is no use: told why; past its
@@ -216,7 +222,7 @@ impl Dispatch {
             self.log
                 .warn(format!("player {id} dropped: too many invalid lines"));
         }
-        self.relay.leave(id)
+        self.leave(id)
     }
 
     /// Disconnects player `id` for the operator: told why, out of its zone
@@ -235,7 +241,7 @@ impl Dispatch {
             "player {id} kicked by the operator: {}",
             reason.escape_debug()
         ));
-        let out = self.relay.leave(id);
+        let out = self.leave(id);
         self.deliver_all(out);
         true
     }
@@ -278,7 +284,7 @@ impl Dispatch {
                     self.log
                         .warn(format!("player {id} dropped: too slow (JSON)"));
                     self.routes.remove(&id);
-                    outgoing.extend(self.relay.leave(id));
+                    outgoing.extend(self.leave(id));
                 }
             }
             let full = self.batches.take_full();
@@ -305,7 +311,7 @@ impl Dispatch {
                     }
                     None => {}
                 }
-                outgoing.extend(self.relay.leave(id));
+                outgoing.extend(self.leave(id));
             }
         }
     }

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use switchboard_relay::compact::{CompactDecoder, CompactEncoder, CompactRecord, Quantized};
+use switchboard_relay::compact::{
+    CompactDecoder, CompactEncoder, CompactRecord, Quantized, Versions,
+};
 use switchboard_relay::{MovementState, Transform};
 
 const FILE: &str = concat!(
@@ -111,13 +113,15 @@ fn record_json(record: &CompactRecord<'_>) -> Value {
 /// The vectors: each frame's bytes and what the Rust decoder reads in it.
 fn vectors() -> Value {
     let mut encoder = CompactEncoder::new(PRECISION);
+    let mut versions = Versions::default();
     let mut decoder = CompactDecoder::new();
     let mut frames = Vec::new();
     for step in script() {
         match step {
             Step::Moved(player, stamp, transform) => {
-                let quantized = Quantized::of(&transform, PRECISION);
-                encoder.transform(player, stamp, &quantized, &Arc::new(transform));
+                let transform = Arc::new(transform);
+                let quantized = Quantized::of(player, &transform, PRECISION, &mut versions);
+                encoder.transform(player, stamp, &quantized, &transform);
             }
             Step::Left(player) => encoder.left(player),
             Step::Message(action, content) => encoder.message(action, &content),

@@ -11,24 +11,71 @@ use super::{flag, kind, pack_rotation, pack_state, quantize, NO_STATE};
 use crate::transform::Transform;
 use crate::wire::{put_signed, put_text, put_varint};
 
-/// A transform's quantized fields: computed once per relayed transform,
-/// shared by every compact recipient.
+/// A transform's quantized fields, and the versions of its zone and
+/// unknown fields: computed once per relayed transform, shared by every
+/// compact recipient, and all a recipient keeps of it (32 bytes: a
+/// thousand players' baselines of twenty others stay in cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quantized {
-    position: [i64; 3],
+    position: [i32; 3],
     rotation: u32,
-    state: (u8, i64),
+    speed: i32,
+    state: u8,
+    zone: u32,
+    extra: u32,
 }
 
 impl Quantized {
-    /// `transform`'s position in units of `precision`, its rotation in 32
-    /// bits, its movement state in a byte and a speed.
-    pub fn of(transform: &Transform, precision: f32) -> Quantized {
+    /// `transform` of `player_id`: its position in units of `precision`,
+    /// its rotation in 32 bits, its movement state in a byte and a speed,
+    /// and which of the sender's zones and sets of unknown fields it holds
+    /// (`versions` numbers them).
+    pub fn of(
+        player_id: u32,
+        transform: &Arc<Transform>,
+        precision: f32,
+        versions: &mut Versions,
+    ) -> Quantized {
+        let (state, speed) = pack_state(transform.state.as_ref());
+        let (zone, extra) = versions.of(player_id, transform);
         Quantized {
-            position: transform.position.map(|v| quantize(v, precision)),
+            // Within ±MAX_UNITS, which is i32's range.
+            position: transform.position.map(|v| quantize(v, precision) as i32),
             rotation: pack_rotation(transform.rotation),
-            state: pack_state(transform.state.as_ref()),
+            speed: speed as i32,
+            state,
+            zone,
+            extra,
         }
+    }
+}
+
+/// Each sender's last transform, and the version of its zone and of its
+/// unknown fields: a new version when they change. Recipients compare
+/// versions (two numbers) instead of strings and maps, once per delivery.
+#[derive(Debug, Default)]
+pub struct Versions(HashMap<u32, (Arc<Transform>, u32, u32), IdBuildHasher>);
+
+impl Versions {
+    /// The versions of `transform`'s zone and unknown fields, `player_id`'s
+    /// latest.
+    fn of(&mut self, player_id: u32, transform: &Arc<Transform>) -> (u32, u32) {
+        let entry = self
+            .0
+            .entry(player_id)
+            .or_insert_with(|| (Arc::clone(transform), 0, 0));
+        let (last, zone, extra) = entry;
+        if !Arc::ptr_eq(last, transform) {
+            *zone += u32::from(last.zone != transform.zone);
+            *extra += u32::from(last.extra != transform.extra);
+            *last = Arc::clone(transform);
+        }
+        (*zone, *extra)
+    }
+
+    /// `player_id` left the relay.
+    pub fn forget(&mut self, player_id: u32) {
+        self.0.remove(&player_id);
     }
 }
 
@@ -37,8 +84,6 @@ impl Quantized {
 struct Sent {
     slot: u32,
     quantized: Quantized,
-    /// Its zone and unknown fields (shared with the relay, not copied).
-    transform: Arc<Transform>,
 }
 
 /// Zones a client has been given numbers for. Past [`ZONES_PER_CLIENT`]
@@ -108,6 +153,11 @@ impl CompactEncoder {
         self.records.is_empty()
     }
 
+    /// The precision positions are quantized to.
+    pub fn precision(&self) -> f32 {
+        self.precision
+    }
+
     /// Bytes of records waiting.
     pub fn len(&self) -> usize {
         self.records.len()
@@ -161,21 +211,16 @@ impl CompactEncoder {
             put_varint(out, u64::from(slot));
             put_signed(out, time);
             for units in quantized.position {
-                put_signed(out, units);
+                put_signed(out, units.into());
             }
             put_fields(out, quantized, zone, &transform.extra);
-            self.senders.insert(
-                player_id,
-                Sent {
-                    slot,
-                    quantized: *quantized,
-                    transform: Arc::clone(transform),
-                },
-            );
+            let quantized = *quantized;
+            self.senders.insert(player_id, Sent { slot, quantized });
             return;
         };
         let last = &sent.quantized;
-        let moved = [0, 1, 2].map(|i| quantized.position[i] - last.position[i]);
+        let moved =
+            [0, 1, 2].map(|i| i64::from(quantized.position[i]) - i64::from(last.position[i]));
         let mut head = kind::TRANSFORM;
         if moved == [0; 3] {
             head |= flag::STILL;
@@ -183,15 +228,14 @@ impl CompactEncoder {
         if quantized.rotation != last.rotation {
             head |= flag::ROTATION;
         }
-        if quantized.state != last.state {
+        if (quantized.state, quantized.speed) != (last.state, last.speed) {
             head |= flag::STATE;
         }
-        let zone = (sent.transform.zone != transform.zone).then(|| {
+        let zone = (quantized.zone != last.zone).then(|| {
             head |= flag::ZONE;
             self.zones.id(&transform.zone, out)
         });
-        let extra_changed =
-            !Arc::ptr_eq(&sent.transform, transform) && sent.transform.extra != transform.extra;
+        let extra_changed = quantized.extra != last.extra;
         if extra_changed {
             head |= flag::EXTRA;
         }
@@ -207,7 +251,7 @@ impl CompactEncoder {
             out.extend_from_slice(&quantized.rotation.to_le_bytes());
         }
         if head & flag::STATE != 0 {
-            put_state(out, quantized.state);
+            put_state(out, quantized);
         }
         if let Some(zone) = zone {
             put_varint(out, u64::from(zone));
@@ -216,7 +260,6 @@ impl CompactEncoder {
             put_extra(out, &transform.extra);
         }
         sent.quantized = *quantized;
-        sent.transform = Arc::clone(transform);
     }
 
     /// Player `player_id` left this client's view: its slot is free again.
@@ -261,15 +304,15 @@ impl CompactEncoder {
 /// A whole transform's rotation, state, zone and unknown fields.
 fn put_fields(out: &mut Vec<u8>, q: &Quantized, zone: u32, extra: &BTreeMap<String, String>) {
     out.extend_from_slice(&q.rotation.to_le_bytes());
-    put_state(out, q.state);
+    put_state(out, q);
     put_varint(out, u64::from(zone));
     put_extra(out, extra);
 }
 
-fn put_state(out: &mut Vec<u8>, (bits, speed): (u8, i64)) {
-    out.push(bits);
-    if bits & NO_STATE == 0 {
-        put_signed(out, speed);
+fn put_state(out: &mut Vec<u8>, q: &Quantized) {
+    out.push(q.state);
+    if q.state & NO_STATE == 0 {
+        put_signed(out, q.speed.into());
     }
 }
 

@@ -24,7 +24,7 @@ mod encode;
 mod tests;
 
 pub use decode::{CompactDecoder, CompactError, CompactFrame, CompactRecord};
-pub use encode::{CompactEncoder, Quantized};
+pub use encode::{CompactEncoder, Quantized, Versions};
 
 use crate::transform::MovementState;
 

@@ -50,7 +50,12 @@ fn walker(x: f32, z: f32) -> Arc<Transform> {
 }
 
 fn send(encoder: &mut CompactEncoder, player: u32, stamp: u64, t: &Arc<Transform>) {
-    encoder.transform(player, stamp, &Quantized::of(t, DEFAULT_PRECISION), t);
+    // One relay's versions, shared by the tests' encoders (as the relay's
+    // are by its clients'), in this thread.
+    thread_local!(static VERSIONS: std::cell::RefCell<Versions> = Default::default());
+    let precision = encoder.precision();
+    let quantized = VERSIONS.with(|v| Quantized::of(player, t, precision, &mut v.borrow_mut()));
+    encoder.transform(player, stamp, &quantized, t);
 }
 
 #[test]

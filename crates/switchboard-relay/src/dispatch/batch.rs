@@ -10,7 +10,7 @@ use bytes::Bytes;
 use switchboard::message::{Action, EncodedMessage};
 use switchboard::socket::{CloseCode, IdBuildHasher, PeerId, ServerHandle};
 
-use crate::compact::{CompactEncoder, Quantized};
+use crate::compact::{CompactEncoder, Quantized, Versions};
 use crate::hub::RelayEvent;
 use crate::server::{RelayAction, RelayChannel, RelayOptions};
 
@@ -30,6 +30,9 @@ pub(super) struct Batches {
     waiting: HashMap<PeerId, Waiting, IdBuildHasher>,
     /// A `Compact` frame's content, built here and reused.
     scratch: Vec<u8>,
+    /// Each sender's versions of its zone and unknown fields, for the
+    /// compact streams.
+    versions: Versions,
     /// Peers whose batch passed [`SPLIT_AT`]: it leaves at once, not at
     /// the tick, so no frame nears the peer's frame limit.
     full: Vec<PeerId>,
@@ -90,7 +93,7 @@ impl<'e> Forms<'e> {
     }
 
     /// Writes the event into a compact stream.
-    fn compact(&mut self, encoder: &mut CompactEncoder) {
+    fn compact(&mut self, encoder: &mut CompactEncoder, versions: &mut Versions) {
         match self.event {
             RelayEvent::Transform {
                 player_id,
@@ -98,9 +101,9 @@ impl<'e> Forms<'e> {
                 transform,
             } => {
                 let precision = self.precision;
-                let quantized = self
-                    .quantized
-                    .get_or_insert_with(|| Quantized::of(transform, precision));
+                let quantized = self.quantized.get_or_insert_with(|| {
+                    Quantized::of(*player_id, transform, precision, versions)
+                });
                 encoder.transform(*player_id, *server_time_ms, quantized, transform);
             }
             RelayEvent::Left { player_id } => encoder.left(*player_id),
@@ -139,6 +142,11 @@ impl Batches {
         self.waiting.remove(&peer);
     }
 
+    /// Player `id` left the relay: its versions go.
+    pub(super) fn forget_player(&mut self, id: u32) {
+        self.versions.forget(id);
+    }
+
     /// Whether anyone asked (no content is encoded apart otherwise).
     pub(super) fn any(&self) -> bool {
         !self.waiting.is_empty()
@@ -156,7 +164,7 @@ impl Batches {
                 *bytes
             }
             Some(Waiting::Compact(encoder)) => {
-                forms.compact(encoder);
+                forms.compact(encoder, &mut self.versions);
                 encoder.len()
             }
             None => return false,

@@ -95,7 +95,7 @@ impl Dispatch {
         ));
         self.routes.remove(&id);
         self.ids.remove(&peer);
-        self.relay.leave(id)
+        self.leave(id)
     }
 
     /// A player handed over from another relay presents its ticket: it
