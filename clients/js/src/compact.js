@@ -161,8 +161,10 @@ export class CompactDecoder {
         const value = signed(r);
         const units = head & FULL ? value : held.units[axis] + value;
         if (Math.abs(units) > MAX_UNITS) throw new DecodeError('a position out of range');
+        const shown = Math.fround(units * this.precision);
+        if (!Number.isFinite(shown)) throw new DecodeError('a position out of range');
         held.units[axis] = units;
-        next.position[axis] = Math.fround(units * this.precision);
+        next.position[axis] = shown;
       }
     }
     if (head & ROTATION) {

@@ -152,8 +152,11 @@ class CompactDecoder:
                 units = value if head & FULL else held["units"][axis] + value
                 if abs(units) > MAX_UNITS:
                     raise DecodeError("a position out of range")
+                value = units * self.precision
+                if abs(value) > 3.4028234663852886e38:
+                    raise DecodeError("a position out of range")
                 held["units"][axis] = units
-                t["position"][axis] = _f32(units * self.precision)
+                t["position"][axis] = _f32(value)
         if head & ROTATION:
             t["rotation"] = _rotation(int.from_bytes(r.raw(4), "little"))
         if head & STATE:

@@ -208,10 +208,13 @@ impl CompactDecoder {
                 } else {
                     units.checked_add(value)
                 };
-                *units = next
-                    .filter(|n| n.abs() <= MAX_UNITS)
-                    .ok_or_else(|| bad("a position out of range"))?;
-                transform.position[axis] = dequantize(*units, precision);
+                let value = next
+                    .filter(|n| n.unsigned_abs() <= MAX_UNITS as u64)
+                    .map(|n| (n, dequantize(n, precision)))
+                    .filter(|(_, v)| v.is_finite());
+                let (n, v) = value.ok_or_else(|| bad("a position out of range"))?;
+                *units = n;
+                transform.position[axis] = v;
             }
         }
         if head & flag::ROTATION != 0 {
