@@ -22,6 +22,10 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
     ("rooms.js", include_str!("../../clients/js/src/rooms.js")),
     ("relay.js", include_str!("../../clients/js/src/relay.js")),
     (
+        "compact.js",
+        include_str!("../../clients/js/src/compact.js"),
+    ),
+    (
         "smoothing.js",
         include_str!("../../clients/js/src/smoothing.js"),
     ),
@@ -83,4 +87,23 @@ pub(crate) fn announce(addr: Option<std::net::SocketAddr>, pages: Pages) {
         println!("the page: http://{addr}/");
     }
     println!("WebSocket clients: ws://{addr}/");
+}
+
+#[cfg(test)]
+mod tests {
+    /// A module the client gains and the server does not serve breaks
+    /// every page that imports the client (`index.js` imports them all).
+    #[test]
+    fn every_module_of_the_javascript_client_is_served() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../clients/js/src");
+        let mut missing = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let served = super::CLIENT_MODULES.iter().any(|(n, _)| *n == name);
+            if name.ends_with(".js") && !served {
+                missing.push(name);
+            }
+        }
+        assert!(missing.is_empty(), "not served: {missing:?}");
+    }
 }

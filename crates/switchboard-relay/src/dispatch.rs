@@ -112,6 +112,8 @@ impl Dispatch {
                     (Some(_), Some(RelayAction::Options)) => {
                         match crate::server::RelayOptions::read(message.content_bytes()) {
                             Ok(options) => {
+                                // What waits in the old form leaves first.
+                                self.queue_batches(&[incoming.peer]);
                                 let precision = self.config.compact_precision;
                                 self.batches.set(incoming.peer, options, precision);
                                 Vec::new()
