@@ -114,8 +114,7 @@ impl Dispatch {
                             Ok(options) => {
                                 // What waits in the old form leaves first.
                                 self.queue_batches(&[incoming.peer]);
-                                let precision = self.config.compact_precision;
-                                self.batches.set(incoming.peer, options, precision);
+                                self.batches.set(incoming.peer, options);
                                 Vec::new()
                             }
                             Err(err) => error(&err),
@@ -276,10 +275,8 @@ impl Dispatch {
         let mut outgoing = VecDeque::from(outgoing);
         loop {
             while let Some((to, event)) = outgoing.pop_front() {
-                let precision = self.config.compact_precision;
-                let batches = (&mut self.batches, precision);
                 let (slow, native, delivered) =
-                    deliver(&self.routes, &self.handle, batches, &to, &event);
+                    deliver(&self.routes, &self.handle, &mut self.batches, &to, &event);
                 self.pacer.queued(&native, delivered, Instant::now());
                 for id in slow {
                     tracing::debug!(player = id, "JSON client too slow; dropped");
@@ -327,13 +324,13 @@ impl Dispatch {
 fn deliver(
     routes: &HashMap<u32, Route, IdBuildHasher>,
     native: &ServerHandle,
-    (batches, precision): (&mut batch::Batches, f32),
+    batches: &mut batch::Batches,
     to: &[u32],
     event: &RelayEvent,
 ) -> (Vec<u32>, Vec<PeerId>, usize) {
     let codec = &native.config().socket.codec;
     // The forms players who take batches need, each made once.
-    let mut forms = batches.any().then(|| batch::Forms::new(event, precision));
+    let mut forms = batches.any().then(|| batches.forms(event));
     let encoded = match event {
         RelayEvent::Welcome { player_id } => {
             EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
@@ -422,6 +419,7 @@ pub(crate) async fn run(
     log: crate::log::RelayLog,
 ) {
     let started = Instant::now();
+    let config_precision = config.compact_precision;
     let mut hub = Dispatch {
         relay: {
             let mut relay = crate::hub::Relay::with_limits(config.limits);
@@ -442,7 +440,7 @@ pub(crate) async fn run(
         config,
         started,
         log,
-        batches: batch::Batches::default(),
+        batches: batch::Batches::new(config_precision),
     };
     let wake = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(wake);

@@ -25,8 +25,10 @@ enum Waiting {
 }
 
 /// The players who asked for batches, and what waits for each.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Batches {
+    /// Compact streams' precision (`RelayConfig::compact_precision`).
+    precision: f32,
     waiting: HashMap<PeerId, Waiting, IdBuildHasher>,
     /// A `Compact` frame's content, built here and reused.
     scratch: Vec<u8>,
@@ -51,15 +53,6 @@ pub(super) struct Forms<'e> {
 }
 
 impl<'e> Forms<'e> {
-    pub(super) fn new(event: &'e RelayEvent, precision: f32) -> Forms<'e> {
-        Forms {
-            event,
-            precision,
-            plain: None,
-            quantized: None,
-        }
-    }
-
     /// The event as (action, content), as it would have come alone.
     fn plain(&mut self) -> Option<&(u16, Bytes)> {
         let event = self.event;
@@ -117,14 +110,36 @@ impl<'e> Forms<'e> {
 }
 
 impl Batches {
+    /// No one's batches yet; compact streams quantize to `precision`.
+    pub(super) fn new(precision: f32) -> Batches {
+        Batches {
+            precision,
+            waiting: HashMap::default(),
+            scratch: Vec::new(),
+            versions: Versions::default(),
+            full: Vec::new(),
+        }
+    }
+
+    /// The forms of `event` its recipients who take batches need, each to
+    /// be made once.
+    pub(super) fn forms<'e>(&self, event: &'e RelayEvent) -> Forms<'e> {
+        Forms {
+            event,
+            precision: self.precision,
+            plain: None,
+            quantized: None,
+        }
+    }
+
     /// `peer` asked for `options`: batches, compact ones, or neither. A
     /// compact stream already running goes on (its baselines are the
     /// client's); one turned off or on starts afresh.
-    pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions, precision: f32) {
+    pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions) {
         match (self.waiting.get(&peer), options.compact, options.batch) {
             (Some(Waiting::Compact(_)), true, _) => {}
             (_, true, _) => {
-                let encoder = Box::new(CompactEncoder::new(precision));
+                let encoder = Box::new(CompactEncoder::new(self.precision));
                 self.waiting.insert(peer, Waiting::Compact(encoder));
             }
             (Some(Waiting::Plain(..)), false, true) => {}
