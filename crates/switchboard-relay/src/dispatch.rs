@@ -102,7 +102,7 @@ impl Dispatch {
                 ) {
                     (Some(_), Some(RelayAction::Transform)) => match message.content::<Transform>()
                     {
-                        Ok(transform) => self.route(id, transform, now_ms),
+                        Ok(transform) => self.route_native(incoming.peer, id, transform, now_ms),
                         Err(err) => error(&err.to_string()),
                     },
                     (Some(_), Some(RelayAction::Handover)) => match message.content::<Handover>() {
@@ -195,6 +195,30 @@ impl Dispatch {
                 self.leave(id)
             }
         }
+    }
+
+    /// A native player's transform. A compact client that changes zone is
+    /// told it left those it held (plain ones forget them themselves), so
+    /// that neither side keeps them.
+    fn route_native(
+        &mut self,
+        peer: PeerId,
+        id: u32,
+        transform: Transform,
+        now_ms: u64,
+    ) -> Vec<Outgoing> {
+        let zone_of = |relay: &Relay| relay.player(id).and_then(|p| p.zone.clone());
+        let moving = self.batches.is_compact(peer)
+            && self.relay.player(id).and_then(|p| p.zone.as_deref()) != Some(&transform.zone);
+        let before = moving.then(|| zone_of(&self.relay));
+        let out = self.route(id, transform, now_ms);
+        if let Some(before) = before {
+            if zone_of(&self.relay) != before && self.batches.left_everyone(peer) > 0 {
+                // The pacer writes them like any delivery.
+                self.pacer.queued(&[peer], 1, Instant::now());
+            }
+        }
+        out
     }
 
     /// Player `id` leaves the relay: out of its zone, forgotten.

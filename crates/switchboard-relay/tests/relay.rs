@@ -324,3 +324,65 @@ async fn relay_fresh_zone_flood_waiting_on_the_directory_is_rate_limited() {
         .expect("a flood of fresh zones was never cut");
     assert!(relay.stats().await.refused > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_client_changing_zone_is_told_it_left_those_it_held() {
+    use relay::compact::{CompactDecoder, CompactRecord};
+    let relay = relay::RelayServer::builder()
+        .config(RelayConfig {
+            limits: unlimited(),
+            ..RelayConfig::default()
+        })
+        .spawn()
+        .unwrap();
+    let (mut others, mut other_ids) = (Vec::new(), Vec::new());
+    for name in ["a", "b"] {
+        let (client, id) = native_client(relay.native_addr(), name).await;
+        others.push(client);
+        other_ids.push(id);
+    }
+    let (mut me, _) = native_client(relay.native_addr(), "compact").await;
+    let options = relay::RelayOptions {
+        batch: false,
+        compact: true,
+    };
+    me.send_value(RelayChannel, RelayAction::Options, &options)
+        .unwrap();
+    for other in &mut others {
+        other.send(&at("hall", 1.0)).unwrap();
+    }
+    until_in_zone(&relay, "hall", 2).await;
+    me.send(&at("hall", 2.0)).unwrap();
+    let mut decoder = CompactDecoder::new();
+    let mut held = std::collections::BTreeSet::new();
+    let mut left = Vec::new();
+    let mut moved = false;
+    // Both come into view with their last transforms; once they have, the
+    // player moves on to another zone and is told it left both.
+    while left.len() < 2 {
+        let SocketEvent::Received(m) = next_socket_event(&mut me).await else {
+            continue;
+        };
+        assert_ne!(m.action::<RelayAction>(), Some(RelayAction::Relayed));
+        if m.action::<RelayAction>() != Some(RelayAction::Compact) {
+            continue;
+        }
+        decoder
+            .read(m.content_bytes(), |record| match record {
+                CompactRecord::Transform { player_id, .. } => {
+                    held.insert(player_id);
+                }
+                CompactRecord::Left { player_id } => left.push(player_id),
+                CompactRecord::Message { .. } => {}
+            })
+            .unwrap();
+        if held.len() == 2 && !moved {
+            me.send(&at("yard", 0.0)).unwrap();
+            moved = true;
+        }
+    }
+    left.sort_unstable();
+    other_ids.sort_unstable();
+    assert_eq!(left, other_ids);
+    assert_eq!(decoder.senders(), 0);
+}

@@ -280,6 +280,16 @@ impl CompactEncoder {
         }
     }
 
+    /// This client left everyone it holds (it changed zone): a `Leave`
+    /// for each, in slot order.
+    pub fn left_everyone(&mut self) {
+        let mut held: Vec<u32> = self.senders.keys().copied().collect();
+        held.sort_unstable_by_key(|id| self.senders[id].slot);
+        for player_id in held {
+            self.left(player_id);
+        }
+    }
+
     /// Any other relay message (`Welcome`, ...), in its place in the stream.
     pub fn message(&mut self, action: u16, content: &[u8]) {
         self.set_up();

@@ -152,6 +152,24 @@ impl Batches {
         }
     }
 
+    /// Whether `peer` takes compact transforms.
+    pub(super) fn is_compact(&self, peer: PeerId) -> bool {
+        matches!(self.waiting.get(&peer), Some(Waiting::Compact(_)))
+    }
+
+    /// `peer` left its zone: its compact stream says it left everyone it
+    /// held. How many that was.
+    pub(super) fn left_everyone(&mut self, peer: PeerId) -> usize {
+        match self.waiting.get_mut(&peer) {
+            Some(Waiting::Compact(encoder)) => {
+                let held = encoder.senders();
+                encoder.left_everyone();
+                held
+            }
+            _ => 0,
+        }
+    }
+
     /// `peer` is gone.
     pub(super) fn forget(&mut self, peer: PeerId) {
         self.waiting.remove(&peer);
