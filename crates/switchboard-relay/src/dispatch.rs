@@ -9,7 +9,7 @@ use switchboard::histogram::Histogram;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Link, Outgoing, Relay, RelayEvent};
+use crate::hub::{Link, Outgoing, Relay};
 use crate::json::{error_line, json_line_of, JsonEvent, JsonQueue};
 use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
 use crate::transform::Transform;
@@ -20,7 +20,10 @@ use switchboard::socket::{
 };
 
 mod batch;
+mod deliver;
 mod handover;
+
+use deliver::deliver;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;
@@ -338,91 +341,6 @@ impl Dispatch {
             }
         }
     }
-}
-
-/// Encodes an event once per kind of link, then hands it to every
-/// recipient: native ones are queued (for the pacer to flush), JSON ones get
-/// the shared line. Returns the JSON recipients too far behind to take it
-/// (slow consumers, to be dropped), the native ones it was queued for, and
-/// how many recipients it had.
-fn deliver(
-    routes: &HashMap<u32, Route, IdBuildHasher>,
-    native: &ServerHandle,
-    batches: &mut batch::Batches,
-    to: &[u32],
-    event: &RelayEvent,
-) -> (Vec<u32>, Vec<PeerId>, usize) {
-    let codec = &native.config().socket.codec;
-    // The forms players who take batches need, each made once.
-    let mut forms = batches.any().then(|| batches.forms(event));
-    let encoded = match event {
-        RelayEvent::Welcome { player_id } => {
-            EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
-        }
-        RelayEvent::Left { player_id } => {
-            EncodedMessage::of(RelayChannel, RelayAction::Left, player_id, codec)
-        }
-        RelayEvent::Transform {
-            player_id,
-            server_time_ms,
-            transform,
-        } => {
-            // `Relayed`'s fields, the transform borrowed rather than cloned.
-            let relayed = (*player_id, *server_time_ms, &**transform);
-            EncodedMessage::of(RelayChannel, RelayAction::Relayed, &relayed, codec)
-        }
-    }
-    .ok();
-    let mut json_line = None;
-    let mut slow = Vec::new();
-    let mut native_peers = Vec::new();
-    // Those who take single frames, when some take batches.
-    let mut plain_peers = Vec::new();
-    for id in to {
-        match routes.get(id) {
-            Some(Route::Native(peer)) => {
-                native_peers.push(*peer);
-                if let Some(forms) = &mut forms {
-                    if !batches.push(*peer, forms) {
-                        plain_peers.push(*peer);
-                    }
-                }
-            }
-            Some(Route::Json { lines, .. }) => {
-                // Encoded once, shared by every JSON recipient.
-                let line = json_line.get_or_insert_with(|| {
-                    let value = match event {
-                        RelayEvent::Welcome { player_id } => {
-                            json!({"type": "welcome", "playerId": player_id})
-                        }
-                        RelayEvent::Left { player_id } => {
-                            json!({"type": "disconnect", "playerId": player_id})
-                        }
-                        RelayEvent::Transform {
-                            player_id,
-                            server_time_ms,
-                            transform,
-                        } => transform.to_json(*player_id, *server_time_ms),
-                    };
-                    json_line_of(value.to_string())
-                });
-                if !lines.push(line) {
-                    slow.push(*id);
-                }
-            }
-            None => {}
-        }
-    }
-    match &encoded {
-        Some(encoded) if forms.is_some() => {
-            native.queue_encoded_to_many(plain_peers, encoded);
-        }
-        Some(encoded) => {
-            native.queue_encoded_to_many(native_peers.iter().copied(), encoded);
-        }
-        None => native_peers.clear(),
-    }
-    (slow, native_peers, to.len())
 }
 
 /// The zone directory's next answer; never, without zones.
