@@ -125,6 +125,19 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
         v.as_array().is_some_and(|a| a.len() == 1) && *v != first
     })
     .await;
+    // It came as compact transforms (the page asks for them): the page's
+    // decoder holds the relay's precision and the bot.
+    let compact = browser
+        .run(
+            "const c = window.demo.relay.compact; return [c.precision, c.slots.size];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(compact[1], 1, "{compact}");
+    assert!(
+        (compact[0].as_f64().unwrap() - 0.01).abs() < 1e-6,
+        "{compact}"
+    );
     // The other way: a native bot that keeps 50 units behind the page's
     // player on x (the page stands at x = 50) heard the page's transforms.
     let follower = BotConfig {
