@@ -351,6 +351,7 @@ export const RoomState: Schema<RoomState>;
 export const RoomSummary: Schema<RoomSummary>;
 export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact', number>>;
 export const RelayHello: Schema<{ name: string; bot: boolean }>;
+export const RelayOptions: Schema<{ batch: boolean; compact: boolean }>;
 export const MovementState: Schema<MovementState>;
 export const Transform: Schema<Transform>;
 export const Relayed: Schema<Relayed>;
