@@ -377,3 +377,55 @@ async fn interest_by_distance_filters_native_and_json_players_alike() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_compact_native_clients_see_each_other() {
+    use relay::compact::{CompactDecoder, CompactRecord};
+    let relay = with_json(RelayConfig::default());
+    let (mut native, native_id) = native_client(relay.native_addr(), "nat").await;
+    let options = relay::RelayOptions {
+        batch: false,
+        compact: true,
+    };
+    native
+        .send_value(RelayChannel, RelayAction::Options, &options)
+        .unwrap();
+    let (mut json, json_id) = JsonClient::connect(relay.json_addr().unwrap()).await;
+    json.send(r#"{"type":"transform","x":1.25,"y":2,"z":3,"zone":"town","emote":"wave"}"#)
+        .await;
+    until_in_zone(&relay, "town", 1).await;
+    native.send(&at("town", 7.0)).unwrap();
+    // The JSON player sees the compact one as any other...
+    let seen = json.next().await.unwrap();
+    assert_eq!(seen["playerId"].as_u64(), Some(u64::from(native_id)));
+    assert_eq!(seen["x"], 7.0);
+    // ...and the compact one gets the JSON one's transform, unknown
+    // fields intact, positions to the centimetre.
+    let mut decoder = CompactDecoder::new();
+    let mut heard = None;
+    while heard.is_none() {
+        let SocketEvent::Received(m) = next_socket_event(&mut native).await else {
+            continue;
+        };
+        if m.action::<RelayAction>() != Some(RelayAction::Compact) {
+            continue;
+        }
+        decoder
+            .read(m.content_bytes(), |record| {
+                if let CompactRecord::Transform {
+                    player_id,
+                    transform,
+                    ..
+                } = record
+                {
+                    heard = Some((player_id, transform.clone()));
+                }
+            })
+            .unwrap();
+    }
+    let (player_id, transform) = heard.unwrap();
+    assert_eq!(u64::from(player_id), json_id);
+    assert_eq!(transform.position, [1.25, 2.0, 3.0]);
+    assert_eq!(transform.zone, "town");
+    assert_eq!(transform.extra["emote"], "\"wave\"");
+}
