@@ -52,35 +52,54 @@ pub(super) struct Forms<'e> {
     quantized: Option<Quantized>,
 }
 
+/// An event as a relay message alone carries it: its action and its
+/// content (`Relayed`'s fields with the transform borrowed, not cloned).
+pub(super) enum Plain<'e> {
+    /// `Welcome` or `Left`: a player id.
+    Id(RelayAction, u32),
+    /// `Relayed`.
+    Relayed(u32, u64, &'e crate::transform::Transform),
+}
+
+impl<'e> Plain<'e> {
+    pub(super) fn of(event: &'e RelayEvent) -> Plain<'e> {
+        match event {
+            RelayEvent::Welcome { player_id } => Plain::Id(RelayAction::Welcome, *player_id),
+            RelayEvent::Left { player_id } => Plain::Id(RelayAction::Left, *player_id),
+            RelayEvent::Transform {
+                player_id,
+                server_time_ms,
+                transform,
+            } => Plain::Relayed(*player_id, *server_time_ms, transform),
+        }
+    }
+
+    pub(super) fn action(&self) -> RelayAction {
+        match self {
+            Plain::Id(action, _) => *action,
+            Plain::Relayed(..) => RelayAction::Relayed,
+        }
+    }
+}
+
+impl serde::Serialize for Plain<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Plain::Id(_, id) => id.serialize(s),
+            Plain::Relayed(id, time, transform) => (id, time, transform).serialize(s),
+        }
+    }
+}
+
 impl<'e> Forms<'e> {
     /// The event as (action, content), as it would have come alone.
     fn plain(&mut self) -> Option<&(u16, Bytes)> {
         let event = self.event;
         self.plain
             .get_or_insert_with(|| {
-                let (action, bytes) = match event {
-                    RelayEvent::Welcome { player_id } => (
-                        RelayAction::Welcome,
-                        switchboard::codec::encode_value(player_id),
-                    ),
-                    RelayEvent::Left { player_id } => (
-                        RelayAction::Left,
-                        switchboard::codec::encode_value(player_id),
-                    ),
-                    RelayEvent::Transform {
-                        player_id,
-                        server_time_ms,
-                        transform,
-                    } => (
-                        RelayAction::Relayed,
-                        switchboard::codec::encode_value(&(
-                            *player_id,
-                            *server_time_ms,
-                            &**transform,
-                        )),
-                    ),
-                };
-                Some((action.id(), Bytes::from(bytes.ok()?)))
+                let plain = Plain::of(event);
+                let bytes = switchboard::codec::encode_value(&plain).ok()?;
+                Some((plain.action().id(), Bytes::from(bytes)))
             })
             .as_ref()
     }

@@ -11,7 +11,7 @@ use switchboard::socket::{IdBuildHasher, PeerId, ServerHandle};
 use super::{batch, Route};
 use crate::hub::RelayEvent;
 use crate::json::json_line_of;
-use crate::server::{RelayAction, RelayChannel};
+use crate::server::RelayChannel;
 
 /// Encodes an event once per kind of link, then hands it to every
 /// recipient: native ones are queued (for the pacer to flush), JSON ones get
@@ -28,24 +28,8 @@ pub(super) fn deliver(
     let codec = &native.config().socket.codec;
     // The forms players who take batches need, each made once.
     let mut forms = batches.any().then(|| batches.forms(event));
-    let encoded = match event {
-        RelayEvent::Welcome { player_id } => {
-            EncodedMessage::of(RelayChannel, RelayAction::Welcome, player_id, codec)
-        }
-        RelayEvent::Left { player_id } => {
-            EncodedMessage::of(RelayChannel, RelayAction::Left, player_id, codec)
-        }
-        RelayEvent::Transform {
-            player_id,
-            server_time_ms,
-            transform,
-        } => {
-            // `Relayed`'s fields, the transform borrowed rather than cloned.
-            let relayed = (*player_id, *server_time_ms, &**transform);
-            EncodedMessage::of(RelayChannel, RelayAction::Relayed, &relayed, codec)
-        }
-    }
-    .ok();
+    let plain = batch::Plain::of(event);
+    let encoded = EncodedMessage::of(RelayChannel, plain.action(), &plain, codec).ok();
     let mut json_line = None;
     let mut slow = Vec::new();
     let mut native_peers = Vec::new();
