@@ -1,0 +1,44 @@
+//! Hosting a Switchboard game from home.
+//!
+//! A player who hosts is almost always behind a home router: a friend on the
+//! internet cannot reach the port the host listens on unless the router
+//! forwards it. This crate asks the router to, the way routers understand:
+//! PCP (RFC 6887), then NAT-PMP (RFC 6886), then UPnP IGD, learns the
+//! address the internet sees, renews the lease before it ends and removes
+//! the mapping when the host stops.
+//!
+//! The protocols themselves are the work of maintained crates (`crab_nat`
+//! for PCP and NAT-PMP, `igd-next` for UPnP); this crate is the glue a game
+//! needs: one call, one status a player can read, cleanup on every way out.
+//!
+//! # Layout
+//!
+//! | Module | Job |
+//! |---|---|
+//! | [`portmap`] | [`PortMapConfig`], [`map_port`] (one attempt, every method in turn), [`Mapping`] (renew, remove), [`MapError`] (why each method failed) |
+//! | `portmap::gateway` | the default gateway and the local address the gateway sees |
+//! | `portmap::pcp` | PCP and NAT-PMP through `crab_nat` |
+//! | `portmap::upnp` | UPnP IGD through `igd-next` |
+//! | [`lease`] | [`PortLease`] (a task on the caller's tokio runtime) and [`PortMapper`] (its own thread, for games without tokio): map, renew, remove on stop or drop; a [`MapStatus`] to show |
+//!
+//! # Example
+//!
+//! ```no_run
+//! use switchboard_hosting::{PortMapConfig, PortMapper};
+//!
+//! // The game listens on 7100 on every interface; ask the router to
+//! // forward it, without blocking the game.
+//! let mapper = PortMapper::start(PortMapConfig::default(), 7100);
+//! // ... later, in the lobby:
+//! println!("{}", mapper.wait_ready(std::time::Duration::from_secs(10)));
+//! // "reachable at 203.0.113.7:7100 through UPnP" or why not.
+//! mapper.stop(); // the mapping is removed (also when `mapper` is dropped)
+//! ```
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod lease;
+pub mod portmap;
+
+pub use lease::{MapStatus, PortLease, PortMapper};
+pub use portmap::{map_port, MapError, Mapping, Method, PortMapConfig};
