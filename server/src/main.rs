@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod hosting_cli;
 mod load_cli;
 mod master_cli;
 mod netsim_cli;
@@ -108,6 +109,8 @@ struct RoomsArgs {
     redis: RedisArgs,
     #[command(flatten)]
     ws: web::WsArgs,
+    #[command(flatten)]
+    map: hosting_cli::MapArgs,
     #[command(flatten)]
     admin: AdminArgs,
 }
@@ -245,6 +248,8 @@ struct GameArgs {
     #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
+    map: hosting_cli::MapArgs,
+    #[command(flatten)]
     admin: AdminArgs,
 }
 
@@ -335,6 +340,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         bind: args.bind,
         port: args.port,
         watch_stdin: args.watch_stdin,
+        map: args.map.clone(),
     };
     run_manager("board", listen, config, logic, admin, |_| {})
 }
@@ -363,6 +369,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         bind: args.bind,
         port: args.port,
         watch_stdin: args.watch_stdin,
+        map: args.map.clone(),
     };
     let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
         grace: Duration::from_secs(args.grace_secs),
@@ -375,6 +382,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     }
     admin.fit_listeners(caps);
     let axispy_port = args.axispy_port;
+    let bind = listen.bind;
     let advertise = args.advertise.clone();
     let axispy = move |handle: &switchboard::ManagerHandle| {
         if let Some(serving) = serving {
@@ -383,7 +391,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         }
         let Some(port) = axispy_port else { return };
         let config = axispy_config;
-        let (addr, handle) = (SocketAddr::new(listen.bind.ip(), port), handle.clone());
+        let (addr, handle) = (SocketAddr::new(bind.ip(), port), handle.clone());
         tokio::spawn(async move {
             match switchboard_rooms::axispy::AxisPyListener::spawn(addr, config, handle).await {
                 Ok(listener) => {
@@ -401,12 +409,14 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
 /// Redis, the runtime's own.
 const RESERVED_FILES: u64 = 64;
 
-/// Where a manager listens, and whether it stops with its stdin.
-#[derive(Debug, Clone, Copy)]
+/// Where a manager listens, whether it stops with its stdin, and whether
+/// it asks the router to forward its ports.
+#[derive(Debug, Clone)]
 struct Listen {
     bind: BindScope,
     port: u16,
     watch_stdin: bool,
+    map: hosting_cli::MapArgs,
 }
 
 /// Runs a `ServerManager` with `logic` until a signal (or stdin's end):
@@ -424,7 +434,12 @@ fn run_manager<L: switchboard::GameLogic>(
         bind,
         port,
         watch_stdin,
+        map,
     } = listen;
+    map.check(bind)?;
+    // Mapped once the ports are known; removed after the server stops.
+    let maps = std::sync::Arc::new(std::sync::Mutex::new(hosting_cli::PortMaps::default()));
+    let held = maps.clone();
     let server = switchboard::ServerManager::builder(logic)
         .config(config)
         .bind(bind)
@@ -432,6 +447,9 @@ fn run_manager<L: switchboard::GameLogic>(
         .watch_stdin(watch_stdin);
     let started = server.on_start(move |handle| {
         web::announce(handle.websocket_addr(), web::Pages::Client);
+        let mut ports = vec![("game", handle.local_addr().port())];
+        ports.extend(handle.websocket_addr().map(|ws| ("WebSocket", ws.port())));
+        *held.lock().unwrap_or_else(|e| e.into_inner()) = map.start(&ports);
         started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
         tokio::spawn(async move {
@@ -445,7 +463,9 @@ fn run_manager<L: switchboard::GameLogic>(
             }
         });
     });
-    started.run().map(drop).map_err(|e| e.to_string())
+    let ran = started.run().map(drop).map_err(|e| e.to_string());
+    std::mem::take(&mut *maps.lock().unwrap_or_else(|e| e.into_inner())).stop();
+    ran
 }
 
 /// The first line of a password file, without its line ending.

@@ -73,11 +73,14 @@ pub(crate) struct RelayArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    map: crate::hosting_cli::MapArgs,
+    #[command(flatten)]
     admin: AdminArgs,
 }
 
 pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
+    args.map.check(args.bind)?;
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
@@ -155,10 +158,18 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }
+        let mut ports = vec![("relay", relay.native_addr().port())];
+        ports.extend(relay.websocket_addr().map(|ws| ("WebSocket", ws.port())));
+        ports.extend(relay.json_addr().map(|json| ("JSON", json.port())));
+        let maps = args.map.start(&ports);
         let source = switchboard_relay::RelayAdmin::new(relay.clone());
         let _admin = admin.start(source).await?;
         switchboard::process::wait_for_signal().await;
-        relay.shutdown().await.map_err(|e| e.to_string())
+        let stopped = relay.shutdown().await.map_err(|e| e.to_string());
+        // The mappers run on threads of their own: this waits for them (a
+        // timeout at most), the relay being stopped already.
+        maps.stop();
+        stopped
     })
 }
 

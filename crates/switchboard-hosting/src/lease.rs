@@ -81,9 +81,20 @@ impl PortLease {
     /// Starts mapping the TCP port `local_port` of this machine. Must be
     /// called within a tokio runtime.
     pub fn start(config: PortMapConfig, local_port: u16) -> Self {
+        Self::start_with(config, local_port, |_| {})
+    }
+
+    /// [`PortLease::start`], with `on_change` called on the lease's task
+    /// at every change of status (to log or show it).
+    pub fn start_with(
+        config: PortMapConfig,
+        local_port: u16,
+        on_change: impl FnMut(&MapStatus) + Send + 'static,
+    ) -> Self {
         let (status_tx, status) = watch::channel(MapStatus::Trying);
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(keep(config, local_port, status_tx, stopped));
+        let report = Report::new(status_tx, on_change);
+        let task = tokio::spawn(keep(config, local_port, report, stopped));
         Self {
             status,
             stop: Some(stop),
@@ -145,8 +156,19 @@ impl PortMapper {
     /// Starts mapping the TCP port `local_port` of this machine, in the
     /// background: the first answer takes at most a timeout per method.
     pub fn start(config: PortMapConfig, local_port: u16) -> Self {
+        Self::start_with(config, local_port, |_| {})
+    }
+
+    /// [`PortMapper::start`], with `on_change` called on the mapper's
+    /// thread at every change of status (to log or show it).
+    pub fn start_with(
+        config: PortMapConfig,
+        local_port: u16,
+        on_change: impl FnMut(&MapStatus) + Send + 'static,
+    ) -> Self {
         let (status_tx, status) = watch::channel(MapStatus::Trying);
         let (stop, stopped) = oneshot::channel();
+        let mut report = Report::new(status_tx, on_change);
         let thread = std::thread::Builder::new()
             .name("switchboard-portmap".into())
             .spawn(move || {
@@ -154,12 +176,10 @@ impl PortMapper {
                     .enable_all()
                     .build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(keep(config, local_port, status_tx, stopped)),
-                    Err(e) => {
-                        status_tx.send_replace(MapStatus::Stopped(format!(
-                            "port mapping not started: no runtime ({e})"
-                        )));
-                    }
+                    Ok(runtime) => runtime.block_on(keep(config, local_port, report, stopped)),
+                    Err(e) => report.set(MapStatus::Stopped(format!(
+                        "port mapping not started: no runtime ({e})"
+                    ))),
                 }
             });
         let thread = match thread {
@@ -218,11 +238,37 @@ impl Drop for PortMapper {
     }
 }
 
+/// Where a status goes: the watchers, and the owner's `on_change`.
+struct Report {
+    status: watch::Sender<MapStatus>,
+    on_change: Box<dyn FnMut(&MapStatus) + Send>,
+}
+
+impl Report {
+    fn new(
+        status: watch::Sender<MapStatus>,
+        on_change: impl FnMut(&MapStatus) + Send + 'static,
+    ) -> Self {
+        Self {
+            status,
+            on_change: Box::new(on_change),
+        }
+    }
+
+    /// Tells of `now` unless nothing changed (the same failure again).
+    fn set(&mut self, now: MapStatus) {
+        if *self.status.borrow() != now {
+            (self.on_change)(&now);
+            self.status.send_replace(now);
+        }
+    }
+}
+
 /// The life of a mapping (the diagram at the top of this module).
 async fn keep(
     config: PortMapConfig,
     port: u16,
-    status: watch::Sender<MapStatus>,
+    mut report: Report,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut mapping: Option<Mapping> = None;
@@ -244,12 +290,7 @@ async fn keep(
                 }
                 Err(error) => MapStatus::Failed(error),
             };
-            // Unchanged (the same failure again): no news for the watchers.
-            status.send_if_modified(|old| {
-                let changed = *old != now;
-                *old = now;
-                changed
-            });
+            report.set(now);
         }
         let wait = mapping
             .as_ref()
@@ -284,5 +325,5 @@ async fn keep(
         None => "no port mapping was held".into(),
     };
     tracing::info!(%outcome, "port mapping stopped");
-    status.send_replace(MapStatus::Stopped(outcome));
+    report.set(MapStatus::Stopped(outcome));
 }

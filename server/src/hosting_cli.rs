@@ -1,0 +1,82 @@
+//! `--map-port`: a server hosted from home asks the router to forward its
+//! ports, says where players on the internet connect, and removes the
+//! mapping when it stops (Ctrl-C and SIGTERM included).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use clap::Args;
+use switchboard::socket::BindScope;
+use switchboard_hosting::{PortMapConfig, PortMapper};
+
+/// Port mapping options, shared by every server players join.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct MapArgs {
+    /// Ask the home router to forward this server's ports (PCP, then
+    /// NAT-PMP, then UPnP), print where players on the internet connect,
+    /// and remove the mapping on exit. Needs `--bind all`.
+    #[arg(long)]
+    map_port: bool,
+    /// With `--map-port`: the gateway PCP and NAT-PMP ask (default: the
+    /// default route's gateway).
+    #[arg(long, value_name = "IP", requires = "map_port")]
+    gateway: Option<IpAddr>,
+    /// With `--map-port`: where the UPnP search goes (default SSDP's
+    /// group, 239.255.255.250:1900).
+    #[arg(long, value_name = "ADDR", requires = "map_port")]
+    upnp_search: Option<SocketAddr>,
+    /// With `--map-port`: seconds each method may take to answer.
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    map_timeout_secs: f64,
+}
+
+/// The ports being kept mapped; [`PortMaps::stop`] removes them.
+#[derive(Debug, Default)]
+pub(crate) struct PortMaps(Vec<PortMapper>);
+
+impl MapArgs {
+    /// A mapping is for a server the router can reach: not one on loopback.
+    pub(crate) fn check(&self, bind: BindScope) -> Result<(), String> {
+        if self.map_port && bind == BindScope::Loopback {
+            return Err(
+                "--map-port needs --bind all: a server on loopback cannot be reached from the router"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts mapping each `(what, port)` if `--map-port` was given;
+    /// every change is printed ("port mapping (game): reachable at ...").
+    pub(crate) fn start(&self, ports: &[(&'static str, u16)]) -> PortMaps {
+        if !self.map_port {
+            return PortMaps::default();
+        }
+        let mut config = PortMapConfig {
+            gateway: self.gateway,
+            timeout: Duration::try_from_secs_f64(self.map_timeout_secs)
+                .unwrap_or(Duration::from_secs(2)),
+            ..PortMapConfig::default()
+        };
+        if let Some(search) = self.upnp_search {
+            config.upnp_search = search;
+        }
+        let mappers = ports.iter().map(|&(what, port)| {
+            PortMapper::start_with(config.clone(), port, move |status| {
+                // Whoever started the server may have stopped reading its
+                // stdout after the ready line: that is not a failure.
+                let line = format!("port mapping ({what} port {port}): {status}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
+            })
+        });
+        PortMaps(mappers.collect())
+    }
+}
+
+impl PortMaps {
+    /// Removes every mapping (each bounded by the timeout); the outcome is
+    /// printed like the other changes.
+    pub(crate) fn stop(self) {
+        self.0.into_iter().for_each(|mapper| drop(mapper.stop()));
+    }
+}

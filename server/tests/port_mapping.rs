@@ -1,0 +1,168 @@
+//! `--map-port` on real server processes, against the fake gateways of the
+//! hosting crate's tests: the line a host reads, and the mapping removed
+//! when the server is stopped by Ctrl-C (SIGINT) or SIGTERM.
+
+mod support;
+
+#[path = "../../crates/switchboard-hosting/tests/hosting/fake_nat.rs"]
+#[allow(dead_code)]
+mod fake_nat;
+#[path = "../../crates/switchboard-hosting/tests/hosting/fake_upnp.rs"]
+#[allow(dead_code)]
+mod fake_upnp;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::BIN;
+
+/// Starts `switchboard-server ARGS`; its stdout lines arrive on the receiver.
+fn start(args: &[String]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, received)
+}
+
+/// The first line that starts with `prefix`, within 10 s.
+fn line_starting(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        match lines.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.starts_with(prefix) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line starting {prefix:?}: {e}"),
+        }
+    }
+}
+
+fn signal(child: &std::process::Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+}
+
+fn ready_port(lines: &mpsc::Receiver<String>) -> u16 {
+    line_starting(lines, "SWITCHBOARD READY 1 ")["SWITCHBOARD READY 1 ".len()..]
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upnp_board_server_says_where_the_internet_joins_and_ctrl_c_removes_the_mapping() {
+    let igd = fake_upnp::FakeIgd::start(fake_upnp::Behaviour::default()).await;
+    let args: Vec<String> = [
+        "--bind",
+        "all",
+        "--port",
+        "0",
+        "--map-port",
+        // Nothing answers PCP or NAT-PMP here: refused at once, then UPnP.
+        "--gateway",
+        "127.0.54.1",
+        "--upnp-search",
+        &igd.search.to_string(),
+        "--map-timeout-secs",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (mut child, lines) = start(&args);
+    let port = ready_port(&lines);
+    let mapped = line_starting(&lines, "port mapping");
+    assert_eq!(
+        mapped,
+        format!("port mapping (game port {port}): reachable at 203.0.113.9:{port} through UPnP")
+    );
+    signal(&child, libc::SIGINT);
+    let removed = line_starting(&lines, "port mapping");
+    assert_eq!(
+        removed,
+        format!(
+            "port mapping (game port {port}): the UPnP mapping of 203.0.113.9:{port} was removed"
+        )
+    );
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        igd.seen().last(),
+        Some(&fake_upnp::Seen::Delete {
+            external_port: port
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pcp_relay_maps_its_native_and_websocket_ports_and_sigterm_removes_both() {
+    let gateway = fake_nat::FakeNatGateway::start(fake_nat::Behaviour::default()).await;
+    let args: Vec<String> = [
+        "relay",
+        "--bind",
+        "all",
+        "--port",
+        "0",
+        "--ws-port",
+        "0",
+        "--map-port",
+        "--gateway",
+        &gateway.ip.to_string(),
+        "--upnp-search",
+        "127.0.0.1:9",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (mut child, lines) = start(&args);
+    let port = ready_port(&lines);
+    let mut mapped: Vec<String> = (0..2)
+        .map(|_| line_starting(&lines, "port mapping"))
+        .collect();
+    mapped.sort();
+    assert_eq!(
+        mapped[1],
+        format!("port mapping (relay port {port}): reachable at 203.0.113.7:{port} through PCP")
+    );
+    assert!(
+        mapped[0].starts_with("port mapping (WebSocket port "),
+        "{mapped:?}"
+    );
+    signal(&child, libc::SIGTERM);
+    let removed: Vec<String> = (0..2)
+        .map(|_| line_starting(&lines, "port mapping"))
+        .collect();
+    assert!(
+        removed.iter().all(|l| l.ends_with("was removed")),
+        "{removed:?}"
+    );
+    assert!(child.wait().unwrap().success());
+    let deletions = gateway
+        .seen()
+        .iter()
+        .filter(|s| matches!(s, fake_nat::Seen::PcpMap { lifetime: 0, .. }))
+        .count();
+    assert_eq!(deletions, 2, "{:?}", gateway.seen());
+}
+
+#[test]
+fn map_port_on_loopback_is_refused_with_the_reason() {
+    let out = Command::new(BIN)
+        .args(["--port", "0", "--map-port"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("--map-port needs --bind all"), "{text}");
+}
