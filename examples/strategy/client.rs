@@ -48,6 +48,11 @@ pub(crate) struct Player<'a> {
     pub(crate) link: Link,
     /// Where others join this game, when the player hosts it.
     pub(crate) invite: Option<String>,
+    /// Where players on the internet join a hosted game (the router's
+    /// port mapping), once known: the lobby shows it.
+    pub(crate) internet: Option<String>,
+    /// News of the port mapping, when the player hosts for other machines.
+    reach: Option<std::sync::mpsc::Receiver<String>>,
     /// The server this player started (single player, host): when it dies
     /// the player is told at once, not after a minute of reconnecting.
     local: Option<&'a mut LocalServer>,
@@ -84,6 +89,8 @@ impl<'a> Player<'a> {
             seen: Seen::default(),
             link: Link::Joining,
             invite: None,
+            internet: None,
+            reach: None,
             local: None,
             pending: Vec::new(),
             directory,
@@ -214,6 +221,12 @@ impl<'a> Player<'a> {
             self.take(event);
         }
         self.watch_local_server();
+        if let Some(reach) = &self.reach {
+            for news in reach.try_iter() {
+                self.seen.events.push(format!("port mapping: {news}"));
+                self.internet = Some(news);
+            }
+        }
         if let Some(message) = self.rejoin.heard(&self.seen) {
             self.seen.events.push(message);
         }
@@ -266,6 +279,9 @@ pub struct Play<'a> {
     pub local: Option<&'a mut LocalServer>,
     /// Where others join (a hosted game), shown in the lobby.
     pub invite: Option<String>,
+    /// News of the router's port mapping (a game hosted for other
+    /// machines): logged, and the latest shown in the lobby.
+    pub reach: Option<std::sync::mpsc::Receiver<String>>,
     /// A scripted player plays this many turns.
     pub bot: Option<u32>,
     /// The typed interface, even on a terminal.
@@ -285,12 +301,14 @@ pub fn play(how: Play<'_>) -> Result<(), String> {
         directory,
         local,
         invite,
+        reach,
         bot,
         text,
         players,
     } = how;
     let mut player = Player::connect(&addr, &name, password, directory);
     player.invite = invite;
+    player.reach = reach;
     player.local = local;
     let deadline = Instant::now() + Duration::from_secs(15);
     while !player.client.is_welcomed() {

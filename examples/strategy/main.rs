@@ -36,6 +36,8 @@ use switchboard::process::{LocalServer, LocalServerOptions};
 use switchboard::socket::BindScope;
 use switchboard_master::{Announce, ServerInfo};
 
+mod hosting;
+
 /// Command-line options, shared by the game and its server child.
 #[derive(Debug, Parser)]
 #[command(
@@ -127,6 +129,17 @@ struct Options {
     /// With `--replay`: how much faster than recorded.
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
+    /// With `--host --bind all`: do not ask the home router to forward the
+    /// game's port (by default it is asked, with PCP, NAT-PMP, then UPnP,
+    /// and the lobby says where players on the internet join).
+    #[arg(long)]
+    no_map_port: bool,
+    /// The gateway PCP and NAT-PMP ask (default: the default route's).
+    #[arg(long, value_name = "IP", hide = true)]
+    gateway: Option<std::net::IpAddr>,
+    /// Where the UPnP search goes (default SSDP's group; tests).
+    #[arg(long, value_name = "ADDR", hide = true)]
+    upnp_search: Option<std::net::SocketAddr>,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -210,6 +223,7 @@ fn join(options: &Options) -> Result<(), String> {
         directory: directory.filter(|d| !d.masters.is_empty()),
         local: None,
         invite: None,
+        reach: None,
         bot: options.bot,
         text: options.text,
         players: options.players,
@@ -435,12 +449,14 @@ fn local_game(options: &Options) -> Result<(), String> {
         println!("{}", where_to_join(options.bind, server.port()));
     }
     let pid = server.pid();
+    let (reach, mapping) = map_ports(options, &server);
     let result = client::play(client::Play {
         addr: server.addr().to_string(),
         name: options.name.clone().unwrap_or_else(|| "player".into()),
         password: options.password.clone(),
         directory: None,
         invite: options.host.then(|| invite(options.bind, server.port())),
+        reach,
         local: Some(&mut server),
         bot: options.bot,
         text: options.text,
@@ -455,7 +471,32 @@ fn local_game(options: &Options) -> Result<(), String> {
     };
     let status = stopped.map_err(|e| format!("stopping the server: {e}"))?;
     println!("server {pid} stopped ({status})");
+    mapping.stop();
     result
+}
+
+/// A game hosted for other machines asks the home router to forward its
+/// ports (unless `--no-map-port`): each change of where the internet
+/// reaches it comes to the player's log and lobby through `reach`. The
+/// mapping is removed when the game ends, and on Ctrl-C.
+fn map_ports(
+    options: &Options,
+    server: &LocalServer,
+) -> (Option<std::sync::mpsc::Receiver<String>>, hosting::Mapping) {
+    if !options.host || options.bind == BindScope::Loopback || options.no_map_port {
+        return (None, hosting::Mapping::default());
+    }
+    let mut config = switchboard_hosting::PortMapConfig {
+        gateway: options.gateway,
+        ..Default::default()
+    };
+    if let Some(search) = options.upnp_search {
+        config.upnp_search = search;
+    }
+    let mut ports = vec![("game", server.port())];
+    ports.extend(options.ws_port.map(|port| ("WebSocket", port)));
+    let (reach, mapping) = hosting::Mapping::start(config, &ports);
+    (Some(reach), mapping)
 }
 
 /// `--bind loopback` or `all`.

@@ -23,6 +23,8 @@ pub(super) struct Screen<'a> {
     pub(super) status: (String, Tone),
     /// Where others join, when this player hosts.
     pub(super) invite: Option<&'a str>,
+    /// Where players on the internet join, when the router was asked.
+    pub(super) internet: Option<&'a str>,
     pub(super) view: Option<&'a NationView>,
     pub(super) lobby: Option<&'a LobbyView>,
 }
@@ -85,6 +87,9 @@ impl Screen<'_> {
                 format!("others join at {invite}"),
                 Style::default().add_modifier(Modifier::BOLD),
             ));
+        }
+        if let Some(internet) = self.internet {
+            lines.push(Line::raw(format!("from the internet: {internet}")));
         }
         if let Some(lobby) = self.lobby {
             lines.push(Line::raw(format!(
