@@ -112,8 +112,11 @@ impl NetworkClient {
                 ClientAction::Connect => {
                     let config = self.socket_config.clone();
                     let addr = self.server_addr().to_string();
+                    let by_code = crate::rendezvous::split_join_addr(&addr);
                     self.socket = Some(if addr.starts_with("ws://") {
                         ExtendedTcpSocket::connect_ws(&addr, config)
+                    } else if let Some((code, relay)) = by_code {
+                        ExtendedTcpSocket::connect_by_code(code, relay.to_string(), config)
                     } else {
                         ExtendedTcpSocket::connect(addr, config)
                     });

@@ -109,8 +109,9 @@ impl std::fmt::Debug for NetworkClient {
 impl NetworkClient {
     /// Starts connecting to `addr` and returns at once; `connected` and
     /// `welcomed` follow. `addr` is "host:port" or a `SocketAddr` for the
-    /// TCP port, or a `ws://host:port/` URL for a server's WebSocket
-    /// listener (the same session either way).
+    /// TCP port, a `ws://host:port/` URL for a server's WebSocket
+    /// listener (the same session either way), or `CODE@host:port` for a
+    /// game hosted through the join-code relay at `host:port`.
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);

@@ -142,6 +142,25 @@ impl ExtendedTcpSocket {
         })
     }
 
+    /// Starts connecting to the game of join code `code` through the
+    /// join-code relay at `relay` (`docs/HOSTING.md`): the relay's join
+    /// frame first, then the same protocol as [`connect`](Self::connect),
+    /// piped by the relay to the host.
+    pub fn connect_by_code<A>(code: &str, relay: A, config: SocketConfig) -> Self
+    where
+        A: ToSocketAddrs + Send + 'static,
+    {
+        let join = crate::rendezvous::Frame::Join {
+            code: code.to_string(),
+        }
+        .encode();
+        Self::open(config, async move {
+            let mut stream = TcpStream::connect(relay).await?;
+            tokio::io::AsyncWriteExt::write_all(&mut stream, &join).await?;
+            Ok(Opened::Tcp(stream))
+        })
+    }
+
     /// Starts connecting to a WebSocket listener at `url`
     /// (`ws://host:port/`), like [`connect`](Self::connect): the same
     /// protocol, one frame per binary message. Only `ws://` is spoken; a

@@ -1,4 +1,5 @@
-//! Hosting a Switchboard game from home.
+//! Hosting a Switchboard game from home: the router asked to forward the
+//! game's port, or a public relay by join code when it will not.
 //!
 //! A player who hosts is almost always behind a home router: a friend on the
 //! internet cannot reach the port the host listens on unless the router
@@ -19,6 +20,10 @@
 //! | `portmap::gateway` | the default gateway and the local address the gateway sees |
 //! | `portmap::pcp` | PCP and NAT-PMP through `crab_nat` |
 //! | `portmap::upnp` | UPnP IGD through `igd-next` |
+//! | [`rendezvous`] | the join-code relay: [`RendezvousServer`] and its limits ([`RendezvousConfig`]); [`HostLink`], a host's side (a control connection out, a data connection per player, given to the game's server) |
+//! | `rendezvous::games` | codes, secrets, players waiting for their host, per-address counts, each code's pace |
+//! | `rendezvous::serve` | what each connection says it is (a join, a host, a data connection) and what is done with it |
+//! | `rendezvous::pipe` | a player's frames to its host and back, each bounded and paced; refusals a client reads |
 //! | [`lease`] | [`PortLease`] (a task on the caller's tokio runtime) and [`PortMapper`] (its own thread, for games without tokio): map, renew, remove on stop or drop; a [`MapStatus`] to show |
 //!
 //! # Example
@@ -39,6 +44,11 @@
 
 pub mod lease;
 pub mod portmap;
+pub mod rendezvous;
 
 pub use lease::{MapStatus, PortLease, PortMapper};
 pub use portmap::{map_port, MapError, Mapping, Method, PortMapConfig};
+pub use rendezvous::{
+    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
+    RendezvousStats,
+};

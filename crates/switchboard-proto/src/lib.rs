@@ -19,6 +19,7 @@
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs |
+//! | [`rendezvous`] | the join-code relay's frames: a player's join, a host's registration, its code, incoming players, data connections |
 //! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
 //! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`netsim`](smoothing::netsim): a simulated network link with a seed |
 //! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
@@ -60,6 +61,7 @@ pub mod manager;
 pub mod message;
 pub mod reason;
 pub mod record;
+pub mod rendezvous;
 pub mod session;
 pub mod smoothing;
 

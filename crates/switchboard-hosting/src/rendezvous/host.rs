@@ -1,0 +1,338 @@
+//! The host's side of the join-code relay: a control connection out to the
+//! relay (kept, and its code with it, across reconnects), and for each
+//! player the relay announces, a data connection given to the game's
+//! server as if the player had connected to it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use switchboard_proto::rendezvous::{Frame, Secret, MAX_FRAME_LEN, VERSION};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
+use tokio_util::codec::FramedRead;
+
+use super::pipe::frames;
+
+/// Where a host's relayed players go.
+#[derive(Clone)]
+pub enum HostTarget {
+    /// Handed to the server in this process, with the player's address
+    /// (`ManagerHandle::attach`); `false` when the server turned it away.
+    Attach(Arc<dyn Fn(TcpStream, SocketAddr) -> bool + Send + Sync>),
+    /// Piped to a server listening at this address (a child process): it
+    /// sees each player as a connection from this machine.
+    Forward(SocketAddr),
+}
+
+impl std::fmt::Debug for HostTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostTarget::Attach(_) => f.write_str("Attach(..)"),
+            HostTarget::Forward(addr) => write!(f, "Forward({addr})"),
+        }
+    }
+}
+
+/// How a host reaches its relay.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The relay, `host:port`.
+    pub relay: String,
+    /// The first wait before connecting again after the relay was lost
+    /// (default 250 ms), doubled up to `max_retry`.
+    pub retry: Duration,
+    /// The longest wait between attempts (default 5 s).
+    pub max_retry: Duration,
+    /// How long connecting (and the relay's answer) may take (default 5 s).
+    pub timeout: Duration,
+    /// How long the relay may stay silent before it is taken for lost
+    /// (default 35 s: it pings every 10 s).
+    pub silence: Duration,
+}
+
+impl HostConfig {
+    /// A host of the relay at `relay` (`host:port`), default timings.
+    pub fn new(relay: impl Into<String>) -> Self {
+        Self {
+            relay: relay.into(),
+            retry: Duration::from_millis(250),
+            max_retry: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            silence: Duration::from_secs(35),
+        }
+    }
+}
+
+/// Where the host stands with its relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostStatus {
+    /// Connecting (the first time).
+    Connecting,
+    /// Registered: players join with `code`.
+    Ready {
+        /// The join code.
+        code: String,
+        /// The relay, as configured.
+        relay: String,
+    },
+    /// The relay was lost; connecting again (the code is kept if the
+    /// relay hears back within its grace).
+    Lost(String),
+    /// The relay refused this host (its reason); no more attempts.
+    Refused(String),
+}
+
+impl std::fmt::Display for HostStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostStatus::Connecting => f.write_str("connecting to the join-code relay"),
+            HostStatus::Ready { code, relay } => {
+                write!(
+                    f,
+                    "join code {code}: players join with --join {code}@{relay}"
+                )
+            }
+            HostStatus::Lost(why) => {
+                write!(f, "the join-code relay was lost ({why}); connecting again")
+            }
+            HostStatus::Refused(why) => write!(f, "the join-code relay refused this game: {why}"),
+        }
+    }
+}
+
+/// A host's link to a join-code relay, on the current tokio runtime.
+/// Dropping it (or [`HostLink::stop`]) closes the control connection; the
+/// players already piped keep their connections until they end.
+#[derive(Debug)]
+pub struct HostLink {
+    status: watch::Receiver<HostStatus>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl HostLink {
+    /// Connects to the relay of `config` and serves the players it
+    /// announces to `target`. Must be called within a tokio runtime.
+    pub fn start(config: HostConfig, target: HostTarget) -> Self {
+        Self::start_with(config, target, |_| {})
+    }
+
+    /// [`HostLink::start`], with `on_change` called at every change of status.
+    pub fn start_with(
+        config: HostConfig,
+        target: HostTarget,
+        on_change: impl FnMut(&HostStatus) + Send + 'static,
+    ) -> Self {
+        let (status_tx, status) = watch::channel(HostStatus::Connecting);
+        let (stop, stopped) = oneshot::channel();
+        tokio::spawn(run(config, target, status_tx, Box::new(on_change), stopped));
+        Self {
+            status,
+            stop: Some(stop),
+        }
+    }
+
+    /// The status now.
+    pub fn status(&self) -> HostStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Every change of status.
+    pub fn watch(&self) -> watch::Receiver<HostStatus> {
+        self.status.clone()
+    }
+
+    /// Waits for the first answer: a code, or why not.
+    pub async fn ready(&mut self) -> HostStatus {
+        let _ = self
+            .status
+            .wait_for(|s| !matches!(s, HostStatus::Connecting))
+            .await;
+        self.status()
+    }
+
+    /// Closes the control connection: the code ends with the relay's grace.
+    pub fn stop(mut self) {
+        drop(self.stop.take());
+    }
+}
+
+type OnChange = Box<dyn FnMut(&HostStatus) + Send>;
+
+/// Connects, serves, and connects again, until stopped or refused.
+async fn run(
+    config: HostConfig,
+    target: HostTarget,
+    status: watch::Sender<HostStatus>,
+    mut on_change: OnChange,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut set = |now: HostStatus| {
+        if *status.borrow() != now {
+            on_change(&now);
+            status.send_replace(now);
+        }
+    };
+    let mut keep: Option<(String, Secret)> = None;
+    let mut wait = config.retry;
+    loop {
+        let served = tokio::select! {
+            served = serve(&config, &target, &mut keep, &mut set) => served,
+            _ = &mut stop => return,
+        };
+        match served {
+            Err(Ended::Refused(why)) => {
+                set(HostStatus::Refused(why));
+                return;
+            }
+            Err(Ended::Lost(why, was_ready)) => {
+                if was_ready {
+                    wait = config.retry;
+                }
+                set(HostStatus::Lost(why));
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = &mut stop => return,
+        }
+        wait = (wait * 2).min(config.max_retry);
+    }
+}
+
+enum Ended {
+    Refused(String),
+    /// Why, and whether it had been registered (then retry at once).
+    Lost(String, bool),
+}
+
+/// One control connection: register, then open a data connection for each
+/// player announced, answer pings, until the connection ends.
+async fn serve(
+    config: &HostConfig,
+    target: &HostTarget,
+    keep: &mut Option<(String, Secret)>,
+    set: &mut impl FnMut(HostStatus),
+) -> Result<std::convert::Infallible, Ended> {
+    let lost = |why: String| Ended::Lost(why, false);
+    let connect = TcpStream::connect(config.relay.as_str());
+    let mut stream = tokio::time::timeout(config.timeout, connect)
+        .await
+        .map_err(|_| lost("the relay did not answer".into()))?
+        .map_err(|e| lost(format!("cannot reach {}: {e}", config.relay)))?;
+    let _ = stream.set_nodelay(true);
+    let hello = Frame::Host {
+        version: VERSION,
+        keep: keep.clone(),
+    };
+    stream
+        .write_all(&hello.encode())
+        .await
+        .map_err(|e| lost(e.to_string()))?;
+    let first = tokio::time::timeout(config.timeout, read_frame(&mut stream))
+        .await
+        .map_err(|_| lost("the relay gave no code".into()))?
+        .map_err(lost)?;
+    let (code, secret) = match first {
+        Frame::Code { code, secret } => (code, secret),
+        Frame::Refuse { reason } => return Err(Ended::Refused(reason)),
+        other => return Err(lost(format!("the relay answered {other:?}"))),
+    };
+    *keep = Some((code.clone(), secret));
+    set(HostStatus::Ready {
+        code,
+        relay: config.relay.clone(),
+    });
+    let lost = |why: String| Ended::Lost(why, true);
+    let (read, mut write) = stream.into_split();
+    let mut heard = FramedRead::new(read, frames(MAX_FRAME_LEN + 1));
+    loop {
+        let frame = tokio::time::timeout(config.silence, heard.next())
+            .await
+            .map_err(|_| lost("the relay went silent".into()))?;
+        let frame = match frame {
+            Some(Ok(bytes)) if bytes.len() > 5 => Frame::parse(&bytes[5..]),
+            Some(Ok(_)) => return Err(lost("the relay sent an empty frame".into())),
+            Some(Err(e)) => return Err(lost(e.to_string())),
+            None => return Err(lost("the relay closed the connection".into())),
+        };
+        match frame {
+            Ok(Frame::Ping) => {
+                let pong = Frame::Ping.encode();
+                write
+                    .write_all(&pong)
+                    .await
+                    .map_err(|e| lost(e.to_string()))?;
+            }
+            Ok(Frame::Incoming { ticket, addr, .. }) => {
+                let (config, target) = (config.clone(), target.clone());
+                tokio::spawn(async move {
+                    if let Err(why) = open_data(&config, &target, secret, ticket, &addr).await {
+                        tracing::warn!(%why, ticket, "relayed player not served");
+                    }
+                });
+            }
+            Ok(Frame::Refuse { reason }) => return Err(Ended::Refused(reason)),
+            Ok(other) => return Err(lost(format!("the relay sent {other:?}"))),
+            Err(e) => return Err(lost(e.to_string())),
+        }
+    }
+}
+
+/// Opens the data connection of `ticket` and gives it to `target`.
+async fn open_data(
+    config: &HostConfig,
+    target: &HostTarget,
+    secret: Secret,
+    ticket: u64,
+    addr: &str,
+) -> Result<(), String> {
+    let mut data = tokio::time::timeout(config.timeout, TcpStream::connect(config.relay.as_str()))
+        .await
+        .map_err(|_| "the relay did not answer".to_string())?
+        .map_err(|e| e.to_string())?;
+    let _ = data.set_nodelay(true);
+    data.write_all(&Frame::Data { secret, ticket }.encode())
+        .await
+        .map_err(|e| e.to_string())?;
+    let player: SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("the relay named the player {addr:?}"))?;
+    match target {
+        HostTarget::Attach(attach) => {
+            if !attach(data, player) {
+                return Err(format!("the server turned {player} away"));
+            }
+        }
+        HostTarget::Forward(server) => {
+            let mut local = TcpStream::connect(server)
+                .await
+                .map_err(|e| format!("the game's server at {server}: {e}"))?;
+            let _ = local.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut data, &mut local).await;
+        }
+    }
+    Ok(())
+}
+
+/// One whole frame of the relay's (at most its frame limit).
+async fn read_frame(stream: &mut TcpStream) -> Result<Frame, String> {
+    let mut head = [0u8; 4];
+    stream
+        .read_exact(&mut head)
+        .await
+        .map_err(|_| "the relay closed the connection".to_string())?;
+    let len = u32::from_be_bytes(head) as usize;
+    if !(2..=MAX_FRAME_LEN + 1).contains(&len) {
+        return Err(format!("the relay sent a frame of {len} bytes"));
+    }
+    let mut body = vec![0u8; len];
+    stream
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| e.to_string())?;
+    Frame::parse(&body[1..]).map_err(|e| e.to_string())
+}

@@ -1,0 +1,179 @@
+//! A relay by join code, for a host whose router forwards nothing (or who
+//! would rather not show its address).
+//!
+//! ```text
+//!  host ──control (SWHO)──> relay          relay ──SWCD code──> host
+//!  player ──SWJN code──> relay ──SWIN ticket──> host
+//!  host ──new connection, SWDA secret ticket──> relay
+//!  player <══ frames, unchanged ══> relay <══ frames, unchanged ══> host's server
+//! ```
+//!
+//! The relay reads each frame's length (to bound it and to pace the code's
+//! bytes), never its content: sessions, reconnects with the same id,
+//! WebSocket players (a message per frame, `ws://relay:port/CODE`) and the
+//! host's own validation work as over a direct connection. The host side
+//! is [`HostLink`]; the frames are `switchboard::rendezvous`
+//! (`docs/PROTOCOL.md` section 12); the limits are [`RendezvousConfig`]
+//! (`docs/SECURITY.md`).
+
+mod games;
+mod host;
+mod pipe;
+mod serve;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use host::{HostConfig, HostLink, HostStatus, HostTarget};
+
+/// The relay's limits. Every one is a guard against a peer that costs the
+/// relay more than it pays, or keeps others out.
+#[derive(Debug, Clone)]
+pub struct RendezvousConfig {
+    /// Codes held at once, by every host together (default 10,000). Past
+    /// it a host is refused with the reason.
+    pub max_codes: usize,
+    /// Codes one address holds at once (default 4): a host cannot hoard
+    /// codes. Past it its registration is refused with the reason.
+    pub max_codes_per_address: usize,
+    /// Players one code pipes at once (default 64). Past it a player is
+    /// told the game is full at the relay.
+    pub max_players_per_code: usize,
+    /// Bytes a second one code's players and host send through the relay,
+    /// both ways together (default 4 MiB). Past it the relay reads more
+    /// slowly (TCP pushes back on the senders): nothing is dropped.
+    pub bytes_per_second_per_code: u64,
+    /// The largest frame piped, its length field (default 1 MiB, the
+    /// framework's own `max_frame_len`). A peer that sends a longer one is
+    /// disconnected.
+    pub max_frame_len: usize,
+    /// Connections from one address that have not yet said what they are
+    /// (default 16). Further ones are closed at once.
+    pub max_pending_per_address: usize,
+    /// Players piped from one address at once (default 32).
+    pub max_players_per_address: usize,
+    /// How long a new connection has to send its first frame (default 5 s).
+    pub first_frame_timeout: Duration,
+    /// How long the host has to open a player's data connection (default
+    /// 5 s); past it the player is told the host did not answer.
+    pub host_answer_timeout: Duration,
+    /// Wrong join codes one address may try in a minute (default 20); past
+    /// it, its joins are refused until the minute is over. A code is one of
+    /// 32^6 (about 10^9): guessing one takes years at this rate.
+    pub wrong_codes_per_minute: u32,
+    /// How long a code outlives its host's control connection (default
+    /// 30 s): a host that reconnects in time keeps its code.
+    pub host_grace: Duration,
+    /// How long a code lives with no player joining or piped (default 1 h).
+    pub idle_expiry: Duration,
+    /// How often the relay and a host ping each other on the control
+    /// connection (default 10 s); a control connection silent for three
+    /// times this is closed.
+    pub keepalive: Duration,
+}
+
+impl Default for RendezvousConfig {
+    fn default() -> Self {
+        Self {
+            max_codes: 10_000,
+            max_codes_per_address: 4,
+            max_players_per_code: 64,
+            bytes_per_second_per_code: 4 * 1024 * 1024,
+            max_frame_len: 1024 * 1024,
+            max_pending_per_address: 16,
+            max_players_per_address: 32,
+            first_frame_timeout: Duration::from_secs(5),
+            host_answer_timeout: Duration::from_secs(5),
+            wrong_codes_per_minute: 20,
+            host_grace: Duration::from_secs(30),
+            idle_expiry: Duration::from_secs(3600),
+            keepalive: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the relay has done, for an operator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RendezvousStats {
+    /// Codes held now.
+    pub codes: usize,
+    /// Players piped now.
+    pub players: usize,
+    /// Players piped since the start.
+    pub joined: u64,
+    /// Connections turned away (limits, wrong codes, bad frames).
+    pub refused: u64,
+    /// Bytes piped, both ways, since the start.
+    pub bytes: u64,
+}
+
+/// A running join-code relay: a TCP port for hosts and players, and a
+/// WebSocket port for players in browsers.
+#[derive(Debug)]
+pub struct RendezvousServer {
+    shared: Arc<serve::Shared>,
+    addr: SocketAddr,
+    websocket: Option<SocketAddr>,
+    stop: CancellationToken,
+}
+
+impl RendezvousServer {
+    /// Listens on `addr` (hosts and TCP players) and, if given, on
+    /// `websocket` (WebSocket players), on the current tokio runtime.
+    pub async fn bind(
+        addr: SocketAddr,
+        websocket: Option<SocketAddr>,
+        config: RendezvousConfig,
+    ) -> std::io::Result<Self> {
+        let tcp = TcpListener::bind(addr).await?;
+        let ws = match websocket {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let addr = tcp.local_addr()?;
+        let websocket = ws.as_ref().map(TcpListener::local_addr).transpose()?;
+        let stop = CancellationToken::new();
+        let shared = Arc::new(serve::Shared::new(config, stop.clone()));
+        tokio::spawn(serve::accept(tcp, shared.clone(), false));
+        if let Some(ws) = ws {
+            tokio::spawn(serve::accept(ws, shared.clone(), true));
+        }
+        tokio::spawn(games::reap(shared.clone()));
+        Ok(Self {
+            shared,
+            addr,
+            websocket,
+            stop,
+        })
+    }
+
+    /// Where hosts and TCP players connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where WebSocket players connect (`ws://ADDR/CODE`), if it listens.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.websocket
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> RendezvousStats {
+        self.shared.stats()
+    }
+
+    /// Stops accepting and closes every connection.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for RendezvousServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

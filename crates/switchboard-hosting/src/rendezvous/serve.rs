@@ -1,0 +1,360 @@
+//! The relay's connections: what each says it is in its first frame (a
+//! player's join, a host's registration, a host's data connection), and
+//! what is done with it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use switchboard_proto::connection::control;
+use switchboard_proto::reason::CloseCode;
+use switchboard_proto::rendezvous::{normalize_code, Frame, MAX_FRAME_LEN, VERSION};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use super::games::{Game, Games};
+use super::pipe::{self, frames};
+use super::{RendezvousConfig, RendezvousStats};
+
+/// What every connection task of one relay shares.
+pub(super) struct Shared {
+    pub(super) config: RendezvousConfig,
+    pub(super) stop: CancellationToken,
+    games: Mutex<Games>,
+    joined: AtomicU64,
+    refused: AtomicU64,
+    pub(super) bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(super) fn new(config: RendezvousConfig, stop: CancellationToken) -> Self {
+        Self {
+            config,
+            stop,
+            games: Mutex::default(),
+            joined: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn games(&self) -> MutexGuard<'_, Games> {
+        self.games.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn stats(&self) -> RendezvousStats {
+        let games = self.games();
+        RendezvousStats {
+            codes: games.len(),
+            players: games.players_now(),
+            joined: self.joined.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Accepts connections on `listener` until the relay stops: TCP ones say
+/// what they are in their first frame; WebSocket ones are players whose
+/// code is the request's path.
+pub(super) async fn accept(listener: TcpListener, shared: Arc<Shared>, websocket: bool) {
+    loop {
+        let (stream, addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(%err, "rendezvous accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shared.stop.cancelled() => return,
+        };
+        let max = shared.config.max_pending_per_address;
+        let Some(pending) = shared.games().count(&shared, addr.ip(), true, max) else {
+            shared.refused();
+            tracing::debug!(%addr, "too many unclassified connections from this address");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let stop = shared.stop.clone();
+            let work = async {
+                if websocket {
+                    websocket_player(stream, addr, &shared, pending).await;
+                } else {
+                    first_frame(stream, addr, &shared, pending).await;
+                }
+            };
+            tokio::select! {
+                () = work => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// Reads a TCP connection's first frame (exactly: what follows it is the
+/// game's) and hands the connection to what it says it is.
+async fn first_frame(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    shared: &Arc<Shared>,
+    pending: super::games::Counted,
+) {
+    let read = async {
+        let mut head = [0u8; 4];
+        stream.read_exact(&mut head).await.ok()?;
+        let len = u32::from_be_bytes(head) as usize;
+        if len == 0 || len > MAX_FRAME_LEN + 1 {
+            return Some(Err(len));
+        }
+        let mut body = vec![0u8; len];
+        stream.read_exact(&mut body).await.ok()?;
+        Some(Ok(body))
+    };
+    let body = match tokio::time::timeout(shared.config.first_frame_timeout, read).await {
+        Ok(Some(Ok(body))) => body,
+        Ok(Some(Err(_))) | Ok(None) | Err(_) => {
+            shared.refused();
+            return;
+        }
+    };
+    drop(pending);
+    let frame = match body.split_first() {
+        Some((0, payload)) => Frame::parse(payload),
+        _ => Err(switchboard_proto::rendezvous::BadFrame("flags set")),
+    };
+    match frame {
+        Ok(Frame::Join { code }) => {
+            let player = pipe::Player::Tcp(stream);
+            join(player, addr, code, shared).await;
+        }
+        Ok(Frame::Host { version, keep }) => host(stream, addr, version, keep, shared).await,
+        Ok(Frame::Data { secret, ticket }) => {
+            let waiting = shared.games().answer(ticket);
+            match waiting {
+                Some(w) if w.game.is_secret(&secret) => {
+                    let _ = w.answer.send(stream);
+                }
+                _ => {
+                    shared.refused();
+                    tracing::debug!(%addr, ticket, "a data connection for no waiting player");
+                }
+            }
+        }
+        Ok(_) | Err(_) => {
+            shared.refused();
+            // A Switchboard client that forgot the code is told how to join.
+            if body.get(1..5) == Some(&control::MAGIC[..]) {
+                let why = "this is a join-code relay: join with CODE@host:port";
+                let mut player = pipe::Player::Tcp(stream);
+                pipe::refuse(&mut player, CloseCode::REFUSED, why).await;
+            }
+        }
+    }
+}
+
+/// A WebSocket player: the code is the request's path (`/CODE`).
+async fn websocket_player(
+    stream: TcpStream,
+    addr: SocketAddr,
+    shared: &Arc<Shared>,
+    pending: super::games::Counted,
+) {
+    let (path_tx, path_rx) = oneshot::channel();
+    #[allow(
+        clippy::result_large_err,
+        reason = "tungstenite's callback type: its error is an HTTP response"
+    )]
+    let keep_path = |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                     response| {
+        let _ = path_tx.send(request.uri().path().to_string());
+        Ok(response)
+    };
+    let max = shared.config.max_frame_len.saturating_add(5);
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, keep_path, Some(config));
+    let ws: WebSocketStream<TcpStream> =
+        match tokio::time::timeout(shared.config.first_frame_timeout, upgrade).await {
+            Ok(Ok(ws)) => ws,
+            _ => {
+                shared.refused();
+                return;
+            }
+        };
+    drop(pending);
+    let code = path_rx.await.unwrap_or_default();
+    let code = code.trim_matches('/').to_string();
+    join(pipe::Player::WebSocket(Box::new(ws)), addr, code, shared).await;
+}
+
+/// A player asks for the game of `code`: checked, announced to its host,
+/// then piped to the data connection the host opens.
+async fn join(mut player: pipe::Player, addr: SocketAddr, code: String, shared: &Arc<Shared>) {
+    let config = &shared.config;
+    let (game, counted) = {
+        let mut games = shared.games();
+        let code = normalize_code(&code);
+        let game = code.as_deref().and_then(|code| games.code(code));
+        let may = games.may_guess(addr.ip(), config.wrong_codes_per_minute, game.is_none());
+        let counted = games.count(shared, addr.ip(), false, config.max_players_per_address);
+        (game.filter(|_| may).ok_or(may), counted)
+    };
+    let refusal = match (&game, &counted) {
+        (Err(false), _) => Some((
+            CloseCode::ABUSE,
+            "too many wrong join codes from your address: wait a minute".to_string(),
+        )),
+        (Err(true), _) => Some((
+            CloseCode::REFUSED,
+            format!("no game has the join code {code:?}: it ended, or is mistyped"),
+        )),
+        (Ok(_), None) => Some((
+            CloseCode::REFUSED,
+            "too many players from your address at this relay".to_string(),
+        )),
+        (Ok(game), Some(_)) => {
+            let players = game.players.load(Ordering::Relaxed);
+            (players >= config.max_players_per_code).then(|| {
+                let why = format!("the game is full at the relay ({players} players)");
+                (CloseCode::SERVER_FULL, why)
+            })
+        }
+    };
+    if let Some((close, why)) = refusal {
+        shared.refused();
+        pipe::refuse(&mut player, close, &why).await;
+        return;
+    }
+    let (Ok(game), Some(_counted)) = (game, counted) else {
+        return;
+    };
+    let Some(host) = host_stream(&game, &player, addr, shared).await else {
+        shared.refused();
+        let why = "the host did not answer through the relay: try again in a moment";
+        pipe::refuse(&mut player, CloseCode::GOING_AWAY, why).await;
+        return;
+    };
+    shared.joined.fetch_add(1, Ordering::Relaxed);
+    game.players.fetch_add(1, Ordering::Relaxed);
+    game.touch();
+    tracing::debug!(code = %game.code, %addr, "player piped");
+    pipe::run(player, host, &game, shared).await;
+    game.players.fetch_sub(1, Ordering::Relaxed);
+    game.touch();
+}
+
+/// Announces the player to the host and waits for its data connection.
+async fn host_stream(
+    game: &Arc<Game>,
+    player: &pipe::Player,
+    addr: SocketAddr,
+    shared: &Arc<Shared>,
+) -> Option<TcpStream> {
+    let to_host = game.to_host()?;
+    let (answer, answered) = oneshot::channel();
+    let ticket = shared.games().wait(game.clone(), answer);
+    let incoming = Frame::Incoming {
+        ticket,
+        websocket: matches!(player, pipe::Player::WebSocket(_)),
+        addr: addr.to_string(),
+    };
+    if to_host.try_send(incoming).is_err() {
+        shared.games().answer(ticket);
+        return None;
+    }
+    let stream = tokio::time::timeout(shared.config.host_answer_timeout, answered).await;
+    shared.games().answer(ticket);
+    stream.ok()?.ok()
+}
+
+/// A host's control connection: its code (new, or kept after a
+/// reconnect), then players announced and pings both ways until it ends.
+async fn host(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    version: u16,
+    keep: Option<(String, switchboard_proto::rendezvous::Secret)>,
+    shared: &Arc<Shared>,
+) {
+    let config = &shared.config;
+    let game = if version != VERSION {
+        Err(format!(
+            "this relay speaks version {VERSION} of the join-code frames, not {version}"
+        ))
+    } else {
+        let mut games = shared.games();
+        let kept = keep.and_then(|(code, secret)| {
+            games
+                .code(&code)
+                .filter(|g| g.is_secret(&secret) && !g.has_host())
+        });
+        match kept {
+            Some(game) => Ok(game),
+            None => games.register(addr, config.max_codes, config.max_codes_per_address),
+        }
+    };
+    let game = match game {
+        Ok(game) => game,
+        Err(reason) => {
+            shared.refused();
+            let _ = stream.write_all(&Frame::Refuse { reason }.encode()).await;
+            return;
+        }
+    };
+    let code = Frame::Code {
+        code: game.code.clone(),
+        secret: game.secret,
+    };
+    if stream.write_all(&code.encode()).await.is_err() {
+        return;
+    }
+    tracing::info!(code = %game.code, host = %addr, "host registered");
+    let (to_host, mut announced) = mpsc::channel(64);
+    game.attach_host(to_host);
+    let (read, mut write) = stream.into_split();
+    let mut heard = FramedRead::new(read, frames(MAX_FRAME_LEN + 1));
+    let mut ping = tokio::time::interval(config.keepalive);
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        let silence = last_heard + config.keepalive * 3;
+        let frame = tokio::select! {
+            frame = announced.recv() => frame,
+            _ = ping.tick() => Some(Frame::Ping),
+            heard = heard.next() => match heard {
+                Some(Ok(bytes)) if bytes.len() > 5 && Frame::parse(&bytes[5..]) == Ok(Frame::Ping) => {
+                    last_heard = tokio::time::Instant::now();
+                    continue;
+                }
+                _ => break,
+            },
+            () = tokio::time::sleep_until(silence) => break,
+        };
+        let Some(frame) = frame else { break };
+        let last = matches!(frame, Frame::Refuse { .. });
+        if write.write_all(&frame.encode()).await.is_err() || last {
+            break;
+        }
+    }
+    game.detach_host();
+    tracing::info!(code = %game.code, host = %addr, "host disconnected");
+}

@@ -1,0 +1,450 @@
+//! The join-code relay over loopback: a real `ServerManager` as the host,
+//! real clients (TCP and WebSocket) joining by code, and the relay's limits
+//! under attack.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use switchboard::prelude::*;
+use switchboard::rendezvous::Frame;
+use switchboard::ClientEvent;
+use switchboard_hosting::{
+    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+channels! { enum Chan { Score = 16 } }
+actions! { #[derive(Debug)] enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
+
+/// The host's rules: add 1 to 10 points; everyone hears the new total.
+struct Points(u32);
+impl GameLogic for Points {
+    type Message = Score;
+    type Command = u32;
+    fn validate(&self, request: &Request<Score>) -> Result<u32, Rejection> {
+        match request.message {
+            Score::Add(n @ 1..=10) => Ok(n),
+            _ => Err(Rejection::invalid("add 1 to 10 points")),
+        }
+    }
+    fn apply(&mut self, _: ClientId, n: u32, out: &mut Outbox) {
+        self.0 += n;
+        out.send(Audience::All, Score::Total(self.0));
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A relay (TCP and WebSocket) with `config`.
+async fn relay(config: RendezvousConfig) -> RendezvousServer {
+    let any = "127.0.0.1:0".parse().unwrap();
+    RendezvousServer::bind(any, Some(any), config)
+        .await
+        .unwrap()
+}
+
+/// A host: a game server in this process, linked to `relay` (at `via`):
+/// its code once registered.
+async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
+    // The host lets a player send fast: the relay's pace is under test.
+    let mut config = ManagerConfig::default();
+    config.rules.message_rate.per_second = 10_000.0;
+    config.rules.message_rate.burst = 10_000.0;
+    let server = ServerManager::builder(Points(0))
+        .config(config)
+        .spawn()
+        .unwrap();
+    let handle = server.handle();
+    let attach = move |stream: TcpStream, addr| handle.attach(stream, addr).is_some();
+    let mut link = HostLink::start(HostConfig::new(via), HostTarget::Attach(Arc::new(attach)));
+    let code = match link.ready().await {
+        HostStatus::Ready { code, .. } => code,
+        other => panic!("{other}"),
+    };
+    (server, link, code)
+}
+
+/// Runs `f` on a thread of its own, as a game's loop (a `NetworkClient`
+/// is polled there, outside any runtime).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result.await.expect("the game's thread panicked")
+}
+
+/// A client that joined `addr` (welcomed, so requests may go).
+fn joined(addr: String, name: &str) -> NetworkClient {
+    let mut client = NetworkClient::connect(addr, ClientConfig::named(name));
+    let deadline = Instant::now() + WAIT;
+    while !client.is_welcomed() {
+        assert!(Instant::now() < deadline, "{name} was not welcomed");
+        client.poll_timeout(Duration::from_millis(10));
+    }
+    client
+}
+
+/// Why a client joining `addr` was turned away.
+fn turned_away(addr: String) -> String {
+    let mut client = NetworkClient::connect(addr, ClientConfig::named("eve"));
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        for event in client
+            .drain_timeout(Duration::from_millis(20))
+            .collect::<Vec<_>>()
+        {
+            if let ClientEvent::Disconnected(reason) = event {
+                return reason.to_string();
+            }
+        }
+    }
+    panic!("not turned away");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_players_over_tcp_and_websocket_play_with_the_hosts_own_rules() {
+    let relay = relay(RendezvousConfig::default()).await;
+    let (server, _link, code) = host(relay.local_addr().to_string()).await;
+    let tcp = format!("{code}@{}", relay.local_addr());
+    let ws = format!("ws://{}/{code}", relay.websocket_addr().unwrap());
+    let handle = server.handle();
+    let (verdicts, mut names) = blocking(move || {
+        let mut ann = joined(tcp, "ann");
+        let mut bob = joined(ws, "bob");
+        let ask = |client: &mut NetworkClient, n| {
+            let ticket = client.request(Score::Add(n)).unwrap();
+            client.wait(ticket, WAIT)
+        };
+        let verdicts = vec![ask(&mut ann, 3), ask(&mut ann, 50), ask(&mut bob, 4)];
+        // Bob, over WebSocket, hears the total ann's request made.
+        let mut totals = Vec::new();
+        let deadline = Instant::now() + WAIT;
+        while !totals.contains(&7) && Instant::now() < deadline {
+            for event in bob
+                .drain_timeout(Duration::from_millis(20))
+                .collect::<Vec<_>>()
+            {
+                if let ClientEvent::Message(m) = event {
+                    if let Ok(Score::Total(t)) = m.typed::<Score>() {
+                        totals.push(t);
+                    }
+                }
+            }
+        }
+        assert!(totals.contains(&7), "{totals:?}");
+        // The host's server has both as its own clients.
+        let host = handle.stats_blocking(WAIT).unwrap();
+        let names: Vec<String> = host.clients.iter().map(|c| c.name.clone()).collect();
+        (verdicts, names)
+    })
+    .await;
+    assert_eq!(verdicts[0], RequestStatus::Accepted);
+    assert_eq!(
+        verdicts[1],
+        RequestStatus::Rejected("add 1 to 10 points".into())
+    );
+    assert_eq!(verdicts[2], RequestStatus::Accepted);
+    names.sort();
+    assert_eq!(names, ["ann", "bob"]);
+    let stats = relay.stats();
+    assert_eq!((stats.codes, stats.joined), (1, 2));
+    assert!(stats.bytes > 0);
+}
+
+/// A TCP proxy whose connections can be cut (a player's line dropping).
+struct Cutter {
+    addr: std::net::SocketAddr,
+    cut: Arc<tokio::sync::watch::Sender<u32>>,
+}
+
+impl Cutter {
+    async fn start(to: std::net::SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, cuts) = tokio::sync::watch::channel(0);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(to).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            cut: Arc::new(cut),
+        }
+    }
+
+    /// Cuts every connection open now (from any thread).
+    fn cutter(&self) -> impl Fn() + Send + 'static {
+        let cut = self.cut.clone();
+        move || cut.send_modify(|n| *n += 1)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_player_whose_line_drops_comes_back_with_its_id() {
+    let relay = relay(RendezvousConfig::default()).await;
+    let (_server, _link, code) = host(relay.local_addr().to_string()).await;
+    let line = Cutter::start(relay.local_addr()).await;
+    let addr = format!("{code}@{}", line.addr);
+    let cut = line.cutter();
+    let (id, ann_id, verdict) = blocking(move || {
+        let mut ann = joined(addr, "ann");
+        let ticket = ann.request(Score::Add(1)).unwrap();
+        assert_eq!(ann.wait(ticket, WAIT), RequestStatus::Accepted);
+        let id = ann.client_id();
+        cut();
+        let deadline = Instant::now() + WAIT;
+        let mut lost = false;
+        while Instant::now() < deadline && !(lost && ann.is_welcomed()) {
+            for event in ann
+                .drain_timeout(Duration::from_millis(20))
+                .collect::<Vec<_>>()
+            {
+                lost |= matches!(event, ClientEvent::ConnectionLost(_));
+            }
+        }
+        assert!(lost, "the line was not cut");
+        let ticket = ann.request(Score::Add(2)).unwrap();
+        (id, ann.client_id(), ann.wait(ticket, WAIT))
+    })
+    .await;
+    assert!(id.is_some());
+    assert_eq!(ann_id, id);
+    assert_eq!(verdict, RequestStatus::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_host_whose_line_drops_keeps_its_code() {
+    let relay = relay(RendezvousConfig::default()).await;
+    let line = Cutter::start(relay.local_addr()).await;
+    let (_server, link, code) = host(line.addr.to_string()).await;
+    let mut changes = link.watch();
+    line.cutter()();
+    let back = tokio::time::timeout(WAIT, async {
+        changes
+            .wait_for(|s| matches!(s, HostStatus::Lost(_)))
+            .await
+            .is_ok()
+            && changes
+                .wait_for(|s| matches!(s, HostStatus::Ready { .. }))
+                .await
+                .is_ok()
+    })
+    .await;
+    assert_eq!(back, Ok(true));
+    assert!(matches!(link.status(), HostStatus::Ready { code: again, .. } if again == code));
+    let addr = format!("{code}@{}", relay.local_addr());
+    let verdict = blocking(move || {
+        let mut bob = joined(addr, "bob");
+        let ticket = bob.request(Score::Add(5)).unwrap();
+        bob.wait(ticket, WAIT)
+    })
+    .await;
+    assert_eq!(verdict, RequestStatus::Accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_unknown_is_refused_with_the_reason() {
+    let relay = relay(RendezvousConfig::default()).await;
+    let addr = format!("ZZZZZZ@{}", relay.local_addr());
+    let why = blocking(move || turned_away(addr)).await;
+    assert!(why.contains("no game has the join code"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_expires_once_its_host_is_gone_past_the_grace() {
+    let config = RendezvousConfig {
+        host_grace: Duration::from_millis(300),
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    let (_server, link, code) = host(relay.local_addr().to_string()).await;
+    link.stop();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(relay.stats().codes, 0);
+    let addr = format!("{code}@{}", relay.local_addr());
+    let why = blocking(move || turned_away(addr)).await;
+    assert!(why.contains("no game has the join code"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_guessing_is_cut_off_after_its_share_of_wrong_codes() {
+    let config = RendezvousConfig {
+        wrong_codes_per_minute: 3,
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    let (_server, _link, code) = host(relay.local_addr().to_string()).await;
+    let at = relay.local_addr();
+    let whys = blocking(move || {
+        let mut whys: Vec<String> = ["AAAAAA", "BBBBBB", "CCCCCC", "DDDDDD"]
+            .iter()
+            .map(|guess| turned_away(format!("{guess}@{at}")))
+            .collect();
+        // Even the right code waits for the minute to end.
+        whys.push(turned_away(format!("{code}@{at}")));
+        whys
+    })
+    .await;
+    assert!(
+        whys[..3]
+            .iter()
+            .all(|w| w.contains("no game has the join code")),
+        "{whys:?}"
+    );
+    assert!(
+        whys[3..]
+            .iter()
+            .all(|w| w.contains("too many wrong join codes")),
+        "{whys:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_hoarding_by_one_address_is_refused_with_the_reason() {
+    let config = RendezvousConfig {
+        max_codes_per_address: 2,
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    let via = relay.local_addr().to_string();
+    let (_a, _la, _) = host(via.clone()).await;
+    let (_b, _lb, _) = host(via.clone()).await;
+    let mut third = HostLink::start(
+        HostConfig::new(via),
+        HostTarget::Forward(relay.local_addr()),
+    );
+    let status = third.ready().await;
+    assert!(
+        matches!(&status, HostStatus::Refused(why) if why.contains("holds 2 codes already")),
+        "{status}"
+    );
+    assert_eq!(relay.stats().codes, 2);
+}
+
+/// Connects to the relay and sends `bytes`; how the relay answered: the
+/// bytes it sent before closing, or `None` if it kept the connection open
+/// for `wait`.
+async fn relay_answer(relay: &RendezvousServer, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    let mut stream = TcpStream::connect(relay.local_addr()).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let mut got = Vec::new();
+    match tokio::time::timeout(wait, stream.read_to_end(&mut got)).await {
+        Ok(_) => Some(got),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_silent_connections_are_closed_and_capped_per_address() {
+    let config = RendezvousConfig {
+        first_frame_timeout: Duration::from_millis(300),
+        max_pending_per_address: 2,
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    // Two silent connections hold the address's share...
+    let silent: Vec<TcpStream> =
+        futures::future::join_all((0..2).map(|_| TcpStream::connect(relay.local_addr())))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ...so a third is closed at once, before it says anything.
+    let started = Instant::now();
+    let third = relay_answer(&relay, b"", Duration::from_millis(250)).await;
+    assert_eq!(third, Some(Vec::new()));
+    assert!(started.elapsed() < Duration::from_millis(250));
+    // And the silent ones are closed after the first-frame timeout.
+    for mut stream in silent {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest)).await;
+        assert!(matches!(closed, Ok(Ok(0))), "{closed:?}");
+    }
+    assert!(relay.stats().refused >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_data_connection_with_a_wrong_secret_is_refused() {
+    let relay = relay(RendezvousConfig::default()).await;
+    let (_server, _link, _code) = host(relay.local_addr().to_string()).await;
+    let forged = Frame::Data {
+        secret: [9u8; 16],
+        ticket: 1,
+    }
+    .encode();
+    let answer = relay_answer(&relay, &forged, WAIT).await;
+    assert_eq!(answer, Some(Vec::new()));
+    assert_eq!(relay.stats().refused, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_frame_over_the_limit_ends_the_pipe() {
+    let config = RendezvousConfig {
+        max_frame_len: 1024,
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    let (_server, _link, code) = host(relay.local_addr().to_string()).await;
+    let mut bytes = Frame::Join { code }.encode();
+    bytes.extend(switchboard_proto::connection::control::hello_frame(1));
+    // A frame announcing 1 MiB: refused on its length, before its body.
+    bytes.extend((1024u32 * 1024).to_be_bytes());
+    let answer = relay_answer(&relay, &bytes, WAIT).await;
+    // The host's hello came back, then the relay hung up.
+    let answer = answer.expect("the relay hung up");
+    assert!(answer.starts_with(&switchboard_proto::connection::control::hello_frame(1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_fast_sender_is_paced_and_loses_nothing() {
+    const RATE: f64 = 20_000.0;
+    let config = RendezvousConfig {
+        bytes_per_second_per_code: RATE as u64,
+        ..RendezvousConfig::default()
+    };
+    let relay = relay(config).await;
+    let (server, _link, code) = host(relay.local_addr().to_string()).await;
+    let addr = format!("{code}@{}", relay.local_addr());
+    let (accepted, took) = blocking(move || {
+        let mut ann = joined(addr, "ann");
+        let ticket = ann.request(Score::Add(1)).unwrap();
+        assert_eq!(ann.wait(ticket, WAIT), RequestStatus::Accepted);
+        let started = Instant::now();
+        // In batches: a client keeps a bounded number of requests in flight.
+        let mut accepted = 0;
+        for _ in 0..20 {
+            let tickets: Vec<_> = (0..100)
+                .map(|_| ann.request(Score::Add(1)).unwrap())
+                .collect();
+            accepted += tickets
+                .into_iter()
+                .filter(|t| ann.wait(*t, Duration::from_secs(20)) == RequestStatus::Accepted)
+                .count();
+        }
+        (accepted, started.elapsed())
+    })
+    .await;
+    assert_eq!(accepted, 2000);
+    // Requests, verdicts and totals through the relay: past the first
+    // second's worth (let through at once), RATE bytes a second.
+    // (About 33 bytes a request: request, verdict, total.)
+    let piped = relay.stats().bytes as f64;
+    assert!(piped > 2.0 * RATE, "{piped}");
+    let least = Duration::from_secs_f64(0.9 * (piped - RATE) / RATE);
+    assert!(took >= least, "{took:?} for {piped} bytes");
+    assert_eq!(server.shutdown().await.unwrap().0, 2001);
+}
