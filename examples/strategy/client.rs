@@ -49,9 +49,11 @@ pub(crate) struct Player<'a> {
     /// Where others join this game, when the player hosts it.
     pub(crate) invite: Option<String>,
     /// Where players on the internet join a hosted game (the router's
-    /// port mapping), once known: the lobby shows it.
-    pub(crate) internet: Option<String>,
-    /// News of the port mapping, when the player hosts for other machines.
+    /// port mapping, the join-code relay), the latest news: the lobby
+    /// shows it.
+    pub(crate) internet: Vec<String>,
+    /// News of the port mapping and the join-code relay, when the player
+    /// hosts.
     reach: Option<std::sync::mpsc::Receiver<String>>,
     /// The server this player started (single player, host): when it dies
     /// the player is told at once, not after a minute of reconnecting.
@@ -89,7 +91,7 @@ impl<'a> Player<'a> {
             seen: Seen::default(),
             link: Link::Joining,
             invite: None,
-            internet: None,
+            internet: Vec::new(),
             reach: None,
             local: None,
             pending: Vec::new(),
@@ -223,8 +225,18 @@ impl<'a> Player<'a> {
         self.watch_local_server();
         if let Some(reach) = &self.reach {
             for news in reach.try_iter() {
-                self.seen.events.push(format!("port mapping: {news}"));
-                self.internet = Some(news);
+                self.seen.events.push(news.clone());
+                // The latest of each source ("port mapping (game port
+                // 7100)", "join-code relay").
+                let source = |line: &str| line.split_once(": ").map(|(s, _)| s.to_string());
+                match self
+                    .internet
+                    .iter_mut()
+                    .find(|l| source(l) == source(&news))
+                {
+                    Some(line) => *line = news,
+                    None => self.internet.push(news),
+                }
             }
         }
         if let Some(message) = self.rejoin.heard(&self.seen) {
@@ -279,8 +291,8 @@ pub struct Play<'a> {
     pub local: Option<&'a mut LocalServer>,
     /// Where others join (a hosted game), shown in the lobby.
     pub invite: Option<String>,
-    /// News of the router's port mapping (a game hosted for other
-    /// machines): logged, and the latest shown in the lobby.
+    /// News of the router's port mapping and the join-code relay (a
+    /// hosted game): logged, and the latest shown in the lobby.
     pub reach: Option<std::sync::mpsc::Receiver<String>>,
     /// A scripted player plays this many turns.
     pub bot: Option<u32>,

@@ -1,11 +1,12 @@
-//! The host's side of port mapping: a mapper per port, its news for the
-//! player's log and lobby, the mappings removed when the game ends and on
-//! Ctrl-C.
+//! The host's side of reaching players on the internet: the router asked
+//! to forward the game's ports (a mapper per port, removed when the game
+//! ends and on Ctrl-C), and a link to a join-code relay. Their news go to
+//! the player's log and lobby.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use switchboard_hosting::{PortMapConfig, PortMapper};
+use switchboard_hosting::{HostConfig, HostLink, HostTarget, PortMapConfig, PortMapper};
 
 /// The ports a hosted game keeps forwarded.
 #[derive(Default)]
@@ -15,18 +16,18 @@ pub(crate) struct Mapping {
 
 impl Mapping {
     /// Starts a mapper for each `(what, port)`. Each change of status comes
-    /// as a line on the receiver ("game port 7100: reachable at ...").
+    /// as a line on `news` ("port mapping (game port 7100): reachable at ...").
     pub(crate) fn start(
         config: PortMapConfig,
         ports: &[(&'static str, u16)],
-    ) -> (mpsc::Receiver<String>, Self) {
-        let (news, reach) = mpsc::channel();
+        news: &mpsc::Sender<String>,
+    ) -> Self {
         let mappers = ports
             .iter()
             .map(|&(what, port)| {
                 let news = news.clone();
                 PortMapper::start_with(config.clone(), port, move |status| {
-                    let _ = news.send(format!("{what} port {port}: {status}"));
+                    let _ = news.send(format!("port mapping ({what} port {port}): {status}"));
                 })
             })
             .collect();
@@ -34,7 +35,7 @@ impl Mapping {
             mappers: Arc::new(Mutex::new(mappers)),
         };
         mapping.stop_on_ctrl_c();
-        (reach, mapping)
+        mapping
     }
 
     /// Removes every mapping, saying what became of each.
@@ -71,5 +72,57 @@ fn stop_all(mappers: &Mutex<Vec<PortMapper>>) {
     let taken = std::mem::take(&mut *mappers.lock().unwrap_or_else(|e| e.into_inner()));
     for mapper in taken {
         println!("port mapping: {}", mapper.stop());
+    }
+}
+
+/// A hosted game's link to a join-code relay, on a thread of its own: the
+/// relay's players are piped to the game's server (a child process, at
+/// `server`). Dropping it closes the link; the relay keeps the code for
+/// its grace, then forgets it.
+pub(crate) struct RelayLink {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RelayLink {
+    /// Links to the relay at `relay` (`host:port`); each change of status
+    /// comes as a line on `news` ("join-code relay: join code K7PQ2M: ...").
+    pub(crate) fn start(
+        relay: String,
+        server: std::net::SocketAddr,
+        news: &mpsc::Sender<String>,
+    ) -> Result<Self, String> {
+        let news = news.clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("no runtime for the relay link: {e}"))?;
+        let thread = std::thread::Builder::new()
+            .name("join-code relay".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let target = HostTarget::Forward(server);
+                    let link = HostLink::start_with(HostConfig::new(relay), target, move |s| {
+                        let _ = news.send(format!("join-code relay: {s}"));
+                    });
+                    let _ = stopped.await;
+                    link.stop();
+                });
+            })
+            .map_err(|e| format!("no thread for the relay link: {e}"))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for RelayLink {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

@@ -140,6 +140,12 @@ struct Options {
     /// Where the UPnP search goes (default SSDP's group; tests).
     #[arg(long, value_name = "ADDR", hide = true)]
     upnp_search: Option<std::net::SocketAddr>,
+    /// With `--host`: also take players through the join-code relay at
+    /// HOST:PORT (`switchboard-server rendezvous`): the lobby shows the
+    /// code, players join with `--join CODE@HOST:PORT`. For a router that
+    /// forwards nothing, or to keep this machine's address to yourself.
+    #[arg(long, value_name = "HOST:PORT")]
+    rendezvous: Option<String>,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -449,7 +455,13 @@ fn local_game(options: &Options) -> Result<(), String> {
         println!("{}", where_to_join(options.bind, server.port()));
     }
     let pid = server.pid();
-    let (reach, mapping) = map_ports(options, &server);
+    let (news, reach) = std::sync::mpsc::channel();
+    let mapping = map_ports(options, &server, &news);
+    let relay = match options.rendezvous.clone().filter(|_| options.host) {
+        Some(relay) => Some(hosting::RelayLink::start(relay, server.addr(), &news)?),
+        None => None,
+    };
+    let reach = (options.host).then_some(reach);
     let result = client::play(client::Play {
         addr: server.addr().to_string(),
         name: options.name.clone().unwrap_or_else(|| "player".into()),
@@ -471,20 +483,22 @@ fn local_game(options: &Options) -> Result<(), String> {
     };
     let status = stopped.map_err(|e| format!("stopping the server: {e}"))?;
     println!("server {pid} stopped ({status})");
+    drop(relay);
     mapping.stop();
     result
 }
 
 /// A game hosted for other machines asks the home router to forward its
 /// ports (unless `--no-map-port`): each change of where the internet
-/// reaches it comes to the player's log and lobby through `reach`. The
+/// reaches it comes to the player's log and lobby through `news`. The
 /// mapping is removed when the game ends, and on Ctrl-C.
 fn map_ports(
     options: &Options,
     server: &LocalServer,
-) -> (Option<std::sync::mpsc::Receiver<String>>, hosting::Mapping) {
+    news: &std::sync::mpsc::Sender<String>,
+) -> hosting::Mapping {
     if !options.host || options.bind == BindScope::Loopback || options.no_map_port {
-        return (None, hosting::Mapping::default());
+        return hosting::Mapping::default();
     }
     let mut config = switchboard_hosting::PortMapConfig {
         gateway: options.gateway,
@@ -495,8 +509,7 @@ fn map_ports(
     }
     let mut ports = vec![("game", server.port())];
     ports.extend(options.ws_port.map(|port| ("WebSocket", port)));
-    let (reach, mapping) = hosting::Mapping::start(config, &ports);
-    (Some(reach), mapping)
+    hosting::Mapping::start(config, &ports, news)
 }
 
 /// `--bind loopback` or `all`.

@@ -82,7 +82,7 @@ pub(crate) fn run(player: &mut Player) -> Result<(), String> {
             ui: &ui,
             status: player.status(),
             invite: player.invite.as_deref(),
-            internet: player.internet.as_deref(),
+            internet: &player.internet,
             view: view.as_ref(),
             lobby: lobby.as_ref(),
         };

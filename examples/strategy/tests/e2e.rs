@@ -4,22 +4,23 @@
 //! Longer than 500 lines on purpose: the reference game end to end in one place, one test per
 //! scenario sharing the helpers at the top; split, they would repeat them.
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::process::Command;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use strategy::protocol::{Chan, GameAct, LobbyAct, LobbyView, Move, Msg, NationView};
+use strategy::protocol::{GameAct, LobbyAct, Move};
 use strategy::scenario::{NationId, UnitId};
 use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram};
 use switchboard::socket::BindScope;
-use switchboard::{ClientConfig, NetworkClient, ReconnectPolicy, RequestStatus};
+use switchboard::RequestStatus;
 
+mod player;
+mod proxy;
 mod scratch;
+use player::{Player, WAIT};
+use proxy::Proxy;
 use scratch::Scratch;
 
-const WAIT: Duration = Duration::from_secs(15);
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 
 fn temp_dir(tag: &str) -> Scratch {
@@ -38,64 +39,6 @@ fn server(args: &[&str], scope: BindScope) -> LocalServer {
 
 fn gone(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat.contains(") Z"))
-}
-
-/// A test player: the client and the last view and lobby it got.
-struct Player {
-    client: NetworkClient,
-    view: Rc<RefCell<Option<NationView>>>,
-    lobby: Rc<RefCell<Option<LobbyView>>>,
-}
-
-impl Player {
-    fn join(addr: impl ToString, name: &str) -> Player {
-        let config = ClientConfig {
-            reconnect: ReconnectPolicy {
-                initial_delay: Duration::from_millis(50),
-                ..Default::default()
-            },
-            ..ClientConfig::named(name)
-        };
-        let client = NetworkClient::connect(addr, config);
-        let view = Rc::new(RefCell::new(None));
-        let lobby = Rc::new(RefCell::new(None));
-        let (v, l) = (view.clone(), lobby.clone());
-        client.subscribe(Chan::Game, move |d| {
-            if let Ok(GameAct::View(view)) = d.typed() {
-                *v.borrow_mut() = Some(view);
-            }
-        });
-        client.subscribe(Chan::Lobby, move |d| {
-            if let Ok(LobbyAct::State(lobby)) = d.typed() {
-                *l.borrow_mut() = Some(lobby);
-            }
-        });
-        let mut player = Player {
-            client,
-            view,
-            lobby,
-        };
-        player.until(|p| p.client.is_welcomed() && p.view.borrow().is_some());
-        player
-    }
-
-    fn until(&mut self, mut done: impl FnMut(&Player) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        while !done(self) {
-            assert!(Instant::now() < deadline, "condition not reached in time");
-            self.client.poll_timeout(Duration::from_millis(5));
-        }
-    }
-
-    fn ask(&mut self, order: impl Into<Msg>) -> RequestStatus {
-        let ticket = self.client.request(order.into()).unwrap();
-        self.until(|p| p.client.status(ticket).is_done());
-        self.client.status(ticket)
-    }
-
-    fn view(&self) -> NationView {
-        self.view.borrow().clone().unwrap()
-    }
 }
 
 #[test]
@@ -288,51 +231,6 @@ fn saves_and_loads_by_name_never_by_path() {
 }
 
 /// A TCP forwarder whose connections can be cut, like a network failure.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    cut: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Proxy {
-    fn start(upstream: std::net::SocketAddr) -> Proxy {
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let generation = cut.clone();
-        std::thread::spawn(move || {
-            for inbound in listener.incoming().map_while(Result::ok) {
-                let Ok(outbound) = std::net::TcpStream::connect(upstream) else {
-                    continue;
-                };
-                let born = generation.load(Ordering::SeqCst);
-                for (mut from, mut to) in [
-                    (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
-                    (outbound.try_clone().unwrap(), inbound.try_clone().unwrap()),
-                ] {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
-                }
-                let watch = generation.clone();
-                std::thread::spawn(move || {
-                    while watch.load(Ordering::SeqCst) == born {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    let _ = inbound.shutdown(std::net::Shutdown::Both);
-                    let _ = outbound.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        Proxy { addr, cut }
-    }
-
-    fn cut(&self) {
-        self.cut.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 fn hosted(tag: &str) -> (LocalServer, Scratch) {
     let saves = temp_dir(tag);
     let server = server(

@@ -1,11 +1,13 @@
-//! Hosting for other machines (`--host --bind all`): the game asks the
-//! home router to forward its port, the player reads where the internet
-//! joins, and the mapping goes when the host quits with Ctrl-C. The router
-//! is the hosting crate's fake UPnP gateway on loopback.
+//! Hosting for players on the internet: `--host --bind all` asks the home
+//! router to forward the game's port (the hosting crate's fake UPnP gateway
+//! on loopback), and `--host --rendezvous` takes players through a
+//! join-code relay (a real one, in this process).
 
 #[path = "../../../crates/switchboard-hosting/tests/hosting/fake_upnp.rs"]
 #[allow(dead_code)]
 mod fake_upnp;
+mod player;
+mod proxy;
 mod scratch;
 
 use std::io::{BufRead, BufReader};
@@ -14,6 +16,20 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
+
+/// The host's stdout, line by line, on a channel.
+fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
 
 /// The first line of `lines` containing `text`, within 20 s.
 fn line_with(lines: &mpsc::Receiver<String>, text: &str) -> String {
@@ -44,31 +60,27 @@ async fn upnp_host_reads_where_the_internet_joins_and_ctrl_c_removes_the_mapping
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = BufReader::new(host.stdout.take().unwrap());
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = lines_of(&mut host);
     let started = line_with(&lines, "on port ");
     let port: u16 = started.rsplit(' ').next().unwrap().parse().unwrap();
     let mapped = line_with(&lines, "port mapping");
     assert_eq!(
         mapped,
-        format!("* port mapping: game port {port}: reachable at 203.0.113.9:{port} through UPnP")
+        format!("* port mapping (game port {port}): reachable at 203.0.113.9:{port} through UPnP")
     );
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(
         unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGINT) },
         0
     );
-    let removed = line_with(&lines, "port mapping");
-    assert_eq!(
-        removed,
-        format!("port mapping: the UPnP mapping of 203.0.113.9:{port} was removed")
+    // Said on stdout as the process ends (and maybe in the game's log
+    // before, if the game loop ran in between).
+    let removed = line_with(&lines, "was removed");
+    assert!(
+        removed.ends_with(&format!(
+            "the UPnP mapping of 203.0.113.9:{port} was removed"
+        )),
+        "{removed}"
     );
     assert_eq!(host.wait().unwrap().code(), Some(130));
     assert_eq!(
@@ -77,4 +89,87 @@ async fn upnp_host_reads_where_the_internet_joins_and_ctrl_c_removes_the_mapping
             external_port: port
         })
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
+    use player::Player;
+    use strategy::protocol::{GameAct, LobbyAct};
+    use strategy::scenario::NationId;
+    use switchboard::RequestStatus;
+    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+
+    let any = "127.0.0.1:0".parse().unwrap();
+    let relay = RendezvousServer::bind(any, Some(any), RendezvousConfig::default())
+        .await
+        .unwrap();
+    let saves = scratch::Scratch::new("hosting-relay");
+    // The host: the game's own binary, its server a child process, linked
+    // to the relay; a bot that starts the game once three are ready.
+    let mut host = Command::new(BIN)
+        .args(["--host", "--name", "ann", "--text", "--scenario", "islands"])
+        .args(["--bot", "3", "--players", "3", "--rendezvous"])
+        .arg(relay.local_addr().to_string())
+        .arg("--saves")
+        .arg(&*saves)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(&mut host);
+    let news = line_with(&lines, "join-code relay: join code ");
+    let code = news
+        .split_whitespace()
+        .skip_while(|w| *w != "code")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':')
+        .to_string();
+    assert!(
+        news.ends_with(&format!("--join {code}@{}", relay.local_addr())),
+        "{news}"
+    );
+    // Bob over TCP through a line that will drop, cat over WebSocket.
+    let line = proxy::Proxy::start(relay.local_addr());
+    let mut bob = Player::join(format!("{code}@{}", line.addr), "bob");
+    let ws = relay.websocket_addr().unwrap();
+    let mut cat = Player::join(format!("ws://{ws}/{code}"), "cat");
+    for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
+        let pick = player.ask(LobbyAct::Pick(NationId(nation)));
+        assert_eq!(pick, RequestStatus::Accepted);
+        assert_eq!(player.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
+    }
+    for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
+        player.until(|p| {
+            p.view
+                .borrow()
+                .as_ref()
+                .is_some_and(|v| v.you == Some(NationId(nation)))
+        });
+    }
+    let id = bob.client.client_id();
+    line.cut();
+    bob.until(|p| !p.client.is_welcomed());
+    bob.until(|p| p.client.is_welcomed());
+    assert_eq!(bob.client.client_id(), id);
+    bob.until(|p| {
+        p.view
+            .borrow()
+            .as_ref()
+            .is_some_and(|v| v.you == Some(NationId(1)))
+    });
+    let unit = bob
+        .view()
+        .units
+        .iter()
+        .find(|u| u.nation == NationId(1))
+        .unwrap()
+        .id;
+    assert_eq!(bob.ask(GameAct::Claim(unit)), RequestStatus::Accepted);
+    assert_eq!(cat.view().you, Some(NationId(2)));
+    let stats = relay.stats();
+    assert_eq!((stats.codes, stats.joined), (1, 3), "{stats:?}");
+    let _ = host.kill();
+    let _ = host.wait();
 }

@@ -23,8 +23,9 @@ pub(super) struct Screen<'a> {
     pub(super) status: (String, Tone),
     /// Where others join, when this player hosts.
     pub(super) invite: Option<&'a str>,
-    /// Where players on the internet join, when the router was asked.
-    pub(super) internet: Option<&'a str>,
+    /// Where players on the internet join: the router's port mapping and
+    /// the join-code relay, the latest news of each.
+    pub(super) internet: &'a [String],
     pub(super) view: Option<&'a NationView>,
     pub(super) lobby: Option<&'a LobbyView>,
 }
@@ -88,8 +89,8 @@ impl Screen<'_> {
                 Style::default().add_modifier(Modifier::BOLD),
             ));
         }
-        if let Some(internet) = self.internet {
-            lines.push(Line::raw(format!("from the internet: {internet}")));
+        for internet in self.internet {
+            lines.push(Line::raw(internet.as_str()));
         }
         if let Some(lobby) = self.lobby {
             lines.push(Line::raw(format!(
