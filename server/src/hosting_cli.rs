@@ -1,13 +1,16 @@
-//! `--map-port`: a server hosted from home asks the router to forward its
+//! Hosting from home: `--map-port` asks the router to forward the server's
 //! ports, says where players on the internet connect, and removes the
-//! mapping when it stops (Ctrl-C and SIGTERM included).
+//! mapping when it stops (Ctrl-C and SIGTERM included); `--rendezvous`
+//! takes players through a join-code relay.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::Args;
+use std::sync::Arc;
 use switchboard::socket::BindScope;
-use switchboard_hosting::{PortMapConfig, PortMapper};
+
+use switchboard_hosting::{HostConfig, HostLink, HostTarget, PortMapConfig, PortMapper};
 
 /// Port mapping options, shared by every server players join.
 #[derive(Debug, Clone, Args)]
@@ -78,5 +81,35 @@ impl PortMaps {
     /// printed like the other changes.
     pub(crate) fn stop(self) {
         self.0.into_iter().for_each(|mapper| drop(mapper.stop()));
+    }
+}
+
+/// The join-code relay option of a game or rooms server.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LinkArgs {
+    /// Also take players through the join-code relay at HOST:PORT
+    /// (`switchboard-server rendezvous`): the code is printed, players
+    /// join with `--join CODE@HOST:PORT` or `ws://HOST:WSPORT/CODE`.
+    #[arg(long, value_name = "HOST:PORT")]
+    rendezvous: Option<String>,
+}
+
+impl LinkArgs {
+    /// Links `handle`'s server to the relay, if one was given (within the
+    /// server's runtime: the relayed players are its own connections, with
+    /// their own addresses). Every change is printed.
+    pub(crate) fn start(&self, handle: &switchboard::ManagerHandle) -> Option<HostLink> {
+        let relay = self.rendezvous.clone()?;
+        let handle = handle.clone();
+        let attach = move |stream, addr| handle.attach(stream, addr).is_some();
+        let link = HostLink::start_with(
+            HostConfig::new(relay),
+            HostTarget::Attach(Arc::new(attach)),
+            |status| {
+                let line = format!("join-code relay: {status}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
+            },
+        );
+        Some(link)
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! `switchboard-server master` runs a master server instead (UDP and TCP,
 //! default port 27900); `rooms` a rooms and lobby server
-//! (`switchboard_rooms::RoomsLogic`); `relay` a real-time relay. Game,
+//! (`switchboard_rooms::RoomsLogic`); `relay` a real-time relay;
+//! `rendezvous` a join-code relay for games hosted behind routers. Game,
 //! rooms and relay servers take `--ws-port` for browsers and other
 //! WebSocket clients.
 
@@ -26,6 +27,7 @@ mod load_cli;
 mod master_cli;
 mod netsim_cli;
 mod relay_cli;
+mod rendezvous_cli;
 mod replay_cli;
 mod scale;
 mod web;
@@ -72,6 +74,9 @@ enum Command {
     /// A loopback proxy that simulates a real network (latency, jitter,
     /// a bandwidth cap, stalls) between any client and a server.
     Netsim(netsim_cli::NetsimArgs),
+    /// Run a join-code relay: hosts behind routers dial out to it and get
+    /// a code; players join with `--join CODE@HOST:PORT`.
+    Rendezvous(rendezvous_cli::RendezvousArgs),
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +116,8 @@ struct RoomsArgs {
     ws: web::WsArgs,
     #[command(flatten)]
     map: hosting_cli::MapArgs,
+    #[command(flatten)]
+    link: hosting_cli::LinkArgs,
     #[command(flatten)]
     admin: AdminArgs,
 }
@@ -250,6 +257,8 @@ struct GameArgs {
     #[command(flatten)]
     map: hosting_cli::MapArgs,
     #[command(flatten)]
+    link: hosting_cli::LinkArgs,
+    #[command(flatten)]
     admin: AdminArgs,
 }
 
@@ -281,6 +290,7 @@ fn main() -> ExitCode {
         Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
         Some(Command::Replay(args)) => replay_cli::run_replay(args),
         Some(Command::Netsim(args)) => netsim_cli::run_netsim(args),
+        Some(Command::Rendezvous(args)) => rendezvous_cli::run_rendezvous(args),
         None => run_game(cli.game),
     };
     match result {
@@ -341,6 +351,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         port: args.port,
         watch_stdin: args.watch_stdin,
         map: args.map.clone(),
+        link: args.link.clone(),
     };
     run_manager("board", listen, config, logic, admin, |_| {})
 }
@@ -370,6 +381,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         port: args.port,
         watch_stdin: args.watch_stdin,
         map: args.map.clone(),
+        link: args.link.clone(),
     };
     let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
         grace: Duration::from_secs(args.grace_secs),
@@ -409,14 +421,16 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
 /// Redis, the runtime's own.
 const RESERVED_FILES: u64 = 64;
 
-/// Where a manager listens, whether it stops with its stdin, and whether
-/// it asks the router to forward its ports.
+/// Where a manager listens, whether it stops with its stdin, and how
+/// players on the internet reach it (the router's port mapping, a
+/// join-code relay).
 #[derive(Debug, Clone)]
 struct Listen {
     bind: BindScope,
     port: u16,
     watch_stdin: bool,
     map: hosting_cli::MapArgs,
+    link: hosting_cli::LinkArgs,
 }
 
 /// Runs a `ServerManager` with `logic` until a signal (or stdin's end):
@@ -435,6 +449,7 @@ fn run_manager<L: switchboard::GameLogic>(
         port,
         watch_stdin,
         map,
+        link,
     } = listen;
     map.check(bind)?;
     // Mapped once the ports are known; removed after the server stops.
@@ -450,6 +465,13 @@ fn run_manager<L: switchboard::GameLogic>(
         let mut ports = vec![("game", handle.local_addr().port())];
         ports.extend(handle.websocket_addr().map(|ws| ("WebSocket", ws.port())));
         *held.lock().unwrap_or_else(|e| e.into_inner()) = map.start(&ports);
+        // Kept for as long as the server runs (its task ends with it).
+        if let Some(link) = link.start(handle) {
+            tokio::spawn(async move {
+                let _link = link;
+                std::future::pending::<()>().await
+            });
+        }
         started(handle);
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
         tokio::spawn(async move {

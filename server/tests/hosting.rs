@@ -1,6 +1,7 @@
-//! `--map-port` on real server processes, against the fake gateways of the
-//! hosting crate's tests: the line a host reads, and the mapping removed
-//! when the server is stopped by Ctrl-C (SIGINT) or SIGTERM.
+//! Hosting from home with real server processes: `--map-port` against the
+//! fake gateways of the hosting crate's tests (the line a host reads, the
+//! mapping removed on Ctrl-C or SIGTERM), and `switchboard-server
+//! rendezvous` with a board server taking players through it.
 
 mod support;
 
@@ -165,4 +166,65 @@ fn map_port_on_loopback_is_refused_with_the_reason() {
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("--map-port needs --bind all"), "{text}");
+}
+
+#[test]
+fn join_code_board_server_behind_the_rendezvous_binary_takes_players_by_code() {
+    use switchboard_server::board::Board;
+    // The public relay.
+    let args: Vec<String> = ["rendezvous", "--port", "0", "--ws-port", "0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (mut relay, relay_lines) = start(&args);
+    let relay_port = ready_port(&relay_lines);
+    let ws = line_starting(&relay_lines, "WebSocket players: ws://");
+    let ws = ws["WebSocket players: ws://".len()..]
+        .trim_end_matches("/<code>")
+        .to_string();
+    // A board server at home, on loopback only: reachable through the relay.
+    let relay_addr = format!("127.0.0.1:{relay_port}");
+    let args: Vec<String> = ["--port", "0", "--rendezvous", &relay_addr]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (mut board, board_lines) = start(&args);
+    let news = line_starting(&board_lines, "join-code relay: join code ");
+    let code = news["join-code relay: join code ".len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        news.ends_with(&format!("--join {code}@{relay_addr}")),
+        "{news}"
+    );
+    let wait = Duration::from_secs(10);
+    let join = |addr: String, name: &str| {
+        let mut client =
+            switchboard::NetworkClient::connect(addr, switchboard::ClientConfig::named(name));
+        support::wait_until("welcome", wait, || {
+            client.poll();
+            client.is_welcomed()
+        });
+        client
+    };
+    let mut ann = join(format!("{code}@{relay_addr}"), "ann");
+    let mut bob = join(format!("ws://{ws}/{code}"), "bob");
+    assert_eq!(
+        support::ask(&mut ann, Board::Claim(0), wait),
+        switchboard::RequestStatus::Accepted
+    );
+    assert_eq!(
+        support::ask(&mut bob, Board::Claim(0), wait),
+        switchboard::RequestStatus::Rejected("seat 0 is taken".into())
+    );
+    assert_eq!(
+        support::ask(&mut bob, Board::Claim(1), wait),
+        switchboard::RequestStatus::Accepted
+    );
+    for child in [&mut board, &mut relay] {
+        signal(child, libc::SIGTERM);
+        assert!(child.wait().unwrap().success());
+    }
 }

@@ -1,0 +1,66 @@
+//! `switchboard-server rendezvous`: a public join-code relay, for hosts
+//! whose router forwards nothing (`docs/HOSTING.md`).
+
+use super::*;
+use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+
+#[derive(Debug, Args)]
+pub(crate) struct RendezvousArgs {
+    /// Who may connect: `loopback` (this machine only) or `all` (a public
+    /// relay).
+    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
+    bind: BindScope,
+    /// The port hosts and TCP players connect to; 0 picks a free one.
+    #[arg(long, default_value_t = 7400)]
+    port: u16,
+    /// Also take players over WebSocket on this port (`ws://HOST:PORT/CODE`).
+    #[arg(long)]
+    ws_port: Option<u16>,
+    /// Codes one address holds at once.
+    #[arg(long, default_value_t = 4)]
+    max_codes_per_address: usize,
+    /// Players one code pipes at once.
+    #[arg(long, default_value_t = 64)]
+    max_players_per_code: usize,
+    /// Bytes a second one code's players and host send through the relay
+    /// (past it the relay reads more slowly; nothing is dropped).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    bytes_per_second_per_code: u64,
+    /// Seconds a code lives with no player.
+    #[arg(long, default_value_t = 3600)]
+    idle_expiry_secs: u64,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
+    switchboard::process::init_stderr_logging();
+    let config = RendezvousConfig {
+        max_codes_per_address: args.max_codes_per_address,
+        max_players_per_code: args.max_players_per_code,
+        bytes_per_second_per_code: args.bytes_per_second_per_code,
+        idle_expiry: Duration::from_secs(args.idle_expiry_secs),
+        ..RendezvousConfig::default()
+    };
+    let runtime = runtime_with(args.threads)?;
+    runtime.block_on(async move {
+        let ip = args.bind.ip();
+        let ws = args.ws_port.map(|port| SocketAddr::new(ip, port));
+        let relay = RendezvousServer::bind(SocketAddr::new(ip, args.port), ws, config)
+            .await
+            .map_err(|e| format!("cannot listen on {ip}:{}: {e}", args.port))?;
+        println!(
+            "{}",
+            switchboard::process::ready_line(relay.local_addr().port())
+        );
+        if let Some(ws) = relay.websocket_addr() {
+            println!("WebSocket players: ws://{ws}/<code>");
+        }
+        switchboard::process::wait_for_signal().await;
+        let stats = relay.stats();
+        relay.shutdown();
+        tracing::info!(?stats, "join-code relay stopped");
+        Ok(())
+    })
+}
