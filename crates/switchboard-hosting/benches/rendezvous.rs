@@ -39,7 +39,12 @@ fn cpu() -> Duration {
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of stat(5): 11 and 12 after ')'.
     let hz = 100; // USER_HZ on Linux
     Duration::from_millis((ticks(11) + ticks(12)) * 1000 / hz)
@@ -131,5 +136,8 @@ fn main() {
         (relayed.cpu_per_round.as_secs_f64() - direct.cpu_per_round.as_secs_f64()) * 1e6
     );
     let stats = relay.stats();
-    println!("relay: {} bytes piped, {} players", stats.bytes, stats.joined);
+    println!(
+        "relay: {} bytes piped, {} players",
+        stats.bytes, stats.joined
+    );
 }

@@ -234,8 +234,9 @@ async fn join(mut player: pipe::Player, addr: SocketAddr, code: String, shared: 
         )),
         (Ok(game), Some(_)) => {
             let players = game.players.load(Ordering::Relaxed);
-            (players >= config.max_players_per_code).then(|| {
-                let why = format!("the game is full at the relay ({players} players)");
+            let max = config.max_players_per_code;
+            (players >= max).then(|| {
+                let why = format!("the game is full at the relay (at most {max} players a game)");
                 (CloseCode::SERVER_FULL, why)
             })
         }

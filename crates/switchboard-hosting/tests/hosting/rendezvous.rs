@@ -448,3 +448,30 @@ async fn join_code_fast_sender_is_paced_and_loses_nothing() {
     assert!(took >= least, "{took:?} for {piped} bytes");
     assert_eq!(server.shutdown().await.unwrap().0, 2001);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_players_past_the_limits_per_code_and_per_address_are_told_why() {
+    for (per_code, per_address, expected) in [
+        (
+            1,
+            10,
+            "the game is full at the relay (at most 1 players a game)",
+        ),
+        (10, 1, "too many players from your address at this relay"),
+    ] {
+        let config = RendezvousConfig {
+            max_players_per_code: per_code,
+            max_players_per_address: per_address,
+            ..RendezvousConfig::default()
+        };
+        let relay = relay(config).await;
+        let (_server, _link, code) = host(relay.local_addr().to_string()).await;
+        let addr = format!("{code}@{}", relay.local_addr());
+        let why = blocking(move || {
+            let _ann = joined(addr.clone(), "ann");
+            turned_away(addr)
+        })
+        .await;
+        assert!(why.contains(expected), "{why}");
+    }
+}
