@@ -183,6 +183,16 @@ fn torque_counters(s: &crate::MasterStats) -> Vec<Counter> {
             "Torque page re-requests for no cached query.",
             s.torque_cache_misses,
         ),
+        (
+            "switchboard_master_probes_total",
+            "Reachability probes made (hosts connected back to).",
+            s.probes,
+        ),
+        (
+            "switchboard_master_probes_refused_total",
+            "Probe requests answered without a connection (rate, in flight).",
+            s.probes_refused,
+        ),
     ]
     .into_iter()
     .map(|(name, help, value)| Counter::total(name, help, value))

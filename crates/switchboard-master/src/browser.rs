@@ -24,7 +24,7 @@ pub struct Browsed {
     pub ping: Option<Duration>,
 }
 
-async fn ask<T: serde::de::DeserializeOwned>(
+pub(crate) async fn ask<T: serde::de::DeserializeOwned>(
     socket: &mut SocketStream,
     message: Message,
     timeout: Duration,

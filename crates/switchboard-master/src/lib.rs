@@ -35,6 +35,7 @@ mod announce;
 mod browser;
 mod master;
 mod pending;
+mod probe;
 pub mod protocol;
 mod registry;
 mod server;
@@ -46,7 +47,8 @@ pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use master::Master;
-pub use protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo};
+pub use probe::probe_reachable;
+pub use protocol::{Filter, ListPage, ListRequest, Listed, ProbeResult, ServerInfo};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
 pub use server::{MasterBuilder, MasterHandle, MasterServer, MasterSnapshot, RunningMaster};
 
@@ -91,6 +93,16 @@ pub struct MasterConfig {
     /// The longest list request frame (default 4 KiB): the list port closes
     /// a connection that sends a longer one.
     pub max_request_len: usize,
+    /// Reachability probes (a host asking to be connected back to) answered
+    /// per minute per address (default 6). Past it the request is answered
+    /// "not checked: too many probes" without a connection.
+    pub probes_per_minute: f64,
+    /// Probes in flight at once, from every address (default 64); past it
+    /// likewise.
+    pub max_probes_in_flight: usize,
+    /// How long a probe waits to connect and read the host's hello
+    /// (default 3 s).
+    pub probe_timeout: Duration,
     /// How often expiry runs (default 1 s).
     pub tick_interval: Duration,
     /// The operator's admin server, started with the master (default
@@ -134,6 +146,9 @@ impl Default for MasterConfig {
             max_limited_addresses: 65_536,
             lists_per_minute: 600.0,
             max_request_len: 4096,
+            probes_per_minute: 6.0,
+            max_probes_in_flight: 64,
+            probe_timeout: Duration::from_secs(3),
             admin: None,
             tick_interval: Duration::from_secs(1),
             torque_port: None,
@@ -205,4 +220,9 @@ pub struct MasterStats {
     pub torque_lists_refused: u64,
     /// Torque page re-requests for no cached query.
     pub torque_cache_misses: u64,
+    /// Reachability probes made (a host connected back to).
+    pub probes: u64,
+    /// Probe requests answered without a connection (over the rate, or too
+    /// many in flight).
+    pub probes_refused: u64,
 }

@@ -264,6 +264,15 @@ impl<R: Registry> Master<R> {
         self.stats.lists_refused += 1;
     }
 
+    /// Counts a reachability probe: made, or refused without a connection.
+    pub fn probed(&mut self, made: bool) {
+        if made {
+            self.stats.probes += 1;
+        } else {
+            self.stats.probes_refused += 1;
+        }
+    }
+
     /// A page of servers, or why there is none.
     pub async fn list(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
         self.stats.lists += 1;

@@ -14,6 +14,8 @@
 //! to a victim: every datagram the master sends is no larger than the one
 //! that caused it, and is rate-limited per address.
 
+use std::net::SocketAddr;
+
 use serde::{Deserialize, Serialize};
 
 use switchboard::codec;
@@ -284,7 +286,31 @@ switchboard::actions! {
         Stats = 3,
         /// Master → browser: [`MasterStats`](crate::MasterStats).
         StatsReply = 4,
+        /// Host → master: [`ProbeRequest`]: can the internet reach me?
+        Probe = 5,
+        /// Master → host: [`ProbeResult`].
+        ProbeReply = 6,
     }
+}
+
+/// A host asks the master to connect back to it: to the address the
+/// request came from (never another), on `port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    /// The port the host's game listens on, as the internet sees it.
+    pub port: u16,
+}
+
+/// What the master found when it connected back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// The address the master tried: the host's address as the master
+    /// sees it, and the port asked.
+    pub addr: SocketAddr,
+    /// A Switchboard server answered there with its hello.
+    pub reachable: bool,
+    /// What happened, for people.
+    pub detail: String,
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::master::Master;
-use crate::protocol::{ListRequest, Listed, MasterAction, MasterChannel, MAX_DATAGRAM};
+use crate::probe;
+use crate::protocol::{
+    ListRequest, Listed, MasterAction, MasterChannel, ProbeRequest, ProbeResult, MAX_DATAGRAM,
+};
 use crate::registry::{MemoryRegistry, Registry};
 use crate::{MasterConfig, MasterStats};
 use switchboard::lifecycle::{Running, StopHandle};
@@ -224,7 +227,18 @@ impl<R: Registry> MasterServer<R> {
             },
             config.max_limited_addresses,
         );
-        let mut addresses: HashMap<PeerId, IpAddr> = HashMap::new();
+        // Each connection's address: the key its limits count (an IPv6 /64)
+        // and the address itself (where a probe connects back to).
+        let mut addresses: HashMap<PeerId, (IpAddr, IpAddr)> = HashMap::new();
+        let mut probes = KeyedLimiter::with_max_keys(
+            RateLimit {
+                per_second: config.probes_per_minute / 60.0,
+                burst: config.probes_per_minute.max(1.0),
+            },
+            config.max_limited_addresses,
+        );
+        let in_flight =
+            std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_probes_in_flight));
         let torque = self.torque.take();
         let mut torque_buf = vec![0u8; MAX_TORQUE_DATAGRAM];
         loop {
@@ -253,16 +267,43 @@ impl<R: Registry> MasterServer<R> {
                 },
                 event = self.tcp.next_event() => match event {
                     Some(ServerEvent::PeerConnected { peer, addr }) => {
-                        addresses.insert(peer, switchboard::socket::address_key(addr.ip()));
+                        addresses.insert(peer, (switchboard::socket::address_key(addr.ip()), addr.ip()));
                     }
                     Some(ServerEvent::PeerDisconnected { peer, .. }) => {
                         addresses.remove(&peer);
                     }
                     Some(ServerEvent::Received(incoming)) => {
-                        let ip = addresses.get(&incoming.peer).copied();
-                        if ip.is_some_and(|ip| !lists.allow(ip, Instant::now())) {
+                        let from = addresses.get(&incoming.peer).copied();
+                        if from.is_some_and(|(key, _)| !lists.allow(key, Instant::now())) {
                             self.master.list_refused();
                             handle.close_peer(incoming.peer, "too many list requests; slow down");
+                            continue;
+                        }
+                        if incoming.message.action::<MasterAction>() == Some(MasterAction::Probe) {
+                            let Some((key, ip)) = from else { continue };
+                            let Ok(request) = incoming.message.content::<ProbeRequest>() else {
+                                handle.close_peer(incoming.peer, "unknown or malformed request");
+                                continue;
+                            };
+                            let target = SocketAddr::new(ip, request.port);
+                            let permit = in_flight.clone().try_acquire_owned().ok();
+                            let allowed = probes.allow(key, Instant::now());
+                            self.master.probed(allowed && permit.is_some());
+                            let (handle, timeout, peer) = (handle.clone(), config.probe_timeout, incoming.peer);
+                            tokio::spawn(async move {
+                                let result = match permit.filter(|_| allowed) {
+                                    Some(_permit) => probe::connect_back(target, timeout).await,
+                                    None => ProbeResult {
+                                        addr: target,
+                                        reachable: false,
+                                        detail: "not checked: too many probes; try again in a minute".into(),
+                                    },
+                                };
+                                let reply = Message::new(MasterChannel::Master, MasterAction::ProbeReply, &result);
+                                if let Ok(reply) = reply {
+                                    let _ = handle.send_to(peer, &reply);
+                                }
+                            });
                             continue;
                         }
                         match self.answer(&incoming.message).await {
