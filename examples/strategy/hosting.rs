@@ -38,6 +38,30 @@ impl Mapping {
         mapping
     }
 
+    /// The first answer for the first port (the game's): mapped, or why
+    /// not; `None` if `stopping` turned true first.
+    pub(crate) fn first_answer(
+        &self,
+        stopping: &std::sync::atomic::AtomicBool,
+    ) -> Option<switchboard_hosting::MapStatus> {
+        use switchboard_hosting::MapStatus;
+        loop {
+            let status = self
+                .mappers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .first()?
+                .status();
+            if status != MapStatus::Trying {
+                return Some(status);
+            }
+            if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Removes every mapping, saying what became of each.
     pub(crate) fn stop(self) {
         stop_all(&self.mappers);

@@ -37,6 +37,7 @@ use switchboard::socket::BindScope;
 use switchboard_master::{Announce, ServerInfo};
 
 mod hosting;
+mod reach;
 
 /// Command-line options, shared by the game and its server child.
 #[derive(Debug, Parser)]
@@ -455,20 +456,17 @@ fn local_game(options: &Options) -> Result<(), String> {
         println!("{}", where_to_join(options.bind, server.port()));
     }
     let pid = server.pid();
-    let (news, reach) = std::sync::mpsc::channel();
-    let mapping = map_ports(options, &server, &news);
-    let relay = match options.rendezvous.clone().filter(|_| options.host) {
-        Some(relay) => Some(hosting::RelayLink::start(relay, server.addr(), &news)?),
-        None => None,
-    };
-    let reach = (options.host).then_some(reach);
+    let (news, heard) = std::sync::mpsc::channel();
+    let reach = options
+        .host
+        .then(|| reach::Reach::start(reach_plan(options, &server), &news));
     let result = client::play(client::Play {
         addr: server.addr().to_string(),
         name: options.name.clone().unwrap_or_else(|| "player".into()),
         password: options.password.clone(),
         directory: None,
         invite: options.host.then(|| invite(options.bind, server.port())),
-        reach,
+        reach: options.host.then_some(heard),
         local: Some(&mut server),
         bot: options.bot,
         text: options.text,
@@ -483,33 +481,37 @@ fn local_game(options: &Options) -> Result<(), String> {
     };
     let status = stopped.map_err(|e| format!("stopping the server: {e}"))?;
     println!("server {pid} stopped ({status})");
-    drop(relay);
-    mapping.stop();
+    if let Some(reach) = reach {
+        reach.stop();
+    }
     result
 }
 
-/// A game hosted for other machines asks the home router to forward its
-/// ports (unless `--no-map-port`): each change of where the internet
-/// reaches it comes to the player's log and lobby through `news`. The
+/// How a hosted game reaches players on the internet: a game on every
+/// interface asks the home router to forward its ports (unless
+/// `--no-map-port`), checked by its masters; `--rendezvous` is the relay
+/// to fall back on. Each step comes to the player's log and lobby; the
 /// mapping is removed when the game ends, and on Ctrl-C.
-fn map_ports(
-    options: &Options,
-    server: &LocalServer,
-    news: &std::sync::mpsc::Sender<String>,
-) -> hosting::Mapping {
-    if !options.host || options.bind == BindScope::Loopback || options.no_map_port {
-        return hosting::Mapping::default();
-    }
-    let mut config = switchboard_hosting::PortMapConfig {
-        gateway: options.gateway,
-        ..Default::default()
-    };
-    if let Some(search) = options.upnp_search {
-        config.upnp_search = search;
-    }
+fn reach_plan(options: &Options, server: &LocalServer) -> reach::Plan {
+    let map = (options.bind != BindScope::Loopback && !options.no_map_port).then(|| {
+        let mut config = switchboard_hosting::PortMapConfig {
+            gateway: options.gateway,
+            ..Default::default()
+        };
+        if let Some(search) = options.upnp_search {
+            config.upnp_search = search;
+        }
+        config
+    });
     let mut ports = vec![("game", server.port())];
     ports.extend(options.ws_port.map(|port| ("WebSocket", port)));
-    hosting::Mapping::start(config, &ports, news)
+    reach::Plan {
+        map,
+        ports,
+        masters: options.masters.clone(),
+        relay: options.rendezvous.clone(),
+        server: server.addr(),
+    }
 }
 
 /// `--bind loopback` or `all`.

@@ -11,6 +11,7 @@ mod proxy;
 mod scratch;
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -172,4 +173,105 @@ async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
     assert_eq!((stats.codes, stats.joined), (1, 3), "{stats:?}");
     let _ = host.kill();
     let _ = host.wait();
+}
+
+/// Hosts with `--bind all --master M --rendezvous R` behind the fake router
+/// `igd`, on `port`; the host's decision line, and its other lines.
+fn decision(
+    igd: &fake_upnp::FakeIgd,
+    master: SocketAddr,
+    relay: SocketAddr,
+    port: u16,
+) -> (String, Vec<String>) {
+    let saves = scratch::Scratch::new(&format!("hosting-decision-{port}"));
+    let mut host = Command::new(BIN)
+        .args(["--host", "--bind", "all", "--name", "ann", "--text"])
+        .args(["--bot", "1", "--players", "2", "--port", &port.to_string()])
+        .args([
+            "--master",
+            &master.to_string(),
+            "--rendezvous",
+            &relay.to_string(),
+        ])
+        .args([
+            "--gateway",
+            "127.0.55.2",
+            "--upnp-search",
+            &igd.search.to_string(),
+        ])
+        .arg("--saves")
+        .arg(&*saves)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(&mut host);
+    let decided = line_with(&lines, "players on the internet: ");
+    // What else it said by then, and shortly after.
+    std::thread::sleep(Duration::from_millis(300));
+    let rest: Vec<String> = lines.try_iter().collect();
+    let _ = host.kill();
+    let _ = host.wait();
+    (decided, rest)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upnp_host_checked_by_its_master_plays_direct_and_falls_back_on_the_relay_when_unreachable()
+{
+    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+    use switchboard_master::MasterServer;
+    let master = MasterServer::builder().spawn().unwrap();
+    let at = master.local_addr();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let relay = RendezvousServer::bind(any, None, RendezvousConfig::default())
+        .await
+        .unwrap();
+    let to = relay.local_addr();
+    // The router forwards the game's own port: the master connects back.
+    let igd = fake_upnp::FakeIgd::start(fake_upnp::Behaviour::default()).await;
+    let port = free_port();
+    let (decided, rest) = tokio::task::spawn_blocking(move || decision(&igd, at, to, port))
+        .await
+        .unwrap();
+    assert_eq!(
+        decided,
+        format!("* players on the internet: they join at 203.0.113.9:{port} (direct: the master at {at} connected back to it)")
+    );
+    assert!(!rest.iter().any(|l| l.contains("join code")), "{rest:?}");
+    assert_eq!(relay.stats().codes, 0);
+    // The router gives another port, where nothing listens: the relay.
+    let port = free_port();
+    let behaviour = fake_upnp::Behaviour {
+        taken: vec![port],
+        ..Default::default()
+    };
+    let igd = fake_upnp::FakeIgd::start(behaviour).await;
+    let (decided, rest) = tokio::task::spawn_blocking(move || decision(&igd, at, to, port))
+        .await
+        .unwrap();
+    let unreachable = format!(
+        "the master at {at} could not reach 127.0.0.1:{}: refused",
+        port + 1
+    );
+    assert!(
+        decided.starts_with(&format!(
+            "* players on the internet: they join through the relay at {to}"
+        )),
+        "{decided}"
+    );
+    assert!(decided.contains(&unreachable), "{decided}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("join-code relay: join code ")),
+        "{rest:?}"
+    );
 }
