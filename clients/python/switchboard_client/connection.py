@@ -73,6 +73,21 @@ class ConnectionConfig:
     limits: Limits = DEFAULT_LIMITS
 
 
+def join_frame(code: str) -> bytes:
+    """The join-code relay's join frame: ``SWJN`` and the code, raw."""
+    payload = b"SWJN" + code.encode("ascii")
+    return (len(payload) + 1).to_bytes(4, "big") + b"\x00" + payload
+
+
+def split_join(addr: str) -> tuple[str | None, str]:
+    """``"CODE@host:port"`` → ``("CODE", "host:port")``; any other address
+    → ``(None, addr)``."""
+    code, at, rest = addr.partition("@")
+    if at and "://" not in addr and code.strip():
+        return code.strip(), rest
+    return None, addr
+
+
 class Connection:
     """An open connection. ``recv`` returns the next application message,
     answering pings itself; ``None`` once closed (:attr:`closed` says why)."""
@@ -93,15 +108,19 @@ class Connection:
         self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
 
     @classmethod
-    async def open(cls, host: str, port: int, config: ConnectionConfig | None = None) -> "Connection":
+    async def open(cls, host: str, port: int, config: ConnectionConfig | None = None, *, join_code: str | None = None) -> "Connection":
         """Connects and completes the handshake; raises ``ConnectionError``
         (a refused or timed-out connect, a peer that is not a Switchboard
-        peer or speaks another version)."""
+        peer or speaks another version). With ``join_code``, ``host:port``
+        is a join-code relay and the game of that code is joined through
+        it (docs/PROTOCOL.md section 12)."""
         config = config or ConnectionConfig()
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), config.connect_timeout)
         except (OSError, asyncio.TimeoutError) as err:
             raise ConnectionError(f"connect to {host}:{port} failed: {err or 'timed out'}") from err
+        if join_code is not None:
+            writer.write(join_frame(join_code))
         writer.write(HELLO_FRAME)
         try:
             hello = await asyncio.wait_for(_read_hello(reader), config.handshake_timeout)

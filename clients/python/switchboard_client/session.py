@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from .bincode import U64, Schema, decode, encode
-from .connection import CloseCode, Closed, Connection, ConnectionConfig
+from .connection import CloseCode, Closed, Connection, ConnectionConfig, split_join
 from .frame import Envelope
 from .schemas import (
     SESSION_CHANNEL,
@@ -243,9 +243,10 @@ class SessionClient:
             self._events.put_nowait(Event("reconnecting", attempt))
 
     async def _session(self, attempt: int) -> Closed:
-        host, port = _split(self.servers[self.target])
+        code, addr = split_join(self.servers[self.target])
+        host, port = _split(addr)
         try:
-            conn = await Connection.open(host, port, self.config.connection)
+            conn = await Connection.open(host, port, self.config.connection, join_code=code)
         except ConnectionError as err:
             return Closed(None, str(err), by_peer=False, lost=True)
         self.connection = conn

@@ -19,9 +19,11 @@ BINARY = pathlib.Path(os.environ.get("SWITCHBOARD_SERVER", ROOT / "target" / "de
 class Server:
     """``switchboard-server ARGS`` on loopback and a free port; ``addr`` is
     "127.0.0.1:PORT", ``ws`` its WebSocket URL (with ``--ws-port``),
-    ``admin`` its admin server's URL (with ``--admin-port``)."""
+    ``admin`` its admin server's URL (with ``--admin-port``); with
+    ``expect``, ``expected`` is the match of the first line that matches
+    that pattern."""
 
-    def __init__(self, *args: str, env: dict | None = None) -> None:
+    def __init__(self, *args: str, env: dict | None = None, expect: str | None = None) -> None:
         if not BINARY.exists():
             subprocess.run(["cargo", "build", "-q", "-p", "switchboard-server"], cwd=ROOT, check=True)
         env = {**os.environ, "RUST_LOG": "warn", "SWITCHBOARD_PASSWORD": "", **(env or {})}
@@ -33,7 +35,7 @@ class Server:
             env=env,
             text=True,
         )
-        self.port = self.ws = self.admin = None
+        self.port = self.ws = self.admin = self.expected = None
         want_ws, want_admin = "--ws-port" in args, "--admin-port" in args
         for line in self.process.stdout:
             line = line.strip()
@@ -43,7 +45,9 @@ class Server:
                 self.ws = ws.group(1)
             if admin := re.match(r"^admin: (http://[^/]+)", line):
                 self.admin = admin.group(1)
-            if self.port and (self.ws or not want_ws) and (self.admin or not want_admin):
+            if expect and self.expected is None:
+                self.expected = re.match(expect, line)
+            if self.port and (self.ws or not want_ws) and (self.admin or not want_admin) and (self.expected or not expect):
                 break
         if self.port is None:
             self.stop()
