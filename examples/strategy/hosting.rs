@@ -6,7 +6,9 @@
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use switchboard_hosting::{HostConfig, HostLink, HostTarget, PortMapConfig, PortMapper};
+use switchboard_hosting::{
+    HostConfig, HostLink, HostStatus, HostTarget, PortMapConfig, PortMapper,
+};
 
 /// The ports a hosted game keeps forwarded.
 #[derive(Default)]
@@ -111,10 +113,13 @@ pub(crate) struct RelayLink {
 impl RelayLink {
     /// Links to the relay at `relay` (`host:port`); each change of status
     /// comes as a line on `news` ("join-code relay: join code K7PQ2M: ...").
+    /// With `listing`, the game's listing on its masters shows the code
+    /// (the tag `join=K7PQ2M@relay:7400`), so server browsers offer it.
     pub(crate) fn start(
         relay: String,
         server: std::net::SocketAddr,
         news: &mpsc::Sender<String>,
+        listing: Option<switchboard::process::ListingTagger>,
     ) -> Result<Self, String> {
         let news = news.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -128,6 +133,14 @@ impl RelayLink {
                 runtime.block_on(async move {
                     let target = HostTarget::Forward(server);
                     let link = HostLink::start_with(HostConfig::new(relay), target, move |s| {
+                        if let (HostStatus::Ready { code, relay }, Some(listing)) = (s, &listing) {
+                            let join = format!("{code}@{relay}");
+                            if let Err(e) =
+                                listing.tag(switchboard_master::protocol::JOIN_TAG, &join)
+                            {
+                                tracing::warn!(%e, "the listing does not show the join code");
+                            }
+                        }
                         let _ = news.send(format!("join-code relay: {s}"));
                     });
                     let _ = stopped.await;

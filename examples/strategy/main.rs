@@ -511,6 +511,7 @@ fn reach_plan(options: &Options, server: &LocalServer) -> reach::Plan {
         masters: options.masters.clone(),
         relay: options.rendezvous.clone(),
         server: server.addr(),
+        listing: (!options.masters.is_empty()).then(|| server.listing_tagger()),
     }
 }
 

@@ -25,6 +25,8 @@ pub(crate) struct Plan {
     pub(crate) relay: Option<String>,
     /// Where the game's server listens (the relay's players go there).
     pub(crate) server: SocketAddr,
+    /// The game's listing on its masters, to show the join code in.
+    pub(crate) listing: Option<switchboard::process::ListingTagger>,
 }
 
 /// The host's means of being reached, kept until [`Reach::stop`].
@@ -126,7 +128,7 @@ fn decide(
     let Some(address) = plan.relay.filter(|_| use_relay) else {
         return;
     };
-    match RelayLink::start(address.clone(), plan.server, news) {
+    match RelayLink::start(address.clone(), plan.server, news, plan.listing) {
         Ok(link) => {
             *relay.lock().unwrap_or_else(|e| e.into_inner()) = Some(link);
             let why = direct

@@ -10,7 +10,9 @@ use clap::Args;
 use std::sync::Arc;
 use switchboard::socket::BindScope;
 
-use switchboard_hosting::{HostConfig, HostLink, HostTarget, PortMapConfig, PortMapper};
+use switchboard_hosting::{
+    HostConfig, HostLink, HostStatus, HostTarget, PortMapConfig, PortMapper,
+};
 
 /// Port mapping options, shared by every server players join.
 #[derive(Debug, Clone, Args)]
@@ -97,15 +99,21 @@ pub(crate) struct LinkArgs {
 impl LinkArgs {
     /// Links `handle`'s server to the relay, if one was given (within the
     /// server's runtime: the relayed players are its own connections, with
-    /// their own addresses). Every change is printed.
+    /// their own addresses). Every change is printed; a listed server
+    /// (`--register-with`) shows its code in the tag `join`.
     pub(crate) fn start(&self, handle: &switchboard::ManagerHandle) -> Option<HostLink> {
         let relay = self.rendezvous.clone()?;
-        let handle = handle.clone();
-        let attach = move |stream, addr| handle.attach(stream, addr).is_some();
+        let (attached, listed) = (handle.clone(), handle.clone());
+        let attach = move |stream, addr| attached.attach(stream, addr).is_some();
         let link = HostLink::start_with(
             HostConfig::new(relay),
             HostTarget::Attach(Arc::new(attach)),
-            |status| {
+            move |status| {
+                // A listed server shows its code: browsers join with it.
+                if let HostStatus::Ready { code, relay } = status {
+                    let join = format!("{code}@{relay}");
+                    listed.set_listing_tag(switchboard_master::protocol::JOIN_TAG, &join);
+                }
                 let line = format!("join-code relay: {status}\n");
                 let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
             },

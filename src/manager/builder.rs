@@ -191,11 +191,14 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
             let (manager, handle) = ServerManager::bind(scope, port, config, logic)?;
             let stop = CancellationToken::new();
             if watch_stdin {
-                let (stop, handle) = (stop.clone(), handle.clone());
-                crate::process::watch_parent(move |reason| match reason {
-                    Some(reason) => handle.shutdown_with(&reason),
-                    None => stop.cancel(),
-                });
+                let (stop, handle, tagged) = (stop.clone(), handle.clone(), handle.clone());
+                crate::process::watch_parent(
+                    move |reason| match reason {
+                        Some(reason) => handle.shutdown_with(&reason),
+                        None => stop.cancel(),
+                    },
+                    move |key, value| tagged.set_listing_tag(key, value),
+                );
             }
             {
                 let mut stdout = std::io::stdout().lock();

@@ -31,6 +31,12 @@ pub trait Listing: Send + Sync + 'static {
 pub trait ListingUpdates: Send {
     /// How full the server is now.
     fn update(&mut self, status: ListingStatus);
+
+    /// A `key=value` tag the listing shows from now on (the key's value
+    /// replaced if it had one). A listing without tags ignores it.
+    fn set_tag(&mut self, key: &str, value: &str) {
+        let _ = (key, value);
+    }
 }
 
 /// A [`Listing`] as a [`ManagerConfig`](super::ManagerConfig) field holds it

@@ -65,10 +65,16 @@ struct Control {
     stats_rx: mpsc::Receiver<oneshot::Sender<ServerStats>>,
     kick_rx: mpsc::Receiver<Kick>,
     log: broadcast::Sender<LogEntry>,
+    /// Tags for the listing, set by the handle, passed on at the next tick.
+    tags: ListingTags,
 }
 
 /// The reason a shutdown gives the clients, when one was given.
 type Farewell = Arc<std::sync::Mutex<Option<String>>>;
+
+/// Tags the listing should show (`ManagerHandle::set_listing_tag`), waiting
+/// for the manager's next tick.
+type ListingTags = Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
@@ -82,6 +88,7 @@ pub struct ManagerHandle {
     server: crate::socket::ServerHandle,
     shutdown: CancellationToken,
     farewell: Farewell,
+    tags: ListingTags,
     stats_tx: mpsc::Sender<oneshot::Sender<ServerStats>>,
     kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
@@ -110,6 +117,7 @@ impl<L: GameLogic> ServerManager<L> {
     ) -> std::io::Result<(Self, ManagerHandle)> {
         let shutdown = CancellationToken::new();
         let farewell = Farewell::default();
+        let tags = ListingTags::default();
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (log, _) = broadcast::channel(256);
@@ -133,6 +141,7 @@ impl<L: GameLogic> ServerManager<L> {
             server: server.handle(),
             shutdown: shutdown.clone(),
             farewell: farewell.clone(),
+            tags: tags.clone(),
             stats_tx,
             kick_tx,
             log: log.clone(),
@@ -147,6 +156,7 @@ impl<L: GameLogic> ServerManager<L> {
             control: Control {
                 shutdown,
                 farewell,
+                tags,
                 stats_rx,
                 kick_rx,
                 log,
@@ -219,6 +229,17 @@ impl ManagerHandle {
     pub fn shutdown_with(&self, reason: &str) {
         *self.farewell.lock().expect("farewell lock") = Some(reason.to_string());
         self.shutdown.cancel();
+    }
+
+    /// Sets a `key=value` tag of this server's listing on its masters
+    /// (`ManagerConfig::listing`), replacing the key's value if it had one:
+    /// what the server learned after it started (a join code). Shown from
+    /// the manager's next tick; nothing without a listing.
+    pub fn set_listing_tag(&self, key: &str, value: &str) {
+        self.tags
+            .lock()
+            .expect("tags lock")
+            .push((key.to_string(), value.to_string()));
     }
 
     /// Whether a shutdown was asked for.

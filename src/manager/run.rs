@@ -238,8 +238,12 @@ impl<L: GameLogic> Runner<L> {
             actions.into_iter(),
         );
         let status = self.status();
+        let tags = std::mem::take(&mut *self.control.tags.lock().expect("tags lock"));
         if let Some(listing) = &mut self.listing {
             listing.update(status);
+            for (key, value) in tags {
+                listing.set_tag(&key, &value);
+            }
         }
     }
 

@@ -63,8 +63,12 @@ pub fn serve_if_child<'a, L: GameLogic, B: Into<ServerBuilder<'a, L>>>(
 
 /// Stops the server on EOF or a `shutdown` line on stdin; `shutdown
 /// REASON` gives the clients that reason (`LocalServer::shutdown_with`).
-/// `stop` is called once, with the reason if there is one.
-pub(crate) fn watch_parent(stop: impl FnOnce(Option<String>) + Send + 'static) {
+/// `stop` is called once, with the reason if there is one. A `tag KEY=VALUE`
+/// line (`ListingTagger::tag`) is given to `tag`.
+pub(crate) fn watch_parent(
+    stop: impl FnOnce(Option<String>) + Send + 'static,
+    tag: impl Fn(&str, &str) + Send + 'static,
+) {
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
         let mut reason = None;
@@ -75,6 +79,11 @@ pub(crate) fn watch_parent(stop: impl FnOnce(Option<String>) + Send + 'static) {
                     if let Some(given) = line.strip_prefix("shutdown ") {
                         reason = Some(given.trim().chars().take(MAX_REASON_CHARS).collect());
                         break;
+                    }
+                    if let Some((key, value)) =
+                        line.strip_prefix("tag ").and_then(|t| t.split_once('='))
+                    {
+                        tag(key.trim(), value.trim());
                     }
                 }
                 Err(_) => break,

@@ -26,7 +26,7 @@ pub use child::init_stderr_logging;
 pub(crate) use child::watch_parent;
 pub use child::{serve_if_child, wait_for_signal};
 pub use limits::{raise_open_files_limit, share_descriptors, OpenFiles};
-pub use parent::{LocalServer, LocalServerOptions, ServerProgram, SpawnError};
+pub use parent::{ListingTagger, LocalServer, LocalServerOptions, ServerProgram, SpawnError};
 
 use crate::PROTOCOL_VERSION;
 

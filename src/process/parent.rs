@@ -97,12 +97,36 @@ pub enum SpawnError {
     },
 }
 
+/// Sets tags of a child server's listing: a `tag KEY=VALUE` line on its
+/// stdin, read by the child's manager (`ManagerHandle::set_listing_tag`).
+#[derive(Debug, Clone)]
+pub struct ListingTagger(Arc<Mutex<Option<ChildStdin>>>);
+
+impl ListingTagger {
+    /// Sets `key=value` (neither with a line break or `=` in the key; the
+    /// child's listing checks the lengths). An error once the child stopped.
+    pub fn tag(&self, key: &str, value: &str) -> std::io::Result<()> {
+        if key.contains(['=', '\r', '\n']) || value.contains(['\r', '\n']) {
+            return Err(std::io::Error::other(
+                "a tag is one line, its key without '='",
+            ));
+        }
+        let mut stdin = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let stdin = stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the server has stopped"))?;
+        stdin.write_all(format!("tag {key}={value}\n").as_bytes())?;
+        stdin.flush()
+    }
+}
+
 /// A server running as a child process. Dropping it shuts the server down
 /// (and kills it if it does not stop in time): no orphan servers.
 #[derive(Debug)]
 pub struct LocalServer {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Shared with the [`ListingTagger`]s; taken (closed) at shutdown.
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
     addr: SocketAddr,
     shutdown_timeout: Duration,
 }
@@ -177,7 +201,7 @@ impl LocalServer {
         tracing::info!(pid = child.id(), port, "local server ready");
         Ok(Self {
             child,
-            stdin,
+            stdin: Arc::new(Mutex::new(stdin)),
             addr: SocketAddr::new(ip, port),
             shutdown_timeout: options.shutdown_timeout,
         })
@@ -216,6 +240,14 @@ impl LocalServer {
         self.stop(None)
     }
 
+    /// A handle that sets tags of the child's listing on its masters (its
+    /// `LocalServerOptions::env` carried an `Announce`): what the game
+    /// learned after the server started, a join code say. `Send`, for any
+    /// thread of the game.
+    pub fn listing_tagger(&self) -> ListingTagger {
+        ListingTagger(self.stdin.clone())
+    }
+
     /// Like [`shutdown`](Self::shutdown), and the server tells its clients
     /// `reason` as it closes their connections ("the host, ada, quit")
     /// instead of "server shutting down". One line of at most 200
@@ -225,7 +257,8 @@ impl LocalServer {
     }
 
     fn stop(&mut self, reason: Option<&str>) -> std::io::Result<ExitStatus> {
-        if let Some(mut stdin) = self.stdin.take() {
+        let stdin = self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut stdin) = stdin {
             let line = match reason {
                 Some(reason) => format!("shutdown {}\n", reason.replace(['\r', '\n'], " ")),
                 None => "shutdown\n".to_string(),

@@ -93,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             info.max_players,
             ping,
             protocol(info),
-            server.listed.addr
+            server.listed.join_addr()
         );
     }
     if let Some(choice) = value("--join").or_else(|| {
@@ -114,7 +114,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Ok(());
         }
         let name = value("--name").unwrap_or_else(|| "browser".into());
-        let mut client = NetworkClient::connect(server.listed.addr, ClientConfig::named(&name));
+        // A game hosted through a join-code relay is joined by its code.
+        let mut client =
+            NetworkClient::connect(server.listed.join_addr(), ClientConfig::named(&name));
         let deadline = Instant::now() + Duration::from_secs(5);
         while !client.is_welcomed() && !client.is_finished() && Instant::now() < deadline {
             client.poll_timeout(Duration::from_millis(20));

@@ -115,6 +115,23 @@ impl ListingUpdates for Announcer {
             info.bots = info.bots.min(info.players);
         });
     }
+
+    /// Sets a tag of what is announced: the key's value replaced, or the
+    /// tag added while the info keeps within its limits (16 tags, 64 bytes
+    /// each; past them the tag is not shown, and the log says so).
+    fn set_tag(&mut self, key: &str, value: &str) {
+        self.change(|info| {
+            let mut changed = info.clone();
+            match changed.tags.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) => *v = value.to_string(),
+                None => changed.tags.push((key.to_string(), value.to_string())),
+            }
+            match changed.check() {
+                Ok(()) => *info = changed,
+                Err(err) => tracing::warn!(key, %err, "listing tag not shown"),
+            }
+        });
+    }
 }
 
 /// A running announcer. Dropping it stops the heartbeats and says goodbye

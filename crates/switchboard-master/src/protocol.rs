@@ -256,6 +256,24 @@ pub struct Listed {
     pub info: ServerInfo,
 }
 
+/// The tag a server hosted through a join-code relay lists its code in:
+/// `join=K7PQ2M@relay.example.org:7400` (`docs/HOSTING.md`).
+pub const JOIN_TAG: &str = "join";
+
+impl Listed {
+    /// Where a player connects to it: the join code at its relay when it
+    /// lists one (a game hosted behind a router), else its address.
+    pub fn join_addr(&self) -> String {
+        self.info
+            .tags
+            .iter()
+            .find(|(key, value)| {
+                key == JOIN_TAG && switchboard::rendezvous::split_join_addr(value).is_some()
+            })
+            .map_or_else(|| self.addr.to_string(), |(_, value)| value.clone())
+    }
+}
+
 /// A page of servers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListPage {

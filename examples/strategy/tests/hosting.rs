@@ -275,3 +275,81 @@ async fn upnp_host_checked_by_its_master_plays_direct_and_falls_back_on_the_rela
         "{rest:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_of_a_hosted_game_is_in_its_listing_and_a_browser_joins_with_it() {
+    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+    use switchboard_master::{fetch_list, Filter, MasterServer};
+    let master = MasterServer::builder().spawn().unwrap();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let relay = RendezvousServer::bind(any, None, RendezvousConfig::default())
+        .await
+        .unwrap();
+    let saves = scratch::Scratch::new("hosting-listed-code");
+    // Hosted on loopback only: the relay is its only way in.
+    let mut host = Command::new(BIN)
+        .args([
+            "--host",
+            "--name",
+            "ann",
+            "--text",
+            "--bot",
+            "1",
+            "--players",
+            "2",
+        ])
+        .args(["--master", &master.local_addr().to_string()])
+        .args(["--rendezvous", &relay.local_addr().to_string(), "--saves"])
+        .arg(&*saves)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(&mut host);
+    let news = line_with(&lines, "join-code relay: join code ");
+    let code = news
+        .split("join code ")
+        .nth(1)
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let expected = format!("{code}@{}", relay.local_addr());
+    // The listing shows the code from the child's next heartbeat on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let listed = loop {
+        let listed = fetch_list(
+            master.local_addr(),
+            Filter::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        if listed.iter().any(|l| l.join_addr() == expected) || std::time::Instant::now() > deadline
+        {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let game = listed
+        .iter()
+        .find(|l| l.info.name == "ann")
+        .expect("listed");
+    assert_eq!(game.join_addr(), expected, "{listed:?}");
+    // A browser joins where the listing says.
+    let joined = tokio::task::spawn_blocking({
+        let addr = game.join_addr();
+        move || {
+            let player = player::Player::join(addr, "bob");
+            player.client.client_id()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(joined.is_some());
+    assert_eq!(relay.stats().joined, 1);
+    let _ = host.kill();
+    let _ = host.wait();
+}

@@ -271,7 +271,18 @@ async fn host_stream(
     addr: SocketAddr,
     shared: &Arc<Shared>,
 ) -> Option<TcpStream> {
-    let to_host = game.to_host()?;
+    // A host between two control connections (its line dropped, it is
+    // connecting again) is waited for, as long as it has to answer.
+    let deadline = tokio::time::Instant::now() + shared.config.host_answer_timeout;
+    let to_host = loop {
+        if let Some(to_host) = game.to_host() {
+            break to_host;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let (answer, answered) = oneshot::channel();
     let ticket = shared.games().wait(game.clone(), answer);
     let incoming = Frame::Incoming {
@@ -283,7 +294,7 @@ async fn host_stream(
         shared.games().answer(ticket);
         return None;
     }
-    let stream = tokio::time::timeout(shared.config.host_answer_timeout, answered).await;
+    let stream = tokio::time::timeout_at(deadline, answered).await;
     shared.games().answer(ticket);
     stream.ok()?.ok()
 }
@@ -322,16 +333,19 @@ async fn host(
             return;
         }
     };
+    // Attached before the host hears its code: a player who joins the
+    // moment the host shows it finds the host there.
+    let (to_host, mut announced) = mpsc::channel(64);
+    game.attach_host(to_host);
     let code = Frame::Code {
         code: game.code.clone(),
         secret: game.secret,
     };
     if stream.write_all(&code.encode()).await.is_err() {
+        game.detach_host();
         return;
     }
     tracing::info!(code = %game.code, host = %addr, "host registered");
-    let (to_host, mut announced) = mpsc::channel(64);
-    game.attach_host(to_host);
     let (read, mut write) = stream.into_split();
     let mut heard = FramedRead::new(read, frames(MAX_FRAME_LEN + 1));
     let mut ping = tokio::time::interval(config.keepalive);

@@ -260,7 +260,7 @@ async fn upnp_refusal_is_reported_with_the_routers_reason() {
 }
 
 #[tokio::test]
-async fn gateways_that_never_answer_cost_at_most_the_timeout_each() {
+async fn pcp_nat_pmp_upnp_gateways_that_never_answer_cost_at_most_the_timeout_each() {
     let behaviour = fake_nat::Behaviour {
         speaks: Speaks::Nothing,
         ..fake_nat::Behaviour::default()
@@ -286,7 +286,7 @@ async fn gateways_that_never_answer_cost_at_most_the_timeout_each() {
 }
 
 #[tokio::test]
-async fn a_gateway_that_comes_later_is_found_when_the_lease_tries_again() {
+async fn pcp_gateway_that_comes_later_is_found_when_the_lease_tries_again() {
     let ip = fake_nat::fresh_ip();
     let (_silent, search) = silent_search().await;
     let mut config = config(ip.into(), search);
