@@ -55,7 +55,10 @@ pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
             switchboard::process::ready_line(relay.local_addr().port())
         );
         if let Some(ws) = relay.websocket_addr() {
-            println!("WebSocket players: ws://{ws}/<code>");
+            // The line every mode prints for its WebSocket port; players
+            // add the join code to it.
+            println!("WebSocket clients: ws://{ws}/");
+            println!("WebSocket players join at ws://{ws}/<code>");
         }
         switchboard::process::wait_for_signal().await;
         let stats = relay.stats();

@@ -178,9 +178,9 @@ fn join_code_board_server_behind_the_rendezvous_binary_takes_players_by_code() {
         .collect();
     let (mut relay, relay_lines) = start(&args);
     let relay_port = ready_port(&relay_lines);
-    let ws = line_starting(&relay_lines, "WebSocket players: ws://");
-    let ws = ws["WebSocket players: ws://".len()..]
-        .trim_end_matches("/<code>")
+    let ws = line_starting(&relay_lines, "WebSocket clients: ws://");
+    let ws = ws["WebSocket clients: ws://".len()..]
+        .trim_end_matches('/')
         .to_string();
     // A board server at home, on loopback only: reachable through the relay.
     let relay_addr = format!("127.0.0.1:{relay_port}");

@@ -42,8 +42,28 @@ export async function startServer(args, env = {}) {
       }
     });
   });
+  // Later lines, for `line(pattern)`.
+  const later = [];
+  const waiting = [];
+  lines.on('line', (text) => {
+    later.push(text);
+    for (const wait of waiting.splice(0)) wait();
+  });
   return {
     ...found,
+    /** The first line (after the ready line) matching `pattern`, within 10 s. */
+    async line(pattern) {
+      const deadline = Date.now() + 10000;
+      for (;;) {
+        const hit = later.find((text) => pattern.test(text));
+        if (hit) return hit.match(pattern);
+        if (Date.now() > deadline) throw new Error(`no line matching ${pattern}`);
+        await new Promise((resolve) => {
+          waiting.push(resolve);
+          setTimeout(resolve, 100);
+        });
+      }
+    },
     stop() {
       child.kill('SIGTERM');
       return exited(child);
