@@ -12,55 +12,10 @@ mod fake_nat;
 #[allow(dead_code)]
 mod fake_upnp;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use support::BIN;
-
-/// Starts `switchboard-server ARGS`; its stdout lines arrive on the receiver.
-fn start(args: &[String]) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    (child, received)
-}
-
-/// The first line that starts with `prefix`, within 10 s.
-fn line_starting(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    loop {
-        match lines.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) if line.starts_with(prefix) => return line,
-            Ok(_) => {}
-            Err(e) => panic!("no line starting {prefix:?}: {e}"),
-        }
-    }
-}
-
-fn signal(child: &std::process::Child, signal: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
-}
-
-fn ready_port(lines: &mpsc::Receiver<String>) -> u16 {
-    line_starting(lines, "SWITCHBOARD READY 1 ")["SWITCHBOARD READY 1 ".len()..]
-        .trim()
-        .parse()
-        .unwrap()
-}
+use support::{line_starting, ready_port, signal, start_lines as start, BIN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upnp_board_server_says_where_the_internet_joins_and_ctrl_c_removes_the_mapping() {

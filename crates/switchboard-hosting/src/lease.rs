@@ -67,13 +67,43 @@ impl std::fmt::Display for MapStatus {
     }
 }
 
+/// What both handles hold: the status as it changes, and the stop signal
+/// (dropped: the keeper removes the mapping and ends).
+#[derive(Debug)]
+struct Control {
+    status: watch::Receiver<MapStatus>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Control {
+    /// A handle's control, and what its keeper reports to and stops on.
+    fn new(
+        on_change: impl FnMut(&MapStatus) + Send + 'static,
+    ) -> (Self, Report, oneshot::Receiver<()>) {
+        let (status_tx, status) = watch::channel(MapStatus::Trying);
+        let (stop, stopped) = oneshot::channel();
+        let control = Self {
+            status,
+            stop: Some(stop),
+        };
+        (control, Report::new(status_tx, on_change), stopped)
+    }
+
+    fn status(&self) -> MapStatus {
+        self.status.borrow().clone()
+    }
+
+    fn stop(&mut self) {
+        drop(self.stop.take());
+    }
+}
+
 /// A port kept mapped by a task on the current tokio runtime. Stop it with
 /// [`PortLease::stop`]; dropping it stops it too (the removal then runs
 /// on as long as the runtime does).
 #[derive(Debug)]
 pub struct PortLease {
-    status: watch::Receiver<MapStatus>,
-    stop: Option<oneshot::Sender<()>>,
+    control: Control,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -91,32 +121,30 @@ impl PortLease {
         local_port: u16,
         on_change: impl FnMut(&MapStatus) + Send + 'static,
     ) -> Self {
-        let (status_tx, status) = watch::channel(MapStatus::Trying);
-        let (stop, stopped) = oneshot::channel();
-        let report = Report::new(status_tx, on_change);
+        let (control, report, stopped) = Control::new(on_change);
         let task = tokio::spawn(keep(config, local_port, report, stopped));
         Self {
-            status,
-            stop: Some(stop),
+            control,
             task: Some(task),
         }
     }
 
     /// The status now.
     pub fn status(&self) -> MapStatus {
-        self.status.borrow().clone()
+        self.control.status()
     }
 
     /// Every change of status, as a `watch` receiver (to show it as it
     /// changes).
     pub fn watch(&self) -> watch::Receiver<MapStatus> {
-        self.status.clone()
+        self.control.status.clone()
     }
 
     /// Waits for the first answer: mapped, or why not.
     pub async fn ready(&mut self) -> MapStatus {
         // An error: the task is gone, and its last word is the status.
         let _ = self
+            .control
             .status
             .wait_for(|status| *status != MapStatus::Trying)
             .await;
@@ -126,7 +154,7 @@ impl PortLease {
     /// Removes the mapping (bounded by [`PortMapConfig::timeout`]) and
     /// says what became of it.
     pub async fn stop(mut self) -> MapStatus {
-        drop(self.stop.take());
+        self.control.stop();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -137,7 +165,7 @@ impl PortLease {
 impl Drop for PortLease {
     fn drop(&mut self) {
         // The task sees its stop sender gone and removes the mapping.
-        drop(self.stop.take());
+        self.control.stop();
     }
 }
 
@@ -147,8 +175,7 @@ impl Drop for PortLease {
 /// most [`PortMapConfig::timeout`] for the gateway.
 #[derive(Debug)]
 pub struct PortMapper {
-    status: watch::Receiver<MapStatus>,
-    stop: Option<oneshot::Sender<()>>,
+    control: Control,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -166,9 +193,7 @@ impl PortMapper {
         local_port: u16,
         on_change: impl FnMut(&MapStatus) + Send + 'static,
     ) -> Self {
-        let (status_tx, status) = watch::channel(MapStatus::Trying);
-        let (stop, stopped) = oneshot::channel();
-        let mut report = Report::new(status_tx, on_change);
+        let (control, mut report, stopped) = Control::new(on_change);
         let thread = std::thread::Builder::new()
             .name("switchboard-portmap".into())
             .spawn(move || {
@@ -189,21 +214,17 @@ impl PortMapper {
                 None
             }
         };
-        Self {
-            status,
-            stop: Some(stop),
-            thread,
-        }
+        Self { control, thread }
     }
 
     /// The status now.
     pub fn status(&self) -> MapStatus {
-        self.status.borrow().clone()
+        self.control.status()
     }
 
     /// Every change of status, as a `watch` receiver.
     pub fn watch(&self) -> watch::Receiver<MapStatus> {
-        self.status.clone()
+        self.control.status.clone()
     }
 
     /// Blocks until the first answer (mapped, or why not), or `timeout`.
@@ -225,7 +246,7 @@ impl PortMapper {
     }
 
     fn finish(&mut self) {
-        drop(self.stop.take());
+        self.control.stop();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -271,12 +271,7 @@ fn lobby_start(ann: &mut Player, bob: &mut Player) {
     );
     assert_eq!(bob.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
     assert_eq!(ann.ask(LobbyAct::Start), RequestStatus::Accepted);
-    bob.until(|p| {
-        p.view
-            .borrow()
-            .as_ref()
-            .is_some_and(|v| v.you == Some(NationId(1)))
-    });
+    bob.until_playing(1);
     assert!(ann.lobby.borrow().as_ref().unwrap().started);
 }
 
@@ -298,12 +293,7 @@ fn hosted_game_lobby_then_a_dropped_player_comes_back_to_the_same_nation() {
     bob.until(|p| !p.client.is_welcomed());
     bob.until(|p| p.client.is_welcomed());
     assert_eq!(bob.client.client_id(), id, "same id after the reconnect");
-    bob.until(|p| {
-        p.view
-            .borrow()
-            .as_ref()
-            .is_some_and(|v| v.you == Some(NationId(1)))
-    });
+    bob.until_playing(1);
     let cavalry = bob.view().unit_at(10, 3).unwrap().id;
     assert_eq!(
         bob.ask(GameAct::Claim(cavalry)),
@@ -421,24 +411,14 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     }
     assert_eq!(host.ask(LobbyAct::Start), RequestStatus::Accepted);
     for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
-        player.until(|p| {
-            p.view
-                .borrow()
-                .as_ref()
-                .is_some_and(|v| v.you == Some(NationId(nation)))
-        });
+        player.until_playing(nation);
     }
     // Bob's line drops mid-game; the others play on; he comes back as East.
     proxy.cut();
     bob.until(|p| !p.client.is_welcomed());
     assert_eq!(host.ask(GameAct::EndTurn), RequestStatus::Accepted);
     bob.until(|p| p.client.is_welcomed());
-    bob.until(|p| {
-        p.view
-            .borrow()
-            .as_ref()
-            .is_some_and(|v| v.you == Some(NationId(1)))
-    });
+    bob.until_playing(1);
     let unit = bob
         .view()
         .units

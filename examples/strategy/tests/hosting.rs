@@ -18,8 +18,22 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 
-/// The host's stdout, line by line, on a channel.
-fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+/// The game's binary as a host named ann in the typed interface, with
+/// `args` and its saves in `saves`; its stdout, line by line.
+fn host(
+    args: &[String],
+    saves: &scratch::Scratch,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["--host", "--name", "ann", "--text"])
+        .args(args)
+        .arg("--saves")
+        .arg(&**saves)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
@@ -29,7 +43,12 @@ fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
             }
         }
     });
-    lines
+    (child, lines)
+}
+
+/// Owned arguments.
+fn args(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
 }
 
 /// The first line of `lines` containing `text`, within 20 s.
@@ -47,21 +66,24 @@ fn line_with(lines: &mpsc::Receiver<String>, text: &str) -> String {
 async fn upnp_host_reads_where_the_internet_joins_and_ctrl_c_removes_the_mapping() {
     let igd = fake_upnp::FakeIgd::start(fake_upnp::Behaviour::default()).await;
     let saves = scratch::Scratch::new("hosting-upnp");
-    let mut host = Command::new(BIN)
-        .args(["--host", "--bind", "all", "--name", "ann", "--text"])
-        // A bot that waits in the lobby for a second player.
-        .args(["--bot", "1", "--players", "2"])
-        // No PCP or NAT-PMP on this "router": refused at once, then UPnP.
-        .args(["--gateway", "127.0.55.1", "--upnp-search"])
-        .arg(igd.search.to_string())
-        .arg("--saves")
-        .arg(&*saves)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(&mut host);
+    let search = igd.search.to_string();
+    // A bot that waits in the lobby for a second player; no PCP or NAT-PMP
+    // on this "router" (refused at once), then UPnP.
+    let (mut host, lines) = host(
+        &args(&[
+            "--bind",
+            "all",
+            "--bot",
+            "1",
+            "--players",
+            "2",
+            "--gateway",
+            "127.0.55.1",
+            "--upnp-search",
+            &search,
+        ]),
+        &saves,
+    );
     let started = line_with(&lines, "on port ");
     let port: u16 = started.rsplit(' ').next().unwrap().parse().unwrap();
     let mapped = line_with(&lines, "port mapping");
@@ -107,18 +129,20 @@ async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
     let saves = scratch::Scratch::new("hosting-relay");
     // The host: the game's own binary, its server a child process, linked
     // to the relay; a bot that starts the game once three are ready.
-    let mut host = Command::new(BIN)
-        .args(["--host", "--name", "ann", "--text", "--scenario", "islands"])
-        .args(["--bot", "3", "--players", "3", "--rendezvous"])
-        .arg(relay.local_addr().to_string())
-        .arg("--saves")
-        .arg(&*saves)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(&mut host);
+    let to = relay.local_addr().to_string();
+    let (mut host, lines) = host(
+        &args(&[
+            "--scenario",
+            "islands",
+            "--bot",
+            "3",
+            "--players",
+            "3",
+            "--rendezvous",
+            &to,
+        ]),
+        &saves,
+    );
     let news = line_with(&lines, "join-code relay: join code ");
     let code = news
         .split_whitespace()
@@ -142,24 +166,14 @@ async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
         assert_eq!(player.ask(LobbyAct::Ready(true)), RequestStatus::Accepted);
     }
     for (player, nation) in [(&mut bob, 1u8), (&mut cat, 2)] {
-        player.until(|p| {
-            p.view
-                .borrow()
-                .as_ref()
-                .is_some_and(|v| v.you == Some(NationId(nation)))
-        });
+        player.until_playing(nation);
     }
     let id = bob.client.client_id();
     line.cut();
     bob.until(|p| !p.client.is_welcomed());
     bob.until(|p| p.client.is_welcomed());
     assert_eq!(bob.client.client_id(), id);
-    bob.until(|p| {
-        p.view
-            .borrow()
-            .as_ref()
-            .is_some_and(|v| v.you == Some(NationId(1)))
-    });
+    bob.until_playing(1);
     let unit = bob
         .view()
         .units
@@ -184,29 +198,29 @@ fn decision(
     port: u16,
 ) -> (String, Vec<String>) {
     let saves = scratch::Scratch::new(&format!("hosting-decision-{port}"));
-    let mut host = Command::new(BIN)
-        .args(["--host", "--bind", "all", "--name", "ann", "--text"])
-        .args(["--bot", "1", "--players", "2", "--port", &port.to_string()])
-        .args([
+    let (port, master, relay) = (port.to_string(), master.to_string(), relay.to_string());
+    let search = igd.search.to_string();
+    let (mut host, lines) = host(
+        &args(&[
+            "--bind",
+            "all",
+            "--bot",
+            "1",
+            "--players",
+            "2",
+            "--port",
+            &port,
             "--master",
-            &master.to_string(),
+            &master,
             "--rendezvous",
-            &relay.to_string(),
-        ])
-        .args([
+            &relay,
             "--gateway",
             "127.0.55.2",
             "--upnp-search",
-            &igd.search.to_string(),
-        ])
-        .arg("--saves")
-        .arg(&*saves)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(&mut host);
+            &search,
+        ]),
+        &saves,
+    );
     let decided = line_with(&lines, "players on the internet: ");
     // What else it said by then, and shortly after.
     std::thread::sleep(Duration::from_millis(300));
@@ -287,26 +301,23 @@ async fn join_code_of_a_hosted_game_is_in_its_listing_and_a_browser_joins_with_i
         .unwrap();
     let saves = scratch::Scratch::new("hosting-listed-code");
     // Hosted on loopback only: the relay is its only way in.
-    let mut host = Command::new(BIN)
-        .args([
-            "--host",
-            "--name",
-            "ann",
-            "--text",
+    let (master_at, relay_at) = (
+        master.local_addr().to_string(),
+        relay.local_addr().to_string(),
+    );
+    let (mut host, lines) = host(
+        &args(&[
             "--bot",
             "1",
             "--players",
             "2",
-        ])
-        .args(["--master", &master.local_addr().to_string()])
-        .args(["--rendezvous", &relay.local_addr().to_string(), "--saves"])
-        .arg(&*saves)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(&mut host);
+            "--master",
+            &master_at,
+            "--rendezvous",
+            &relay_at,
+        ]),
+        &saves,
+    );
     let news = line_with(&lines, "join-code relay: join code ");
     let code = news
         .split("join code ")

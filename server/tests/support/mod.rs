@@ -117,3 +117,49 @@ pub fn http(
     let status = String::from_utf8_lossy(&response[9..12]).parse().unwrap();
     (status, response[split + 4..].to_vec())
 }
+
+/// Starts `switchboard-server ARGS`; its stdout lines arrive on the
+/// receiver (for tests that read more than the ready line).
+pub fn start_lines(args: &[String]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, received)
+}
+
+/// The first line that starts with `prefix`, within 10 s.
+pub fn line_starting(lines: &std::sync::mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        match lines.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.starts_with(prefix) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line starting {prefix:?}: {e}"),
+        }
+    }
+}
+
+/// The port of the ready line among `lines`.
+pub fn ready_port(lines: &std::sync::mpsc::Receiver<String>) -> u16 {
+    line_starting(lines, "SWITCHBOARD READY 1 ")["SWITCHBOARD READY 1 ".len()..]
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Sends `signal` to a child (SIGINT: Ctrl-C; SIGTERM).
+pub fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+}

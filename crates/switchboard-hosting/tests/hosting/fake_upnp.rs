@@ -219,23 +219,26 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn envelope(action: &str, inner: &str) -> String {
+/// A SOAP envelope around `body`.
+fn soap_envelope(body: &str) -> String {
     format!(
         "<?xml version=\"1.0\"?>\r\n<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\" \
-         s:encodingStyle=\"http://schemas.xmlsoap.org/soap/encoding/\"><s:Body>\
-         <u:{action}Response xmlns:u=\"urn:schemas-upnp-org:service:WANIPConnection:1\">{inner}</u:{action}Response>\
-         </s:Body></s:Envelope>"
+         s:encodingStyle=\"http://schemas.xmlsoap.org/soap/encoding/\"><s:Body>{body}</s:Body></s:Envelope>"
     )
 }
 
+fn envelope(action: &str, inner: &str) -> String {
+    soap_envelope(&format!(
+        "<u:{action}Response xmlns:u=\"urn:schemas-upnp-org:service:WANIPConnection:1\">{inner}</u:{action}Response>"
+    ))
+}
+
 fn fault(code: u16, description: &str) -> (u16, String) {
-    let body = format!(
-        "<?xml version=\"1.0\"?>\r\n<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\" \
-         s:encodingStyle=\"http://schemas.xmlsoap.org/soap/encoding/\"><s:Body><s:Fault>\
-         <faultcode>s:Client</faultcode><faultstring>UPnPError</faultstring><detail>\
+    let body = soap_envelope(&format!(
+        "<s:Fault><faultcode>s:Client</faultcode><faultstring>UPnPError</faultstring><detail>\
          <UPnPError xmlns=\"urn:schemas-upnp-org:control-1-0\"><errorCode>{code}</errorCode>\
-         <errorDescription>{description}</errorDescription></UPnPError></detail></s:Fault></s:Body></s:Envelope>"
-    );
+         <errorDescription>{description}</errorDescription></UPnPError></detail></s:Fault>"
+    ));
     (500, body)
 }
 

@@ -67,6 +67,13 @@ impl Player {
         self.client.status(ticket)
     }
 
+    /// Waits until its view says it plays `nation` (the game started, or
+    /// it came back to it).
+    pub fn until_playing(&mut self, nation: u8) {
+        let nation = Some(strategy::scenario::NationId(nation));
+        self.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.you == nation));
+    }
+
     pub fn view(&self) -> NationView {
         self.view.borrow().clone().unwrap()
     }
