@@ -12,6 +12,10 @@ pub(crate) struct RelayArgs {
     /// The native (Switchboard) port.
     #[arg(long, default_value_t = 7200)]
     port: u16,
+    /// Record every call into the relay's core to FILE, for
+    /// `switchboard-server replay FILE` (docs/RECORDING.md).
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
     /// Also listen for newline-delimited JSON clients on this port.
     #[arg(long)]
     json_port: Option<u16>,
@@ -93,6 +97,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
                 split_flush_at: args.split_flush_at,
             },
             compact_precision: args.precision,
+            record: args.record.clone(),
             ..Default::default()
         };
         if let Some(hz) = args.tick_hz {

@@ -1,6 +1,6 @@
-//! `switchboard-server replay FILE`: a recorded board game or rooms server
-//! fed to a fresh core, every output compared with the recorded run's; with
-//! `--serve PORT`, served live to spectators.
+//! `switchboard-server replay FILE`: a recorded board game, rooms server or
+//! relay fed to a fresh core, every output compared with the recorded
+//! run's; with `--serve PORT` (not for a relay), served live to spectators.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,6 +37,9 @@ pub(crate) struct ReplayArgs {
 /// Replays the recording (the board game's or a rooms server's); an error
 /// says where the replay diverged, or why the file could not be read.
 pub(crate) fn run_replay(args: ReplayArgs) -> Result<(), String> {
+    if switchboard_relay::record::is_relay_recording(&args.file) {
+        return replay_relay(&args);
+    }
     let file =
         std::fs::File::open(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let reader = RecordReader::new(std::io::BufReader::new(file))
@@ -126,4 +129,34 @@ fn run<L: GameLogic>(
         Err(ReplayError::Diverged(divergence)) => Err(format!("diverged:\n{divergence}")),
         Err(err) => Err(err.to_string()),
     }
+}
+
+/// A relay's recording: every call replayed on a fresh relay core, every
+/// answer compared.
+fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
+    if args.serve.is_some() {
+        return Err("a relay's recording is checked, not served (--serve is for games)".into());
+    }
+    let name = args.file.display();
+    let file = std::fs::File::open(&args.file).map_err(|e| format!("{name}: {e}"))?;
+    println!("replaying {name} (a relay)");
+    let started = Instant::now();
+    let report = switchboard_relay::record::replay(std::io::BufReader::new(file))
+        .map_err(|e| format!("{name}: {e}"))?;
+    if let Some(d) = report.divergence {
+        return Err(format!(
+            "diverged at record {} ({:?}): recorded answer {:016x}, replayed {:016x}",
+            d.record, d.input, d.recorded, d.replayed
+        ));
+    }
+    let ending = match &report.stopped {
+        Some(why) => format!(" (the recording stopped early: {why})"),
+        None => String::new(),
+    };
+    println!(
+        "replayed {} calls in {:.1} s: every answer identical{ending}",
+        report.calls,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

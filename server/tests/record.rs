@@ -366,3 +366,52 @@ fn replay_served_live_seeks_back_and_the_spectator_sees_it_again() {
     assert!(inputs > 20, "{inputs} inputs");
     let _ = std::fs::remove_file(&path);
 }
+
+/// The relay recorded while bots walk and talk through it over real
+/// sockets (`relay --record`, `bots`), stopped with SIGTERM, then replayed
+/// by `switchboard-server replay`: every answer of its core the same.
+#[test]
+fn record_the_relay_over_real_sockets_and_replay_it_identically() {
+    let path = recording("relay");
+    let args: Vec<String> = ["relay", "--port", "0", "--view-radius", "50", "--record"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([path.display().to_string()])
+        .collect();
+    let (mut relay, lines) = support::start_lines(&args);
+    let port = support::ready_port(&lines);
+    let bots = Command::new(support::BIN)
+        .args(["bots", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--count", "12", "--rate", "10", "--seconds", "2", "--walk"])
+        .args(["--view-radius", "50", "--world", "120", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        bots.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bots.stderr)
+    );
+    support::signal(&relay, libc::SIGTERM);
+    assert!(relay.wait().unwrap().success());
+    let replayed = Command::new(support::BIN)
+        .args(["replay"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&replayed.stdout);
+    assert!(
+        replayed.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&replayed.stderr)
+    );
+    assert!(said.contains("every answer identical"), "{said}");
+    let calls: u64 = said
+        .split("replayed ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // 12 joins and about 12 × 10 × 2 transforms.
+    assert!(calls > 200, "{said}");
+    let _ = std::fs::remove_file(&path);
+}

@@ -371,6 +371,15 @@ pub(crate) async fn run(
             if let Some(interest) = &config.interest {
                 relay = relay.with_interest(*interest);
             }
+            if let Some(path) = &config.record {
+                let header = relay.record_header();
+                match crate::record::RelayRecorder::create(path, header, 65_536) {
+                    Ok(recorder) => relay.record_to(std::sync::Arc::new(recorder)),
+                    Err(err) => {
+                        tracing::error!(path = %path.display(), %err, "relay not recorded")
+                    }
+                }
+            }
             relay
         },
         zones: config.zones.clone().map(Zones::new),

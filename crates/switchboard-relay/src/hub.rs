@@ -1,5 +1,6 @@
 //! The relay's logic, without IO: players, zones, and who hears what.
 
+use crate::record::{Answer, RelayInput};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -97,7 +98,7 @@ pub const QUEUE_WAIT_BOUNDS_MICROS: [u64; 10] =
     [10, 50, 100, 250, 500, 1_000, 2_500, 10_000, 50_000, 250_000];
 
 /// The relay's limits per player; each field says its default.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RelayLimits {
     /// Transforms a player may send per second, sustained (default 60;
     /// players send at 10 to 20 Hz). One over it is dropped and counted as a
@@ -153,6 +154,8 @@ pub struct Relay {
     interest: Option<InterestConfig>,
     /// Each zone's players by place (interest by distance).
     worlds: HashMap<String, World>,
+    /// Where its calls are recorded, when they are (`record_to`).
+    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
 }
 
 impl Relay {
@@ -185,10 +188,40 @@ impl Relay {
         self
     }
 
+    /// Records every call from now on (`crate::record`); a relay that
+    /// records starts empty, so that a replay starts as it did.
+    pub fn record_to(&mut self, recorder: std::sync::Arc<crate::record::RelayRecorder>) {
+        self.recorder = Some(recorder);
+    }
+
+    /// What a recording of this relay starts with.
+    pub fn record_header(&self) -> crate::record::RelayHeader {
+        crate::record::RelayHeader {
+            magic: crate::record::MAGIC,
+            format: crate::record::FORMAT,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            limits: self.limits,
+            interest: self.interest,
+            id_prefix: self.id_prefix,
+        }
+    }
+
+    fn record(&self, input: impl FnOnce() -> RelayInput, answer: Answer<'_>) {
+        if let Some(recorder) = &self.recorder {
+            recorder.call(input(), answer);
+        }
+    }
+
     /// Gives the player who joined as `id` the id `wanted` (a handover
     /// from another relay), before it is in a zone. False, and nothing
     /// changed, if `wanted` is taken or `id` is not a fresh player.
     pub fn take_id(&mut self, id: u32, wanted: u32) -> bool {
+        let taken = self.take_id_core(id, wanted);
+        self.record(|| RelayInput::TakeId { id, wanted }, Answer::Flag(taken));
+        taken
+    }
+
+    fn take_id_core(&mut self, id: u32, wanted: u32) -> bool {
         if wanted == 0 || self.players.contains_key(&wanted) {
             return false;
         }
@@ -217,7 +250,9 @@ impl Relay {
 
     /// Players that must be disconnected for abuse, and why (each once).
     pub fn take_abusive(&mut self) -> Vec<(u32, String)> {
-        std::mem::take(&mut self.abusive)
+        let abusive = std::mem::take(&mut self.abusive);
+        self.record(|| RelayInput::TakeAbusive, Answer::Abusive(&abusive));
+        abusive
     }
 
     /// Zones with players in them.
@@ -266,6 +301,24 @@ impl Relay {
         link: Link,
         is_bot: bool,
     ) -> (u32, Vec<Outgoing>) {
+        let (id, out) = self.join_core(name, addr, link, is_bot);
+        let input = || RelayInput::Join {
+            name: name.to_string(),
+            addr,
+            link,
+            is_bot,
+        };
+        self.record(input, Answer::Joined(id, &out));
+        (id, out)
+    }
+
+    fn join_core(
+        &mut self,
+        name: &str,
+        addr: Option<SocketAddr>,
+        link: Link,
+        is_bot: bool,
+    ) -> (u32, Vec<Outgoing>) {
         // Ids go up and wrap (past u32::MAX, or within the prefix's range),
         // never onto 0 or a live player.
         let mut id = self.next_id;
@@ -297,6 +350,16 @@ impl Relay {
 
     /// Renames a player or marks it a bot.
     pub fn describe(&mut self, id: u32, name: &str, is_bot: bool) {
+        self.describe_core(id, name, is_bot);
+        let input = || RelayInput::Describe {
+            id,
+            name: name.to_string(),
+            is_bot,
+        };
+        self.record(input, Answer::Nothing);
+    }
+
+    fn describe_core(&mut self, id: u32, name: &str, is_bot: bool) {
         if let Some(player) = self.players.get_mut(&id) {
             player.name = display_name(name);
             player.is_bot = is_bot;
@@ -317,16 +380,38 @@ impl Relay {
         transform: Transform,
         server_time_ms: u64,
     ) -> Vec<Outgoing> {
-        if !self.admit(id, &transform, server_time_ms) {
-            return Vec::new();
+        let recorded = self.recorder.is_some().then(|| transform.clone());
+        let out = if self.admit_core(id, &transform, server_time_ms) {
+            self.relay_admitted_core(id, transform, server_time_ms)
+        } else {
+            Vec::new()
+        };
+        if let Some(transform) = recorded {
+            let input = || RelayInput::Transform {
+                id,
+                transform,
+                now_ms: server_time_ms,
+            };
+            self.record(input, Answer::Out(&out));
         }
-        self.relay_admitted(id, transform, server_time_ms)
+        out
     }
 
     /// Whether player `id` may send `transform` now (its rate, its shape):
     /// counted in, and against its rate. What is not admitted goes no
     /// further, not even to a zone directory.
     pub fn admit(&mut self, id: u32, transform: &Transform, server_time_ms: u64) -> bool {
+        let admitted = self.admit_core(id, transform, server_time_ms);
+        let input = || RelayInput::Admit {
+            id,
+            transform: transform.clone(),
+            now_ms: server_time_ms,
+        };
+        self.record(input, Answer::Flag(admitted));
+        admitted
+    }
+
+    fn admit_core(&mut self, id: u32, transform: &Transform, server_time_ms: u64) -> bool {
         self.stats.transforms_in += 1;
         if !self.players.contains_key(&id) {
             return false;
@@ -340,6 +425,25 @@ impl Relay {
 
     /// Relays a transform [`admit`](Self::admit) let in.
     pub fn relay_admitted(
+        &mut self,
+        id: u32,
+        transform: Transform,
+        server_time_ms: u64,
+    ) -> Vec<Outgoing> {
+        let recorded = self.recorder.is_some().then(|| transform.clone());
+        let out = self.relay_admitted_core(id, transform, server_time_ms);
+        if let Some(transform) = recorded {
+            let input = || RelayInput::RelayAdmitted {
+                id,
+                transform,
+                now_ms: server_time_ms,
+            };
+            self.record(input, Answer::Out(&out));
+        }
+        out
+    }
+
+    fn relay_admitted_core(
         &mut self,
         id: u32,
         transform: Transform,
@@ -430,6 +534,12 @@ impl Relay {
 
     /// A player left: those who could see it are told.
     pub fn leave(&mut self, id: u32) -> Vec<Outgoing> {
+        let out = self.leave_core(id);
+        self.record(|| RelayInput::Leave { id }, Answer::Out(&out));
+        out
+    }
+
+    fn leave_core(&mut self, id: u32) -> Vec<Outgoing> {
         self.budgets.remove(&id);
         let Some(player) = self.players.remove(&id) else {
             return Vec::new();
@@ -452,6 +562,7 @@ impl Relay {
     /// Counts a malformed line.
     pub fn malformed_line(&mut self) {
         self.stats.malformed_lines += 1;
+        self.record(|| RelayInput::MalformedLine, Answer::Nothing);
     }
 
     /// A copy of every player.

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use switchboard::socket::IdBuildHasher;
 
 /// How interest by distance works in a zone; each field says its default.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InterestConfig {
     /// A player comes into view within this distance (default 50, in the
     /// game's units).

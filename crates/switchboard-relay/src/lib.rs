@@ -20,6 +20,7 @@
 //! | [`compact`] | compact transforms: quantized, as differences, senders and zones as small numbers ([`CompactEncoder`](compact::CompactEncoder) in the relay, [`CompactDecoder`](compact::CompactDecoder) in a client) |
 //! | `stamp` | the load tester's stamp in a transform, read back without allocating |
 //! | `wire` | bincode's varints by hand, for the paths that read and write in place |
+//! | [`record`] | recording the core's calls off its path ([`RelayRecorder`](record::RelayRecorder)) and replaying them on a fresh core ([`replay`](record::replay)) |
 //! | `zones` | zones across relay processes: [`ZoneRouting`], the directory's trait, handover tickets |
 
 #![warn(missing_docs)]
@@ -34,6 +35,7 @@ pub mod interest;
 mod json;
 pub mod load;
 mod log;
+pub mod record;
 mod server;
 mod stamp;
 mod transform;

@@ -199,6 +199,13 @@ pub struct RelayConfig {
     /// unit is the metre). A finite number above 0; positions are rounded
     /// to it, and clamped to ±2^31 − 1 of it.
     pub compact_precision: f32,
+    /// Record every call into the relay's core to this file (default
+    /// none; `relay --record FILE`, `docs/RECORDING.md`): `switchboard-server
+    /// replay FILE` replays it and checks every answer. Written by a thread
+    /// of its own through a queue of 65,536 records; when the disk falls
+    /// that far behind the recording stops (its last record says why) and
+    /// the relay goes on.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Default for RelayConfig {
@@ -218,6 +225,7 @@ impl Default for RelayConfig {
             json_idle_timeout: Duration::from_secs(120),
             json_write_timeout: Duration::from_secs(10),
             zones: None,
+            record: None,
             interest: None,
             compact_precision: crate::compact::DEFAULT_PRECISION,
         }

@@ -390,7 +390,7 @@ impl<R: Read> RecordReader<R> {
     /// Opens a recording: reads and checks its header.
     pub fn new(file: R) -> Result<Self, RecordError> {
         let mut stream = ZlibDecoder::new(file);
-        let header: Header = match read_one(&mut stream, 0)? {
+        let header: Header = match read_value(&mut stream, 0)? {
             Some(header) => header,
             None => return Err(RecordError::NotARecording("it is empty".into())),
         };
@@ -420,7 +420,7 @@ impl<R: Read> RecordReader<R> {
             return Ok(None);
         }
         self.read += 1;
-        match read_one(&mut self.stream, self.read)? {
+        match read_value(&mut self.stream, self.read)? {
             Some(record) => {
                 self.ended = matches!(record, Record::End | Record::Stopped(_));
                 if self.ended {
@@ -449,8 +449,10 @@ impl<R: Read> RecordReader<R> {
     }
 }
 
-/// One length-prefixed value, `None` at a clean end.
-fn read_one<T: serde::de::DeserializeOwned>(
+/// One length-prefixed value (as [`write_record`] writes it) from a
+/// decompressed stream, `None` at a clean end: the framing of every
+/// Switchboard recording (the relay's has records of its own).
+pub fn read_value<T: serde::de::DeserializeOwned>(
     stream: &mut impl Read,
     record: u64,
 ) -> Result<Option<T>, RecordError> {

@@ -1,0 +1,430 @@
+//! Recording a relay and replaying it exactly (`docs/RECORDING.md`, "The
+//! relay").
+//!
+//! The relay's core ([`Relay`]) takes everything as arguments, its clock
+//! included (the server's milliseconds), and its answers depend on nothing
+//! else: a file of its inputs, each with a summary of what it answered,
+//! replays on a fresh core to the same answers, or says at which input it
+//! does not. The driver's own work (pacing, batches, sockets) is not the
+//! core's and is not recorded.
+//!
+//! A file is a zlib stream of length-prefixed bincode values, as the
+//! manager's recordings are: a [`RelayHeader`], then [`RelayRecord`]s,
+//! `End` (or `Stopped`) last. It is written by a thread of its own through
+//! a bounded queue: when the queue is full the recording stops, says why,
+//! and the relay goes on.
+
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+use serde::{Deserialize, Serialize};
+use switchboard::record::{fnv1a, read_value, write_record, RecordError};
+
+use crate::hub::{Link, Outgoing, Relay, RelayEvent, RelayLimits};
+use crate::interest::InterestConfig;
+use crate::transform::Transform;
+
+/// The first four bytes of a relay recording's header.
+pub const MAGIC: [u8; 4] = *b"SWRL";
+
+/// The format this build writes and reads.
+pub const FORMAT: u16 = 1;
+
+/// What a relay recording starts with: what a fresh core needs to be the
+/// one recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelayHeader {
+    /// [`MAGIC`].
+    pub magic: [u8; 4],
+    /// [`FORMAT`].
+    pub format: u16,
+    /// The Switchboard version that wrote it.
+    pub version: String,
+    /// The relay's limits.
+    pub limits: RelayLimits,
+    /// Interest by distance, when on.
+    pub interest: Option<InterestConfig>,
+    /// The id prefix of a relay of several.
+    pub id_prefix: Option<u32>,
+}
+
+/// One call into the core, with its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RelayInput {
+    /// [`Relay::join`].
+    Join {
+        /// The name given.
+        name: String,
+        /// Where it came from.
+        addr: Option<std::net::SocketAddr>,
+        /// How it is linked.
+        link: Link,
+        /// Whether it said it is a bot.
+        is_bot: bool,
+    },
+    /// [`Relay::describe`].
+    Describe {
+        /// Who.
+        id: u32,
+        /// Its name.
+        name: String,
+        /// Whether it is a bot.
+        is_bot: bool,
+    },
+    /// [`Relay::transform`].
+    Transform {
+        /// Who sent it.
+        id: u32,
+        /// What.
+        transform: Transform,
+        /// The server's clock.
+        now_ms: u64,
+    },
+    /// [`Relay::admit`].
+    Admit {
+        /// Who sent it.
+        id: u32,
+        /// What.
+        transform: Transform,
+        /// The server's clock.
+        now_ms: u64,
+    },
+    /// [`Relay::relay_admitted`].
+    RelayAdmitted {
+        /// Who sent it.
+        id: u32,
+        /// What.
+        transform: Transform,
+        /// The server's clock.
+        now_ms: u64,
+    },
+    /// [`Relay::leave`].
+    Leave {
+        /// Who.
+        id: u32,
+    },
+    /// [`Relay::take_id`].
+    TakeId {
+        /// The player as it joined.
+        id: u32,
+        /// The id it was handed over with.
+        wanted: u32,
+    },
+    /// [`Relay::take_abusive`].
+    TakeAbusive,
+    /// [`Relay::malformed_line`].
+    MalformedLine,
+}
+
+/// One record after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RelayRecord {
+    /// A call, and a hash of what it answered (FNV-1a of its answer's
+    /// bytes: recipients, events, transforms as bincode).
+    Call {
+        /// The call.
+        input: RelayInput,
+        /// Its answer's hash.
+        answer: u64,
+    },
+    /// The recording stopped early (why); the last record.
+    Stopped(String),
+    /// The relay stopped; the last record.
+    End,
+}
+
+/// A core's answer, for its hash.
+pub(crate) enum Answer<'a> {
+    Nothing,
+    Flag(bool),
+    Joined(u32, &'a [Outgoing]),
+    Out(&'a [Outgoing]),
+    Abusive(&'a [(u32, String)]),
+}
+
+impl Answer<'_> {
+    fn hash(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(64);
+        let outgoing = |bytes: &mut Vec<u8>, out: &[Outgoing]| {
+            for (to, event) in out {
+                bytes.extend((to.len() as u32).to_le_bytes());
+                to.iter().for_each(|id| bytes.extend(id.to_le_bytes()));
+                match event {
+                    RelayEvent::Welcome { player_id } => {
+                        bytes.push(0);
+                        bytes.extend(player_id.to_le_bytes());
+                    }
+                    RelayEvent::Transform {
+                        player_id,
+                        server_time_ms,
+                        transform,
+                    } => {
+                        bytes.push(1);
+                        bytes.extend(player_id.to_le_bytes());
+                        bytes.extend(server_time_ms.to_le_bytes());
+                        if let Ok(encoded) = switchboard::codec::encode_value(&**transform) {
+                            bytes.extend(encoded);
+                        }
+                    }
+                    RelayEvent::Left { player_id } => {
+                        bytes.push(2);
+                        bytes.extend(player_id.to_le_bytes());
+                    }
+                }
+            }
+        };
+        match self {
+            Answer::Nothing => {}
+            Answer::Flag(flag) => bytes.push(u8::from(*flag)),
+            Answer::Joined(id, out) => {
+                bytes.extend(id.to_le_bytes());
+                outgoing(&mut bytes, out);
+            }
+            Answer::Out(out) => outgoing(&mut bytes, out),
+            Answer::Abusive(list) => {
+                for (id, why) in *list {
+                    bytes.extend(id.to_le_bytes());
+                    bytes.extend(why.as_bytes());
+                }
+            }
+        }
+        fnv1a(&bytes)
+    }
+}
+
+/// Records a relay's calls to a file, off the relay's path.
+#[derive(Debug)]
+pub struct RelayRecorder {
+    queue: Mutex<Option<SyncSender<RelayRecord>>>,
+    stopped: Arc<Mutex<Option<String>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    path: PathBuf,
+}
+
+impl RelayRecorder {
+    /// Starts a recording of a relay made with these settings at `path`,
+    /// holding at most `queue` records waiting for the disk.
+    pub fn create(
+        path: impl Into<PathBuf>,
+        header: RelayHeader,
+        queue: usize,
+    ) -> std::io::Result<Self> {
+        let path = path.into();
+        let file = std::fs::File::create(&path)?;
+        let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
+        write_record(&mut out, &header)?;
+        let (tx, rx) = sync_channel::<RelayRecord>(queue.max(1));
+        let stopped = Arc::new(Mutex::new(None));
+        let writer = std::thread::Builder::new()
+            .name("relay-recorder".into())
+            .spawn(move || write_all(out, rx))?;
+        Ok(Self {
+            queue: Mutex::new(Some(tx)),
+            stopped,
+            writer: Mutex::new(Some(writer)),
+            path,
+        })
+    }
+
+    /// Where it writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Why it stopped early, if it did.
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped.lock().expect("stopped lock").clone()
+    }
+
+    pub(crate) fn call(&self, input: RelayInput, answer: Answer<'_>) {
+        let mut queue = self.queue.lock().expect("queue lock");
+        let Some(tx) = queue.as_ref() else { return };
+        let record = RelayRecord::Call {
+            input,
+            answer: answer.hash(),
+        };
+        if let Err(TrySendError::Full(_)) = tx.try_send(record) {
+            let why = "its queue was full: the disk is slower than the relay".to_string();
+            tracing::warn!("relay recording stopped: {why}");
+            let _ = tx.send(RelayRecord::Stopped(why.clone()));
+            *self.stopped.lock().expect("stopped lock") = Some(why);
+            *queue = None;
+        }
+    }
+
+    /// Ends the recording (its last record) and waits for the file.
+    pub fn finish(&self) {
+        if let Some(tx) = self.queue.lock().expect("queue lock").take() {
+            let _ = tx.send(RelayRecord::End);
+        }
+        if let Some(writer) = self.writer.lock().expect("writer lock").take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for RelayRecorder {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn write_all(mut out: ZlibEncoder<BufWriter<std::fs::File>>, rx: Receiver<RelayRecord>) {
+    for record in rx {
+        let last = matches!(record, RelayRecord::End | RelayRecord::Stopped(_));
+        if let Err(err) = write_record(&mut out, &record) {
+            tracing::error!(%err, "relay recording: cannot write");
+            return;
+        }
+        if last {
+            break;
+        }
+    }
+    if let Err(err) = out.finish().and_then(|mut file| file.flush()) {
+        tracing::error!(%err, "relay recording: cannot finish the file");
+    }
+}
+
+/// Where a replay first gave another answer than the recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayDivergence {
+    /// The record's number (the header is 0).
+    pub record: u64,
+    /// The call.
+    pub input: RelayInput,
+    /// The recorded answer's hash, and the replay's.
+    pub recorded: u64,
+    /// The replay's answer's hash.
+    pub replayed: u64,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayReplay {
+    /// Calls replayed.
+    pub calls: u64,
+    /// Whether the recording was complete (`End`), or why it stopped.
+    pub stopped: Option<String>,
+    /// The first call whose answer differed, if one did.
+    pub divergence: Option<RelayDivergence>,
+}
+
+/// Whether the file at `path` is a relay recording (its header's magic).
+pub fn is_relay_recording(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut stream = ZlibDecoder::new(std::io::BufReader::new(file));
+    matches!(read_value::<RelayHeader>(&mut stream, 0), Ok(Some(h)) if h.magic == MAGIC)
+}
+
+/// Replays a relay recording on a fresh core; stops at the first call
+/// whose answer differs. A cut or corrupted file is an error, never a
+/// panic.
+pub fn replay(file: impl Read) -> Result<RelayReplay, RecordError> {
+    let mut stream = ZlibDecoder::new(file);
+    let header: RelayHeader = read_value(&mut stream, 0)?
+        .ok_or_else(|| RecordError::NotARecording("it is empty".into()))?;
+    if header.magic != MAGIC || header.format != FORMAT {
+        return Err(RecordError::NotARecording(format!(
+            "not a relay recording of format {FORMAT} (magic {:?}, format {})",
+            header.magic, header.format
+        )));
+    }
+    let mut relay = Relay::with_limits(header.limits);
+    if let Some(interest) = header.interest {
+        relay = relay.with_interest(interest);
+    }
+    if let Some(prefix) = header.id_prefix {
+        relay = relay.with_id_prefix(prefix);
+    }
+    let mut report = RelayReplay {
+        calls: 0,
+        stopped: None,
+        divergence: None,
+    };
+    let mut number = 0u64;
+    loop {
+        number += 1;
+        let record: RelayRecord =
+            read_value(&mut stream, number)?.ok_or(RecordError::CutShort {
+                records: number - 1,
+            })?;
+        match record {
+            RelayRecord::End => break,
+            RelayRecord::Stopped(why) => {
+                report.stopped = Some(why);
+                break;
+            }
+            RelayRecord::Call { input, answer } => {
+                report.calls += 1;
+                let replayed = relay.replay_call(&input);
+                if replayed != answer {
+                    report.divergence = Some(RelayDivergence {
+                        record: number,
+                        input,
+                        recorded: answer,
+                        replayed,
+                    });
+                    return Ok(report);
+                }
+            }
+        }
+    }
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest)?;
+    if !rest.is_empty() {
+        return Err(RecordError::Corrupt {
+            record: number + 1,
+            reason: format!("{} bytes after the last record", rest.len()),
+        });
+    }
+    Ok(report)
+}
+
+impl Relay {
+    /// Makes the call `input` describes; the hash of its answer.
+    fn replay_call(&mut self, input: &RelayInput) -> u64 {
+        match input.clone() {
+            RelayInput::Join {
+                name,
+                addr,
+                link,
+                is_bot,
+            } => {
+                let (id, out) = self.join(&name, addr, link, is_bot);
+                Answer::Joined(id, &out).hash()
+            }
+            RelayInput::Describe { id, name, is_bot } => {
+                self.describe(id, &name, is_bot);
+                Answer::Nothing.hash()
+            }
+            RelayInput::Transform {
+                id,
+                transform,
+                now_ms,
+            } => Answer::Out(&self.transform(id, transform, now_ms)).hash(),
+            RelayInput::Admit {
+                id,
+                transform,
+                now_ms,
+            } => Answer::Flag(self.admit(id, &transform, now_ms)).hash(),
+            RelayInput::RelayAdmitted {
+                id,
+                transform,
+                now_ms,
+            } => Answer::Out(&self.relay_admitted(id, transform, now_ms)).hash(),
+            RelayInput::Leave { id } => Answer::Out(&self.leave(id)).hash(),
+            RelayInput::TakeId { id, wanted } => Answer::Flag(self.take_id(id, wanted)).hash(),
+            RelayInput::TakeAbusive => Answer::Abusive(&self.take_abusive()).hash(),
+            RelayInput::MalformedLine => {
+                self.malformed_line();
+                Answer::Nothing.hash()
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Recording the relay's core and replaying it: identical answers, a
+//! changed rule found at the right record, a cut or corrupted file a clear
+//! error.
+
+use std::sync::Arc;
+
+use switchboard::record::{read_value, write_record};
+use switchboard_relay::interest::InterestConfig;
+use switchboard_relay::record::{self, RelayHeader, RelayInput, RelayRecord, RelayRecorder};
+use switchboard_relay::{Link, Relay, RelayLimits, Transform};
+
+fn at(x: f32, z: f32, zone: &str) -> Transform {
+    Transform {
+        position: [x, 0.0, z],
+        zone: zone.into(),
+        ..Transform::default()
+    }
+}
+
+/// A session on a relay with interest by distance: joins, walks, a zone
+/// change, a player over its rate, a leave. Recorded to `path`.
+fn session(path: &std::path::Path, limits: RelayLimits) {
+    let mut relay = Relay::with_limits(limits).with_interest(InterestConfig::default());
+    let recorder = RelayRecorder::create(path, relay.record_header(), 1024).unwrap();
+    relay.record_to(Arc::new(recorder));
+    let ids: Vec<u32> = (0..6)
+        .map(|i| relay.join(&format!("p{i}"), None, Link::Native, i == 5).0)
+        .collect();
+    relay.describe(ids[0], "ann", false);
+    for step in 0..40u64 {
+        for (i, &id) in ids.iter().enumerate() {
+            let x = i as f32 * 20.0 + step as f32 * 1.5;
+            let zone = if i == 2 && step > 20 { "b" } else { "a" };
+            relay.transform(id, at(x, 10.0, zone), 1_000 + step * 50);
+        }
+    }
+    // Player 3 floods: past its burst, refused.
+    for n in 0..30u64 {
+        relay.transform(ids[3], at(60.0, 10.0, "a"), 4_000 + n);
+    }
+    let _ = relay.take_abusive();
+    relay.leave(ids[1]);
+    relay.malformed_line();
+    // Dropping the relay ends the recording.
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "switchboard-relay-{}-{name}.swrl",
+        std::process::id()
+    ))
+}
+
+#[test]
+fn record_relay_calls_and_replay_them_identically() {
+    let path = temp("same");
+    session(&path, RelayLimits::default());
+    assert!(record::is_relay_recording(&path));
+    let report = record::replay(std::fs::File::open(&path).unwrap()).unwrap();
+    assert_eq!(report.divergence, None);
+    assert_eq!(report.stopped, None);
+    // 6 joins, a describe, 240 + 30 transforms, a take, a leave, a line.
+    assert_eq!(report.calls, 6 + 1 + 240 + 30 + 1 + 1 + 1);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn replay_relay_with_a_changed_rule_diverges_at_the_first_call_it_changes() {
+    let path = temp("changed");
+    session(&path, RelayLimits::default());
+    // The same calls under a relay whose burst is 2: player 3's flood is
+    // refused earlier than recorded.
+    let changed = temp("changed-rule");
+    {
+        let mut stream = flate2::read::ZlibDecoder::new(std::fs::File::open(&path).unwrap());
+        let mut header: RelayHeader = read_value(&mut stream, 0).unwrap().unwrap();
+        header.limits.transform_burst = 2.0;
+        header.limits.transforms_per_second = 1.0;
+        let file = std::fs::File::create(&changed).unwrap();
+        let mut out = flate2::write::ZlibEncoder::new(file, flate2::Compression::fast());
+        write_record(&mut out, &header).unwrap();
+        let mut number = 0;
+        while let Some(record) = read_value::<RelayRecord>(&mut stream, number + 1).unwrap() {
+            number += 1;
+            let last = matches!(record, RelayRecord::End);
+            write_record(&mut out, &record).unwrap();
+            if last {
+                break;
+            }
+        }
+        out.finish().unwrap();
+    }
+    let report = record::replay(std::fs::File::open(&changed).unwrap()).unwrap();
+    let divergence = report.divergence.expect("a divergence");
+    // Records: 6 joins, the describe, then each player's first transform
+    // (admitted under both rules: a burst of 2), then the second round's
+    // first one, record 14: the third transform of player 0 at 1,100 ms is
+    // the first a burst of 2 and 1 a second refuses.
+    assert_eq!(divergence.record, 6 + 1 + 6 + 6 + 1);
+    assert!(matches!(
+        divergence.input,
+        RelayInput::Transform { now_ms: 1_100, .. }
+    ));
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&changed).unwrap();
+}
+
+#[test]
+fn replay_relay_of_a_cut_or_corrupted_file_is_a_clear_error() {
+    let path = temp("cut");
+    session(&path, RelayLimits::default());
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in [bytes.len() / 2, bytes.len() - 3, 10] {
+        let result = record::replay(&bytes[..cut]);
+        assert!(result.is_err(), "cut at {cut}: {result:?}");
+    }
+    let mut corrupted = bytes.clone();
+    let middle = corrupted.len() / 2;
+    corrupted[middle] ^= 0x5a;
+    assert!(record::replay(&corrupted[..]).is_err());
+    assert!(record::replay(&b"not a recording"[..]).is_err());
+    std::fs::remove_file(&path).unwrap();
+}
