@@ -11,8 +11,9 @@
 //! A file is a zlib stream of length-prefixed bincode values, as the
 //! manager's recordings are: a [`RelayHeader`], then [`RelayRecord`]s,
 //! `End` (or `Stopped`) last. It is written by a thread of its own through
-//! a bounded queue: when the queue is full the recording stops, says why,
-//! and the relay goes on.
+//! a bounded queue, in batches of 256 calls (or a second's, when calls are
+//! few): when the queue is full the recording stops, says why, and the
+//! relay goes on.
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -199,11 +200,23 @@ impl Answer<'_> {
 /// Records a relay's calls to a file, off the relay's path.
 #[derive(Debug)]
 pub struct RelayRecorder {
-    queue: Mutex<Option<SyncSender<RelayRecord>>>,
+    queue: Mutex<Queue>,
     stopped: Arc<Mutex<Option<String>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     path: PathBuf,
 }
+
+/// Records go to the writer in batches: one hand-over (and one wake-up of
+/// its thread) per [`BATCH`] calls, or per second when calls are few.
+#[derive(Debug)]
+struct Queue {
+    tx: Option<SyncSender<Vec<RelayRecord>>>,
+    batch: Vec<RelayRecord>,
+    sent_at: std::time::Instant,
+}
+
+/// Calls per hand-over to the writer.
+const BATCH: usize = 256;
 
 impl RelayRecorder {
     /// Starts a recording of a relay made with these settings at `path`,
@@ -217,13 +230,17 @@ impl RelayRecorder {
         let file = std::fs::File::create(&path)?;
         let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
         write_record(&mut out, &header)?;
-        let (tx, rx) = sync_channel::<RelayRecord>(queue.max(1));
+        let (tx, rx) = sync_channel::<Vec<RelayRecord>>(queue.div_ceil(BATCH).max(1));
         let stopped = Arc::new(Mutex::new(None));
         let writer = std::thread::Builder::new()
             .name("relay-recorder".into())
             .spawn(move || write_all(out, rx))?;
         Ok(Self {
-            queue: Mutex::new(Some(tx)),
+            queue: Mutex::new(Queue {
+                tx: Some(tx),
+                batch: Vec::with_capacity(BATCH),
+                sent_at: std::time::Instant::now(),
+            }),
             stopped,
             writer: Mutex::new(Some(writer)),
             path,
@@ -242,25 +259,40 @@ impl RelayRecorder {
 
     pub(crate) fn call(&self, input: RelayInput, answer: Answer<'_>) {
         let mut queue = self.queue.lock().expect("queue lock");
-        let Some(tx) = queue.as_ref() else { return };
-        let record = RelayRecord::Call {
+        if queue.tx.is_none() {
+            return;
+        }
+        queue.batch.push(RelayRecord::Call {
             input,
             answer: answer.hash(),
-        };
-        if let Err(TrySendError::Full(_)) = tx.try_send(record) {
+        });
+        if queue.batch.len() < BATCH && queue.sent_at.elapsed() < std::time::Duration::from_secs(1)
+        {
+            return;
+        }
+        let batch = std::mem::replace(&mut queue.batch, Vec::with_capacity(BATCH));
+        queue.sent_at = std::time::Instant::now();
+        let Some(tx) = queue.tx.as_ref() else { return };
+        if let Err(TrySendError::Full(batch)) = tx.try_send(batch) {
             let why = "its queue was full: the disk is slower than the relay".to_string();
             tracing::warn!("relay recording stopped: {why}");
-            let _ = tx.send(RelayRecord::Stopped(why.clone()));
+            let mut last = batch;
+            last.push(RelayRecord::Stopped(why.clone()));
+            let _ = tx.send(last);
             *self.stopped.lock().expect("stopped lock") = Some(why);
-            *queue = None;
+            queue.tx = None;
         }
     }
 
     /// Ends the recording (its last record) and waits for the file.
     pub fn finish(&self) {
-        if let Some(tx) = self.queue.lock().expect("queue lock").take() {
-            let _ = tx.send(RelayRecord::End);
+        let mut queue = self.queue.lock().expect("queue lock");
+        if let Some(tx) = queue.tx.take() {
+            let mut last = std::mem::take(&mut queue.batch);
+            last.push(RelayRecord::End);
+            let _ = tx.send(last);
         }
+        drop(queue);
         if let Some(writer) = self.writer.lock().expect("writer lock").take() {
             let _ = writer.join();
         }
@@ -273,15 +305,17 @@ impl Drop for RelayRecorder {
     }
 }
 
-fn write_all(mut out: ZlibEncoder<BufWriter<std::fs::File>>, rx: Receiver<RelayRecord>) {
-    for record in rx {
-        let last = matches!(record, RelayRecord::End | RelayRecord::Stopped(_));
-        if let Err(err) = write_record(&mut out, &record) {
-            tracing::error!(%err, "relay recording: cannot write");
-            return;
-        }
-        if last {
-            break;
+fn write_all(mut out: ZlibEncoder<BufWriter<std::fs::File>>, rx: Receiver<Vec<RelayRecord>>) {
+    'batches: for batch in rx {
+        for record in batch {
+            let last = matches!(record, RelayRecord::End | RelayRecord::Stopped(_));
+            if let Err(err) = write_record(&mut out, &record) {
+                tracing::error!(%err, "relay recording: cannot write");
+                return;
+            }
+            if last {
+                break 'batches;
+            }
         }
     }
     if let Err(err) = out.finish().and_then(|mut file| file.flush()) {
