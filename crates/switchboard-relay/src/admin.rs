@@ -77,6 +77,14 @@ impl AdminSource for RelayAdmin {
         "relay"
     }
 
+    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+        self.relay.recording()
+    }
+
+    fn stop_recording(&self) -> bool {
+        self.relay.stop_recording()
+    }
+
     fn log(&self) -> Vec<LogLine> {
         self.relay
             .log()

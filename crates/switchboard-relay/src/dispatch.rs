@@ -359,6 +359,7 @@ pub(crate) async fn run(
     config: RelayConfig,
     stop: CancellationToken,
     log: crate::log::RelayLog,
+    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
 ) {
     let started = Instant::now();
     let config_precision = config.compact_precision;
@@ -371,14 +372,8 @@ pub(crate) async fn run(
             if let Some(interest) = &config.interest {
                 relay = relay.with_interest(*interest);
             }
-            if let Some(path) = &config.record {
-                let header = relay.record_header();
-                match crate::record::RelayRecorder::create(path, header, 65_536) {
-                    Ok(recorder) => relay.record_to(std::sync::Arc::new(recorder)),
-                    Err(err) => {
-                        tracing::error!(path = %path.display(), %err, "relay not recorded")
-                    }
-                }
+            if let Some(recorder) = recorder {
+                relay.record_to(recorder);
             }
             relay
         },

@@ -194,7 +194,8 @@ impl Relay {
         self.recorder = Some(recorder);
     }
 
-    /// What a recording of this relay starts with.
+    /// What a recording of this relay starts with (a relay server's:
+    /// [`RelayHeader::of`](crate::record::RelayHeader::of)).
     pub fn record_header(&self) -> crate::record::RelayHeader {
         crate::record::RelayHeader {
             magic: crate::record::MAGIC,

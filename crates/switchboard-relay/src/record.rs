@@ -53,6 +53,20 @@ pub struct RelayHeader {
     pub id_prefix: Option<u32>,
 }
 
+impl RelayHeader {
+    /// The header of a relay run with `config`.
+    pub fn of(config: &crate::RelayConfig) -> Self {
+        Self {
+            magic: MAGIC,
+            format: FORMAT,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            limits: config.limits,
+            interest: config.interest,
+            id_prefix: config.zones.as_ref().map(|zones| zones.process),
+        }
+    }
+}
+
 /// One call into the core, with its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RelayInput {
@@ -255,6 +269,37 @@ impl RelayRecorder {
     /// Why it stopped early, if it did.
     pub fn stopped(&self) -> Option<String> {
         self.stopped.lock().expect("stopped lock").clone()
+    }
+
+    /// Where it stands, for the admin page.
+    pub fn status(&self) -> switchboard::manager::RecordingStatus {
+        let recording = self.queue.lock().expect("queue lock").tx.is_some();
+        let complete = self
+            .writer
+            .lock()
+            .expect("writer lock")
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished);
+        switchboard::manager::RecordingStatus {
+            path: self.path.clone(),
+            recording,
+            complete: !recording && complete,
+            stopped: self.stopped(),
+        }
+    }
+
+    /// Stops recording (the file ends with `Stopped(why)`); the relay goes
+    /// on. `false` if it had stopped already.
+    pub fn stop(&self, why: &str) -> bool {
+        let mut queue = self.queue.lock().expect("queue lock");
+        let Some(tx) = queue.tx.take() else {
+            return false;
+        };
+        let mut last = std::mem::take(&mut queue.batch);
+        last.push(RelayRecord::Stopped(why.to_string()));
+        let _ = tx.send(last);
+        *self.stopped.lock().expect("stopped lock") = Some(why.to_string());
+        true
     }
 
     pub(crate) fn call(&self, input: RelayInput, answer: Answer<'_>) {

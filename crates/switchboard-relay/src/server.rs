@@ -256,9 +256,23 @@ pub struct RelayHandle {
     control: mpsc::Sender<Control>,
     log: crate::log::RelayLog,
     admin_addr: Option<SocketAddr>,
+    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
 }
 
 impl RelayHandle {
+    /// Where the recording (`RelayConfig::record`) stands, if there is one.
+    pub fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+        self.recorder.as_ref().map(|r| r.status())
+    }
+
+    /// Stops the recording (the relay goes on); `false` if there was none
+    /// going.
+    pub fn stop_recording(&self) -> bool {
+        self.recorder
+            .as_ref()
+            .is_some_and(|r| r.stop("stopped by the operator"))
+    }
+
     /// Where the admin server listens, when `RelayConfig::admin` started
     /// one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
@@ -357,6 +371,7 @@ pub struct RelayServer {
     stop: CancellationToken,
     log: crate::log::RelayLog,
     admin: Option<switchboard_admin::AdminServer>,
+    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
 }
 
 impl std::fmt::Debug for RelayServer {
@@ -389,6 +404,19 @@ impl RelayServer {
         let stop = CancellationToken::new();
         let (control_tx, control) = mpsc::channel(16);
         let log = crate::log::RelayLog::new();
+        // Created here, so that a file that cannot be written is the
+        // bind's error, not a relay that silently records nothing.
+        let recorder = match &config.record {
+            Some(path) => {
+                let header = crate::record::RelayHeader::of(&config);
+                let recorder =
+                    crate::record::RelayRecorder::create(path, header, 65_536).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                    })?;
+                Some(std::sync::Arc::new(recorder))
+            }
+            None => None,
+        };
         let handle = RelayHandle {
             native_addr: native.local_addr(),
             websocket_addr: native.websocket_addr(),
@@ -397,6 +425,7 @@ impl RelayServer {
             control: control_tx,
             log: log.clone(),
             admin_addr: None,
+            recorder: recorder.clone(),
         };
         // The admin server lives as long as the relay's task (it holds it).
         let admin = match &config.admin {
@@ -425,6 +454,7 @@ impl RelayServer {
             stop,
             log,
             admin,
+            recorder,
         };
         Ok((server, handle))
     }
@@ -455,6 +485,7 @@ impl RelayServer {
             ));
         }
         let stop = self.stop.clone();
+        let recorder = self.recorder.clone();
         let hub = crate::dispatch::run(
             self.native,
             json_rx,
@@ -462,14 +493,21 @@ impl RelayServer {
             self.config,
             self.stop,
             self.log,
+            self.recorder,
         );
         tokio::pin!(hub, shutdown);
         tokio::select! {
-            _ = &mut hub => return,
-            _ = &mut shutdown => stop.cancel(),
+            _ = &mut hub => {}
+            _ = &mut shutdown => {
+                stop.cancel();
+                // The hub sees the cancellation and closes every connection.
+                hub.await;
+            }
         }
-        // The hub sees the cancellation and closes every connection.
-        hub.await;
+        // The recording ends with the relay (its handles may outlive it).
+        if let Some(recorder) = recorder {
+            recorder.finish();
+        }
     }
 }
 

@@ -452,3 +452,88 @@ async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// The relay's recording from its admin page: where it stands, stopped by
+/// the operator with the token (the relay goes on), downloaded whole, and
+/// the download replays with every answer the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_relay_stopped_and_downloaded_from_the_admin_page_replays_identically() {
+    let path = std::env::temp_dir().join(format!("switchboard-admin-{}.swrl", std::process::id()));
+    let config = relay::RelayConfig {
+        record: Some(path.clone()),
+        ..relay::RelayConfig::default()
+    };
+    let relay = relay::RelayServer::builder()
+        .config(config)
+        .spawn()
+        .unwrap();
+    let source = Arc::new(RelayAdmin::new(relay.clone()));
+    let admin_config = AdminConfig {
+        token: Some("record-admin-t0ken".into()),
+        ..AdminConfig::default()
+    };
+    let admin = AdminServer::spawn(admin_config, source).await.unwrap();
+    let (ann, _) = native_client(relay.native_addr(), "ann").await;
+    for step in 0..5 {
+        ann.send(&at("hall", step as f32)).unwrap();
+    }
+    until_in_zone(&relay, "hall", 1).await;
+    let (status, body) = http(&admin, "GET", "/api/recording", None, "").await;
+    assert_eq!(status, 200, "{body}");
+    let status_now: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status_now["recording"], true, "{body}");
+    // Not complete yet: no download.
+    let (status, _) = http(
+        &admin,
+        "GET",
+        "/api/recording/file",
+        Some("record-admin-t0ken"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, _) = http(&admin, "POST", "/api/recording/stop", None, "").await;
+    assert_eq!(status, 401);
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/api/recording/stop",
+        Some("record-admin-t0ken"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // The relay goes on.
+    ann.send(&at("hall", 9.0)).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let body = loop {
+        let (status, body) = http(&admin, "GET", "/api/recording", None, "").await;
+        assert_eq!(status, 200);
+        if body.contains("\"complete\":true") || std::time::Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(body.contains("stopped by the operator"), "{body}");
+    let file = {
+        let addr = admin.local_addr();
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "GET /api/recording/file HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer record-admin-t0ken\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        assert!(response.starts_with(b"HTTP/1.1 200"));
+        response[split + 4..].to_vec()
+    };
+    let report = relay::record::replay(&file[..]).unwrap();
+    assert_eq!(report.divergence, None);
+    assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));
+    // A join and at least the transforms sent before the stop.
+    assert!(report.calls >= 2, "{report:?}");
+    drop(ann);
+    relay.shutdown().await.unwrap();
+    let _ = std::fs::remove_file(&path);
+}
