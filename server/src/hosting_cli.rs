@@ -31,7 +31,7 @@ pub(crate) struct MapArgs {
     #[arg(long, value_name = "ADDR", requires = "map_port")]
     upnp_search: Option<SocketAddr>,
     /// With `--map-port`: seconds each method may take to answer.
-    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
     map_timeout_secs: f64,
 }
 
@@ -60,7 +60,7 @@ impl MapArgs {
         let mut config = PortMapConfig {
             gateway: self.gateway,
             timeout: Duration::try_from_secs_f64(self.map_timeout_secs)
-                .unwrap_or(Duration::from_secs(2)),
+                .unwrap_or(Duration::from_secs(5)),
             ..PortMapConfig::default()
         };
         if let Some(search) = self.upnp_search {

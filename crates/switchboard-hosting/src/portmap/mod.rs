@@ -53,8 +53,11 @@ pub struct PortMapConfig {
     /// 239.255.255.250:1900 (tests point it at a fake gateway).
     pub upnp_search: SocketAddr,
     /// How long one method may take before the next is tried, and the
-    /// bound on a renewal or a removal. Default 2 s: a gateway that does
-    /// not answer costs the host at most this much per method.
+    /// bound on a renewal or a removal. Default 5 s: a UPnP router may
+    /// wait up to 3 s before it answers the search (its `MX`), and the
+    /// search has 60 % of this; PCP and NAT-PMP retry within it (250 ms,
+    /// doubling). A router that refuses (most without the protocol: an
+    /// ICMP refusal) costs nothing like it.
     pub timeout: Duration,
     /// The lease asked for. Default 1 hour; the gateway may grant less, and
     /// the mapping is renewed at half of what it grants. A mapping left
@@ -74,7 +77,7 @@ impl Default for PortMapConfig {
             methods: vec![Method::Pcp, Method::NatPmp, Method::Upnp],
             gateway: None,
             upnp_search: SocketAddr::new(Ipv4Addr::new(239, 255, 255, 250).into(), 1900),
-            timeout: Duration::from_secs(2),
+            timeout: Duration::from_secs(5),
             lease: Duration::from_secs(3600),
             retry: Duration::from_secs(60),
             description: "Switchboard game".into(),

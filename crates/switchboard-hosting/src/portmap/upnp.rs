@@ -58,11 +58,15 @@ pub(super) async fn map(config: &PortMapConfig, port: NonZeroU16) -> Result<Mapp
     } else {
         Ipv4Addr::UNSPECIFIED.into()
     };
+    // The search gets most of the method's time, the device's description
+    // and the mapping the rest: a router that never answers is told as
+    // such, not as the method's time running out.
+    let searching = config.timeout.mul_f32(0.6);
     let gateway = igd_next::aio::tokio::search_gateway(SearchOptions {
         bind_addr: SocketAddr::new(bind_ip, 0),
         broadcast_address: search,
-        timeout: Some(config.timeout),
-        single_search_timeout: Some(config.timeout),
+        timeout: Some(searching),
+        single_search_timeout: Some(searching),
     })
     .await
     .map_err(|e| match e {
