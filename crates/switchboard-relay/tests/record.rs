@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+#[path = "../../../fuzz/bodies/relay_record_reader.rs"]
+mod body;
+
 use switchboard::record::{read_value, write_record};
 use switchboard_relay::interest::InterestConfig;
 use switchboard_relay::record::{self, RelayHeader, RelayInput, RelayRecord, RelayRecorder};
@@ -120,4 +123,21 @@ fn replay_relay_of_a_cut_or_corrupted_file_is_a_clear_error() {
     assert!(record::replay(&corrupted[..]).is_err());
     assert!(record::replay(&b"not a recording"[..]).is_err());
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Replays the `relay_record_reader` fuzz target's corpus
+/// (`fuzz/corpus/relay_record_reader`, minimized with `cargo fuzz cmin`)
+/// through the body the fuzzer runs: every input it found interesting
+/// stays a result, never a panic. See `fuzz/README.md`.
+#[test]
+fn fuzz_corpus_of_relay_record_reader_replays_without_a_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/relay_record_reader");
+    let mut inputs = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        body::run(&std::fs::read(&path).unwrap());
+        inputs += 1;
+    }
+    assert!(inputs > 0, "the corpus of relay_record_reader is empty");
 }
