@@ -97,41 +97,6 @@ pub struct RelayStats {
 pub const QUEUE_WAIT_BOUNDS_MICROS: [u64; 10] =
     [10, 50, 100, 250, 500, 1_000, 2_500, 10_000, 50_000, 250_000];
 
-/// The relay's limits per player; each field says its default.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RelayLimits {
-    /// Transforms a player may send per second, sustained (default 60;
-    /// players send at 10 to 20 Hz). One over it is dropped and counted as a
-    /// strike.
-    pub transforms_per_second: f64,
-    /// Transforms a player may send at once (default 120).
-    pub transform_burst: f64,
-    /// Strikes within `strike_window_ms` before the player is disconnected
-    /// for abuse (default 100).
-    pub max_strikes: u32,
-    /// The window strikes count in, milliseconds (default 10,000).
-    pub strike_window_ms: u64,
-}
-
-impl Default for RelayLimits {
-    fn default() -> Self {
-        Self {
-            transforms_per_second: 60.0,
-            transform_burst: 120.0,
-            max_strikes: 100,
-            strike_window_ms: 10_000,
-        }
-    }
-}
-
-/// A player's transform budget and strikes, on the relay's millisecond clock.
-#[derive(Debug, Clone)]
-struct Budget {
-    level: f64,
-    at_ms: u64,
-    strikes: std::collections::VecDeque<u64>,
-}
-
 /// Bits of a player id that number players within one relay of several.
 pub const ID_BITS: u32 = 20;
 const ID_MASK: u32 = (1 << ID_BITS) - 1;
@@ -145,17 +110,17 @@ pub struct Relay {
     next_id: u32,
     /// Set when the relay is one of several (`with_id_prefix`): ids are
     /// this in their top bits, a counter in the low [`ID_BITS`].
-    id_prefix: Option<u32>,
-    limits: RelayLimits,
+    pub(crate) id_prefix: Option<u32>,
+    pub(crate) limits: RelayLimits,
     /// Players to disconnect for abuse, and why; the driver takes them.
     abusive: Vec<(u32, String)>,
     stats: RelayStats,
     /// Interest by distance inside each zone, when on (`with_interest`).
-    interest: Option<InterestConfig>,
+    pub(crate) interest: Option<InterestConfig>,
     /// Each zone's players by place (interest by distance).
     worlds: HashMap<String, World>,
     /// Where its calls are recorded, when they are (`record_to`).
-    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
+    pub(crate) recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
 }
 
 impl Relay {
@@ -186,31 +151,6 @@ impl Relay {
     pub fn with_id_prefix(mut self, prefix: u32) -> Self {
         self.id_prefix = Some(prefix);
         self
-    }
-
-    /// Records every call from now on (`crate::record`); a relay that
-    /// records starts empty, so that a replay starts as it did.
-    pub fn record_to(&mut self, recorder: std::sync::Arc<crate::record::RelayRecorder>) {
-        self.recorder = Some(recorder);
-    }
-
-    /// What a recording of this relay starts with (a relay server's:
-    /// [`RelayHeader::of`](crate::record::RelayHeader::of)).
-    pub fn record_header(&self) -> crate::record::RelayHeader {
-        crate::record::RelayHeader {
-            magic: crate::record::MAGIC,
-            format: crate::record::FORMAT,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            limits: self.limits,
-            interest: self.interest,
-            id_prefix: self.id_prefix,
-        }
-    }
-
-    fn record(&self, input: impl FnOnce() -> RelayInput, answer: Answer<'_>) {
-        if let Some(recorder) = &self.recorder {
-            recorder.call(input(), answer);
-        }
     }
 
     /// Gives the player who joined as `id` the id `wanted` (a handover
@@ -259,39 +199,6 @@ impl Relay {
     /// Zones with players in them.
     pub fn zone_count(&self) -> usize {
         self.zones.len()
-    }
-
-    /// Spends one transform of `id`'s budget at `now_ms`; past the budget,
-    /// a strike, and past the strikes, the player is marked abusive.
-    fn spend(&mut self, id: u32, now_ms: u64) -> bool {
-        let limits = self.limits;
-        let budget = self.budgets.entry(id).or_insert(Budget {
-            level: limits.transform_burst,
-            at_ms: now_ms,
-            strikes: std::collections::VecDeque::new(),
-        });
-        let elapsed = now_ms.saturating_sub(budget.at_ms) as f64 / 1000.0;
-        budget.level =
-            (budget.level + elapsed * limits.transforms_per_second).min(limits.transform_burst);
-        budget.at_ms = budget.at_ms.max(now_ms);
-        if budget.level >= 1.0 {
-            budget.level -= 1.0;
-            return true;
-        }
-        budget.strikes.push_back(now_ms);
-        while budget
-            .strikes
-            .front()
-            .is_some_and(|t| now_ms.saturating_sub(*t) > limits.strike_window_ms)
-        {
-            budget.strikes.pop_front();
-        }
-        if budget.strikes.len() > limits.max_strikes as usize {
-            budget.strikes.clear();
-            self.abusive
-                .push((id, "too many transforms: over the rate limit".into()));
-        }
-        false
     }
 
     /// A player connected: its number, and its welcome.
@@ -599,6 +506,10 @@ pub(crate) fn display_name(name: &str) -> String {
         .collect()
 }
 
+mod budget;
 mod distance;
+
+use budget::Budget;
+pub use budget::RelayLimits;
 #[cfg(test)]
 mod tests;
