@@ -419,13 +419,7 @@ fn host_and_two_joined_players_one_drops_and_gets_its_nation_back() {
     assert_eq!(host.ask(GameAct::EndTurn), RequestStatus::Accepted);
     bob.until(|p| p.client.is_welcomed());
     bob.until_playing(1);
-    let unit = bob
-        .view()
-        .units
-        .iter()
-        .find(|u| u.nation == NationId(1))
-        .unwrap()
-        .id;
+    let unit = bob.unit_of(1);
     assert_eq!(bob.ask(GameAct::Claim(unit)), RequestStatus::Accepted);
     assert_eq!(cat.view().you, Some(NationId(2)));
 }

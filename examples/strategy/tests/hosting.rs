@@ -174,13 +174,7 @@ async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
     bob.until(|p| p.client.is_welcomed());
     assert_eq!(bob.client.client_id(), id);
     bob.until_playing(1);
-    let unit = bob
-        .view()
-        .units
-        .iter()
-        .find(|u| u.nation == NationId(1))
-        .unwrap()
-        .id;
+    let unit = bob.unit_of(1);
     assert_eq!(bob.ask(GameAct::Claim(unit)), RequestStatus::Accepted);
     assert_eq!(cat.view().you, Some(NationId(2)));
     let stats = relay.stats();

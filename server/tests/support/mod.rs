@@ -24,19 +24,9 @@ impl Drop for Proc {
 /// Starts `switchboard-server ARGS` and returns it with the port of its
 /// ready line.
 pub fn start(args: &[&str]) -> (Proc, u16) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let port = stdout
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
-        .expect("ready line");
-    (Proc(child), port)
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (child, lines) = start_lines(&args);
+    (Proc(child), ready_port(&lines))
 }
 
 /// Starts `switchboard-server ARGS` (which ask for an admin port) and

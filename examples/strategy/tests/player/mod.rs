@@ -74,6 +74,13 @@ impl Player {
         self.until(|p| p.view.borrow().as_ref().is_some_and(|v| v.you == nation));
     }
 
+    /// The id of one of `nation`'s units in the last view.
+    pub fn unit_of(&self, nation: u8) -> strategy::scenario::UnitId {
+        let nation = strategy::scenario::NationId(nation);
+        let view = self.view();
+        view.units.iter().find(|u| u.nation == nation).unwrap().id
+    }
+
     pub fn view(&self) -> NationView {
         self.view.borrow().clone().unwrap()
     }
