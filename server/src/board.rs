@@ -141,7 +141,7 @@ pub enum BoardCommand {
 }
 
 /// The board game. See the module docs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BoardLogic {
     seats: u8,
     board: BTreeMap<String, String>,
@@ -369,6 +369,16 @@ impl GameLogic for BoardLogic {
                 Board::Seats(self.seating.clone()),
             );
         }
+    }
+
+    /// The whole board (a recording started mid-game begins with it).
+    fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
+        switchboard::record::clock::encode_at(now, self)
+    }
+
+    fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {
+        *self = switchboard::record::clock::decode_at(now, state)?;
+        Ok(())
     }
 }
 

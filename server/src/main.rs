@@ -144,6 +144,11 @@ struct AdminArgs {
     /// beside the game's listeners).
     #[arg(long, default_value_t = 64)]
     admin_max_connections: usize,
+    /// Where recordings started from the admin page go (board and rooms
+    /// servers; created when the first starts). Each is named after the
+    /// mode and the time.
+    #[arg(long, value_name = "DIR", default_value = "recordings")]
+    record_dir: std::path::PathBuf,
 }
 
 impl AdminArgs {
@@ -473,7 +478,8 @@ fn run_manager<L: switchboard::GameLogic>(
             });
         }
         started(handle);
-        let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone());
+        let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone())
+            .with_recordings(admin.record_dir.clone());
         tokio::spawn(async move {
             match admin.start(source).await {
                 // Kept for as long as the server runs.

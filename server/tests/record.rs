@@ -6,11 +6,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use switchboard::manager::RecordConfig;
-use switchboard::record::{replay, Input, RecordReader, ReplayError};
+use switchboard::record::{replay, Input, Record, RecordReader, ReplayError};
 use switchboard::{ClientConfig, ManagerConfig, NetworkClient, RequestStatus, ServerManager};
 use switchboard_server::board::{Board, BoardLogic, SetValue, Whisper};
 
 mod support;
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -195,7 +198,7 @@ fn replay_of_a_cut_or_corrupted_recording_is_a_clear_error_never_a_panic() {
 }
 
 #[test]
-fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() {
+fn record_from_the_command_line_then_stop_download_and_start_again_from_the_admin_page() {
     let dir = std::env::temp_dir().join(format!("sb-record-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let token = "t0ken-t0ken-t0ken";
@@ -210,6 +213,8 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
             token_file.as_os_str(),
             "--record".as_ref(),
             file.as_os_str(),
+            "--record-dir".as_ref(),
+            dir.as_os_str(),
         ])
         .collect();
     let (child, port, admin) = support::start_with_admin(&args);
@@ -226,8 +231,10 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
     );
     let (status, _) = support::http(&admin, "GET", "/api/recording/file", Some(token), "");
     assert_eq!(status, 409, "not before it is complete");
-    let (status, _) = support::http(&admin, "POST", "/api/recording/start", Some(token), "");
-    assert_eq!(status, 409, "a recording starts with the server");
+    let (status, body) = support::http(&admin, "POST", "/api/recording/start", Some(token), "");
+    assert_eq!(status, 409, "one recording at a time");
+    let body = String::from_utf8_lossy(&body).into_owned();
+    assert!(body.contains("already recording"), "{body}");
     let (status, _) = support::http(&admin, "POST", "/api/recording/stop", None, "");
     assert_eq!(status, 401, "a control needs the token");
     let (status, _) = support::http(&admin, "POST", "/api/recording/stop", Some(token), "");
@@ -237,21 +244,154 @@ fn record_from_the_command_line_then_stop_and_download_it_from_the_admin_page() 
         ask(&mut ann, Board::Say("still here".into())),
         RequestStatus::Accepted
     );
-    let deadline = Instant::now() + WAIT;
-    let bytes = loop {
-        let (status, bytes) = support::http(&admin, "GET", "/api/recording/file", Some(token), "");
-        if status == 200 {
-            break bytes;
+    let download = || {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (status, bytes) =
+                support::http(&admin, "GET", "/api/recording/file", Some(token), "");
+            if status == 200 {
+                break bytes;
+            }
+            assert!(Instant::now() < deadline, "the recording never completed");
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(Instant::now() < deadline, "the recording never completed");
-        std::thread::sleep(Duration::from_millis(20));
     };
-    drop(child);
-    let reader = RecordReader::new(std::io::Cursor::new(bytes)).unwrap();
+    let reader = RecordReader::new(std::io::Cursor::new(download())).unwrap();
     let report = replay(reader, |_| BoardLogic::new(4), Instant::now()).unwrap();
     assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));
     assert!(report.inputs >= 3, "{} inputs", report.inputs);
+
+    // Started again from the page, mid-game: a file of the server's
+    // naming in --record-dir, beginning with a snapshot.
+    let (status, body) = support::http(&admin, "POST", "/api/recording/start", Some(token), "");
+    let body = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("board-"), "{body}");
+    assert_eq!(
+        ask(&mut ann, Board::Claim(2)),
+        RequestStatus::Rejected("you already sit there".into()),
+        "the seat taken before the recording"
+    );
+    assert_eq!(
+        ask(&mut ann, Board::Say("recorded again".into())),
+        RequestStatus::Accepted
+    );
+    let (status, _) = support::http(&admin, "POST", "/api/recording/stop", Some(token), "");
+    assert_eq!(status, 200);
+    let reader = RecordReader::new(std::io::Cursor::new(download())).unwrap();
+    let report = replay(reader, |_| BoardLogic::new(4), Instant::now()).unwrap();
+    assert!(report.inputs >= 2, "the two requests after the snapshot");
+    let named = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("board-"));
+    assert!(named, "the file is in --record-dir");
+    drop(child);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until the server's recording is complete.
+fn until_complete(server: &switchboard::RunningServer<BoardLogic>) {
+    let deadline = Instant::now() + WAIT;
+    while !server.handle().recording().is_some_and(|r| r.complete) {
+        assert!(Instant::now() < deadline, "the recording never completed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Pumps `client` until it is welcomed again after its line was cut.
+fn until_back(client: &mut NetworkClient) {
+    let deadline = Instant::now() + WAIT;
+    while client.is_welcomed() {
+        assert!(Instant::now() < deadline, "the cut was never noticed");
+        client.poll_timeout(Duration::from_millis(5));
+    }
+    while !client.is_welcomed() {
+        assert!(Instant::now() < deadline, "never welcomed back");
+        client.poll_timeout(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn record_started_mid_game_replays_identically_from_its_snapshot() {
+    let path = recording("mid-game");
+    let server = ServerManager::builder(BoardLogic::new(4)).spawn().unwrap();
+    let proxy = common::Proxy::start(server.local_addr());
+    // Before the recording: seats taken, a key set, a player who will
+    // come back through a cut, one who will leave.
+    let mut ann = welcomed(proxy.addr, "ann");
+    let mut bob = welcomed(server.local_addr(), "bob");
+    assert_eq!(ask(&mut ann, Board::Claim(3)), RequestStatus::Accepted);
+    assert_eq!(ask(&mut bob, Board::Claim(1)), RequestStatus::Accepted);
+    let set = SetValue {
+        key: "level".into(),
+        value: "1".into(),
+    };
+    assert_eq!(ask(&mut bob, Board::Set(set)), RequestStatus::Accepted);
+    let ann_id = ann.client_id().unwrap();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = server.handle().clone();
+    rt.block_on(handle.start_recording(RecordConfig::to(&path)))
+        .unwrap();
+    let again = rt.block_on(handle.start_recording(RecordConfig::to(recording("second"))));
+    assert!(
+        again.unwrap_err().contains("already recording"),
+        "one at a time"
+    );
+
+    // After it: what only the snapshot can explain. Seat 3 is ann's, seat
+    // 1 bob's; ann comes back with her token after a cut; bob leaves.
+    assert_eq!(
+        ask(&mut bob, Board::Claim(3)),
+        RequestStatus::Rejected("seat 3 is taken".into())
+    );
+    proxy.cut();
+    until_back(&mut ann);
+    assert_eq!(ann.client_id(), Some(ann_id), "the same session");
+    let set = SetValue {
+        key: "level".into(),
+        value: "2".into(),
+    };
+    assert_eq!(ask(&mut ann, Board::Set(set)), RequestStatus::Accepted);
+    bob.close("bye");
+    bob.poll_timeout(Duration::from_millis(100));
+    let mut cyd = welcomed(server.local_addr(), "cyd");
+    assert_eq!(ask(&mut cyd, Board::Claim(1)), RequestStatus::Accepted);
+    // The clock's work too: ticks and the latency report.
+    std::thread::sleep(Duration::from_millis(1100));
+    ann.drain().count();
+    cyd.drain().count();
+    assert!(handle.stop_recording());
+    until_complete(&server);
+    let live = server.shutdown_blocking().unwrap();
+
+    let mut reader = open(&path);
+    assert!(reader.header().logic.ends_with("BoardLogic"));
+    assert!(
+        matches!(reader.next_record(), Ok(Some(Record::Snapshot(_)))),
+        "the first record is the snapshot"
+    );
+    let report = replay(open(&path), |_| BoardLogic::new(8), Instant::now()).unwrap();
+    assert!(report.inputs > 8, "{} inputs", report.inputs);
+    assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));
+    // The replayed game ends where the live one did, seats and all.
+    assert_eq!(report.logic.get("level"), Some("2"));
+    assert_eq!(report.logic.seat_of(ann_id), Some(3));
+    assert_eq!(report.logic.seat_of(ann_id), live.seat_of(ann_id));
+    let cyd_id = cyd.client_id().unwrap();
+    assert_eq!(report.logic.seat_of(cyd_id), Some(1));
+
+    // The same from the command line.
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .arg("replay")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("every one identical"), "{text}");
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]

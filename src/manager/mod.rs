@@ -34,7 +34,9 @@ pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
 };
-pub use switchboard_proto::manager::core::{ManagerAction, ManagerCore, ManagerEvent, MIN_TICK};
+pub use switchboard_proto::manager::core::{
+    ManagerAction, ManagerCore, ManagerEvent, Snapshot, MIN_TICK,
+};
 pub use switchboard_proto::manager::logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
 };
@@ -67,6 +69,10 @@ struct Control {
     log: broadcast::Sender<LogEntry>,
     /// Tags for the listing, set by the handle, passed on at the next tick.
     tags: ListingTags,
+    /// Recordings the operator starts while the server runs.
+    record_rx: mpsc::Receiver<StartRecording>,
+    /// The recording now, if any.
+    current: record::Current,
 }
 
 /// The reason a shutdown gives the clients, when one was given.
@@ -78,6 +84,9 @@ type ListingTags = Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
+
+/// A recording to start now, and the answer (why not, if not).
+type StartRecording = (RecordConfig, oneshot::Sender<Result<(), String>>);
 
 /// A cloneable, `Send` handle to a running manager: its address, its stats,
 /// its log, and the way to stop it.
@@ -93,7 +102,8 @@ pub struct ManagerHandle {
     kick_tx: mpsc::Sender<Kick>,
     log: broadcast::Sender<LogEntry>,
     ids: crate::session::PlayerIds,
-    recording: Option<Arc<record::Queue>>,
+    recording: record::Current,
+    record_tx: mpsc::Sender<StartRecording>,
 }
 
 impl<L: GameLogic> ServerManager<L> {
@@ -120,18 +130,19 @@ impl<L: GameLogic> ServerManager<L> {
         let tags = ListingTags::default();
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
+        let (record_tx, record_rx) = mpsc::channel(4);
         let (log, _) = broadcast::channel(256);
-        let (recorder, entropy) = match &config.record {
-            Some(record) => {
-                let (recorder, entropy) = record::Recorder::start::<L>(record, &config.rules)?;
-                (Some(recorder), entropy)
-            }
-            None => (
+        let current = record::Current::default();
+        let recorder = match &config.record {
+            Some(record) => Some(record::Recorder::start::<L>(
+                record,
+                &config.rules,
                 None,
-                Box::new(crate::session::OsEntropy) as Box<dyn crate::session::Entropy>,
-            ),
+                &current,
+            )?),
+            None => None,
         };
-        let core = ManagerCore::new(config.rules.clone(), logic, entropy)
+        let core = ManagerCore::new(config.rules.clone(), logic, current.entropy())
             .with_shared_sessions(config.shared_sessions.is_some())
             .with_checkpoints(config.checkpoints.is_some())
             .with_stopwatch(std::time::Instant::now);
@@ -146,7 +157,8 @@ impl<L: GameLogic> ServerManager<L> {
             kick_tx,
             log: log.clone(),
             ids: core.player_ids().clone(),
-            recording: recorder.as_ref().map(record::Recorder::queue),
+            recording: current.clone(),
+            record_tx,
         };
         let manager = Self {
             server,
@@ -160,6 +172,8 @@ impl<L: GameLogic> ServerManager<L> {
                 stats_rx,
                 kick_rx,
                 log,
+                record_rx,
+                current,
             },
         };
         Ok((manager, handle))
@@ -286,20 +300,32 @@ impl ManagerHandle {
         rx.await.unwrap_or(false)
     }
 
-    /// Where the session's recording stands, if the server records
-    /// (`ManagerConfig::record`).
+    /// Where the session's recording stands (the last one, when it has
+    /// stopped), if there has been one (`ManagerConfig::record`,
+    /// [`start_recording`](Self::start_recording)).
     pub fn recording(&self) -> Option<RecordingStatus> {
-        self.recording.as_ref().map(|queue| queue.status())
+        self.recording.status()
     }
 
     /// Stops the recording (the file says the operator stopped it); the
-    /// game goes on. `false` if nothing was being recorded. A recording
-    /// starts with the server: the game's state at another moment is not
-    /// something the core can write down.
+    /// game goes on. `false` if nothing was being recorded.
     pub fn stop_recording(&self) -> bool {
-        self.recording
-            .as_ref()
-            .is_some_and(|queue| queue.stop("stopped by the operator"))
+        self.recording.stop("stopped by the operator")
+    }
+
+    /// Starts recording the session now, to `config.path` (created, or
+    /// truncated): the file begins with a snapshot of the core and the game
+    /// ([`ManagerCore::capture`]), so its replay starts where the game
+    /// stands. Refused, with why, while a recording runs, when the game
+    /// takes no snapshot ([`GameLogic::snapshot`]), or when the file
+    /// cannot be created.
+    pub async fn start_recording(&self, config: RecordConfig) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        if self.record_tx.send((config, tx)).await.is_err() {
+            return Err("the server has stopped".into());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("the server has stopped".into()))
     }
 
     /// The manager's log from now on. A receiver that falls more than 256

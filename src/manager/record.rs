@@ -4,6 +4,12 @@
 //! writes them (`switchboard_proto::record` has the format and the replay).
 //! When the queue is full the recording stops, says why in the log and in
 //! the file, and the game goes on.
+//!
+//! A recording starts with the server (`ManagerConfig::record`) or while it
+//! runs (`ManagerHandle::start_recording`, the admin page's start button):
+//! then its first record is a snapshot of the core and its game
+//! (`ManagerCore::capture`), which the replay puts back before the first
+//! input.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -12,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use flate2::write::ZlibEncoder;
+use switchboard_proto::manager::core::Snapshot;
 use switchboard_proto::record::{write_record, Header, Input, Output, Record};
 
 use super::{ManagerAction, ManagerEvent, ManagerRules};
@@ -125,6 +132,37 @@ impl Queue {
     }
 }
 
+/// The recording now, if any: shared by the manager's handle (status,
+/// stop), the core's entropy (draws) and the driver (which starts one).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Current(Arc<Mutex<Option<Arc<Queue>>>>);
+
+impl Current {
+    fn queue(&self) -> Option<Arc<Queue>> {
+        self.0.lock().expect("current recording lock").clone()
+    }
+
+    /// Where the recording stands, if there has been one.
+    pub(crate) fn status(&self) -> Option<RecordingStatus> {
+        self.queue().map(|queue| queue.status())
+    }
+
+    /// Stops it, saying `why` in the file; `false` if nothing is recorded.
+    pub(crate) fn stop(&self, why: &str) -> bool {
+        self.queue().is_some_and(|queue| queue.stop(why))
+    }
+
+    fn set(&self, queue: Arc<Queue>) {
+        *self.0.lock().expect("current recording lock") = Some(queue);
+    }
+
+    /// The OS's random bytes, each draw recorded while a recording runs:
+    /// the core draws from this whether or not one does.
+    pub(crate) fn entropy(&self) -> Box<dyn Entropy> {
+        Box::new(RecordedEntropy(self.clone()))
+    }
+}
+
 /// The driver's side of a recording.
 pub(crate) struct Recorder {
     queue: Arc<Queue>,
@@ -133,18 +171,25 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Creates the file, writes the header, and starts the writer; returns
-    /// the recorder and the entropy the core must draw from.
+    /// Creates the file, writes the header (and the snapshot the recording
+    /// starts from, taken at the given moment, if it starts mid-game),
+    /// starts the writer, and makes it `current`.
     pub(crate) fn start<L>(
         config: &RecordConfig,
         rules: &ManagerRules,
-    ) -> std::io::Result<(Self, Box<dyn Entropy>)> {
+        snapshot: Option<(Snapshot, Instant)>,
+        current: &Current,
+    ) -> std::io::Result<Self> {
         let file = std::fs::File::create(&config.path)?;
         let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
         write_record(
             &mut out,
             &Header::new::<L>(rules.clone(), config.initial_state.clone()),
         )?;
+        let last = snapshot.as_ref().map(|(_, at)| *at);
+        if let Some((snapshot, _)) = snapshot {
+            write_record(&mut out, &Record::Snapshot(snapshot))?;
+        }
         let (tx, rx) = sync_channel(config.queue.max(1));
         let queue = Arc::new(Queue {
             path: config.path.clone(),
@@ -161,13 +206,14 @@ impl Recorder {
                     tracing::warn!(%path, %err, "the recording could not be written");
                 }
             })?;
-        let entropy = Box::new(RecordedEntropy(queue.clone()));
-        let recorder = Self {
+        current.set(queue.clone());
+        Ok(Self {
             queue,
-            last: None,
+            // After a snapshot, the first input comes as long after it as
+            // it did: the replay's clock starts at the snapshot.
+            last,
             writer: Some(writer),
-        };
-        Ok((recorder, entropy))
+        })
     }
 
     /// Nanoseconds since the last input: exact, so that the replay's clock
@@ -198,11 +244,6 @@ impl Recorder {
         self.queue.send(item);
     }
 
-    /// The queue, for the manager's handle (status, stop).
-    pub(crate) fn queue(&self) -> Arc<Queue> {
-        self.queue.clone()
-    }
-
     /// An input that is not a network event (the clock's work, a kick).
     pub(crate) fn input(&mut self, input: Input, now: Instant) {
         let after_nanos = self.after(now);
@@ -224,13 +265,15 @@ impl Recorder {
     }
 }
 
-/// The OS's random bytes, each draw recorded for the replay.
-struct RecordedEntropy(Arc<Queue>);
+/// The OS's random bytes, each draw recorded while a recording runs.
+struct RecordedEntropy(Current);
 
 impl Entropy for RecordedEntropy {
     fn fill(&mut self, bytes: &mut [u8]) {
         OsEntropy.fill(bytes);
-        self.0.send(Item::Record(Record::Drawn(bytes.to_vec())));
+        if let Some(queue) = self.0.queue() {
+            queue.send(Item::Record(Record::Drawn(bytes.to_vec())));
+        }
     }
 }
 

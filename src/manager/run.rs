@@ -102,6 +102,9 @@ impl<L: GameLogic> Runner<L> {
                     }
                     let _ = reply.send(kicked);
                 }
+                Some((config, reply)) = self.control.record_rx.recv() => {
+                    let _ = reply.send(self.start_recording(config));
+                }
                 Some(reply) = self.control.stats_rx.recv() => {
                     let handle = &self.handle;
                     let mut stats = self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats()));
@@ -128,6 +131,34 @@ impl<L: GameLogic> Runner<L> {
             recorder.finish().await;
         }
         self.core.into_logic()
+    }
+
+    /// Starts a recording now, from a snapshot of the core and its game;
+    /// a stopped recording before it finishes writing on its own.
+    fn start_recording(&mut self, config: super::RecordConfig) -> Result<(), String> {
+        if let Some(status) = self.control.current.status().filter(|s| s.recording) {
+            return Err(format!(
+                "already recording to {} (stop it first)",
+                status.path.display()
+            ));
+        }
+        let now = now();
+        let snapshot = self.core.capture(now)?;
+        let recorder = Recorder::start::<L>(
+            &config,
+            &self.config.rules,
+            Some((snapshot, now)),
+            &self.control.current,
+        )
+        .map_err(|err| format!("{}: {err}", config.path.display()))?;
+        if let Some(old) = self.recorder.replace(recorder) {
+            tokio::spawn(old.finish());
+        }
+        self.publish(LogEntry {
+            level: LogLevel::Info,
+            text: format!("recording to {} from now on", config.path.display()),
+        });
+        Ok(())
     }
 
     /// Lists the server where the config says, if anywhere.

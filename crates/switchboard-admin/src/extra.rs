@@ -74,4 +74,8 @@ impl<S: AdminSource> AdminSource for WithCounters<S> {
     fn stop_recording(&self) -> bool {
         self.source.stop_recording()
     }
+
+    fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
+        self.source.start_recording()
+    }
 }

@@ -2,6 +2,7 @@
 //! its clients with their traffic, its counters, the operator's kick.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,6 +23,8 @@ pub struct ManagerAdmin {
     mode: &'static str,
     handle: ManagerHandle,
     log: Arc<Mutex<VecDeque<LogLine>>>,
+    /// Where recordings started from the admin page go.
+    recordings: Option<PathBuf>,
 }
 
 impl ManagerAdmin {
@@ -56,8 +59,37 @@ impl ManagerAdmin {
                 kept.push_back(line);
             }
         });
-        Self { mode, handle, log }
+        Self {
+            mode,
+            handle,
+            log,
+            recordings: None,
+        }
     }
+
+    /// Recordings started from the admin page go into `dir` (created when
+    /// the first starts), each named after the mode and the time. Without
+    /// it the page's start button says there is nowhere to write.
+    pub fn with_recordings(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.recordings = Some(dir.into());
+        self
+    }
+}
+
+/// A file in `dir` no recording has taken yet: `MODE-SECONDS.swrec`, with a
+/// number after the seconds when one started in the same second.
+fn new_recording(dir: &Path, mode: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    (0..100)
+        .map(|n| match n {
+            0 => dir.join(format!("{mode}-{seconds}.swrec")),
+            n => dir.join(format!("{mode}-{seconds}-{n}.swrec")),
+        })
+        .find(|path| !path.exists())
+        .ok_or_else(|| std::io::Error::other("too many recordings this second"))
 }
 
 impl AdminSource for ManagerAdmin {
@@ -71,6 +103,23 @@ impl AdminSource for ManagerAdmin {
 
     fn stop_recording(&self) -> bool {
         self.handle.stop_recording()
+    }
+
+    fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move {
+            let dir = self
+                .recordings
+                .as_deref()
+                .ok_or("no directory for recordings: start the server with --record-dir DIR")?;
+            let path =
+                new_recording(dir, self.mode).map_err(|err| format!("{}: {err}", dir.display()))?;
+            let config = switchboard::manager::RecordConfig::to(&path);
+            self.handle.start_recording(config).await?;
+            Ok(path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default())
+        })
     }
 
     fn snapshot(&self) -> BoxFuture<'_, Snapshot> {

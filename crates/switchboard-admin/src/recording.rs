@@ -1,8 +1,9 @@
 //! The session's recording from the admin page: its status (a read), and
-//! stopping and downloading it (controls: a recording holds everything
-//! players sent). A recording starts with the server (`--record FILE`):
-//! the game's state at another moment is not something the core can write
-//! down, so `start` says so.
+//! starting, stopping and downloading it (controls: a recording holds
+//! everything players sent). A recording starts with the server
+//! (`--record FILE`) or from here, while the game runs: then it begins with
+//! a snapshot of the server's core and game, in a file the server names
+//! (`--record-dir`).
 
 use std::sync::Arc;
 
@@ -40,15 +41,19 @@ pub(crate) async fn status(State(shared): State<Arc<Shared>>, caller: Caller) ->
     .into_response()
 }
 
-/// `POST /api/recording/start`: refused, with why.
+/// `POST /api/recording/start`: starts one now (refused, with why, while
+/// one runs or where the mode cannot).
 pub(crate) async fn start(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
-    refuse(
-        StatusCode::CONFLICT,
-        "a recording starts with the server (--record FILE, ManagerConfig::record)",
-    )
+    match shared.source.start_recording().await {
+        Ok(file) => {
+            tracing::info!(%file, "recording started by the operator");
+            Json(json!({ "started": true, "file": file })).into_response()
+        }
+        Err(why) => refuse(StatusCode::CONFLICT, &why),
+    }
 }
 
 /// `POST /api/recording/stop`: stops it; the game goes on.

@@ -65,6 +65,18 @@ pub trait AdminSource: Send + Sync + 'static {
     fn stop_recording(&self) -> bool {
         false
     }
+
+    /// Starts recording the session now, into a new file of the mode's
+    /// choosing (never the operator's: the admin API names no path); its
+    /// name. A mode that records only from its start says so.
+    fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
+        let mode = self.mode();
+        Box::pin(async move {
+            Err(format!(
+                "the {mode} records from its start only (--record FILE)"
+            ))
+        })
+    }
 }
 
 /// One line of a mode's log.

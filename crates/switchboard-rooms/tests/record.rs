@@ -23,17 +23,10 @@ fn settle(players: &mut [RoomClient], who: usize, ticket: RequestTicket) -> Requ
     players[who].status(ticket)
 }
 
-#[test]
-fn record_a_rooms_server_over_real_sockets_and_replay_it_identically() {
-    let path = std::env::temp_dir().join(format!("switchboard-rooms-{}.swrec", std::process::id()));
-    let config = ManagerConfig {
-        record: Some(RecordConfig::to(&path)),
-        ..ManagerConfig::default()
-    };
-    let server = ServerManager::builder(RoomsLogic::new())
-        .config(config)
-        .spawn()
-        .unwrap();
+/// A room created, joined (a third refused), readied, started, an RPC and
+/// an entity; `midway` runs then; then the entity moves over several syncs
+/// and a player leaves.
+fn play(server: &switchboard::RunningServer<RoomsLogic>, midway: impl FnOnce()) {
     let mut players: Vec<RoomClient> = ["ann", "bob", "cyd"]
         .iter()
         .map(|name| RoomClient::connect(server.local_addr(), ClientConfig::named(*name)))
@@ -66,6 +59,7 @@ fn record_a_rooms_server_over_real_sockets_and_replay_it_identically() {
     let ticket = players[0].spawn("ball", &(0u32, 0u32)).unwrap();
     assert_eq!(settle(&mut players, 0, ticket), RequestStatus::Accepted);
     let ball = players[0].room().unwrap().entities[0].id;
+    midway();
     // Moves over several syncs (20 Hz): the clock's work is recorded too.
     for step in 0..20u32 {
         let ticket = players[0].update(ball, &(step, step * 2)).unwrap();
@@ -77,16 +71,58 @@ fn record_a_rooms_server_over_real_sockets_and_replay_it_identically() {
     for player in players.iter_mut() {
         player.poll_timeout(Duration::from_millis(20));
     }
-    server.shutdown_blocking().unwrap();
+}
 
-    let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
+fn replayed(path: &std::path::Path) -> switchboard::record::ReplayReport<RoomsLogic> {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
     let reader = RecordReader::new(file).unwrap();
     assert!(reader.header().logic.ends_with("RoomsLogic"));
-    let report = match replay(reader, |_| RoomsLogic::new(), Instant::now()) {
+    match replay(reader, |_| RoomsLogic::new(), Instant::now()) {
         Ok(report) => report,
         Err(err) => panic!("{err}"),
+    }
+}
+
+#[test]
+fn record_a_rooms_server_over_real_sockets_and_replay_it_identically() {
+    let path = std::env::temp_dir().join(format!("switchboard-rooms-{}.swrec", std::process::id()));
+    let config = ManagerConfig {
+        record: Some(RecordConfig::to(&path)),
+        ..ManagerConfig::default()
     };
+    let server = ServerManager::builder(RoomsLogic::new())
+        .config(config)
+        .spawn()
+        .unwrap();
+    play(&server, || {});
+    server.shutdown_blocking().unwrap();
+    let report = replayed(&path);
     assert!(report.inputs > 40, "{} inputs", report.inputs);
     assert!(report.outputs > 40, "{} outputs", report.outputs);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Started once the room is playing: the replay starts from the snapshot
+/// (rooms, members, the entity, the sync clock) and gives every output of
+/// the moves that follow.
+#[test]
+fn record_a_rooms_server_started_mid_game_and_replay_it_identically() {
+    let path = std::env::temp_dir().join(format!(
+        "switchboard-rooms-mid-{}.swrec",
+        std::process::id()
+    ));
+    let server = ServerManager::builder(RoomsLogic::new()).spawn().unwrap();
+    let handle = server.handle();
+    play(&server, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(handle.start_recording(RecordConfig::to(&path)))
+            .unwrap();
+    });
+    server.shutdown_blocking().unwrap();
+    let report = replayed(&path);
+    assert!(report.inputs > 20, "{} inputs", report.inputs);
+    assert!(report.outputs > 20, "{} outputs", report.outputs);
     let _ = std::fs::remove_file(&path);
 }

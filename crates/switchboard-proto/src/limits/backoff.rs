@@ -28,15 +28,17 @@ impl Default for BackoffPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Failures {
     count: u32,
+    #[serde(with = "crate::record::clock::instant")]
     last: Instant,
+    #[serde(with = "crate::record::clock::instant")]
     until: Instant,
 }
 
 /// Failures per address (an address key: see `ServerConfig`).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Backoff {
     policy: BackoffPolicy,
     addresses: HashMap<IpAddr, Failures>,

@@ -132,16 +132,17 @@ impl LogLimiter {
 }
 
 /// A client's two buckets: messages and bytes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RateLimiter {
     messages: Bucket,
     bytes: Bucket,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Bucket {
     limit: RateLimit,
     level: f64,
+    #[serde(with = "crate::record::clock::instant")]
     at: Instant,
 }
 

@@ -294,6 +294,27 @@ pub trait GameLogic: Send + 'static {
     fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
         let _ = (latencies, out);
     }
+
+    /// The game's whole state as it is at `now`, for a recording started
+    /// while the game runs (the admin page's start button,
+    /// `ManagerHandle::start_recording`): the replay builds the logic as
+    /// the recording's header says, then [`restore`](Self::restore)s this.
+    /// Instants in it are written with `switchboard::record::clock` (as
+    /// offsets from `now`). Default: refused, and a recording can only
+    /// start with the server; a game that can say why not (a state that
+    /// lives elsewhere too) does.
+    fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
+        let _ = now;
+        Err("this game's logic takes no snapshot (GameLogic::snapshot)".into())
+    }
+
+    /// Puts back the state [`snapshot`](Self::snapshot) gave, its instants
+    /// counted from `now` (the replay's clock at the snapshot). Default:
+    /// refused.
+    fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {
+        let _ = (state, now);
+        Err("this game's logic takes no snapshot".into())
+    }
 }
 
 /// A place clients are in (a room, a table, a match), as the operator sees

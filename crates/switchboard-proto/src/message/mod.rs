@@ -360,7 +360,9 @@ impl EncodedMessage {
 /// Who a message came from: a connection's number on one server, unique for
 /// the server's life. [`PeerId::SERVER`] (0) names the server itself on a
 /// client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct PeerId(pub u64);
 
 impl PeerId {

@@ -9,6 +9,7 @@
 //! path); [`RecordReader`] reads it back, and a cut or corrupted file is a
 //! [`RecordError`], never a panic.
 
+pub mod clock;
 mod replay;
 
 use std::io::{Read, Write};
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec;
 use crate::manager::config::ManagerRules;
-use crate::manager::core::{ManagerAction, ManagerEvent};
+use crate::manager::core::{ManagerAction, ManagerEvent, Snapshot};
 use crate::manager::ShareError;
 use crate::message::{Message, PeerId};
 use crate::reason::{DisconnectReason, SocketError};
@@ -30,8 +31,9 @@ pub use replay::{replay, Divergence, ReplayError, ReplayReport, Replayer, Step};
 /// The first four bytes of the decompressed stream.
 pub const MAGIC: [u8; 4] = *b"SWRC";
 
-/// The format this build writes and reads.
-pub const FORMAT: u16 = 1;
+/// The format this build writes. It reads this one and format 1 (which
+/// had no [`Record::Snapshot`]: its recordings all start with the server).
+pub const FORMAT: u16 = 2;
 
 /// The largest record a reader takes (a message's frame is at most 16 MiB).
 pub const MAX_RECORD: usize = 32 * 1024 * 1024;
@@ -325,6 +327,9 @@ pub enum Record {
     /// The recording ended with the server. The last record: a file
     /// without it (or `Stopped`) was cut short.
     End,
+    /// The core and its game when the recording began, for a recording
+    /// started while the server ran: the first record after the header.
+    Snapshot(Snapshot),
 }
 
 /// Writes one length-prefixed record (or the header) to `out`.
@@ -394,7 +399,7 @@ impl<R: Read> RecordReader<R> {
             Some(header) => header,
             None => return Err(RecordError::NotARecording("it is empty".into())),
         };
-        if header.magic != MAGIC || header.format != FORMAT {
+        if header.magic != MAGIC || !(1..=FORMAT).contains(&header.format) {
             return Err(RecordError::NotARecording(format!(
                 "magic {:?}, format {}",
                 header.magic, header.format

@@ -74,6 +74,15 @@ pub enum ReplayError {
         /// The input's record number.
         record: u64,
     },
+    /// The recording starts from a snapshot the replay could not put back
+    /// (another build's logic, or a game that takes none).
+    #[error("record {record}: {why}")]
+    Snapshot {
+        /// Its number.
+        record: u64,
+        /// Why.
+        why: String,
+    },
     /// The records are not in an order a recorder writes.
     #[error("record {record}: {what}")]
     OutOfOrder {
@@ -225,6 +234,24 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
                         input,
                         actions,
                     }));
+                }
+                Record::Snapshot(snapshot) => {
+                    if number != 1 {
+                        let what = "a snapshot after the recording began";
+                        return Err(ReplayError::OutOfOrder {
+                            record: number,
+                            what,
+                        });
+                    }
+                    // The replay's clock moves on so that the snapshot's
+                    // earliest instant lands at its start.
+                    self.start += snapshot.reach_back;
+                    self.core.restore(&snapshot, self.start).map_err(|why| {
+                        ReplayError::Snapshot {
+                            record: number,
+                            why,
+                        }
+                    })?;
                 }
                 Record::Stopped(why) => self.stopped = Some(why),
                 Record::End => {}

@@ -149,14 +149,17 @@ impl Refusal {
 }
 
 /// Where a session's client is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum Link {
     Online(PeerId),
-    Offline { since: Instant },
+    Offline {
+        #[serde(with = "crate::record::clock::instant")]
+        since: Instant,
+    },
 }
 
 /// One client's session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     /// The public id.
     pub id: ClientId,
@@ -165,6 +168,7 @@ pub struct Session {
     /// The address it joined from (an IPv6 /64 as one address).
     pub from: IpAddr,
     /// When the session began.
+    #[serde(with = "crate::record::clock::instant")]
     pub joined_at: Instant,
     /// How many times the client came back.
     pub reconnects: u32,
@@ -448,6 +452,32 @@ impl Sessions {
             session.link = Link::Offline { since: now };
         }
         Some(client)
+    }
+
+    /// Every session, by id (the same table gives the same list): what a
+    /// snapshot of the core holds of the table.
+    pub(crate) fn sessions(&self) -> Vec<Session> {
+        let mut sessions: Vec<Session> = self.by_id.values().cloned().collect();
+        sessions.sort_by_key(|s| s.id);
+        sessions
+    }
+
+    /// Takes in the sessions a snapshot held, into an empty table.
+    pub(crate) fn restore(&mut self, sessions: Vec<Session>) -> Result<(), String> {
+        if !self.by_id.is_empty() {
+            return Err("a snapshot is restored into a fresh core".into());
+        }
+        for session in sessions {
+            self.ids
+                .insert(session.id)
+                .map_err(|e| format!("session {}: {e}", session.id))?;
+            if let Some(peer) = session.peer() {
+                self.by_peer.insert(peer, session.id);
+            }
+            *self.per_ip.entry(session.from).or_default() += 1;
+            self.by_id.insert(session.id, session);
+        }
+        Ok(())
     }
 
     /// The client on `peer` left for good: its session ends now.

@@ -10,6 +10,7 @@
 mod apply;
 mod pages;
 mod publish;
+mod snapshot;
 mod validate;
 
 pub use pages::PAGE_BYTES;
@@ -34,7 +35,7 @@ pub const MAX_ENTITIES: usize = 4096;
 /// The largest entity state, in bytes.
 pub const MAX_ENTITY_STATE: usize = 16 * 1024;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Member {
     id: ClientId,
     ready: bool,
@@ -42,7 +43,7 @@ struct Member {
     latency_ms: u32,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Room {
     id: RoomId,
     name: String,
@@ -100,7 +101,7 @@ pub enum RoomCommand {
 }
 
 /// The rooms' quotas; each field says its default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoomLimits {
     /// Rooms a server holds (default [`MAX_ROOMS`], 1000). A create past it
     /// is rejected.
@@ -401,6 +402,14 @@ impl GameLogic for RoomsLogic {
 
     /// Keeps each player's latency current; a change of 5 ms or more is
     /// announced to the room.
+    fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
+        self.snapshot_at(now)
+    }
+
+    fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {
+        self.restore_at(state, now)
+    }
+
     fn on_latency(&mut self, latencies: &[(ClientId, std::time::Duration)], out: &mut Outbox) {
         for (client, rtt) in latencies {
             let ms = rtt.as_millis().min(u32::MAX as u128) as u32;

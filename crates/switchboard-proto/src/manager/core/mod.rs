@@ -20,6 +20,7 @@ mod hello;
 mod outputs;
 mod requests;
 mod shared;
+mod snapshot;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -42,6 +43,7 @@ use crate::reason::{CloseCode, DisconnectReason};
 use crate::session::{Admission, ClientId, ReconnectToken, Refusal, Sessions, SharedSession};
 
 pub use events::{ManagerAction, ManagerEvent};
+pub use snapshot::Snapshot;
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
@@ -50,12 +52,15 @@ pub const MIN_TICK: Duration = Duration::from_millis(1);
 const LATENCY_EVERY: Duration = Duration::from_secs(1);
 
 /// One connection, as the manager tracks it.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Peer {
     addr: SocketAddr,
+    #[serde(with = "crate::record::clock::instant")]
     connected_at: Instant,
+    #[serde(with = "crate::record::clock::instant")]
     last_activity: Instant,
     limiter: RateLimiter,
+    #[serde(with = "crate::record::clock::deque")]
     strikes: VecDeque<Instant>,
     client: Option<ClientId>,
     /// Already told to go (late hello); waiting for its disconnect event.
