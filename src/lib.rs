@@ -31,7 +31,7 @@
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
 //! | [`manager`] | [`ManagerCore`](manager::ManagerCore) (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
 //! | [`client`] | [`ClientCore`](client::ClientCore) (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
-//! | [`record`] | (from `switchboard-proto`) recordings of a server's session and their exact replay; `ManagerConfig::record` turns recording on |
+//! | [`record`] | (from `switchboard-proto`) recordings of a server's session and their exact replay; `ManagerConfig::record` turns recording on, `ManagerHandle::start_recording` starts one mid-game (from a snapshot) |
 //! | [`spectate`] | a recording served live: spectators connect with the game's own client and watch one recorded player's view, paced as recorded |
 //! | [`harness`] | (from `switchboard-proto`) client cores and a manager core on an in-memory network with a clock the test moves |
 //! | [`lifecycle`] | how every server runs and stops: [`Running`](lifecycle::Running) (an awaitable `shutdown` that gives back what the server returns), [`StopHandle`](lifecycle::StopHandle), [`ServerError`] |

@@ -18,7 +18,7 @@
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters, the rules' settings ([`ManagerRules`](manager::config::ManagerRules)) and [`ManagerCore`](manager::core::ManagerCore): sessions, requests decoded and validated, addressed updates, as a state machine with time passed in |
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
-//! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs |
+//! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs; a recording started mid-game begins with a snapshot of the core ([`ManagerCore::capture`](manager::core::ManagerCore::capture), its instants written by [`record::clock`]) |
 //! | [`rendezvous`] | the join-code relay's frames: a player's join, a host's registration, its code, incoming players, data connections |
 //! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
 //! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`netsim`](smoothing::netsim): a simulated network link with a seed |
