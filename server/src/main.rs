@@ -144,9 +144,9 @@ struct AdminArgs {
     /// beside the game's listeners).
     #[arg(long, default_value_t = 64)]
     admin_max_connections: usize,
-    /// Where recordings started from the admin page go (board and rooms
-    /// servers; created when the first starts). Each is named after the
-    /// mode and the time.
+    /// Where recordings started from the admin page go (created when the
+    /// first starts). Each is named after the mode and the time, and
+    /// begins with a snapshot of the server.
     #[arg(long, value_name = "DIR", default_value = "recordings")]
     record_dir: std::path::PathBuf,
 }

@@ -167,7 +167,8 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         ports.extend(relay.websocket_addr().map(|ws| ("WebSocket", ws.port())));
         ports.extend(relay.json_addr().map(|json| ("JSON", json.port())));
         let maps = args.map.start(&ports);
-        let source = switchboard_relay::RelayAdmin::new(relay.clone());
+        let source = switchboard_relay::RelayAdmin::new(relay.clone())
+            .with_recordings(admin.record_dir.clone());
         let _admin = admin.start(source).await?;
         switchboard::process::wait_for_signal().await;
         let stopped = relay.shutdown().await.map_err(|e| e.to_string());

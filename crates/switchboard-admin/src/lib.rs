@@ -49,6 +49,7 @@ pub mod source;
 pub use access::MIN_TOKEN_CHARS;
 pub use extra::WithCounters;
 pub use manager::ManagerAdmin;
+pub use recording::{new_recording_path, start_recording_in};
 pub use server::{AdminConfig, AdminError, AdminServer};
 pub use source::{
     AdminClient, AdminPlace, AdminSource, Counter, CounterKind, LogLine, Snapshot, Traffic,

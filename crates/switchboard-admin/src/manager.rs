@@ -2,7 +2,7 @@
 //! its clients with their traffic, its counters, the operator's kick.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -76,22 +76,6 @@ impl ManagerAdmin {
     }
 }
 
-/// A file in `dir` no recording has taken yet: `MODE-SECONDS.swrec`, with a
-/// number after the seconds when one started in the same second.
-fn new_recording(dir: &Path, mode: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    (0..100)
-        .map(|n| match n {
-            0 => dir.join(format!("{mode}-{seconds}.swrec")),
-            n => dir.join(format!("{mode}-{seconds}-{n}.swrec")),
-        })
-        .find(|path| !path.exists())
-        .ok_or_else(|| std::io::Error::other("too many recordings this second"))
-}
-
 impl AdminSource for ManagerAdmin {
     fn mode(&self) -> &'static str {
         self.mode
@@ -106,20 +90,14 @@ impl AdminSource for ManagerAdmin {
     }
 
     fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
-        Box::pin(async move {
-            let dir = self
-                .recordings
-                .as_deref()
-                .ok_or("no directory for recordings: start the server with --record-dir DIR")?;
-            let path =
-                new_recording(dir, self.mode).map_err(|err| format!("{}: {err}", dir.display()))?;
-            let config = switchboard::manager::RecordConfig::to(&path);
-            self.handle.start_recording(config).await?;
-            Ok(path
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default())
-        })
+        Box::pin(crate::start_recording_in(
+            self.recordings.as_deref(),
+            self.mode,
+            |path| {
+                self.handle
+                    .start_recording(switchboard::manager::RecordConfig::to(path))
+            },
+        ))
     }
 
     fn snapshot(&self) -> BoxFuture<'_, Snapshot> {

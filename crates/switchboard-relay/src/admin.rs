@@ -16,6 +16,8 @@ use crate::server::RelayHandle;
 pub struct RelayAdmin {
     relay: RelayHandle,
     bots: Mutex<Bots>,
+    /// Where recordings started from the admin page go.
+    recordings: Option<std::path::PathBuf>,
 }
 
 /// The operator's bots: those running, and how many were ever started
@@ -32,7 +34,16 @@ impl RelayAdmin {
         Self {
             relay,
             bots: Mutex::default(),
+            recordings: None,
         }
+    }
+
+    /// Recordings started from the admin page go into `dir` (created when
+    /// the first starts); without it the page's start button says there
+    /// is nowhere to write.
+    pub fn with_recordings(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.recordings = Some(dir.into());
+        self
     }
 }
 
@@ -83,6 +94,14 @@ impl AdminSource for RelayAdmin {
 
     fn stop_recording(&self) -> bool {
         self.relay.stop_recording()
+    }
+
+    fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(switchboard_admin::start_recording_in(
+            self.recordings.as_deref(),
+            "relay",
+            |path| self.relay.start_recording(path),
+        ))
     }
 
     fn log(&self) -> Vec<LogLine> {

@@ -51,6 +51,8 @@ struct Dispatch {
     zones: Option<Zones>,
     /// Native players who asked for batches.
     batches: batch::Batches,
+    /// The recording now, if any (the handle's too).
+    recording: crate::record::Current,
 }
 
 impl Dispatch {
@@ -274,6 +276,30 @@ impl Dispatch {
         true
     }
 
+    /// Starts recording now, from a snapshot of the core; a stopped
+    /// recording before it finishes on its own thread.
+    fn start_recording(&mut self, path: std::path::PathBuf) -> Result<(), String> {
+        if let Some(status) = self.recording.get().map(|r| r.status()) {
+            if status.recording {
+                let file = status.path.display();
+                return Err(format!("already recording to {file} (stop it first)"));
+            }
+        }
+        let snapshot = self.relay.snapshot()?;
+        let header = self.relay.record_header();
+        let recorder =
+            crate::record::RelayRecorder::create_from(&path, header, Some(snapshot), 65_536)
+                .map_err(|err| format!("{}: {err}", path.display()))?;
+        let recorder = std::sync::Arc::new(recorder);
+        self.relay.record_to(recorder.clone());
+        if let Some(old) = self.recording.replace(recorder) {
+            std::thread::spawn(move || old.finish());
+        }
+        self.log
+            .info(format!("recording to {} from now on", path.display()));
+        Ok(())
+    }
+
     /// Sends every player the operator's `text`; returns how many it
     /// reached.
     fn notice(&mut self, text: &str) -> usize {
@@ -359,7 +385,7 @@ pub(crate) async fn run(
     config: RelayConfig,
     stop: CancellationToken,
     log: crate::log::RelayLog,
-    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
+    recording: crate::record::Current,
 ) {
     let started = Instant::now();
     let config_precision = config.compact_precision;
@@ -372,7 +398,7 @@ pub(crate) async fn run(
             if let Some(interest) = &config.interest {
                 relay = relay.with_interest(*interest);
             }
-            if let Some(recorder) = recorder {
+            if let Some(recorder) = recording.get() {
                 relay.record_to(recorder);
             }
             relay
@@ -387,6 +413,7 @@ pub(crate) async fn run(
         started,
         log,
         batches: batch::Batches::new(config_precision),
+        recording,
     };
     let wake = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(wake);
@@ -427,6 +454,9 @@ pub(crate) async fn run(
                 }
                 Control::Notice { text, done } => {
                     let _ = done.send(hub.notice(&text));
+                }
+                Control::StartRecording { path, done } => {
+                    let _ = done.send(hub.start_recording(path));
                 }
             },
             (zone, owner) = next_zone_answer(&mut hub.zones) => {

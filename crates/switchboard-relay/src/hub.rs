@@ -18,7 +18,7 @@ pub enum Link {
 }
 
 /// One player, as a snapshot shows it (a copy, not live state).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RelayClient {
     /// Its number (the JSON protocol's `playerId`).
     pub id: u32,
@@ -508,6 +508,7 @@ pub(crate) fn display_name(name: &str) -> String {
 
 mod budget;
 mod distance;
+mod snapshot;
 
 use budget::Budget;
 pub use budget::RelayLimits;

@@ -206,6 +206,11 @@ pub struct RelayConfig {
     /// that far behind the recording stops (its last record says why) and
     /// the relay goes on.
     pub record: Option<std::path::PathBuf>,
+    /// Where recordings started from the admin page go (default
+    /// `recordings`, created when the first starts; each named after the
+    /// relay and the time). Such a recording begins with a snapshot of the
+    /// relay's core.
+    pub record_dir: std::path::PathBuf,
 }
 
 impl Default for RelayConfig {
@@ -226,6 +231,7 @@ impl Default for RelayConfig {
             json_write_timeout: Duration::from_secs(10),
             zones: None,
             record: None,
+            record_dir: "recordings".into(),
             interest: None,
             compact_precision: crate::compact::DEFAULT_PRECISION,
         }
@@ -244,6 +250,10 @@ pub(crate) enum Control {
         text: String,
         done: oneshot::Sender<usize>,
     },
+    StartRecording {
+        path: std::path::PathBuf,
+        done: oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// A running relay: its addresses, snapshots, and the way to stop it.
@@ -256,21 +266,37 @@ pub struct RelayHandle {
     control: mpsc::Sender<Control>,
     log: crate::log::RelayLog,
     admin_addr: Option<SocketAddr>,
-    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
+    recording: crate::record::Current,
 }
 
 impl RelayHandle {
-    /// Where the recording (`RelayConfig::record`) stands, if there is one.
+    /// Where the recording (`RelayConfig::record`, or
+    /// [`start_recording`](Self::start_recording)) stands, if there has
+    /// been one.
     pub fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
-        self.recorder.as_ref().map(|r| r.status())
+        self.recording.get().map(|r| r.status())
     }
 
     /// Stops the recording (the relay goes on); `false` if there was none
     /// going.
     pub fn stop_recording(&self) -> bool {
-        self.recorder
-            .as_ref()
+        self.recording
+            .get()
             .is_some_and(|r| r.stop("stopped by the operator"))
+    }
+
+    /// Starts recording the relay now, to `path` (created, or truncated):
+    /// the file begins with a snapshot of the relay's core
+    /// ([`Relay::snapshot`](crate::Relay::snapshot)). Refused, with why,
+    /// while a recording runs or when the file cannot be created.
+    pub async fn start_recording(&self, path: std::path::PathBuf) -> Result<(), String> {
+        let (done, answer) = oneshot::channel();
+        let gone = || "the relay has stopped".to_string();
+        self.control
+            .send(Control::StartRecording { path, done })
+            .await
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 
     /// Where the admin server listens, when `RelayConfig::admin` started
@@ -371,7 +397,7 @@ pub struct RelayServer {
     stop: CancellationToken,
     log: crate::log::RelayLog,
     admin: Option<switchboard_admin::AdminServer>,
-    recorder: Option<std::sync::Arc<crate::record::RelayRecorder>>,
+    recording: crate::record::Current,
 }
 
 impl std::fmt::Debug for RelayServer {
@@ -406,17 +432,13 @@ impl RelayServer {
         let log = crate::log::RelayLog::new();
         // Created here, so that a file that cannot be written is the
         // bind's error, not a relay that silently records nothing.
-        let recorder = match &config.record {
-            Some(path) => {
-                let header = crate::record::RelayHeader::of(&config);
-                let recorder =
-                    crate::record::RelayRecorder::create(path, header, 65_536).map_err(|e| {
-                        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-                    })?;
-                Some(std::sync::Arc::new(recorder))
-            }
-            None => None,
-        };
+        let recording = crate::record::Current::default();
+        if let Some(path) = &config.record {
+            let header = crate::record::RelayHeader::of(&config);
+            let recorder = crate::record::RelayRecorder::create(path, header, 65_536)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            recording.replace(std::sync::Arc::new(recorder));
+        }
         let handle = RelayHandle {
             native_addr: native.local_addr(),
             websocket_addr: native.websocket_addr(),
@@ -425,12 +447,14 @@ impl RelayServer {
             control: control_tx,
             log: log.clone(),
             admin_addr: None,
-            recorder: recorder.clone(),
+            recording: recording.clone(),
         };
         // The admin server lives as long as the relay's task (it holds it).
         let admin = match &config.admin {
             Some(admin) => {
-                let source = std::sync::Arc::new(crate::RelayAdmin::new(handle.clone()));
+                let source = std::sync::Arc::new(
+                    crate::RelayAdmin::new(handle.clone()).with_recordings(&config.record_dir),
+                );
                 let server = switchboard_admin::AdminServer::start(
                     admin.clone(),
                     source,
@@ -454,7 +478,7 @@ impl RelayServer {
             stop,
             log,
             admin,
-            recorder,
+            recording,
         };
         Ok((server, handle))
     }
@@ -485,7 +509,7 @@ impl RelayServer {
             ));
         }
         let stop = self.stop.clone();
-        let recorder = self.recorder.clone();
+        let recording = self.recording.clone();
         let hub = crate::dispatch::run(
             self.native,
             json_rx,
@@ -493,7 +517,7 @@ impl RelayServer {
             self.config,
             self.stop,
             self.log,
-            self.recorder,
+            self.recording,
         );
         tokio::pin!(hub, shutdown);
         tokio::select! {
@@ -505,7 +529,7 @@ impl RelayServer {
             }
         }
         // The recording ends with the relay (its handles may outlive it).
-        if let Some(recorder) = recorder {
+        if let Some(recorder) = recording.get() {
             recorder.finish();
         }
     }

@@ -457,8 +457,10 @@ async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
 /// the operator with the token (the relay goes on), downloaded whole, and
 /// the download replays with every answer the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn record_relay_stopped_and_downloaded_from_the_admin_page_replays_identically() {
+async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_replays_identically()
+{
     let path = std::env::temp_dir().join(format!("switchboard-admin-{}.swrl", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-admin-rec-{}", std::process::id()));
     let config = relay::RelayConfig {
         record: Some(path.clone()),
         ..relay::RelayConfig::default()
@@ -467,7 +469,7 @@ async fn record_relay_stopped_and_downloaded_from_the_admin_page_replays_identic
         .config(config)
         .spawn()
         .unwrap();
-    let source = Arc::new(RelayAdmin::new(relay.clone()));
+    let source = Arc::new(RelayAdmin::new(relay.clone()).with_recordings(&dir));
     let admin_config = AdminConfig {
         token: Some("record-admin-t0ken".into()),
         ..AdminConfig::default()
@@ -515,7 +517,57 @@ async fn record_relay_stopped_and_downloaded_from_the_admin_page_replays_identic
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(body.contains("stopped by the operator"), "{body}");
-    let file = {
+    let report = relay::record::replay(&download(&admin).await[..]).unwrap();
+    assert_eq!(report.divergence, None);
+    assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));
+    // A join and at least the transforms sent before the stop.
+    assert!(report.calls >= 2, "{report:?}");
+
+    // Started again from the page while ann stands in the hall: a new
+    // file in the relay's directory, beginning with a snapshot. Bob comes
+    // in and is shown ann where she stands: only the snapshot knows.
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/api/recording/start",
+        Some("record-admin-t0ken"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("relay-"), "{body}");
+    let (bob, _) = native_client(relay.native_addr(), "bob").await;
+    bob.send(&at("hall", 1.0)).unwrap();
+    ann.send(&at("hall", 2.0)).unwrap();
+    until_in_zone(&relay, "hall", 2).await;
+    let (status, _) = http(
+        &admin,
+        "POST",
+        "/api/recording/stop",
+        Some("record-admin-t0ken"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let file = download(&admin).await;
+    let report = relay::record::replay(&file[..]).unwrap();
+    assert_eq!(report.divergence, None, "{report:?}");
+    assert!(
+        report.calls >= 3,
+        "bob's join and two transforms: {report:?}"
+    );
+    let named = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(named, 1, "the file is in the relay's record_dir");
+    drop((ann, bob));
+    relay.shutdown().await.unwrap();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The complete recording, from the admin page (once it is complete).
+async fn download(admin: &AdminServer) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
         let addr = admin.local_addr();
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let request = format!(
@@ -524,16 +576,11 @@ async fn record_relay_stopped_and_downloaded_from_the_admin_page_replays_identic
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await.unwrap();
-        let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        assert!(response.starts_with(b"HTTP/1.1 200"));
-        response[split + 4..].to_vec()
-    };
-    let report = relay::record::replay(&file[..]).unwrap();
-    assert_eq!(report.divergence, None);
-    assert_eq!(report.stopped.as_deref(), Some("stopped by the operator"));
-    // A join and at least the transforms sent before the stop.
-    assert!(report.calls >= 2, "{report:?}");
-    drop(ann);
-    relay.shutdown().await.unwrap();
-    let _ = std::fs::remove_file(&path);
+        if response.starts_with(b"HTTP/1.1 200") {
+            let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+            return response[split + 4..].to_vec();
+        }
+        assert!(std::time::Instant::now() < deadline, "never complete");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -21,16 +21,27 @@ fn at(x: f32, z: f32, zone: &str) -> Transform {
 }
 
 /// A session on a relay with interest by distance: joins, walks, a zone
-/// change, a player over its rate, a leave. Recorded to `path`.
-fn session(path: &std::path::Path, limits: RelayLimits) {
+/// change, a player over its rate, a leave. Recorded to `path` from the
+/// start, or from a snapshot taken at step `from` of the walk.
+fn session(path: &std::path::Path, limits: RelayLimits, from: Option<u64>) {
     let mut relay = Relay::with_limits(limits).with_interest(InterestConfig::default());
-    let recorder = RelayRecorder::create(path, relay.record_header(), 1024).unwrap();
-    relay.record_to(Arc::new(recorder));
+    let record = |relay: &mut Relay, snapshot: Option<Vec<u8>>| {
+        let header = relay.record_header();
+        let recorder = RelayRecorder::create_from(path, header, snapshot, 1024).unwrap();
+        relay.record_to(Arc::new(recorder));
+    };
+    if from.is_none() {
+        record(&mut relay, None);
+    }
     let ids: Vec<u32> = (0..6)
         .map(|i| relay.join(&format!("p{i}"), None, Link::Native, i == 5).0)
         .collect();
     relay.describe(ids[0], "ann", false);
     for step in 0..40u64 {
+        if from == Some(step) {
+            let snapshot = relay.snapshot().unwrap();
+            record(&mut relay, Some(snapshot));
+        }
         for (i, &id) in ids.iter().enumerate() {
             let x = i as f32 * 20.0 + step as f32 * 1.5;
             let zone = if i == 2 && step > 20 { "b" } else { "a" };
@@ -57,7 +68,7 @@ fn temp(name: &str) -> std::path::PathBuf {
 #[test]
 fn record_relay_calls_and_replay_them_identically() {
     let path = temp("same");
-    session(&path, RelayLimits::default());
+    session(&path, RelayLimits::default(), None);
     assert!(record::is_relay_recording(&path));
     let report = record::replay(std::fs::File::open(&path).unwrap()).unwrap();
     assert_eq!(report.divergence, None);
@@ -70,29 +81,19 @@ fn record_relay_calls_and_replay_them_identically() {
 #[test]
 fn replay_relay_with_a_changed_rule_diverges_at_the_first_call_it_changes() {
     let path = temp("changed");
-    session(&path, RelayLimits::default());
+    session(&path, RelayLimits::default(), None);
     // The same calls under a relay whose burst is 2: player 3's flood is
     // refused earlier than recorded.
     let changed = temp("changed-rule");
-    {
-        let mut stream = flate2::read::ZlibDecoder::new(std::fs::File::open(&path).unwrap());
-        let mut header: RelayHeader = read_value(&mut stream, 0).unwrap().unwrap();
-        header.limits.transform_burst = 2.0;
-        header.limits.transforms_per_second = 1.0;
-        let file = std::fs::File::create(&changed).unwrap();
-        let mut out = flate2::write::ZlibEncoder::new(file, flate2::Compression::fast());
-        write_record(&mut out, &header).unwrap();
-        let mut number = 0;
-        while let Some(record) = read_value::<RelayRecord>(&mut stream, number + 1).unwrap() {
-            number += 1;
-            let last = matches!(record, RelayRecord::End);
-            write_record(&mut out, &record).unwrap();
-            if last {
-                break;
-            }
-        }
-        out.finish().unwrap();
-    }
+    rewrite(
+        &path,
+        &changed,
+        |header| {
+            header.limits.transform_burst = 2.0;
+            header.limits.transforms_per_second = 1.0;
+        },
+        |_| true,
+    );
     let report = record::replay(std::fs::File::open(&changed).unwrap()).unwrap();
     let divergence = report.divergence.expect("a divergence");
     // Records: 6 joins, the describe, then each player's first transform
@@ -108,10 +109,65 @@ fn replay_relay_with_a_changed_rule_diverges_at_the_first_call_it_changes() {
     std::fs::remove_file(&changed).unwrap();
 }
 
+/// Copies the recording at `from` to `to`, its header changed by `edit`,
+/// keeping the records `keep` keeps.
+fn rewrite(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    edit: impl FnOnce(&mut RelayHeader),
+    keep: impl Fn(&RelayRecord) -> bool,
+) {
+    let mut stream = flate2::read::ZlibDecoder::new(std::fs::File::open(from).unwrap());
+    let mut header: RelayHeader = read_value(&mut stream, 0).unwrap().unwrap();
+    edit(&mut header);
+    let file = std::fs::File::create(to).unwrap();
+    let mut out = flate2::write::ZlibEncoder::new(file, flate2::Compression::fast());
+    write_record(&mut out, &header).unwrap();
+    let mut number = 0;
+    while let Some(record) = read_value::<RelayRecord>(&mut stream, number + 1).unwrap() {
+        number += 1;
+        let last = matches!(record, RelayRecord::End);
+        if keep(&record) {
+            write_record(&mut out, &record).unwrap();
+        }
+        if last {
+            break;
+        }
+    }
+    out.finish().unwrap();
+}
+
+#[test]
+fn record_relay_started_mid_session_replays_identically_from_its_snapshot() {
+    let path = temp("mid");
+    // From step 25: after the zone change, with worlds in both zones,
+    // views, budgets and strikes to come.
+    session(&path, RelayLimits::default(), Some(25));
+    let report = record::replay(std::fs::File::open(&path).unwrap()).unwrap();
+    assert_eq!(report.divergence, None);
+    // 15 rounds of 6 transforms, the flood, a take, a leave, a line.
+    assert_eq!(report.calls, 15 * 6 + 30 + 1 + 1 + 1);
+    // The same calls without the snapshot answer otherwise at once.
+    let bare = temp("mid-bare");
+    rewrite(
+        &path,
+        &bare,
+        |_| {},
+        |r| !matches!(r, RelayRecord::Snapshot(_)),
+    );
+    let report = record::replay(std::fs::File::open(&bare).unwrap()).unwrap();
+    let divergence = report
+        .divergence
+        .expect("a divergence without the snapshot");
+    assert_eq!(divergence.record, 1, "the first call");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&bare).unwrap();
+}
+
 #[test]
 fn replay_relay_of_a_cut_or_corrupted_file_is_a_clear_error() {
     let path = temp("cut");
-    session(&path, RelayLimits::default());
+    session(&path, RelayLimits::default(), None);
     let bytes = std::fs::read(&path).unwrap();
     for cut in [bytes.len() / 2, bytes.len() - 3, 10] {
         let result = record::replay(&bytes[..cut]);

@@ -33,8 +33,8 @@ impl Default for RelayLimits {
 }
 
 /// A player's transform budget and strikes, on the relay's millisecond clock.
-#[derive(Debug, Clone)]
-pub(super) struct Budget {
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Budget {
     level: f64,
     at_ms: u64,
     strikes: std::collections::VecDeque<u64>,

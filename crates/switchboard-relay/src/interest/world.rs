@@ -45,7 +45,7 @@ fn cell_coords(cell: Cell) -> (i32, i32) {
 }
 
 /// What a scan reads of a player.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Hot {
     at: [f32; 2],
     /// The recompute that last marked it as seen by its mover, and its
@@ -55,7 +55,7 @@ struct Hot {
 }
 
 /// A player in the world.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Member {
     id: u32,
     /// Where its view was last computed.
@@ -66,7 +66,7 @@ struct Member {
 }
 
 /// One side of a pair that see each other.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Seen {
     /// The other's slab number and id.
     member: u32,
@@ -90,8 +90,10 @@ pub struct ViewChanges {
     pub left: Vec<(u32, u32)>,
 }
 
-/// The players of one zone, by place.
-#[derive(Debug)]
+/// The players of one zone, by place. It serializes whole (a relay's
+/// snapshot, for a recording started while it runs), views in their order,
+/// so that the restored world answers as this one would.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct World {
     config: InterestConfig,
     cell_size: f32,
@@ -108,6 +110,7 @@ pub struct World {
     /// Views recomputed so far (what standing still saves).
     recomputes: u64,
     /// Scratch space a recompute reuses (no allocation per move).
+    #[serde(skip)]
     scratch: Scratch,
 }
 

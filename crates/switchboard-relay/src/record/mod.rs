@@ -35,8 +35,9 @@ pub use replay::{is_relay_recording, replay, RelayDivergence, RelayReplay};
 /// The first four bytes of a relay recording's header.
 pub const MAGIC: [u8; 4] = *b"SWRL";
 
-/// The format this build writes and reads.
-pub const FORMAT: u16 = 1;
+/// The format this build writes. It reads this one and format 1 (which had
+/// no [`RelayRecord::Snapshot`]: its recordings all start with the relay).
+pub const FORMAT: u16 = 2;
 
 /// What a relay recording starts with: what a fresh core needs to be the
 /// one recorded.
@@ -153,6 +154,12 @@ pub enum RelayRecord {
     Stopped(String),
     /// The relay stopped; the last record.
     End,
+    /// The core when the recording began ([`Relay::snapshot`]), for a
+    /// recording started while the relay ran: the first record after the
+    /// header.
+    ///
+    /// [`Relay::snapshot`]: crate::Relay::snapshot
+    Snapshot(Vec<u8>),
 }
 
 /// A core's answer, for its hash.
@@ -235,6 +242,22 @@ struct Queue {
 /// Calls per hand-over to the writer.
 const BATCH: usize = 256;
 
+/// The relay's recording now (the last one, once stopped), if there has
+/// been one: shared by its handle (status, stop, start) and its task.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Current(Arc<Mutex<Option<Arc<RelayRecorder>>>>);
+
+impl Current {
+    pub(crate) fn get(&self) -> Option<Arc<RelayRecorder>> {
+        self.0.lock().expect("recording lock").clone()
+    }
+
+    /// Makes `recorder` the current one; the one before, if any.
+    pub(crate) fn replace(&self, recorder: Arc<RelayRecorder>) -> Option<Arc<RelayRecorder>> {
+        self.0.lock().expect("recording lock").replace(recorder)
+    }
+}
+
 impl RelayRecorder {
     /// Starts a recording of a relay made with these settings at `path`,
     /// holding at most `queue` records waiting for the disk.
@@ -243,10 +266,24 @@ impl RelayRecorder {
         header: RelayHeader,
         queue: usize,
     ) -> std::io::Result<Self> {
+        Self::create_from(path, header, None, queue)
+    }
+
+    /// [`create`](Self::create), for a relay that already runs: the file
+    /// starts from `snapshot` ([`Relay::snapshot`](crate::Relay::snapshot)).
+    pub fn create_from(
+        path: impl Into<PathBuf>,
+        header: RelayHeader,
+        snapshot: Option<Vec<u8>>,
+        queue: usize,
+    ) -> std::io::Result<Self> {
         let path = path.into();
         let file = std::fs::File::create(&path)?;
         let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
         write_record(&mut out, &header)?;
+        if let Some(snapshot) = snapshot {
+            write_record(&mut out, &RelayRecord::Snapshot(snapshot))?;
+        }
         let (tx, rx) = sync_channel::<Vec<RelayRecord>>(queue.div_ceil(BATCH).max(1));
         let stopped = Arc::new(Mutex::new(None));
         let writer = std::thread::Builder::new()
@@ -372,8 +409,10 @@ fn write_all(mut out: ZlibEncoder<BufWriter<std::fs::File>>, rx: Receiver<Vec<Re
 }
 
 impl crate::hub::Relay {
-    /// Records every call from now on (`crate::record`); a relay that
-    /// records starts empty, so that a replay starts as it did.
+    /// Records every call from now on (`crate::record`): into a recorder
+    /// made when the relay was empty, or one that starts from this relay's
+    /// [`snapshot`](Self::snapshot) (`RelayRecorder::create_from`), so that
+    /// a replay starts as it did.
     pub fn record_to(&mut self, recorder: std::sync::Arc<crate::record::RelayRecorder>) {
         self.recorder = Some(recorder);
     }

@@ -49,7 +49,7 @@ pub fn replay(file: impl Read) -> Result<RelayReplay, RecordError> {
     let mut stream = ZlibDecoder::new(file);
     let header: RelayHeader = read_value(&mut stream, 0)?
         .ok_or_else(|| RecordError::NotARecording("it is empty".into()))?;
-    if header.magic != MAGIC || header.format != FORMAT {
+    if header.magic != MAGIC || !(1..=FORMAT).contains(&header.format) {
         return Err(RecordError::NotARecording(format!(
             "not a relay recording of format {FORMAT} (magic {:?}, format {})",
             header.magic, header.format
@@ -79,6 +79,20 @@ pub fn replay(file: impl Read) -> Result<RelayReplay, RecordError> {
             RelayRecord::Stopped(why) => {
                 report.stopped = Some(why);
                 break;
+            }
+            RelayRecord::Snapshot(snapshot) if number == 1 => {
+                relay
+                    .restore(&snapshot)
+                    .map_err(|reason| RecordError::Corrupt {
+                        record: number,
+                        reason,
+                    })?;
+            }
+            RelayRecord::Snapshot(_) => {
+                return Err(RecordError::Corrupt {
+                    record: number,
+                    reason: "a snapshot after the recording began".into(),
+                })
             }
             RelayRecord::Call { input, answer } => {
                 report.calls += 1;
