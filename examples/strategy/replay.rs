@@ -31,12 +31,12 @@ pub fn serve(
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let reader = RecordReader::new(std::io::BufReader::new(file))
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    let name = reader
-        .header()
-        .initial_state
-        .as_deref()
-        .map(|state| String::from_utf8_lossy(state).into_owned())
-        .ok_or("the recording does not say its scenario")?;
+    // A recording started mid-game names no scenario: its snapshot holds
+    // the whole game, put back over the built-in one the logic starts as.
+    let name = reader.header().initial_state.as_deref().map_or_else(
+        || "valley".into(),
+        |state| String::from_utf8_lossy(state).into_owned(),
+    );
     let scenario = load(&name)?;
     // The first replayer reads what was opened; a seek back opens the file
     // again.

@@ -10,6 +10,7 @@ use switchboard::{Audience, ClientId, GameLogic, Outbox, Rejection, Request};
 
 mod checkpoint;
 mod orders;
+mod snapshot;
 
 pub use checkpoint::{CHECKPOINT_MAGIC, CHECKPOINT_VERSION};
 
@@ -47,7 +48,7 @@ pub enum Command {
     Start,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Player {
     name: String,
     nation: Option<NationId>,
@@ -474,6 +475,14 @@ impl GameLogic for StrategyLogic {
         }
         self.maybe_end_turn(out);
         self.send_views(out);
+    }
+
+    fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
+        self.snapshot_at(now)
+    }
+
+    fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {
+        self.restore_at(state, now)
     }
 }
 
