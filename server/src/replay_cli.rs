@@ -1,6 +1,6 @@
 //! `switchboard-server replay FILE`: a recorded board game, rooms server or
 //! relay fed to a fresh core, every output compared with the recorded
-//! run's; with `--serve PORT` (not for a relay), served live to spectators.
+//! run's; with `--serve PORT`, served live to spectators.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,8 +28,8 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "NAME")]
     follow: Option<String>,
     /// With `--serve`: feed the records up to this number at once, then
-    /// pace the rest. While it serves, stdin takes `pause`, `play`, `speed
-    /// X` and `seek RECORD` (back or forth).
+    /// pace the rest. While a game's replay serves, stdin takes `pause`,
+    /// `play`, `speed X` and `seek RECORD` (back or forth).
     #[arg(long = "from", value_name = "RECORD", default_value_t = 0)]
     skip_to: u64,
 }
@@ -132,17 +132,34 @@ fn run<L: GameLogic>(
 }
 
 /// A relay's recording: every call replayed on a fresh relay core, every
-/// answer compared.
+/// answer compared; with `--serve`, served to spectators as it goes.
 fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
-    if args.serve.is_some() {
-        return Err("a relay's recording is checked, not served (--serve is for games)".into());
-    }
     let name = args.file.display();
     let file = std::fs::File::open(&args.file).map_err(|e| format!("{name}: {e}"))?;
+    let file = std::io::BufReader::new(file);
     println!("replaying {name} (a relay)");
     let started = Instant::now();
-    let report = switchboard_relay::record::replay(std::io::BufReader::new(file))
-        .map_err(|e| format!("{name}: {e}"))?;
+    let report = match args.serve {
+        Some(port) => {
+            let config = switchboard_relay::record::WatchConfig {
+                port,
+                speed: args.speed,
+                follow: args.follow.clone(),
+                skip_to: args.skip_to,
+                ..Default::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let _entered = runtime.enter();
+            runtime.block_on(switchboard_relay::record::watch(file, config, |addr| {
+                println!("{}", switchboard::process::ready_line(addr.port()));
+                println!("spectators: connect a relay client to {addr}");
+            }))?
+        }
+        None => switchboard_relay::record::replay(file).map_err(|e| format!("{name}: {e}"))?,
+    };
     if let Some(d) = report.divergence {
         return Err(format!(
             "diverged at record {} ({:?}): recorded answer {:016x}, replayed {:016x}",

@@ -24,6 +24,7 @@ mod deliver;
 mod handover;
 
 use deliver::deliver;
+pub(crate) use deliver::plain_frame;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;

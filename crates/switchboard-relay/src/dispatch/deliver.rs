@@ -28,8 +28,7 @@ pub(super) fn deliver(
     let codec = &native.config().socket.codec;
     // The forms players who take batches need, each made once.
     let mut forms = batches.any().then(|| batches.forms(event));
-    let plain = batch::Plain::of(event);
-    let encoded = EncodedMessage::of(RelayChannel, plain.action(), &plain, codec).ok();
+    let encoded = plain_frame(event, codec);
     let mut json_line = None;
     let mut slow = Vec::new();
     let mut native_peers = Vec::new();
@@ -80,4 +79,13 @@ pub(super) fn deliver(
         None => native_peers.clear(),
     }
     (slow, native_peers, to.len())
+}
+
+/// An event as the frame a client that takes single messages gets.
+pub(crate) fn plain_frame(
+    event: &RelayEvent,
+    codec: &switchboard::codec::CodecConfig,
+) -> Option<EncodedMessage> {
+    let plain = batch::Plain::of(event);
+    EncodedMessage::of(RelayChannel, plain.action(), &plain, codec).ok()
 }

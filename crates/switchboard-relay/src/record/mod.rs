@@ -29,8 +29,12 @@ use crate::interest::InterestConfig;
 use crate::transform::Transform;
 
 mod replay;
+mod watch;
 
-pub use replay::{is_relay_recording, replay, RelayDivergence, RelayReplay};
+pub use replay::{
+    is_relay_recording, replay, RelayDivergence, RelayReplay, RelayReplayer, ReplayedCall,
+};
+pub use watch::{watch, WatchConfig};
 
 /// The first four bytes of a relay recording's header.
 pub const MAGIC: [u8; 4] = *b"SWRL";

@@ -1,0 +1,206 @@
+//! A relay recording served to spectators ([`watch`]): the replay runs on a
+//! fresh core, paced by the recorded clock, and every spectator is sent
+//! what one recorded player was sent, as if it were that player on a live
+//! relay: its welcome, the others in its zone where they stand, then each
+//! transform, entry and leave it heard. Spectators connect with any relay
+//! client (`RelayAction`'s single messages); what they send is answered
+//! "this is a replay: watch only". The replay is checked as it goes: a
+//! call whose answer differs from the recorded one ends it, reported.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use switchboard::socket::{
+    BindScope, PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream,
+};
+
+use super::{RelayInput, RelayReplay, RelayReplayer};
+use crate::dispatch::plain_frame;
+use crate::hub::{Relay, RelayEvent};
+use crate::server::{RelayAction, RelayChannel};
+
+/// How a relay recording is served; each field says its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchConfig {
+    /// Who may connect (default loopback).
+    pub scope: BindScope,
+    /// The port (default 0: a free one, given to `listening`).
+    pub port: u16,
+    /// How much faster than recorded (default 1).
+    pub speed: f64,
+    /// Whose view spectators get: a recorded player's name (default the
+    /// player with the lowest id present, followed until it leaves).
+    pub follow: Option<String>,
+    /// Records up to this number are fed at once, unpaced (default 0).
+    pub skip_to: u64,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            scope: BindScope::Loopback,
+            port: 0,
+            speed: 1.0,
+            follow: None,
+            skip_to: 0,
+        }
+    }
+}
+
+/// The spectators and whom they watch.
+struct Audience {
+    handle: ServerHandle,
+    spectators: Vec<PeerId>,
+    followed: Option<u32>,
+}
+
+impl Audience {
+    fn send(&self, to: &[PeerId], event: &RelayEvent) {
+        let codec = &self.handle.config().socket.codec;
+        if let Some(frame) = plain_frame(event, codec) {
+            for peer in to {
+                let _ = self.handle.send_encoded_to(*peer, &frame);
+            }
+        }
+    }
+
+    /// Tells `to` whom it is now, and shows it the others in that
+    /// player's zone where they stand.
+    fn greet(&self, relay: &Relay, to: &[PeerId]) {
+        let Some(id) = self.followed else { return };
+        self.send(to, &RelayEvent::Welcome { player_id: id });
+        let clients = relay.clients();
+        let zone = clients
+            .iter()
+            .find(|c| c.id == id)
+            .and_then(|c| c.zone.clone());
+        for other in clients.iter().filter(|c| c.id != id && c.zone == zone) {
+            if let Some(last) = &other.last {
+                let event = RelayEvent::Transform {
+                    player_id: other.id,
+                    server_time_ms: 0,
+                    transform: last.clone(),
+                };
+                self.send(to, &event);
+            }
+        }
+    }
+
+    /// Picks whom to follow when nobody is (at the start, or after the
+    /// followed player left), and greets every spectator as that player.
+    fn follow(&mut self, relay: &Relay, name: Option<&str>) {
+        let present = |id: u32| relay.player(id).is_some();
+        if self.followed.is_some_and(present) {
+            return;
+        }
+        let clients = relay.clients();
+        self.followed = match name {
+            Some(name) => clients.iter().find(|c| c.name == name).map(|c| c.id),
+            None => clients.first().map(|c| c.id),
+        };
+        let everyone = self.spectators.clone();
+        self.greet(relay, &everyone);
+    }
+
+    /// A spectator came, went or spoke.
+    fn take(&mut self, relay: &Relay, event: ServerEvent) {
+        match event {
+            ServerEvent::PeerConnected { peer, .. } => {
+                self.spectators.push(peer);
+                self.greet(relay, &[peer]);
+            }
+            ServerEvent::PeerDisconnected { peer, .. } => self.spectators.retain(|p| *p != peer),
+            ServerEvent::Received(incoming) => {
+                let _ = self.handle.send_value_to(
+                    incoming.peer,
+                    RelayChannel,
+                    RelayAction::Error,
+                    "this is a replay: watch only",
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The relay's clock in a call, where it has one.
+fn clock_of(input: &RelayInput) -> Option<u64> {
+    match input {
+        RelayInput::Transform { now_ms, .. }
+        | RelayInput::Admit { now_ms, .. }
+        | RelayInput::RelayAdmitted { now_ms, .. } => Some(*now_ms),
+        _ => None,
+    }
+}
+
+/// Serves the relay recording `file` on `config.port`, telling
+/// `listening` the address; waits for the first spectator, then replays
+/// paced as recorded. Returns the replay's report (a divergence ends it
+/// early, reported there); a file that cannot be read is an error.
+pub async fn watch(
+    file: impl Read,
+    config: WatchConfig,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<RelayReplay, String> {
+    let mut replayer = RelayReplayer::open(file).map_err(|e| e.to_string())?;
+    let mut server = ServerStream::bind(config.scope, config.port, ServerConfig::default())
+        .map_err(|e| e.to_string())?;
+    listening(server.local_addr());
+    let mut audience = Audience {
+        handle: server.handle(),
+        spectators: Vec::new(),
+        followed: None,
+    };
+    // The replay starts with its first spectator.
+    while audience.spectators.is_empty() {
+        let event = server.next_event().await.ok_or("the server stopped")?;
+        audience.take(replayer.relay(), event);
+    }
+    let speed = if config.speed.is_finite() && config.speed > 0.0 {
+        config.speed
+    } else {
+        1.0
+    };
+    let mut report = RelayReplay {
+        calls: 0,
+        stopped: None,
+        divergence: None,
+    };
+    let mut last_ms = None;
+    while let Some(call) = replayer.next_call().map_err(|e| e.to_string())? {
+        report.calls += 1;
+        if let Some(now_ms) = clock_of(&call.input) {
+            let wait = last_ms.map_or(0, |last| now_ms.saturating_sub(last));
+            last_ms = Some(now_ms);
+            if call.record >= config.skip_to && wait > 0 {
+                let pause = tokio::time::sleep(Duration::from_secs_f64(wait as f64 / 1e3 / speed));
+                tokio::pin!(pause);
+                loop {
+                    tokio::select! {
+                        _ = &mut pause => break,
+                        Some(event) = server.next_event() => audience.take(replayer.relay(), event),
+                    }
+                }
+            }
+        }
+        if let Some(divergence) = call.divergence() {
+            report.divergence = Some(divergence);
+            break;
+        }
+        audience.follow(replayer.relay(), config.follow.as_deref());
+        let Some(followed) = audience.followed else {
+            continue;
+        };
+        let everyone = audience.spectators.clone();
+        for (to, event) in &call.out {
+            let own_welcome = matches!(event, RelayEvent::Welcome { .. });
+            if to.contains(&followed) && !own_welcome {
+                audience.send(&everyone, event);
+            }
+        }
+    }
+    report.stopped = replayer.stopped.take();
+    audience.handle.shutdown("the replay ended");
+    Ok(report)
+}
