@@ -141,12 +141,12 @@ fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
     let started = Instant::now();
     let report = match args.serve {
         Some(port) => {
-            let config = switchboard_relay::record::WatchConfig {
+            let config = SpectateConfig {
                 port,
                 speed: args.speed,
                 follow: args.follow.clone(),
                 skip_to: args.skip_to,
-                ..Default::default()
+                ..SpectateConfig::default()
             };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

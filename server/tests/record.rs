@@ -87,6 +87,22 @@ fn play_recorded(path: &Path) -> BoardLogic {
     server.shutdown_blocking().unwrap()
 }
 
+/// `switchboard-server replay FILE` says every output is the recorded one.
+fn replays_from_the_command_line(path: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .arg("replay")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("every one identical"), "{text}");
+}
+
 fn open(path: &Path) -> RecordReader<std::io::BufReader<std::fs::File>> {
     let file = std::fs::File::open(path).unwrap();
     RecordReader::new(std::io::BufReader::new(file)).unwrap()
@@ -109,19 +125,7 @@ fn record_the_board_game_over_real_sockets_and_replay_it_identically() {
     assert_eq!(report.logic.get("level"), Some("2"));
     assert_eq!(live.get("level"), Some("2"));
 
-    // The same from the command line.
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
-        .arg("replay")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("every one identical"), "{text}");
+    replays_from_the_command_line(&path);
     let _ = std::fs::remove_file(&path);
 }
 
@@ -382,15 +386,7 @@ fn record_started_mid_game_replays_identically_from_its_snapshot() {
     let cyd_id = cyd.client_id().unwrap();
     assert_eq!(report.logic.seat_of(cyd_id), Some(1));
 
-    // The same from the command line.
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
-        .arg("replay")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("every one identical"), "{text}");
+    replays_from_the_command_line(&path);
     let _ = std::fs::remove_file(&path);
 }
 

@@ -485,25 +485,11 @@ async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_r
     let status_now: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status_now["recording"], true, "{body}");
     // Not complete yet: no download.
-    let (status, _) = http(
-        &admin,
-        "GET",
-        "/api/recording/file",
-        Some("record-admin-t0ken"),
-        "",
-    )
-    .await;
+    let (status, _) = as_operator(&admin, "GET", "/api/recording/file").await;
     assert_eq!(status, 409);
     let (status, _) = http(&admin, "POST", "/api/recording/stop", None, "").await;
     assert_eq!(status, 401);
-    let (status, body) = http(
-        &admin,
-        "POST",
-        "/api/recording/stop",
-        Some("record-admin-t0ken"),
-        "",
-    )
-    .await;
+    let (status, body) = as_operator(&admin, "POST", "/api/recording/stop").await;
     assert_eq!(status, 200, "{body}");
     // The relay goes on.
     ann.send(&at("hall", 9.0)).unwrap();
@@ -526,28 +512,14 @@ async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_r
     // Started again from the page while ann stands in the hall: a new
     // file in the relay's directory, beginning with a snapshot. Bob comes
     // in and is shown ann where she stands: only the snapshot knows.
-    let (status, body) = http(
-        &admin,
-        "POST",
-        "/api/recording/start",
-        Some("record-admin-t0ken"),
-        "",
-    )
-    .await;
+    let (status, body) = as_operator(&admin, "POST", "/api/recording/start").await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("relay-"), "{body}");
     let (bob, _) = native_client(relay.native_addr(), "bob").await;
     bob.send(&at("hall", 1.0)).unwrap();
     ann.send(&at("hall", 2.0)).unwrap();
     until_in_zone(&relay, "hall", 2).await;
-    let (status, _) = http(
-        &admin,
-        "POST",
-        "/api/recording/stop",
-        Some("record-admin-t0ken"),
-        "",
-    )
-    .await;
+    let (status, _) = as_operator(&admin, "POST", "/api/recording/stop").await;
     assert_eq!(status, 200);
     let file = download(&admin).await;
     let report = relay::record::replay(&file[..]).unwrap();
@@ -562,6 +534,11 @@ async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_r
     relay.shutdown().await.unwrap();
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A call to the admin page with the recording test's token.
+async fn as_operator(admin: &AdminServer, method: &str, path: &str) -> (u16, String) {
+    http(admin, method, path, Some("record-admin-t0ken"), "").await
 }
 
 /// The complete recording, from the admin page (once it is complete).

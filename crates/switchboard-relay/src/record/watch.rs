@@ -11,42 +11,13 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard::socket::{
-    BindScope, PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream,
-};
+use switchboard::socket::{PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream};
+use switchboard::spectate::SpectateConfig;
 
 use super::{RelayInput, RelayReplay, RelayReplayer};
 use crate::dispatch::plain_frame;
 use crate::hub::{Relay, RelayEvent};
 use crate::server::{RelayAction, RelayChannel};
-
-/// How a relay recording is served; each field says its default.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WatchConfig {
-    /// Who may connect (default loopback).
-    pub scope: BindScope,
-    /// The port (default 0: a free one, given to `listening`).
-    pub port: u16,
-    /// How much faster than recorded (default 1).
-    pub speed: f64,
-    /// Whose view spectators get: a recorded player's name (default the
-    /// player with the lowest id present, followed until it leaves).
-    pub follow: Option<String>,
-    /// Records up to this number are fed at once, unpaced (default 0).
-    pub skip_to: u64,
-}
-
-impl Default for WatchConfig {
-    fn default() -> Self {
-        Self {
-            scope: BindScope::Loopback,
-            port: 0,
-            speed: 1.0,
-            follow: None,
-            skip_to: 0,
-        }
-    }
-}
 
 /// The spectators and whom they watch.
 struct Audience {
@@ -134,13 +105,16 @@ fn clock_of(input: &RelayInput) -> Option<u64> {
     }
 }
 
-/// Serves the relay recording `file` on `config.port`, telling
-/// `listening` the address; waits for the first spectator, then replays
-/// paced as recorded. Returns the replay's report (a divergence ends it
-/// early, reported there); a file that cannot be read is an error.
+/// Serves the relay recording `file` as a game's replay is served
+/// (`config`: where, how fast, whom to follow, from which record, whether
+/// to wait for the first spectator), telling `listening` the address.
+/// Whom to follow is a recorded player's name; by default the player with
+/// the lowest id present, and the next one when it leaves. Returns the
+/// replay's report (a divergence ends it early, reported there); a file
+/// that cannot be read is an error.
 pub async fn watch(
     file: impl Read,
-    config: WatchConfig,
+    config: SpectateConfig,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<RelayReplay, String> {
     let mut replayer = RelayReplayer::open(file).map_err(|e| e.to_string())?;
@@ -153,7 +127,7 @@ pub async fn watch(
         followed: None,
     };
     // The replay starts with its first spectator.
-    while audience.spectators.is_empty() {
+    while config.wait_for_spectator && audience.spectators.is_empty() {
         let event = server.next_event().await.ok_or("the server stopped")?;
         audience.take(replayer.relay(), event);
     }
