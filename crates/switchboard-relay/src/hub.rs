@@ -364,11 +364,12 @@ impl Relay {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let old = player.zone.clone();
-        if old.as_deref() != Some(transform.zone.as_str()) {
-            if let Some(old) = &old {
-                self.out_of_zone(old, id);
-                let watchers = self.others_in(old, id);
+        // The zone's name is compared, not copied: a copy per transform
+        // only when the player changes zone.
+        if player.zone.as_deref() != Some(transform.zone.as_str()) {
+            if let Some(old) = player.zone.clone() {
+                self.out_of_zone(&old, id);
+                let watchers = self.others_in(&old, id);
                 if !watchers.is_empty() {
                     out.push((watchers, RelayEvent::Left { player_id: id }));
                 }
@@ -424,7 +425,9 @@ impl Relay {
         self.stats.transforms_out += recipients.len() as u64;
         let transform = Arc::new(transform);
         if let Some(player) = self.players.get_mut(&id) {
-            player.zone = Some(transform.zone.clone());
+            if player.zone.as_deref() != Some(transform.zone.as_str()) {
+                player.zone = Some(transform.zone.clone());
+            }
             player.last = Some(transform.clone());
             player.relayed += 1;
         }

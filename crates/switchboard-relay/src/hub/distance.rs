@@ -22,32 +22,36 @@ impl Relay {
         let Some(player) = self.players.get(&id) else {
             return Vec::new();
         };
-        let old = player.zone.clone();
         let mut out = Vec::new();
-        let zone = transform.zone.clone();
-        let (changes, recipients) = if old.as_deref() == Some(zone.as_str()) {
+        // Names are compared, not copied: a copy only on a zone change (or
+        // a world that went missing).
+        let same_zone = player.zone.as_deref() == Some(transform.zone.as_str());
+        let (changes, recipients) = match self.worlds.get_mut(&transform.zone) {
+            Some(world) if same_zone => world.moved(id, transform.position),
             // (A player's zone always has its world; were it missing, the
             // player would enter a fresh one.)
-            let world = self
+            _ if same_zone => self
                 .worlds
-                .entry(zone.clone())
-                .or_insert_with(|| World::new(config));
-            world.moved(id, transform.position)
-        } else {
-            if let Some(old) = &old {
-                self.out_of_zone(old, id);
-                let watchers = self.leave_world(old, id);
-                if !watchers.is_empty() {
-                    out.push((watchers, RelayEvent::Left { player_id: id }));
+                .entry(transform.zone.clone())
+                .or_insert_with(|| World::new(config))
+                .moved(id, transform.position),
+            _ => {
+                if let Some(old) = player.zone.clone() {
+                    self.out_of_zone(&old, id);
+                    let watchers = self.leave_world(&old, id);
+                    if !watchers.is_empty() {
+                        out.push((watchers, RelayEvent::Left { player_id: id }));
+                    }
                 }
+                let zone = transform.zone.clone();
+                self.zones.entry(zone.clone()).or_default().insert(id);
+                let world = self
+                    .worlds
+                    .entry(zone)
+                    .or_insert_with(|| World::new(config));
+                let changes = world.enter(id, transform.position);
+                (changes, world.recipients(id))
             }
-            self.zones.entry(zone.clone()).or_default().insert(id);
-            let world = self
-                .worlds
-                .entry(zone.clone())
-                .or_insert_with(|| World::new(config));
-            let changes = world.enter(id, transform.position);
-            (changes, world.recipients(id))
         };
         self.tell_views(id, &changes, server_time_ms, &mut out);
         self.relay_to(id, transform, recipients, server_time_ms, &mut out);
