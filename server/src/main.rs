@@ -86,7 +86,8 @@ struct RoomsArgs {
     #[arg(long, default_value = "loopback", value_parser = parse_scope)]
     bind: BindScope,
     /// Record every input to FILE, for `switchboard-server replay FILE`
-    /// (not with `--redis`: the directory's answers are not recorded).
+    /// (not with `--redis`: a directory's reservations are checked against
+    /// the wall clock and the service's key, which a replay cannot have).
     #[arg(long, value_name = "FILE")]
     record: Option<std::path::PathBuf>,
     /// The native (Switchboard) port; 0 picks a free one.
@@ -372,7 +373,7 @@ fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     // With Redis: one of the service's rooms processes (docs/SCALING.md).
     let serving = match args.redis.open()? {
         Some(_) if config.record.is_some() => {
-            return Err("--record is not for a rooms server in a directory (--redis): the directory's answers are not recorded".into());
+            return Err("--record is not for a rooms server in a directory (--redis): its reservations are checked against the wall clock and the service's key, which a replay cannot have".into());
         }
         Some(store) => {
             let (link, serving) = scale::join_room_directory(store)?;

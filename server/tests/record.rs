@@ -390,6 +390,36 @@ fn record_started_mid_game_replays_identically_from_its_snapshot() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A game that implements no snapshot: a recording cannot start mid-game,
+/// and the operator is told why, with what to do instead.
+#[test]
+fn record_started_mid_game_is_refused_with_why_for_a_game_without_snapshots() {
+    use switchboard::manager::{Outbox, Rejection, Request};
+    use switchboard::{ClientId, GameLogic, Message};
+    struct Silent;
+    impl GameLogic for Silent {
+        type Message = Message;
+        type Command = ();
+        fn validate(&self, _: &Request<Message>) -> Result<(), Rejection> {
+            Err(Rejection::invalid("nothing to do"))
+        }
+        fn apply(&mut self, _: ClientId, _: (), _: &mut Outbox) {}
+    }
+    let server = ServerManager::builder(Silent).spawn().unwrap();
+    let path = recording("refused");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let why = rt
+        .block_on(server.handle().start_recording(RecordConfig::to(&path)))
+        .unwrap_err();
+    assert!(why.contains("takes no snapshot"), "{why}");
+    assert!(why.contains("--record FILE"), "{why}");
+    assert!(!path.exists(), "no file for a refused recording");
+    assert!(server.handle().recording().is_none());
+    server.shutdown_blocking().unwrap();
+}
+
 #[test]
 fn replay_served_live_shows_a_spectator_what_the_followed_player_saw() {
     use switchboard::record::Replayer;

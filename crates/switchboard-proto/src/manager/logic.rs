@@ -305,7 +305,7 @@ pub trait GameLogic: Send + 'static {
     /// lives elsewhere too) does.
     fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
         let _ = now;
-        Err("this game's logic takes no snapshot (GameLogic::snapshot)".into())
+        Err("this game's logic takes no snapshot (GameLogic::snapshot): it records from its start only (--record FILE)".into())
     }
 
     /// Puts back the state [`snapshot`](Self::snapshot) gave, its instants

@@ -24,6 +24,8 @@ struct Audience {
     handle: ServerHandle,
     spectators: Vec<PeerId>,
     followed: Option<u32>,
+    /// The recorded relay's clock, as far as the replay has gone.
+    clock_ms: u64,
 }
 
 impl Audience {
@@ -50,7 +52,7 @@ impl Audience {
             if let Some(last) = &other.last {
                 let event = RelayEvent::Transform {
                     player_id: other.id,
-                    server_time_ms: 0,
+                    server_time_ms: self.clock_ms,
                     transform: last.clone(),
                 };
                 self.send(to, &event);
@@ -125,6 +127,7 @@ pub async fn watch(
         handle: server.handle(),
         spectators: Vec::new(),
         followed: None,
+        clock_ms: 0,
     };
     // The replay starts with its first spectator.
     while config.wait_for_spectator && audience.spectators.is_empty() {
@@ -147,6 +150,7 @@ pub async fn watch(
         if let Some(now_ms) = clock_of(&call.input) {
             let wait = last_ms.map_or(0, |last| now_ms.saturating_sub(last));
             last_ms = Some(now_ms);
+            audience.clock_ms = now_ms;
             if call.record >= config.skip_to && wait > 0 {
                 let pause = tokio::time::sleep(Duration::from_secs_f64(wait as f64 / 1e3 / speed));
                 tokio::pin!(pause);

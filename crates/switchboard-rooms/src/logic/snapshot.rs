@@ -1,8 +1,8 @@
 //! The rooms as they stand, for a recording started while the server runs
 //! (`GameLogic::snapshot`): every room with its members and entities, the
 //! quotas' counters and the sync clock. Not in a directory (`--redis`):
-//! there the rooms live in Redis too, and the directory's answers are not
-//! recorded.
+//! there reservations are checked against the wall clock and the
+//! service's key, which a replay cannot have.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ impl RoomsLogic {
     pub(super) fn snapshot_at(&self, now: Instant) -> Result<Vec<u8>, String> {
         if self.directory.is_some() {
             return Err(
-                "a rooms server in a directory (--redis) takes no snapshot: its rooms live in Redis too"
+                "a rooms server in a directory (--redis) is not recorded: its reservations are checked against the wall clock and the service's key"
                     .into(),
             );
         }

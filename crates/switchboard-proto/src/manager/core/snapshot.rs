@@ -72,9 +72,7 @@ impl<L: GameLogic> ManagerCore<L> {
         };
         let ((core, logic), reach_back) =
             clock::reach_of(|| (clock::encode_at(now, &state), self.logic.snapshot(now)));
-        let logic = logic.map_err(|why| {
-            format!("{why}: a recording of it starts with the server (--record FILE)")
-        })?;
+        let logic = logic?;
         Ok(Snapshot {
             reach_back,
             core: core?,
