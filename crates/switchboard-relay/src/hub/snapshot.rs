@@ -66,6 +66,11 @@ impl Relay {
         }
         let state: State = switchboard::codec::decode_value(snapshot)
             .map_err(|e| format!("the relay's snapshot does not decode: {e}"))?;
+        for (zone, world) in &state.worlds {
+            world
+                .check()
+                .map_err(|why| format!("the snapshot's world {zone:?}: {why}"))?;
+        }
         self.players = state.players;
         self.budgets = state.budgets.into_iter().collect();
         self.zones = state.zones.into_iter().collect();
