@@ -27,6 +27,8 @@ use switchboard::record::{fnv1a, write_record};
 use crate::hub::{Link, Outgoing, RelayEvent, RelayLimits};
 use crate::interest::InterestConfig;
 use crate::transform::Transform;
+#[cfg(doc)]
+use crate::hub::Relay;
 
 mod replay;
 mod watch;
