@@ -24,11 +24,11 @@ use flate2::write::ZlibEncoder;
 use serde::{Deserialize, Serialize};
 use switchboard::record::{fnv1a, write_record};
 
+#[cfg(doc)]
+use crate::hub::Relay;
 use crate::hub::{Link, Outgoing, RelayEvent, RelayLimits};
 use crate::interest::InterestConfig;
 use crate::transform::Transform;
-#[cfg(doc)]
-use crate::hub::Relay;
 
 mod replay;
 mod watch;
