@@ -5,16 +5,11 @@
 
 #[path = "../../../fuzz/bodies/master_datagram.rs"]
 mod body;
+#[path = "../../../fuzz/corpus.rs"]
+mod corpus;
 
 #[test]
 fn fuzz_corpus_of_master_datagram_replays_without_a_panic() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/master_datagram");
-    let mut inputs = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        body::run(&std::fs::read(&path).unwrap());
-        inputs += 1;
-    }
-    assert!(inputs > 0, "the corpus of master_datagram is empty");
+    let corpora = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    corpus::replay(&corpora, "master_datagram", body::run);
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 #[path = "../../../fuzz/bodies/relay_record_reader.rs"]
 mod body;
+#[path = "../../../fuzz/corpus.rs"]
+mod corpus;
 
 use switchboard::record::{read_value, write_record};
 use switchboard_relay::interest::InterestConfig;
@@ -187,13 +189,6 @@ fn replay_relay_of_a_cut_or_corrupted_file_is_a_clear_error() {
 /// stays a result, never a panic. See `fuzz/README.md`.
 #[test]
 fn fuzz_corpus_of_relay_record_reader_replays_without_a_panic() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/relay_record_reader");
-    let mut inputs = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        body::run(&std::fs::read(&path).unwrap());
-        inputs += 1;
-    }
-    assert!(inputs > 0, "the corpus of relay_record_reader is empty");
+    let corpora = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    corpus::replay(&corpora, "relay_record_reader", body::run);
 }

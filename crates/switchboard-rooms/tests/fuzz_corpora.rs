@@ -6,28 +6,22 @@
 
 #[path = "../../../fuzz/bodies/axispy_bridge.rs"]
 mod axispy_bridge;
+#[path = "../../../fuzz/corpus.rs"]
+mod corpus;
 #[path = "../../../fuzz/bodies/rooms_requests.rs"]
 mod rooms_requests;
 
-/// Runs every input of `fuzz/corpus/NAME` through `run`.
-fn replay_corpus(name: &str, run: impl Fn(&[u8])) {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../fuzz/corpus/{name}"));
-    let mut inputs = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        run(&std::fs::read(&path).unwrap());
-        inputs += 1;
-    }
-    assert!(inputs > 0, "the corpus of {name} is empty");
+/// Where the corpora are.
+fn corpora() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus")
 }
 
 #[test]
 fn fuzz_corpus_of_axispy_bridge_replays_without_a_panic() {
-    replay_corpus("axispy_bridge", axispy_bridge::run);
+    corpus::replay(&corpora(), "axispy_bridge", axispy_bridge::run);
 }
 
 #[test]
 fn fuzz_corpus_of_rooms_requests_replays_without_a_panic() {
-    replay_corpus("rooms_requests", rooms_requests::run);
+    corpus::replay(&corpora(), "rooms_requests", rooms_requests::run);
 }

@@ -5,16 +5,11 @@
 
 #[path = "../../../fuzz/bodies/scenario_file.rs"]
 mod body;
+#[path = "../../../fuzz/corpus.rs"]
+mod corpus;
 
 #[test]
 fn fuzz_corpus_of_scenario_file_replays_without_a_panic() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/scenario_file");
-    let mut inputs = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        body::run(&std::fs::read(&path).unwrap());
-        inputs += 1;
-    }
-    assert!(inputs > 0, "the corpus of scenario_file is empty");
+    let corpora = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    corpus::replay(&corpora, "scenario_file", body::run);
 }
