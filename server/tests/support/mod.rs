@@ -32,25 +32,17 @@ pub fn start(args: &[&str]) -> (Proc, u16) {
 /// Starts `switchboard-server ARGS` (which ask for an admin port) and
 /// returns it with the port of its ready line and its admin address.
 pub fn start_with_admin(args: &[&std::ffi::OsStr]) -> (Proc, u16, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (child, lines) = start_lines(args);
     let (mut port, mut admin) = (None, None);
     while admin.is_none() {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the server's lines"
-        );
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the server's lines");
         if let Some(p) = line.strip_prefix("SWITCHBOARD READY 1 ") {
             port = p.trim().parse::<u16>().ok();
         }
         if let Some(rest) = line.strip_prefix("admin: http://") {
-            admin = rest.strip_suffix("/\n").map(str::to_string);
+            admin = rest.strip_suffix('/').map(str::to_string);
         }
     }
     (Proc(child), port.expect("a ready line"), admin.unwrap())
@@ -110,7 +102,9 @@ pub fn http(
 
 /// Starts `switchboard-server ARGS`; its stdout lines arrive on the
 /// receiver (for tests that read more than the ready line).
-pub fn start_lines(args: &[String]) -> (Child, std::sync::mpsc::Receiver<String>) {
+pub fn start_lines(
+    args: &[impl AsRef<std::ffi::OsStr>],
+) -> (Child, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .args(args)
         .stdout(Stdio::piped())
