@@ -25,7 +25,7 @@ struct Audience {
     spectators: Vec<PeerId>,
     followed: Option<u32>,
     /// The recorded relay's clock, as far as the replay has gone.
-    clock_ms: u64,
+    clock_ms: Option<u64>,
 }
 
 impl Audience {
@@ -52,7 +52,7 @@ impl Audience {
             if let Some(last) = &other.last {
                 let event = RelayEvent::Transform {
                     player_id: other.id,
-                    server_time_ms: self.clock_ms,
+                    server_time_ms: self.clock_ms.unwrap_or(0),
                     transform: last.clone(),
                 };
                 self.send(to, &event);
@@ -127,7 +127,7 @@ pub async fn watch(
         handle: server.handle(),
         spectators: Vec::new(),
         followed: None,
-        clock_ms: 0,
+        clock_ms: None,
     };
     // The replay starts with its first spectator.
     while config.wait_for_spectator && audience.spectators.is_empty() {
@@ -144,13 +144,11 @@ pub async fn watch(
         stopped: None,
         divergence: None,
     };
-    let mut last_ms = None;
     while let Some(call) = replayer.next_call().map_err(|e| e.to_string())? {
         report.calls += 1;
         if let Some(now_ms) = clock_of(&call.input) {
-            let wait = last_ms.map_or(0, |last| now_ms.saturating_sub(last));
-            last_ms = Some(now_ms);
-            audience.clock_ms = now_ms;
+            let last = audience.clock_ms.replace(now_ms);
+            let wait = last.map_or(0, |last| now_ms.saturating_sub(last));
             if call.record >= config.skip_to && wait > 0 {
                 let pause = tokio::time::sleep(Duration::from_secs_f64(wait as f64 / 1e3 / speed));
                 tokio::pin!(pause);
