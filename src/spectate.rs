@@ -1,8 +1,10 @@
 //! A recorded session served live, as if its server were running again:
 //! spectators connect with the game's own client and see what one recorded
 //! player saw, paced as it was recorded (faster or slower with `speed`),
-//! from the start or from a record number. The replay is checked as it
-//! goes, exactly like [`record::replay`](crate::record::replay).
+//! from the start or from a record number. A recording started mid-game
+//! is shown from the followed player's view of the game as it found it.
+//! The replay is checked as it goes, exactly like
+//! [`record::replay`](crate::record::replay).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -26,10 +28,12 @@ pub struct SpectateConfig {
     /// How much faster than recorded (default 1; 2 is twice as fast).
     pub speed: f64,
     /// Whose view spectators get: a recorded player's name (default: the
-    /// first player who joined).
+    /// first player who joined; in a recording that starts from a
+    /// snapshot, the player there connected longest).
     pub follow: Option<String>,
     /// Records fed at once, without waiting, before the pacing starts
-    /// (default 0): a recording stepped to that record.
+    /// (default 0): a recording stepped to that record, spectators sent
+    /// where the followed player stands then (as after a seek).
     pub skip_to: u64,
     /// The replay waits for its first spectator (default true), so that
     /// they see the game from its start.
@@ -99,6 +103,16 @@ impl Followed {
                 _ => {}
             }
         }
+    }
+
+    /// Takes note of who is there when the recording begins from a
+    /// snapshot (`connected`: longest connected first): the named player,
+    /// or the first, is followed from the start.
+    fn present(&mut self, connected: &[(PeerId, ClientId, String)], follow: Option<&str>) {
+        self.player = connected
+            .iter()
+            .find(|(_, _, name)| follow.is_none_or(|f| f == name))
+            .map(|(peer, client, _)| (*client, Some(*peer)));
     }
 
     /// The application messages the followed player was sent.
@@ -222,6 +236,28 @@ impl Latest {
     }
 }
 
+/// Starts a replay: when its recording begins from a snapshot, the players
+/// there are known from the start, and the followed one's view then (what
+/// the game would send it coming back: the game as the recording found it)
+/// is what spectators see first.
+fn begin<L: GameLogic, R: Read>(
+    replayer: &mut Replayer<L, R>,
+    follow: Option<&str>,
+) -> Result<(Followed, Vec<Message>), ReplayError> {
+    let mut followed = Followed::default();
+    if !replayer.begin()? {
+        return Ok((followed, Vec::new()));
+    }
+    followed.present(&replayer.core().connected(), follow);
+    let view = match followed.player {
+        Some((client, _)) => replayer
+            .view_of(client)
+            .map_err(|why| ReplayError::Snapshot { record: 1, why })?,
+        None => Vec::new(),
+    };
+    Ok((followed, view))
+}
+
 async fn serve<L: GameLogic, R: Read>(
     mut open: impl FnMut() -> Result<Replayer<L, R>, ReplayError>,
     config: SpectateConfig,
@@ -234,14 +270,15 @@ async fn serve<L: GameLogic, R: Read>(
     let handle = server.handle();
     let mut spectators: Vec<PeerId> = Vec::new();
     let mut replayer = open()?;
-    let mut followed = Followed::default();
+    let (mut followed, mut opening) = begin(&mut replayer, config.follow.as_deref())?;
     let mut latest = Latest::default();
     let mut speed = if config.speed > 0.0 {
         config.speed
     } else {
         1.0
     };
-    let (mut skip_to, mut paused, mut resend) = (config.skip_to, false, false);
+    // Stepped to a record before the start: shown where the player stands.
+    let (mut skip_to, mut paused, mut resend) = (config.skip_to, false, config.skip_to > 0);
     let mut paced_from: Option<(tokio::time::Instant, Duration)> = None;
     'steps: while let Some(step) = replayer.next_step()? {
         followed.learn(&step.input, &step.actions, config.follow.as_deref());
@@ -282,7 +319,7 @@ async fn serve<L: GameLogic, R: Read>(
                             if record <= step.record {
                                 // Back: from the beginning again.
                                 replayer = open()?;
-                                followed = Followed::default();
+                                (followed, opening) = begin(&mut replayer, config.follow.as_deref())?;
                                 latest = Latest::default();
                                 continue 'steps;
                             }
@@ -299,7 +336,9 @@ async fn serve<L: GameLogic, R: Read>(
                 followed.player.map(|p| p.0),
             );
         }
-        let seen: Vec<&Message> = followed.seen(&step.actions).collect();
+        // The game as the recording found it goes first.
+        let opened = std::mem::take(&mut opening);
+        let seen: Vec<&Message> = opened.iter().chain(followed.seen(&step.actions)).collect();
         for message in &seen {
             latest.keep(message);
         }

@@ -43,6 +43,7 @@ fn record_started_mid_game_replays_identically_from_its_snapshot() {
     };
     assert_eq!(ask(&mut bob, Board::Set(set)), RequestStatus::Accepted);
     let ann_id = ann.client_id().unwrap();
+    let bob_id = bob.client_id().unwrap();
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = server.handle().clone();
@@ -97,7 +98,65 @@ fn record_started_mid_game_replays_identically_from_its_snapshot() {
     assert_eq!(report.logic.seat_of(cyd_id), Some(1));
 
     replays_from_the_command_line(&path);
+    spectated_from_its_snapshot(&path, ann_id, bob_id);
     let _ = std::fs::remove_file(&path);
+}
+
+/// Served to a spectator, the recording shows ann's view from its first
+/// moment: she was there before it began (no hello in the recording), and
+/// the spectator is her, sent the game as it stood (seats taken and the
+/// key set before the snapshot), then what she was sent, her return
+/// after the cut included.
+fn spectated_from_its_snapshot(
+    path: &Path,
+    ann_id: switchboard::ClientId,
+    bob_id: switchboard::ClientId,
+) {
+    use switchboard::record::Replayer;
+    use switchboard::spectate::{spectate, SpectateConfig};
+    use switchboard_server::board::Snapshot;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serving = {
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let config = SpectateConfig {
+                speed: 10.0,
+                follow: Some("ann".into()),
+                ..SpectateConfig::default()
+            };
+            let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
+            spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
+        })
+    };
+    let addr = rx.recv_timeout(WAIT).unwrap();
+    let mut spectator = NetworkClient::connect(addr, ClientConfig::named("watcher"));
+    let mut views: Vec<Snapshot> = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    // Her view at the snapshot, then the one she got back after the cut.
+    while views.len() < 2 {
+        assert!(Instant::now() < deadline, "views: {views:?}");
+        for event in spectator.drain_timeout(Duration::from_millis(10)) {
+            if let switchboard::ClientEvent::Message(m) = event {
+                if let Ok(Board::Snapshot(view)) = m.typed() {
+                    views.push(view);
+                }
+            }
+        }
+    }
+    assert_eq!(spectator.client_id(), Some(ann_id), "welcomed as ann");
+    let first = &views[0];
+    assert_eq!(first.you, ann_id);
+    assert_eq!(first.board.get("level").map(String::as_str), Some("1"));
+    assert_eq!(first.seats.0.get(&3), Some(&ann_id));
+    assert_eq!(first.seats.0.get(&1), Some(&bob_id));
+    assert_eq!(first.players.get(&bob_id).map(String::as_str), Some("bob"));
+    // Her return: the same seats (the level changes after it).
+    assert_eq!(views[1].seats.0.get(&3), Some(&ann_id));
+    let inputs = serving.join().unwrap().unwrap();
+    assert!(
+        inputs > 8,
+        "the replay ran to its end, checked: {inputs} inputs"
+    );
 }
 
 /// A game that implements no snapshot: a recording cannot start mid-game,

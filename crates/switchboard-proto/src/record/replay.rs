@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::{Header, Input, Output, Record, RecordError, RecordReader};
 use crate::entropy::Entropy;
-use crate::manager::core::{ManagerAction, ManagerCore};
+use crate::manager::core::{ManagerAction, ManagerCore, Snapshot};
 use crate::manager::logic::GameLogic;
-use crate::message::PeerId;
+use crate::message::{Message, PeerId};
+use crate::session::ClientId;
 
 /// A replay that gave every output the recording holds.
 #[derive(Debug)]
@@ -137,6 +138,9 @@ pub struct Replayer<L: GameLogic, R: Read> {
     start: Instant,
     span: Duration,
     pending: Option<(u64, Input)>,
+    /// A record [`begin`](Replayer::begin) read that was not a snapshot,
+    /// with its number: the next step starts from it.
+    unread: Option<(u64, Record)>,
     stopped: Option<String>,
     inputs: u64,
     outputs: u64,
@@ -172,16 +176,74 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
             start,
             span: Duration::ZERO,
             pending: None,
+            unread: None,
             stopped: None,
             inputs: 0,
             outputs: 0,
         }
     }
 
+    /// Puts back the snapshot the recording begins with, if it begins
+    /// with one (`true`), before any input: then [`core`](Self::core) shows
+    /// the server as the recording found it. [`next_step`](Self::next_step)
+    /// does this itself when it was not called.
+    pub fn begin(&mut self) -> Result<bool, ReplayError> {
+        if self.recording.records_read() > 0 || self.unread.is_some() {
+            return Ok(false);
+        }
+        match self.recording.next_record()? {
+            Some(Record::Snapshot(snapshot)) => {
+                self.restore(&snapshot, 1)?;
+                Ok(true)
+            }
+            Some(other) => {
+                self.unread = Some((self.recording.records_read(), other));
+                Ok(false)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// What the game would send `client` coming back at this point of the
+    /// replay, the replay unchanged
+    /// ([`ManagerCore::view_of`](crate::manager::core::ManagerCore::view_of)).
+    pub fn view_of(&mut self, client: ClientId) -> Result<Vec<Message>, String> {
+        self.core.view_of(client, self.start + self.span)
+    }
+
+    /// The snapshot that record `number` holds, put back.
+    fn restore(&mut self, snapshot: &Snapshot, number: u64) -> Result<(), ReplayError> {
+        if number != 1 {
+            let what = "a snapshot after the recording began";
+            return Err(ReplayError::OutOfOrder {
+                record: number,
+                what,
+            });
+        }
+        // The replay's clock moves on so that the snapshot's earliest
+        // instant lands at its start.
+        self.start += snapshot.reach_back;
+        self.core
+            .restore(snapshot, self.start)
+            .map_err(|why| ReplayError::Snapshot {
+                record: number,
+                why,
+            })
+    }
+
+    /// The next record and its number: the one `begin` left, then the
+    /// recording's.
+    fn next_record(&mut self) -> Result<Option<(u64, Record)>, ReplayError> {
+        if let Some(unread) = self.unread.take() {
+            return Ok(Some(unread));
+        }
+        let record = self.recording.next_record()?;
+        Ok(record.map(|record| (self.recording.records_read(), record)))
+    }
+
     /// The next input, fed and checked; `None` after the last.
     pub fn next_step(&mut self) -> Result<Option<Step>, ReplayError> {
-        while let Some(record) = self.recording.next_record()? {
-            let number = self.recording.records_read();
+        while let Some((number, record)) = self.next_record()? {
             match record {
                 Record::Input { after_nanos, input } => {
                     if self.pending.is_some() {
@@ -235,24 +297,7 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
                         actions,
                     }));
                 }
-                Record::Snapshot(snapshot) => {
-                    if number != 1 {
-                        let what = "a snapshot after the recording began";
-                        return Err(ReplayError::OutOfOrder {
-                            record: number,
-                            what,
-                        });
-                    }
-                    // The replay's clock moves on so that the snapshot's
-                    // earliest instant lands at its start.
-                    self.start += snapshot.reach_back;
-                    self.core.restore(&snapshot, self.start).map_err(|why| {
-                        ReplayError::Snapshot {
-                            record: number,
-                            why,
-                        }
-                    })?;
-                }
+                Record::Snapshot(snapshot) => self.restore(&snapshot, number)?,
                 Record::Stopped(why) => self.stopped = Some(why),
                 Record::End => {}
             }

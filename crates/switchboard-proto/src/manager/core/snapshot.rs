@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{ManagerCore, Peer};
 use crate::limits::Backoff;
-use crate::manager::logic::GameLogic;
-use crate::message::PeerId;
+use crate::manager::logic::{GameLogic, Outbox};
+use crate::message::{Message, PeerId};
 use crate::record::clock;
-use crate::session::Session;
+use crate::session::{ClientId, Session};
 
 /// The core and its game at one moment (see the module's text).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,5 +98,42 @@ impl<L: GameLogic> ManagerCore<L> {
         self.last_refresh = state.last_refresh;
         self.pending_claims = state.pending_claims;
         Ok(())
+    }
+
+    /// The welcomed clients connected now, longest connected first: each
+    /// one's connection, id and name (a spectator of a recording that
+    /// starts from a snapshot follows one of them).
+    pub fn connected(&self) -> Vec<(PeerId, ClientId, String)> {
+        let mut connected: Vec<(Instant, PeerId, ClientId)> = self
+            .peers
+            .iter()
+            .filter_map(|(peer, state)| Some((state.connected_at, *peer, state.client?)))
+            .collect();
+        connected.sort();
+        connected
+            .into_iter()
+            .map(|(_, peer, client)| {
+                let name = self.sessions.get(client).map(|s| s.name.clone());
+                (peer, client, name.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// What the game would send `client` coming back now
+    /// ([`GameLogic::on_reconnect`]: in most games, everything it needs to
+    /// draw the game), without changing anything: the game is captured
+    /// before and put back after, so this needs a game that takes
+    /// snapshots.
+    pub fn view_of(&mut self, client: ClientId, now: Instant) -> Result<Vec<Message>, String> {
+        let saved = self.logic.snapshot(now)?;
+        let mut out = Outbox::default();
+        self.logic.on_reconnect(client, &mut out);
+        self.logic.restore(&saved, now)?;
+        Ok(out
+            .take()
+            .into_iter()
+            .filter(|(audience, _)| audience.includes(client))
+            .map(|(_, message)| message)
+            .collect())
     }
 }
