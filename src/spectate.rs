@@ -303,7 +303,7 @@ async fn serve<L: GameLogic, R: Read>(
                     }
                 }
                 event = server.next_event() => match event {
-                    Some(event) => answer(&handle, event, &mut spectators, followed.player.map(|p| p.0)),
+                    Some(event) => answer(&handle, event, &mut spectators, followed.player.map(|p| p.0), &latest),
                     None => return Ok(replayer.finish()),
                 },
                 command = next_command(&mut commands) => {
@@ -334,6 +334,7 @@ async fn serve<L: GameLogic, R: Read>(
                 event,
                 &mut spectators,
                 followed.player.map(|p| p.0),
+                &latest,
             );
         }
         // The game as the recording found it goes first.
@@ -372,13 +373,16 @@ async fn serve<L: GameLogic, R: Read>(
     Ok(replayer.finish())
 }
 
-/// A spectator's hello gets a welcome as the followed player; its requests
-/// are rejected: nothing can change in a replay.
+/// A spectator's hello gets a welcome as the followed player, then (one
+/// who comes after the replay began) where that player stands: its last
+/// message of each kind, as after a seek. Its requests are rejected:
+/// nothing can change in a replay.
 fn answer(
     handle: &crate::socket::ServerHandle,
     event: ServerEvent,
     spectators: &mut Vec<PeerId>,
     followed: Option<ClientId>,
+    latest: &Latest,
 ) {
     match event {
         ServerEvent::Received(incoming) if incoming.message.channel_id() == SESSION_CHANNEL => {
@@ -397,6 +401,9 @@ fn answer(
                     );
                     if !spectators.contains(&peer) {
                         spectators.push(peer);
+                        for message in &latest.0 {
+                            let _ = handle.send_to(peer, message);
+                        }
                     }
                 }
                 protocol::REQUEST => {

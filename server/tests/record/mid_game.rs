@@ -106,7 +106,8 @@ fn record_started_mid_game_replays_identically_from_its_snapshot() {
 /// moment: she was there before it began (no hello in the recording), and
 /// the spectator is her, sent the game as it stood (seats taken and the
 /// key set before the snapshot), then what she was sent, her return
-/// after the cut included.
+/// after the cut included. A spectator who comes later is sent where she
+/// stands then.
 fn spectated_from_its_snapshot(
     path: &Path,
     ann_id: switchboard::ClientId,
@@ -120,7 +121,7 @@ fn spectated_from_its_snapshot(
         let path = path.to_path_buf();
         std::thread::spawn(move || {
             let config = SpectateConfig {
-                speed: 10.0,
+                speed: 2.0,
                 follow: Some("ann".into()),
                 ..SpectateConfig::default()
             };
@@ -129,21 +130,36 @@ fn spectated_from_its_snapshot(
         })
     };
     let addr = rx.recv_timeout(WAIT).unwrap();
-    let mut spectator = NetworkClient::connect(addr, ClientConfig::named("watcher"));
-    let mut views: Vec<Snapshot> = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    // Her view at the snapshot, then the one she got back after the cut.
-    while views.len() < 2 {
-        assert!(Instant::now() < deadline, "views: {views:?}");
-        for event in spectator.drain_timeout(Duration::from_millis(10)) {
+    let views_in = |client: &mut NetworkClient, views: &mut Vec<Snapshot>| {
+        for event in client.drain_timeout(Duration::from_millis(10)) {
             if let switchboard::ClientEvent::Message(m) = event {
                 if let Ok(Board::Snapshot(view)) = m.typed() {
                     views.push(view);
                 }
             }
         }
+    };
+    let mut spectator = NetworkClient::connect(addr, ClientConfig::named("watcher"));
+    let (mut views, mut late_views) = (Vec::new(), Vec::new());
+    let mut late: Option<NetworkClient> = None;
+    let deadline = Instant::now() + WAIT;
+    // Her view at the snapshot, then the one she got back after the cut;
+    // a spectator who comes after those (none is sent again) is sent
+    // where she stands.
+    while views.len() < 2 || late_views.is_empty() {
+        assert!(Instant::now() < deadline, "{views:?}, late: {late_views:?}");
+        views_in(&mut spectator, &mut views);
+        match &mut late {
+            Some(late) => views_in(late, &mut late_views),
+            None if views.len() == 2 => {
+                late = Some(NetworkClient::connect(addr, ClientConfig::named("late")));
+            }
+            None => {}
+        }
     }
     assert_eq!(spectator.client_id(), Some(ann_id), "welcomed as ann");
+    assert_eq!(late_views[0].you, ann_id);
+    assert_eq!(late_views[0].seats.0.get(&3), Some(&ann_id));
     let first = &views[0];
     assert_eq!(first.you, ann_id);
     assert_eq!(first.board.get("level").map(String::as_str), Some("1"));
