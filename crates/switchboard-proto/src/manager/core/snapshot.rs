@@ -121,9 +121,10 @@ impl<L: GameLogic> ManagerCore<L> {
 
     /// What the game would send `client` coming back now
     /// ([`GameLogic::on_reconnect`]: in most games, everything it needs to
-    /// draw the game), without changing anything: the game is captured
-    /// before and put back after, so this needs a game that takes
-    /// snapshots.
+    /// draw the game), the game unchanged: it is captured before and put
+    /// back after ([`GameLogic::snapshot`], [`GameLogic::restore`]), so
+    /// this needs a game that takes snapshots, and what its snapshot leaves
+    /// out is as its restore leaves it.
     pub fn view_of(&mut self, client: ClientId, now: Instant) -> Result<Vec<Message>, String> {
         let saved = self.logic.snapshot(now)?;
         let mut out = Outbox::default();
