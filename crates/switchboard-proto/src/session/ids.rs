@@ -7,7 +7,43 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::table::ClientId;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::entropy::Entropy;
+
+/// A client's public id: stable across reconnects, shown to other players.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClientId(pub Uuid);
+
+impl ClientId {
+    /// A fresh random id (a version 4 UUID) from `entropy`.
+    pub fn from_entropy(entropy: &mut dyn Entropy) -> Self {
+        let mut bytes = [0u8; 16];
+        entropy.fill(&mut bytes);
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid())
+    }
+
+    /// A fresh random id from the OS random source (feature `os-random`).
+    #[cfg(feature = "os-random")]
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the OS random source failed");
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid())
+    }
+
+    /// The id whose 128 bits are `n`: for tests and tools that need the
+    /// same ids every run. A server gives out only random ones.
+    pub fn from_u128(n: u128) -> Self {
+        Self(Uuid::from_u128(n))
+    }
+}
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 impl ClientId {
     /// The id a server speaks as, where a protocol names a sender

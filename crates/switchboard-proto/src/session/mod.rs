@@ -12,8 +12,8 @@ mod ids;
 mod table;
 mod token;
 
-pub use ids::{IdClaim, IdRefusal, PlayerIds};
-pub use table::{Admission, ClientId, Refusal, Session, SessionConfig, Sessions};
+pub use ids::{ClientId, IdClaim, IdRefusal, PlayerIds};
+pub use table::{Admission, Refusal, Session, SessionConfig, Sessions};
 pub use token::ReconnectToken;
 
 /// Names (players', rooms') have at most this many characters.
