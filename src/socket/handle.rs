@@ -4,11 +4,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use futures::task::AtomicWaker;
 use serde::Serialize;
 
-use super::outqueue::{with_frame, Frame, OutQueue, TAIL_HINT_MAX, TAIL_START};
+use super::outqueue::{with_frame, Frame, OutQueue};
 use super::SocketConfig;
 use crate::codec;
 use crate::message::{Action, Channel, EncodedMessage, Message};
@@ -376,47 +376,7 @@ impl SocketHandle {
             return;
         }
         if let Some(stream) = out.direct.clone() {
-            let out = &mut *out;
-            let mut slices = [std::io::IoSlice::new(&[]); 64];
-            let mut count = 0;
-            for (slice, segment) in slices.iter_mut().zip(&out.queue) {
-                *slice = std::io::IoSlice::new(&segment.bytes);
-                count += 1;
-            }
-            if count < slices.len() && !out.tail.is_empty() {
-                slices[count] = std::io::IoSlice::new(&out.tail);
-                count += 1;
-            }
-            let written = stream.try_write_vectored(&slices[..count]).unwrap_or(0);
-            out.last_direct = Some(std::time::Instant::now());
-            let (mut left, mut frames) = (written, 0);
-            while left > 0 {
-                match out.queue.front_mut() {
-                    Some(front) if front.bytes.len() <= left => {
-                        left -= front.bytes.len();
-                        frames += front.frames;
-                        out.queue.pop_front();
-                    }
-                    Some(front) => {
-                        front.bytes.advance(left);
-                        left = 0;
-                    }
-                    None if out.tail.len() <= left => {
-                        out.tail_hint = out.tail.len().clamp(TAIL_START, TAIL_HINT_MAX);
-                        out.tail = BytesMut::new();
-                        frames += std::mem::take(&mut out.tail_frames);
-                        left = 0;
-                    }
-                    None => {
-                        // Frames partly written stay counted until they
-                        // are out.
-                        out.tail.advance(left);
-                        left = 0;
-                    }
-                }
-            }
-            out.frames -= frames;
-            out.bytes -= written;
+            let (frames, written) = out.write_direct(&stream);
             self.shared.counters.wrote(frames, written);
             if out.is_empty() {
                 return;

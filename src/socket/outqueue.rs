@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use std::cell::RefCell;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::codec::{self, CodecConfig, ContentError};
 use switchboard_proto::reason::{CloseCode, SendError};
@@ -108,9 +108,9 @@ pub(crate) struct Segment {
 /// ones are queued as they are (shared, not copied).
 const SMALL_FRAME: usize = 512;
 /// The tail buffer's smallest allocation.
-pub(crate) const TAIL_START: usize = 512;
+const TAIL_START: usize = 512;
 /// The largest allocation the tail starts with (it may grow past it).
-pub(crate) const TAIL_HINT_MAX: usize = 64 * 1024;
+const TAIL_HINT_MAX: usize = 64 * 1024;
 
 /// The outbound queue: frames waiting for the writer, and a pending close.
 ///
@@ -255,6 +255,52 @@ impl OutQueue {
             let frames = std::mem::take(&mut self.tail_frames);
             self.queue.push_back(Segment { bytes, frames });
         }
+    }
+
+    /// Writes what is queued to `stream` in one vectored write, as much as
+    /// it takes without waiting, and takes that off the queue; returns the
+    /// frames wholly written and the bytes (a frame partly written stays
+    /// counted until it is out).
+    pub(crate) fn write_direct(&mut self, stream: &tokio::net::TcpStream) -> (usize, usize) {
+        let mut slices = [std::io::IoSlice::new(&[]); 64];
+        let mut count = 0;
+        for (slice, segment) in slices.iter_mut().zip(&self.queue) {
+            *slice = std::io::IoSlice::new(&segment.bytes);
+            count += 1;
+        }
+        if count < slices.len() && !self.tail.is_empty() {
+            slices[count] = std::io::IoSlice::new(&self.tail);
+            count += 1;
+        }
+        let written = stream.try_write_vectored(&slices[..count]).unwrap_or(0);
+        self.last_direct = Some(std::time::Instant::now());
+        let (mut left, mut frames) = (written, 0);
+        while left > 0 {
+            match self.queue.front_mut() {
+                Some(front) if front.bytes.len() <= left => {
+                    left -= front.bytes.len();
+                    frames += front.frames;
+                    self.queue.pop_front();
+                }
+                Some(front) => {
+                    front.bytes.advance(left);
+                    left = 0;
+                }
+                None if self.tail.len() <= left => {
+                    self.tail_hint = self.tail.len().clamp(TAIL_START, TAIL_HINT_MAX);
+                    self.tail = BytesMut::new();
+                    frames += std::mem::take(&mut self.tail_frames);
+                    left = 0;
+                }
+                None => {
+                    self.tail.advance(left);
+                    left = 0;
+                }
+            }
+        }
+        self.frames -= frames;
+        self.bytes -= written;
+        (frames, written)
     }
 
     /// Moves every queued frame into `into` (empty), in order, for the
