@@ -16,7 +16,7 @@
 //! rooms and relay servers take `--ws-port` for browsers and other
 //! WebSocket clients.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -29,6 +29,7 @@ mod netsim_cli;
 mod relay_cli;
 mod rendezvous_cli;
 mod replay_cli;
+mod rooms_cli;
 mod scale;
 mod web;
 use scale::RedisArgs;
@@ -60,7 +61,7 @@ enum Command {
     /// Run a real-time relay (transforms relayed within zones).
     Relay(relay_cli::RelayArgs),
     /// Run a rooms server: lobby, rooms, RPC and replication for any game.
-    Rooms(RoomsArgs),
+    Rooms(rooms_cli::RoomsArgs),
     /// Load-test a relay with bots, and report.
     Bots(load_cli::BotsArgs),
     /// Load-test a board server's manager path: requests broadcast to all.
@@ -77,50 +78,6 @@ enum Command {
     /// Run a join-code relay: hosts behind routers dial out to it and get
     /// a code; players join with `--join CODE@HOST:PORT`.
     Rendezvous(rendezvous_cli::RendezvousArgs),
-}
-
-#[derive(Debug, Args)]
-struct RoomsArgs {
-    /// Who may connect: `loopback` (this machine only) or `all` (every
-    /// interface).
-    #[arg(long, default_value = "loopback", value_parser = parse_scope)]
-    bind: BindScope,
-    /// Record every input to FILE, for `switchboard-server replay FILE`
-    /// (not with `--redis`: a directory's reservations are checked against
-    /// the wall clock and the service's key, which a replay cannot have).
-    #[arg(long, value_name = "FILE")]
-    record: Option<std::path::PathBuf>,
-    /// The native (Switchboard) port; 0 picks a free one.
-    #[arg(long, default_value_t = 7100)]
-    port: u16,
-    /// Seconds a disconnected player keeps its session (and its place in
-    /// its room) for a reconnect.
-    #[arg(long, default_value_t = 60)]
-    grace_secs: u64,
-    /// Sessions held at once.
-    #[arg(long, default_value_t = 1024)]
-    max_sessions: usize,
-    /// Stop when stdin closes.
-    #[arg(long)]
-    watch_stdin: bool,
-    /// Also take unchanged AxisPy games on this port (AxisPy's own default
-    /// is 8765): `ws://HOST:PORT/<room>` joins the room of that name.
-    #[arg(long)]
-    axispy_port: Option<u16>,
-    /// With `--redis`: where clients reach this server (`host:port`), as
-    /// the matchmaker tells them (default: 127.0.0.1 and the port bound).
-    #[arg(long)]
-    advertise: Option<String>,
-    #[command(flatten)]
-    redis: RedisArgs,
-    #[command(flatten)]
-    ws: web::WsArgs,
-    #[command(flatten)]
-    map: hosting_cli::MapArgs,
-    #[command(flatten)]
-    link: hosting_cli::LinkArgs,
-    #[command(flatten)]
-    admin: AdminArgs,
 }
 
 /// The admin HTTP server (off unless a port is given).
@@ -290,7 +247,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Master(args)) => master_cli::run_master(args),
         Some(Command::Relay(args)) => relay_cli::run_relay(args),
-        Some(Command::Rooms(args)) => run_rooms(args),
+        Some(Command::Rooms(args)) => rooms_cli::run_rooms(args),
         Some(Command::Bots(args)) => load_cli::run_bots(args),
         Some(Command::Requests(args)) => load_cli::run_requests(args),
         Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
@@ -360,67 +317,6 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         link: args.link.clone(),
     };
     run_manager("board", listen, config, logic, admin, |_| {})
-}
-
-fn run_rooms(args: RoomsArgs) -> Result<(), String> {
-    switchboard::process::init_stderr_logging();
-    let mut config = ManagerConfig::default();
-    config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
-    config.rules.sessions.max_sessions = args.max_sessions;
-    args.ws.apply(&mut config.server, web::Pages::Client);
-    let mut logic = switchboard_rooms::RoomsLogic::new();
-    config.record = args.record.map(switchboard::manager::RecordConfig::to);
-    // With Redis: one of the service's rooms processes (docs/SCALING.md).
-    let serving = match args.redis.open()? {
-        Some(_) if config.record.is_some() => {
-            return Err("--record is not for a rooms server in a directory (--redis): its reservations are checked against the wall clock and the service's key, which a replay cannot have".into());
-        }
-        Some(store) => {
-            let (link, serving) = scale::join_room_directory(store)?;
-            logic = logic.with_directory(link);
-            Some(serving)
-        }
-        None => None,
-    };
-    let listen = Listen {
-        bind: args.bind,
-        port: args.port,
-        watch_stdin: args.watch_stdin,
-        map: args.map.clone(),
-        link: args.link.clone(),
-    };
-    let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
-        grace: Duration::from_secs(args.grace_secs),
-        ..Default::default()
-    };
-    let mut admin = args.admin;
-    let mut caps = vec![("game", &mut config.server.max_connections)];
-    if args.axispy_port.is_some() {
-        caps.push(("axispy", &mut axispy_config.max_connections));
-    }
-    admin.fit_listeners(caps);
-    let axispy_port = args.axispy_port;
-    let bind = listen.bind;
-    let advertise = args.advertise.clone();
-    let axispy = move |handle: &switchboard::ManagerHandle| {
-        if let Some(serving) = serving {
-            let bound = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), handle.local_addr().port());
-            serving.at(advertise.unwrap_or_else(|| bound.to_string()));
-        }
-        let Some(port) = axispy_port else { return };
-        let config = axispy_config;
-        let (addr, handle) = (SocketAddr::new(bind.ip(), port), handle.clone());
-        tokio::spawn(async move {
-            match switchboard_rooms::axispy::AxisPyListener::spawn(addr, config, handle).await {
-                Ok(listener) => {
-                    println!("AxisPy clients: ws://{}/<room>", listener.local_addr());
-                    std::future::pending::<()>().await
-                }
-                Err(err) => tracing::error!(%err, "AxisPy listener not started"),
-            }
-        });
-    };
-    run_manager("rooms", listen, config, logic, admin, axispy)
 }
 
 /// Open files a server keeps out of its listeners' caps: logs, saves,
