@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `hub` | [`Relay`]: zones, stamped transforms, who hears what (no IO, time passed in); `hub/distance.rs`: the same with interest by distance inside zones; `hub/budget.rs`: each player's transform budget and strikes; `hub/snapshot.rs`: the core as a recording started mid-session begins with it; `hub/types.rs`: what the core hands out (players as copies, events, counters) |
 //! | [`interest`] | [`World`](interest::World): a zone's players in a spatial hash, views with enter and leave radii, rates by distance band (no IO) |
-//! | `server` | [`RelayServer`] started by its [`RelayBuilder`] as a [`RunningRelay`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle |
+//! | `server` | [`RelayServer`] started by its [`RelayBuilder`] as a [`RunningRelay`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle; `server/messages.rs`: what travels on the relay channel ([`RelayAction`] and its contents) |
 //! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`); `dispatch/deliver.rs`: one event to its recipients; `dispatch/batch.rs`: batches and compact streams per player; `dispatch/handover.rs`: players routed to their zone's relay |
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
 //! | `admin` | the relay for its admin server (`switchboard_admin::AdminSource`): players, zones, counters, kick |
