@@ -115,6 +115,33 @@ fn open(path: &Path) -> RecordReader<std::io::BufReader<std::fs::File>> {
     RecordReader::new(std::io::BufReader::new(file)).unwrap()
 }
 
+/// Serves the board recording at `path` to spectators on a thread of its
+/// own, following `follow` at `speed`: where spectators connect, and the
+/// replay's inputs (checked) once it ends.
+fn serve_spectated(
+    path: &Path,
+    follow: &str,
+    speed: f64,
+) -> (
+    std::net::SocketAddr,
+    std::thread::JoinHandle<Result<u64, ReplayError>>,
+) {
+    use switchboard::record::Replayer;
+    use switchboard::spectate::{spectate, SpectateConfig};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (path, follow) = (path.to_path_buf(), follow.to_string());
+    let serving = std::thread::spawn(move || {
+        let config = SpectateConfig {
+            speed,
+            follow: Some(follow),
+            ..SpectateConfig::default()
+        };
+        let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
+        spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
+    });
+    (rx.recv_timeout(WAIT).unwrap(), serving)
+}
+
 #[test]
 fn record_the_board_game_over_real_sockets_and_replay_it_identically() {
     let path = recording("board");

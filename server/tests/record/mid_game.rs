@@ -113,23 +113,8 @@ fn spectated_from_its_snapshot(
     ann_id: switchboard::ClientId,
     bob_id: switchboard::ClientId,
 ) {
-    use switchboard::record::Replayer;
-    use switchboard::spectate::{spectate, SpectateConfig};
     use switchboard_server::board::Snapshot;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let serving = {
-        let path = path.to_path_buf();
-        std::thread::spawn(move || {
-            let config = SpectateConfig {
-                speed: 2.0,
-                follow: Some("ann".into()),
-                ..SpectateConfig::default()
-            };
-            let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
-            spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
-        })
-    };
-    let addr = rx.recv_timeout(WAIT).unwrap();
+    let (addr, serving) = serve_spectated(path, "ann", 2.0);
     let views_in = |client: &mut NetworkClient, views: &mut Vec<Snapshot>| {
         for event in client.drain_timeout(Duration::from_millis(10)) {
             if let switchboard::ClientEvent::Message(m) = event {

@@ -4,24 +4,9 @@ use super::*;
 
 #[test]
 fn replay_served_live_shows_a_spectator_what_the_followed_player_saw() {
-    use switchboard::record::Replayer;
-    use switchboard::spectate::{spectate, SpectateConfig};
     let path = recording("spectate");
     play_recorded(&path);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let serving = {
-        let path = path.clone();
-        std::thread::spawn(move || {
-            let config = SpectateConfig {
-                speed: 20.0,
-                follow: Some("bob".into()),
-                ..SpectateConfig::default()
-            };
-            let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
-            spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
-        })
-    };
-    let addr = rx.recv_timeout(WAIT).unwrap();
+    let (addr, serving) = serve_spectated(&path, "bob", 20.0);
     // The replay starts at the spectator's hello: every event is read here,
     // from the first (a helper that polled for the welcome or a verdict
     // would take the replayed lines that arrive meanwhile).
