@@ -16,7 +16,7 @@ use crate::manager::{GameLogic, ManagerAction};
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::record::{Input, ReplayError, ReplayReport, Replayer};
 use crate::session::{ClientId, ReconnectToken};
-use crate::socket::{BindScope, PeerId, ServerConfig, ServerEvent, ServerStream};
+use crate::socket::{BindScope, PeerId, ServerConfig, ServerEvent, ServerStream, WebSocketConfig};
 
 /// How a replay is served.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,9 @@ pub struct SpectateConfig {
     /// The replay waits for its first spectator (default true), so that
     /// they see the game from its start.
     pub wait_for_spectator: bool,
+    /// Also serve spectators over WebSocket (browsers: the JavaScript
+    /// client), on this listener's port and origins (default none).
+    pub websocket: Option<WebSocketConfig>,
 }
 
 impl Default for SpectateConfig {
@@ -49,8 +52,34 @@ impl Default for SpectateConfig {
             follow: None,
             skip_to: 0,
             wait_for_spectator: true,
+            websocket: None,
         }
     }
+}
+
+/// Where a served replay listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listening {
+    /// Spectators over TCP (the game's native client).
+    pub addr: SocketAddr,
+    /// Spectators over WebSocket, with [`SpectateConfig::websocket`].
+    pub websocket: Option<SocketAddr>,
+}
+
+/// Binds the spectators' server `config` asks for (its scope, port and
+/// WebSocket listener); returns it and where it listens. Every served
+/// replay uses it, games' and the relay's.
+pub fn listen(config: &SpectateConfig) -> std::io::Result<(ServerStream, Listening)> {
+    let server_config = ServerConfig {
+        websocket: config.websocket.clone(),
+        ..ServerConfig::default()
+    };
+    let server = ServerStream::bind(config.scope, config.port, server_config)?;
+    let listening = Listening {
+        addr: server.local_addr(),
+        websocket: server.websocket_addr(),
+    };
+    Ok((server, listening))
 }
 
 /// The recorded player spectators watch: found by name in the recorded
@@ -156,7 +185,7 @@ pub enum SpectateCommand {
 pub fn spectate<L: GameLogic, R: Read>(
     replayer: Replayer<L, R>,
     config: SpectateConfig,
-    listening: impl FnOnce(SocketAddr),
+    listening: impl FnOnce(Listening),
 ) -> Result<ReplayReport<L>, ReplayError> {
     let mut once = Some(replayer);
     let open = move || {
@@ -175,7 +204,7 @@ pub fn spectate<L: GameLogic, R: Read>(
 pub fn spectate_with<L: GameLogic, R: Read>(
     open: impl FnMut() -> Result<Replayer<L, R>, ReplayError>,
     config: SpectateConfig,
-    listening: impl FnOnce(SocketAddr),
+    listening: impl FnOnce(Listening),
     commands: tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>,
 ) -> Result<ReplayReport<L>, ReplayError> {
     crate::runtime::handle().block_on(serve(open, config, listening, Some(commands)))
@@ -261,12 +290,11 @@ fn begin<L: GameLogic, R: Read>(
 async fn serve<L: GameLogic, R: Read>(
     mut open: impl FnMut() -> Result<Replayer<L, R>, ReplayError>,
     config: SpectateConfig,
-    listening: impl FnOnce(SocketAddr),
+    listening: impl FnOnce(Listening),
     mut commands: Option<tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>>,
 ) -> Result<ReplayReport<L>, ReplayError> {
-    let mut server = ServerStream::bind(config.scope, config.port, ServerConfig::default())
-        .map_err(crate::record::RecordError::Io)?;
-    listening(server.local_addr());
+    let (mut server, at) = listen(&config).map_err(crate::record::RecordError::Io)?;
+    listening(at);
     let handle = server.handle();
     let mut spectators: Vec<PeerId> = Vec::new();
     let mut replayer = open()?;

@@ -71,7 +71,8 @@ struct Options {
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Also take players over WebSocket on this port (host or dedicated
-    /// server): the same game for browser and JavaScript clients.
+    /// server; with `--replay`, spectators): the same game for browser and
+    /// JavaScript clients.
     #[arg(long)]
     ws_port: Option<u16>,
     /// A join password.
@@ -182,17 +183,15 @@ fn main() {
     let result = if let Some(path) = &options.edit {
         editor::run(path, options.script.as_deref(), options.text)
     } else if let Some(path) = &options.replay {
-        let follow = options.name.clone();
-        let (port, speed) = (options.port, options.speed);
-        strategy::replay::serve(
-            path,
-            options.bind,
-            port,
-            speed,
-            follow,
-            &options.saves,
-            load_scenario,
-        )
+        let config = switchboard::spectate::SpectateConfig {
+            scope: options.bind,
+            port: options.port,
+            speed: options.speed,
+            follow: options.name.clone(),
+            websocket: websocket(&options),
+            ..Default::default()
+        };
+        strategy::replay::serve(path, config, &options.saves, load_scenario)
     } else if options.serve {
         dedicated::serve(&options)
     } else if options.join.is_some() || options.game.is_some() {

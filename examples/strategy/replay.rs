@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use switchboard::record::{RecordError, RecordReader, ReplayError, Replayer};
-use switchboard::spectate::{spectate_with, stdin_commands, SpectateConfig};
+use switchboard::spectate::{spectate_with, stdin_commands, Listening, SpectateConfig};
 
 use crate::rules::StrategyLogic;
 use crate::scenario::ServerScenario;
@@ -16,15 +16,12 @@ pub fn initial_state(scenario: &str) -> Vec<u8> {
     scenario.as_bytes().to_vec()
 }
 
-/// Serves the recording at `path` on `port` of `scope`, paced at
-/// `speed`, showing `follow`'s view (default the first player), with
-/// `load` turning the recorded scenario's name back into the scenario.
+/// Serves the recording at `path` as `config` says (where, how fast, whose
+/// view: by default the first player), with `load` turning the recorded
+/// scenario's name back into the scenario.
 pub fn serve(
     path: &Path,
-    scope: switchboard::BindScope,
-    port: u16,
-    speed: f64,
-    follow: Option<String>,
+    config: SpectateConfig,
     saves: &Path,
     load: impl Fn(&str) -> Result<ServerScenario, String>,
 ) -> Result<(), String> {
@@ -52,19 +49,15 @@ pub fn serve(
         let logic = |_: &_| StrategyLogic::new(scenario.clone(), true, saves.to_path_buf());
         Ok(Replayer::new(reader, logic, Instant::now()))
     };
-    let config = SpectateConfig {
-        scope,
-        port,
-        speed,
-        follow,
-        ..SpectateConfig::default()
-    };
-    let listening = |addr: std::net::SocketAddr| {
+    let listening = |at: Listening| {
         println!(
             "replaying {}: watch with strategy --join 127.0.0.1:{} (stdin: pause, play, speed X, seek RECORD)",
             path.display(),
-            addr.port()
+            at.addr.port()
         );
+        if let Some(addr) = at.websocket {
+            println!("WebSocket spectators: ws://{addr}/");
+        }
     };
     let report = spectate_with(open, config, listening, stdin_commands());
     match report {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use switchboard::record::{replay, Header, RecordReader, ReplayError, Replayer};
-use switchboard::spectate::{spectate_with, SpectateConfig};
+use switchboard::spectate::{spectate_with, Listening, SpectateConfig};
 use switchboard::GameLogic;
 use switchboard_rooms::RoomsLogic;
 use switchboard_server::board::BoardLogic;
@@ -32,6 +32,33 @@ pub(crate) struct ReplayArgs {
     /// `play`, `speed X` and `seek RECORD` (back or forth).
     #[arg(long = "from", value_name = "RECORD", default_value_t = 0)]
     skip_to: u64,
+    /// With `--serve`: spectators over WebSocket too (browsers, the
+    /// JavaScript client), on this port (0 picks one).
+    #[arg(long, value_name = "PORT")]
+    serve_ws: Option<u16>,
+}
+
+impl ReplayArgs {
+    /// How a replay is served, on `port`.
+    fn spectate_config(&self, port: u16) -> SpectateConfig {
+        SpectateConfig {
+            port,
+            speed: self.speed,
+            follow: self.follow.clone(),
+            skip_to: self.skip_to,
+            websocket: self.serve_ws.map(switchboard::WebSocketConfig::on_port),
+            ..SpectateConfig::default()
+        }
+    }
+}
+
+/// Prints where spectators connect: the ready line, then each address.
+fn print_listening(at: Listening, how: &str) {
+    println!("{}", switchboard::process::ready_line(at.addr.port()));
+    println!("spectators: connect {how} to {}", at.addr);
+    if let Some(addr) = at.websocket {
+        println!("WebSocket spectators: ws://{addr}/");
+    }
 }
 
 /// Replays the recording (the board game's or a rooms server's); an error
@@ -78,13 +105,7 @@ fn run<L: GameLogic>(
     let started = Instant::now();
     let result = match args.serve {
         Some(port) => {
-            let config = SpectateConfig {
-                port,
-                speed: args.speed,
-                follow: args.follow,
-                skip_to: args.skip_to,
-                ..SpectateConfig::default()
-            };
+            let config = args.spectate_config(port);
             // The first replayer reads what was opened; a seek back opens
             // the file again.
             let mut first = Some(reader);
@@ -103,9 +124,9 @@ fn run<L: GameLogic>(
             spectate_with(
                 open,
                 config,
-                |addr| {
-                    println!("{}", switchboard::process::ready_line(addr.port()));
-                    println!("spectators: connect to {addr}; stdin takes pause, play, speed X, seek RECORD");
+                |at| {
+                    print_listening(at, "the game's client");
+                    println!("stdin takes pause, play, speed X, seek RECORD");
                 },
                 switchboard::spectate::stdin_commands(),
             )
@@ -141,21 +162,14 @@ fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
     let started = Instant::now();
     let report = match args.serve {
         Some(port) => {
-            let config = SpectateConfig {
-                port,
-                speed: args.speed,
-                follow: args.follow.clone(),
-                skip_to: args.skip_to,
-                ..SpectateConfig::default()
-            };
+            let config = args.spectate_config(port);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
             let _entered = runtime.enter();
-            runtime.block_on(switchboard_relay::record::watch(file, config, |addr| {
-                println!("{}", switchboard::process::ready_line(addr.port()));
-                println!("spectators: connect a relay client to {addr}");
+            runtime.block_on(switchboard_relay::record::watch(file, config, |at| {
+                print_listening(at, "a relay client")
             }))?
         }
         None => switchboard_relay::record::replay(file).map_err(|e| format!("{name}: {e}"))?,

@@ -115,15 +115,15 @@ fn open(path: &Path) -> RecordReader<std::io::BufReader<std::fs::File>> {
     RecordReader::new(std::io::BufReader::new(file)).unwrap()
 }
 
-/// Serves the board recording at `path` to spectators on a thread of its
-/// own, following `follow` at `speed`: where spectators connect, and the
-/// replay's inputs (checked) once it ends.
+/// Serves the board recording at `path` to spectators (over TCP and
+/// WebSocket) on a thread of its own, following `follow` at `speed`: where
+/// spectators connect, and the replay's inputs (checked) once it ends.
 fn serve_spectated(
     path: &Path,
     follow: &str,
     speed: f64,
 ) -> (
-    std::net::SocketAddr,
+    switchboard::spectate::Listening,
     std::thread::JoinHandle<Result<u64, ReplayError>>,
 ) {
     use switchboard::record::Replayer;
@@ -134,10 +134,11 @@ fn serve_spectated(
         let config = SpectateConfig {
             speed,
             follow: Some(follow),
+            websocket: Some(switchboard::WebSocketConfig::on_port(0)),
             ..SpectateConfig::default()
         };
         let replayer = Replayer::new(open(&path), |_| BoardLogic::new(4), Instant::now());
-        spectate(replayer, config, |addr| tx.send(addr).unwrap()).map(|report| report.inputs)
+        spectate(replayer, config, |at| tx.send(at).unwrap()).map(|report| report.inputs)
     });
     (rx.recv_timeout(WAIT).unwrap(), serving)
 }

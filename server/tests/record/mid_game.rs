@@ -114,7 +114,8 @@ fn spectated_from_its_snapshot(
     bob_id: switchboard::ClientId,
 ) {
     use switchboard_server::board::Snapshot;
-    let (addr, serving) = serve_spectated(path, "ann", 2.0);
+    let (at, serving) = serve_spectated(path, "ann", 2.0);
+    let addr = at.addr;
     let views_in = |client: &mut NetworkClient, views: &mut Vec<Snapshot>| {
         for event in client.drain_timeout(Duration::from_millis(10)) {
             if let switchboard::ClientEvent::Message(m) = event {

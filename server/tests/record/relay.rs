@@ -53,8 +53,9 @@ fn record_the_relay_over_real_sockets_and_replay_it_identically() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// `replay FILE --serve PORT` on a relay's recording: a relay client
-/// connects and is welcomed as the first recorded bot, hears the others
+/// `replay FILE --serve PORT --serve-ws PORT` on a relay's recording: a
+/// relay client over WebSocket (what a browser game is) connects and is
+/// welcomed as the first recorded bot, hears the others
 /// walking near it, is told it may only watch, and the replay, checked as
 /// it goes, ends with every answer identical.
 fn watch_the_relay_recording(path: &Path) {
@@ -62,14 +63,15 @@ fn watch_the_relay_recording(path: &Path) {
     use switchboard_relay::{RelayAction, RelayChannel, Relayed, Transform};
     let args: Vec<String> = ["replay".to_string(), path.display().to_string()]
         .into_iter()
-        .chain(["--serve", "0", "--speed", "4"].map(String::from))
+        .chain(["--serve", "0", "--serve-ws", "0", "--speed", "4"].map(String::from))
         .collect();
     let (mut served, lines) = support::start_lines(&args);
-    let port = support::ready_port(&lines);
+    support::ready_port(&lines);
+    let ws = support::line_starting(&lines, "WebSocket spectators: ");
+    let url = ws.trim_start_matches("WebSocket spectators: ").to_string();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (welcomed, heard, refused) = rt.block_on(async {
-        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-        let mut spectator = SocketStream::connect(addr, SocketConfig::default());
+        let mut spectator = SocketStream::connect_ws(&url, SocketConfig::default());
         let (mut welcomed, mut heard, mut refused) = (None, 0, None);
         let deadline = tokio::time::Instant::now() + WAIT;
         while refused.is_none() || heard < 5 {

@@ -2,11 +2,13 @@
 
 use super::*;
 
+/// The spectator here is a WebSocket client (what a browser game is).
 #[test]
-fn replay_served_live_shows_a_spectator_what_the_followed_player_saw() {
+fn replay_served_live_shows_a_websocket_spectator_what_the_followed_player_saw() {
     let path = recording("spectate");
     play_recorded(&path);
-    let (addr, serving) = serve_spectated(&path, "bob", 20.0);
+    let (at, serving) = serve_spectated(&path, "bob", 20.0);
+    let addr = format!("ws://{}/", at.websocket.expect("a WebSocket listener"));
     // The replay starts at the spectator's hello: every event is read here,
     // from the first (a helper that polled for the welcome or a verdict
     // would take the replayed lines that arrive meanwhile).
@@ -68,7 +70,7 @@ fn replay_served_live_seeks_back_and_the_spectator_sees_it_again() {
                     Instant::now(),
                 ))
             };
-            spectate_with(open, config, |addr| tx.send(addr).unwrap(), control)
+            spectate_with(open, config, |at| tx.send(at.addr).unwrap(), control)
                 .map(|report| report.inputs)
         })
     };

@@ -8,11 +8,10 @@
 //! call whose answer differs from the recorded one ends it, reported.
 
 use std::io::Read;
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard::socket::{PeerId, ServerConfig, ServerEvent, ServerHandle, ServerStream};
-use switchboard::spectate::SpectateConfig;
+use switchboard::socket::{PeerId, ServerEvent, ServerHandle};
+use switchboard::spectate::{Listening, SpectateConfig};
 
 use super::{RelayInput, RelayReplay, RelayReplayer};
 use crate::dispatch::plain_frame;
@@ -109,7 +108,8 @@ fn clock_of(input: &RelayInput) -> Option<u64> {
 
 /// Serves the relay recording `file` as a game's replay is served
 /// (`config`: where, how fast, whom to follow, from which record, whether
-/// to wait for the first spectator), telling `listening` the address.
+/// to wait for the first spectator, WebSocket too), telling `listening`
+/// where.
 /// Whom to follow is a recorded player's name; by default the player with
 /// the lowest id present, and the next one when it leaves. Returns the
 /// replay's report (a divergence ends it early, reported there); a file
@@ -117,12 +117,11 @@ fn clock_of(input: &RelayInput) -> Option<u64> {
 pub async fn watch(
     file: impl Read,
     config: SpectateConfig,
-    listening: impl FnOnce(SocketAddr),
+    listening: impl FnOnce(Listening),
 ) -> Result<RelayReplay, String> {
     let mut replayer = RelayReplayer::open(file).map_err(|e| e.to_string())?;
-    let mut server = ServerStream::bind(config.scope, config.port, ServerConfig::default())
-        .map_err(|e| e.to_string())?;
-    listening(server.local_addr());
+    let (mut server, at) = switchboard::spectate::listen(&config).map_err(|e| e.to_string())?;
+    listening(at);
     let mut audience = Audience {
         handle: server.handle(),
         spectators: Vec::new(),
