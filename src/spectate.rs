@@ -236,8 +236,9 @@ pub fn stdin_commands() -> tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>
     rx
 }
 
-/// The next command, or never when there are none.
-async fn next_command(
+/// The next command, or never when there are none (or no more): for a
+/// served replay's loop, beside its other events.
+pub async fn next_command(
     commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<SpectateCommand>>,
 ) -> SpectateCommand {
     match commands {

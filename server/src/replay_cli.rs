@@ -28,8 +28,8 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "NAME")]
     follow: Option<String>,
     /// With `--serve`: feed the records up to this number at once, then
-    /// pace the rest. While a game's replay serves, stdin takes `pause`,
-    /// `play`, `speed X` and `seek RECORD` (back or forth).
+    /// pace the rest. While a replay serves, stdin takes `pause`, `play`,
+    /// `speed X` and `seek RECORD` (back or forth).
     #[arg(long = "from", value_name = "RECORD", default_value_t = 0)]
     skip_to: u64,
     /// With `--serve`: spectators over WebSocket too (browsers, the
@@ -156,8 +156,10 @@ fn run<L: GameLogic>(
 /// answer compared; with `--serve`, served to spectators as it goes.
 fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
     let name = args.file.display();
-    let file = std::fs::File::open(&args.file).map_err(|e| format!("{name}: {e}"))?;
-    let file = std::io::BufReader::new(file);
+    let open = || {
+        let file = std::fs::File::open(&args.file).map_err(|e| format!("{name}: {e}"))?;
+        Ok::<_, String>(std::io::BufReader::new(file))
+    };
     println!("replaying {name} (a relay)");
     let started = Instant::now();
     let report = match args.serve {
@@ -168,11 +170,16 @@ fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
                 .build()
                 .map_err(|e| e.to_string())?;
             let _entered = runtime.enter();
-            runtime.block_on(switchboard_relay::record::watch(file, config, |at| {
-                print_listening(at, "a relay client")
-            }))?
+            let listening = |at| {
+                print_listening(at, "a relay client");
+                println!("stdin takes pause, play, speed X, seek RECORD");
+            };
+            let commands = Some(switchboard::spectate::stdin_commands());
+            runtime.block_on(switchboard_relay::record::watch_with(
+                open, config, listening, commands,
+            ))?
         }
-        None => switchboard_relay::record::replay(file).map_err(|e| format!("{name}: {e}"))?,
+        None => switchboard_relay::record::replay(open()?).map_err(|e| format!("{name}: {e}"))?,
     };
     if let Some(d) = report.divergence {
         return Err(format!(

@@ -166,6 +166,71 @@ fn record_relay_started_mid_session_replays_identically_from_its_snapshot() {
     std::fs::remove_file(&bare).unwrap();
 }
 
+/// A relay recording served with commands, over real sockets: the
+/// spectator is welcomed as the first player and hears those near it; a
+/// seek back to the start welcomes it again and it hears them again; the
+/// replay, checked as it goes, runs to its end with every answer identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_replay_served_seeks_back_and_the_spectator_watches_it_again() {
+    use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
+    use switchboard::spectate::{SpectateCommand, SpectateConfig};
+    use switchboard_relay::{RelayAction, Relayed};
+    let path = temp("seek");
+    session(&path, RelayLimits::default(), None);
+    let (commands, control) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let file = path.clone();
+    let open = move || std::fs::File::open(&file).map_err(|e| e.to_string());
+    let config = SpectateConfig {
+        speed: 4.0,
+        ..SpectateConfig::default()
+    };
+    let listening = move |at: switchboard::spectate::Listening| {
+        let _ = tx.send(at.addr);
+    };
+    let serving = tokio::spawn(record::watch_with(open, config, listening, Some(control)));
+    let mut spectator = SocketStream::connect(rx.await.unwrap(), SocketConfig::default());
+    let (mut welcomes, mut heard, mut heard_again) = (0, 0, 0);
+    // The recorded clock: as far as it went before the seek, and where it
+    // stood again after.
+    let (mut before, mut again) = (0, u64::MAX);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while welcomes < 2 || heard_again < 3 {
+        let event = tokio::time::timeout_at(deadline, spectator.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("{welcomes} welcomes, {heard} heard, {heard_again} again"));
+        let Some(event) = event else {
+            panic!(
+                "the replay ended first: {welcomes} welcomes, {heard} heard, {heard_again} again"
+            )
+        };
+        let SocketEvent::Received(m) = event else {
+            continue;
+        };
+        match m.action::<RelayAction>() {
+            Some(RelayAction::Welcome) => welcomes += 1,
+            Some(RelayAction::Relayed) if welcomes >= 2 => {
+                heard_again += 1;
+                again = again.min(m.content::<Relayed>().unwrap().server_time_ms);
+            }
+            Some(RelayAction::Relayed) => {
+                heard += 1;
+                before = before.max(m.content::<Relayed>().unwrap().server_time_ms);
+                if heard == 5 {
+                    commands.send(SpectateCommand::Seek(0)).unwrap();
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(again < before, "back in time: {again} ms after {before} ms");
+    let report = serving.await.unwrap().unwrap();
+    assert_eq!(report.divergence, None);
+    // Counted from the start again after the seek: the whole recording.
+    assert_eq!(report.calls, 6 + 1 + 240 + 30 + 1 + 1 + 1);
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[test]
 fn replay_relay_of_a_cut_or_corrupted_file_is_a_clear_error() {
     let path = temp("cut");

@@ -36,7 +36,7 @@ mod watch;
 pub use replay::{
     is_relay_recording, replay, RelayDivergence, RelayReplay, RelayReplayer, ReplayedCall,
 };
-pub use watch::watch;
+pub use watch::{watch, watch_with};
 
 /// The first four bytes of a relay recording's header.
 pub const MAGIC: [u8; 4] = *b"SWRL";

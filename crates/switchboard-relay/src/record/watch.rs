@@ -5,13 +5,16 @@
 //! transform, entry and leave it heard. Spectators connect with any relay
 //! client (`RelayAction`'s single messages); what they send is answered
 //! "this is a replay: watch only". The replay is checked as it goes: a
-//! call whose answer differs from the recorded one ends it, reported.
+//! call whose answer differs from the recorded one ends it, reported. With
+//! [`watch_with`] it is paused, played, sped up and stepped back and forth.
 
 use std::io::Read;
 use std::time::Duration;
 
 use switchboard::socket::{PeerId, ServerEvent, ServerHandle};
-use switchboard::spectate::{Listening, SpectateConfig};
+use switchboard::spectate::{listen, next_command, Listening, SpectateCommand, SpectateConfig};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
 
 use super::{RelayInput, RelayReplay, RelayReplayer};
 use crate::dispatch::plain_frame;
@@ -109,18 +112,39 @@ fn clock_of(input: &RelayInput) -> Option<u64> {
 /// Serves the relay recording `file` as a game's replay is served
 /// (`config`: where, how fast, whom to follow, from which record, whether
 /// to wait for the first spectator, WebSocket too), telling `listening`
-/// where.
-/// Whom to follow is a recorded player's name; by default the player with
-/// the lowest id present, and the next one when it leaves. Returns the
-/// replay's report (a divergence ends it early, reported there); a file
-/// that cannot be read is an error.
+/// where. Whom to follow is a recorded player's name; by default the
+/// player with the lowest id present, and the next one when it leaves.
+/// Returns the replay's report (a divergence ends it early, reported
+/// there); a file that cannot be read is an error.
 pub async fn watch(
     file: impl Read,
     config: SpectateConfig,
     listening: impl FnOnce(Listening),
 ) -> Result<RelayReplay, String> {
-    let mut replayer = RelayReplayer::open(file).map_err(|e| e.to_string())?;
-    let (mut server, at) = switchboard::spectate::listen(&config).map_err(|e| e.to_string())?;
+    let mut once = Some(file);
+    let open = move || {
+        once.take()
+            .ok_or_else(|| "this replay cannot go back: serve it with watch_with".to_string())
+    };
+    watch_with(open, config, listening, None).await
+}
+
+/// Like [`watch`], taking [`SpectateCommand`]s while it runs: pause, play,
+/// speed, and seek to a record (back starts again from the recording's
+/// beginning, which `open` gives anew; the records up to the one asked are
+/// fed at once, then spectators are shown where the followed player stands:
+/// its welcome, the others in its zone where they are).
+pub async fn watch_with<R: Read>(
+    mut open: impl FnMut() -> Result<R, String>,
+    config: SpectateConfig,
+    listening: impl FnOnce(Listening),
+    mut commands: Option<UnboundedReceiver<SpectateCommand>>,
+) -> Result<RelayReplay, String> {
+    let reopen = |open: &mut dyn FnMut() -> Result<R, String>| {
+        RelayReplayer::open(open()?).map_err(|e| e.to_string())
+    };
+    let mut replayer = reopen(&mut open)?;
+    let (mut server, at) = listen(&config).map_err(|e| e.to_string())?;
     listening(at);
     let mut audience = Audience {
         handle: server.handle(),
@@ -133,29 +157,51 @@ pub async fn watch(
         let event = server.next_event().await.ok_or("the server stopped")?;
         audience.take(replayer.relay(), event);
     }
-    let speed = if config.speed.is_finite() && config.speed > 0.0 {
+    let valid = |speed: f64| speed.is_finite() && speed > 0.0;
+    let mut speed = if valid(config.speed) {
         config.speed
     } else {
         1.0
     };
+    // Stepped to a record before the start: shown where the player stands
+    // there.
+    let (mut skip_to, mut paused, mut regreet) = (config.skip_to, false, config.skip_to > 0);
     let mut report = RelayReplay {
         calls: 0,
         stopped: None,
         divergence: None,
     };
-    while let Some(call) = replayer.next_call().map_err(|e| e.to_string())? {
+    'calls: while let Some(call) = replayer.next_call().map_err(|e| e.to_string())? {
         report.calls += 1;
         if let Some(now_ms) = clock_of(&call.input) {
             let last = audience.clock_ms.replace(now_ms);
             let wait = last.map_or(0, |last| now_ms.saturating_sub(last));
-            if call.record >= config.skip_to && wait > 0 {
-                let pause = tokio::time::sleep(Duration::from_secs_f64(wait as f64 / 1e3 / speed));
-                tokio::pin!(pause);
-                loop {
-                    tokio::select! {
-                        _ = &mut pause => break,
-                        Some(event) = server.next_event() => audience.take(replayer.relay(), event),
-                    }
+            let mut due = Instant::now() + Duration::from_secs_f64(wait as f64 / 1e3 / speed);
+            while call.record >= skip_to && (paused || Instant::now() < due) {
+                let held = paused.then(|| Instant::now() + Duration::from_secs(3600));
+                tokio::select! {
+                    _ = tokio::time::sleep_until(held.unwrap_or(due)) => {}
+                    Some(event) = server.next_event() => audience.take(replayer.relay(), event),
+                    command = next_command(&mut commands) => match command {
+                        SpectateCommand::Pause => paused = true,
+                        // Goes on from here, the call's wait anew.
+                        SpectateCommand::Play if paused => {
+                            paused = false;
+                            due = Instant::now() + Duration::from_secs_f64(wait as f64 / 1e3 / speed);
+                        }
+                        SpectateCommand::Speed(s) if valid(s) => speed = s,
+                        SpectateCommand::Seek(record) => {
+                            (skip_to, regreet) = (record, true);
+                            if record <= call.record {
+                                // Back: from the beginning again.
+                                replayer = reopen(&mut open)?;
+                                (audience.followed, audience.clock_ms) = (None, None);
+                                report.calls = 0;
+                                continue 'calls;
+                            }
+                        }
+                        _ => {}
+                    },
                 }
             }
         }
@@ -164,10 +210,17 @@ pub async fn watch(
             break;
         }
         audience.follow(replayer.relay(), config.follow.as_deref());
+        if call.record < skip_to {
+            continue;
+        }
         let Some(followed) = audience.followed else {
             continue;
         };
         let everyone = audience.spectators.clone();
+        if std::mem::take(&mut regreet) {
+            // Where the followed player stands after a seek.
+            audience.greet(replayer.relay(), &everyone);
+        }
         for (to, event) in &call.out {
             let own_welcome = matches!(event, RelayEvent::Welcome { .. });
             if to.contains(&followed) && !own_welcome {
