@@ -175,8 +175,8 @@ pub async fn watch_with<R: Read>(
         report.calls += 1;
         if let Some(now_ms) = clock_of(&call.input) {
             let last = audience.clock_ms.replace(now_ms);
-            let wait = last.map_or(0, |last| now_ms.saturating_sub(last));
-            let mut due = Instant::now() + Duration::from_secs_f64(wait as f64 / 1e3 / speed);
+            let wait = Duration::from_millis(last.map_or(0, |last| now_ms.saturating_sub(last)));
+            let mut due = Instant::now() + wait.div_f64(speed);
             while call.record >= skip_to && (paused || Instant::now() < due) {
                 let held = paused.then(|| Instant::now() + Duration::from_secs(3600));
                 tokio::select! {
@@ -187,7 +187,7 @@ pub async fn watch_with<R: Read>(
                         // Goes on from here, the call's wait anew.
                         SpectateCommand::Play if paused => {
                             paused = false;
-                            due = Instant::now() + Duration::from_secs_f64(wait as f64 / 1e3 / speed);
+                            due = Instant::now() + wait.div_f64(speed);
                         }
                         SpectateCommand::Speed(s) if valid(s) => speed = s,
                         SpectateCommand::Seek(record) => {
