@@ -76,6 +76,38 @@ export async function startServer(args, env = {}) {
   };
 }
 
+/**
+ * Serves the recording `file` to spectators (`switchboard-server replay FILE
+ * --serve 0 --serve-ws 0 --follow NAME`) and resolves once it listens:
+ * `{ ws, done, stop() }`, `done` resolving with the exit code once the replay
+ * ended (checked to its last input).
+ */
+export async function startReplay(file, follow) {
+  const args = ['replay', file, '--serve', '0', '--serve-ws', '0', '--follow', follow];
+  const child = spawn(binary, args, { env: { ...process.env, RUST_LOG: 'warn' }, stdio: ['pipe', 'pipe', 'inherit'] });
+  const done = new Promise((resolve) => child.on('exit', resolve));
+  const lines = createInterface({ input: child.stdout });
+  const ws = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the replay did not start')), 20000);
+    done.then((code) => reject(new Error(`the replay exited with ${code}`)));
+    lines.on('line', (line) => {
+      const found = line.match(/^WebSocket spectators: (ws:\/\/\S+)$/);
+      if (found) {
+        clearTimeout(timer);
+        resolve(found[1]);
+      }
+    });
+  });
+  return {
+    ws,
+    done,
+    stop() {
+      child.kill('SIGTERM');
+      return exited(child);
+    },
+  };
+}
+
 /** Resolves once `child` has exited (at once if it has). */
 function exited(child) {
   return new Promise((resolve) => {
