@@ -31,6 +31,9 @@ test('a JavaScript spectator watches a recorded game over WebSocket', async () =
     bob.subscribe(BOARD, Board.line, Line, (line) => heard.push(line.text));
     await ada.request(BOARD, Board.say, string, 'hello from the record');
     await until(() => heard.length === 1, 'the line, live');
+    // A second of play after the line: the replay is still running when
+    // the spectator, having heard it, asks for something.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     ada.close();
     bob.close();
     await server.stop();
