@@ -96,18 +96,24 @@ fn play_recorded(path: &Path) -> BoardLogic {
 
 /// `switchboard-server replay FILE` says every output is the recorded one.
 fn replays_from_the_command_line(path: &Path) {
+    let text = replay_on_the_command_line(path);
+    assert!(text.contains("every one identical"), "{text}");
+}
+
+/// `switchboard-server replay FILE`, which must succeed: what it printed.
+fn replay_on_the_command_line(path: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
         .arg("replay")
         .arg(path)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("every one identical"), "{text}");
+    text
 }
 
 fn open(path: &Path) -> RecordReader<std::io::BufReader<std::fs::File>> {

@@ -29,17 +29,7 @@ fn record_the_relay_over_real_sockets_and_replay_it_identically() {
     );
     support::signal(&relay, libc::SIGTERM);
     assert!(relay.wait().unwrap().success());
-    let replayed = Command::new(support::BIN)
-        .args(["replay"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&replayed.stdout);
-    assert!(
-        replayed.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&replayed.stderr)
-    );
+    let said = replay_on_the_command_line(&path);
     assert!(said.contains("every answer identical"), "{said}");
     let calls: u64 = said
         .split("replayed ")
