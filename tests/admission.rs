@@ -7,9 +7,8 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use common::{start_server, WAIT};
+use common::{start_server, turned_away_at_once, WAIT};
 use switchboard::{ServerConfig, SocketConfig, SocketEvent, SocketStream};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 fn loopback(last: u8) -> IpAddr {
@@ -34,15 +33,6 @@ async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
     )
 }
 
-/// Whether the server dropped `stream` at once, without a byte.
-async fn dropped_at_once(stream: &mut TcpStream) -> bool {
-    let mut buf = [0u8; 16];
-    matches!(
-        tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf)).await,
-        Ok(Ok(0)) | Ok(Err(_))
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
     let server = start_server(ServerConfig::default());
@@ -53,16 +43,18 @@ async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
     for _ in 0..70 {
         silent.push(tcp_from(2, addr).await);
     }
-    let mut dropped = 0;
+    let mut turned = 0;
     for stream in &mut silent {
-        if dropped_at_once(stream).await {
-            dropped += 1;
+        if turned_away_at_once(stream).await {
+            turned += 1;
         }
     }
+    // Until half the pending table (32 of 64) is taken the server is not
+    // busy and takes everyone; then the address's cap (8) holds.
     assert_eq!(
-        dropped,
-        70 - 8,
-        "the address holds its 8 pending handshakes, no more"
+        turned,
+        70 - 32,
+        "the address holds half the pending table, no more"
     );
     for attempt in 0..24 {
         assert!(
@@ -70,7 +62,7 @@ async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
             "attempt {attempt} from another address"
         );
     }
-    assert!(server.handle().refused() >= 62);
+    assert!(server.handle().refused() >= 38);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +127,10 @@ async fn a_burst_of_joins_beyond_the_pending_table_waits_its_turn_and_nobody_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_exhaustion_from_one_address_is_capped_per_address() {
+    // Crowded (half of its 8 connections open) once the four are in: the
+    // per-address cap holds from then on.
     let config = ServerConfig {
+        max_connections: 8,
         max_connections_per_ip: 4,
         ..ServerConfig::default()
     };
@@ -153,7 +148,7 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
     }
     let mut fifth = tcp_from(2, addr).await;
     assert!(
-        dropped_at_once(&mut fifth).await,
+        turned_away_at_once(&mut fifth).await,
         "a fifth from the same address"
     );
     assert!(gets_in(3, addr, WAIT).await, "another address is welcome");
@@ -166,6 +161,7 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
 #[tokio::test]
 async fn attached_connections_are_admitted_under_the_address_they_name() {
     let mut server = start_server(ServerConfig {
+        max_connections: 4,
         max_connections_per_ip: 2,
         ..ServerConfig::default()
     });

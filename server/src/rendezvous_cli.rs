@@ -36,13 +36,22 @@ pub(crate) struct RendezvousArgs {
 
 pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
-    let config = RendezvousConfig {
+    let mut config = RendezvousConfig {
         max_codes_per_address: args.max_codes_per_address,
         max_players_per_code: args.max_players_per_code,
         bytes_per_second_per_code: args.bytes_per_second_per_code,
         idle_expiry: Duration::from_secs(args.idle_expiry_secs),
         ..RendezvousConfig::default()
     };
+    // Every player costs the relay two descriptors (its own connection and
+    // the host's data connection): raise the limit, and keep the relay's
+    // connection cap within it.
+    let files = switchboard::process::raise_open_files_limit();
+    switchboard::process::share_descriptors(
+        files.soft,
+        RESERVED_FILES,
+        &mut [("rendezvous", &mut config.max_connections)],
+    );
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let ip = args.bind.ip();

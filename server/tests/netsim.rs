@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{ask, start};
-use switchboard::{ClientConfig, NetworkClient, RequestStatus};
+use switchboard::{ClientConfig, ClientEvent, NetworkClient, RequestStatus};
 use switchboard_server::board::Board;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -84,4 +84,58 @@ fn netsim_adds_its_latency_each_way_and_a_stall_loses_nothing() {
     assert!(tickets
         .iter()
         .all(|t| stalled.status(*t) == RequestStatus::Accepted));
+}
+
+#[test]
+fn a_hundred_players_behind_one_address_through_a_50_ms_path_are_all_admitted() {
+    // The audit: through a 50 ms path, 30 bots from one address were reset
+    // at accept after 8 (8 pending handshakes per address), told nothing,
+    // and never retried. Here 100 players join at once through one proxy
+    // (one address to the server): the server is not under pressure from
+    // anyone else, so it takes them all, telling those it cannot take at
+    // once when to come back.
+    let (_board, port) = start(&["--port", "0"]);
+    let to = format!("127.0.0.1:{port}");
+    let (_path, path_port) = start(&[
+        "netsim",
+        "--to",
+        &to,
+        "--latency-ms",
+        "50",
+        "--jitter-ms",
+        "0",
+        "--stall-every-ms",
+        "0",
+    ]);
+    let mut players: Vec<NetworkClient> = (0..100)
+        .map(|i| {
+            NetworkClient::connect(
+                format!("127.0.0.1:{path_port}"),
+                ClientConfig::named(&format!("player{i}")),
+            )
+        })
+        .collect();
+    // What the players heard on their way in, for a failure's message.
+    let mut heard = std::collections::BTreeMap::<String, usize>::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !players.iter().all(NetworkClient::is_welcomed) {
+        for player in &mut players {
+            for event in player.drain() {
+                let what = match event {
+                    ClientEvent::ConnectionLost(why) => format!("lost: {why}"),
+                    ClientEvent::Disconnected(why) => format!("gone: {why}"),
+                    ClientEvent::Refused(why) => format!("refused: {why:?}"),
+                    _ => continue,
+                };
+                *heard.entry(what).or_default() += 1;
+            }
+        }
+        let welcomed = players.iter().filter(|p| p.is_welcomed()).count();
+        assert!(
+            Instant::now() < deadline,
+            "{welcomed} of 100 welcomed; heard {heard:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("100 players behind one address welcomed; on the way: {heard:?}");
 }

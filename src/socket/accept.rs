@@ -6,13 +6,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use bytes::Bytes;
+use switchboard_proto::connection::control;
+use switchboard_proto::reason::with_retry_after;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
-use super::gate::address_key;
+use super::gate::{address_key, Turned};
 use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
 use super::websocket::{self, Accepted, WebSocketConfig};
 use super::{CloseCode, DisconnectReason, SocketHandle};
@@ -103,14 +106,17 @@ pub(super) async fn accept_loop(
                 }
             },
         };
-        let Some(Admitted {
+        let Admitted {
             handle,
             reporter,
             span,
             ..
-        }) = admit(&shared, &events, addr)
-        else {
-            continue;
+        } = match admit(&shared, &events, addr) {
+            Ok(admitted) => admitted,
+            Err(turned) => {
+                tell_turned_away(&shared, stream, addr, &transport, turned);
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         // Spawned apart, so that a TCP connection's task is no bigger for
@@ -144,7 +150,7 @@ where
         return None;
     }
     let events = shared.events.upgrade()?;
-    let admitted = admit(shared, &events, addr)?;
+    let admitted = admit(shared, &events, addr).ok()?;
     shared.tasks.spawn(tracing::Instrument::instrument(
         connection::run(stream, admitted.handle, admitted.reporter),
         admitted.span,
@@ -161,13 +167,134 @@ struct Admitted {
     span: tracing::Span,
 }
 
-/// Lets a new connection from `addr` in, or not: the address's inflate
-/// budget, then the gate's limits.
+/// Why a connection was turned away at accept, and when it may come back.
+#[derive(Debug, Clone, Copy)]
+struct TurnedAway {
+    why: &'static str,
+    retry_after: Duration,
+}
+
+impl TurnedAway {
+    const INFLATE_BUDGET: TurnedAway = TurnedAway {
+        why: "your address spent its inflate budget",
+        retry_after: Duration::from_secs(5),
+    };
+
+    fn of(turned: Turned, config: &super::ServerConfig) -> Self {
+        match turned {
+            Turned::PendingFromAddress => TurnedAway {
+                why: "too many connections from your address at once while the server is busy",
+                retry_after: config
+                    .pending_handshake_grace
+                    .max(Duration::from_millis(250))
+                    * 2,
+            },
+            Turned::ConnectionsFromAddress => TurnedAway {
+                why: "too many connections from your address while the server is crowded",
+                retry_after: Duration::from_secs(5),
+            },
+            Turned::Full => TurnedAway {
+                why: "server full",
+                retry_after: Duration::from_secs(5),
+            },
+        }
+    }
+}
+
+/// Tells a connection turned away at accept why, and when to come back,
+/// without reading it: over TCP a hello and a close frame (code
+/// `SERVER_FULL`, the reason ending with its retry-after), over WebSocket
+/// an HTTP 503 with `Retry-After`; then the connection lingers until the
+/// peer hangs up or `close_timeout` passes, so that the answer is not lost
+/// to a reset. At most `ServerConfig::max_turned_away_told` are told at
+/// once; past it a connection is closed without a word. Counted in the
+/// server's refusals, and logged at INFO once per address every ten
+/// minutes.
+fn tell_turned_away(
+    shared: &Arc<ServerShared>,
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    transport: &Transport,
+    turned: TurnedAway,
+) {
+    if let Some(skipped) = shared
+        .turned_away_log
+        .lock()
+        .expect("log limiter lock")
+        .admit(addr.ip(), std::time::Instant::now())
+    {
+        tracing::info!(
+            %addr,
+            why = turned.why,
+            retry_after_ms = turned.retry_after.as_millis() as u64,
+            skipped,
+            "connection turned away at accept (logged once per address every ten minutes)"
+        );
+    }
+    let telling = TellingGuard::enter(shared);
+    let Some(telling) = telling else {
+        return;
+    };
+    let answer: Bytes = match transport {
+        Transport::Tcp => {
+            let reason = with_retry_after(turned.why, turned.retry_after);
+            let codec = &shared.socket_config.codec;
+            let mut bytes = control::hello_frame(crate::PROTOCOL_VERSION).to_vec();
+            bytes.extend_from_slice(&control::close_frame(CloseCode::SERVER_FULL, &reason, codec));
+            bytes.into()
+        }
+        Transport::WebSocket(_) => format!(
+            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            turned.retry_after.as_secs().max(1),
+            turned.why.len(),
+            turned.why
+        )
+        .into(),
+    };
+    let linger = shared.socket_config.close_timeout;
+    shared.tasks.spawn(async move {
+        let _telling = telling;
+        let _ = tokio::time::timeout(linger, async {
+            stream.write_all(&answer).await?;
+            stream.shutdown().await?;
+            // What the peer sent meanwhile (its hello) is read and dropped.
+            let mut sink = [0u8; 512];
+            while stream.read(&mut sink).await? > 0 {}
+            std::io::Result::Ok(())
+        })
+        .await;
+    });
+}
+
+/// One of the turned-away connections being told why: counted while it
+/// lives.
+struct TellingGuard(Arc<ServerShared>);
+
+impl TellingGuard {
+    fn enter(shared: &Arc<ServerShared>) -> Option<Self> {
+        let max = shared.config.max_turned_away_told;
+        let now = shared.turned_away_telling.fetch_add(1, Ordering::Relaxed);
+        if now >= max {
+            shared.turned_away_telling.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Self(shared.clone()))
+    }
+}
+
+impl Drop for TellingGuard {
+    fn drop(&mut self) {
+        self.0.turned_away_telling.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Lets a new connection from `addr` in, or says why not: the address's
+/// inflate budget, then the gate's limits.
 fn admit(
     shared: &Arc<ServerShared>,
     events: &mpsc::Sender<Batch<ServerEvent>>,
     addr: SocketAddr,
-) -> Option<Admitted> {
+) -> Result<Admitted, TurnedAway> {
     let config = &shared.config;
     // An address that spent its inflate budget waits for half of it to
     // come back before it may connect again: reconnecting is not a way
@@ -180,8 +307,7 @@ fn admit(
         .of(address_key(addr.ip()), now);
     if budget.lock().expect("budget lock").is_spent(now) {
         shared.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(%addr, "inflate budget spent: connection dropped at accept");
-        return None;
+        return Err(TurnedAway::INFLATE_BUDGET);
     }
     let peer = PeerId(shared.next_peer.fetch_add(1, Ordering::Relaxed));
     let handle = SocketHandle::counted(
@@ -197,8 +323,7 @@ fn admit(
     match admitted {
         Err(turned) => {
             shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%addr, ?turned, "connection dropped at accept");
-            return None;
+            return Err(TurnedAway::of(turned, config));
         }
         Ok(Some(evicted)) => {
             tracing::debug!(peer = ?evicted.peer_addr(), "oldest pending handshake evicted");
@@ -254,7 +379,7 @@ fn admit(
     };
     tracing::debug!(%peer, %addr, "accepted");
     let span = tracing::info_span!("connection", %peer, %addr);
-    Some(Admitted {
+    Ok(Admitted {
         peer,
         handle,
         reporter,

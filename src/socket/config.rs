@@ -49,13 +49,26 @@ pub struct ServerConfig {
     /// evicting handshakes that only waited for the CPU; silent connections
     /// hold a place for at most this long once newcomers queue behind them.
     pub pending_handshake_grace: Duration,
-    /// Connections in their handshake from one address at once (default 8;
-    /// an IPv6 address counts per /64). Further ones from that address are
-    /// closed at once, before any byte is read from them.
+    /// Connections in their handshake from one address at once while the
+    /// server is busy (default 8; an IPv6 address counts per /64). Busy
+    /// means half of `max_pending_handshakes` taken: until then players
+    /// behind one address (a LAN party, a school, a carrier's NAT) are all
+    /// let in, as SYN cookies engage only under load. Past it further ones
+    /// from that address are turned away before any byte is read from
+    /// them, and told why with a retry-after (a hello and a close frame of
+    /// code `SERVER_FULL`; a WebSocket gets HTTP 503 with `Retry-After`);
+    /// clients wait that long and try again.
     pub max_pending_handshakes_per_ip: usize,
-    /// Connections open or in their handshake from one address (default
-    /// 64). Further ones from that address are closed at once.
+    /// Connections open or in their handshake from one address while the
+    /// server is crowded (default 64): half of `max_connections` open.
+    /// Past it further ones from that address are turned away and told so
+    /// as above.
     pub max_connections_per_ip: usize,
+    /// Connections turned away at accept that are being told why at once
+    /// (default 256): each is written a few bytes and held until its peer
+    /// hangs up or `SocketConfig::close_timeout` passes. Past it a
+    /// turned-away connection is closed without a word.
+    pub max_turned_away_told: usize,
     /// Bytes of one connection's messages waiting in the server's shared
     /// event queue (default 1 MiB). Past it that connection's reader waits
     /// for the server to catch up (TCP pushes back on the peer), so a fast
@@ -78,6 +91,7 @@ impl Default for ServerConfig {
             pending_handshake_grace: Duration::from_millis(500),
             max_pending_handshakes_per_ip: 8,
             max_connections_per_ip: 64,
+            max_turned_away_told: 256,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,
         }

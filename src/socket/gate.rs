@@ -6,6 +6,11 @@
 //!     │ over the per-address      │ server full
 //!     ▼ pending or connection cap ▼ (told so, closed)
 //!  dropped                     (gone)
+//!  The per-address caps hold only while the server is busy: half its
+//!  pending table taken (for the pending cap) or half its connections open
+//!  (for the connection cap), as SYN cookies engage only under load; until
+//!  then players behind one address (a LAN party, a school, a carrier's
+//!  NAT) are all let in.
 //!  A newcomer that finds the pending table full evicts its oldest entry:
 //!  silent connections cannot keep everyone else out. The listeners do not
 //!  take a newcomer while every pending entry is younger than the grace
@@ -88,10 +93,12 @@ impl<T> Gate<T> {
     ) -> Result<Option<T>, Turned> {
         let ip = address_key(ip);
         let (pending, open) = self.per_ip.get(&ip).copied().unwrap_or_default();
-        if pending >= self.limits.max_pending_per_ip.max(1) {
+        let busy = 2 * self.pending.len() >= self.limits.max_pending.max(1);
+        let crowded = 2 * self.open.len() >= self.limits.max_connections.max(1);
+        if busy && pending >= self.limits.max_pending_per_ip.max(1) {
             return Err(Turned::PendingFromAddress);
         }
-        if pending + open >= self.limits.max_connections_per_ip.max(1) {
+        if crowded && pending + open >= self.limits.max_connections_per_ip.max(1) {
             return Err(Turned::ConnectionsFromAddress);
         }
         let evicted = if self.pending.len() >= self.limits.max_pending.max(1) {
@@ -180,6 +187,34 @@ mod tests {
     }
 
     #[test]
+    fn players_behind_one_address_are_all_let_in_while_the_server_is_not_busy() {
+        let mut g = Gate::new(GateLimits {
+            max_pending: 64,
+            max_pending_per_ip: 8,
+            max_connections: 1024,
+            max_connections_per_ip: 64,
+            handshake_grace: Duration::from_millis(500),
+        });
+        // 100 players of one address, joining a few at a time.
+        for t in 0..100u64 {
+            assert_eq!(g.admit(t, ip(2), t, at(0)), Ok(None), "player {t}");
+            g.opened(t).unwrap();
+        }
+        assert_eq!(g.open(), 100);
+        // Thirty handshakes of that address at once: past 8 while the table
+        // is half full, the per-address cap holds.
+        let turned = (100..130u64)
+            .filter(|t| g.admit(*t, ip(2), *t, at(0)).is_err())
+            .count();
+        assert_eq!(turned, 0, "under half of 64 pending: nobody turned away");
+        let turned: Vec<_> = (130..160u64)
+            .filter_map(|t| g.admit(t, ip(2), t, at(0)).err())
+            .collect();
+        assert!(!turned.is_empty() && turned.iter().all(|t| *t == Turned::PendingFromAddress));
+        assert_eq!(g.admit(200, ip(3), 200, at(0)), Ok(None), "another address");
+    }
+
+    #[test]
     fn one_address_holds_at_most_its_share_of_pending_handshakes() {
         let mut g = gate();
         assert_eq!(g.admit(1, ip(2), 1, at(0)), Ok(None));
@@ -244,6 +279,10 @@ mod tests {
     #[test]
     fn connections_per_address_count_pending_and_open() {
         let mut g = gate();
+        // Another address's connection: with this one, the server is
+        // crowded (half of its 3 open), and the per-address cap holds.
+        g.admit(9, ip(9), 9, at(0)).unwrap();
+        g.opened(9).unwrap();
         g.admit(1, ip(2), 1, at(0)).unwrap();
         g.opened(1).unwrap();
         g.admit(2, ip(2), 2, at(0)).unwrap();

@@ -43,7 +43,8 @@ pub use pacer::{Pacer, PacerConfig};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 pub use switchboard_proto::reason::{
-    CloseCode, DisconnectReason, IoFailure, SendError, SocketError,
+    retry_after_of, with_retry_after, CloseCode, DisconnectReason, IoFailure, SendError,
+    SocketError,
 };
 pub use websocket::{WebPage, WebSocketConfig};
 
@@ -225,7 +226,19 @@ impl ExtendedTcpSocket {
                 }
                 Err(err) => {
                     task_handle.set_closed();
-                    let reason = DisconnectReason::ConnectFailed(err.into());
+                    // A WebSocket listener that turned the connection away
+                    // for now said so as a TCP one does.
+                    let turned = err
+                        .get_ref()
+                        .and_then(|e| e.downcast_ref::<websocket::TurnedAway>())
+                        .cloned();
+                    let reason = match turned {
+                        Some(turned) => DisconnectReason::ClosedByPeer {
+                            code: CloseCode::SERVER_FULL,
+                            reason: turned.why,
+                        },
+                        None => DisconnectReason::ConnectFailed(err.into()),
+                    };
                     let batch =
                         events::Batch::one(SocketEvent::Disconnected(reason), &reporter.wrap);
                     let _ = reporter.events.send(batch).await;
@@ -394,6 +407,58 @@ impl SocketStream {
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
         ExtendedTcpSocket::from_stream(stream, config).into_stream()
+    }
+
+    /// Waits until this connection is open (its `Connected` event, which
+    /// this takes) and returns it. A connection the server turned away for
+    /// now (closed with [`CloseCode::SERVER_FULL`] and a retry-after, as a
+    /// busy server does to many players behind one address) is opened
+    /// again with `reopen` once that wait is over, at most `attempts` times
+    /// in all; any other end before `Connected` is returned as it is. What
+    /// the relay's bots and the load tester join with; a `NetworkClient`
+    /// does the same by itself.
+    pub async fn until_admitted<F, Fut>(
+        mut self,
+        mut reopen: F,
+        attempts: u32,
+    ) -> Result<SocketStream, DisconnectReason>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<SocketStream>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let reason = loop {
+                match self.next_event().await {
+                    Some(SocketEvent::Connected) => return Ok(self),
+                    Some(SocketEvent::Disconnected(reason)) => break reason,
+                    Some(_) => {}
+                    None => {
+                        break DisconnectReason::Closed {
+                            code: CloseCode::GOING_AWAY,
+                            reason: "ended before it opened".into(),
+                        }
+                    }
+                }
+            };
+            let wait = match &reason {
+                DisconnectReason::ClosedByPeer { code, reason }
+                    if *code == CloseCode::SERVER_FULL =>
+                {
+                    switchboard_proto::reason::retry_after_of(reason)
+                }
+                _ => None,
+            };
+            let Some(wait) = wait.filter(|_| attempt < attempts) else {
+                return Err(reason);
+            };
+            attempt += 1;
+            tokio::time::sleep(wait).await;
+            match reopen().await {
+                Some(next) => self = next,
+                None => return Err(reason),
+            }
+        }
     }
 
     /// A `Send` handle for sending and closing from anywhere.

@@ -84,6 +84,21 @@ pub async fn read_close<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, String) {
     }
 }
 
+/// Whether the server turned `stream` away at once, before it said a word:
+/// its hello, then a close of code 1013 (try again later) whose reason ends
+/// with a retry-after, within half a second.
+pub async fn turned_away_at_once<S: AsyncRead + Unpin>(stream: &mut S) -> bool {
+    let told = async {
+        read_raw_frame(stream).await.ok()?;
+        let (code, reason) = read_close(stream).await;
+        Some(code == 1013 && switchboard::socket::retry_after_of(&reason).is_some())
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_millis(500), told).await,
+        Ok(Some(true))
+    )
+}
+
 fn varint_u16(bytes: &[u8]) -> (u16, &[u8]) {
     match bytes[0] {
         0..=250 => (bytes[0] as u16, &bytes[1..]),

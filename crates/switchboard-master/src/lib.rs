@@ -65,16 +65,33 @@ pub struct MasterConfig {
     /// An info query not answered within this long is forgotten (default
     /// 10 s); a late answer lists nothing.
     pub query_timeout: Duration,
-    /// Heartbeats per minute answered per source IP, sustained (default 30:
-    /// one every 2 s, a few servers on one address at 5 s each). Past it heartbeats still refresh a listed server but
-    /// trigger no query: they are dropped and counted.
+    /// Heartbeats per minute answered per server (its IP and port),
+    /// sustained (default 30: one every 2 s, where an [`Announce`] sends
+    /// one every 5 s). Past it a heartbeat earns no query; from the exact
+    /// address of a server listed here it still refreshes it (at most once
+    /// a second), so that heartbeats forged from a server's address cannot
+    /// delist it. Counted in [`MasterStats::rate_limited`].
     pub heartbeats_per_minute: f64,
-    /// Heartbeats per source IP answered at once (default 4).
+    /// Heartbeats per minute answered per source IP, all its servers
+    /// together (default 600: 32 servers on one dedicated box at one
+    /// every 5 s take 384); past it as past `heartbeats_per_minute`. An
+    /// IPv6 address counts per /64.
+    pub heartbeats_per_minute_per_ip: f64,
+    /// Heartbeats per server answered at once (default 4; four times as
+    /// many per IP).
     pub heartbeat_burst: f64,
+    /// Datagrams read and waiting for the master at most (default
+    /// 16,384, under 20 MB): the UDP ports are read on a task of their
+    /// own, so that a list request's work never leaves heartbeats unread.
+    /// Past it a datagram is dropped and counted
+    /// ([`MasterStats::datagrams_missed`]), and the master expires nothing
+    /// for one expiry, since a silent server may have been unheard.
+    pub max_queued_datagrams: usize,
     /// Servers listed at most (default 10,000). Past it new servers are not
     /// queried.
     pub max_servers: usize,
-    /// Servers listed per IP at most (default 32).
+    /// Servers listed per IP at most (default 32: a dedicated box's
+    /// servers; an IPv6 address counts per /64).
     pub max_servers_per_ip: usize,
     /// Unanswered info queries held at most (default 10,000); a new one
     /// past it replaces the oldest, so spoofed heartbeats cannot keep real
@@ -124,6 +141,35 @@ pub struct MasterConfig {
     /// source IP (default 120, bursts of a quarter of it). A request is
     /// answered with one page at most.
     pub torque_lists_per_minute: f64,
+    /// How many times its own size the first answer to a Torque client may
+    /// be until that client has asked again in a session (default 4: a
+    /// 23-byte list request draws a page 0 of at most 92 bytes; the client
+    /// re-requests the other pages, as it does for every page past the
+    /// first). Reflection from a forged source is bounded by this factor
+    /// at first and by the bytes per second below after.
+    pub torque_unproven_reply_factor: f64,
+    /// Bytes of Torque list pages and game types sent per second to one
+    /// address (default 16 KiB, bursts of four times it: a 10,000-server
+    /// list is about 61 KB). Past it a request is dropped and counted
+    /// ([`MasterStats::torque_bytes_refused`]).
+    pub torque_bytes_per_second_per_address: usize,
+    /// The same for an IPv4 /24 or an IPv6 /48 together (default 64 KiB,
+    /// bursts of four times it).
+    pub torque_bytes_per_second_per_prefix: usize,
+    /// The same for every destination together (default 4 MiB, bursts of
+    /// as much).
+    pub torque_bytes_per_second: usize,
+    /// Wrong keys answered to one Torque info request before it is dropped
+    /// (default 3). The key is 32 random bits.
+    pub torque_max_wrong_keys: u32,
+    /// How long an address whose info request was dropped for wrong keys
+    /// gets no new one (default 30 s; a listed server stays listed, its
+    /// heartbeats still refresh it). Counted in
+    /// [`MasterStats::torque_backed_off`].
+    pub torque_wrong_key_backoff: Duration,
+    /// How long the game and mission types answered to Torque clients are
+    /// reused before being read again (default 5 s).
+    pub torque_game_types_cache: Duration,
     /// Server addresses held in all by the cached Torque queries (default
     /// 100,000, about 3 MB): the oldest query goes first.
     pub torque_cached_addresses: usize,
@@ -138,7 +184,9 @@ impl Default for MasterConfig {
             expiry: Duration::from_secs(20),
             query_timeout: Duration::from_secs(10),
             heartbeats_per_minute: 30.0,
+            heartbeats_per_minute_per_ip: 600.0,
             heartbeat_burst: 4.0,
+            max_queued_datagrams: 16_384,
             max_servers: 10_000,
             max_servers_per_ip: 32,
             max_pending: 10_000,
@@ -155,6 +203,13 @@ impl Default for MasterConfig {
             torque_expiry: Duration::from_secs(180),
             torque_heartbeats_per_minute: 30.0,
             torque_lists_per_minute: 120.0,
+            torque_unproven_reply_factor: 4.0,
+            torque_bytes_per_second_per_address: 16 * 1024,
+            torque_bytes_per_second_per_prefix: 64 * 1024,
+            torque_bytes_per_second: 4 * 1024 * 1024,
+            torque_max_wrong_keys: 3,
+            torque_wrong_key_backoff: Duration::from_secs(30),
+            torque_game_types_cache: Duration::from_secs(5),
             torque_cached_addresses: 100_000,
             torque_query_ttl: Duration::from_secs(30),
         }
@@ -173,8 +228,11 @@ pub struct MasterStats {
     pub malformed: u64,
     /// Heartbeats received.
     pub heartbeats: u64,
-    /// Heartbeats over the per-address rate.
+    /// Heartbeats over the per-server or per-IP rate.
     pub rate_limited: u64,
+    /// Datagrams dropped unread because the master's queue was full (it
+    /// then expired nothing for one expiry).
+    pub datagrams_missed: u64,
     /// Heartbeats shorter than the query they would earn (not padded):
     /// dropped, so that a forged one cannot be amplified.
     pub short_heartbeats: u64,
@@ -220,6 +278,17 @@ pub struct MasterStats {
     pub torque_lists_refused: u64,
     /// Torque page re-requests for no cached query.
     pub torque_cache_misses: u64,
+    /// Torque info responses with a wrong key for the request out to
+    /// their address.
+    pub torque_wrong_keys: u64,
+    /// Torque heartbeats given no info request: their address answered
+    /// wrong keys.
+    pub torque_backed_off: u64,
+    /// Bytes of Torque list pages and game types sent.
+    pub torque_bytes_sent: u64,
+    /// Torque answers not sent: over the bytes per second of their
+    /// destination, its prefix or the master.
+    pub torque_bytes_refused: u64,
     /// Reachability probes made (a host connected back to).
     pub probes: u64,
     /// Probe requests answered without a connection (over the rate, or too

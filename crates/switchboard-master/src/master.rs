@@ -19,14 +19,22 @@ pub struct Master<R: Registry> {
     pub(crate) registry: R,
     /// Challenges sent and not yet answered.
     pending: Pending,
-    limits: KeyedLimiter<IpAddr>,
+    /// Heartbeats answered per server (its IP and port).
+    limits: KeyedLimiter<SocketAddr>,
+    /// Heartbeats answered per IP (an IPv6 /64 as one), all its servers
+    /// together.
+    ip_limits: KeyedLimiter<IpAddr>,
+    /// Until when nothing expires: datagrams were missed (the queue of
+    /// read datagrams was full), so a silent server may not be silent.
+    deaf_until: Option<Instant>,
     pub(crate) stats: MasterStats,
     /// The registry's outages, told once each.
     outage: Outage,
     /// Each listed server's last answered challenge: what its goodbye must
     /// carry. At most `max_servers`; a server past it is not known here
-    /// and its goodbye is ignored (it expires instead).
-    answered: HashMap<SocketAddr, u64>,
+    /// and its goodbye is ignored (it expires instead). With it, when its
+    /// heartbeat last refreshed it over its rate.
+    answered: HashMap<SocketAddr, (u64, Option<Instant>)>,
     /// The Torque port's side (`crate::torque`).
     pub(crate) torque: TorqueState,
 }
@@ -38,9 +46,15 @@ impl<R: Registry> Master<R> {
             per_second: config.heartbeats_per_minute / 60.0,
             burst: config.heartbeat_burst,
         };
+        let ip_limit = RateLimit {
+            per_second: config.heartbeats_per_minute_per_ip / 60.0,
+            burst: config.heartbeat_burst * 4.0,
+        };
         Self {
             pending: Pending::new(config.max_pending, config.max_pending_per_ip),
             limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
+            ip_limits: KeyedLimiter::with_max_keys(ip_limit, config.max_limited_addresses),
+            deaf_until: None,
             torque: TorqueState::new(&config),
             config,
             registry,
@@ -92,10 +106,15 @@ impl<R: Registry> Master<R> {
         now: Instant,
     ) -> Option<(SocketAddr, Vec<u8>)> {
         self.stats.heartbeats += 1;
-        // Over its rate, a heartbeat is dropped before it costs the
-        // registry anything (a listed server's next one refreshes it).
-        if !self.limits.allow(from.ip(), now) {
+        // Over its rate (its own, or its IP's), a heartbeat earns no query;
+        // it still refreshes a server listed here from that exact address
+        // (at most once a second), so that heartbeats forged from a
+        // server's address cannot use up its rate and delist it. Any other
+        // is dropped before it costs the registry anything.
+        if !self.heartbeat_allowed(from, now) {
             self.stats.rate_limited += 1;
+            self.refresh_over_rate(from, now, self.registry_limits())
+                .await;
             return None;
         }
         let heard = self
@@ -143,10 +162,67 @@ impl<R: Registry> Master<R> {
         Some((from, query))
     }
 
+    /// Whether a heartbeat from `from` is within its server's rate and its
+    /// IP's.
+    fn heartbeat_allowed(&mut self, from: SocketAddr, now: Instant) -> bool {
+        self.limits.allow(from, now)
+            && self
+                .ip_limits
+                .allow(switchboard::socket::address_key(from.ip()), now)
+    }
+
+    /// Refreshes the server listed here at `from` (heard over its rate),
+    /// once a second at most.
+    pub(crate) async fn refresh_over_rate(
+        &mut self,
+        from: SocketAddr,
+        now: Instant,
+        limits: Limits,
+    ) {
+        let Some((_, refreshed)) = self.answered.get_mut(&from) else {
+            return;
+        };
+        if refreshed.is_some_and(|at| now.saturating_duration_since(at) < Duration::from_secs(1)) {
+            return;
+        }
+        *refreshed = Some(now);
+        let heard = self.registry.heartbeat(from, now, limits).await;
+        self.checked(heard);
+    }
+
+    /// Remembers the challenge (or Torque key) a listed server answered:
+    /// what its goodbye must carry, and that a heartbeat from its address
+    /// refreshes it over its rate.
+    pub(crate) fn remember_answered(&mut self, from: SocketAddr, challenge: u64) {
+        if self.answered.len() < self.config.max_servers || self.answered.contains_key(&from) {
+            self.answered.insert(from, (challenge, None));
+        }
+    }
+
+    /// Tells the master that `count` datagrams could not be read (its
+    /// queue was full): it then expires nothing for a whole expiry (the
+    /// Torque one when it has a Torque port), so that every server has
+    /// had a heartbeat heard before its silence counts.
+    pub fn missed_datagrams(&mut self, count: u64, now: Instant) {
+        if count == 0 {
+            return;
+        }
+        self.stats.datagrams_missed += count;
+        let window = match self.config.torque_port {
+            Some(_) => self.config.expiry.max(self.config.torque_expiry),
+            None => self.config.expiry,
+        };
+        self.deaf_until = Some(now + window);
+        tracing::warn!(
+            count,
+            "datagrams missed (the master was too busy to read them): nothing expires for {window:?}"
+        );
+    }
+
     /// A server stopping: off the list at once, if the goodbye carries the
     /// challenge it last answered here.
     async fn on_goodbye(&mut self, from: SocketAddr, challenge: u64) {
-        if self.answered.get(&from) != Some(&challenge) {
+        if self.answered.get(&from).map(|(c, _)| *c) != Some(challenge) {
             self.stats.unsolicited += 1;
             return;
         }
@@ -169,9 +245,7 @@ impl<R: Registry> Master<R> {
             return;
         }
         self.pending.remove(from);
-        if self.answered.len() < self.config.max_servers || self.answered.contains_key(&from) {
-            self.answered.insert(from, challenge);
-        }
+        self.remember_answered(from, challenge);
         if let Err(err) = info.check() {
             self.stats.malformed += 1;
             tracing::debug!(%from, %err, "server info refused");
@@ -232,11 +306,16 @@ impl<R: Registry> Master<R> {
 
     /// Drops expired servers and stale challenges.
     pub async fn tick(&mut self, now: Instant) {
-        let expired = self.registry.expire(now, self.config.expiry).await;
-        self.registry_answered(&expired);
-        match expired {
-            Ok(expired) => self.stats.expired += expired as u64,
-            Err(err) => self.registry_failed(&err),
+        if self.deaf_until.is_some_and(|until| now >= until) {
+            self.deaf_until = None;
+        }
+        if self.deaf_until.is_none() {
+            let expired = self.registry.expire(now, self.config.expiry).await;
+            self.registry_answered(&expired);
+            match expired {
+                Ok(expired) => self.stats.expired += expired as u64,
+                Err(err) => self.registry_failed(&err),
+            }
         }
         self.pending.expire(now, self.config.query_timeout);
         self.torque.tick(now, &self.config);
@@ -246,6 +325,7 @@ impl<R: Registry> Master<R> {
             self.answered.clear();
         }
         self.limits.forget_idle(now, Duration::from_secs(600));
+        self.ip_limits.forget_idle(now, Duration::from_secs(600));
     }
 
     /// The registry, to reach it from outside the master's calls (a test

@@ -216,6 +216,31 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Checks what a list request may ask: at most [`MAX_TAGS`] tags, each
+    /// text at most [`MAX_TEXT`] bytes (a server can hold no longer one,
+    /// so such a filter could match nothing anyway). A filter past them is
+    /// refused before any server is looked at, so that matching costs at
+    /// most `MAX_TAGS × MAX_TAGS` comparisons of short texts per server.
+    pub fn check(&self) -> Result<(), String> {
+        if self.tags.len() > MAX_TAGS {
+            return Err(format!(
+                "a filter of {} tags (the limit is {MAX_TAGS})",
+                self.tags.len()
+            ));
+        }
+        let texts = [&self.game_type, &self.scenario, &self.version, &self.region];
+        let tag_texts = self.tags.iter().flat_map(|(k, v)| [Some(k), Some(v)]);
+        for text in texts.into_iter().map(Option::as_ref).chain(tag_texts) {
+            if let Some(text) = text.filter(|t| t.len() > MAX_TEXT) {
+                return Err(format!(
+                    "a filter text of {} bytes (the limit is {MAX_TEXT})",
+                    text.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `info` passes.
     pub fn matches(&self, info: &ServerInfo) -> bool {
         let eq = |want: &Option<String>, have: &String| want.as_ref().is_none_or(|w| w == have);

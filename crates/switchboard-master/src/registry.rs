@@ -1,10 +1,12 @@
 //! Where the master keeps its servers, behind a small trait so that a shared
 //! store (Redis) can back several master instances.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+
+use switchboard::socket::address_key;
 
 use crate::protocol::{Filter, ListPage, ListRequest, Listed, ServerInfo, MAX_PAGE};
 
@@ -112,6 +114,9 @@ pub trait Registry: Send {
 #[derive(Debug, Default)]
 pub struct MemoryRegistry {
     servers: BTreeMap<SocketAddr, (ServerInfo, Instant)>,
+    /// Servers listed per IP (an IPv6 /64 as one), so that a heartbeat's
+    /// check costs the same with 10 servers listed as with 10,000.
+    per_ip: HashMap<IpAddr, usize>,
 }
 
 impl MemoryRegistry {
@@ -119,40 +124,58 @@ impl MemoryRegistry {
         if self.servers.len() >= limits.max_servers {
             return Err(Upserted::Full);
         }
-        let on_ip = self.servers.keys().filter(|a| a.ip() == addr.ip()).count();
-        if on_ip >= limits.max_servers_per_ip {
+        let on_ip = self.per_ip.get(&address_key(addr.ip())).copied();
+        if on_ip.unwrap_or(0) >= limits.max_servers_per_ip {
             return Err(Upserted::IpFull);
         }
         Ok(())
     }
 
+    /// One server fewer on `addr`'s IP.
+    fn forget_ip(per_ip: &mut HashMap<IpAddr, usize>, addr: SocketAddr) {
+        let key = address_key(addr.ip());
+        if let Some(count) = per_ip.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                per_ip.remove(&key);
+            }
+        }
+    }
+
     fn page(&self, request: &ListRequest) -> ListPage {
-        let size = request.page_size.clamp(1, MAX_PAGE) as usize;
-        let matching: Vec<Listed> = self
-            .servers
-            .iter()
-            .filter(|(_, (info, _))| request.filter.matches(info))
-            .map(|(addr, (info, _))| Listed {
-                addr: *addr,
-                info: info.clone(),
-            })
-            .collect();
-        page_of(matching, request.page, size)
+        let servers = self.servers.iter().map(|(addr, (info, _))| (addr, info));
+        page_of(servers, request)
     }
 }
 
-/// Page `page` of `size` out of `matching`.
-pub fn page_of(matching: Vec<Listed>, page: u32, size: usize) -> ListPage {
-    let total = matching.len() as u32;
-    let servers = matching
-        .into_iter()
-        .skip(page as usize * size)
-        .take(size)
-        .collect();
+/// The page `request` asks for out of `servers` (in address order): every
+/// server is matched against the filter once, and only the page's own are
+/// copied, so that a page costs what it holds plus one comparison per
+/// server, never a copy of the whole list.
+pub fn page_of<'a>(
+    servers: impl IntoIterator<Item = (&'a SocketAddr, &'a ServerInfo)>,
+    request: &ListRequest,
+) -> ListPage {
+    let size = usize::from(request.page_size.clamp(1, MAX_PAGE));
+    let first = (request.page as usize).saturating_mul(size);
+    let mut total = 0usize;
+    let mut page = Vec::with_capacity(size);
+    for (addr, info) in servers {
+        if !request.filter.matches(info) {
+            continue;
+        }
+        if total >= first && page.len() < size {
+            page.push(Listed {
+                addr: *addr,
+                info: info.clone(),
+            });
+        }
+        total += 1;
+    }
     ListPage {
-        servers,
-        page,
-        total,
+        servers: page,
+        page: request.page,
+        total: u32::try_from(total).unwrap_or(u32::MAX),
     }
 }
 
@@ -190,6 +213,9 @@ impl Registry for MemoryRegistry {
         // Its life is counted from a moment `grace` ahead: it expires that
         // much later than the others.
         self.servers.insert(addr, (info, now + limits.grace));
+        if added {
+            *self.per_ip.entry(address_key(addr.ip())).or_default() += 1;
+        }
         Ok(if added {
             Upserted::Added
         } else {
@@ -198,13 +224,23 @@ impl Registry for MemoryRegistry {
     }
 
     async fn remove(&mut self, addr: SocketAddr) -> Result<bool, RegistryError> {
-        Ok(self.servers.remove(&addr).is_some())
+        let removed = self.servers.remove(&addr).is_some();
+        if removed {
+            Self::forget_ip(&mut self.per_ip, addr);
+        }
+        Ok(removed)
     }
 
     async fn expire(&mut self, now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
         let before = self.servers.len();
-        self.servers
-            .retain(|_, (_, seen)| now.saturating_duration_since(*seen) <= expiry);
+        let per_ip = &mut self.per_ip;
+        self.servers.retain(|addr, (_, seen)| {
+            let live = now.saturating_duration_since(*seen) <= expiry;
+            if !live {
+                Self::forget_ip(per_ip, *addr);
+            }
+            live
+        });
         Ok(before - self.servers.len())
     }
 

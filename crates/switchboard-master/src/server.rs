@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::net::UdpSocket;
@@ -38,6 +40,71 @@ fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(udp)
 }
 
+/// A datagram read off one of the master's UDP ports, and when.
+struct Inbound {
+    /// Read on the Torque port (else the native one).
+    torque: bool,
+    from: SocketAddr,
+    /// Empty when it was longer than the port reads (a native datagram
+    /// over [`MAX_DATAGRAM`]): the master drops it as malformed.
+    bytes: Vec<u8>,
+    at: Instant,
+}
+
+/// Reads the master's UDP ports on a task of its own, into a queue of at
+/// most `capacity` datagrams, so that no work of the master (a list
+/// request's, a slow shared registry's) leaves heartbeats unread in the
+/// kernel's buffer: they wait here with the time they came. A datagram
+/// that finds the queue full is counted in `missed`, and the master then
+/// knows it could not hear every server (`Master::missed_datagrams`).
+fn read_datagrams(
+    native: Arc<UdpSocket>,
+    torque: Option<Arc<UdpSocket>>,
+    queue: mpsc::Sender<Inbound>,
+    missed: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        let mut torque_buf = vec![0u8; MAX_TORQUE_DATAGRAM];
+        loop {
+            let inbound = tokio::select! {
+                received = native.recv_from(&mut buf) => match received {
+                    // One byte more than the limit was read: too long.
+                    Ok((len, from)) => Inbound {
+                        torque: false,
+                        from,
+                        bytes: if len > MAX_DATAGRAM { Vec::new() } else { buf[..len].to_vec() },
+                        at: Instant::now(),
+                    },
+                    Err(err) => {
+                        tracing::debug!(%err, "udp receive failed");
+                        continue;
+                    }
+                },
+                received = recv_torque(torque.as_deref(), &mut torque_buf) => match received {
+                    Ok((len, from)) => Inbound {
+                        torque: true,
+                        from,
+                        bytes: torque_buf[..len].to_vec(),
+                        at: Instant::now(),
+                    },
+                    Err(err) => {
+                        tracing::debug!(%err, "Torque udp receive failed");
+                        continue;
+                    }
+                },
+            };
+            match queue.try_send(inbound) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    missed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => break,
+            }
+        }
+    })
+}
+
 /// The next datagram on the Torque port; never, when there is none.
 async fn recv_torque(
     socket: Option<&UdpSocket>,
@@ -55,7 +122,7 @@ const PUBLIC_UNAVAILABLE: &str = "server list unavailable; retry shortly";
 /// A bound master server, ready to [`run`](Self::run).
 pub struct MasterServer<R: Registry = MemoryRegistry> {
     master: Master<R>,
-    udp: UdpSocket,
+    udp: Arc<UdpSocket>,
     /// The Torque port, when `MasterConfig::torque_port` asked for one.
     torque: Option<UdpSocket>,
     tcp: ServerStream,
@@ -193,7 +260,7 @@ impl<R: Registry> MasterServer<R> {
                     let tick = config.tick_interval;
                     let server = Self {
                         master: Master::new(config, registry),
-                        udp,
+                        udp: Arc::new(udp),
                         torque: torque.take(),
                         tcp: tcp.into_stream(),
                         tick,
@@ -215,7 +282,6 @@ impl<R: Registry> MasterServer<R> {
         // Serves until the master stops.
         let _admin = self.admin.take();
         tokio::pin!(shutdown);
-        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
         let mut tick = tokio::time::interval(self.tick);
         let handle = self.tcp.handle();
         // List requests per address, and where each connection comes from.
@@ -239,32 +305,16 @@ impl<R: Registry> MasterServer<R> {
         );
         let in_flight =
             std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_probes_in_flight));
-        let torque = self.torque.take();
-        let mut torque_buf = vec![0u8; MAX_TORQUE_DATAGRAM];
+        let torque = self.torque.take().map(Arc::new);
+        let udp = self.udp.clone();
+        let (queue, mut inbound) = mpsc::channel(config.max_queued_datagrams.max(1));
+        let missed = Arc::new(AtomicU64::new(0));
+        let reader = read_datagrams(udp.clone(), torque.clone(), queue, missed.clone());
         loop {
             tokio::select! {
-                received = recv_torque(torque.as_ref(), &mut torque_buf) => match received {
-                    Ok((len, from)) => {
-                        let bytes = &torque_buf[..len];
-                        if let Some((to, reply)) = self.master.on_torque_datagram(from, bytes, Instant::now()).await {
-                            if let Some(socket) = &torque {
-                                let _ = socket.send_to(&reply, to).await;
-                            }
-                        }
-                    }
-                    Err(err) => tracing::debug!(%err, "Torque udp receive failed"),
-                },
-                received = self.udp.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => {
-                        let now = Instant::now();
-                        // One byte more than the limit was read: too long.
-                        let bytes = if len > MAX_DATAGRAM { &b""[..] } else { &buf[..len] };
-                        if let Some((to, reply)) = self.master.on_datagram(from, bytes, now).await {
-                            let _ = self.udp.send_to(&reply, to).await;
-                        }
-                    }
-                    Err(err) => tracing::debug!(%err, "udp receive failed"),
-                },
+                Some(datagram) = inbound.recv() => {
+                    self.on_inbound(datagram, &udp, torque.as_deref()).await;
+                }
                 event = self.tcp.next_event() => match event {
                     Some(ServerEvent::PeerConnected { peer, addr }) => {
                         addresses.insert(peer, (switchboard::socket::address_key(addr.ip()), addr.ip()));
@@ -316,7 +366,16 @@ impl<R: Registry> MasterServer<R> {
                     Some(_) => {}
                     None => break,
                 },
-                _ = tick.tick() => self.master.tick(Instant::now()).await,
+                _ = tick.tick() => {
+                    // What was heard comes before what expires: every
+                    // heartbeat read so far refreshes its server first.
+                    while let Ok(datagram) = inbound.try_recv() {
+                        self.on_inbound(datagram, &udp, torque.as_deref()).await;
+                    }
+                    let now = Instant::now();
+                    self.master.missed_datagrams(missed.swap(0, Ordering::Relaxed), now);
+                    self.master.tick(now).await;
+                }
                 Some(reply) = self.snapshots.recv() => {
                     let _ = reply.send(self.snapshot().await);
                 }
@@ -324,7 +383,26 @@ impl<R: Registry> MasterServer<R> {
                 _ = self.stop.cancelled() => break,
             }
         }
+        reader.abort();
         handle.shutdown("master shutting down");
+    }
+
+    /// One datagram read by the reader task, answered on its own port.
+    async fn on_inbound(&mut self, datagram: Inbound, udp: &UdpSocket, torque: Option<&UdpSocket>) {
+        let Inbound {
+            torque: on_torque,
+            from,
+            bytes,
+            at,
+        } = datagram;
+        if on_torque {
+            let reply = self.master.on_torque_datagram(from, &bytes, at).await;
+            if let (Some((to, reply)), Some(socket)) = (reply, torque) {
+                let _ = socket.send_to(&reply, to).await;
+            }
+        } else if let Some((to, reply)) = self.master.on_datagram(from, &bytes, at).await {
+            let _ = udp.send_to(&reply, to).await;
+        }
     }
 
     /// The reply to a list or stats request, or why the connection closes.
@@ -333,6 +411,10 @@ impl<R: Registry> MasterServer<R> {
         let reply = match message.action::<MasterAction>() {
             Some(MasterAction::List) => {
                 let request = message.content::<ListRequest>().map_err(|_| malformed())?;
+                request
+                    .filter
+                    .check()
+                    .map_err(|why| format!("list request refused: {why}"))?;
                 let page = self
                     .master
                     .list(&request)

@@ -20,7 +20,11 @@ impl CloseCode {
     pub const SLOW_CONSUMER: CloseCode = CloseCode(1008);
     /// Nothing arrived from the peer for too long.
     pub const IDLE_TIMEOUT: CloseCode = CloseCode(1011);
-    /// The server has no room for another connection.
+    /// The server has no room for this connection now: it is full, or too
+    /// many connections from the same address are under way while it is
+    /// busy (WebSocket's "try again later"). The reason may end with a
+    /// retry-after ([`with_retry_after`]); a client waits that long at
+    /// least before it tries again.
     pub const SERVER_FULL: CloseCode = CloseCode(1013);
     /// The client was not admitted (password, token, authentication); do not
     /// retry with the same credentials.
@@ -31,6 +35,21 @@ impl CloseCode {
     pub const REPLACED: CloseCode = CloseCode(1012);
     /// Disconnected by the server's operator (the admin server's kick).
     pub const KICKED: CloseCode = CloseCode(4000);
+}
+
+/// `reason` with a retry-after the peer can read back
+/// ([`retry_after_of`]): `"{reason} (retry after {ms} ms)"`.
+pub fn with_retry_after(reason: &str, wait: std::time::Duration) -> String {
+    format!("{reason} (retry after {} ms)", wait.as_millis())
+}
+
+/// The retry-after a close reason ends with (`"... (retry after 500 ms)"`),
+/// if it has one.
+pub fn retry_after_of(reason: &str) -> Option<std::time::Duration> {
+    let rest = reason.strip_suffix(" ms)")?;
+    let at = rest.rfind("(retry after ")?;
+    let ms: u64 = rest[at + "(retry after ".len()..].parse().ok()?;
+    Some(std::time::Duration::from_millis(ms))
 }
 
 impl std::fmt::Display for CloseCode {

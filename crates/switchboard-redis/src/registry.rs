@@ -218,6 +218,26 @@ impl RedisRegistry {
         }
     }
 
+    /// Every listed server, sorted by address, read again once the last reading is older
+    /// than `list_cache`.
+    async fn listing(&mut self) -> Result<&[Listed], RegistryError> {
+        let fresh = self
+            .listing
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < self.store.config().list_cache);
+        if !fresh {
+            let all = self.read_all().await.map_err(unavailable)?;
+            self.remember(&all);
+            self.listed = all.len();
+            self.listing = Some((Instant::now(), all));
+        }
+        Ok(self
+            .listing
+            .as_ref()
+            .map(|(_, all)| all.as_slice())
+            .unwrap_or_default())
+    }
+
     /// Every listed server, sorted by address, read from Redis.
     async fn read_all(&self) -> Result<Vec<Listed>, StoreError> {
         let key = self.servers_key();
@@ -363,11 +383,8 @@ impl Registry for RedisRegistry {
     }
 
     async fn query(&mut self, request: &ListRequest) -> Result<ListPage, RegistryError> {
-        let matching = self.matching(&request.filter, usize::MAX).await?;
-        let size = request
-            .page_size
-            .clamp(1, switchboard_master::protocol::MAX_PAGE) as usize;
-        Ok(page_of(matching, request.page, size))
+        let all = self.listing().await?;
+        Ok(page_of(all.iter().map(|l| (&l.addr, &l.info)), request))
     }
 
     async fn matching(
@@ -375,21 +392,7 @@ impl Registry for RedisRegistry {
         filter: &Filter,
         max: usize,
     ) -> Result<Vec<Listed>, RegistryError> {
-        let fresh = self
-            .listing
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < self.store.config().list_cache);
-        if !fresh {
-            let all = self.read_all().await.map_err(unavailable)?;
-            self.remember(&all);
-            self.listed = all.len();
-            self.listing = Some((Instant::now(), all));
-        }
-        let all = self
-            .listing
-            .as_ref()
-            .map(|(_, all)| all.as_slice())
-            .unwrap_or_default();
+        let all = self.listing().await?;
         Ok(all
             .iter()
             .filter(|l| filter.matches(&l.info))

@@ -139,6 +139,9 @@ impl Drop for Bot {
     }
 }
 
+/// Attempts a bot makes to join a relay that turns it away for now.
+const BOT_JOIN_ATTEMPTS: u32 = 10;
+
 struct State {
     position: [f32; 3],
     state: MovementState,
@@ -153,7 +156,12 @@ async fn run(
     mut script: watch::Receiver<Script>,
     player_id: Arc<AtomicU32>,
 ) {
-    let mut socket = SocketStream::connect(addr, SocketConfig::default());
+    let connect = || async move { Some(SocketStream::connect(addr, SocketConfig::default())) };
+    let Some(first) = connect().await else { return };
+    // A relay busy with handshakes may ask it to come back later.
+    let Ok(mut socket) = first.until_admitted(connect, BOT_JOIN_ATTEMPTS).await else {
+        return;
+    };
     let hello = Hello {
         name: config.name.clone(),
         bot: true,

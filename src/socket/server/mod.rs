@@ -82,6 +82,10 @@ pub(super) struct ServerShared {
     pub(super) tasks: TaskTracker,
     pub(super) next_peer: AtomicU64,
     pub(super) refused: AtomicU64,
+    /// Connections turned away at accept that are being told why.
+    pub(super) turned_away_telling: std::sync::atomic::AtomicUsize,
+    /// Log lines about turned-away connections, per address.
+    pub(super) turned_away_log: Mutex<switchboard_proto::limits::LogLimiter>,
     pub(super) handshake_failures: AtomicU64,
     /// Every connection's traffic, added up as it happens.
     pub(crate) traffic: Arc<crate::socket::handle::Counters>,
@@ -168,6 +172,13 @@ impl ExtendedTcpServer {
             tasks: TaskTracker::new(),
             next_peer: AtomicU64::new(1),
             refused: AtomicU64::new(0),
+            turned_away_telling: Default::default(),
+            turned_away_log: Mutex::new(switchboard_proto::limits::LogLimiter::new(
+                switchboard_proto::limits::RateLimit {
+                    per_second: 1.0 / 600.0,
+                    burst: 1.0,
+                },
+            )),
             gate: Mutex::new(Gate::new(GateLimits {
                 max_pending: config.max_pending_handshakes,
                 max_pending_per_ip: config.max_pending_handshakes_per_ip,

@@ -337,9 +337,49 @@ where
         .await
         .map_err(|err| match err {
             tungstenite::Error::Io(err) => err,
+            tungstenite::Error::Http(response) if response.status() == 503 => {
+                io::Error::other(TurnedAway::from_response(&response))
+            }
             other => io::Error::new(io::ErrorKind::ConnectionRefused, other.to_string()),
         })?;
     Ok(ws)
+}
+
+/// A WebSocket listener's "503 Service Unavailable" with its
+/// `Retry-After`: the server turned the connection away for now, as it
+/// does a TCP one with a close of code `SERVER_FULL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
+pub(crate) struct TurnedAway {
+    /// The server's words (the response's body), with the retry-after.
+    pub(crate) why: String,
+}
+
+impl TurnedAway {
+    fn from_response(response: &tungstenite::http::Response<Option<Vec<u8>>>) -> Self {
+        let seconds = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(1);
+        let body = response
+            .body()
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        let body = if body.is_empty() {
+            "service unavailable".into()
+        } else {
+            body
+        };
+        Self {
+            why: switchboard_proto::reason::with_retry_after(
+                &body,
+                std::time::Duration::from_secs(seconds),
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

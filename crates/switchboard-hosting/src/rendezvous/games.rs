@@ -7,14 +7,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use switchboard_proto::limits::{address_key, KeyedLimiter, RateLimit};
 use switchboard_proto::rendezvous::{Frame, Secret, CODE_ALPHABET, SECRET_LEN};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::serve::Shared;
 
-/// Letters in a code the relay gives.
-const CODE_LEN: usize = 6;
+/// Letters in a code the relay gives: one of 32^8 (about 1.1 × 10^12).
+/// With every one of `max_codes` (10,000) codes held, a guesser allowed
+/// the relay-wide `wrong_codes_per_second` (50) needs 32^8 / (10,000 ×
+/// 50) s ≈ 25 days on average to find any one of them: far longer than a
+/// code lives (`idle_expiry`, 1 h without a player).
+pub(super) const CODE_LEN: usize = 8;
 
 /// One hosted game.
 #[derive(Debug)]
@@ -77,6 +82,12 @@ impl Game {
         self.control.lock().expect("control lock").since = Instant::now();
     }
 
+    /// Since when nothing happened to it (its host came or went, a player
+    /// came or went).
+    fn idle_since(&self) -> Instant {
+        self.control.lock().expect("control lock").since
+    }
+
     /// Why the code should go now, if it should.
     fn expired(&self, now: Instant, grace: Duration, idle: Duration) -> Option<&'static str> {
         let control = self.control.lock().expect("control lock");
@@ -129,16 +140,78 @@ pub(super) struct Waiting {
 }
 
 /// Every game, every waiting player, every per-address count.
-#[derive(Default)]
 pub(super) struct Games {
     by_code: HashMap<String, Arc<Game>>,
+    /// Codes held per host address (an IPv6 /64 as one) and per prefix
+    /// (an IPv4 /24, an IPv6 /48).
+    codes_per_ip: HashMap<IpAddr, usize>,
+    codes_per_prefix: HashMap<IpAddr, usize>,
+    /// Players waiting for their host, by a ticket of 64 random bits.
     waiting: HashMap<u64, Waiting>,
-    next_ticket: u64,
     /// Connections not yet classified, players piped, per address.
     pending: HashMap<IpAddr, usize>,
     players: HashMap<IpAddr, usize>,
-    /// Wrong codes per address in the current minute.
-    wrong: HashMap<IpAddr, (Instant, u32)>,
+    /// Wrong codes per address (`wrong_codes_per_minute`), bounded: the
+    /// addresses whose budget refilled are forgotten first.
+    wrong: KeyedLimiter<IpAddr>,
+    /// Wrong codes from every address together (`wrong_codes_per_second`).
+    wrong_total: KeyedLimiter<()>,
+}
+
+impl Games {
+    pub(super) fn new(config: &super::RendezvousConfig) -> Self {
+        let per_address = f64::from(config.wrong_codes_per_minute);
+        Self {
+            by_code: HashMap::new(),
+            codes_per_ip: HashMap::new(),
+            codes_per_prefix: HashMap::new(),
+            waiting: HashMap::new(),
+            pending: HashMap::new(),
+            players: HashMap::new(),
+            wrong: KeyedLimiter::with_max_keys(
+                RateLimit {
+                    per_second: per_address / 60.0,
+                    burst: per_address.max(1.0),
+                },
+                config.max_guessing_addresses,
+            ),
+            wrong_total: KeyedLimiter::with_max_keys(
+                RateLimit {
+                    per_second: f64::from(config.wrong_codes_per_second),
+                    burst: f64::from(config.wrong_codes_per_second).max(1.0),
+                },
+                1,
+            ),
+        }
+    }
+}
+
+/// The prefix codes are also counted in: an IPv4 /24, an IPv6 /48.
+fn prefix_of(ip: IpAddr) -> IpAddr {
+    match address_key(ip) {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::V4([a, b, c, 0].into())
+        }
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[3..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+    }
+}
+
+/// One more (or one fewer) in `counts` for `key`.
+fn bump(counts: &mut HashMap<IpAddr, usize>, key: IpAddr, up: bool) {
+    let n = counts.entry(key).or_default();
+    if up {
+        *n += 1;
+    } else {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(&key);
+        }
+    }
 }
 
 /// A count per address, given back when dropped.
@@ -204,40 +277,43 @@ impl Games {
         })
     }
 
-    /// Counts a wrong code from `ip`; `false` when it has had its share
-    /// this minute (and is then refused without a lookup).
-    pub(super) fn may_guess(&mut self, ip: IpAddr, per_minute: u32, wrong: bool) -> bool {
+    /// Counts a wrong code from `ip` against its own budget and the
+    /// relay's; `false` when either is spent (the join is then refused,
+    /// the code unchecked).
+    pub(super) fn may_guess(&mut self, ip: IpAddr, wrong: bool) -> bool {
+        if !wrong {
+            return true;
+        }
         let now = Instant::now();
-        let (start, n) = self.wrong.entry(ip).or_insert((now, 0));
-        if now.saturating_duration_since(*start) >= Duration::from_secs(60) {
-            (*start, *n) = (now, 0);
-        }
-        if wrong {
-            *n += 1;
-        }
-        *n <= per_minute
+        self.wrong.allow(address_key(ip), now) && self.wrong_total.allow((), now)
     }
 
-    /// A new game for a host at `host`, or why not.
+    /// A new game for a host at `host`, or why not. When every code is
+    /// held, the one no player has used for the longest gives way, if that
+    /// is longer than `config.min_idle_to_evict`: codes registered and
+    /// never used cannot keep new hosts out.
     pub(super) fn register(
         &mut self,
         host: SocketAddr,
-        max_codes: usize,
-        max_per_address: usize,
+        config: &super::RendezvousConfig,
     ) -> Result<Arc<Game>, String> {
-        if self.by_code.len() >= max_codes {
-            return Err(format!(
-                "the relay holds its most codes ({max_codes}); try another relay"
-            ));
-        }
-        let held = self
-            .by_code
-            .values()
-            .filter(|g| g.host_ip == host.ip())
-            .count();
-        if held >= max_per_address {
+        let (ip, prefix) = (address_key(host.ip()), prefix_of(host.ip()));
+        let held = self.codes_per_ip.get(&ip).copied().unwrap_or(0);
+        if held >= config.max_codes_per_address {
             return Err(format!(
                 "your address holds {held} codes already, the most this relay gives one address"
+            ));
+        }
+        let near = self.codes_per_prefix.get(&prefix).copied().unwrap_or(0);
+        if near >= config.max_codes_per_prefix {
+            return Err(format!(
+                "your network holds {near} codes already, the most this relay gives one network"
+            ));
+        }
+        if self.by_code.len() >= config.max_codes && !self.evict_idlest(config.min_idle_to_evict) {
+            return Err(format!(
+                "the relay holds its most codes ({}); try another relay",
+                config.max_codes
             ));
         }
         let code = loop {
@@ -251,7 +327,7 @@ impl Games {
         let game = Arc::new(Game {
             code: code.clone(),
             secret,
-            host_ip: host.ip(),
+            host_ip: ip,
             control: Mutex::new(Control {
                 to_host: None,
                 since: Instant::now(),
@@ -264,39 +340,92 @@ impl Games {
             }),
         });
         self.by_code.insert(code, game.clone());
+        bump(&mut self.codes_per_ip, ip, true);
+        bump(&mut self.codes_per_prefix, prefix, true);
         Ok(game)
     }
 
-    /// A player of `game` waits for its host: its ticket.
-    pub(super) fn wait(&mut self, game: Arc<Game>, answer: oneshot::Sender<TcpStream>) -> u64 {
-        self.next_ticket += 1;
-        let ticket = self.next_ticket;
-        self.waiting.insert(ticket, Waiting { game, answer });
-        ticket
+    /// Drops the code no player has used for the longest, if that is at
+    /// least `min_idle` and it has no player now; whether one went.
+    fn evict_idlest(&mut self, min_idle: Duration) -> bool {
+        let now = Instant::now();
+        let idlest = self
+            .by_code
+            .values()
+            .filter(|g| g.players.load(Ordering::Relaxed) == 0)
+            .map(|g| (g.idle_since(), g.code.clone()))
+            .min();
+        match idlest {
+            Some((since, code)) if now.saturating_duration_since(since) >= min_idle => {
+                tracing::info!(%code, "join code given up for a new host (the relay is full)");
+                self.remove_code(&code, "the relay is full and no player used it");
+                true
+            }
+            _ => false,
+        }
     }
 
-    /// The player of `ticket`, taken (once).
-    pub(super) fn answer(&mut self, ticket: u64) -> Option<Waiting> {
+    /// Takes `code` off the relay; its host, if connected, is told why.
+    fn remove_code(&mut self, code: &str, why: &str) {
+        if let Some(game) = self.by_code.remove(code) {
+            bump(&mut self.codes_per_ip, game.host_ip, false);
+            bump(&mut self.codes_per_prefix, prefix_of(game.host_ip), false);
+            if let Some(to_host) = game.to_host() {
+                let reason = format!("join code {code} expired: {why}");
+                let _ = to_host.try_send(Frame::Refuse { reason });
+            }
+        }
+    }
+
+    /// A player of `game` waits for its host: its ticket, 64 random bits
+    /// (another player's data connection cannot be aimed at it by
+    /// counting).
+    pub(super) fn wait(
+        &mut self,
+        game: Arc<Game>,
+        answer: oneshot::Sender<TcpStream>,
+    ) -> Result<u64, String> {
+        let ticket = loop {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+            let ticket = u64::from_le_bytes(bytes);
+            if !self.waiting.contains_key(&ticket) {
+                break ticket;
+            }
+        };
+        self.waiting.insert(ticket, Waiting { game, answer });
+        Ok(ticket)
+    }
+
+    /// The player of `ticket`, taken (once) when `secret` is its game's;
+    /// a wrong secret leaves the waiting player untouched.
+    pub(super) fn answer(&mut self, ticket: u64, secret: &Secret) -> Option<Waiting> {
+        if !self.waiting.get(&ticket)?.game.is_secret(secret) {
+            return None;
+        }
         self.waiting.remove(&ticket)
+    }
+
+    /// Forgets the player of `ticket` (it stopped waiting).
+    pub(super) fn forget(&mut self, ticket: u64) {
+        self.waiting.remove(&ticket);
     }
 
     /// Removes codes whose host is gone past its grace, or idle too long;
     /// the hosts still connected are told why.
     fn expire(&mut self, grace: Duration, idle: Duration) {
         let now = Instant::now();
-        self.by_code
-            .retain(|code, game| match game.expired(now, grace, idle) {
-                Some(why) => {
-                    tracing::info!(%code, why, "join code expired");
-                    if let Some(to_host) = game.to_host() {
-                        let reason = format!("join code {code} expired: {why}");
-                        let _ = to_host.try_send(Frame::Refuse { reason });
-                    }
-                    false
-                }
-                None => true,
-            });
+        let expired: Vec<(String, &'static str)> = self
+            .by_code
+            .iter()
+            .filter_map(|(code, game)| Some((code.clone(), game.expired(now, grace, idle)?)))
+            .collect();
+        for (code, why) in expired {
+            tracing::info!(%code, why, "join code expired");
+            self.remove_code(&code, why);
+        }
         self.waiting.retain(|_, w| !w.answer.is_closed());
+        self.wrong.forget_idle(now, Duration::from_secs(120));
     }
 }
 

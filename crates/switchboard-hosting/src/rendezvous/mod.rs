@@ -37,9 +37,18 @@ pub struct RendezvousConfig {
     /// Codes held at once, by every host together (default 10,000). Past
     /// it a host is refused with the reason.
     pub max_codes: usize,
-    /// Codes one address holds at once (default 4): a host cannot hoard
-    /// codes. Past it its registration is refused with the reason.
+    /// Codes one address holds at once (default 4; an IPv6 address counts
+    /// per /64): a host cannot hoard codes. Past it its registration is
+    /// refused with the reason.
     pub max_codes_per_address: usize,
+    /// Codes one network holds at once, an IPv4 /24 or an IPv6 /48
+    /// (default 16). Past it likewise.
+    pub max_codes_per_prefix: usize,
+    /// How long a code must have gone unused (no player, its host neither
+    /// coming nor going) before a new host may take its place when the
+    /// relay holds `max_codes` (default 60 s). Codes registered and never
+    /// used cannot keep new hosts out for longer.
+    pub min_idle_to_evict: Duration,
     /// Players one code pipes at once (default 64). Past it a player is
     /// told the game is full at the relay.
     pub max_players_per_code: usize,
@@ -49,7 +58,7 @@ pub struct RendezvousConfig {
     pub bytes_per_second_per_code: u64,
     /// The largest frame piped, its length field (default 1 MiB, the
     /// framework's own `max_frame_len`). A peer that sends a longer one is
-    /// disconnected.
+    /// disconnected, and so is the other side of its pipe.
     pub max_frame_len: usize,
     /// Connections from one address that have not yet said what they are
     /// (default 16). Further ones are closed at once.
@@ -61,10 +70,30 @@ pub struct RendezvousConfig {
     /// How long the host has to open a player's data connection (default
     /// 5 s); past it the player is told the host did not answer.
     pub host_answer_timeout: Duration,
-    /// Wrong join codes one address may try in a minute (default 20); past
-    /// it, its joins are refused until the minute is over. A code is one of
-    /// 32^6 (about 10^9): guessing one takes years at this rate.
+    /// Wrong join codes one address may try in a minute (default 20, at
+    /// once or spread out); past it, its joins are refused (the code not
+    /// looked up) until its budget refills.
     pub wrong_codes_per_minute: u32,
+    /// Wrong join codes every address together may try in a second
+    /// (default 50): many addresses cannot guess faster than this. A code
+    /// is one of 32^8 (about 1.1 × 10^12): with 10,000 codes held, finding
+    /// any one at this rate takes about 25 days on average.
+    pub wrong_codes_per_second: u32,
+    /// Addresses whose wrong codes are remembered at most (default
+    /// 65,536); past it those whose budget refilled are forgotten first.
+    pub max_guessing_addresses: usize,
+    /// Connections open at once, of every kind (default 16,384; the relay
+    /// raises its open-file limit at start, and the command line cuts this
+    /// to fit it). Past it a new connection is closed at once.
+    pub max_connections: usize,
+    /// How long a pipe may go without a byte in one direction (default
+    /// 60 s; Switchboard peers ping each other every few seconds). Past it
+    /// both sides are closed.
+    pub pipe_idle_timeout: Duration,
+    /// How long one frame may take to arrive whole once begun (default
+    /// 30 s). Past it both sides are closed. The relay holds no more than
+    /// 16 KiB of a TCP frame at a time, whatever its length.
+    pub frame_stall_timeout: Duration,
     /// How long a code outlives its host's control connection (default
     /// 30 s): a host that reconnects in time keeps its code.
     pub host_grace: Duration,
@@ -81,6 +110,8 @@ impl Default for RendezvousConfig {
         Self {
             max_codes: 10_000,
             max_codes_per_address: 4,
+            max_codes_per_prefix: 16,
+            min_idle_to_evict: Duration::from_secs(60),
             max_players_per_code: 64,
             bytes_per_second_per_code: 4 * 1024 * 1024,
             max_frame_len: 1024 * 1024,
@@ -89,6 +120,11 @@ impl Default for RendezvousConfig {
             first_frame_timeout: Duration::from_secs(5),
             host_answer_timeout: Duration::from_secs(5),
             wrong_codes_per_minute: 20,
+            wrong_codes_per_second: 50,
+            max_guessing_addresses: 65_536,
+            max_connections: 16_384,
+            pipe_idle_timeout: Duration::from_secs(60),
+            frame_stall_timeout: Duration::from_secs(30),
             host_grace: Duration::from_secs(30),
             idle_expiry: Duration::from_secs(3600),
             keepalive: Duration::from_secs(10),

@@ -70,76 +70,155 @@ pub(super) async fn refuse(player: &mut Player, code: CloseCode, why: &str) {
     }
 }
 
-/// Pipes until either side ends: a side that closes has its close passed
-/// on; the other side's frames in flight still arrive.
+/// How a direction of a pipe ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The sender hung up (or closed): the other side is told by a
+    /// shutdown, and its frames in flight still arrive.
+    Closed,
+    /// The sender broke a rule (a frame too long or empty, silence past
+    /// `pipe_idle_timeout`, a frame unfinished past `frame_stall_timeout`),
+    /// or the receiver is gone: both sides are closed.
+    Broken,
+}
+
+/// Pipes until both directions end, or one breaks: a side that closes has
+/// its close passed on (the other side's frames in flight still arrive);
+/// a side that breaks a rule ends the whole pipe.
 pub(super) async fn run(player: Player, host: TcpStream, game: &Arc<Game>, shared: &Arc<Shared>) {
     let max = shared.config.max_frame_len;
-    let (host_read, mut host_write) = host.into_split();
-    let from_host = FramedRead::new(host_read, frames(max));
+    let (mut host_read, mut host_write) = host.into_split();
     match player {
         Player::Tcp(stream) => {
-            let (read, mut write) = stream.into_split();
-            let from_player = FramedRead::new(read, frames(max));
-            let up = forward(from_player, &mut host_write, game, shared);
-            let down = forward(from_host, &mut write, game, shared);
-            tokio::join!(up, down);
+            let (mut read, mut write) = stream.into_split();
+            let up = forward(&mut read, &mut host_write, game, shared);
+            let down = forward(&mut host_read, &mut write, game, shared);
+            both_unless_broken(up, down).await;
         }
         Player::WebSocket(ws) => {
             let (mut ws_write, mut ws_read) = ws.split();
+            let idle = shared.config.pipe_idle_timeout;
             let up = async {
-                while let Some(Ok(message)) = ws_read.next().await {
+                let end = loop {
+                    let message = match tokio::time::timeout(idle, ws_read.next()).await {
+                        Ok(Some(Ok(message))) => message,
+                        Ok(_) => break End::Closed,
+                        Err(_) => break End::Broken,
+                    };
                     let frame = match message {
                         WsMessage::Binary(frame) if one_frame(&frame, max) => frame,
                         WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
-                        _ => break,
+                        WsMessage::Close(_) => break End::Closed,
+                        _ => break End::Broken,
                     };
                     pace(game, shared, frame.len()).await;
                     if host_write.write_all(&frame).await.is_err() {
-                        break;
+                        break End::Broken;
                     }
-                }
+                };
                 let _ = host_write.shutdown().await;
+                end
             };
             let down = async {
-                let mut from_host = from_host;
-                while let Some(Ok(frame)) = from_host.next().await {
+                // A WebSocket message is a whole frame: the frame is read
+                // whole (at most `max_frame_len`) before it goes on.
+                let mut from_host = FramedRead::new(&mut host_read, frames(max));
+                let end = loop {
+                    let frame = match tokio::time::timeout(idle, from_host.next()).await {
+                        Ok(Some(Ok(frame))) => frame,
+                        Ok(None) => break End::Closed,
+                        Ok(Some(Err(_))) | Err(_) => break End::Broken,
+                    };
                     pace(game, shared, frame.len()).await;
-                    if ws_write
-                        .send(WsMessage::Binary(frame.freeze()))
-                        .await
-                        .is_err()
-                    {
-                        return;
+                    let sent = ws_write.send(WsMessage::Binary(frame.freeze())).await;
+                    if sent.is_err() {
+                        break End::Broken;
                     }
-                }
+                };
                 let _ = ws_write.close().await;
+                end
             };
-            tokio::join!(up, down);
+            both_unless_broken(up, down).await;
         }
     }
 }
 
-/// Frames from `from` to `to`, paced, until `from` ends (then `to` is
-/// shut down: the other side reads the end).
-async fn forward<R, W>(
-    mut from: FramedRead<R, LengthDelimitedCodec>,
-    to: &mut W,
-    game: &Arc<Game>,
-    shared: &Arc<Shared>,
-) where
+/// Runs both directions to their end, unless one breaks: then the other is
+/// dropped at once (and its connections with it).
+async fn both_unless_broken(
+    up: impl std::future::Future<Output = End>,
+    down: impl std::future::Future<Output = End>,
+) {
+    tokio::pin!(up, down);
+    let (mut up_done, mut down_done) = (false, false);
+    while !(up_done && down_done) {
+        let end = tokio::select! {
+            end = &mut up, if !up_done => { up_done = true; end }
+            end = &mut down, if !down_done => { down_done = true; end }
+        };
+        if end == End::Broken {
+            return;
+        }
+    }
+}
+
+/// Bytes of one frame a direction holds at once: a frame is passed on in
+/// pieces of at most this, whatever its length.
+const PIPE_CHUNK: usize = 16 * 1024;
+
+/// Frames from `from` to `to`, paced, each checked against the frame cap
+/// by its length field and passed on as it arrives (the relay never holds
+/// a whole long frame), until `from` ends (then `to` is shut down: the
+/// other side reads the end) or breaks a rule.
+async fn forward<R, W>(from: &mut R, to: &mut W, game: &Arc<Game>, shared: &Arc<Shared>) -> End
+where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    while let Some(Ok(frame)) = from.next().await {
-        if frame.len() <= 4 {
-            break; // an empty frame: a protocol error in any Switchboard peer
+    let config = &shared.config;
+    let mut chunk = vec![0u8; PIPE_CHUNK];
+    let end = loop {
+        let mut head = [0u8; 4];
+        match tokio::time::timeout(config.pipe_idle_timeout, from.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => break End::Closed,
+            Err(_) => break End::Broken,
         }
-        pace(game, shared, frame.len()).await;
-        if to.write_all(&frame).await.is_err() {
-            break;
+        let len = u32::from_be_bytes(head) as usize;
+        if len == 0 || len > config.max_frame_len {
+            // An empty frame is a protocol error in any Switchboard peer; a
+            // longer one than the cap is refused.
+            tracing::debug!(len, code = %game.code, "frame refused: the pipe ends");
+            break End::Broken;
         }
-    }
+        pace(game, shared, head.len()).await;
+        if to.write_all(&head).await.is_err() {
+            break End::Broken;
+        }
+        let whole = tokio::time::Instant::now() + config.frame_stall_timeout;
+        let mut left = len;
+        let copied = loop {
+            if left == 0 {
+                break true;
+            }
+            let want = left.min(PIPE_CHUNK);
+            let read = tokio::time::timeout_at(whole, from.read(&mut chunk[..want])).await;
+            let n = match read {
+                Ok(Ok(n)) if n > 0 => n,
+                _ => break false,
+            };
+            pace(game, shared, n).await;
+            if to.write_all(&chunk[..n]).await.is_err() {
+                break false;
+            }
+            left -= n;
+        };
+        if !copied {
+            break End::Broken;
+        }
+    };
     let _ = to.shutdown().await;
+    end
 }
 
 /// Counts `bytes` and waits while the code is past its bytes a second.

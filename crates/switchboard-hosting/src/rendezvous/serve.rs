@@ -26,6 +26,8 @@ pub(super) struct Shared {
     pub(super) config: RendezvousConfig,
     pub(super) stop: CancellationToken,
     games: Mutex<Games>,
+    /// Connections open now, of every kind (`max_connections`).
+    connections: std::sync::atomic::AtomicUsize,
     joined: AtomicU64,
     refused: AtomicU64,
     pub(super) bytes: AtomicU64,
@@ -40,9 +42,10 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(super) fn new(config: RendezvousConfig, stop: CancellationToken) -> Self {
         Self {
+            games: Mutex::new(Games::new(&config)),
             config,
             stop,
-            games: Mutex::default(),
+            connections: Default::default(),
             joined: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -69,6 +72,27 @@ impl Shared {
     }
 }
 
+/// One of the relay's connections, counted against `max_connections`
+/// while it lives.
+struct Connection(Arc<Shared>);
+
+impl Connection {
+    fn enter(shared: &Arc<Shared>) -> Option<Self> {
+        let now = shared.connections.fetch_add(1, Ordering::Relaxed);
+        if now >= shared.config.max_connections {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Self(shared.clone()))
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Accepts connections on `listener` until the relay stops: TCP ones say
 /// what they are in their first frame; WebSocket ones are players whose
 /// code is the request's path.
@@ -85,6 +109,11 @@ pub(super) async fn accept(listener: TcpListener, shared: Arc<Shared>, websocket
             },
             () = shared.stop.cancelled() => return,
         };
+        let Some(connection) = Connection::enter(&shared) else {
+            shared.refused();
+            tracing::debug!(%addr, "the relay holds its most connections");
+            continue;
+        };
         let max = shared.config.max_pending_per_address;
         let Some(pending) = shared.games().count(&shared, addr.ip(), true, max) else {
             shared.refused();
@@ -94,6 +123,7 @@ pub(super) async fn accept(listener: TcpListener, shared: Arc<Shared>, websocket
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _connection = connection;
             let stop = shared.stop.clone();
             let work = async {
                 if websocket {
@@ -148,12 +178,14 @@ async fn first_frame(
         }
         Ok(Frame::Host { version, keep }) => host(stream, addr, version, keep, shared).await,
         Ok(Frame::Data { secret, ticket }) => {
-            let waiting = shared.games().answer(ticket);
+            // The secret is checked before anything changes: a forged data
+            // connection never touches a waiting player.
+            let waiting = shared.games().answer(ticket, &secret);
             match waiting {
-                Some(w) if w.game.is_secret(&secret) => {
+                Some(w) => {
                     let _ = w.answer.send(stream);
                 }
-                _ => {
+                None => {
                     shared.refused();
                     tracing::debug!(%addr, ticket, "a data connection for no waiting player");
                 }
@@ -215,14 +247,15 @@ async fn join(mut player: pipe::Player, addr: SocketAddr, code: String, shared: 
         let mut games = shared.games();
         let code = normalize_code(&code);
         let game = code.as_deref().and_then(|code| games.code(code));
-        let may = games.may_guess(addr.ip(), config.wrong_codes_per_minute, game.is_none());
+        let may = games.may_guess(addr.ip(), game.is_none());
         let counted = games.count(shared, addr.ip(), false, config.max_players_per_address);
         (game.filter(|_| may).ok_or(may), counted)
     };
     let refusal = match (&game, &counted) {
         (Err(false), _) => Some((
             CloseCode::ABUSE,
-            "too many wrong join codes from your address: wait a minute".to_string(),
+            "too many wrong join codes (from your address, or at this relay): wait a minute"
+                .to_string(),
         )),
         (Err(true), _) => Some((
             CloseCode::REFUSED,
@@ -284,18 +317,18 @@ async fn host_stream(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     let (answer, answered) = oneshot::channel();
-    let ticket = shared.games().wait(game.clone(), answer);
+    let ticket = shared.games().wait(game.clone(), answer).ok()?;
     let incoming = Frame::Incoming {
         ticket,
         websocket: matches!(player, pipe::Player::WebSocket(_)),
         addr: addr.to_string(),
     };
     if to_host.try_send(incoming).is_err() {
-        shared.games().answer(ticket);
+        shared.games().forget(ticket);
         return None;
     }
     let stream = tokio::time::timeout_at(deadline, answered).await;
-    shared.games().answer(ticket);
+    shared.games().forget(ticket);
     stream.ok()?.ok()
 }
 
@@ -322,7 +355,7 @@ async fn host(
         });
         match kept {
             Some(game) => Ok(game),
-            None => games.register(addr, config.max_codes, config.max_codes_per_address),
+            None => games.register(addr, config),
         }
     };
     let game = match game {

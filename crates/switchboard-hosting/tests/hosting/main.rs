@@ -7,3 +7,4 @@ mod fake_nat;
 mod fake_upnp;
 mod portmap;
 mod rendezvous;
+mod rendezvous_abuse;

@@ -213,3 +213,110 @@ async fn pages_and_filters() {
         0
     );
 }
+
+#[tokio::test]
+async fn heartbeats_forged_from_a_servers_address_cannot_delist_it() {
+    // The audit: 7 bytes a second forged from a server's address used up
+    // its rate, and its own heartbeats then refreshed nothing.
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    let server = addr(1, 7000);
+    assert!(register(&mut master, server, "victim", t0).await);
+    let beat = protocol::heartbeat();
+    let expiry = MasterConfig::default().expiry;
+    // Forged heartbeats (from the server's own address) every 100 ms, and
+    // the server's every 5 s, for three expiries.
+    let mut at = t0;
+    while at < t0 + 3 * expiry {
+        at += Duration::from_millis(100);
+        master.on_datagram(server, &beat, at).await;
+        master.tick(at).await;
+    }
+    assert_eq!(all(&mut master).await, ["victim"], "still listed");
+    assert!(master.stats().rate_limited > 100);
+    assert_eq!(master.stats().expired, 0);
+}
+
+#[tokio::test]
+async fn sixteen_servers_behind_one_address_at_five_second_heartbeats_all_stay_listed() {
+    // The audit: one budget per IP kept 4 to 9 of 16 honest servers listed.
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    for port in 0..16 {
+        assert!(register(&mut master, addr(7, 7000 + port), "box", t0).await);
+    }
+    let beat = protocol::heartbeat();
+    let mut at = t0;
+    for _ in 0..24 {
+        at += Duration::from_secs(5);
+        for port in 0..16 {
+            let reply = master.on_datagram(addr(7, 7000 + port), &beat, at).await;
+            // Each heartbeat is answered (its query refreshes the info).
+            if let Some((to, bytes)) = reply {
+                let Datagram::InfoQuery { challenge, .. } = protocol::decode(&bytes).unwrap()
+                else {
+                    panic!("a query");
+                };
+                let reply = protocol::encode(&Datagram::InfoReply {
+                    challenge,
+                    info: info("box"),
+                });
+                master.on_datagram(to, &reply, at).await;
+            }
+        }
+        master.tick(at).await;
+    }
+    assert_eq!(all(&mut master).await.len(), 16);
+    assert_eq!(master.stats().rate_limited, 0);
+}
+
+#[tokio::test]
+async fn a_master_too_busy_to_read_heartbeats_expires_none_until_each_could_be_heard() {
+    // The audit: a master stalled 15 s by list requests expired 1,832 of
+    // 2,000 live servers when it came back.
+    let t0 = Instant::now();
+    let mut master = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    for i in 0..20 {
+        assert!(register(&mut master, addr(i, 7000), "live", t0).await);
+    }
+    let expiry = MasterConfig::default().expiry;
+    // Back after 25 s during which its queue overflowed.
+    let back = t0 + expiry + Duration::from_secs(5);
+    master.missed_datagrams(1200, back);
+    master.tick(back).await;
+    assert_eq!(all(&mut master).await.len(), 20, "none expired");
+    // Ten of them are heard again; the other ten are really gone.
+    let heard = back + Duration::from_secs(5);
+    for i in 0..10 {
+        master
+            .on_datagram(addr(i, 7000), &protocol::heartbeat(), heard)
+            .await;
+    }
+    master.tick(back + expiry - Duration::from_secs(1)).await;
+    assert_eq!(all(&mut master).await.len(), 20, "still within the window");
+    master.tick(back + expiry + Duration::from_secs(1)).await;
+    assert_eq!(all(&mut master).await.len(), 10, "the silent ones go");
+    assert_eq!(master.stats().datagrams_missed, 1200);
+}
+
+#[test]
+fn a_list_filter_of_two_thousand_tags_is_refused_before_any_server_is_matched() {
+    // The audit: ~2,000 copies of one tag in a 4 KiB request cost 3.4
+    // CPU-seconds against 10,000 servers.
+    let filter = Filter {
+        tags: vec![(String::new(), String::new()); 2000],
+        ..Filter::default()
+    };
+    let err = filter.check().unwrap_err();
+    assert!(err.contains("2000 tags") && err.contains("16"), "{err}");
+    let long = Filter {
+        region: Some("r".repeat(65)),
+        ..Filter::default()
+    };
+    assert!(long.check().is_err());
+    let fine = Filter {
+        tags: vec![("mode".into(), "coop".into()); 16],
+        ..Filter::default()
+    };
+    assert!(fine.check().is_ok());
+}

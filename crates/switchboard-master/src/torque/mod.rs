@@ -20,12 +20,14 @@
 mod cache;
 pub mod packet;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use cache::QueryCache;
 use packet::{server_flags, Header, Packet, TorqueFilter, TorqueInfo};
 use switchboard::session::{KeyedLimiter, RateLimit};
+use switchboard::socket::address_key;
 
 use crate::master::Master;
 use crate::pending::Pending;
@@ -45,9 +47,28 @@ pub const CUSTOMARY_PORT: u16 = 28002;
 /// The Torque side's state: requests out, rate limits, cached queries.
 pub(crate) struct TorqueState {
     pending: Pending,
-    heartbeats: KeyedLimiter<IpAddr>,
+    /// Heartbeats per server (IP and port), and per IP.
+    heartbeats: KeyedLimiter<SocketAddr>,
+    heartbeats_ip: KeyedLimiter<IpAddr>,
     lists: KeyedLimiter<IpAddr>,
     cache: QueryCache,
+    /// Wrong keys answered to the challenge out to each address, and when
+    /// the first came.
+    wrong_keys: HashMap<SocketAddr, (u32, Instant)>,
+    /// Addresses whose challenge was dropped for wrong keys, and until
+    /// when their heartbeats earn no new one.
+    backed_off: HashMap<SocketAddr, Instant>,
+    /// Bytes of list pages and game types sent, per destination, per
+    /// prefix and in all: what a forged source can turn at anyone.
+    sent_to: KeyedLimiter<IpAddr>,
+    sent_to_prefix: KeyedLimiter<IpAddr>,
+    sent: KeyedLimiter<()>,
+    /// Clients that asked again within a session (a re-request, or the
+    /// same request twice), and when: their first answers are no longer
+    /// cut to a few times the request.
+    proven: HashMap<IpAddr, Instant>,
+    /// The game and mission types, and when they were read.
+    game_types: Option<(Instant, Vec<String>, Vec<String>)>,
 }
 
 impl TorqueState {
@@ -56,28 +77,105 @@ impl TorqueState {
             per_second: n / 60.0,
             burst,
         };
+        let bytes = |per_second: usize| RateLimit {
+            per_second: per_second as f64,
+            burst: 4.0 * per_second as f64,
+        };
+        let keys = config.max_limited_addresses;
         Self {
             pending: Pending::new(config.max_pending, config.max_pending_per_ip),
             heartbeats: KeyedLimiter::with_max_keys(
                 per_minute(config.torque_heartbeats_per_minute, config.heartbeat_burst),
-                config.max_limited_addresses,
+                keys,
+            ),
+            heartbeats_ip: KeyedLimiter::with_max_keys(
+                per_minute(
+                    config.heartbeats_per_minute_per_ip,
+                    config.heartbeat_burst * 4.0,
+                ),
+                keys,
             ),
             lists: KeyedLimiter::with_max_keys(
                 per_minute(
                     config.torque_lists_per_minute,
                     config.torque_lists_per_minute / 4.0,
                 ),
-                config.max_limited_addresses,
+                keys,
             ),
             cache: QueryCache::new(config.torque_cached_addresses),
+            wrong_keys: HashMap::new(),
+            backed_off: HashMap::new(),
+            sent_to: KeyedLimiter::with_max_keys(
+                bytes(config.torque_bytes_per_second_per_address),
+                keys,
+            ),
+            sent_to_prefix: KeyedLimiter::with_max_keys(
+                bytes(config.torque_bytes_per_second_per_prefix),
+                keys,
+            ),
+            sent: KeyedLimiter::with_max_keys(
+                RateLimit {
+                    per_second: config.torque_bytes_per_second as f64,
+                    burst: config.torque_bytes_per_second as f64,
+                },
+                1,
+            ),
+            proven: HashMap::new(),
+            game_types: None,
         }
     }
 
     pub(crate) fn tick(&mut self, now: Instant, config: &MasterConfig) {
         self.pending.expire(now, config.query_timeout);
         self.cache.expire(now, config.torque_query_ttl);
-        self.heartbeats.forget_idle(now, Duration::from_secs(600));
-        self.lists.forget_idle(now, Duration::from_secs(600));
+        let idle = Duration::from_secs(600);
+        self.heartbeats.forget_idle(now, idle);
+        self.heartbeats_ip.forget_idle(now, idle);
+        self.lists.forget_idle(now, idle);
+        self.sent_to.forget_idle(now, idle);
+        self.sent_to_prefix.forget_idle(now, idle);
+        self.wrong_keys
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < config.query_timeout);
+        self.backed_off.retain(|_, until| *until > now);
+        self.proven
+            .retain(|_, at| now.saturating_duration_since(*at) < idle);
+    }
+
+    /// Whether `reply` may go to `to` within the bytes per second allowed
+    /// to it, its prefix and in all (spent when it may).
+    fn may_send(&mut self, to: SocketAddr, reply: &[u8], now: Instant) -> bool {
+        let n = reply.len() as f64;
+        self.sent.allow_n((), n, now)
+            && self.sent_to_prefix.allow_n(prefix_key(to.ip()), n, now)
+            && self.sent_to.allow_n(address_key(to.ip()), n, now)
+    }
+
+    /// Marks `from` as a client that asks again (it is where it says).
+    fn prove(&mut self, from: SocketAddr, now: Instant, max: usize) {
+        let key = address_key(from.ip());
+        if self.proven.len() < max || self.proven.contains_key(&key) {
+            self.proven.insert(key, now);
+        }
+    }
+
+    fn is_proven(&self, from: SocketAddr) -> bool {
+        self.proven.contains_key(&address_key(from.ip()))
+    }
+}
+
+/// The prefix a destination's bytes count in besides its own: an IPv4 /24,
+/// an IPv6 /48.
+fn prefix_key(ip: IpAddr) -> IpAddr {
+    match address_key(ip) {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::V4([a, b, c, 0].into())
+        }
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[3..].fill(0);
+            IpAddr::V6(segments.into())
+        }
     }
 }
 
@@ -175,12 +273,51 @@ impl<R: Registry> Master<R> {
                 None
             }
             Packet::ListRequest(header, filter) => {
-                self.torque_list(from, header, &filter, now).await
+                let reply = self
+                    .torque_list(from, header, &filter, bytes.len(), now)
+                    .await;
+                self.torque_reply(from, reply, now)
             }
-            Packet::PageRequest(header, index) => self.torque_page(from, header, index, now),
-            Packet::GameTypesRequest(header) => self.torque_game_types(from, header, now).await,
+            Packet::PageRequest(header, index) => {
+                let reply = self.torque_page(from, header, index, now);
+                self.torque_reply(from, reply, now)
+            }
+            Packet::GameTypesRequest(header) => {
+                let reply = self.torque_game_types(from, header, bytes.len(), now).await;
+                self.torque_reply(from, reply, now)
+            }
         };
         reply.map(|bytes| (from, bytes))
+    }
+
+    /// A list page or the game types, if the bytes allowed to `to` (its
+    /// own, its prefix's, the master's) have room for it; else counted.
+    fn torque_reply(
+        &mut self,
+        to: SocketAddr,
+        reply: Option<Vec<u8>>,
+        now: Instant,
+    ) -> Option<Vec<u8>> {
+        let reply = reply?;
+        if !self.torque.may_send(to, &reply, now) {
+            self.stats.torque_bytes_refused += 1;
+            return None;
+        }
+        self.stats.torque_bytes_sent += reply.len() as u64;
+        Some(reply)
+    }
+
+    /// The longest first answer to `from` for a request of `len` bytes:
+    /// a few times the request, until it has asked again in a session
+    /// (a forged source never sees the answer, so it cannot ask again
+    /// for a reason of its own; the per-destination bytes bound the rest).
+    fn first_answer_len(&self, from: SocketAddr, len: usize) -> usize {
+        if self.torque.is_proven(from) {
+            packet::MAX_REPLY
+        } else {
+            let most = self.config.torque_unproven_reply_factor * len as f64;
+            (most as usize).clamp(packet::HEADER_LEN + 6, packet::MAX_REPLY)
+        }
     }
 
     /// A heartbeat: refreshes a listed server, and asks it (again) for its
@@ -192,8 +329,17 @@ impl<R: Registry> Master<R> {
         now: Instant,
     ) -> Option<Vec<u8>> {
         self.stats.torque_heartbeats += 1;
-        if !self.torque.heartbeats.allow(from.ip(), now) {
+        let allowed = self.torque.heartbeats.allow(from, now)
+            && self.torque.heartbeats_ip.allow(address_key(from.ip()), now);
+        if !allowed {
             self.stats.torque_rate_limited += 1;
+            self.refresh_over_rate(from, now, self.torque_limits())
+                .await;
+            return None;
+        }
+        if self.torque.backed_off.contains_key(&from) {
+            // Its last challenge drew too many wrong keys.
+            self.stats.torque_backed_off += 1;
             return None;
         }
         let heard = self
@@ -211,10 +357,13 @@ impl<R: Registry> Master<R> {
                 return None;
             }
         }
+        let _ = header;
+        // All 32 bits of K are fresh: the engine echoes the whole K of an
+        // info request (`handleGameMasterInfoRequest` writes back the key
+        // it read), so nothing of it need come from the heartbeat.
         let mut key = [0u8; 4];
         getrandom::fill(&mut key).expect("the OS random source failed");
-        // The session half echoes the heartbeat's; the key half is fresh.
-        let k = (u32::from(header.session) << 16) | u32::from(u16::from_le_bytes([key[0], key[1]]));
+        let k = u32::from_le_bytes(key);
         match self.torque.pending.insert(from, u64::from(k), now) {
             Ok(true) => self.stats.challenges_evicted += 1,
             Ok(false) => {}
@@ -236,11 +385,19 @@ impl<R: Registry> Master<R> {
         info: &TorqueInfo,
         now: Instant,
     ) {
-        if self.torque.pending.get(from) != Some(u64::from(header.k())) {
-            self.stats.torque_unsolicited += 1;
-            return;
+        match self.torque.pending.get(from) {
+            Some(k) if k == u64::from(header.k()) => {}
+            Some(_) => {
+                self.torque_wrong_key(from, now);
+                return;
+            }
+            None => {
+                self.stats.torque_unsolicited += 1;
+                return;
+            }
         }
         self.torque.pending.remove(from);
+        self.torque.wrong_keys.remove(&from);
         let info = server_info(info);
         if info.check().is_err() {
             self.stats.torque_dropped += 1;
@@ -253,12 +410,35 @@ impl<R: Registry> Master<R> {
         match self.checked(upserted) {
             Some(Upserted::Added) => {
                 self.stats.torque_registered += 1;
+                self.remember_answered(from, u64::from(header.k()));
                 tracing::info!(%from, "Torque server listed");
             }
-            Some(Upserted::Refreshed) | None => {}
+            Some(Upserted::Refreshed) => self.remember_answered(from, u64::from(header.k())),
+            None => {}
             Some(Upserted::Full) => self.stats.refused_full += 1,
             Some(Upserted::IpFull) => self.stats.refused_per_ip += 1,
         }
+    }
+
+    /// An info response from `from` with the wrong key: counted, and past
+    /// `torque_max_wrong_keys` its challenge is dropped and the address
+    /// gets no new one for `torque_wrong_key_backoff`, so that guessing
+    /// the key (32 random bits) ends after a few tries.
+    fn torque_wrong_key(&mut self, from: SocketAddr, now: Instant) {
+        self.stats.torque_wrong_keys += 1;
+        let (wrong, _) = self.torque.wrong_keys.entry(from).or_insert((0, now));
+        *wrong += 1;
+        if *wrong < self.config.torque_max_wrong_keys {
+            return;
+        }
+        self.torque.wrong_keys.remove(&from);
+        self.torque.pending.remove(from);
+        if self.torque.backed_off.len() < self.config.max_pending {
+            self.torque
+                .backed_off
+                .insert(from, now + self.config.torque_wrong_key_backoff);
+        }
+        tracing::info!(%from, "Torque challenge dropped after wrong keys; that address backs off");
     }
 
     /// Whether a list request from `from` is within its rate (counted when
@@ -278,12 +458,19 @@ impl<R: Registry> Master<R> {
         from: SocketAddr,
         header: Header,
         filter: &TorqueFilter,
+        len: usize,
         now: Instant,
     ) -> Option<Vec<u8>> {
         if !self.torque_list_allowed(from, now) {
             return None;
         }
         self.stats.torque_lists += 1;
+        if self.torque.cache.get((from, header.session)).is_some() {
+            // The same session asking again: a client where it says.
+            self.torque
+                .prove(from, now, self.config.max_limited_addresses);
+        }
+        let first_len = self.first_answer_len(from, len);
         let servers = self.torque_servers().await?;
         let addrs: Vec<SocketAddr> = servers
             .iter()
@@ -291,7 +478,7 @@ impl<R: Registry> Master<R> {
             .map(|l| l.addr)
             .collect();
         let new_style = header.flags & packet::query_flags::NEW_STYLE_RESPONSE != 0;
-        let pages = packet::paginate(&addrs, new_style);
+        let pages = packet::paginate(&addrs, new_style, first_len);
         let first = packet::list_page(&header, 0, pages.len(), &pages[0]);
         self.torque
             .cache
@@ -312,10 +499,14 @@ impl<R: Registry> Master<R> {
         if !self.torque_list_allowed(from, now) {
             return None;
         }
-        let Some(cached) = self.torque.cache.get((from, header.session)) else {
+        if self.torque.cache.get((from, header.session)).is_none() {
+            // Only a session this address opened is answered.
             self.stats.torque_cache_misses += 1;
             return None;
-        };
+        }
+        self.torque
+            .prove(from, now, self.config.max_limited_addresses);
+        let cached = self.torque.cache.get((from, header.session))?;
         let page = cached.pages.get(usize::from(index))?;
         // Torque3D's re-request (44) is answered in its own form (40).
         let mut header = header;
@@ -327,27 +518,47 @@ impl<R: Registry> Master<R> {
         Some(reply)
     }
 
-    /// The game and mission types the listed Torque servers reported.
+    /// The game and mission types the listed Torque servers reported, read
+    /// again once `torque_game_types_cache` old. A client not yet proven
+    /// gets what fits a few times its request; the same request again
+    /// within the session's life gets them all.
     async fn torque_game_types(
         &mut self,
         from: SocketAddr,
         header: Header,
+        len: usize,
         now: Instant,
     ) -> Option<Vec<u8>> {
         if !self.torque_list_allowed(from, now) {
             return None;
         }
-        let servers = self.torque_servers().await?;
-        let mut game_types: Vec<String> =
-            servers.iter().map(|l| l.info.game_type.clone()).collect();
-        let mut mission_types: Vec<String> =
-            servers.iter().map(|l| l.info.scenario.clone()).collect();
-        for list in [&mut game_types, &mut mission_types] {
-            list.retain(|t| !t.is_empty());
-            list.sort();
-            list.dedup();
+        let key = (from, header.session);
+        if self.torque.cache.get(key).is_some() {
+            self.torque
+                .prove(from, now, self.config.max_limited_addresses);
+        } else {
+            // Remembers the session (no pages) for a second request.
+            self.torque.cache.insert(key, Vec::new(), false, now);
         }
-        Some(packet::game_types(&header, &game_types, &mission_types))
+        let fresh = self.torque.game_types.as_ref().is_some_and(|(at, _, _)| {
+            now.saturating_duration_since(*at) < self.config.torque_game_types_cache
+        });
+        if !fresh {
+            let servers = self.torque_servers().await?;
+            let mut game_types: Vec<String> =
+                servers.iter().map(|l| l.info.game_type.clone()).collect();
+            let mut mission_types: Vec<String> =
+                servers.iter().map(|l| l.info.scenario.clone()).collect();
+            for list in [&mut game_types, &mut mission_types] {
+                list.retain(|t| !t.is_empty());
+                list.sort();
+                list.dedup();
+            }
+            self.torque.game_types = Some((now, game_types, mission_types));
+        }
+        let most = self.first_answer_len(from, len);
+        let (_, game_types, mission_types) = self.torque.game_types.as_ref()?;
+        Some(packet::game_types(&header, game_types, mission_types, most))
     }
 
     /// Every server a Torque client may see: the Torque servers, and native

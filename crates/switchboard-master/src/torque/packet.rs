@@ -284,11 +284,12 @@ fn entry_len(addr: &SocketAddr, new_style: bool) -> Option<usize> {
     }
 }
 
-/// Cuts `servers` into pages that each fit in [`MAX_REPLY`] bytes: the
-/// addresses of each page. An old-style list (8) leaves IPv6 servers out;
-/// an empty list is one empty page (quirk 5); at most 255 (old) or 65,535
-/// (new) pages.
-pub fn paginate(servers: &[SocketAddr], new_style: bool) -> Vec<Vec<SocketAddr>> {
+/// Cuts `servers` into pages that each fit in [`MAX_REPLY`] bytes, the
+/// first in `first_len` (the first answer to a client not yet proven is
+/// kept small; the client re-requests the other pages): the addresses of
+/// each page. An old-style list (8) leaves IPv6 servers out; an empty list
+/// is one empty page (quirk 5); at most 255 (old) or 65,535 (new) pages.
+pub fn paginate(servers: &[SocketAddr], new_style: bool, first_len: usize) -> Vec<Vec<SocketAddr>> {
     let head = HEADER_LEN + if new_style { 6 } else { 4 };
     let max_pages = if new_style { u16::MAX as usize } else { 255 };
     let mut pages = vec![Vec::new()];
@@ -297,7 +298,12 @@ pub fn paginate(servers: &[SocketAddr], new_style: bool) -> Vec<Vec<SocketAddr>>
         let Some(len) = entry_len(addr, new_style) else {
             continue;
         };
-        if used + len > MAX_REPLY {
+        let room = if pages.len() == 1 {
+            first_len.min(MAX_REPLY)
+        } else {
+            MAX_REPLY
+        };
+        if used + len > room {
             if pages.len() == max_pages {
                 break;
             }
@@ -347,13 +353,18 @@ pub fn list_page(request: &Header, index: usize, total: usize, page: &[SocketAdd
 }
 
 /// The game types response (4): `u8 n` and n CStrings of game types, then
-/// `u8 m` and m CStrings of mission types, as many as fit in
-/// [`MAX_REPLY`] bytes (each text cut at 255 bytes).
-pub fn game_types(request: &Header, game_types: &[String], mission_types: &[String]) -> Vec<u8> {
+/// `u8 m` and m CStrings of mission types, as many as fit in `max_len`
+/// bytes (at most [`MAX_REPLY`]; each text cut at 255 bytes).
+pub fn game_types(
+    request: &Header,
+    game_types: &[String],
+    mission_types: &[String],
+    max_len: usize,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(MAX_REPLY);
     request.write(kind::GAME_TYPES_RESPONSE, &mut out);
     // Half the room for each list.
-    let budget = (MAX_REPLY - HEADER_LEN) / 2;
+    let budget = (max_len.clamp(HEADER_LEN + 2, MAX_REPLY) - HEADER_LEN) / 2;
     for list in [game_types, mission_types] {
         let count_at = out.len();
         out.push(0);

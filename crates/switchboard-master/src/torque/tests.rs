@@ -195,7 +195,12 @@ fn the_master_writes_each_reply_byte_for_byte() {
         expected
     );
 
-    let types = packet::game_types(&request, &["FPS".into(), "RTS".into()], &["CTF".into()]);
+    let types = packet::game_types(
+        &request,
+        &["FPS".into(), "RTS".into()],
+        &["CTF".into()],
+        packet::MAX_REPLY,
+    );
     let mut expected = vec![4, 0, 0x02, 0x01, 0x04, 0x03, 2];
     expected.extend(cstring("FPS"));
     expected.extend(cstring("RTS"));
@@ -210,7 +215,7 @@ fn pages_stay_under_the_datagram_size_and_an_empty_list_is_one_empty_page() {
         .map(|i| SocketAddr::from(([10, (i >> 8) as u8, i as u8, 1], 28000)))
         .collect();
     for new_style in [false, true] {
-        let pages = packet::paginate(&many, new_style);
+        let pages = packet::paginate(&many, new_style, packet::MAX_REPLY);
         assert_eq!(pages.iter().map(Vec::len).sum::<usize>(), 1000);
         let request = Header {
             kind: 6,
@@ -224,11 +229,11 @@ fn pages_stay_under_the_datagram_size_and_an_empty_list_is_one_empty_page() {
         }
     }
     assert_eq!(
-        packet::paginate(&many, false)[0].len(),
+        packet::paginate(&many, false, packet::MAX_REPLY)[0].len(),
         231,
         "(1400 - 10) / 6"
     );
-    let empty = packet::paginate(&[], false);
+    let empty = packet::paginate(&[], false, packet::MAX_REPLY);
     assert_eq!(empty, vec![Vec::<SocketAddr>::new()]);
     let request = Header {
         kind: 6,
@@ -259,11 +264,6 @@ async fn register(
         .expect("an info request");
     assert_eq!(to, from, "to the heartbeat's source");
     assert_eq!((request.len(), request[0], request[1]), (6, 10, 0));
-    assert_eq!(
-        &request[4..6],
-        &0x0777u16.to_le_bytes(),
-        "the session echoed"
-    );
     let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
     assert!(master
         .on_torque_datagram(from, &info_response(k, game, "DM", 3, 1), now)
@@ -299,7 +299,8 @@ async fn a_torque_server_is_listed_only_after_answering_its_key_and_shows_in_the
         .on_torque_datagram(addr(2, 28000), &info_response(k, "FPS", "DM", 3, 0), t0)
         .await;
     assert!(native_list(&mut master).await.is_empty());
-    assert_eq!(master.stats().torque_unsolicited, 2);
+    assert_eq!(master.stats().torque_unsolicited, 1);
+    assert_eq!(master.stats().torque_wrong_keys, 1);
     master
         .on_torque_datagram(server, &info_response(k, "FPS", "DM", 3, 1), t0)
         .await;
@@ -344,9 +345,18 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
         .await;
     }
     let client = addr(99, 5000);
-    // 200 FPS servers: one page of type 8.
+    let count = |page: &[u8]| u16::from_le_bytes([page[8], page[9]]) as usize;
+    let re_request = |key: u16, session: u16, index: u8| {
+        let mut again = header(6, 0, key, session);
+        again.push(index);
+        again.extend(zeroed_filters());
+        again
+    };
+    // 200 FPS servers. A client not yet proven: page 0 within four times
+    // the request, the rest on the page it re-requests.
+    let request = list_request(0, 0x11, 0x22, "fps", 0);
     let (to, first) = master
-        .on_torque_datagram(client, &list_request(0, 0x11, 0x22, "fps", 0), t0)
+        .on_torque_datagram(client, &request, t0)
         .await
         .unwrap();
     assert_eq!(to, client);
@@ -355,24 +365,28 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
         &header(8, 0, 0x11, 0x22)[..],
         "flags and K echoed"
     );
-    assert_eq!(
-        (first[6], first[7], u16::from_le_bytes([first[8], first[9]])),
-        (0, 1, 200)
-    );
-    // All 300 (game type "any"): two pages; only page 0 comes back.
+    assert!(first.len() <= 4 * request.len(), "{} bytes", first.len());
+    assert_eq!((first[6], first[7]), (0, 2));
+    let (_, rest) = master
+        .on_torque_datagram(client, &re_request(0x98, 0x22, 1), t0)
+        .await
+        .unwrap();
+    assert_eq!(count(&first) + count(&rest), 200);
+    // Proven now (it asked again in its session): full pages. All 300
+    // (game type "any"): two pages; only page 0 comes back.
     let (_, first) = master
         .on_torque_datagram(client, &list_request(0, 0x12, 0x23, "any", 0), t0)
         .await
         .unwrap();
     assert_eq!((first[6], first[7]), (0, 2));
+    assert!(count(&first) > 200);
     // Page 1 re-requested with a new key and zeroed filters: from the cache.
-    let mut again = header(6, 0, 0x99, 0x23);
-    again.push(1);
-    again.extend(zeroed_filters());
-    let (_, second) = master.on_torque_datagram(client, &again, t0).await.unwrap();
+    let (_, second) = master
+        .on_torque_datagram(client, &re_request(0x99, 0x23, 1), t0)
+        .await
+        .unwrap();
     assert_eq!(&second[..6], &header(8, 0, 0x99, 0x23)[..]);
     assert_eq!((second[6], second[7]), (1, 2));
-    let count = |page: &[u8]| u16::from_le_bytes([page[8], page[9]]) as usize;
     assert_eq!(count(&first) + count(&second), 300);
     // Another session of the same client has no cached query.
     let mut stranger = header(6, 0, 0x99, 0x55);
@@ -501,4 +515,151 @@ async fn native_servers_reach_torque_clients_only_when_they_declare_it() {
         .unwrap();
     assert_eq!(u16::from_le_bytes([page[8], page[9]]), 1);
     assert_eq!(&page[10..14], &[10, 0, 0, 2], "only the compatible one");
+}
+
+/// A master with `n` Torque servers listed (game type FPS).
+async fn master_with(n: u16, config: MasterConfig) -> Master<MemoryRegistry> {
+    let t0 = Instant::now();
+    let config = MasterConfig {
+        max_servers_per_ip: usize::MAX,
+        heartbeats_per_minute_per_ip: 1e9,
+        ..config
+    };
+    let mut master = Master::new(config, MemoryRegistry::default());
+    for i in 0..n {
+        let from = SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8], 28000));
+        register(&mut master, from, "FPS", t0).await;
+    }
+    master
+}
+
+#[tokio::test]
+async fn torque_key_guessing_ends_after_three_wrong_keys_and_the_address_backs_off() {
+    // The audit: 16 random bits, wrong answers never limited: a victim's
+    // address listed after at most 57,856 forged guesses.
+    let t0 = Instant::now();
+    let mut master = master();
+    let victim = addr(1, 28000);
+    let (_, request) = master
+        .on_torque_datagram(victim, &header(22, 0, 0, 5), t0)
+        .await
+        .unwrap();
+    let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
+    for guess in 1..=1000u32 {
+        master
+            .on_torque_datagram(victim, &info_response(k ^ guess, "FPS", "DM", 3, 0), t0)
+            .await;
+    }
+    // Even the right key no longer lists it: the challenge is gone.
+    master
+        .on_torque_datagram(victim, &info_response(k, "FPS", "DM", 3, 0), t0)
+        .await;
+    assert!(native_list(&mut master).await.is_empty());
+    let stats = master.stats();
+    assert_eq!(stats.torque_wrong_keys, 3);
+    assert_eq!(stats.torque_unsolicited, 998);
+    // The address gets no new challenge during the back-off, then one.
+    let later = t0 + Duration::from_secs(5);
+    assert!(master
+        .on_torque_datagram(victim, &header(22, 0, 0, 5), later)
+        .await
+        .is_none());
+    assert_eq!(master.stats().torque_backed_off, 1);
+    let after = t0 + MasterConfig::default().torque_wrong_key_backoff + Duration::from_secs(1);
+    master.tick(after).await;
+    assert!(master
+        .on_torque_datagram(victim, &header(22, 0, 0, 5), after)
+        .await
+        .is_some());
+}
+
+#[tokio::test]
+async fn torque_reflection_from_a_forged_source_stays_within_a_few_times_the_request() {
+    // The audit: a 23-byte list request drew 1,396 bytes (61x), a 6-byte
+    // game types request 1,288 (215x), a re-request of a session never
+    // opened 1,396 (199x).
+    let t0 = Instant::now();
+    let mut master = master_with(1000, MasterConfig::default()).await;
+    let victim = addr(200, 5000);
+    let request = list_request(0, 1, 0x42, "", 0);
+    let (_, page) = master
+        .on_torque_datagram(victim, &request, t0)
+        .await
+        .unwrap();
+    assert!(page.len() <= 4 * request.len(), "{} bytes", page.len());
+    let types = header(2, 0, 1, 0x43);
+    if let Some((_, reply)) = master.on_torque_datagram(victim, &types, t0).await {
+        assert!(reply.len() <= 2 * packet::HEADER_LEN + 6 * types.len());
+    }
+    // A page of a session that address never opened: nothing.
+    let mut never = header(6, 0, 7, 0x99);
+    never.push(1);
+    assert!(master
+        .on_torque_datagram(victim, &never, t0)
+        .await
+        .is_none());
+    // Re-requests of sessions the forger opened (it chose them) from every
+    // address of the victim's /24: each address within its request rate,
+    // the prefix within its bytes per second.
+    let (mut sent, mut asked) = (0usize, 0usize);
+    for host in 1..=254u8 {
+        let target = SocketAddr::from(([203, 0, 113, host], 5000));
+        for index in 0..=30u8 {
+            let mut packet = list_request(0, 1, 0x42, "", 0);
+            if index > 0 {
+                packet = header(6, 0, u16::from(index), 0x42);
+                packet.push(index % 5);
+                packet.extend(zeroed_filters());
+            }
+            asked += packet.len();
+            if let Some((_, reply)) = master.on_torque_datagram(target, &packet, t0).await {
+                sent += reply.len();
+            }
+        }
+    }
+    let prefix_burst = 4 * MasterConfig::default().torque_bytes_per_second_per_prefix;
+    assert!(sent <= prefix_burst, "{sent} bytes for {asked}");
+    assert!(master.stats().torque_bytes_refused > 0);
+}
+
+#[tokio::test]
+async fn torque_list_requests_from_one_address_cannot_evict_anothers_cached_query() {
+    // The audit: ten list requests (230 bytes) evicted every cached query;
+    // 0 of 8 honest listings got past page 0.
+    let t0 = Instant::now();
+    let config = MasterConfig {
+        torque_cached_addresses: 12_000,
+        torque_lists_per_minute: 1e6,
+        torque_bytes_per_second_per_address: 1 << 30,
+        torque_bytes_per_second_per_prefix: 1 << 30,
+        torque_bytes_per_second: 1 << 30,
+        ..MasterConfig::default()
+    };
+    let mut master = master_with(1000, config).await;
+    let honest: Vec<SocketAddr> = (0..8).map(|i| addr(100 + i, 5000)).collect();
+    for (i, client) in honest.iter().enumerate() {
+        master
+            .on_torque_datagram(*client, &list_request(0, 1, i as u16, "", 0), t0)
+            .await
+            .unwrap();
+    }
+    // Five addresses, 100 list requests each.
+    for n in 0..500u16 {
+        let flooder = SocketAddr::from(([198, 51, 100, (n % 5) as u8], 6000));
+        master
+            .on_torque_datagram(flooder, &list_request(0, 1, n, "", 0), t0)
+            .await;
+    }
+    for (i, client) in honest.iter().enumerate() {
+        let mut again = header(6, 0, 9, i as u16);
+        again.push(1);
+        again.extend(zeroed_filters());
+        assert!(
+            master
+                .on_torque_datagram(*client, &again, t0)
+                .await
+                .is_some(),
+            "honest client {i} still gets page 1"
+        );
+    }
 }

@@ -45,6 +45,12 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
 
     /// Spends one unit of `key`'s bucket if it has one.
     pub fn allow(&mut self, key: K, now: Instant) -> bool {
+        self.allow_n(key, 1.0, now)
+    }
+
+    /// Spends `n` units of `key`'s bucket (bytes, say) if it has them all;
+    /// otherwise spends nothing.
+    pub fn allow_n(&mut self, key: K, n: f64, now: Instant) -> bool {
         if !self.buckets.contains_key(&key) && self.buckets.len() >= self.max_keys {
             self.forget_refilled(now);
             if self.buckets.len() >= self.max_keys {
@@ -59,10 +65,10 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
             .entry(key)
             .or_insert_with(|| Bucket::new(self.limit, now));
         bucket.refill(now);
-        if bucket.level < 1.0 {
+        if bucket.level < n {
             return false;
         }
-        bucket.level -= 1.0;
+        bucket.level -= n;
         true
     }
 

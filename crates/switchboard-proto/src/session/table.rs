@@ -35,10 +35,12 @@ pub struct SessionConfig {
     /// offline the longest give way (its grace period ends early); when
     /// every session is online it gets [`Refusal::Full`].
     pub max_sessions: usize,
-    /// Sessions held at once for one address (default 32; an IPv6 address
-    /// counts per /64). Past it the address's session offline the longest
-    /// gives way; when all of them are online the newcomer gets
-    /// [`Refusal::TooManyFromAddress`].
+    /// Sessions held at once for one address while the table is crowded
+    /// (default 32; an IPv6 address counts per /64). Crowded means half of
+    /// `max_sessions` held: until then players behind one address (a LAN
+    /// party, a school, a carrier's NAT) all get sessions. Past it the
+    /// address's session offline the longest gives way; when all of them
+    /// are online the newcomer gets [`Refusal::TooManyFromAddress`].
     pub max_sessions_per_ip: usize,
 }
 
@@ -286,8 +288,10 @@ impl Sessions {
     /// Room for one more session from `from`: the session offline the
     /// longest gives way when the table (or the address's share) is full.
     fn make_room(&mut self, from: IpAddr) -> Result<Option<ClientId>, Refusal> {
-        let evicted = if self.per_ip.get(&from).copied().unwrap_or(0)
-            >= self.config.max_sessions_per_ip.max(1)
+        let crowded = 2 * self.by_id.len() >= self.config.max_sessions.max(1);
+        let evicted = if crowded
+            && self.per_ip.get(&from).copied().unwrap_or(0)
+                >= self.config.max_sessions_per_ip.max(1)
         {
             let oldest = self.oldest_offline(|s| s.from == from);
             Some(oldest.ok_or(Refusal::TooManyFromAddress)?)

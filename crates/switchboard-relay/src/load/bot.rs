@@ -24,10 +24,23 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     tokio::time::sleep_until(plan.epoch + Duration::from_millis(20 * (index / 50) as u64)).await;
     let addr = plan.relay_of(index);
     let websocket = plan.websocket;
-    let Some(mut socket) = open(index, websocket.unwrap_or(addr), websocket.is_some()).await else {
+    let to = websocket.unwrap_or(addr);
+    let reopen = || open(index, to, websocket.is_some());
+    let Some(first) = reopen().await else {
         counts.disconnected = true;
         return counts;
     };
+    // A relay busy with handshakes (many bots behind one address) asks
+    // some to come back later: they do.
+    let mut socket = match first.until_admitted(reopen, super::JOIN_ATTEMPTS).await {
+        Ok(socket) => socket,
+        Err(reason) => {
+            tracing::warn!(bot = index, %reason, "load bot could not join");
+            counts.disconnected = true;
+            return counts;
+        }
+    };
+    counts.connected = true;
     let hello = Hello {
         name: format!("load-{index}"),
         bot: true,

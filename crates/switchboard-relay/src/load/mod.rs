@@ -332,6 +332,9 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
 
 /// A bot's connection to `to` (from its own source address against a
 /// loopback relay), over WebSocket when `websocket` is set.
+/// Attempts a load bot makes to join a relay that turns it away for now.
+const JOIN_ATTEMPTS: u32 = 10;
+
 async fn open(index: usize, to: SocketAddr, websocket: bool) -> Option<SocketStream> {
     let url = format!("ws://{to}/");
     match source_address(index, to) {

@@ -61,11 +61,14 @@ impl ClientCore {
         }
         let policy = &self.config.reconnect;
         let attempt = self.retry.map_or(1, |(n, _)| n + 1);
+        // A server too busy to take this connection now says when to come
+        // back: a first join waits and tries again too.
+        let told_to_wait = told_to_retry_after(&reason);
         let may_retry = policy.enabled
             && !self.refused
             && !self.closed
-            && self.identity.is_some()
-            && worth_retrying(&reason)
+            && (self.identity.is_some() || told_to_wait.is_some())
+            && (worth_retrying(&reason) || told_to_wait.is_some())
             && attempt <= policy.max_attempts;
         if !may_retry {
             self.retry = None;
@@ -79,7 +82,7 @@ impl ClientCore {
         let delay = if std::mem::take(&mut self.redirected) {
             Duration::ZERO
         } else {
-            self.backoff(attempt)
+            self.backoff(attempt).max(told_to_wait.unwrap_or_default())
         };
         self.retry = Some((attempt, now + delay));
     }
@@ -99,6 +102,17 @@ impl ClientCore {
         self.rng ^= self.rng << 17;
         let fraction = 0.5 + (self.rng >> 11) as f64 / (1u64 << 53) as f64 * 0.5;
         full.mul_f64(fraction)
+    }
+}
+
+/// How long the server said to wait, when it turned the connection away
+/// for now ([`CloseCode::SERVER_FULL`] with a retry-after).
+fn told_to_retry_after(reason: &DisconnectReason) -> Option<Duration> {
+    match reason {
+        DisconnectReason::ClosedByPeer { code, reason } if *code == CloseCode::SERVER_FULL => {
+            crate::reason::retry_after_of(reason)
+        }
+        _ => None,
     }
 }
 
@@ -148,6 +162,48 @@ mod tests {
 
     fn retry_delay(core: &ClientCore, from: Instant) -> Duration {
         core.next_deadline().unwrap() - from
+    }
+
+    #[test]
+    fn a_first_join_turned_away_with_a_retry_after_waits_at_least_that_long_and_tries_again() {
+        let t0 = Instant::now();
+        let mut core = ClientCore::new(ClientConfig::named("ann"), 7);
+        core.start();
+        let busy = DisconnectReason::ClosedByPeer {
+            code: CloseCode::SERVER_FULL,
+            reason: crate::reason::with_retry_after(
+                "too many connections from your address at once",
+                Duration::from_secs(3),
+            ),
+        };
+        core.handle(SocketEvent::Disconnected(busy), t0);
+        let (attempt, at) = core.next_reconnect().expect("it tries again");
+        assert_eq!(attempt, 1);
+        assert!(at - t0 >= Duration::from_secs(3), "{:?}", at - t0);
+        // Turned away for good (a refusal without a retry-after): no retry.
+        let mut core = ClientCore::new(ClientConfig::named("bob"), 7);
+        core.start();
+        let full = DisconnectReason::ClosedByPeer {
+            code: CloseCode::SERVER_FULL,
+            reason: "server full".into(),
+        };
+        core.handle(SocketEvent::Disconnected(full), t0);
+        assert!(core.next_reconnect().is_none());
+    }
+
+    #[test]
+    fn a_retry_after_reads_back_from_its_close_reason() {
+        let text = crate::reason::with_retry_after("busy", Duration::from_millis(1500));
+        assert_eq!(text, "busy (retry after 1500 ms)");
+        assert_eq!(
+            crate::reason::retry_after_of(&text),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(crate::reason::retry_after_of("server full"), None);
+        assert_eq!(
+            crate::reason::retry_after_of("x (retry after lots ms)"),
+            None
+        );
     }
 
     #[test]

@@ -166,12 +166,30 @@ fn a_full_table_makes_the_session_offline_longest_give_way() {
 }
 
 #[test]
+fn players_behind_one_address_all_get_sessions_while_the_table_is_not_crowded() {
+    let t0 = Instant::now();
+    let mut sessions = Sessions::new(
+        SessionConfig::default(),
+        Box::new(crate::entropy::Seeded::new(3)),
+    );
+    let school = IpAddr::from([203, 0, 113, 9]);
+    for i in 0..100u64 {
+        assert!(
+            sessions.admit_new(PeerId(i), "pupil", school, t0).is_ok(),
+            "pupil {i}"
+        );
+    }
+}
+
+#[test]
 fn an_address_over_its_share_evicts_its_own_offline_session_or_is_refused() {
     let t0 = Instant::now();
     let mut sessions = Sessions::new(
         SessionConfig {
             grace_period: Duration::from_secs(60),
-            max_sessions: 100,
+            // Three sessions make the table crowded (half of six): the
+            // per-address share holds from then on.
+            max_sessions: 6,
             max_sessions_per_ip: 2,
         },
         Box::new(crate::entropy::Seeded::new(2)),
