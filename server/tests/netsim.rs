@@ -111,7 +111,7 @@ fn a_hundred_players_behind_one_address_through_a_50_ms_path_are_all_admitted() 
         .map(|i| {
             NetworkClient::connect(
                 format!("127.0.0.1:{path_port}"),
-                ClientConfig::named(&format!("player{i}")),
+                ClientConfig::named(format!("player{i}")),
             )
         })
         .collect();

@@ -13,8 +13,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::ConnectInfo;
+use axum::http::header;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use subtle::ConstantTimeEq;
 use switchboard::socket::ConnectionSlots;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -29,7 +31,10 @@ pub(crate) async fn serve(
     config: AdminConfig,
     stop: CancellationToken,
 ) {
-    let slots = ConnectionSlots::new(config.max_connections, config.max_connections_per_address);
+    // The last `reserved_for_token` places are for requests with the
+    // token: the operator gets in while others hold every other place.
+    let total = config.max_connections + config.reserved_for_token;
+    let slots = ConnectionSlots::new(total, config.max_connections_per_address);
     loop {
         let (stream, addr) = tokio::select! {
             _ = stop.cancelled() => return,
@@ -50,20 +55,25 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        let reserved = slots.open() > config.max_connections;
         let (app, config, stop) = (app.clone(), config.clone(), stop.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            connection(stream, addr, app, &config, stop).await;
+            connection(stream, addr, app, &config, reserved, stop).await;
         });
     }
 }
 
-/// One connection, until it ends, idles out or the server stops.
+/// One connection, until it ends, idles out or the server stops. A
+/// request without the right token is answered, then the connection is
+/// closed (it cannot hold its place between requests); on a `reserved`
+/// place, a request with no token at all is answered 503 at once.
 async fn connection(
     stream: TcpStream,
     addr: SocketAddr,
     app: Router,
     config: &AdminConfig,
+    reserved: bool,
     stop: CancellationToken,
 ) {
     let started = Instant::now();
@@ -73,10 +83,30 @@ async fn connection(
         started,
         last: last.clone(),
     });
-    let service = hyper::service::service_fn(move |mut request| {
+    let token = config.token.clone();
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
         request.extensions_mut().insert(ConnectInfo(addr));
+        let carried = bearer(request.headers());
+        // Whether it carries the right token decides only whether the
+        // connection stays open: the router checks (and counts) it again.
+        let right = matches!((&token, carried), (Some(token), Some(given))
+            if bool::from(given.as_bytes().ct_eq(token.as_bytes())));
+        let busy = reserved && carried.is_none();
         let mut app = app.clone();
-        async move { tower_service::Service::call(&mut app, request).await }
+        async move {
+            let mut response = if busy {
+                busy_response()
+            } else {
+                tower_service::Service::call(&mut app, request).await?
+            };
+            if !right {
+                response.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -106,6 +136,29 @@ async fn connection(
             }
         }
     }
+}
+
+/// The bearer token a request carries, if any.
+fn bearer(headers: &header::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// What a request without a token gets on a place kept for the operator.
+fn busy_response() -> axum::response::Response {
+    let why =
+        "admin server busy: its free places are taken; requests with the token are still served";
+    let mut response = axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        why,
+    ));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+    response
 }
 
 /// A connection that notes when it last moved a byte (ms since `started`).

@@ -36,12 +36,21 @@ pub struct AdminConfig {
     /// with 421: a web page that rebinds its own name to this address
     /// cannot read the API from the operator's browser.
     pub allowed_hosts: Vec<String>,
-    /// Connections open at once (default 64); more are closed at accept.
-    /// The admin port shares the process's descriptors with the game's.
+    /// Connections open at once (default 64); more are closed at accept,
+    /// but for `reserved_for_token` more kept for the operator. The admin
+    /// port shares the process's descriptors with the game's. A request
+    /// without the right token is answered and its connection closed, so
+    /// that keep-alive connections without it hold no place between
+    /// requests.
     pub max_connections: usize,
     /// Connections open at once from one address (an IPv6 /64 counts as
-    /// one; default 16); more are closed at accept.
+    /// one; default 8: eight addresses are needed to hold every place);
+    /// more are closed at accept.
     pub max_connections_per_address: usize,
+    /// Places past `max_connections` kept for requests that carry a token
+    /// (default 8): on one of them a request with no token is answered 503
+    /// with `Retry-After` and closed, one with a token is served.
+    pub reserved_for_token: usize,
     /// How long a request's headers may take to arrive (default 5 s); past
     /// it the connection is closed.
     pub header_read_timeout: Duration,
@@ -64,7 +73,8 @@ impl Default for AdminConfig {
             token: None,
             allowed_hosts: Vec::new(),
             max_connections: 64,
-            max_connections_per_address: 16,
+            max_connections_per_address: 8,
+            reserved_for_token: 8,
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
             free_token_guesses: 5,

@@ -87,8 +87,13 @@ pub struct MasterConfig {
     /// ([`MasterStats::datagrams_missed`]), and the master expires nothing
     /// for one expiry, since a silent server may have been unheard.
     pub max_queued_datagrams: usize,
-    /// Servers listed at most (default 10,000). Past it new servers are not
-    /// queried.
+    /// Servers listed at most (default 10,000). Past it a new server is
+    /// listed only if the IP holding the most servers holds at least two
+    /// more than its own: one of those (the one heard from longest ago)
+    /// gives way once the newcomer has answered its challenge, so that a
+    /// few hundred addresses filling the list cannot keep new servers out.
+    /// (The in-memory registry; a shared Redis registry refuses newcomers
+    /// when full.)
     pub max_servers: usize,
     /// Servers listed per IP at most (default 32: a dedicated box's
     /// servers; an IPv6 address counts per /64).
@@ -117,6 +122,10 @@ pub struct MasterConfig {
     /// Probes in flight at once, from every address (default 64); past it
     /// likewise.
     pub max_probes_in_flight: usize,
+    /// Probes in flight at once for one address (default 2; an IPv6
+    /// address counts per /64): 32 addresses are needed to hold every
+    /// slot, not 11. Past it likewise.
+    pub max_probes_in_flight_per_address: usize,
     /// How long a probe waits to connect and read the host's hello
     /// (default 3 s).
     pub probe_timeout: Duration,
@@ -196,6 +205,7 @@ impl Default for MasterConfig {
             max_request_len: 4096,
             probes_per_minute: 6.0,
             max_probes_in_flight: 64,
+            max_probes_in_flight_per_address: 2,
             probe_timeout: Duration::from_secs(3),
             admin: None,
             tick_interval: Duration::from_secs(1),

@@ -120,15 +120,39 @@ pub struct MemoryRegistry {
 }
 
 impl MemoryRegistry {
-    fn room_for(&self, addr: SocketAddr, limits: Limits) -> Result<(), Upserted> {
-        if self.servers.len() >= limits.max_servers {
-            return Err(Upserted::Full);
-        }
-        let on_ip = self.per_ip.get(&address_key(addr.ip())).copied();
-        if on_ip.unwrap_or(0) >= limits.max_servers_per_ip {
+    /// Whether a new server at `addr` may be listed: `Ok(None)` when there
+    /// is room, `Ok(Some(ip))` when the registry is full but the IP holding
+    /// the most servers holds at least two more than `addr`'s (one of its
+    /// servers gives way: a full registry is shared out fairly, newcomers
+    /// first), else why not.
+    fn room_for(&self, addr: SocketAddr, limits: Limits) -> Result<Option<IpAddr>, Upserted> {
+        let key = address_key(addr.ip());
+        let on_ip = self.per_ip.get(&key).copied().unwrap_or(0);
+        if on_ip >= limits.max_servers_per_ip {
             return Err(Upserted::IpFull);
         }
-        Ok(())
+        if self.servers.len() < limits.max_servers {
+            return Ok(None);
+        }
+        match self.per_ip.iter().max_by_key(|(_, n)| **n) {
+            Some((heaviest, n)) if *n >= on_ip + 2 => Ok(Some(*heaviest)),
+            _ => Err(Upserted::Full),
+        }
+    }
+
+    /// Takes off one server of `ip`, the one heard from longest ago.
+    fn give_way(&mut self, ip: IpAddr) {
+        let oldest = self
+            .servers
+            .iter()
+            .filter(|(a, _)| address_key(a.ip()) == ip)
+            .min_by_key(|(_, (_, seen))| *seen)
+            .map(|(a, _)| *a);
+        if let Some(addr) = oldest {
+            self.servers.remove(&addr);
+            Self::forget_ip(&mut self.per_ip, addr);
+            tracing::info!(%addr, "server delisted to make room: its IP holds the most servers");
+        }
     }
 
     /// One server fewer on `addr`'s IP.
@@ -191,7 +215,7 @@ impl Registry for MemoryRegistry {
             return Ok(Heard::Listed);
         }
         Ok(match self.room_for(addr, limits) {
-            Ok(()) => Heard::New,
+            Ok(_) => Heard::New,
             Err(Upserted::IpFull) => Heard::IpFull,
             Err(_) => Heard::Full,
         })
@@ -206,8 +230,10 @@ impl Registry for MemoryRegistry {
     ) -> Result<Upserted, RegistryError> {
         let added = !self.servers.contains_key(&addr);
         if added {
-            if let Err(refused) = self.room_for(addr, limits) {
-                return Ok(refused);
+            match self.room_for(addr, limits) {
+                Ok(None) => {}
+                Ok(Some(heaviest)) => self.give_way(heaviest),
+                Err(refused) => return Ok(refused),
             }
         }
         // Its life is counted from a moment `grace` ahead: it expires that

@@ -24,7 +24,7 @@ use switchboard::message::Message;
 use switchboard::runtime;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    BindScope, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
+    BindScope, ConnectionSlots, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
 };
 
 /// The longest Torque packet read: a list request with 255 buddies is
@@ -303,8 +303,10 @@ impl<R: Registry> MasterServer<R> {
             },
             config.max_limited_addresses,
         );
-        let in_flight =
-            std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_probes_in_flight));
+        let in_flight = ConnectionSlots::new(
+            config.max_probes_in_flight,
+            config.max_probes_in_flight_per_address,
+        );
         let torque = self.torque.take().map(Arc::new);
         let udp = self.udp.clone();
         let (queue, mut inbound) = mpsc::channel(config.max_queued_datagrams.max(1));
@@ -336,7 +338,7 @@ impl<R: Registry> MasterServer<R> {
                                 continue;
                             };
                             let target = SocketAddr::new(ip, request.port);
-                            let permit = in_flight.clone().try_acquire_owned().ok();
+                            let permit = in_flight.take(key).ok();
                             let allowed = probes.allow(key, Instant::now());
                             self.master.probed(allowed && permit.is_some());
                             let (handle, timeout, peer) = (handle.clone(), config.probe_timeout, incoming.peer);

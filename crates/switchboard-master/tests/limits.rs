@@ -302,3 +302,40 @@ async fn probe_flood_from_one_address_gets_answers_without_connections() {
     let stats = master.handle().snapshot().await.unwrap().stats;
     assert_eq!((stats.probes, stats.probes_refused), (2, 4));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_slots_held_by_one_address_leave_room_for_others() {
+    // The audit: 11 addresses held the probe's 64 slots for 3 s.
+    let config = MasterConfig {
+        probes_per_minute: 600.0,
+        probe_timeout: Duration::from_millis(1500),
+        ..MasterConfig::default()
+    };
+    let (_master, at) = probing_master(config);
+    // A port that takes connections and never says a word: each probe
+    // holds its slot for the whole timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let probes: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(master::probe_reachable(at, port, PROBE_WAIT)))
+        .collect();
+    let mut results = Vec::new();
+    for probe in probes {
+        results.push(probe.await.unwrap());
+    }
+    let checked = results
+        .iter()
+        .filter(|r| !r.as_ref().unwrap().detail.starts_with("not checked"))
+        .count();
+    assert_eq!(
+        checked,
+        MasterConfig::default().max_probes_in_flight_per_address,
+        "{results:?}"
+    );
+}

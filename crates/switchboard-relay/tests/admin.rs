@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{next_socket_event, WAIT};
-use support::{at, native_client, relay_with_admin, until_in_zone};
+use support::{at, http_on, native_client, relay_with_admin, until_in_zone};
 use switchboard::{CloseCode, DisconnectReason, SocketEvent};
 use switchboard_admin::{AdminConfig, AdminServer};
 use switchboard_relay::{self as relay, RelayAction, RelayAdmin};
@@ -26,34 +26,6 @@ async fn http(
     let addr = admin.local_addr();
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     http_on(stream, &addr.to_string(), method, path, token, body).await
-}
-
-/// One request on `stream`, naming `host`: (status, body).
-async fn http_on(
-    mut stream: tokio::net::TcpStream,
-    host: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> (u16, String) {
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut response))
-        .await
-        .unwrap()
-        .unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,142 +287,6 @@ async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"mode\":\"relay\""), "{response}");
     relay.shutdown().await.unwrap();
-}
-
-const TOKEN: &str = "s3cret-admin-token";
-
-/// A TCP connection to `to` from loopback address 127.0.0.`from`.
-async fn tcp_from(from: u8, to: std::net::SocketAddr) -> tokio::net::TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(std::net::SocketAddr::from(([127, 0, 0, from], 0)))
-        .unwrap();
-    socket.connect(to).await.unwrap()
-}
-
-/// Whether the server closed `stream` within `within`.
-async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 256];
-    matches!(
-        tokio::time::timeout(within, stream.read(&mut buf)).await,
-        Ok(Ok(0) | Err(_))
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admin_connections_with_half_a_header_are_capped_and_timed_out() {
-    let config = switchboard_admin::AdminConfig {
-        token: Some(TOKEN.into()),
-        max_connections_per_address: 4,
-        header_read_timeout: Duration::from_millis(1000),
-        ..switchboard_admin::AdminConfig::default()
-    };
-    let (_relay, admin) = support::relay_with_admin_config(config).await;
-    let at = admin.local_addr();
-    let mut held = Vec::new();
-    for _ in 0..12 {
-        let mut stream = tcp_from(1, at).await;
-        stream
-            .write_all(b"GET /api/overview HTTP/1.1\r\nHost: 127.")
-            .await
-            .unwrap();
-        held.push(stream);
-    }
-    // Past the address's four, each is closed at accept; the four wait
-    // for the rest of their header.
-    for stream in &mut held[4..] {
-        assert!(closed_within(stream, Duration::from_millis(200)).await);
-    }
-    for stream in &mut held[..4] {
-        assert!(!closed_within(stream, Duration::from_millis(10)).await);
-    }
-    // A bystander from another address is served meanwhile.
-    let stream = tcp_from(2, at).await;
-    let (status, _) = http_on(stream, &at.to_string(), "GET", "/api/overview", None, "").await;
-    assert_eq!(status, 200);
-    // The four half headers are cut at the header-read timeout.
-    for stream in &mut held {
-        assert!(closed_within(stream, Duration::from_secs(3)).await);
-    }
-    let stream = tcp_from(1, at).await;
-    let (status, _) = http_on(stream, &at.to_string(), "GET", "/api/overview", None, "").await;
-    assert_eq!(status, 200, "the address's places are free again");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admin_reads_refuse_a_dns_rebinding_host() {
-    let (_relay, admin) = relay_with_admin(Some(TOKEN)).await;
-    let at = admin.local_addr();
-    let stream = tcp_from(1, at).await;
-    let (status, body) = http_on(
-        stream,
-        "attacker.example:7280",
-        "GET",
-        "/api/clients",
-        None,
-        "",
-    )
-    .await;
-    assert_eq!(status, 421, "{body}");
-    for host in [at.to_string(), format!("localhost:{}", at.port())] {
-        let stream = tcp_from(1, at).await;
-        let (status, _) = http_on(stream, &host, "GET", "/api/clients", None, "").await;
-        assert_eq!(status, 200, "{host}");
-    }
-}
-
-/// A notice posted from 127.0.0.`from` with `token`: (status, body).
-async fn notice_from(admin: &AdminServer, from: u8, token: &str) -> (u16, String) {
-    let at = admin.local_addr();
-    let stream = tcp_from(from, at).await;
-    let body = "{\"text\":\"x\"}";
-    http_on(
-        stream,
-        &at.to_string(),
-        "POST",
-        "/api/notice",
-        Some(token),
-        body,
-    )
-    .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admin_token_guessing_is_throttled_per_address() {
-    let (_relay, admin) = relay_with_admin(Some(TOKEN)).await;
-    let mut statuses = Vec::new();
-    for i in 0..20 {
-        let (status, _) = notice_from(&admin, 1, &format!("guess-number-{i:04}")).await;
-        statuses.push(status);
-    }
-    // Five free guesses, then the address waits: its guesses are not even
-    // compared, the right token neither.
-    assert_eq!(&statuses[..5], &[401; 5]);
-    assert!(statuses[6..].iter().all(|s| *s == 429), "{statuses:?}");
-    assert_eq!(notice_from(&admin, 1, TOKEN).await.0, 429);
-    // Another address is not held up by it.
-    let (status, body) = notice_from(&admin, 2, TOKEN).await;
-    assert_eq!(status, 200, "{body}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
-    let relay = relay::RelayServer::builder()
-        .config(relay::RelayConfig::default())
-        .spawn()
-        .unwrap();
-    let config = switchboard_admin::AdminConfig {
-        token: Some("hunter2".into()),
-        ..switchboard_admin::AdminConfig::default()
-    };
-    let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
-    let err = switchboard_admin::AdminServer::spawn(config, source)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, switchboard_admin::AdminError::WeakToken),
-        "{err}"
-    );
 }
 
 /// The relay's recording from its admin page: where it stands, stopped by

@@ -261,6 +261,9 @@ fn session_exhaustion_by_hello_and_hang_up_cannot_lock_players_out() {
 #[test]
 fn session_exhaustion_from_one_address_is_capped_per_address() {
     let mut config = ManagerRules::default();
+    // Crowded (half of 8 held) once the four are in: the per-address share
+    // holds from then on (below half, players behind one address all get in).
+    config.sessions.max_sessions = 8;
     config.sessions.max_sessions_per_ip = 4;
     let mut net = board(config);
     let held: Vec<Player> = (0..4)

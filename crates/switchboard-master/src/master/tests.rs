@@ -162,10 +162,13 @@ async fn servers_per_address_and_registry_size_are_bounded() {
     );
     assert_eq!(all(&mut master).await.len(), 2, "two per IP");
     assert!(register(&mut master, addr(2, 1), "b", t0).await);
-    assert!(
-        !register(&mut master, addr(3, 1), "c", t0).await,
-        "the registry is full"
-    );
+    // Full: a newcomer takes the place of one of the IP holding two...
+    assert!(register(&mut master, addr(3, 1), "c", t0).await);
+    assert_eq!(all(&mut master).await.len(), 3, "three in all");
+    // ...and once every IP holds one, the next is refused.
+    let listed = master.stats().registered;
+    register(&mut master, addr(4, 1), "d", t0).await;
+    assert_eq!(master.stats().registered, listed, "the registry is full");
     assert_eq!(all(&mut master).await.len(), 3, "three in all");
     assert!(master.stats().refused_per_ip >= 1 && master.stats().refused_full >= 1);
 }
@@ -319,4 +322,50 @@ fn a_list_filter_of_two_thousand_tags_is_refused_before_any_server_is_matched() 
         ..Filter::default()
     };
     assert!(fine.check().is_ok());
+}
+
+#[tokio::test]
+async fn a_registry_filled_by_a_few_addresses_still_lists_a_newcomer() {
+    // The audit: 313 addresses (32 servers each) kept the registry full,
+    // and real servers were refused.
+    let t0 = Instant::now();
+    let config = MasterConfig {
+        max_servers: 100,
+        max_servers_per_ip: 25,
+        heartbeats_per_minute_per_ip: 1e6,
+        heartbeat_burst: 100.0,
+        ..MasterConfig::default()
+    };
+    let mut master = Master::new(config, MemoryRegistry::default());
+    for ip in 1..=4 {
+        for port in 0..25 {
+            assert!(register(&mut master, addr(ip, 7000 + port), "hoard", t0).await);
+        }
+    }
+    assert_eq!(all_pages(&mut master).await.len(), 100);
+    for port in 0..3 {
+        assert!(register(&mut master, addr(50, 9000 + port), "new", t0).await);
+    }
+    let listed = all_pages(&mut master).await;
+    assert_eq!(listed.len(), 100, "still the cap");
+    assert_eq!(listed.iter().filter(|n| *n == "new").count(), 3);
+}
+
+/// Every listed server's name, page by page.
+async fn all_pages(master: &mut Master<MemoryRegistry>) -> Vec<String> {
+    let mut names = Vec::new();
+    for page in 0.. {
+        let request = ListRequest {
+            filter: Filter::default(),
+            page,
+            page_size: 100,
+        };
+        let servers = master.list(&request).await.unwrap().servers;
+        let done = servers.len() < 100;
+        names.extend(servers.into_iter().map(|l| l.info.name));
+        if done {
+            break;
+        }
+    }
+    names
 }

@@ -7,7 +7,7 @@ use crate::common::{next_socket_event, WAIT};
 use serde_json::Value;
 use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{self as relay, Hello, RelayAction, RelayChannel, RelayLimits, Transform};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 pub struct JsonClient {
@@ -128,4 +128,32 @@ pub async fn relay_with_admin_config(
         .await
         .unwrap();
     (relay, admin)
+}
+
+/// One request on `stream`, naming `host`: (status, body).
+pub async fn http_on(
+    mut stream: tokio::net::TcpStream,
+    host: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
