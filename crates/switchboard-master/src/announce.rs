@@ -256,7 +256,7 @@ async fn serve(
                     && expected
                         .remove(&from)
                         .is_some_and(|at| now.saturating_duration_since(at) < QUERY_WINDOW);
-                if !awaited && !budgets.allow(from.ip(), now) {
+                if !awaited && !budgets.allow(switchboard::socket::address_key(from.ip()), now) {
                     continue;
                 }
                 if let (true, Ok(Datagram::InfoQuery { challenge, .. })) = (awaited, &datagram) {

@@ -260,6 +260,7 @@ impl Games {
         pending: bool,
         max: usize,
     ) -> Option<Counted> {
+        let ip = address_key(ip);
         let counts = if pending {
             &mut self.pending
         } else {

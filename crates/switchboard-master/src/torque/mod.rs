@@ -444,7 +444,7 @@ impl<R: Registry> Master<R> {
     /// Whether a list request from `from` is within its rate (counted when
     /// not).
     fn torque_list_allowed(&mut self, from: SocketAddr, now: Instant) -> bool {
-        let allowed = self.torque.lists.allow(from.ip(), now);
+        let allowed = self.torque.lists.allow(address_key(from.ip()), now);
         if !allowed {
             self.stats.torque_lists_refused += 1;
         }

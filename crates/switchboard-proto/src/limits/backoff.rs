@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use super::address_key;
+
 /// How long an address waits after failing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BackoffPolicy {
@@ -37,7 +39,8 @@ struct Failures {
     until: Instant,
 }
 
-/// Failures per address (an address key: see `ServerConfig`).
+/// Failures per address: an IPv4 address, or an IPv6 /64 ([`address_key`],
+/// applied here whatever the caller passes).
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Backoff {
     policy: BackoffPolicy,
@@ -56,12 +59,13 @@ impl Backoff {
     /// How long `ip` must still wait before it may try again (zero: now).
     pub fn wait(&self, ip: IpAddr, now: Instant) -> Duration {
         self.addresses
-            .get(&ip)
+            .get(&address_key(ip))
             .map_or(Duration::ZERO, |f| f.until.saturating_duration_since(now))
     }
 
     /// `ip` failed at `now`: its wait doubles.
     pub fn failed(&mut self, ip: IpAddr, now: Instant) {
+        let ip = address_key(ip);
         if !self.addresses.contains_key(&ip)
             && self.addresses.len() >= self.policy.max_addresses.max(1)
         {
@@ -91,7 +95,7 @@ impl Backoff {
 
     /// `ip` succeeded: its failures are forgotten.
     pub fn succeeded(&mut self, ip: IpAddr) {
-        self.addresses.remove(&ip);
+        self.addresses.remove(&address_key(ip));
     }
 
     /// Forgets addresses whose last failure is older than the longest wait
