@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use switchboard_proto::connection::control;
 use switchboard_proto::reason::with_retry_after;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -201,13 +200,14 @@ impl TurnedAway {
     }
 }
 
-/// Tells a connection turned away at accept why, and when to come back,
-/// without reading it: over TCP a hello and a close frame (code
-/// `SERVER_FULL`, the reason ending with its retry-after), over WebSocket
-/// an HTTP 503 with `Retry-After`; then the connection lingers until the
-/// peer hangs up or `close_timeout` passes, so that the answer is not lost
-/// to a reset. At most `ServerConfig::max_turned_away_told` are told at
-/// once; past it a connection is closed without a word. Counted in the
+/// Tells a connection turned away at accept why, and when to come back:
+/// a hello and a close frame (code `SERVER_FULL`, the reason ending with
+/// its retry-after), over TCP without reading the peer, over WebSocket
+/// inside the upgraded connection (every client, a browser's too, reads it
+/// the same way); then the connection lingers until the peer hangs up, all
+/// within `close_timeout`, so that the answer is not lost to a reset. At most `ServerConfig::max_turned_away_told` are told at
+/// once (a quarter of them for one address); past it a connection is
+/// closed without a word. Counted in the
 /// server's refusals, and logged at INFO once per address every ten
 /// minutes.
 fn tell_turned_away(
@@ -231,61 +231,53 @@ fn tell_turned_away(
             "connection turned away at accept (logged once per address every ten minutes)"
         );
     }
-    let telling = TellingGuard::enter(shared);
-    let Some(telling) = telling else {
+    let Ok(telling) = shared.turned_away_telling.take(addr.ip()) else {
         return;
     };
-    let answer: Bytes = match transport {
-        Transport::Tcp => {
-            let reason = with_retry_after(turned.why, turned.retry_after);
-            let codec = &shared.socket_config.codec;
-            let mut bytes = control::hello_frame(crate::PROTOCOL_VERSION).to_vec();
-            bytes.extend_from_slice(&control::close_frame(CloseCode::SERVER_FULL, &reason, codec));
-            bytes.into()
-        }
-        Transport::WebSocket(_) => format!(
-            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-            turned.retry_after.as_secs().max(1),
-            turned.why.len(),
-            turned.why
-        )
-        .into(),
-    };
+    let reason = with_retry_after(turned.why, turned.retry_after);
+    let codec = &shared.socket_config.codec;
+    let hello = control::hello_frame(crate::PROTOCOL_VERSION);
+    let close = control::close_frame(CloseCode::SERVER_FULL, &reason, codec);
     let linger = shared.socket_config.close_timeout;
+    let (websocket, codec) = match transport {
+        Transport::Tcp => (None, None),
+        Transport::WebSocket(ws) => (Some(ws.clone()), Some(codec.clone())),
+    };
     shared.tasks.spawn(async move {
         let _telling = telling;
-        let _ = tokio::time::timeout(linger, async {
-            stream.write_all(&answer).await?;
-            stream.shutdown().await?;
-            // What the peer sent meanwhile (its hello) is read and dropped.
-            let mut sink = [0u8; 512];
-            while stream.read(&mut sink).await? > 0 {}
+        let told = async {
+            match (websocket, codec) {
+                // A browser cannot read an HTTP status: it is told as over
+                // TCP, inside the WebSocket (one frame a message).
+                (Some(ws), Some(codec)) => {
+                    if let Accepted::Upgraded(mut ws) =
+                        websocket::accept(stream, &ws, &codec).await?
+                    {
+                        use futures::SinkExt;
+                        use tokio_tungstenite::tungstenite::Message as WsMessage;
+                        ws.send(WsMessage::Binary(hello))
+                            .await
+                            .map_err(std::io::Error::other)?;
+                        ws.send(WsMessage::Binary(close))
+                            .await
+                            .map_err(std::io::Error::other)?;
+                        let _ = SinkExt::close(&mut *ws).await;
+                    }
+                }
+                _ => {
+                    stream.write_all(&[&hello[..], &close[..]].concat()).await?;
+                    stream.shutdown().await?;
+                    // What the peer sent meanwhile (its hello) is read and
+                    // dropped: a socket closed with unread bytes is reset,
+                    // and the peer would read the reset instead.
+                    let mut sink = [0u8; 512];
+                    while stream.read(&mut sink).await? > 0 {}
+                }
+            }
             std::io::Result::Ok(())
-        })
-        .await;
+        };
+        let _ = tokio::time::timeout(linger, told).await;
     });
-}
-
-/// One of the turned-away connections being told why: counted while it
-/// lives.
-struct TellingGuard(Arc<ServerShared>);
-
-impl TellingGuard {
-    fn enter(shared: &Arc<ServerShared>) -> Option<Self> {
-        let max = shared.config.max_turned_away_told;
-        let now = shared.turned_away_telling.fetch_add(1, Ordering::Relaxed);
-        if now >= max {
-            shared.turned_away_telling.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(Self(shared.clone()))
-    }
-}
-
-impl Drop for TellingGuard {
-    fn drop(&mut self) {
-        self.0.turned_away_telling.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// Lets a new connection from `addr` in, or says why not: the address's

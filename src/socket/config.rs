@@ -56,7 +56,7 @@ pub struct ServerConfig {
     /// let in, as SYN cookies engage only under load. Past it further ones
     /// from that address are turned away before any byte is read from
     /// them, and told why with a retry-after (a hello and a close frame of
-    /// code `SERVER_FULL`; a WebSocket gets HTTP 503 with `Retry-After`);
+    /// code `SERVER_FULL`; over WebSocket inside the upgraded connection);
     /// clients wait that long and try again.
     pub max_pending_handshakes_per_ip: usize,
     /// Connections open or in their handshake from one address while the
@@ -65,9 +65,10 @@ pub struct ServerConfig {
     /// as above.
     pub max_connections_per_ip: usize,
     /// Connections turned away at accept that are being told why at once
-    /// (default 256): each is written a few bytes and held until its peer
-    /// hangs up or `SocketConfig::close_timeout` passes. Past it a
-    /// turned-away connection is closed without a word.
+    /// (default 256; a quarter of them for one address): each is written a
+    /// few bytes and held until its peer hangs up or
+    /// `SocketConfig::close_timeout` passes. Past it a turned-away
+    /// connection is closed without a word.
     pub max_turned_away_told: usize,
     /// Bytes of one connection's messages waiting in the server's shared
     /// event queue (default 1 MiB). Past it that connection's reader waits

@@ -172,6 +172,13 @@ export class RequestFailed extends Error {
   detail: string;
 }
 
+/**
+ * The retry-after a close reason ends with (`"... (retry after 500 ms)"`),
+ * in milliseconds, or null. A first join closed with 1013 and one waits
+ * that long and tries again.
+ */
+export function retryAfterMs(reason: string | undefined): number | null;
+
 export interface SessionOptions {
   name: string;
   password?: string;

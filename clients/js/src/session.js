@@ -54,6 +54,15 @@ export const ErrorCode = enumOf([
 export const ErrorReply = struct({ id: u64, code: ErrorCode, detail: string });
 
 /** Refusal codes that say "do not come back with the same credentials". */
+/**
+ * The retry-after a close reason ends with (`"... (retry after 500 ms)"`,
+ * docs/PROTOCOL.md section 2), in milliseconds, or null.
+ */
+export function retryAfterMs(reason) {
+  const match = /\(retry after (\d+) ms\)$/.exec(reason ?? '');
+  return match ? Number(match[1]) : null;
+}
+
 const FINAL_CLOSE = new Set([CloseCode.NORMAL, CloseCode.REFUSED, CloseCode.REPLACED, CloseCode.KICKED, CloseCode.ABUSE]);
 
 /** The server rejected a request; `reason` is for the player. */
@@ -219,13 +228,19 @@ export class SessionClient extends Emitter {
     this.pending.clear();
     const final = this.closedByUs || this.refused || (!close.lost && FINAL_CLOSE.has(close.code));
     const next = attempt + 1;
-    if (final || !this.options.reconnect || !this.resume || next > this.options.maxAttempts) {
+    // A server too busy to take this connection now says when to come
+    // back (close 1013, "... (retry after N ms)"): a first join waits and
+    // tries again too.
+    const toldToWait = close.code === CloseCode.SERVER_FULL ? retryAfterMs(close.reason) : null;
+    const mayRetry = this.resume || toldToWait !== null;
+    if (final || !this.options.reconnect || !mayRetry || next > this.options.maxAttempts) {
       this.emit('disconnected', close);
       return;
     }
-    // 200 ms doubling up to 5 s, each wait drawn between half and all of it.
+    // 200 ms doubling up to 5 s, each wait drawn between half and all of
+    // it, and never shorter than the server asked.
     const ceiling = Math.min(5000, 200 * 2 ** (next - 1));
-    const delayMs = ceiling / 2 + Math.random() * (ceiling / 2);
+    const delayMs = Math.max(ceiling / 2 + Math.random() * (ceiling / 2), toldToWait ?? 0);
     this.emit('reconnecting', { attempt: next, delayMs, close });
     this.retry = setTimeout(() => this.open(next), delayMs);
   }

@@ -84,28 +84,55 @@ export async function startServer(args, env = {}) {
  */
 export async function startReplay(file, follow) {
   const args = ['replay', file, '--serve', '0', '--serve-ws', '0', '--follow', follow];
-  const child = spawn(binary, args, { env: { ...process.env, RUST_LOG: 'warn' }, stdio: ['pipe', 'pipe', 'inherit'] });
-  const done = new Promise((resolve) => child.on('exit', resolve));
-  const lines = createInterface({ input: child.stdout });
-  const ws = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the replay did not start')), 20000);
-    done.then((code) => reject(new Error(`the replay exited with ${code}`)));
-    lines.on('line', (line) => {
-      const found = line.match(/^WebSocket spectators: (ws:\/\/\S+)$/);
-      if (found) {
-        clearTimeout(timer);
-        resolve(found[1]);
-      }
-    });
-  });
+  const { child, found, done } = await spawnUntil(args, /^WebSocket spectators: (ws:\/\/\S+)$/, 'the replay');
   return {
-    ws,
+    ws: found[1],
     done,
     stop() {
       child.kill('SIGTERM');
       return exited(child);
     },
   };
+}
+
+/**
+ * A delayed path to `to` (`host:port`): `switchboard-server netsim` with
+ * `latencyMs` each way, no jitter, no stalls; `{ ws, stop() }`, `ws` the
+ * WebSocket address through it. Every connection through it comes from one
+ * address to the server, as players behind one NAT do.
+ */
+export async function startNetsim(to, latencyMs) {
+  const args = ['netsim', '--to', to, '--latency-ms', `${latencyMs}`, '--jitter-ms', '0', '--stall-every-ms', '0'];
+  const { child, found } = await spawnUntil(args, /^SWITCHBOARD READY \d+ (\d+)$/, 'netsim');
+  return {
+    ws: `ws://127.0.0.1:${found[1]}/`,
+    stop() {
+      child.kill('SIGTERM');
+      return exited(child);
+    },
+  };
+}
+
+/**
+ * Starts `switchboard-server <args>` and resolves with the first stdout line
+ * matching `pattern` (its match), the child, and a promise of its exit code.
+ */
+async function spawnUntil(args, pattern, what) {
+  const child = spawn(binary, args, { env: { ...process.env, RUST_LOG: 'warn' }, stdio: ['pipe', 'pipe', 'inherit'] });
+  const done = new Promise((resolve) => child.on('exit', resolve));
+  const lines = createInterface({ input: child.stdout });
+  const found = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not start`)), 20000);
+    done.then((code) => reject(new Error(`${what} exited with ${code}`)));
+    lines.on('line', (line) => {
+      const match = line.match(pattern);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match);
+      }
+    });
+  });
+  return { child, found, done };
 }
 
 /** Resolves once `child` has exited (at once if it has). */

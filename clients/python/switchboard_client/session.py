@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
@@ -38,6 +39,15 @@ from .schemas import (
 
 #: Closes after which coming back with the same credentials is pointless.
 FINAL_CLOSES = {CloseCode.NORMAL, CloseCode.REFUSED, CloseCode.REPLACED, CloseCode.KICKED, CloseCode.ABUSE}
+
+_RETRY_AFTER = re.compile(r"\(retry after (\d+) ms\)$")
+
+
+def retry_after(reason: str) -> float | None:
+    """The retry-after a close reason ends with (``"... (retry after 500
+    ms)"``, docs/PROTOCOL.md section 2), in seconds, or None."""
+    match = _RETRY_AFTER.search(reason or "")
+    return int(match.group(1)) / 1000 if match else None
 
 
 class RequestRejected(Exception):
@@ -114,6 +124,9 @@ class SessionClient:
         self.welcome: dict | None = None
         self.connection: Connection | None = None
         self.closed: Closed | None = None
+        #: How many times a server turned this client away for now (close
+        #: 1013 with a retry-after) and it waited and tried again.
+        self.told_to_wait = 0
         self._next_id = 1
         self._pending: dict[int, asyncio.Future] = {}
         self._subscriptions: dict[tuple[int, int], list[Callable[[bytes], None]]] = {}
@@ -222,11 +235,15 @@ class SessionClient:
                 if not verdict.done():
                     verdict.set_exception(RequestFailed("ConnectionLost", closed.reason))
             attempt += 1
+            # A server too busy to take this connection now says when to
+            # come back (close 1013, "... (retry after N ms)"): a first join
+            # waits and tries again too.
+            told = retry_after(closed.reason) if closed.code == CloseCode.SERVER_FULL else None
             final = (
                 self._closing
                 or self._refused is not None
                 or not self.config.reconnect
-                or self.resume is None
+                or (self.resume is None and told is None)
                 or (not closed.lost and closed.code in FINAL_CLOSES)
                 or attempt > self.config.max_attempts
             )
@@ -236,8 +253,10 @@ class SessionClient:
                 return
             if attempt == 1:
                 self._events.put_nowait(Event("lost", closed))
+            if told is not None:
+                self.told_to_wait += 1
             ceiling = min(self.config.max_delay, self.config.initial_delay * 2 ** (attempt - 1))
-            await asyncio.sleep(ceiling / 2 + random.random() * ceiling / 2)
+            await asyncio.sleep(max(ceiling / 2 + random.random() * ceiling / 2, told or 0.0))
             if self._closing:
                 continue
             self._events.put_nowait(Event("reconnecting", attempt))

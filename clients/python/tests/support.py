@@ -78,6 +78,29 @@ class Server:
         self.stop()
 
 
+class Netsim(Server):
+    """A delayed path to ``to`` ("host:port"): ``switchboard-server netsim``
+    with ``latency_ms`` each way, no jitter, no stalls; ``addr`` is where
+    to connect through it. Every connection through it comes from one
+    address to the server, as players behind one NAT do."""
+
+    def __init__(self, to: str, latency_ms: int) -> None:  # noqa: D107
+        self.process = subprocess.Popen(
+            [str(BINARY), "netsim", "--to", to, "--latency-ms", str(latency_ms), "--jitter-ms", "0", "--stall-every-ms", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": "warn"},
+            text=True,
+        )
+        ready = re.match(r"^SWITCHBOARD READY \d+ (\d+)$", self.process.stdout.readline().strip())
+        if ready is None:
+            self.stop()
+            raise RuntimeError("netsim never printed its ready line")
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.addr = f"127.0.0.1:{ready.group(1)}"
+
+
 def example(package: str, name: str) -> pathlib.Path:
     """A Rust example of the workspace (built by ``cargo test``; here when
     missing)."""

@@ -282,12 +282,22 @@ fn receive(
                 events.write(RelayEvent::Error(err.to_string()));
             }
             SocketEvent::Disconnected(reason) => {
-                lost = Some(reason.to_string());
+                // A relay too busy to take this connection now says when
+                // to come back: never sooner.
+                let told = match &reason {
+                    switchboard::DisconnectReason::ClosedByPeer { code, reason }
+                        if *code == switchboard::CloseCode::SERVER_FULL =>
+                    {
+                        switchboard::socket::retry_after_of(reason)
+                    }
+                    _ => None,
+                };
+                lost = Some((reason.to_string(), told.unwrap_or_default()));
                 break;
             }
         }
     }
-    if let Some(reason) = lost {
+    if let Some((reason, told)) = lost {
         relay.socket = None;
         relay.player_id = None;
         for (_, entity) in relay.players.drain() {
@@ -298,7 +308,7 @@ fn receive(
             Duration::ZERO
         } else {
             relay.failures += 1;
-            backoff(relay.failures - 1)
+            backoff(relay.failures - 1).max(told)
         };
         relay.retry = Some(Instant::now() + wait);
         events.write(RelayEvent::Disconnected(reason));

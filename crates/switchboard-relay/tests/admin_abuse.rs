@@ -223,7 +223,7 @@ async fn admin_places_held_by_keep_alive_connections_without_the_token_leave_the
             held.push(stream);
         }
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Accepted in order: every place is counted before the stranger's.
     let mut stranger = tcp_from(30, at).await;
     let (status, _) = keep_alive_get(&mut stranger, None).await;
     assert_eq!(status, 503, "a place kept for the token, asked without it");

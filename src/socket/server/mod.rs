@@ -83,7 +83,7 @@ pub(super) struct ServerShared {
     pub(super) next_peer: AtomicU64,
     pub(super) refused: AtomicU64,
     /// Connections turned away at accept that are being told why.
-    pub(super) turned_away_telling: std::sync::atomic::AtomicUsize,
+    pub(super) turned_away_telling: super::ConnectionSlots,
     /// Log lines about turned-away connections, per address.
     pub(super) turned_away_log: Mutex<switchboard_proto::limits::LogLimiter>,
     pub(super) handshake_failures: AtomicU64,
@@ -172,7 +172,10 @@ impl ExtendedTcpServer {
             tasks: TaskTracker::new(),
             next_peer: AtomicU64::new(1),
             refused: AtomicU64::new(0),
-            turned_away_telling: Default::default(),
+            turned_away_telling: super::ConnectionSlots::new(
+                config.max_turned_away_told,
+                config.max_turned_away_told.div_ceil(4),
+            ),
             turned_away_log: Mutex::new(switchboard_proto::limits::LogLimiter::new(
                 switchboard_proto::limits::RateLimit {
                     per_second: 1.0 / 600.0,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchboard_proto::limits::{address_key, KeyedLimiter, RateLimit};
+use switchboard_proto::limits::{address_key, prefix_key, KeyedLimiter, RateLimit};
 use switchboard_proto::rendezvous::{Frame, Secret, CODE_ALPHABET, SECRET_LEN};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -186,21 +186,6 @@ impl Games {
     }
 }
 
-/// The prefix codes are also counted in: an IPv4 /24, an IPv6 /48.
-fn prefix_of(ip: IpAddr) -> IpAddr {
-    match address_key(ip) {
-        IpAddr::V4(v4) => {
-            let [a, b, c, _] = v4.octets();
-            IpAddr::V4([a, b, c, 0].into())
-        }
-        IpAddr::V6(v6) => {
-            let mut segments = v6.segments();
-            segments[3..].fill(0);
-            IpAddr::V6(segments.into())
-        }
-    }
-}
-
 /// One more (or one fewer) in `counts` for `key`.
 fn bump(counts: &mut HashMap<IpAddr, usize>, key: IpAddr, up: bool) {
     let n = counts.entry(key).or_default();
@@ -298,7 +283,7 @@ impl Games {
         host: SocketAddr,
         config: &super::RendezvousConfig,
     ) -> Result<Arc<Game>, String> {
-        let (ip, prefix) = (address_key(host.ip()), prefix_of(host.ip()));
+        let (ip, prefix) = (address_key(host.ip()), prefix_key(host.ip()));
         let held = self.codes_per_ip.get(&ip).copied().unwrap_or(0);
         if held >= config.max_codes_per_address {
             return Err(format!(
@@ -370,7 +355,7 @@ impl Games {
     fn remove_code(&mut self, code: &str, why: &str) {
         if let Some(game) = self.by_code.remove(code) {
             bump(&mut self.codes_per_ip, game.host_ip, false);
-            bump(&mut self.codes_per_prefix, prefix_of(game.host_ip), false);
+            bump(&mut self.codes_per_prefix, prefix_key(game.host_ip), false);
             if let Some(to_host) = game.to_host() {
                 let reason = format!("join code {code} expired: {why}");
                 let _ = to_host.try_send(Frame::Refuse { reason });

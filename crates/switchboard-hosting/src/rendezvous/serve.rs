@@ -43,9 +43,9 @@ impl Shared {
     pub(super) fn new(config: RendezvousConfig, stop: CancellationToken) -> Self {
         Self {
             games: Mutex::new(Games::new(&config)),
+            connections: Default::default(),
             config,
             stop,
-            connections: Default::default(),
             joined: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -73,7 +73,8 @@ impl Shared {
 }
 
 /// One of the relay's connections, counted against `max_connections`
-/// while it lives.
+/// while it lives (the crate stays on the protocol crate alone: no
+/// `ConnectionSlots` here).
 struct Connection(Arc<Shared>);
 
 impl Connection {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use cache::QueryCache;
 use packet::{server_flags, Header, Packet, TorqueFilter, TorqueInfo};
+use switchboard::session::prefix_key;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::address_key;
 
@@ -160,22 +161,6 @@ impl TorqueState {
 
     fn is_proven(&self, from: SocketAddr) -> bool {
         self.proven.contains_key(&address_key(from.ip()))
-    }
-}
-
-/// The prefix a destination's bytes count in besides its own: an IPv4 /24,
-/// an IPv6 /48.
-fn prefix_key(ip: IpAddr) -> IpAddr {
-    match address_key(ip) {
-        IpAddr::V4(v4) => {
-            let [a, b, c, _] = v4.octets();
-            IpAddr::V4([a, b, c, 0].into())
-        }
-        IpAddr::V6(v6) => {
-            let mut segments = v6.segments();
-            segments[3..].fill(0);
-            IpAddr::V6(segments.into())
-        }
     }
 }
 

@@ -27,3 +27,19 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
         },
     }
 }
+
+/// The prefix a limit "per network" counts: an IPv4 /24, or an IPv6 /48
+/// (a site), an IPv4-mapped IPv6 address counting as IPv4.
+pub fn prefix_key(ip: IpAddr) -> IpAddr {
+    match address_key(ip) {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::V4([a, b, c, 0].into())
+        }
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[3..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+    }
+}
