@@ -25,6 +25,8 @@ use clap::{Args, Parser, Subcommand};
 mod hosting_cli;
 mod load_cli;
 mod master_cli;
+#[cfg(target_os = "linux")]
+mod netem_cli;
 mod netsim_cli;
 mod relay_cli;
 mod rendezvous_cli;
@@ -73,8 +75,14 @@ enum Command {
     /// every output is the recorded one.
     Replay(replay_cli::ReplayArgs),
     /// A loopback proxy that simulates a real network (latency, jitter,
-    /// a bandwidth cap, stalls) between any client and a server.
+    /// a bandwidth cap, stalls) between any client and a server, without
+    /// root. It cannot lose a packet: for that, `netem`.
     Netsim(netsim_cli::NetsimArgs),
+    /// A real network (root): a command in a network namespace behind an
+    /// emulated link with delay, jitter, loss, bursts, bandwidth and
+    /// outages; `netem exec -- COMMAND` runs a client on the other side.
+    #[cfg(target_os = "linux")]
+    Netem(netem_cli::NetemArgs),
     /// Run a join-code relay: hosts behind routers dial out to it and get
     /// a code; players join with `--join CODE@HOST:PORT`.
     Rendezvous(rendezvous_cli::RendezvousArgs),
@@ -253,6 +261,8 @@ fn main() -> ExitCode {
         Some(Command::Matchmaker(args)) => scale::run_matchmaker(args),
         Some(Command::Replay(args)) => replay_cli::run_replay(args),
         Some(Command::Netsim(args)) => netsim_cli::run_netsim(args),
+        #[cfg(target_os = "linux")]
+        Some(Command::Netem(args)) => netem_cli::run_netem(args),
         Some(Command::Rendezvous(args)) => rendezvous_cli::run_rendezvous(args),
         None => run_game(cli.game),
     };

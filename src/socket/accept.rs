@@ -206,8 +206,7 @@ impl TurnedAway {
 /// inside the upgraded connection (every client, a browser's too, reads it
 /// the same way); then the connection lingers until the peer hangs up, all
 /// within `close_timeout`, so that the answer is not lost to a reset. At most `ServerConfig::max_turned_away_told` are told at
-/// once (a quarter of them for one address); past it a connection is
-/// closed without a word. Counted in the
+/// once; past it a connection is closed without a word. Counted in the
 /// server's refusals, and logged at INFO once per address every ten
 /// minutes.
 fn tell_turned_away(

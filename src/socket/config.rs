@@ -65,10 +65,11 @@ pub struct ServerConfig {
     /// as above.
     pub max_connections_per_ip: usize,
     /// Connections turned away at accept that are being told why at once
-    /// (default 256; a quarter of them for one address): each is written a
-    /// few bytes and held until its peer hangs up or
-    /// `SocketConfig::close_timeout` passes. Past it a turned-away
-    /// connection is closed without a word.
+    /// (default 1024, from any address: many players behind one NAT may
+    /// all need telling): each is written a few bytes and held until its
+    /// peer hangs up or `SocketConfig::close_timeout` passes (a task and a
+    /// descriptor each). Past it a turned-away connection is closed
+    /// without a word.
     pub max_turned_away_told: usize,
     /// Bytes of one connection's messages waiting in the server's shared
     /// event queue (default 1 MiB). Past it that connection's reader waits
@@ -92,7 +93,7 @@ impl Default for ServerConfig {
             pending_handshake_grace: Duration::from_millis(500),
             max_pending_handshakes_per_ip: 8,
             max_connections_per_ip: 64,
-            max_turned_away_told: 256,
+            max_turned_away_told: 1024,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,
         }

@@ -105,8 +105,21 @@ pub fn http(
 pub fn start_lines(
     args: &[impl AsRef<std::ffi::OsStr>],
 ) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(BIN)
-        .args(args)
+    let mut command = Command::new(BIN);
+    command.args(args);
+    lines_of(command)
+}
+
+/// Starts `command` (the server binary run some other way: in a network
+/// namespace, say) and returns it with the port of its ready line.
+pub fn start_command(command: Command) -> (Proc, u16) {
+    let (child, lines) = lines_of(command);
+    (Proc(child), ready_port(&lines))
+}
+
+/// Starts `command` with its stdout read line by line.
+fn lines_of(mut command: Command) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

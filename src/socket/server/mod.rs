@@ -172,9 +172,10 @@ impl ExtendedTcpServer {
             tasks: TaskTracker::new(),
             next_peer: AtomicU64::new(1),
             refused: AtomicU64::new(0),
+            // No share per address: players behind one NAT are told too.
             turned_away_telling: super::ConnectionSlots::new(
                 config.max_turned_away_told,
-                config.max_turned_away_told.div_ceil(4),
+                config.max_turned_away_told,
             ),
             turned_away_log: Mutex::new(switchboard_proto::limits::LogLimiter::new(
                 switchboard_proto::limits::RateLimit {
