@@ -337,27 +337,41 @@ fn request_without_answer_fails_with_a_timeout() {
 }
 
 #[test]
-fn a_cut_fails_open_requests_and_no_request_goes_out_while_disconnected() {
+fn a_cut_keeps_open_requests_for_the_resume_and_sends_nothing_while_disconnected() {
     let mut net = board(ManagerRules::default());
-    let ann = net.join(named("ann"));
+    let (ann, bob) = (net.join(named("ann")), net.join(named("bob")));
     heard(&mut net, ann);
+    heard(&mut net, bob);
     net.stall(ann, true);
     let open = net.request(ann, Board::Say("in flight".into())).unwrap();
     net.set_reachable(ann, false);
     net.cut(ann);
-    let verdicts = heard(&mut net, ann).verdicts;
-    assert_eq!(
-        verdicts,
-        [(open, RequestStatus::Failed(RequestError::ConnectionLost))]
-    );
-    assert_eq!(
-        net.request(ann, Board::Say("anyone?".into())),
-        Err(RequestError::NotConnected)
+    // Lost with the link, and kept: no verdict yet.
+    assert!(heard(&mut net, ann).verdicts.is_empty());
+    let later = net.request(ann, Board::Say("anyone?".into())).unwrap();
+    net.advance(Duration::from_millis(500));
+    assert!(
+        heard(&mut net, bob).lines.is_empty(),
+        "nothing goes out while disconnected"
     );
     net.stall(ann, false);
     net.set_reachable(ann, true);
-    net.advance(Duration::from_secs(1));
+    net.advance(Duration::from_secs(6));
     assert!(net.client(ann).is_welcomed());
+    let verdicts = heard(&mut net, ann).verdicts;
+    assert_eq!(
+        verdicts,
+        [
+            (open, RequestStatus::Accepted),
+            (later, RequestStatus::Accepted)
+        ]
+    );
+    let lines: Vec<String> = heard(&mut net, bob)
+        .lines
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    assert_eq!(lines, ["in flight", "anyone?"]);
 }
 
 #[test]
@@ -406,3 +420,5 @@ fn operator_kick_ends_the_session_the_others_are_told_and_the_client_does_not_co
 
 #[path = "manager/abuse.rs"]
 mod abuse;
+#[path = "manager/resend.rs"]
+mod resend;

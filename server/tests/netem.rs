@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{start_command, BIN};
-use switchboard::{ClientConfig, NetworkClient, RequestStatus};
+use switchboard::{ClientConfig, ClientEvent, NetworkClient, RequestStatus};
 use switchboard_netem::{Link, LinkConfig, NetemError, SERVER_ADDR};
 use switchboard_server::board::Board;
 
@@ -46,8 +46,25 @@ fn client_runtime(link: &Link) -> tokio::runtime::Runtime {
     .unwrap()
 }
 
+/// A tokio runtime whose threads live in the server namespace (a player
+/// on the server's own machine: no link between it and the server).
+fn server_runtime(link: &Link) -> tokio::runtime::Runtime {
+    link.in_server(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+    })
+    .unwrap()
+    .unwrap()
+}
+
 #[test]
-fn a_player_through_a_12_second_outage_is_back_with_the_same_id_and_plays_on() {
+fn a_player_through_a_12_second_outage_is_back_with_its_id_and_no_request_made_meanwhile_is_lost_or_applied_twice(
+) {
+    // The issue: through a 50 ms link down 12 s, a request a second: the
+    // player came back with its id, but the 15 requests made while it was
+    // down ended as ConnectionLost or Timeout, never sent again.
     let Some(link) = link(LinkConfig {
         delay: Duration::from_millis(25),
         ..LinkConfig::default()
@@ -55,38 +72,64 @@ fn a_player_through_a_12_second_outage_is_back_with_the_same_id_and_plays_on() {
         return;
     };
     let (_board, port) = serve(&link, &[]);
+    let addr = format!("{SERVER_ADDR}:{port}");
+    // Bob, beside the server, hears every line the board says.
+    let beside = server_runtime(&link);
+    let mut bob = {
+        let _inside = beside.enter();
+        NetworkClient::connect(addr.clone(), ClientConfig::named("bob"))
+    };
+    let mut lines = Vec::<String>::new();
+    let listen = |bob: &mut NetworkClient, lines: &mut Vec<String>| {
+        for event in bob.drain() {
+            if let ClientEvent::Message(message) = event {
+                if let Ok(Board::Line(line)) = message.typed::<Board>() {
+                    lines.push(line.text);
+                }
+            }
+        }
+    };
     let runtime = client_runtime(&link);
     let _inside = runtime.enter();
-    let mut ann =
-        NetworkClient::connect(format!("{SERVER_ADDR}:{port}"), ClientConfig::named("ann"));
-    support::wait_until("welcome", Duration::from_secs(10), || {
+    let mut ann = NetworkClient::connect(addr, ClientConfig::named("ann"));
+    support::wait_until("both welcomed", Duration::from_secs(10), || {
         ann.poll();
-        ann.is_welcomed()
+        listen(&mut bob, &mut lines);
+        ann.is_welcomed() && bob.is_welcomed()
     });
     let id = ann.client_id().unwrap();
     let cut = Instant::now();
     link.cut(Duration::from_secs(12));
-    // While it is down, nothing gets through (the client's keep-alive is
-    // the first to be cut).
-    support::wait_until(
-        "a packet cut by the outage",
-        Duration::from_secs(11),
-        || {
+    // A request a second while it is down.
+    let mut tickets = Vec::new();
+    for i in 0..12 {
+        tickets.push(ann.request(Board::Say(format!("during {i}"))).unwrap());
+        let next = cut + Duration::from_secs(i + 1);
+        while Instant::now() < next {
             ann.poll();
-            link.stats().0.outage > 0
-        },
-    );
-    // Back once the link is: the same id, and a request goes through.
-    support::wait_until("the same player, welcomed", Duration::from_secs(40), || {
+            listen(&mut bob, &mut lines);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert!(link.stats().0.outage > 0, "the outage cut packets");
+    // Back: the same id, every request with one verdict, accepted.
+    support::wait_until("every verdict", Duration::from_secs(40), || {
         ann.poll();
-        ann.is_welcomed() && cut.elapsed() > Duration::from_secs(12)
+        listen(&mut bob, &mut lines);
+        tickets.iter().all(|t| ann.status(*t).is_done())
     });
     assert_eq!(ann.client_id(), Some(id));
-    let ticket = ann.request(Board::Say("back".into())).unwrap();
-    let status = ann.wait(ticket, Duration::from_secs(10));
-    assert_eq!(status, RequestStatus::Accepted);
+    for ticket in &tickets {
+        assert_eq!(ann.status(*ticket), RequestStatus::Accepted);
+    }
+    let expected: Vec<String> = (0..12).map(|i| format!("during {i}")).collect();
+    support::wait_until("bob heard them", Duration::from_secs(10), || {
+        listen(&mut bob, &mut lines);
+        lines.len() >= 12
+    });
+    assert_eq!(lines, expected, "each once, in order");
     println!(
-        "back with the same id {:.1} s after the cut",
+        "back with the same id; 12 requests made during the outage all applied once, the last verdict {:.1} s after the cut",
         cut.elapsed().as_secs_f64()
     );
 }

@@ -221,10 +221,11 @@ impl NetworkClient {
     /// [`Message`]. Its verdict comes from [`status`](Self::status) and
     /// [`wait`](Self::wait), and as [`ClientEvent::RequestDone`] (with the
     /// `request_done` signal). Never blocks.
+    /// A request made while the connection is down and a reconnect is
+    /// under way is kept and sent when the session resumes (the server
+    /// applies a request at most once): it waits at most
+    /// `ClientConfig::request_timeout`.
     pub fn request(&mut self, message: impl TypedMessage) -> Result<RequestTicket, RequestError> {
-        if self.socket.is_none() {
-            return Err(RequestError::NotConnected);
-        }
         let ticket = self.core.request(&message, Instant::now())?;
         if let Some(Err(err)) = self.carry_out() {
             self.core.cancel_request(ticket);

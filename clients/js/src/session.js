@@ -50,6 +50,7 @@ export const ErrorCode = enumOf([
   'NotWelcomed',
   'RateLimited',
   'UnknownSessionAction',
+  'AlreadyHandled',
 ]);
 export const ErrorReply = struct({ id: u64, code: ErrorCode, detail: string });
 

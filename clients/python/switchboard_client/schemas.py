@@ -50,6 +50,7 @@ ErrorCode = enum_of(
     "NotWelcomed",
     "RateLimited",
     "UnknownSessionAction",
+    "AlreadyHandled",
 )
 ErrorReply = struct(id=U64, code=ErrorCode, detail=STRING)
 

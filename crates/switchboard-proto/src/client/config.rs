@@ -44,7 +44,10 @@ pub struct ClientConfig {
     /// Reconnection after a connection loss.
     pub reconnect: ReconnectPolicy,
     /// A request with no answer after this long fails with
-    /// [`RequestError::Timeout`](super::RequestError::Timeout) (default 10 s).
+    /// [`RequestError::Timeout`](super::RequestError::Timeout) (default
+    /// 30 s): its expiry, whether it waits for its verdict or, while the
+    /// connection is down, for the session to resume (then it is sent
+    /// again, and the server applies it at most once).
     pub request_timeout: Duration,
     /// Requests awaiting an answer at once (default 1024); one more fails
     /// with [`RequestError::TooManyPending`](super::RequestError::TooManyPending).
@@ -70,7 +73,7 @@ impl Default for ClientConfig {
             password: None,
             credentials: Vec::new(),
             reconnect: ReconnectPolicy::default(),
-            request_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
             max_pending_requests: 1024,
             kept_verdicts: 1024,
             fallback_servers: Vec::new(),

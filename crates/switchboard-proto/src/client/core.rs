@@ -12,7 +12,7 @@
 //! time, carries out its [`ClientAction`]s (open a connection, send, close)
 //! and hands its [`ClientEvent`]s to the game.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
 mod reconnect;
@@ -85,6 +85,11 @@ pub struct ClientCore {
     next_request: u64,
     /// Each open request's deadline.
     pending: HashMap<u64, Instant>,
+    /// Each open request as sent, and the connection it last went on (0:
+    /// none yet): what goes again when the session resumes on a new one.
+    unanswered: BTreeMap<u64, (Message, u32)>,
+    /// The current connection's number (from 1).
+    connection: u32,
     /// The last verdicts, oldest first (`ClientConfig::kept_verdicts`).
     verdicts: VecDeque<(u64, RequestStatus)>,
     /// The next reconnect attempt: its number and when.
@@ -117,6 +122,8 @@ impl ClientCore {
             closed: false,
             next_request: 1,
             pending: HashMap::new(),
+            unanswered: BTreeMap::new(),
+            connection: 0,
             verdicts: VecDeque::new(),
             retry: None,
             started_attempt: 0,
@@ -146,6 +153,7 @@ impl ClientCore {
         };
         self.connected = true;
         self.welcomed = false;
+        self.connection += 1;
         self.actions.push_back(ClientAction::Connect);
         // Queued before anything else, so the server reads it first.
         self.actions
@@ -184,13 +192,19 @@ impl ClientCore {
 
     /// Sends a request (a typed message, or a built [`Message`]); returns
     /// its ticket. Its verdict comes as [`ClientEvent::RequestDone`] and
-    /// from [`status`](Self::status).
+    /// from [`status`](Self::status): exactly one. A request made while the
+    /// connection is down and a reconnect is under way is kept and sent when
+    /// the session resumes; so is one whose connection dropped before its
+    /// verdict came (the server answers a request it already handled with
+    /// its verdict again, never applying it twice). Either waits at most
+    /// `request_timeout`.
     pub fn request(
         &mut self,
         message: &impl TypedMessage,
         now: Instant,
     ) -> Result<RequestTicket, RequestError> {
-        if !self.connected {
+        let reconnecting = self.retry.is_some() && self.identity.is_some();
+        if !self.connected && !reconnecting {
             return Err(RequestError::NotConnected);
         }
         if self.pending.len() >= self.config.max_pending_requests {
@@ -208,17 +222,48 @@ impl ClientCore {
             content,
         };
         self.pending.insert(id, now + self.config.request_timeout);
-        self.actions
-            .push_back(ClientAction::Send(protocol::session_message(
-                protocol::REQUEST,
-                &frame,
-            )));
+        let message = protocol::session_message(protocol::REQUEST, &frame);
+        // On a reconnect, nothing new goes before the session is back and
+        // the older unanswered requests have gone again: the server sees a
+        // session's requests in the order they were made.
+        let send_now = self.connected && (self.welcomed || self.identity.is_none());
+        let sent_on = if send_now {
+            self.actions.push_back(ClientAction::Send(message.clone()));
+            self.connection
+        } else {
+            0
+        };
+        self.unanswered.insert(id, (message, sent_on));
         Ok(RequestTicket(id))
     }
 
     /// Forgets a request whose message could not be sent after all.
     pub fn cancel_request(&mut self, ticket: RequestTicket) {
         self.pending.remove(&ticket.0);
+        self.unanswered.remove(&ticket.0);
+    }
+
+    /// The session is back on a new connection (`resumed`), or a new one
+    /// began: requests not yet sent on this connection go now, or, in a new
+    /// session (which cannot know them), fail as lost.
+    fn resend_unanswered(&mut self, resumed: bool) {
+        let current = self.connection;
+        let stale: Vec<u64> = self
+            .unanswered
+            .iter()
+            .filter(|(_, (_, on))| *on != current)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            if resumed {
+                if let Some((message, on)) = self.unanswered.get_mut(&id) {
+                    *on = current;
+                    self.actions.push_back(ClientAction::Send(message.clone()));
+                }
+            } else {
+                self.finish_request(id, RequestStatus::Failed(RequestError::ConnectionLost));
+            }
+        }
     }
 
     /// Where a request stands: `Pending` until its verdict, then the
@@ -322,6 +367,7 @@ impl ClientCore {
                 };
                 self.identity = Some((welcome.client, welcome.token));
                 self.welcomed = true;
+                self.resend_unanswered(welcome.resumed);
                 self.home = self.target;
                 self.retry = None;
                 self.started_attempt = 0;
@@ -376,6 +422,7 @@ impl ClientCore {
     }
 
     fn finish_request(&mut self, id: u64, status: RequestStatus) {
+        self.unanswered.remove(&id);
         if self.pending.remove(&id).is_some() {
             if self.verdicts.len() >= self.config.kept_verdicts {
                 self.verdicts.pop_front();

@@ -48,6 +48,19 @@ pub struct ManagerRules {
     /// [`Refusal::Unavailable`](crate::session::Refusal::Unavailable), so
     /// a flood of made-up ids cannot queue work without bound.
     pub max_pending_claims: usize,
+    /// Verdicts remembered per session (default 64): a client whose
+    /// connection dropped sends its unanswered requests again when it
+    /// resumes, and one the server already handled gets its verdict again
+    /// instead of being applied twice. A request older than the remembered
+    /// ones, sent again, is answered [`ErrorCode::AlreadyHandled`](crate::manager::protocol::ErrorCode::AlreadyHandled).
+    /// (A recording keeps it in its header's own field, so that recordings
+    /// of format 2 still read.)
+    #[serde(skip, default = "default_remembered_verdicts")]
+    pub remembered_verdicts: usize,
+}
+
+fn default_remembered_verdicts() -> usize {
+    64
 }
 
 impl Default for ManagerRules {
@@ -73,6 +86,7 @@ impl Default for ManagerRules {
             },
             tick_interval: Duration::from_millis(250),
             max_pending_claims: 256,
+            remembered_verdicts: default_remembered_verdicts(),
         }
     }
 }

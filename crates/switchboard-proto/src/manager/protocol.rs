@@ -113,6 +113,10 @@ pub enum ErrorCode {
     RateLimited,
     /// A session message the server does not know.
     UnknownSessionAction,
+    /// A request sent again after a reconnect that the server had already
+    /// handled, whose verdict it no longer remembers
+    /// (`ManagerRules::remembered_verdicts`): it was not applied again.
+    AlreadyHandled,
 }
 
 /// The answer to a message that could not be handled.

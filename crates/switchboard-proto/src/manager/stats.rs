@@ -49,6 +49,9 @@ pub struct ServerStats {
     pub joins_total: u64,
     /// Reconnects that resumed a session.
     pub resumes_total: u64,
+    /// Requests sent again after a reconnect that had been handled: their
+    /// verdict went again, the request was not applied twice.
+    pub repeated_requests_total: u64,
     /// Hellos refused (password, auth, token, full, name, address).
     pub refused_total: u64,
     /// Offline sessions that ended early to make room for a newcomer.

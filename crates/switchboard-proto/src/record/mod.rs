@@ -31,9 +31,10 @@ pub use replay::{replay, Divergence, ReplayError, ReplayReport, Replayer, Step};
 /// The first four bytes of the decompressed stream.
 pub const MAGIC: [u8; 4] = *b"SWRC";
 
-/// The format this build writes. It reads this one and format 1 (which
-/// had no [`Record::Snapshot`]: its recordings all start with the server).
-pub const FORMAT: u16 = 2;
+/// The format this build writes. It reads this one, format 2 (whose header
+/// had no `remembered_verdicts`) and format 1 (which had no
+/// [`Record::Snapshot`]: its recordings all start with the server).
+pub const FORMAT: u16 = 3;
 
 /// The largest record a reader takes (a message's frame is at most 16 MiB).
 pub const MAX_RECORD: usize = 32 * 1024 * 1024;
@@ -54,6 +55,35 @@ pub struct Header {
     /// What the game needs to build its logic as it was when the recording
     /// began (a scenario, a checkpoint, a seat count), if it gave any.
     pub initial_state: Option<Vec<u8>>,
+    /// `rules.remembered_verdicts` (format 3; a format 2 header has none:
+    /// its server resent nothing, and the default stands).
+    pub remembered_verdicts: u64,
+}
+
+/// A header of format 1 or 2: [`Header`] without `remembered_verdicts`.
+#[derive(Deserialize)]
+struct HeaderUpTo2 {
+    magic: [u8; 4],
+    format: u16,
+    version: String,
+    logic: String,
+    rules: ManagerRules,
+    initial_state: Option<Vec<u8>>,
+}
+
+impl From<HeaderUpTo2> for Header {
+    fn from(old: HeaderUpTo2) -> Self {
+        let remembered_verdicts = old.rules.remembered_verdicts as u64;
+        Self {
+            magic: old.magic,
+            format: old.format,
+            version: old.version,
+            logic: old.logic,
+            rules: old.rules,
+            initial_state: old.initial_state,
+            remembered_verdicts,
+        }
+    }
 }
 
 impl Header {
@@ -64,6 +94,7 @@ impl Header {
             format: FORMAT,
             version: env!("CARGO_PKG_VERSION").to_string(),
             logic: std::any::type_name::<L>().to_string(),
+            remembered_verdicts: rules.remembered_verdicts as u64,
             rules,
             initial_state,
         }
@@ -395,10 +426,19 @@ impl<R: Read> RecordReader<R> {
     /// Opens a recording: reads and checks its header.
     pub fn new(file: R) -> Result<Self, RecordError> {
         let mut stream = ZlibDecoder::new(file);
-        let header: Header = match read_value(&mut stream, 0)? {
-            Some(header) => header,
-            None => return Err(RecordError::NotARecording("it is empty".into())),
+        let Some(bytes) = read_bytes(&mut stream, 0)? else {
+            return Err(RecordError::NotARecording("it is empty".into()));
         };
+        // Format 3, else a header of the formats before it.
+        let mut header: Header = match decode_record::<Header>(&bytes, 0) {
+            Ok(header) => header,
+            Err(err) => match decode_record::<HeaderUpTo2>(&bytes, 0) {
+                Ok(old) if old.format <= 2 => old.into(),
+                _ => return Err(err),
+            },
+        };
+        header.rules.remembered_verdicts =
+            usize::try_from(header.remembered_verdicts).unwrap_or(usize::MAX);
         if header.magic != MAGIC || !(1..=FORMAT).contains(&header.format) {
             return Err(RecordError::NotARecording(format!(
                 "magic {:?}, format {}",
@@ -461,6 +501,14 @@ pub fn read_value<T: serde::de::DeserializeOwned>(
     stream: &mut impl Read,
     record: u64,
 ) -> Result<Option<T>, RecordError> {
+    match read_bytes(stream, record)? {
+        Some(bytes) => decode_record(&bytes, record).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Record number `record`'s bytes (`None` at the end of the stream).
+fn read_bytes(stream: &mut impl Read, record: u64) -> Result<Option<Vec<u8>>, RecordError> {
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len[..1]) {
         Ok(()) => {}
@@ -481,12 +529,18 @@ pub fn read_value<T: serde::de::DeserializeOwned>(
         )
         .into());
     }
-    codec::decode_value(&bytes)
-        .map(Some)
-        .map_err(|err| RecordError::Corrupt {
-            record,
-            reason: err.to_string(),
-        })
+    Ok(Some(bytes))
+}
+
+/// Record number `record`, decoded from its bytes.
+fn decode_record<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    record: u64,
+) -> Result<T, RecordError> {
+    codec::decode_value(bytes).map_err(|err| RecordError::Corrupt {
+        record,
+        reason: err.to_string(),
+    })
 }
 
 /// FNV-1a, 64 bits: a stable hash of output bytes (the same in every build).
@@ -494,4 +548,44 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    /// A recording stream of `header` and an `End`.
+    fn recording(header: &impl Serialize) -> Vec<u8> {
+        let mut out = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        write_record(&mut out, header).unwrap();
+        write_record(&mut out, &Record::End).unwrap();
+        out.finish().unwrap()
+    }
+
+    #[test]
+    fn a_format_2_header_still_reads_and_format_3_keeps_the_remembered_verdicts() {
+        // Format 2's header, field by field (its rules had no
+        // remembered_verdicts: ManagerRules skips it in the layout).
+        let old = (
+            MAGIC,
+            2u16,
+            "0.1.0",
+            "Board",
+            ManagerRules::default(),
+            None::<Vec<u8>>,
+        );
+        let bytes = recording(&old);
+        let reader = RecordReader::new(&bytes[..]).unwrap();
+        assert_eq!(reader.header().format, 2);
+        assert_eq!(reader.header().rules.remembered_verdicts, 64);
+        let rules = ManagerRules {
+            remembered_verdicts: 7,
+            ..ManagerRules::default()
+        };
+        let new = Header::new::<()>(rules, None);
+        let bytes = recording(&new);
+        let reader = RecordReader::new(&bytes[..]).unwrap();
+        assert_eq!(reader.header().format, FORMAT);
+        assert_eq!(reader.header().rules.remembered_verdicts, 7);
+    }
 }

@@ -53,12 +53,6 @@ impl ClientCore {
     pub(super) fn on_disconnected(&mut self, reason: DisconnectReason, now: Instant) {
         self.connected = false;
         self.welcomed = false;
-        let mut open: Vec<u64> = self.pending.keys().copied().collect();
-        open.sort_unstable();
-        for id in open {
-            let failure = RequestStatus::Failed(RequestError::ConnectionLost);
-            self.finish_request(id, failure);
-        }
         let policy = &self.config.reconnect;
         let attempt = self.retry.map_or(1, |(n, _)| n + 1);
         // A server too busy to take this connection now says when to come
@@ -71,6 +65,13 @@ impl ClientCore {
             && (worth_retrying(&reason) || told_to_wait.is_some())
             && attempt <= policy.max_attempts;
         if !may_retry {
+            // No session to come back to: what waited for a verdict is lost.
+            let mut open: Vec<u64> = self.pending.keys().copied().collect();
+            open.sort_unstable();
+            for id in open {
+                let failure = RequestStatus::Failed(RequestError::ConnectionLost);
+                self.finish_request(id, failure);
+            }
             self.retry = None;
             self.started_attempt = 0;
             self.events.push_back(ClientEvent::Disconnected(reason));

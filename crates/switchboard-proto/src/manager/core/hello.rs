@@ -77,7 +77,7 @@ impl<L: GameLogic> ManagerCore<L> {
             self.stats.evicted_total += 1;
             let text = format!("{gone}, offline, gave way to a newcomer ({peer})");
             self.peer_log(peer, LogLevel::Info, text, now);
-            self.logic.on_leave(gone, &mut out);
+            self.leave_game(gone, &mut out);
         }
         if admission.resumed {
             self.stats.resumes_total += 1;

@@ -94,6 +94,16 @@ pub struct ManagerCore<L: GameLogic> {
     pending_claims: usize,
     /// When the online sessions were last refreshed in the shared store.
     last_refresh: Option<Instant>,
+    /// Each session's last verdicts, for requests sent again after a
+    /// reconnect (`ManagerRules::remembered_verdicts`).
+    answered: HashMap<ClientId, Answered>,
+}
+
+/// A session's highest request id handled, and its last verdicts as sent.
+#[derive(Debug, Default)]
+struct Answered {
+    highest: u64,
+    verdicts: VecDeque<(u64, Message)>,
 }
 
 impl<L: GameLogic> ManagerCore<L> {
@@ -116,7 +126,15 @@ impl<L: GameLogic> ManagerCore<L> {
             actions: Vec::new(),
             pending_claims: 0,
             last_refresh: None,
+            answered: HashMap::new(),
         }
+    }
+
+    /// `client`'s session is over: the game hears it leave, and its
+    /// remembered verdicts go.
+    fn leave_game(&mut self, client: ClientId, out: &mut Outbox) {
+        self.answered.remove(&client);
+        self.logic.on_leave(client, out);
     }
 
     /// Sessions unknown here are looked up in a store shared with other
@@ -252,7 +270,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 LogLevel::Info,
                 format!("{} expired after its grace period", session.id),
             );
-            self.logic.on_leave(session.id, &mut out);
+            self.leave_game(session.id, &mut out);
         }
         self.dispatch(out);
         self.refresh_shared(now);
@@ -395,7 +413,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 self.share(ShareUpdate::Gone { client: session.id });
                 let text = format!("{} left ({reason})", session.id);
                 self.addr_log(state.addr, LogLevel::Info, text, now);
-                self.logic.on_leave(session.id, &mut out);
+                self.leave_game(session.id, &mut out);
             }
         } else if let Some(client) = self.sessions.connection_lost(peer, now) {
             self.share(ShareUpdate::Offline { client });

@@ -82,9 +82,15 @@ impl<L: GameLogic> ManagerCore<L> {
     ) {
         // The game's own log lines inside validate and apply carry the client.
         let _session = tracing::info_span!("session", %client, request = id).entered();
+        if id != 0 && self.answer_again(peer, client, id) {
+            return;
+        }
         // Measured for the operator only: the rules never see this clock.
         let started = self.stopwatch.map(|clock| clock());
-        self.judge(peer, client, id, message, now);
+        let verdict = self.judge(peer, client, id, message, now);
+        if id != 0 {
+            self.remember(client, id, verdict);
+        }
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
             self.stats
                 .request_time
@@ -92,9 +98,60 @@ impl<L: GameLogic> ManagerCore<L> {
         }
     }
 
+    /// A request `client` sent again (after a reconnect) that was handled
+    /// already: its verdict again, not the request applied twice; `false`
+    /// for a request not seen before.
+    fn answer_again(&mut self, peer: PeerId, client: ClientId, id: u64) -> bool {
+        let Some(answered) = self.answered.get(&client) else {
+            return false;
+        };
+        if id > answered.highest {
+            return false;
+        }
+        self.stats.repeated_requests_total += 1;
+        match answered.verdicts.iter().find(|(seen, _)| *seen == id) {
+            Some((_, verdict)) => {
+                let verdict = verdict.clone();
+                self.send(peer, verdict);
+            }
+            None => {
+                let detail =
+                    format!("request {id} was handled before; its verdict is no longer kept");
+                let reply = ErrorReply {
+                    id,
+                    code: ErrorCode::AlreadyHandled,
+                    detail,
+                };
+                self.send(peer, protocol::session_message(protocol::ERROR, &reply));
+            }
+        }
+        true
+    }
+
+    /// Keeps the verdict of `client`'s request `id` for a resend.
+    fn remember(&mut self, client: ClientId, id: u64, verdict: Message) {
+        let keep = self.config.remembered_verdicts;
+        if keep == 0 {
+            return;
+        }
+        let answered = self.answered.entry(client).or_default();
+        answered.highest = answered.highest.max(id);
+        if answered.verdicts.len() >= keep {
+            answered.verdicts.pop_front();
+        }
+        answered.verdicts.push_back((id, verdict));
+    }
+
     /// Decodes a request into the game's type, has the game validate it and
-    /// applies it, or answers why not.
-    fn judge(&mut self, peer: PeerId, client: ClientId, id: u64, message: Message, now: Instant) {
+    /// applies it, or answers why not: the verdict, as sent.
+    fn judge(
+        &mut self,
+        peer: PeerId,
+        client: ClientId,
+        id: u64,
+        message: Message,
+        now: Instant,
+    ) -> Message {
         let channel = message.channel_id();
         let verdict = <L::Message as TypedMessage>::decode(&message)
             .map_err(Rejection::from)
@@ -114,9 +171,11 @@ impl<L: GameLogic> ManagerCore<L> {
                 // Updates first: when the requester hears "accepted", it has
                 // already received the state the request produced.
                 self.dispatch(out);
+                let verdict = protocol::session_message(protocol::ACCEPTED, &id);
                 if id != 0 {
-                    self.send(peer, protocol::session_message(protocol::ACCEPTED, &id));
+                    self.send(peer, verdict.clone());
                 }
+                verdict
             }
             Err(Rejection {
                 kind: RejectionKind::Invalid,
@@ -125,10 +184,9 @@ impl<L: GameLogic> ManagerCore<L> {
                 self.stats.rejected_total += 1;
                 super::super::stats::count_channel(&mut self.stats.rejected_by_channel, channel);
                 let rejected = Rejected { id, reason };
-                self.send(
-                    peer,
-                    protocol::session_message(protocol::REJECTED, &rejected),
-                );
+                let verdict = protocol::session_message(protocol::REJECTED, &rejected);
+                self.send(peer, verdict.clone());
+                verdict
             }
             Err(Rejection { kind, reason }) => {
                 let code = match kind {
@@ -136,7 +194,7 @@ impl<L: GameLogic> ManagerCore<L> {
                     RejectionKind::UnknownAction => ErrorCode::UnknownAction,
                     _ => ErrorCode::BadContent,
                 };
-                self.error_reply(peer, id, code, reason, now);
+                self.answer_error(peer, id, code, reason, now)
             }
         }
     }
@@ -150,18 +208,30 @@ impl<L: GameLogic> ManagerCore<L> {
         detail: String,
         now: Instant,
     ) {
+        self.answer_error(peer, id, code, detail, now);
+    }
+
+    /// [`error_reply`](Self::error_reply), and the answer as sent.
+    fn answer_error(
+        &mut self,
+        peer: PeerId,
+        id: u64,
+        code: ErrorCode,
+        detail: String,
+        now: Instant,
+    ) -> Message {
         self.stats.errors_total += 1;
         *self
             .stats
             .errors_by_code
             .entry(format!("{code:?}"))
             .or_default() += 1;
-        let reply = ErrorReply { id, code, detail };
-        self.send(peer, protocol::session_message(protocol::ERROR, &reply));
+        let reply = protocol::session_message(protocol::ERROR, &ErrorReply { id, code, detail });
+        self.send(peer, reply.clone());
         let window = self.config.strike_window;
         let max = self.config.max_strikes as usize;
         let Some(state) = self.peers.get_mut(&peer) else {
-            return;
+            return reply;
         };
         state.strikes.push_back(now);
         while state
@@ -177,5 +247,6 @@ impl<L: GameLogic> ManagerCore<L> {
             self.peer_log(peer, LogLevel::Warn, text, now);
             self.close(peer, CloseCode::ABUSE, "too many invalid messages");
         }
+        reply
     }
 }

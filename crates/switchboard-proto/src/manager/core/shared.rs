@@ -104,7 +104,7 @@ impl<L: GameLogic> ManagerCore<L> {
             let text = format!("{} moved to another server", session.id);
             tracing::info!(client = %session.id, "session moved to another server");
             self.log(LogLevel::Info, text);
-            self.logic.on_leave(session.id, &mut out);
+            self.leave_game(session.id, &mut out);
         }
         self.dispatch(out);
     }
