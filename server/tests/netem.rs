@@ -203,3 +203,88 @@ fn relay_transforms_over_tcp_through_one_and_five_percent_loss_arrive_late_but_a
         "at 5 % loss retransmissions hold transforms back: {rows:?}"
     );
 }
+
+#[test]
+fn a_client_whose_server_is_killed_resumes_on_another_through_100_ms_and_1_percent_loss() {
+    use switchboard_redis::testing::RedisProcess;
+    let Some(link) = link(LinkConfig {
+        delay: Duration::from_millis(50),
+        loss: 0.01,
+        seed: 17,
+        ..LinkConfig::default()
+    }) else {
+        return;
+    };
+    // Redis and both servers beside each other in the server namespace.
+    let redis = link.in_server(RedisProcess::start).unwrap().unwrap();
+    let url = redis.url();
+    let shared = ["--grace-secs", "30", "--redis", url.as_str()];
+    let (a_proc, a_port) = serve(&link, &shared);
+    let (_b_proc, b_port) = serve(&link, &shared);
+    let runtime = client_runtime(&link);
+    let _inside = runtime.enter();
+    let config = ClientConfig {
+        fallback_servers: vec![format!("{SERVER_ADDR}:{b_port}")],
+        reconnect: switchboard::ReconnectPolicy {
+            initial_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(300),
+            ..switchboard::ReconnectPolicy::default()
+        },
+        ..ClientConfig::named("ada")
+    };
+    let mut ada = NetworkClient::connect(format!("{SERVER_ADDR}:{a_port}"), config);
+    support::wait_until("welcome on A", Duration::from_secs(15), || {
+        ada.poll();
+        ada.is_welcomed()
+    });
+    let id = ada.client_id().unwrap();
+    let said = ada.request(Board::Say("on A".into())).unwrap();
+    assert_eq!(
+        ada.wait(said, Duration::from_secs(15)),
+        RequestStatus::Accepted
+    );
+    // Once A has written the session to Redis, A is killed outright.
+    let stored = {
+        let redis = redis.url();
+        move || {
+            let store = switchboard_redis::RedisStore::open(switchboard_redis::RedisConfig {
+                url: redis.clone(),
+                ..switchboard_redis::RedisConfig::default()
+            })
+            .unwrap();
+            let key = store.key(format_args!("session:{id}"));
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(store.run(|mut c| async move {
+                    redis::cmd("EXISTS")
+                        .arg(&key)
+                        .query_async::<bool>(&mut c)
+                        .await
+                }))
+                .unwrap_or(false)
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !link.in_server(stored.clone()).unwrap() {
+        assert!(Instant::now() < deadline, "the session never reached Redis");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let killed = Instant::now();
+    drop(a_proc);
+    support::wait_until("the same session on B", Duration::from_secs(30), || {
+        ada.poll();
+        ada.is_welcomed() && ada.server_addr().ends_with(&format!(":{b_port}"))
+    });
+    assert_eq!(ada.client_id(), Some(id));
+    let said = ada.request(Board::Say("on B".into())).unwrap();
+    assert_eq!(
+        ada.wait(said, Duration::from_secs(15)),
+        RequestStatus::Accepted
+    );
+    println!(
+        "resumed on B with the same id {:.1} s after A was killed (100 ms round trip, 1 % loss)",
+        killed.elapsed().as_secs_f64()
+    );
+}

@@ -60,7 +60,8 @@ pub struct ServerConfig {
     /// clients wait that long and try again.
     pub max_pending_handshakes_per_ip: usize,
     /// Connections open or in their handshake from one address while the
-    /// server is crowded (default 64): half of `max_connections` open.
+    /// server is crowded (default 64): half of `max_connections` open or in
+    /// their handshake.
     /// Past it further ones from that address are turned away and told so
     /// as above.
     pub max_connections_per_ip: usize,

@@ -8,7 +8,7 @@
 //!  dropped                     (gone)
 //!  The per-address caps hold only while the server is busy: half its
 //!  pending table taken (for the pending cap) or half its connections open
-//!  (for the connection cap), as SYN cookies engage only under load; until
+//!  or in their handshake (for the connection cap), as SYN cookies engage only under load; until
 //!  then players behind one address (a LAN party, a school, a carrier's
 //!  NAT) are all let in.
 //!  A newcomer that finds the pending table full evicts its oldest entry:
@@ -94,7 +94,8 @@ impl<T> Gate<T> {
         let ip = address_key(ip);
         let (pending, open) = self.per_ip.get(&ip).copied().unwrap_or_default();
         let busy = 2 * self.pending.len() >= self.limits.max_pending.max(1);
-        let crowded = 2 * self.open.len() >= self.limits.max_connections.max(1);
+        let crowded =
+            2 * (self.open.len() + self.pending.len()) >= self.limits.max_connections.max(1);
         if busy && pending >= self.limits.max_pending_per_ip.max(1) {
             return Err(Turned::PendingFromAddress);
         }

@@ -257,8 +257,16 @@ impl ClientCore {
         for id in stale {
             if resumed {
                 if let Some((message, on)) = self.unanswered.get_mut(&id) {
+                    // Marked as sent again: applied only if the server has
+                    // not handled it before (a request made while the
+                    // connection was down has never been sent: the same).
+                    let again = Message::from_raw(
+                        message.channel_id(),
+                        protocol::REQUEST_AGAIN,
+                        message.content_bytes().clone(),
+                    );
                     *on = current;
-                    self.actions.push_back(ClientAction::Send(message.clone()));
+                    self.actions.push_back(ClientAction::Send(again));
                 }
             } else {
                 self.finish_request(id, RequestStatus::Failed(RequestError::ConnectionLost));

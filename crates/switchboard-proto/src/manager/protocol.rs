@@ -24,6 +24,11 @@ pub const REJECTED: u16 = 6;
 /// Server → client: a message could not be handled at all (unknown channel
 /// or action, undecodable content, too early, too fast).
 pub const ERROR: u16 = 7;
+/// Client → server: a request sent again after a resume (the same id, of
+/// the session's numbering, and content as first sent): applied only if
+/// the server has not handled that id, else answered with its verdict
+/// again (`docs/PROTOCOL.md`, "Requests across a reconnect").
+pub const REQUEST_AGAIN: u16 = 8;
 
 /// The first message of a client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

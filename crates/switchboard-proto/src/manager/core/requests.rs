@@ -27,7 +27,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 let detail = format!("channel {channel} is reserved");
                 self.error_reply(peer, 0, ErrorCode::UnknownChannel, detail, now);
             }
-            (_, Some(client)) => self.on_request(peer, client, 0, message, now),
+            (_, Some(client)) => self.on_request(peer, client, 0, message, false, now),
             (_, None) => {
                 let detail = "send a hello first".into();
                 self.error_reply(peer, 0, ErrorCode::NotWelcomed, detail, now)
@@ -48,20 +48,24 @@ impl<L: GameLogic> ManagerCore<L> {
                 Ok(hello) => self.on_hello(peer, hello, now),
                 Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
             },
-            (protocol::REQUEST, Some(client)) => match RequestFrame::decode(&message) {
-                Ok(frame) if frame.id != 0 => {
-                    let inner = frame.message();
-                    if inner.channel_id() <= SESSION_CHANNEL {
-                        let detail = format!("channel {} is reserved", inner.channel_id());
-                        self.error_reply(peer, frame.id, ErrorCode::UnknownChannel, detail, now);
-                    } else {
-                        self.on_request(peer, client, frame.id, inner, now);
+            (action @ (protocol::REQUEST | protocol::REQUEST_AGAIN), Some(client)) => {
+                match RequestFrame::decode(&message) {
+                    Ok(frame) if frame.id != 0 => {
+                        let inner = frame.message();
+                        if inner.channel_id() <= SESSION_CHANNEL {
+                            let detail = format!("channel {} is reserved", inner.channel_id());
+                            let code = ErrorCode::UnknownChannel;
+                            self.error_reply(peer, frame.id, code, detail, now);
+                        } else {
+                            let again = action == protocol::REQUEST_AGAIN;
+                            self.on_request(peer, client, frame.id, inner, again, now);
+                        }
                     }
+                    Ok(_) => self.error_reply(peer, 0, bad, "request id 0".into(), now),
+                    Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
                 }
-                Ok(_) => self.error_reply(peer, 0, bad, "request id 0".into(), now),
-                Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
-            },
-            (protocol::REQUEST, None) => {
+            }
+            (protocol::REQUEST | protocol::REQUEST_AGAIN, None) => {
                 let detail = "send a hello first".into();
                 self.error_reply(peer, 0, ErrorCode::NotWelcomed, detail, now)
             }
@@ -78,11 +82,14 @@ impl<L: GameLogic> ManagerCore<L> {
         client: ClientId,
         id: u64,
         message: Message,
+        again: bool,
         now: Instant,
     ) {
         // The game's own log lines inside validate and apply carry the client.
         let _session = tracing::info_span!("session", %client, request = id).entered();
-        if id != 0 && self.answer_again(peer, client, id) {
+        // Only a request marked as sent again is checked against what was
+        // handled: a client may number its requests per connection.
+        if again && self.answer_again(peer, client, id) {
             return;
         }
         // Measured for the operator only: the rules never see this clock.
