@@ -186,6 +186,8 @@ export interface SessionOptions {
   resume?: Resume;
   reconnect?: boolean;
   maxAttempts?: number;
+  /** A request's whole wait for its verdict, through a reconnect too (30000). */
+  requestTimeoutMs?: number;
   /** Other servers of the same service (sessions shared through Redis). */
   fallbackUrls?: string[];
   socket?: SocketOptions;

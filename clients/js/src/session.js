@@ -35,6 +35,7 @@ export const SessionAction = Object.freeze({
   accepted: 5,
   rejected: 6,
   error: 7,
+  requestAgain: 8,
 });
 
 export const Resume = struct({ client: uuid, token: fixedBytes(32) });
@@ -105,6 +106,8 @@ export class SessionClient extends Emitter {
    *   (sessions shared through Redis, docs/SCALING.md): after a loss the first
    *   attempt goes back to the server the session was on, each further one to
    *   the next of these in turn
+   * @param {number} [options.requestTimeoutMs] a request's whole wait for its
+   *   verdict, through a reconnect too, before it rejects with a timeout (30000)
    * @param {object} [options.socket] options of each SwitchboardSocket
    */
   constructor(url, options) {
@@ -114,11 +117,16 @@ export class SessionClient extends Emitter {
     // Which of `urls` last welcomed us, and which the attempt goes to.
     this.home = 0;
     this.target = 0;
-    this.options = { reconnect: true, maxAttempts: 30, ...options };
+    this.options = { reconnect: true, maxAttempts: 30, requestTimeoutMs: 30000, ...options };
     this.resume = options.resume ?? null;
     this.client = null;
+    // Request ids are the session's (docs/PROTOCOL.md, "Requests across a
+    // reconnect"): each pending request keeps its frame and the number of
+    // the connection it last went on (0: none yet).
     this.nextId = 1;
     this.pending = new Map();
+    this.connection = 0;
+    this.welcomed = false;
     this.subscriptions = new Map();
     this.closedByUs = false;
   }
@@ -159,6 +167,8 @@ export class SessionClient extends Emitter {
     this.target = attempt === 0 ? this.home : (this.home + attempt - 1) % this.urls.length;
     const socket = new SwitchboardSocket(this.urls[this.target], this.options.socket);
     this.socket = socket;
+    this.connection += 1;
+    this.welcomed = false;
     socket.on('open', () => {
       const hello = {
         name: this.options.name,
@@ -187,6 +197,8 @@ export class SessionClient extends Emitter {
         this.resume = { client: welcome.client, token: welcome.token };
         this.attempt = 0;
         this.home = this.target;
+        this.welcomed = true;
+        this.sendAgain(welcome.resumed);
         this.emit('welcome', welcome);
         break;
       }
@@ -220,13 +232,13 @@ export class SessionClient extends Emitter {
     const pending = this.pending.get(id);
     if (!pending) return false;
     this.pending.delete(id);
+    clearTimeout(pending.timer);
     how(pending);
     return true;
   }
 
   lost(close, attempt) {
-    for (const pending of this.pending.values()) pending.reject(new Error(`disconnected: ${close.reason}`));
-    this.pending.clear();
+    this.welcomed = false;
     const final = this.closedByUs || this.refused || (!close.lost && FINAL_CLOSE.has(close.code));
     const next = attempt + 1;
     // A server too busy to take this connection now says when to come
@@ -235,6 +247,11 @@ export class SessionClient extends Emitter {
     const toldToWait = close.code === CloseCode.SERVER_FULL ? retryAfterMs(close.reason) : null;
     const mayRetry = this.resume || toldToWait !== null;
     if (final || !this.options.reconnect || !mayRetry || next > this.options.maxAttempts) {
+      // No session to come back to: what waited for a verdict is lost.
+      this.retry = null;
+      for (const id of [...this.pending.keys()]) {
+        this.settle(id, (p) => p.reject(new Error(`disconnected: ${close.reason}`)));
+      }
       this.emit('disconnected', close);
       return;
     }
@@ -252,16 +269,49 @@ export class SessionClient extends Emitter {
    */
   request(channel, action, schema, value) {
     const id = this.nextId++;
-    const content = encode(schema, value);
+    const frame = { id, channel, action, content: encode(schema, value) };
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      try {
-        this.socket.send(SESSION_CHANNEL, SessionAction.request, RequestFrame, { id, channel, action, content });
-      } catch (err) {
-        this.pending.delete(id);
-        reject(err);
+      const timer = setTimeout(
+        () => this.settle(id, (p) => p.reject(new Error(`request ${id} timed out`))),
+        this.options.requestTimeoutMs,
+      );
+      const pending = { resolve, reject, frame, sentOn: 0, timer };
+      this.pending.set(id, pending);
+      // On a reconnect nothing new goes before the session is back and the
+      // older ones went again: the server sees them in the order made.
+      const open = this.socket?.state === 'open' || this.socket?.state === 'connecting';
+      if (!open && !this.retry) {
+        this.settle(id, (p) => p.reject(new Error('not connected')));
+        return;
+      }
+      if (open && (this.welcomed || this.resume === null)) {
+        try {
+          this.socket.send(SESSION_CHANNEL, SessionAction.request, RequestFrame, frame);
+          pending.sentOn = this.connection;
+        } catch (err) {
+          this.settle(id, (p) => p.reject(err));
+        }
       }
     });
+  }
+
+  /**
+   * The session is back (`resumed`) or a new one began: requests not yet
+   * sent on this connection go again, marked so that the server applies
+   * none twice; in a new session (which cannot know them) they fail.
+   */
+  sendAgain(resumed) {
+    const stale = [...this.pending.entries()]
+      .filter(([, p]) => p.sentOn !== this.connection)
+      .sort(([a], [b]) => a - b);
+    for (const [id, pending] of stale) {
+      if (!resumed) {
+        this.settle(id, (p) => p.reject(new Error('disconnected: a new session began')));
+        continue;
+      }
+      this.socket.send(SESSION_CHANNEL, SessionAction.requestAgain, RequestFrame, pending.frame);
+      pending.sentOn = this.connection;
+    }
   }
 
   /** Sends a plain message (a request without an answer unless it fails). */
@@ -293,6 +343,7 @@ export class SessionClient extends Emitter {
   close(reason = 'goodbye') {
     this.closedByUs = true;
     clearTimeout(this.retry);
+    this.retry = null;
     this.socket?.close(reason);
   }
 }

@@ -95,3 +95,22 @@ test('a wrong reconnect token is refused', async () => {
     return true;
   });
 });
+
+test('requests made while the connection is down go when the session resumes, each applied once', async () => {
+  const ada = client('ada');
+  const bob = client('bob');
+  await ada.connect();
+  await bob.connect();
+  const heard = [];
+  bob.subscribe(BOARD, Board.line, Line, (line) => heard.push(line.text));
+  const reconnecting = ada.once('reconnecting');
+  ada.socket.drop();
+  await reconnecting;
+  // Down: kept, not refused; sent again (marked) once ada is back.
+  const verdicts = ['one', 'two', 'three'].map((text) => ada.request(BOARD, Board.say, string, text));
+  await Promise.all(verdicts);
+  await until(() => heard.length === 3, 'the three lines');
+  assert.deepEqual(heard, ['one', 'two', 'three'], 'each once, in order');
+  ada.close();
+  bob.close();
+});

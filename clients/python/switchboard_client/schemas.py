@@ -35,6 +35,7 @@ class SessionAction:
     ACCEPTED = 5
     REJECTED = 6
     ERROR = 7
+    REQUEST_AGAIN = 8
 
 
 Resume = struct(client=UUID, token=fixed_bytes(32))

@@ -99,7 +99,7 @@ class SessionConfig:
     max_attempts: int = 30
     initial_delay: float = 0.2
     max_delay: float = 5.0
-    request_timeout: float = 10.0
+    request_timeout: float = 30.0
     fallback_servers: list[str] = field(default_factory=list)
     connection: ConnectionConfig = field(default_factory=ConnectionConfig)
 
@@ -129,6 +129,11 @@ class SessionClient:
         self.told_to_wait = 0
         self._next_id = 1
         self._pending: dict[int, asyncio.Future] = {}
+        # Each pending request's frame and the connection it last went on
+        # (0: none yet): what goes again when the session resumes.
+        self._frames: dict[int, tuple[dict, int]] = {}
+        self._connections = 0
+        self._is_welcomed = False
         self._subscriptions: dict[tuple[int, int], list[Callable[[bytes], None]]] = {}
         self._listeners: list[Callable[[Envelope], None]] = []
         self._events: asyncio.Queue[Event] = asyncio.Queue()
@@ -165,20 +170,43 @@ class SessionClient:
         """Sends a request; returns once the server accepted it (its updates
         have arrived by then). Raises :class:`RequestRejected` with the
         reason, or :class:`RequestFailed`."""
-        if self.connection is None or self.connection.closed is not None:
+        open_now = self.connection is not None and self.connection.closed is None
+        reconnecting = self._task is not None and not self._task.done() and self.resume is not None
+        if not open_now and not reconnecting:
             raise RequestFailed("NotConnected", "not connected")
         request_id = self._next_id
         self._next_id += 1
         frame = {"id": request_id, "channel": channel, "action": action, "content": encode(schema, value)}
         verdict = asyncio.get_running_loop().create_future()
         self._pending[request_id] = verdict
-        try:
+        # On a reconnect nothing new goes before the session is back and the
+        # older requests went again: the server sees them in the order made.
+        sent_on = 0
+        if open_now and (self._is_welcomed or self.resume is None):
             self.connection.send(SESSION_CHANNEL, SessionAction.REQUEST, RequestFrame, frame)
+            sent_on = self._connections
+        self._frames[request_id] = (frame, sent_on)
+        try:
             await asyncio.wait_for(asyncio.shield(verdict), self.config.request_timeout)
         except asyncio.TimeoutError as err:
             raise RequestFailed("Timeout", f"no verdict in {self.config.request_timeout} s") from err
         finally:
             self._pending.pop(request_id, None)
+            self._frames.pop(request_id, None)
+
+    def _send_again(self, resumed: bool) -> None:
+        """The session is back (``resumed``) or a new one began: requests not
+        yet sent on this connection go again, marked so that the server
+        applies none twice; in a new session they fail as lost."""
+        for request_id in sorted(self._frames):
+            frame, sent_on = self._frames[request_id]
+            if sent_on == self._connections:
+                continue
+            if resumed:
+                self.connection.send(SESSION_CHANNEL, SessionAction.REQUEST_AGAIN, RequestFrame, frame)
+                self._frames[request_id] = (frame, self._connections)
+            else:
+                self._settle(request_id, RequestFailed("ConnectionLost", "a new session began"))
 
     def send(self, channel: int, action: int, schema: Schema, value: Any) -> None:
         """Sends a plain message (no verdict)."""
@@ -231,9 +259,7 @@ class SessionClient:
         while True:
             self.target = self.home if attempt <= 1 else (self.home + attempt - 1) % len(self.servers)
             closed = await self._session(attempt)
-            for verdict in self._pending.values():
-                if not verdict.done():
-                    verdict.set_exception(RequestFailed("ConnectionLost", closed.reason))
+            self._is_welcomed = False
             attempt += 1
             # A server too busy to take this connection now says when to
             # come back (close 1013, "... (retry after N ms)"): a first join
@@ -248,6 +274,10 @@ class SessionClient:
                 or attempt > self.config.max_attempts
             )
             if final:
+                # No session to come back to: what waited for a verdict is lost.
+                for verdict in self._pending.values():
+                    if not verdict.done():
+                        verdict.set_exception(RequestFailed("ConnectionLost", closed.reason))
                 self.closed = closed
                 self._events.put_nowait(Event("disconnected", closed))
                 return
@@ -269,6 +299,7 @@ class SessionClient:
         except ConnectionError as err:
             return Closed(None, str(err), by_peer=False, lost=True)
         self.connection = conn
+        self._connections += 1
         hello = {
             "name": self.config.name,
             "password": self.config.password,
@@ -302,6 +333,8 @@ class SessionClient:
             # The token rotates with every welcome: only the latest is good.
             self.resume = {"client": welcome["client"], "token": welcome["token"]}
             self.home = self.target
+            self._is_welcomed = True
+            self._send_again(welcome["resumed"])
             self._welcomed.set()
             self._events.put_nowait(Event("welcome", welcome))
         elif action == SessionAction.REFUSED:

@@ -79,6 +79,21 @@ class Sessions(WithServer, unittest.IsolatedAsyncioTestCase):
         await ada.close()
         await follower
 
+    async def test_requests_made_while_the_connection_is_down_go_when_the_session_resumes_each_once(self):
+        ada, bob = SessionClient(self.server.addr, "ada"), SessionClient(self.server.addr, "bob")
+        await ada.connect()
+        await bob.connect()
+        heard = []
+        bob.subscribe(BOARD, LINE, Line, lambda line: heard.append(line["text"]))
+        ada.drop()
+        await until(lambda: ada.connection is None or ada.connection.closed is not None, "the drop")
+        # Down: kept, not refused; sent again (marked) once ada is back.
+        await asyncio.gather(*(ada.request(BOARD, SAY, STRING, text) for text in ("one", "two", "three")))
+        await until(lambda: len(heard) == 3, "the three lines")
+        self.assertEqual(heard, ["one", "two", "three"], "each once, in order")
+        await ada.close()
+        await bob.close()
+
     async def test_a_wrong_reconnect_token_is_refused(self):
         ada = SessionClient(self.server.addr, "ada")
         welcome = await ada.connect()

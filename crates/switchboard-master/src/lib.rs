@@ -22,7 +22,7 @@
 //! | [`protocol`] | the datagrams and the list request/pages, byte for byte |
 //! | `master` | [`Master`]: heartbeats, challenges, goodbyes, expiry, per-IP limits (no IO) |
 //! | `registry` | [`Registry`], [`MemoryRegistry`]: where the listed servers are kept |
-//! | `server` | [`MasterServer`]: the master's UDP and TCP sides, started by its [`MasterBuilder`] as a [`RunningMaster`] |
+//! | `server` | [`MasterServer`]: the master's UDP sides (read on a task of their own into a bounded queue, so that no list request leaves heartbeats unread) and TCP side, started by its [`MasterBuilder`] as a [`RunningMaster`] |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
 //! | [`torque`] | Torque games on the master's Torque port: their packets byte for byte, their listing |
