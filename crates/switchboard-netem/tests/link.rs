@@ -158,10 +158,19 @@ fn loss_over_100000_packets_is_within_a_tenth_of_its_rate() {
             std::hint::spin_loop();
         }
     }
+    // Until the link is idle and what it delivered has all been read (the
+    // link counts a packet just after writing it): the same, three times
+    // in a row.
     let deadline = Instant::now() + Duration::from_secs(5);
-    let (up, _) = link.stats();
-    while got.load(Ordering::Relaxed) < up.delivered && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    let mut same = 0;
+    while same < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let delivered = link.stats().0.delivered;
+        same = if got.load(Ordering::Relaxed) == delivered {
+            same + 1
+        } else {
+            0
+        };
     }
     stop.store(true, Ordering::Relaxed);
     let (up, _) = link.stats();

@@ -19,22 +19,18 @@
 
 mod cache;
 pub mod packet;
+mod state;
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Instant;
 
-use cache::QueryCache;
 use packet::{server_flags, Header, Packet, TorqueFilter, TorqueInfo};
-use switchboard::session::prefix_key;
-use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::address_key;
 
 use crate::master::Master;
-use crate::pending::Pending;
 use crate::protocol::{Filter, Listed, ServerInfo};
 use crate::registry::{Heard, Registry, Upserted};
-use crate::MasterConfig;
+pub(crate) use state::TorqueState;
 
 /// The tag a Torque server is listed with (in the list API and the native
 /// browser): `protocol` = `torque`.
@@ -44,125 +40,6 @@ pub const PROTOCOL_TAG: (&str, &str) = ("protocol", "torque");
 pub const COMPATIBLE_TAG: (&str, &str) = ("torque", "compatible");
 /// The engine's customary master port.
 pub const CUSTOMARY_PORT: u16 = 28002;
-
-/// The Torque side's state: requests out, rate limits, cached queries.
-pub(crate) struct TorqueState {
-    pending: Pending,
-    /// Heartbeats per server (IP and port), and per IP.
-    heartbeats: KeyedLimiter<SocketAddr>,
-    heartbeats_ip: KeyedLimiter<IpAddr>,
-    lists: KeyedLimiter<IpAddr>,
-    cache: QueryCache,
-    /// Wrong keys answered to the challenge out to each address, and when
-    /// the first came.
-    wrong_keys: HashMap<SocketAddr, (u32, Instant)>,
-    /// Addresses whose challenge was dropped for wrong keys, and until
-    /// when their heartbeats earn no new one.
-    backed_off: HashMap<SocketAddr, Instant>,
-    /// Bytes of list pages and game types sent, per destination, per
-    /// prefix and in all: what a forged source can turn at anyone.
-    sent_to: KeyedLimiter<IpAddr>,
-    sent_to_prefix: KeyedLimiter<IpAddr>,
-    sent: KeyedLimiter<()>,
-    /// Clients that asked again within a session (a re-request, or the
-    /// same request twice), and when: their first answers are no longer
-    /// cut to a few times the request.
-    proven: HashMap<IpAddr, Instant>,
-    /// The game and mission types, and when they were read.
-    game_types: Option<(Instant, Vec<String>, Vec<String>)>,
-}
-
-impl TorqueState {
-    pub(crate) fn new(config: &MasterConfig) -> Self {
-        let per_minute = |n: f64, burst: f64| RateLimit {
-            per_second: n / 60.0,
-            burst,
-        };
-        let bytes = |per_second: usize| RateLimit {
-            per_second: per_second as f64,
-            burst: 4.0 * per_second as f64,
-        };
-        let keys = config.max_limited_addresses;
-        Self {
-            pending: Pending::new(config.max_pending, config.max_pending_per_ip),
-            heartbeats: KeyedLimiter::with_max_keys(
-                per_minute(config.torque_heartbeats_per_minute, config.heartbeat_burst),
-                keys,
-            ),
-            heartbeats_ip: KeyedLimiter::with_max_keys(
-                per_minute(
-                    config.heartbeats_per_minute_per_ip,
-                    config.heartbeat_burst * 4.0,
-                ),
-                keys,
-            ),
-            lists: KeyedLimiter::with_max_keys(
-                per_minute(
-                    config.torque_lists_per_minute,
-                    config.torque_lists_per_minute / 4.0,
-                ),
-                keys,
-            ),
-            cache: QueryCache::new(config.torque_cached_addresses),
-            wrong_keys: HashMap::new(),
-            backed_off: HashMap::new(),
-            sent_to: KeyedLimiter::with_max_keys(
-                bytes(config.torque_bytes_per_second_per_address),
-                keys,
-            ),
-            sent_to_prefix: KeyedLimiter::with_max_keys(
-                bytes(config.torque_bytes_per_second_per_prefix),
-                keys,
-            ),
-            sent: KeyedLimiter::with_max_keys(
-                RateLimit {
-                    per_second: config.torque_bytes_per_second as f64,
-                    burst: config.torque_bytes_per_second as f64,
-                },
-                1,
-            ),
-            proven: HashMap::new(),
-            game_types: None,
-        }
-    }
-
-    pub(crate) fn tick(&mut self, now: Instant, config: &MasterConfig) {
-        self.pending.expire(now, config.query_timeout);
-        self.cache.expire(now, config.torque_query_ttl);
-        let idle = Duration::from_secs(600);
-        self.heartbeats.forget_idle(now, idle);
-        self.heartbeats_ip.forget_idle(now, idle);
-        self.lists.forget_idle(now, idle);
-        self.sent_to.forget_idle(now, idle);
-        self.sent_to_prefix.forget_idle(now, idle);
-        self.wrong_keys
-            .retain(|_, (_, at)| now.saturating_duration_since(*at) < config.query_timeout);
-        self.backed_off.retain(|_, until| *until > now);
-        self.proven
-            .retain(|_, at| now.saturating_duration_since(*at) < idle);
-    }
-
-    /// Whether `reply` may go to `to` within the bytes per second allowed
-    /// to it, its prefix and in all (spent when it may).
-    fn may_send(&mut self, to: SocketAddr, reply: &[u8], now: Instant) -> bool {
-        let n = reply.len() as f64;
-        self.sent.allow_n((), n, now)
-            && self.sent_to_prefix.allow_n(prefix_key(to.ip()), n, now)
-            && self.sent_to.allow_n(address_key(to.ip()), n, now)
-    }
-
-    /// Marks `from` as a client that asks again (it is where it says).
-    fn prove(&mut self, from: SocketAddr, now: Instant, max: usize) {
-        let key = address_key(from.ip());
-        if self.proven.len() < max || self.proven.contains_key(&key) {
-            self.proven.insert(key, now);
-        }
-    }
-
-    fn is_proven(&self, from: SocketAddr) -> bool {
-        self.proven.contains_key(&address_key(from.ip()))
-    }
-}
 
 /// A Torque server's info as the registry keeps it: game type, mission
 /// type (as the scenario), players, bots, flags, the region mask and the

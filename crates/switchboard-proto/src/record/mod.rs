@@ -19,13 +19,14 @@ use flate2::read::ZlibDecoder;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
-use crate::manager::config::ManagerRules;
 use crate::manager::core::{ManagerAction, ManagerEvent, Snapshot};
 use crate::manager::ShareError;
 use crate::message::{Message, PeerId};
 use crate::reason::{DisconnectReason, SocketError};
 use crate::session::{ClientId, ReconnectToken, SharedSession};
 
+mod header;
+pub use header::Header;
 pub use replay::{replay, Divergence, ReplayError, ReplayReport, Replayer, Step};
 
 /// The first four bytes of the decompressed stream.
@@ -38,68 +39,6 @@ pub const FORMAT: u16 = 3;
 
 /// The largest record a reader takes (a message's frame is at most 16 MiB).
 pub const MAX_RECORD: usize = 32 * 1024 * 1024;
-
-/// What a recording starts with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    /// [`MAGIC`] and [`FORMAT`], checked by the reader.
-    pub magic: [u8; 4],
-    /// The format version.
-    pub format: u16,
-    /// The Switchboard version that wrote it.
-    pub version: String,
-    /// The game logic's type name (`std::any::type_name`).
-    pub logic: String,
-    /// The rules the core ran with (a replay runs with the same).
-    pub rules: ManagerRules,
-    /// What the game needs to build its logic as it was when the recording
-    /// began (a scenario, a checkpoint, a seat count), if it gave any.
-    pub initial_state: Option<Vec<u8>>,
-    /// `rules.remembered_verdicts` (format 3; a format 2 header has none:
-    /// its server resent nothing, and the default stands).
-    pub remembered_verdicts: u64,
-}
-
-/// A header of format 1 or 2: [`Header`] without `remembered_verdicts`.
-#[derive(Deserialize)]
-struct HeaderUpTo2 {
-    magic: [u8; 4],
-    format: u16,
-    version: String,
-    logic: String,
-    rules: ManagerRules,
-    initial_state: Option<Vec<u8>>,
-}
-
-impl From<HeaderUpTo2> for Header {
-    fn from(old: HeaderUpTo2) -> Self {
-        let remembered_verdicts = old.rules.remembered_verdicts as u64;
-        Self {
-            magic: old.magic,
-            format: old.format,
-            version: old.version,
-            logic: old.logic,
-            rules: old.rules,
-            initial_state: old.initial_state,
-            remembered_verdicts,
-        }
-    }
-}
-
-impl Header {
-    /// The header of a recording of `L` under `rules`.
-    pub fn new<L>(rules: ManagerRules, initial_state: Option<Vec<u8>>) -> Self {
-        Self {
-            magic: MAGIC,
-            format: FORMAT,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            logic: std::any::type_name::<L>().to_string(),
-            remembered_verdicts: rules.remembered_verdicts as u64,
-            rules,
-            initial_state,
-        }
-    }
-}
 
 /// One input of the core, as recorded: what [`ManagerEvent`] carries, plus
 /// the clock's work and the operator's kicks.
@@ -429,14 +368,7 @@ impl<R: Read> RecordReader<R> {
         let Some(bytes) = read_bytes(&mut stream, 0)? else {
             return Err(RecordError::NotARecording("it is empty".into()));
         };
-        // Format 3, else a header of the formats before it.
-        let mut header: Header = match decode_record::<Header>(&bytes, 0) {
-            Ok(header) => header,
-            Err(err) => match decode_record::<HeaderUpTo2>(&bytes, 0) {
-                Ok(old) if old.format <= 2 => old.into(),
-                _ => return Err(err),
-            },
-        };
+        let mut header = header::decode(&bytes)?;
         header.rules.remembered_verdicts =
             usize::try_from(header.remembered_verdicts).unwrap_or(usize::MAX);
         if header.magic != MAGIC || !(1..=FORMAT).contains(&header.format) {
@@ -533,7 +465,7 @@ fn read_bytes(stream: &mut impl Read, record: u64) -> Result<Option<Vec<u8>>, Re
 }
 
 /// Record number `record`, decoded from its bytes.
-fn decode_record<T: serde::de::DeserializeOwned>(
+pub(super) fn decode_record<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     record: u64,
 ) -> Result<T, RecordError> {
@@ -548,44 +480,4 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-#[cfg(test)]
-mod format_tests {
-    use super::*;
-
-    /// A recording stream of `header` and an `End`.
-    fn recording(header: &impl Serialize) -> Vec<u8> {
-        let mut out = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        write_record(&mut out, header).unwrap();
-        write_record(&mut out, &Record::End).unwrap();
-        out.finish().unwrap()
-    }
-
-    #[test]
-    fn a_format_2_header_still_reads_and_format_3_keeps_the_remembered_verdicts() {
-        // Format 2's header, field by field (its rules had no
-        // remembered_verdicts: ManagerRules skips it in the layout).
-        let old = (
-            MAGIC,
-            2u16,
-            "0.1.0",
-            "Board",
-            ManagerRules::default(),
-            None::<Vec<u8>>,
-        );
-        let bytes = recording(&old);
-        let reader = RecordReader::new(&bytes[..]).unwrap();
-        assert_eq!(reader.header().format, 2);
-        assert_eq!(reader.header().rules.remembered_verdicts, 64);
-        let rules = ManagerRules {
-            remembered_verdicts: 7,
-            ..ManagerRules::default()
-        };
-        let new = Header::new::<()>(rules, None);
-        let bytes = recording(&new);
-        let reader = RecordReader::new(&bytes[..]).unwrap();
-        assert_eq!(reader.header().format, FORMAT);
-        assert_eq!(reader.header().rules.remembered_verdicts, 7);
-    }
 }
