@@ -12,6 +12,10 @@ use switchboard_master::{self as master, Filter, Listed, MasterConfig, MasterSer
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// The fourth audit's figures (ignored: run them with `--ignored`).
+#[path = "figures/audit.rs"]
+mod audit_figures;
+
 async fn start(config: MasterConfig) -> SocketAddr {
     let master = MasterServer::builder().config(config).spawn().unwrap();
     let addr = master.local_addr();

@@ -5,6 +5,9 @@
 mod common;
 mod support;
 
+#[path = "admin/abuse.rs"]
+mod abuse;
+
 use std::sync::Arc;
 use std::time::Duration;
 

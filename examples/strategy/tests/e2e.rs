@@ -14,6 +14,8 @@ use switchboard::process::{LocalServer, LocalServerOptions, ServerProgram};
 use switchboard::socket::BindScope;
 use switchboard::RequestStatus;
 
+#[cfg(target_os = "linux")]
+mod netem;
 mod player;
 mod proxy;
 mod scratch;

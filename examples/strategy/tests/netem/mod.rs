@@ -2,8 +2,7 @@
 //! server in one network namespace, two bot players in the other, 75 ms
 //! each way (a 150 ms round trip) and 2 % loss each way
 //! (`docs/NETEM.md`). Needs root (CI runs as root); without it, it says so
-//! and passes.
-#![cfg(target_os = "linux")]
+//! and passes. A module of the e2e binary (one binary fewer to link).
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -11,10 +10,7 @@ use std::time::Duration;
 
 use switchboard_netem::{Link, LinkConfig, NetemError, SERVER_ADDR};
 
-mod scratch;
-use scratch::Scratch;
-
-const BIN: &str = env!("CARGO_BIN_EXE_strategy");
+use super::{Scratch, BIN};
 
 #[test]
 fn two_bots_play_two_turns_through_a_150_ms_round_trip_and_2_percent_loss() {

@@ -1,14 +1,12 @@
 //! The admin server's places and token under abuse, over real HTTP from
 //! several loopback addresses: half headers, keep-alive connections without
-//! the token, DNS rebinding, token guessing.
-
-#[path = "../../../tests/common/mod.rs"]
-mod common;
-mod support;
+//! the token, DNS rebinding, token guessing. A module of the admin tests'
+//! binary.
 
 use std::time::Duration;
 
-use support::{http_on, relay_with_admin};
+use super::common;
+use super::support::{self, http_on, relay_with_admin};
 use switchboard_admin::AdminServer;
 use switchboard_relay as relay;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
