@@ -129,7 +129,7 @@ impl<R: Registry> Master<R> {
             }
         };
         let reply = match packet {
-            Packet::Heartbeat(header) => self.torque_heartbeat(from, header, now).await,
+            Packet::Heartbeat(_) => self.torque_heartbeat(from, now).await,
             Packet::InfoResponse(header, info) => {
                 self.torque_info(from, header, &info, now).await;
                 None
@@ -184,12 +184,7 @@ impl<R: Registry> Master<R> {
 
     /// A heartbeat: refreshes a listed server, and asks it (again) for its
     /// info under a fresh key, within the rate.
-    async fn torque_heartbeat(
-        &mut self,
-        from: SocketAddr,
-        header: Header,
-        now: Instant,
-    ) -> Option<Vec<u8>> {
+    async fn torque_heartbeat(&mut self, from: SocketAddr, now: Instant) -> Option<Vec<u8>> {
         self.stats.torque_heartbeats += 1;
         let allowed = self.torque.heartbeats.allow(from, now)
             && self.torque.heartbeats_ip.allow(address_key(from.ip()), now);
@@ -219,7 +214,6 @@ impl<R: Registry> Master<R> {
                 return None;
             }
         }
-        let _ = header;
         // All 32 bits of K are fresh: the engine echoes the whole K of an
         // info request (`handleGameMasterInfoRequest` writes back the key
         // it read), so nothing of it need come from the heartbeat.
