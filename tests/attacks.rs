@@ -3,6 +3,7 @@
 //! past the configured limits.
 
 mod common;
+mod conformance;
 
 use std::io::Write;
 use std::time::Duration;

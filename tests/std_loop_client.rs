@@ -64,11 +64,13 @@ impl StdClient {
         let now = Instant::now();
         if let Some((stream, conn)) = self.stream.as_mut() {
             let mut buf = [0u8; 16 * 1024];
-            match stream.read(&mut buf) {
-                Ok(0) => conn.handle_eof(),
-                Ok(n) => conn.handle_bytes(&buf[..n], now),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => conn.handle_eof(),
+            if conn.wants_read() {
+                match stream.read(&mut buf) {
+                    Ok(0) => conn.handle_eof(now),
+                    Ok(n) => conn.handle_bytes(&buf[..n], now),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(e) => conn.handle_error(e),
+                }
             }
             if conn.poll_timeout().is_some_and(|at| at <= now) {
                 conn.handle_timeout(now);
@@ -88,6 +90,9 @@ impl StdClient {
         };
         while let Some(bytes) = conn.poll_transmit() {
             let _ = stream.write_all(&bytes);
+        }
+        if conn.should_shutdown() {
+            let _ = stream.shutdown(std::net::Shutdown::Write);
         }
         let mut ended = false;
         while let Some(event) = conn.poll_event() {

@@ -98,7 +98,7 @@ pub(crate) struct Shared {
     pub(crate) peer_addr: Mutex<Option<SocketAddr>>,
     /// The inflate budget this connection shares with others from its
     /// address (set by a server); `None`: a budget of its own.
-    pub(crate) inflate: Mutex<Option<super::budget::SharedBudget>>,
+    pub(crate) inflate: Mutex<Option<switchboard_proto::connection::budget::SharedBudget>>,
     /// Shared by every connection of a server.
     pub(crate) config: Arc<SocketConfig>,
 }

@@ -13,7 +13,6 @@
 //! and one set of limits for the two.
 
 mod accept;
-mod budget;
 mod config;
 mod connection;
 use switchboard_proto::connection::control;

@@ -163,8 +163,8 @@ impl DisconnectReason {
         }
     }
 
-    /// The close code this side sends its peer for this reason.
-    #[doc(hidden)]
+    /// The close code this side sends its peer for this reason (what a
+    /// driver writes in the close frame of a connection that fails).
     pub fn close_code(&self) -> CloseCode {
         match self {
             DisconnectReason::Closed { code, .. } | DisconnectReason::ClosedByPeer { code, .. } => {

@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::FramedRead;
 
-use super::control::{self, CloseFrame, Hello};
+use super::control::{self, CloseFrame};
 use super::events::{Batch, Credit, Item, Wrap};
 use super::handle::SocketHandle;
 use super::outqueue::Segment;
@@ -229,11 +229,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let config = handle.config();
-    let mut decoder = FrameDecoder::new(config.codec.clone());
-    // The hello is a few bytes and never compressed: nothing bigger is read
-    // or inflated before it.
-    decoder.config_mut().max_frame_len = control::MAX_HELLO_FRAME_LEN;
-    decoder.config_mut().max_decompressed_len = control::MAX_HELLO_FRAME_LEN;
+    let decoder = FrameDecoder::new(control::hello_codec(&config.codec));
     // Small to start with: an idle connection should cost little (an open
     // connection reads into a buffer only while the peer speaks).
     let mut reader = FramedRead::with_capacity(read_half, Framed(decoder), IDLE_READ_BUFFER);
@@ -305,18 +301,9 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             )))
         }
         Ok(Some(Err(codec::FrameError::Io(err)))) => return Err(lost(err)),
-        Ok(Some(Err(_))) => return Err(DisconnectReason::NotSwitchboard),
-        Ok(Some(Ok(frame))) if frame.compressed => return Err(DisconnectReason::NotSwitchboard),
-        Ok(Some(Ok(frame))) => frame,
+        Ok(Some(first)) => first,
     };
-    match control::parse_hello(&first.payload) {
-        Hello::Compatible => Ok(()),
-        Hello::OtherVersion(theirs) => Err(DisconnectReason::VersionMismatch {
-            ours: PROTOCOL_VERSION,
-            theirs,
-        }),
-        Hello::NotSwitchboard => Err(DisconnectReason::NotSwitchboard),
-    }
+    control::check_first_frame(first.as_ref())
 }
 
 /// Best effort: tell the peer why, within a short deadline, then let go.

@@ -6,7 +6,8 @@ use std::task::{ready, Context, Poll};
 
 use super::open::{Clock, Delivery};
 use super::*;
-use crate::socket::budget::{InflateBudget, SharedBudget};
+use switchboard_proto::connection::budget::{InflateBudget, SharedBudget};
+use switchboard_proto::connection::inbound;
 
 /// A transport the reader can wait on without a buffer: a TCP socket says
 /// when it is readable, so an idle connection holds no read buffer at all;
@@ -115,15 +116,15 @@ impl<R: Readable> ReadSide<R> {
                 events: Vec::new(),
                 frames: 0,
                 bytes: 0,
+                handle,
+                wrap: reporter.wrap,
+                started: self.started,
             };
             let (taken, end) = take_frames(
                 &mut self.buffer,
                 &mut self.decoder,
                 &self.budget,
                 &mut batch,
-                handle,
-                reporter,
-                self.started,
             );
             handle.shared.counters.read(batch.frames, batch.bytes);
             // Frames taken (system frames included): more may be buffered.
@@ -238,93 +239,96 @@ fn deliver<E: Send + 'static>(
 /// Room a read needs in the buffer at least, or the buffer is grown first.
 const MIN_READ_ROOM: usize = 256;
 
-/// Takes the whole frames at the start of `buffer` into `batch`, up to
-/// BATCH events or BATCH_BYTES bytes (which bounds what the event queue can
-/// hold). Uncompressed frames stay where they are: the batch will carry the
-/// buffer's first `taken` bytes once and each message as a range of them. A
-/// compressed frame is decoded on its own when it comes first, and otherwise
-/// ends the batch; the next turn takes it. Returns `taken`, and how the
-/// reader ends if a frame ends it.
+/// Takes the whole frames at the start of `buffer` into `batch`, by the
+/// protocol crate's rules ([`inbound::take_frames`]), up to BATCH events or
+/// BATCH_BYTES bytes (which bounds what the event queue can hold).
+/// Uncompressed frames stay where they are: the batch will carry the
+/// buffer's first `taken` bytes once and each message as a range of them.
+/// Returns `taken`, and how the reader ends if a frame ends it.
 fn take_frames<E>(
     buffer: &mut bytes::BytesMut,
     decoder: &mut FrameDecoder,
     budget: &SharedBudget,
-    batch: &mut Read<E>,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-    started: Instant,
+    batch: &mut Read<'_, E>,
 ) -> (usize, Option<ReadEnd>) {
-    let mut taken = 0;
-    while batch.items.len() < crate::socket::events::BATCH
-        && batch.bytes < crate::socket::events::BATCH_BYTES
-    {
-        if let Some(len) = decoder.peek_raw(&buffer[taken..]) {
-            if batch.items.capacity() == 0 {
-                // Room for every frame the buffer may hold, once.
-                batch
-                    .items
-                    .reserve((buffer.len() / 16).clamp(1, crate::socket::events::BATCH));
-            }
-            let payload = taken + codec::HEADER_LEN..taken + len;
-            taken += len;
-            batch.frames += 1;
-            batch.bytes += len as u64;
-            let end = on_raw_frame(&buffer[..], payload, batch, handle, reporter, started);
-            if end.is_some() {
-                return (taken, end);
-            }
-            continue;
-        }
-        if taken > 0 {
-            break;
-        }
-        // The first frame is compressed, incomplete or bad: the decoder
-        // takes it, asks for more bytes, or says what is wrong. It inflates
-        // no more than what is left of this second's budget.
-        let max = handle.config().codec.max_decompressed_len;
-        let room = budget
-            .lock()
-            .expect("budget lock")
-            .room(std::time::Instant::now());
-        decoder.config_mut().max_decompressed_len = room.min(max);
-        let decoded = decoder.decode(buffer);
-        decoder.config_mut().max_decompressed_len = max;
-        let end = match decoded {
-            Ok(Some(frame)) => {
-                if frame.compressed {
-                    budget
-                        .lock()
-                        .expect("budget lock")
-                        .spend(frame.payload.len());
-                }
-                on_frame(Some(Ok(frame)), batch, handle, reporter, started)
-            }
-            Ok(None) => break,
-            Err(codec::FrameError::DecompressedTooLarge { .. }) if room < max => {
-                let per_second = budget.lock().expect("budget lock").per_second();
-                Some(ReadEnd::Failed(SocketError::InflateBudget { per_second }))
-            }
-            Err(err) => Some(ReadEnd::Failed(err.into())),
-        };
-        if end.is_some() {
-            return (taken, end);
-        }
-    }
-    (taken, None)
+    let limits = inbound::BatchLimits {
+        items: crate::socket::events::BATCH,
+        bytes: crate::socket::events::BATCH_BYTES,
+    };
+    let now = std::time::Instant::now();
+    let taken = inbound::take_frames(buffer, decoder, budget, now, limits, batch);
+    batch.frames += taken.frames;
+    batch.bytes += taken.bytes;
+    let end = taken.end.map(|end| match end {
+        inbound::End::PeerClosed(close) => ReadEnd::PeerClosed(close),
+        inbound::End::Failed(err) => ReadEnd::Failed(err),
+    });
+    (taken.taken, end)
 }
 
-/// The events of one read, and what they weighed.
-struct Read<E> {
+/// The events of one read, and what they weighed: where the protocol
+/// crate's rules put what the peer sent.
+struct Read<'a, E> {
     items: Vec<Item>,
     events: Vec<E>,
     frames: u64,
     bytes: u64,
+    handle: &'a SocketHandle,
+    wrap: Wrap<E>,
+    started: Instant,
 }
 
-impl<E> Read<E> {
-    fn push_event(&mut self, event: E) {
+impl<E> Read<'_, E> {
+    fn push_event(&mut self, event: SocketEvent) {
         self.items.push(Item::Event);
-        self.events.push(event);
+        self.events.push(self.wrap.call(event));
+    }
+}
+
+impl<E> inbound::Sink for Read<'_, E> {
+    fn reserve(&mut self, buffered: usize) {
+        if self.items.capacity() == 0 {
+            // Room for every frame the buffer may hold, once.
+            self.items
+                .reserve((buffered / 16).clamp(1, crate::socket::events::BATCH));
+        }
+    }
+
+    fn message_at(&mut self, channel: u16, action: u16, content: std::ops::Range<usize>) {
+        // Offsets fit: a batch ends once it passes 256 KiB, and a frame's
+        // length is a u32.
+        self.items.push(Item::Message {
+            channel,
+            action,
+            start: content.start as u32,
+            len: content.len() as u32,
+        });
+    }
+
+    fn message(&mut self, message: Message) {
+        self.push_event(SocketEvent::Received(message));
+    }
+
+    fn error(&mut self, error: SocketError) {
+        tracing::debug!(%error, "ignored");
+        self.push_event(SocketEvent::Error(error));
+    }
+
+    fn ping(&mut self, stamp: u64) {
+        self.handle.order(|out| out.pong = Some(stamp));
+    }
+
+    fn pong(&mut self, stamp: u64) {
+        let now = self.started.elapsed().as_micros() as u64;
+        self.handle
+            .shared
+            .counters
+            .rtt_micros
+            .store(now.saturating_sub(stamp), Ordering::Relaxed);
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
     }
 }
 
@@ -360,115 +364,6 @@ fn grow_read_buffer(buffer: &mut bytes::BytesMut) {
     let mut big = bytes::BytesMut::with_capacity(BUSY_READ_BUFFER);
     big.extend_from_slice(buffer);
     *buffer = big;
-}
-
-/// Handles one read result: application messages and errors go into
-/// `batch`, system messages are answered here. `Some` ends the reader.
-fn on_frame<E>(
-    next: Option<Result<codec::Frame, codec::FrameError>>,
-    batch: &mut Read<E>,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-    started: Instant,
-) -> Option<ReadEnd> {
-    let frame = match next {
-        None => return Some(ReadEnd::Eof),
-        Some(Err(err)) => return Some(ReadEnd::Failed(err.into())),
-        Some(Ok(frame)) => frame,
-    };
-    batch.frames += 1;
-    batch.bytes += frame.payload.len() as u64 + codec::HEADER_LEN as u64;
-    let compressed = frame.compressed;
-    let message = match Message::decode(frame.payload) {
-        Ok(message) => message,
-        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
-    };
-    if compressed && message.is_system() {
-        // System frames are a few bytes and never compressed: one that is
-        // only makes the server inflate for nothing.
-        return Some(ReadEnd::Failed(SocketError::CompressedSystemFrame));
-    }
-    if !message.is_system() {
-        batch.push_event(reporter.wrap.call(SocketEvent::Received(message)));
-        return None;
-    }
-    on_system(message, batch, handle, reporter, started)
-}
-
-/// Handles an uncompressed frame whose payload is `buffer[payload]` (the
-/// reader's fast path): an application message becomes a range of the
-/// batch's buffer; a system message is copied out and handled here.
-fn on_raw_frame<E>(
-    buffer: &[u8],
-    payload: std::ops::Range<usize>,
-    batch: &mut Read<E>,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-    started: Instant,
-) -> Option<ReadEnd> {
-    let (channel, action, used) = match crate::message::decode_envelope(&buffer[payload.clone()]) {
-        Ok(envelope) => envelope,
-        Err(err) => return Some(ReadEnd::Failed(SocketError::Envelope(err))),
-    };
-    let content = payload.start + used..payload.end;
-    if channel != crate::message::SYSTEM_CHANNEL {
-        // Offsets fit: a batch ends once it passes 256 KiB, and a frame's
-        // length is a u32.
-        batch.items.push(Item::Message {
-            channel,
-            action,
-            start: content.start as u32,
-            len: content.len() as u32,
-        });
-        return None;
-    }
-    let content = bytes::Bytes::copy_from_slice(&buffer[content]);
-    let message = Message::from_raw(channel, action, content);
-    on_system(message, batch, handle, reporter, started)
-}
-
-/// Answers a message on the system channel. `Some` ends the reader.
-fn on_system<E>(
-    message: Message,
-    batch: &mut Read<E>,
-    handle: &SocketHandle,
-    reporter: &Reporter<E>,
-    started: Instant,
-) -> Option<ReadEnd> {
-    match message.action_id() {
-        control::ACTION_PING => {
-            if let Ok(stamp) = message.content::<u64>() {
-                // Only the latest ping needs its pong.
-                handle.order(|out| out.pong = Some(stamp));
-            }
-        }
-        control::ACTION_PONG => {
-            if let Ok(stamp) = message.content::<u64>() {
-                let now = started.elapsed().as_micros() as u64;
-                handle
-                    .shared
-                    .counters
-                    .rtt_micros
-                    .store(now.saturating_sub(stamp), Ordering::Relaxed);
-            }
-        }
-        control::ACTION_CLOSE => {
-            let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
-                code: CloseCode::PROTOCOL_ERROR,
-                reason: "undecodable close frame".into(),
-            });
-            return Some(ReadEnd::PeerClosed(close));
-        }
-        other => {
-            tracing::debug!(action = other, "unknown system action ignored");
-            batch.push_event(
-                reporter
-                    .wrap
-                    .call(SocketEvent::Error(SocketError::UnknownSystemAction(other))),
-            );
-        }
-    }
-    None
 }
 
 #[cfg(test)]

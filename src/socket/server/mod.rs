@@ -16,7 +16,6 @@ use tokio_util::task::TaskTracker;
 pub use crate::message::PeerId;
 
 use super::accept::{accept_loop, Transport};
-use super::budget::AddressBudgets;
 use super::events::{Batch, EventQueue};
 use super::gate::{Gate, GateLimits};
 use super::{
@@ -26,6 +25,7 @@ use crate::message::{Action, Channel, EncodedMessage, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::runtime;
 use crate::signal::{Connection, Signal};
+use switchboard_proto::connection::budget::AddressBudgets;
 
 mod handle;
 

@@ -181,8 +181,10 @@ pub fn encode_value_into<T: Serialize + ?Sized>(
 }
 
 /// Appends the bincode encoding of a serde value to any buffer (a `Vec`, an
-/// outbound queue's `BytesMut` tail).
-#[doc(hidden)]
+/// outbound queue's `BytesMut` tail). With [`put_varint_u16`],
+/// [`finish_frame`] and [`write_header`] it builds a frame in place in a
+/// driver's own buffer, as `docs/PROTOCOL.md` lays it out: the header's
+/// [`HEADER_LEN`] bytes, the channel and action ids as varints, the content.
 pub fn encode_value_onto<T: Serialize + ?Sized, B: BufMut>(
     value: &T,
     out: &mut B,
@@ -209,7 +211,6 @@ impl<B: BufMut> bincode::enc::write::Writer for AppendTo<'_, B> {
 
 /// Appends a `u16` as bincode's varint: one byte below 251, else 251 and
 /// two bytes little-endian (what the envelope's ids are).
-#[doc(hidden)]
 pub fn put_varint_u16<B: BufMut>(buf: &mut B, value: u16) {
     if value < 251 {
         buf.put_u8(value as u8);
@@ -277,7 +278,6 @@ pub fn encode_frame_in_place(mut buf: Vec<u8>, config: &CodecConfig) -> Result<B
 /// the payload): `Some` compressed frame in a buffer of its own when that
 /// pays, otherwise `None` with the header written in place. Either way the
 /// frame is checked against the limit.
-#[doc(hidden)]
 pub fn finish_frame(buf: &mut [u8], config: &CodecConfig) -> Result<Option<Bytes>, FrameError> {
     let payload_len = buf.len() - HEADER_LEN;
     if payload_len >= config.compress_threshold {
@@ -311,7 +311,9 @@ fn put_header(buf: &mut BytesMut, payload_len: usize, flags: u8) {
     buf.put_u8(flags);
 }
 
-#[doc(hidden)]
+/// Writes a frame's header (the length of the flag byte and `body_len`
+/// bytes of body, then `flags`) into the first [`HEADER_LEN`] bytes of
+/// `header`: for a frame whose body was written after a placeholder.
 pub fn write_header(header: &mut [u8], body_len: usize, flags: u8) {
     header[..4].copy_from_slice(&((body_len + 1) as u32).to_be_bytes());
     header[4] = flags;

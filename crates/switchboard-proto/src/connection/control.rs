@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, CodecConfig};
 use crate::message::{Message, SYSTEM_CHANNEL};
-use crate::reason::CloseCode;
+use crate::reason::{CloseCode, DisconnectReason};
 use crate::PROTOCOL_VERSION;
 
 /// The four bytes every hello starts with.
@@ -65,6 +65,39 @@ pub fn parse_hello(payload: &[u8]) -> Hello {
 /// The largest hello frame accepted, so that a stranger cannot make a pending
 /// handshake buffer a full-size frame.
 pub const MAX_HELLO_FRAME_LEN: usize = 64;
+
+/// The codec limits while the peer's hello is awaited: the hello is a few
+/// bytes and never compressed, so nothing bigger is read or inflated before
+/// it.
+pub fn hello_codec(codec: &CodecConfig) -> CodecConfig {
+    CodecConfig {
+        max_frame_len: MAX_HELLO_FRAME_LEN,
+        max_decompressed_len: MAX_HELLO_FRAME_LEN,
+        ..codec.clone()
+    }
+}
+
+/// The handshake's rule for the peer's first frame, as the decoder (with
+/// [`hello_codec`]'s limits) gave it: an uncompressed hello of our version
+/// opens the connection; another version, a compressed frame, a frame too
+/// big or not a hello at all are refused with their reason. (A transport
+/// error is the driver's: it is not a frame.)
+pub fn check_first_frame(
+    first: Result<&codec::Frame, &codec::FrameError>,
+) -> Result<(), DisconnectReason> {
+    let frame = match first {
+        Ok(frame) if !frame.compressed => frame,
+        Ok(_) | Err(_) => return Err(DisconnectReason::NotSwitchboard),
+    };
+    match parse_hello(&frame.payload) {
+        Hello::Compatible => Ok(()),
+        Hello::OtherVersion(theirs) => Err(DisconnectReason::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs,
+        }),
+        Hello::NotSwitchboard => Err(DisconnectReason::NotSwitchboard),
+    }
+}
 
 fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) -> Bytes {
     let content = codec::encode_value(content).expect("system content always encodes");

@@ -1,11 +1,17 @@
 //! One connection: its settings and what it reports to its owner (plain
 //! data, the same for every transport and driver), the framework's own
-//! frames ([`control`]: hello, ping, pong, close), the keep-alive rule
-//! ([`keepalive`]), and [`ConnectionCore`], the whole connection as a state
-//! machine without IO for a driver that is not tokio's.
+//! frames and the handshake's rule ([`control`]: hello, ping, pong, close),
+//! the rules for what a peer sends ([`inbound`]), the inflate budget
+//! ([`budget`]), the keep-alive rule ([`keepalive`]), and
+//! [`ConnectionCore`], the whole connection as a state machine without IO.
+//! The tokio driver in `switchboard` reads through the same [`inbound`],
+//! [`control`] and [`keepalive`] rules; `tests/conformance` in `switchboard`
+//! runs one list of cases against both.
 
+pub mod budget;
 pub mod control;
 mod core;
+pub mod inbound;
 pub mod keepalive;
 
 pub use self::core::ConnectionCore;

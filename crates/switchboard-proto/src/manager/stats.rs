@@ -92,8 +92,7 @@ pub const MAX_CHANNEL_KEYS: usize = 64;
 pub const OTHER_CHANNEL: u16 = u16::MAX;
 
 /// Counts one more for `channel` in `map`, within [`MAX_CHANNEL_KEYS`].
-#[doc(hidden)]
-pub fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
+pub(crate) fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
     let key = if map.len() < MAX_CHANNEL_KEYS || map.contains_key(&channel) {
         channel
     } else {

@@ -288,8 +288,7 @@ impl Message {
 
 /// Reads a frame payload's channel and action; returns them and where the
 /// content starts.
-#[doc(hidden)]
-pub fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), ContentError> {
+pub(crate) fn decode_envelope(payload: &[u8]) -> Result<(u16, u16, usize), ContentError> {
     match payload.get(..2) {
         // Fast path: both ids below 251 are one varint byte each, exactly as
         // bincode reads them.

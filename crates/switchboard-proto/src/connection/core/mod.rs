@@ -4,34 +4,48 @@
 //!
 //! ```text
 //!   driver                                         ConnectionCore
-//!     bytes read            ──handle_bytes(b, now)──▶  hello, frames, ping/pong, close
-//!     peer hung up          ──handle_eof()──────────▶
+//!     wants_read()? read    ──handle_bytes(b, now)──▶  hello, frames, ping/pong, close
+//!     peer hung up          ──handle_eof(now)───────▶
+//!     the transport failed  ──handle_error(e)───────▶
 //!     poll_timeout() passed ──handle_timeout(now)───▶  handshake deadline, keep-alive, idle
-//!     bytes to write        ◀──poll_transmit()──────
+//!     bytes to write        ◀──poll_transmit()──────  (then shut down: should_shutdown())
 //!     events for the owner  ◀──poll_event()─────────  Connected, Received, Error, Disconnected
 //! ```
 //!
-//! The same rules as `switchboard`'s tokio connection: a hello each way
-//! opens it, a ping goes out after `keepalive_interval` without sending, a
-//! peer silent for `idle_timeout` is dropped, either side closes with a
-//! code and a reason, and the outbound queue is bounded. (The tokio driver
-//! keeps its own hand-tuned reader and writer; both take the frames and
-//! the keep-alive rule from [`control`](super::control) and
-//! [`keepalive`](super::keepalive).) Compressed frames inflate up to
-//! `codec.max_decompressed_len` each; the per-second inflate budget is the
-//! tokio server's.
+//! ```text
+//!             hello each way                 close(), or a limit trips
+//!  Handshake ───────────────▶ Open ───────────────────────────────────▶ Closing
+//!      │ timeout, not ours,      │ peer's close, EOF, protocol error,        │ peer's close or
+//!      │ other version           │ idle, slow consumer                       │ EOF, close_timeout
+//!      ▼                         ▼                                           ▼
+//!   Closed ◀─────────────────── Closed ◀───────────────────────────────── Closed
+//! ```
+//!
+//! The rules are the tokio connection's, and shared with it where they are
+//! decisions: the hello's limits and check ([`control`]), the frames of an
+//! open connection ([`inbound`]: compressed system frames refused, the
+//! inflate budget, an envelope error reported then closed, pongs coalesced),
+//! the keep-alive and idle rule ([`keepalive`]: time the owner leaves its
+//! events waiting is not the peer's silence). A connection that fails tells
+//! the peer why (after our hello, if that had not gone yet) and then the
+//! driver shuts the transport down, giving the writes `close_timeout` at
+//! most.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::control::{self, CloseFrame, Hello, MAX_HELLO_FRAME_LEN};
+use super::budget::{InflateBudget, SharedBudget};
+use super::control;
+use super::inbound::{self, BatchLimits, End, Sink};
 use super::keepalive::{self, Tick};
 use super::{SocketConfig, SocketEvent, SocketStats};
 use crate::codec::FrameDecoder;
-use crate::message::{Message, SYSTEM_CHANNEL};
+use crate::message::Message;
 use crate::reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
 use crate::PROTOCOL_VERSION;
 
@@ -49,7 +63,11 @@ enum State {
         deadline: Instant,
         reason: DisconnectReason,
     },
-    Closed,
+    /// Ended (`Disconnected` is queued). What is still queued (a close
+    /// frame telling the peer why) may be written until `flush_by`.
+    Closed {
+        flush_by: Option<Instant>,
+    },
 }
 
 /// One connection's rules, with the bytes and the time passed in.
@@ -58,13 +76,25 @@ pub struct ConnectionCore {
     config: SocketConfig,
     state: State,
     decoder: FrameDecoder,
+    budget: SharedBudget,
     inbound: BytesMut,
     outbound: VecDeque<Bytes>,
     outbound_bytes: usize,
+    /// A pong is due for this ping stamp (only the latest ping's).
+    pong: Option<u64>,
+    /// Our close frame is queued: nothing goes after it.
+    close_queued: bool,
+    /// The peer hung up; frames it sent before may still wait for the owner.
+    eof: bool,
     events: VecDeque<SocketEvent>,
     /// Ping stamps are microseconds since this instant.
     started: Instant,
-    heard: Instant,
+    /// When the peer was last heard; `None` while its frames wait because
+    /// the owner has not taken its events (that is not the peer's silence).
+    heard: Option<Instant>,
+    /// The owner took events while reading waited: reading goes on, and the
+    /// peer counts as heard from, at the next call that knows the time.
+    resumed: bool,
     sent: Instant,
     wake: Option<Instant>,
     stats: SocketStats,
@@ -73,19 +103,37 @@ pub struct ConnectionCore {
 impl ConnectionCore {
     /// A connection whose transport just opened at `now`: our hello is
     /// queued (take it with [`poll_transmit`](Self::poll_transmit)), the
-    /// peer's must arrive within `handshake_timeout`.
+    /// peer's must arrive within `handshake_timeout`. Its inflate budget is
+    /// its own.
     pub fn new(config: SocketConfig, now: Instant) -> Self {
+        let budget = InflateBudget::new(
+            config.max_inflated_per_second,
+            config.codec.max_decompressed_len,
+            now,
+        );
+        Self::with_budget(config, Arc::new(Mutex::new(budget)), now)
+    }
+
+    /// Like [`new`](Self::new), inflating within a budget shared with other
+    /// connections (a server's connections from one address share one:
+    /// [`AddressBudgets`](super::budget::AddressBudgets)).
+    pub fn with_budget(config: SocketConfig, budget: SharedBudget, now: Instant) -> Self {
         let deadline = now + config.handshake_timeout;
         let mut core = Self {
-            decoder: FrameDecoder::new(config.codec.clone()),
+            decoder: FrameDecoder::new(control::hello_codec(&config.codec)),
             config,
             state: State::Handshake { deadline },
+            budget,
             inbound: BytesMut::new(),
             outbound: VecDeque::new(),
             outbound_bytes: 0,
+            pong: None,
+            close_queued: false,
+            eof: false,
             events: VecDeque::new(),
             started: now,
-            heard: now,
+            heard: Some(now),
+            resumed: false,
             sent: now,
             wake: Some(deadline),
             stats: SocketStats::default(),
@@ -94,60 +142,77 @@ impl ConnectionCore {
         core
     }
 
+    /// Whether the driver should read: the connection has not ended and the
+    /// owner's events are below `event_queue_len`. While it is `false` the
+    /// peer's bytes wait in the transport (its flow control pushes back),
+    /// and the time is not the peer's silence.
+    pub fn wants_read(&self) -> bool {
+        !matches!(self.state, State::Closed { .. }) && self.heard.is_some()
+    }
+
     /// Takes in bytes read from the transport.
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
-        if matches!(self.state, State::Closed) {
+        if matches!(self.state, State::Closed { .. }) {
             return;
         }
-        self.heard = now;
+        self.on_time(now);
         self.stats.bytes_in += bytes.len() as u64;
         self.inbound.extend_from_slice(bytes);
-        while !matches!(self.state, State::Closed) {
-            if matches!(self.state, State::Handshake { .. }) && self.hello_too_long() {
-                return self.fail(DisconnectReason::NotSwitchboard, now);
-            }
-            let frame = match self.decoder.decode(&mut self.inbound) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(_) if matches!(self.state, State::Handshake { .. }) => {
-                    return self.fail(DisconnectReason::NotSwitchboard, now)
-                }
-                Err(err) => {
-                    return self.fail(DisconnectReason::ProtocolError(err.to_string()), now)
-                }
-            };
-            self.stats.frames_in += 1;
-            match self.state {
-                State::Handshake { .. } => self.on_hello(frame.compressed, &frame.payload, now),
-                State::Open | State::Closing { .. } => match Message::decode(frame.payload) {
-                    Ok(message) if message.channel_id() == SYSTEM_CHANNEL => {
-                        self.on_system(message, now)
-                    }
-                    Ok(message) if matches!(self.state, State::Open) => {
-                        self.events.push_back(SocketEvent::Received(message))
-                    }
-                    // Closing: what the peer sends before it hears our close
-                    // is no one's any more.
-                    Ok(_) => {}
-                    Err(err) => {
-                        let reason = DisconnectReason::ProtocolError(err.to_string());
-                        return self.fail(reason, now);
-                    }
-                },
-                State::Closed => {}
-            }
+        if self.heard.is_some() {
+            self.heard = Some(now);
         }
+        self.process(now);
         self.rearm(now);
     }
 
-    /// The peer hung up (the transport read its end).
-    pub fn handle_eof(&mut self) {
-        let reason = match std::mem::replace(&mut self.state, State::Closed) {
-            State::Closed => return,
+    /// The peer hung up (a read returned the end of the stream). Frames
+    /// still buffered for an owner who has not taken its events are
+    /// handed out first.
+    pub fn handle_eof(&mut self, now: Instant) {
+        self.eof = true;
+        self.on_time(now);
+        self.on_eof(now);
+    }
+
+    fn on_eof(&mut self, now: Instant) {
+        if !self.eof || self.heard.is_none() {
+            return;
+        }
+        self.process(now);
+        if self.heard.is_none() {
+            // Whole frames wait for the owner; the end comes after them.
+            return;
+        }
+        if !self.inbound.is_empty() && matches!(self.state, State::Open) {
+            let buffered = self.inbound.len();
+            let error = SocketError::Frame(crate::codec::FrameError::Truncated { buffered });
+            return self.fail_with(error, now);
+        }
+        let reason = match std::mem::replace(&mut self.state, State::Closed { flush_by: None }) {
+            State::Closed { flush_by } => {
+                self.state = State::Closed { flush_by };
+                return;
+            }
             State::Closing { reason, .. } => reason,
             State::Handshake { .. } => lost("the peer hung up before its hello"),
             State::Open => lost("the peer hung up without a goodbye"),
         };
+        self.drop_outbound();
+        self.end(reason);
+    }
+
+    /// The transport failed (a read or a write returned an error): the
+    /// connection is lost, nothing more is written.
+    pub fn handle_error(&mut self, error: std::io::Error) {
+        let reason = match std::mem::replace(&mut self.state, State::Closed { flush_by: None }) {
+            State::Closed { flush_by } => {
+                self.state = State::Closed { flush_by };
+                return;
+            }
+            State::Closing { reason, .. } => reason,
+            _ => DisconnectReason::ConnectionLost(error.into()),
+        };
+        self.drop_outbound();
         self.end(reason);
     }
 
@@ -155,13 +220,14 @@ impl ConnectionCore {
     /// idle peer, a close that took too long. Call when
     /// [`poll_timeout`](Self::poll_timeout) has passed (earlier does no harm).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.on_time(now);
         match &self.state {
             State::Handshake { deadline } if now >= *deadline => {
                 return self.fail(DisconnectReason::HandshakeTimeout, now)
             }
             State::Open => {
                 let (ping, idle) = (self.config.keepalive_interval, self.config.idle_timeout);
-                match keepalive::tick(now, Some(self.heard), self.sent, ping, idle) {
+                match keepalive::tick(now, self.heard, self.sent, ping, idle) {
                     Tick::Idle => return self.fail(DisconnectReason::IdleTimeout, now),
                     Tick::Ping { .. } => {
                         let stamp = self.stamp(now);
@@ -172,11 +238,19 @@ impl ConnectionCore {
             }
             State::Closing { deadline, .. } if now >= *deadline => {
                 if let State::Closing { reason, .. } =
-                    std::mem::replace(&mut self.state, State::Closed)
+                    std::mem::replace(&mut self.state, State::Closed { flush_by: None })
                 {
+                    self.drop_outbound();
                     self.end(reason);
                 }
                 return;
+            }
+            State::Closed {
+                flush_by: Some(deadline),
+            } if now >= *deadline => {
+                // The peer did not take our close in time: let it go.
+                self.state = State::Closed { flush_by: None };
+                self.drop_outbound();
             }
             _ => {}
         }
@@ -184,23 +258,50 @@ impl ConnectionCore {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work; `None`
-    /// once the connection has ended.
+    /// once the connection has ended and nothing is left to write.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.wake
     }
 
-    /// The next bytes to write to the transport, in order.
+    /// The next bytes to write to the transport, in order: our hello first,
+    /// then a due pong, then the queue.
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
-        let bytes = self.outbound.pop_front()?;
-        self.outbound_bytes -= bytes.len();
+        let pong = if self.stats.frames_out > 0 {
+            self.pong.take()
+        } else {
+            None
+        };
+        let bytes = match pong {
+            Some(stamp) => control::pong_frame(stamp, &self.config.codec),
+            None => {
+                let bytes = self.outbound.pop_front()?;
+                self.outbound_bytes -= bytes.len();
+                bytes
+            }
+        };
         self.stats.frames_out += 1;
         self.stats.bytes_out += bytes.len() as u64;
+        if self.outbound.is_empty() && matches!(self.state, State::Closed { .. }) {
+            // The last bytes are out: nothing to wait for.
+            self.wake = None;
+        }
         Some(bytes)
+    }
+
+    /// Whether our close frame is out: once it is written, the driver shuts
+    /// the transport's sending side down (a TCP FIN, a WebSocket close)
+    /// and reads on until the peer hangs up or the core has ended.
+    pub fn should_shutdown(&self) -> bool {
+        self.close_queued && self.outbound.is_empty()
     }
 
     /// The next thing for the owner to hear; `Disconnected` is the last.
     pub fn poll_event(&mut self) -> Option<SocketEvent> {
-        self.events.pop_front()
+        let event = self.events.pop_front()?;
+        if self.heard.is_none() && self.events.len() < self.config.event_queue_len {
+            self.resumed = true;
+        }
+        Some(event)
     }
 
     /// Queues a message (after the handshake's hello, if it is still under
@@ -229,7 +330,7 @@ impl ConnectionCore {
         if !matches!(self.state, State::Handshake { .. } | State::Open) {
             return;
         }
-        self.queue(control::close_frame(code, reason, &self.config.codec), now);
+        self.queue_close(code, reason, now);
         self.state = State::Closing {
             deadline: now + self.config.close_timeout,
             reason: DisconnectReason::Closed {
@@ -247,7 +348,7 @@ impl ConnectionCore {
 
     /// Whether the connection has ended (`Disconnected` was queued).
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Closed)
+        matches!(self.state, State::Closed { .. })
     }
 
     /// Its counters (the round trip once a pong came back).
@@ -259,71 +360,133 @@ impl ConnectionCore {
         }
     }
 
-    fn on_hello(&mut self, compressed: bool, payload: &[u8], now: Instant) {
-        let reason = match control::parse_hello(payload) {
-            Hello::Compatible if !compressed => {
-                self.state = State::Open;
-                self.events.push_back(SocketEvent::Connected);
+    /// Reads the frames buffered, while the owner has room for their events.
+    fn process(&mut self, now: Instant) {
+        if matches!(self.state, State::Handshake { .. }) && !self.take_hello(now) {
+            return;
+        }
+        while !self.inbound.is_empty()
+            && matches!(self.state, State::Open | State::Closing { .. })
+            && self.heard.is_some()
+        {
+            let room = self
+                .config
+                .event_queue_len
+                .saturating_sub(self.events.len());
+            if room == 0 {
+                // The owner has not taken its events: the rest waits.
+                self.heard = None;
                 return;
             }
-            Hello::OtherVersion(theirs) if !compressed => DisconnectReason::VersionMismatch {
-                ours: PROTOCOL_VERSION,
-                theirs,
-            },
-            _ => DisconnectReason::NotSwitchboard,
-        };
-        self.fail(reason, now);
-    }
-
-    fn on_system(&mut self, message: Message, now: Instant) {
-        match message.action_id() {
-            control::ACTION_PING => {
-                if let Ok(stamp) = message.content::<u64>() {
-                    self.queue(control::pong_frame(stamp, &self.config.codec), now);
-                }
-            }
-            control::ACTION_PONG => {
-                if let Ok(stamp) = message.content::<u64>() {
-                    self.stats.rtt_micros = self.stamp(now).saturating_sub(stamp);
-                }
-            }
-            control::ACTION_CLOSE => {
-                let close = message.content::<CloseFrame>().unwrap_or(CloseFrame {
-                    code: CloseCode::PROTOCOL_ERROR,
-                    reason: "undecodable close frame".into(),
+            let mut read = Read::default();
+            let limits = BatchLimits {
+                items: room,
+                bytes: u64::MAX,
+            };
+            let taken = inbound::take_frames(
+                &mut self.inbound,
+                &mut self.decoder,
+                &self.budget,
+                now,
+                limits,
+                &mut read,
+            );
+            self.stats.frames_in += taken.frames;
+            let chunk = self.inbound.split_to(taken.taken).freeze();
+            for item in read.items {
+                self.events.push_back(match item {
+                    Item::At(channel, action, range) => SocketEvent::Received(Message::from_raw(
+                        channel,
+                        action,
+                        chunk.slice(range),
+                    )),
+                    Item::Event(event) => event,
                 });
-                let reason = match std::mem::replace(&mut self.state, State::Closed) {
-                    State::Closing { reason, .. } => reason,
-                    _ => DisconnectReason::ClosedByPeer {
-                        code: close.code,
-                        reason: close.reason,
-                    },
-                };
-                self.end(reason);
             }
-            other => self
-                .events
-                .push_back(SocketEvent::Error(SocketError::UnknownSystemAction(other))),
+            if let Some(stamp) = read.pong {
+                self.stats.rtt_micros = self.stamp(now).saturating_sub(stamp);
+            }
+            if read.ping.is_some() && !self.close_queued {
+                self.pong = read.ping;
+            }
+            match taken.end {
+                Some(End::PeerClosed(close)) => {
+                    let reason = match std::mem::replace(
+                        &mut self.state,
+                        State::Closed { flush_by: None },
+                    ) {
+                        State::Closing { reason, .. } => reason,
+                        _ => DisconnectReason::ClosedByPeer {
+                            code: close.code,
+                            reason: close.reason,
+                        },
+                    };
+                    self.drop_outbound();
+                    return self.end(reason);
+                }
+                Some(End::Failed(error)) => return self.fail_with(error, now),
+                None if taken.frames == 0 => return,
+                None => {}
+            }
         }
     }
 
-    /// Ends the connection at once for `reason`, telling the peer why when
-    /// the transport still carries anything.
+    /// The peer's hello, if it is in: `true` once the connection is open.
+    fn take_hello(&mut self, now: Instant) -> bool {
+        let first = match self.decoder.decode(&mut self.inbound) {
+            Ok(None) => return false,
+            Ok(Some(frame)) => control::check_first_frame(Ok(&frame)),
+            Err(err) => control::check_first_frame(Err(&err)),
+        };
+        self.stats.frames_in += 1;
+        match first {
+            Ok(()) => {
+                *self.decoder.config_mut() = self.config.codec.clone();
+                self.state = State::Open;
+                self.events.push_back(SocketEvent::Connected);
+                true
+            }
+            Err(reason) => {
+                self.fail(reason, now);
+                false
+            }
+        }
+    }
+
+    /// The peer broke a rule: the owner hears the error, then the end.
+    fn fail_with(&mut self, error: SocketError, now: Instant) {
+        let reason = DisconnectReason::ProtocolError(error.to_string());
+        self.events.push_back(SocketEvent::Error(error));
+        self.fail(reason, now);
+    }
+
+    /// Ends the connection at once for `reason`, telling the peer why.
     fn fail(&mut self, reason: DisconnectReason, now: Instant) {
         // What waits to go is dropped, but for our hello if it has not left
         // yet: the peer reads the close only after a hello.
         let keep = match self.state {
-            State::Closed => return,
+            State::Closed { .. } => return,
             State::Handshake { .. } if self.stats.frames_out == 0 => 1,
             _ => 0,
         };
-        self.state = State::Closed;
+        // A close already queued (a graceful one under way) is the one the
+        // peer hears.
+        let close = if self.close_queued {
+            self.outbound.pop_back()
+        } else {
+            None
+        };
         self.outbound.truncate(keep);
+        self.outbound.extend(close);
         self.outbound_bytes = self.outbound.iter().map(Bytes::len).sum();
-        let frame =
-            control::close_frame(reason.close_code(), &reason.to_string(), &self.config.codec);
-        self.queue(frame, now);
+        if !self.close_queued {
+            self.queue_close(reason.close_code(), &reason.to_string(), now);
+        }
+        self.state = State::Closed {
+            flush_by: Some(now + self.config.close_timeout),
+        };
         self.end(reason);
+        self.rearm(now);
     }
 
     fn end(&mut self, reason: DisconnectReason) {
@@ -332,10 +495,35 @@ impl ConnectionCore {
         self.events.push_back(SocketEvent::Disconnected(reason));
     }
 
+    fn drop_outbound(&mut self) {
+        self.outbound.clear();
+        self.outbound_bytes = 0;
+        self.pong = None;
+    }
+
+    fn queue_close(&mut self, code: CloseCode, reason: &str, now: Instant) {
+        self.pong = None;
+        self.queue(control::close_frame(code, reason, &self.config.codec), now);
+        self.close_queued = true;
+    }
+
     fn queue(&mut self, frame: Bytes, now: Instant) {
+        if self.close_queued {
+            return;
+        }
         self.outbound_bytes += frame.len();
         self.outbound.push_back(frame);
         self.sent = now;
+    }
+
+    /// The owner took events while reading waited: go on reading (and
+    /// with the end of the stream, if it came meanwhile).
+    fn on_time(&mut self, now: Instant) {
+        if std::mem::take(&mut self.resumed) && self.heard.is_none() {
+            self.heard = Some(now);
+            self.process(now);
+            self.on_eof(now);
+        }
     }
 
     fn rearm(&mut self, now: Instant) {
@@ -343,31 +531,58 @@ impl ConnectionCore {
             State::Handshake { deadline } | State::Closing { deadline, .. } => Some(*deadline),
             State::Open => {
                 let (ping, idle) = (self.config.keepalive_interval, self.config.idle_timeout);
-                match keepalive::tick(now, Some(self.heard), self.sent, ping, idle) {
-                    Tick::Idle => Some(now),
-                    Tick::Ping { .. } => Some(now),
+                match keepalive::tick(now, self.heard, self.sent, ping, idle) {
+                    Tick::Idle | Tick::Ping { .. } => Some(now),
                     Tick::Wait { next } => Some(next),
                 }
             }
-            State::Closed => None,
+            State::Closed { flush_by } if !self.outbound.is_empty() => *flush_by,
+            State::Closed { .. } => None,
         };
-    }
-
-    /// A peer whose first frame announces more than a hello is not ours.
-    fn hello_too_long(&self) -> bool {
-        self.inbound.len() >= 4
-            && u32::from_be_bytes([
-                self.inbound[0],
-                self.inbound[1],
-                self.inbound[2],
-                self.inbound[3],
-            ]) as usize
-                + 4
-                > MAX_HELLO_FRAME_LEN
     }
 
     fn stamp(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.started).as_micros() as u64
+    }
+}
+
+/// One read's events, in order, as the core collects them.
+#[derive(Default)]
+struct Read {
+    items: Vec<Item>,
+    ping: Option<u64>,
+    pong: Option<u64>,
+}
+
+enum Item {
+    /// A message whose content is a range of the read's bytes.
+    At(u16, u16, Range<usize>),
+    Event(SocketEvent),
+}
+
+impl Sink for Read {
+    fn message_at(&mut self, channel: u16, action: u16, content: Range<usize>) {
+        self.items.push(Item::At(channel, action, content));
+    }
+
+    fn message(&mut self, message: Message) {
+        self.items.push(Item::Event(SocketEvent::Received(message)));
+    }
+
+    fn error(&mut self, error: SocketError) {
+        self.items.push(Item::Event(SocketEvent::Error(error)));
+    }
+
+    fn ping(&mut self, stamp: u64) {
+        self.ping = Some(stamp);
+    }
+
+    fn pong(&mut self, stamp: u64) {
+        self.pong = Some(stamp);
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
     }
 }
 

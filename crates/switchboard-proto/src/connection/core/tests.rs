@@ -60,7 +60,14 @@ fn a_quiet_side_pings_measures_the_round_trip_and_a_silent_peer_is_dropped() {
         events(&mut b)[..],
         [SocketEvent::Disconnected(DisconnectReason::IdleTimeout)]
     ));
-    assert!(b.is_closed() && b.poll_timeout().is_none());
+    // Its close goes out within close_timeout; then nothing is left.
+    assert!(b.is_closed() && !b.should_shutdown());
+    assert_eq!(
+        b.poll_timeout(),
+        Some(idle + SocketConfig::default().close_timeout)
+    );
+    while b.poll_transmit().is_some() {}
+    assert!(b.should_shutdown() && b.poll_timeout().is_none());
 }
 
 #[test]
@@ -82,7 +89,7 @@ fn a_close_reaches_the_peer_with_its_code_and_reason_after_what_was_queued() {
         }
         other => panic!("{other:?}"),
     }
-    a.handle_eof();
+    a.handle_eof(now);
     assert!(matches!(
         &events(&mut a)[..],
         [SocketEvent::Disconnected(DisconnectReason::Closed { reason, .. })] if reason == "bye"
@@ -126,10 +133,81 @@ fn a_bad_frame_ends_the_connection_as_a_protocol_error() {
     a.handle_bytes(&[0, 0, 0, 2, 0x80, 0], now);
     assert!(matches!(
         events(&mut a)[..],
-        [SocketEvent::Disconnected(DisconnectReason::ProtocolError(
-            _
-        ))]
+        [
+            SocketEvent::Error(SocketError::Frame(_)),
+            SocketEvent::Disconnected(DisconnectReason::ProtocolError(_))
+        ]
     ));
+}
+
+#[test]
+fn an_owner_that_leaves_its_events_waiting_stops_the_reading_not_the_peer() {
+    let now = Instant::now();
+    let config = SocketConfig {
+        event_queue_len: 4,
+        ..SocketConfig::default()
+    };
+    let mut a = ConnectionCore::new(config.clone(), now);
+    let mut b = ConnectionCore::new(config.clone(), now);
+    carry(&mut a, &mut b, now);
+    carry(&mut b, &mut a, now);
+    for i in 0..10u8 {
+        a.send(&Message::from_raw(16, 1, Bytes::from(vec![i])), now)
+            .unwrap();
+    }
+    carry(&mut a, &mut b, now);
+    // Connected and three messages fill b's four; the rest wait unread.
+    assert!(!b.wants_read());
+    // Long past the idle timeout, b's owner has taken nothing: not idle.
+    let later = now + config.idle_timeout * 3;
+    b.handle_timeout(later);
+    assert!(!b.is_closed());
+    let got = events(&mut b);
+    assert_eq!(got.len(), 4, "{got:?}");
+    // Taken: the rest is read at the next call that knows the time, and the
+    // peer counts as heard from then.
+    b.handle_timeout(later);
+    let rest = events(&mut b);
+    assert_eq!(rest.len(), 4, "{rest:?}");
+    b.handle_timeout(later);
+    assert_eq!(events(&mut b).len(), 3, "all ten, in order");
+    assert!(b.wants_read() && !b.is_closed());
+    b.handle_timeout(later + config.idle_timeout);
+    assert!(matches!(
+        events(&mut b)[..],
+        [SocketEvent::Disconnected(DisconnectReason::IdleTimeout)]
+    ));
+}
+
+#[test]
+fn connections_sharing_a_budget_cannot_refill_it_by_reconnecting() {
+    let now = Instant::now();
+    let config = SocketConfig {
+        max_inflated_per_second: 1024 * 1024,
+        ..SocketConfig::default()
+    };
+    let budget = Arc::new(Mutex::new(InflateBudget::new(
+        config.max_inflated_per_second,
+        config.codec.max_decompressed_len,
+        now,
+    )));
+    // A message that inflates to 2 MiB from a few KiB.
+    let big = Message::from_raw(16, 1, Bytes::from(vec![0u8; 2 * 1024 * 1024]));
+    let mut refused = 0;
+    for _ in 0..3 {
+        let mut sender = ConnectionCore::new(config.clone(), now);
+        let mut receiver = ConnectionCore::with_budget(config.clone(), budget.clone(), now);
+        carry(&mut sender, &mut receiver, now);
+        carry(&mut receiver, &mut sender, now);
+        sender.send(&big, now).unwrap();
+        carry(&mut sender, &mut receiver, now);
+        refused += usize::from(
+            events(&mut receiver)
+                .iter()
+                .any(|e| matches!(e, SocketEvent::Error(SocketError::InflateBudget { .. }))),
+        );
+    }
+    assert!(refused >= 2, "the budget was refilled ({refused} refused)");
 }
 
 #[test]

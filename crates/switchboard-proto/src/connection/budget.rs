@@ -1,7 +1,8 @@
-//! Inflate budgets: what a peer's compressed frames may cost the server in
-//! inflation, per second. A client's connection has one of its own; a
-//! server's connections from one address share one, so reconnecting does
-//! not refill it.
+//! Inflate budgets: what a peer's compressed frames may cost in inflation,
+//! per second (`SocketConfig::max_inflated_per_second`). A client's
+//! connection has one of its own; a server's connections from one address
+//! share one ([`AddressBudgets`]), so reconnecting does not refill it. The
+//! time is passed in, as everywhere in this crate.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -11,7 +12,7 @@ use std::time::Instant;
 /// A token bucket of inflated bytes: `per_second` a second, and room for
 /// one frame of `max_frame` at once.
 #[derive(Debug)]
-pub(crate) struct InflateBudget {
+pub struct InflateBudget {
     per_second: usize,
     max_frame: usize,
     level: f64,
@@ -19,10 +20,12 @@ pub(crate) struct InflateBudget {
 }
 
 /// A budget as connections share it.
-pub(crate) type SharedBudget = Arc<Mutex<InflateBudget>>;
+pub type SharedBudget = Arc<Mutex<InflateBudget>>;
 
 impl InflateBudget {
-    pub(crate) fn new(per_second: usize, max_frame: usize, now: Instant) -> Self {
+    /// A full budget of `per_second`, with room for one frame of
+    /// `max_frame` at once.
+    pub fn new(per_second: usize, max_frame: usize, now: Instant) -> Self {
         Self {
             per_second,
             max_frame,
@@ -36,7 +39,7 @@ impl InflateBudget {
     }
 
     /// Bytes that may be inflated now.
-    pub(crate) fn room(&mut self, now: Instant) -> usize {
+    pub fn room(&mut self, now: Instant) -> usize {
         let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
         let cap = Self::cap(self.per_second, self.max_frame);
         self.level = (self.level + elapsed * self.per_second as f64).min(cap);
@@ -45,18 +48,18 @@ impl InflateBudget {
     }
 
     /// `inflated` bytes were inflated.
-    pub(crate) fn spend(&mut self, inflated: usize) {
+    pub fn spend(&mut self, inflated: usize) {
         self.level = (self.level - inflated as f64).max(0.0);
     }
 
     /// Whether less than half of the budget is left at `now`: the address
     /// waits for it before it may connect again.
-    pub(crate) fn is_spent(&mut self, now: Instant) -> bool {
+    pub fn is_spent(&mut self, now: Instant) -> bool {
         (self.room(now) as f64) < Self::cap(self.per_second, self.max_frame) / 2.0
     }
 
     /// The rate.
-    pub(crate) fn per_second(&self) -> usize {
+    pub fn per_second(&self) -> usize {
         self.per_second
     }
 
@@ -70,7 +73,7 @@ impl InflateBudget {
 /// connections until it has refilled; the table is swept as it grows, so it
 /// holds about as many entries as addresses seen in the last few seconds.
 #[derive(Debug)]
-pub(crate) struct AddressBudgets {
+pub struct AddressBudgets {
     per_second: usize,
     max_frame: usize,
     budgets: HashMap<IpAddr, SharedBudget>,
@@ -78,7 +81,9 @@ pub(crate) struct AddressBudgets {
 }
 
 impl AddressBudgets {
-    pub(crate) fn new(per_second: usize, max_frame: usize) -> Self {
+    /// An empty table whose budgets are `per_second`, with room for one
+    /// frame of `max_frame`.
+    pub fn new(per_second: usize, max_frame: usize) -> Self {
         Self {
             per_second,
             max_frame,
@@ -89,7 +94,7 @@ impl AddressBudgets {
 
     /// The budget of `ip` (an address key), shared with its other
     /// connections.
-    pub(crate) fn of(&mut self, ip: IpAddr, now: Instant) -> SharedBudget {
+    pub fn of(&mut self, ip: IpAddr, now: Instant) -> SharedBudget {
         if self.budgets.len() >= self.sweep_at {
             // Forget the budgets no connection holds that have refilled.
             self.budgets.retain(|_, budget| {
