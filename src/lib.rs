@@ -91,8 +91,6 @@ pub use switchboard_proto::message;
 pub mod prelude;
 pub mod process;
 pub use switchboard_proto::record;
-/// The join-code relay's frames (a game hosted behind a router joined as `CODE@relay:port`).
-pub use switchboard_proto::rendezvous;
 pub use switchboard_proto::smoothing;
 pub mod router;
 pub mod runtime;

@@ -87,7 +87,11 @@ impl<'a> Player<'a> {
         };
         Player {
             name: name.to_string(),
-            client: NetworkClient::connect(addr, config),
+            client: NetworkClient::connect_via(
+                switchboard_hosting::JoinCodes::dialer(),
+                addr,
+                config,
+            ),
             seen: Seen::default(),
             link: Link::Joining,
             invite: None,

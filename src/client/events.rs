@@ -14,7 +14,7 @@ use futures::Stream;
 use super::{ClientEvent, ClientSignals, NetworkClient};
 use crate::client::ClientAction;
 use crate::router::Router;
-use crate::socket::{ExtendedTcpSocket, PeerId, SendError, SocketEvent};
+use crate::socket::{PeerId, SendError, SocketEvent};
 
 impl NetworkClient {
     /// Takes in what the network brought and hands every event to the
@@ -112,14 +112,7 @@ impl NetworkClient {
                 ClientAction::Connect => {
                     let config = self.socket_config.clone();
                     let addr = self.server_addr().to_string();
-                    let by_code = crate::rendezvous::split_join_addr(&addr);
-                    self.socket = Some(if addr.starts_with("ws://") {
-                        ExtendedTcpSocket::connect_ws(&addr, config)
-                    } else if let Some((code, relay)) = by_code {
-                        ExtendedTcpSocket::connect_by_code(code, relay.to_string(), config)
-                    } else {
-                        ExtendedTcpSocket::connect(addr, config)
-                    });
+                    self.socket = Some(self.dialer.connect(&addr, config));
                 }
                 ClientAction::Send(message) => {
                     last = Some(match &self.socket {

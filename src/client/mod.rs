@@ -31,7 +31,9 @@ use crate::message::{Channel, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
 use crate::signal::{Connection, Signal};
-use crate::socket::{DisconnectReason, ExtendedTcpSocket, SendError, SocketConfig, SocketState};
+use crate::socket::{
+    Dialer, DisconnectReason, ExtendedTcpSocket, SendError, SocketConfig, SocketState,
+};
 
 /// The signals of a client: each runs once per event, as the game takes the
 /// event (`poll`, `drain`, `next_event` or the stream).
@@ -86,6 +88,8 @@ pub struct NetworkClient {
     /// The address it was made with, then `ClientConfig::fallback_servers`.
     servers: Vec<String>,
     socket_config: SocketConfig,
+    /// How each connection opens.
+    dialer: Dialer,
     socket: Option<ExtendedTcpSocket>,
     core: ClientCore,
     router: Router,
@@ -109,10 +113,18 @@ impl std::fmt::Debug for NetworkClient {
 impl NetworkClient {
     /// Starts connecting to `addr` and returns at once; `connected` and
     /// `welcomed` follow. `addr` is "host:port" or a `SocketAddr` for the
-    /// TCP port, a `ws://host:port/` URL for a server's WebSocket
-    /// listener (the same session either way), or `CODE@host:port` for a
-    /// game hosted through the join-code relay at `host:port`.
+    /// TCP port, or a `ws://host:port/` URL for a server's WebSocket
+    /// listener (the same session either way). Other forms of address
+    /// need their connector: see [`connect_via`](Self::connect_via).
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
+        Self::connect_via(Dialer::default(), addr, config)
+    }
+
+    /// Like [`connect`](Self::connect), with the address forms of
+    /// `dialer`'s connectors too (every reconnect dials the same way): say,
+    /// `CODE@host:port` for a game hosted through the join-code relay at
+    /// `host:port`, with `switchboard_hosting::JoinCodes`.
+    pub fn connect_via(dialer: Dialer, addr: impl ToString, config: ClientConfig) -> Self {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
         let mut servers = vec![addr.to_string()];
@@ -120,6 +132,7 @@ impl NetworkClient {
         let mut client = Self {
             servers,
             socket_config: config.socket.clone(),
+            dialer,
             socket: None,
             core: ClientCore::new(config, u64::from_le_bytes(seed)),
             router: Router::new(),

@@ -16,6 +16,7 @@ mod accept;
 mod config;
 mod connection;
 use switchboard_proto::connection::control;
+mod dial;
 mod events;
 mod gate;
 mod handle;
@@ -35,6 +36,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 pub use config::{BindScope, ServerConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
+pub use dial::{Connector, Dialer, Opening};
 pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
@@ -142,23 +144,11 @@ impl ExtendedTcpSocket {
         })
     }
 
-    /// Starts connecting to the game of join code `code` through the
-    /// join-code relay at `relay` (`docs/HOSTING.md`): the relay's join
-    /// frame first, then the same protocol as [`connect`](Self::connect),
-    /// piped by the relay to the host.
-    pub fn connect_by_code<A>(code: &str, relay: A, config: SocketConfig) -> Self
-    where
-        A: ToSocketAddrs + Send + 'static,
-    {
-        let join = crate::rendezvous::Frame::Join {
-            code: code.to_string(),
-        }
-        .encode();
-        Self::open(config, async move {
-            let mut stream = TcpStream::connect(relay).await?;
-            tokio::io::AsyncWriteExt::write_all(&mut stream, &join).await?;
-            Ok(Opened::Tcp(stream))
-        })
+    /// Starts connecting over a byte stream that `opening` opens (a
+    /// [`Connector`]'s, which has sent its own first bytes), then the same
+    /// protocol as [`connect`](Self::connect).
+    pub fn connect_with(opening: Opening, config: SocketConfig) -> Self {
+        Self::open(config, async move { opening.await.map(Opened::Tcp) })
     }
 
     /// Starts connecting to a WebSocket listener at `url`

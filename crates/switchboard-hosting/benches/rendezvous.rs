@@ -58,7 +58,11 @@ struct Row {
 
 /// `rounds` round trips of a client joined at `addr`, one after another.
 fn measure(addr: String, rounds: usize) -> Row {
-    let mut client = NetworkClient::connect(addr, ClientConfig::named("bench"));
+    let mut client = NetworkClient::connect_via(
+        switchboard_hosting::JoinCodes::dialer(),
+        addr,
+        ClientConfig::named("bench"),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !client.is_welcomed() {
         assert!(Instant::now() < deadline, "not welcomed");

@@ -49,6 +49,6 @@ pub mod rendezvous;
 pub use lease::{MapStatus, PortLease, PortMapper};
 pub use portmap::{map_port, MapError, Mapping, Method, PortMapConfig};
 pub use rendezvous::{
-    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
+    HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousConfig, RendezvousServer,
     RendezvousStats,
 };

@@ -115,8 +115,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let name = value("--name").unwrap_or_else(|| "browser".into());
         // A game hosted through a join-code relay is joined by its code.
-        let mut client =
-            NetworkClient::connect(server.listed.join_addr(), ClientConfig::named(&name));
+        let mut client = NetworkClient::connect_via(
+            switchboard_hosting::JoinCodes::dialer(),
+            server.listed.join_addr(),
+            ClientConfig::named(&name),
+        );
         let deadline = Instant::now() + Duration::from_secs(5);
         while !client.is_welcomed() && !client.is_finished() && Instant::now() < deadline {
             client.poll_timeout(Duration::from_millis(20));

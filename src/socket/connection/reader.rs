@@ -255,8 +255,14 @@ fn take_frames<E>(
         items: crate::socket::events::BATCH,
         bytes: crate::socket::events::BATCH_BYTES,
     };
-    let now = std::time::Instant::now();
-    let taken = inbound::take_frames(buffer, decoder, budget, now, limits, batch);
+    let taken = inbound::take_frames(
+        buffer,
+        decoder,
+        budget,
+        std::time::Instant::now,
+        limits,
+        batch,
+    );
     batch.frames += taken.frames;
     batch.bytes += taken.bytes;
     let end = taken.end.map(|end| match end {

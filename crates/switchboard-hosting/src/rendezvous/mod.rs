@@ -12,12 +12,14 @@
 //! bytes), never its content: sessions, reconnects with the same id,
 //! WebSocket players (a message per frame, `ws://relay:port/CODE`) and the
 //! host's own validation work as over a direct connection. The host side
-//! is [`HostLink`]; the frames are `switchboard::rendezvous`
+//! is [`HostLink`]; a player's client dials `CODE@relay:port` through
+//! [`JoinCodes`]; the frames are `switchboard_proto::rendezvous`
 //! (`docs/PROTOCOL.md` section 12); the limits are [`RendezvousConfig`]
 //! (`docs/SECURITY.md`).
 
 mod games;
 mod host;
+mod join;
 mod pipe;
 mod serve;
 
@@ -29,6 +31,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use host::{HostConfig, HostLink, HostStatus, HostTarget};
+pub use join::JoinCodes;
 
 /// The relay's limits. Every one is a guard against a peer that costs the
 /// relay more than it pays, or keeps others out.

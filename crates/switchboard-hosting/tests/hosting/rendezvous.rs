@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard::prelude::*;
-use switchboard::rendezvous::Frame;
 use switchboard::ClientEvent;
 use switchboard_hosting::{
     HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
 };
+use switchboard_proto::rendezvous::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -77,7 +77,11 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 /// A client that joined `addr` (welcomed, so requests may go).
 fn joined(addr: String, name: &str) -> NetworkClient {
-    let mut client = NetworkClient::connect(addr, ClientConfig::named(name));
+    let mut client = NetworkClient::connect_via(
+        switchboard_hosting::JoinCodes::dialer(),
+        addr,
+        ClientConfig::named(name),
+    );
     let deadline = Instant::now() + WAIT;
     let mut heard = Vec::new();
     while !client.is_welcomed() {
@@ -96,7 +100,11 @@ fn joined(addr: String, name: &str) -> NetworkClient {
 
 /// Why a client joining `addr` was turned away.
 fn turned_away(addr: String) -> String {
-    let mut client = NetworkClient::connect(addr, ClientConfig::named("eve"));
+    let mut client = NetworkClient::connect_via(
+        switchboard_hosting::JoinCodes::dialer(),
+        addr,
+        ClientConfig::named("eve"),
+    );
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         for event in client

@@ -84,7 +84,8 @@ pub struct BatchLimits {
 /// `limits`. Uncompressed frames stay where they are, as ranges; a
 /// compressed frame is inflated on its own when it comes first, and
 /// otherwise ends the batch (the next call takes it). It inflates no more
-/// than what is left of `budget` at `now`.
+/// than what is left of `budget` at `now()` (asked only then: a read of
+/// whole uncompressed frames reads no clock).
 ///
 /// The rules, the same for every driver: a system frame never arrives
 /// compressed ([`SocketError::CompressedSystemFrame`]); an envelope that
@@ -95,7 +96,7 @@ pub fn take_frames(
     buffer: &mut BytesMut,
     decoder: &mut FrameDecoder,
     budget: &Mutex<InflateBudget>,
-    now: Instant,
+    now: impl Fn() -> Instant,
     limits: BatchLimits,
     sink: &mut impl Sink,
 ) -> Taken {
@@ -121,7 +122,7 @@ pub fn take_frames(
         // The first frame is compressed, incomplete or bad: the decoder
         // takes it, asks for more bytes, or says what is wrong.
         let max = decoder.config().max_decompressed_len;
-        let room = lock(budget).room(now);
+        let room = lock(budget).room(now());
         decoder.config_mut().max_decompressed_len = room.min(max);
         let decoded = decoder.decode(buffer);
         decoder.config_mut().max_decompressed_len = max;

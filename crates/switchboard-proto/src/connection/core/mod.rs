@@ -387,7 +387,7 @@ impl ConnectionCore {
                 &mut self.inbound,
                 &mut self.decoder,
                 &self.budget,
-                now,
+                || now,
                 limits,
                 &mut read,
             );
