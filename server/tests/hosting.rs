@@ -156,8 +156,11 @@ fn join_code_board_server_behind_the_rendezvous_binary_takes_players_by_code() {
     );
     let wait = Duration::from_secs(10);
     let join = |addr: String, name: &str| {
-        let mut client =
-            switchboard::NetworkClient::connect(addr, switchboard::ClientConfig::named(name));
+        let mut client = switchboard::NetworkClient::connect_via(
+            switchboard_hosting::JoinCodes::dialer(),
+            addr,
+            switchboard::ClientConfig::named(name),
+        );
         support::wait_until("welcome", wait, || {
             client.poll();
             client.is_welcomed()

@@ -15,8 +15,9 @@ use tokio::sync::mpsc;
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
 use super::gate::{address_key, Turned};
+use super::listener::{Listener, ListenerLimits};
 use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
-use super::websocket::{self, Accepted, WebSocketConfig};
+use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
 
 /// A peer's connection event as the server reports it.
@@ -78,7 +79,7 @@ pub(super) enum Transport {
     /// Frames straight on TCP.
     Tcp,
     /// An HTTP upgrade to a WebSocket, then frames in binary messages.
-    WebSocket(Arc<WebSocketConfig>),
+    WebSocket(Arc<UpgradeRules>),
 }
 
 /// Accepts connections on `listener` until the server shuts down. A server
@@ -89,22 +90,23 @@ pub(super) async fn accept_loop(
     events: mpsc::Sender<Batch<ServerEvent>>,
     transport: Transport,
 ) {
-    loop {
-        if !room_in_gate(&shared).await {
+    // Its gate admits (per-address caps under pressure, evictions, a
+    // turned-away peer told why): the listener itself is uncapped.
+    let name = match transport {
+        Transport::Tcp => "game",
+        Transport::WebSocket(_) => "game (WebSocket)",
+    };
+    let mut listener = Listener::new(
+        listener,
+        name,
+        ListenerLimits::UNCAPPED,
+        shared.shutdown.clone(),
+    );
+    while room_in_gate(&shared).await {
+        let Some(arrival) = listener.next().await else {
             break;
-        }
-        let (stream, addr) = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off, go on.
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
         };
+        let (stream, addr, _) = arrival.into_parts();
         let Admitted {
             handle,
             reporter,
@@ -117,7 +119,6 @@ pub(super) async fn accept_loop(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         // Spawned apart, so that a TCP connection's task is no bigger for
         // the WebSocket upgrade it never does.
         match &transport {
@@ -238,19 +239,19 @@ fn tell_turned_away(
     let hello = control::hello_frame(crate::PROTOCOL_VERSION);
     let close = control::close_frame(CloseCode::SERVER_FULL, &reason, codec);
     let linger = shared.socket_config.close_timeout;
-    let (websocket, codec) = match transport {
-        Transport::Tcp => (None, None),
-        Transport::WebSocket(ws) => (Some(ws.clone()), Some(codec.clone())),
+    let websocket = match transport {
+        Transport::Tcp => None,
+        Transport::WebSocket(ws) => Some(ws.clone()),
     };
     shared.tasks.spawn(async move {
         let _telling = telling;
         let told = async {
-            match (websocket, codec) {
+            match websocket {
                 // A browser cannot read an HTTP status: it is told as over
                 // TCP, inside the WebSocket (one frame a message).
-                (Some(ws), Some(codec)) => {
-                    if let Accepted::Upgraded(mut ws) =
-                        websocket::accept(stream, &ws, &codec).await?
+                Some(rules) => {
+                    if let Upgrade::WebSocket { mut ws, .. } =
+                        websocket::accept_upgrade(stream, &rules).await?
                     {
                         use futures::SinkExt;
                         use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -263,7 +264,7 @@ fn tell_turned_away(
                         let _ = SinkExt::close(&mut *ws).await;
                     }
                 }
-                _ => {
+                None => {
                     stream.write_all(&[&hello[..], &close[..]].concat()).await?;
                     stream.shutdown().await?;
                     // What the peer sent meanwhile (its hello) is read and
@@ -394,25 +395,27 @@ fn run_websocket(
     stream: TcpStream,
     handle: SocketHandle,
     mut reporter: Reporter<ServerEvent>,
-    ws: Arc<WebSocketConfig>,
+    rules: Arc<UpgradeRules>,
 ) -> impl std::future::Future<Output = ()> {
     async move {
         let config = handle.config();
         let upgrade = Box::pin(tokio::time::timeout(
             config.handshake_timeout,
-            websocket::accept(stream, &ws, &config.codec),
+            websocket::accept_upgrade(stream, &rules),
         ));
         let accepted = tokio::select! {
-            accepted = upgrade => accepted.unwrap_or(Ok(Accepted::TimedOut)),
+            accepted = upgrade => accepted.ok(),
             // Evicted as the oldest pending handshake.
-            () = handle.shared.killed() => Ok(Accepted::TimedOut),
+            () = handle.shared.killed() => None,
         };
         let failed = match accepted {
-            Ok(Accepted::Upgraded(ws)) => return connection::run_ws(*ws, handle, reporter).await,
-            Ok(Accepted::Served) => None,
-            Ok(Accepted::Refused(why)) => Some(DisconnectReason::ProtocolError(why.into())),
-            Ok(Accepted::TimedOut) => Some(DisconnectReason::HandshakeTimeout),
-            Err(err) => Some(DisconnectReason::ConnectionLost(err.into())),
+            Some(Ok(Upgrade::WebSocket { ws, .. })) => {
+                return connection::run_ws(*ws, handle, reporter).await
+            }
+            Some(Ok(Upgrade::Served)) => None,
+            Some(Ok(Upgrade::Refused(why))) => Some(DisconnectReason::ProtocolError(why.into())),
+            None => Some(DisconnectReason::HandshakeTimeout),
+            Some(Err(err)) => Some(DisconnectReason::ConnectionLost(err.into())),
         };
         handle.set_closed();
         if let (Some(reason), Some(hook)) = (failed, reporter.on_handshake_failure.take()) {

@@ -21,6 +21,7 @@ mod events;
 mod gate;
 mod handle;
 mod ids;
+mod listener;
 mod outqueue;
 mod pacer;
 mod server;
@@ -40,6 +41,7 @@ pub use dial::{Connector, Dialer, Opening};
 pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
+pub use listener::{Arrival, Listener, ListenerCaps, ListenerLimits, Places};
 pub use pacer::{Pacer, PacerConfig};
 pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
 pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
@@ -47,7 +49,7 @@ pub use switchboard_proto::reason::{
     retry_after_of, with_retry_after, CloseCode, DisconnectReason, IoFailure, SendError,
     SocketError,
 };
-pub use websocket::{WebPage, WebSocketConfig};
+pub use websocket::{accept_upgrade, Upgrade, UpgradeRules, WebPage, WebSocketConfig, MAX_HEADERS};
 
 use crate::message::{Action, Channel, Message};
 use crate::runtime;

@@ -17,7 +17,7 @@ use axum::http::header;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
-use switchboard::socket::ConnectionSlots;
+use switchboard::socket::{Listener, ListenerLimits};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -34,34 +34,20 @@ pub(crate) async fn serve(
     // The last `reserved_for_token` places are for requests with the
     // token: the operator gets in while others hold every other place.
     let total = config.max_connections + config.reserved_for_token;
-    let slots = ConnectionSlots::new(total, config.max_connections_per_address);
-    loop {
-        let (stream, addr) = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of descriptors and the like: back off, go on.
-                    tracing::warn!(%err, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let slot = match slots.take(addr.ip()) {
-            Ok(slot) => slot,
-            Err(why) => {
-                tracing::debug!(%addr, %why, "admin connection over the caps: closed at accept");
-                continue;
+    let limits = ListenerLimits::open(total, config.max_connections_per_address);
+    Listener::new(listener, "admin", limits, stop.clone())
+        .serve(|arrival| {
+            let reserved = arrival.open > config.max_connections;
+            let (stream, addr, mut places) = arrival.into_parts();
+            // hyper reads each request's head within its own deadline.
+            places.handshake_done();
+            let (app, config, stop) = (app.clone(), config.clone(), stop.clone());
+            async move {
+                let _places = places;
+                connection(stream, addr, app, &config, reserved, stop).await;
             }
-        };
-        let reserved = slots.open() > config.max_connections;
-        let (app, config, stop) = (app.clone(), config.clone(), stop.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            connection(stream, addr, app, &config, reserved, stop).await;
-        });
-    }
+        })
+        .await;
 }
 
 /// One connection, until it ends, idles out or the server stops. A

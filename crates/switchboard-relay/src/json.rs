@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use switchboard::socket::{ConnectionSlot, ConnectionSlots};
+use switchboard::socket::{Arrival, Listener, ListenerLimits};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
@@ -105,49 +105,19 @@ pub(crate) async fn accept_json(
     config: RelayConfig,
     stop: CancellationToken,
 ) {
-    let slots = ConnectionSlots::new(
+    let limits = ListenerLimits::open(
         config.max_json_connections,
         config.max_json_connections_per_ip,
     );
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stop.cancelled() => return,
-        };
-        let (stream, addr) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                // Out of file descriptors and the like: back off, go on.
-                tracing::warn!(%err, "JSON accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let slot = match slots.take(addr.ip()) {
-            Ok(slot) => slot,
-            Err(why) => {
-                tracing::debug!(%addr, %why, "JSON connection over the caps: closed at accept");
-                continue;
-            }
-        };
-        tokio::spawn(json_connection(
-            stream,
-            addr,
-            events.clone(),
-            config.clone(),
-            slot,
-        ));
-    }
+    Listener::new(listener, "relay JSON-lines", limits, stop)
+        .serve(|arrival| json_connection(arrival, events.clone(), config.clone()))
+        .await;
 }
 
-async fn json_connection(
-    stream: TcpStream,
-    addr: SocketAddr,
-    events: mpsc::Sender<JsonEvent>,
-    config: RelayConfig,
-    _slot: ConnectionSlot,
-) {
-    let _ = stream.set_nodelay(true);
+async fn json_connection(arrival: Arrival, events: mpsc::Sender<JsonEvent>, config: RelayConfig) {
+    // A JSON-lines peer has no handshake: its place is an open one only.
+    let (stream, addr, mut places) = arrival.into_parts();
+    places.handshake_done();
     let (read, write) = stream.into_split();
     let (queue, queued) = JsonQueue::new(&config);
     let (id_tx, id_rx) = oneshot::channel();

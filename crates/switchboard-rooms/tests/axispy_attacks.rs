@@ -293,3 +293,28 @@ async fn axispy_port_refuses_a_web_pages_origin() {
     // AxisPy's own client sends no Origin and gets in.
     assert!(axispy_from(1, at).await.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axispy_upgrade_with_an_oversized_request_head_gets_431() {
+    // The AxisPy port upgrades through the game's one WebSocket handshake,
+    // with its limits: a head past `max_request_head` is answered 431.
+    let config = AxisPyConfig {
+        max_request_head: 1024,
+        ..AxisPyConfig::default()
+    };
+    let (_manager, listener) = start(config).await;
+    let at = listener.local_addr();
+    let stream = tcp_from(1, at).await.unwrap();
+    let mut request = format!("ws://{at}/Lobby").into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("X-Padding", "x".repeat(2000).parse().unwrap());
+    let err = tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("431"), "{err}");
+    assert!(
+        axispy_from(1, at).await.is_ok(),
+        "a plain client still gets in"
+    );
+}

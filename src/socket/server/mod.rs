@@ -202,7 +202,8 @@ impl ExtendedTcpServer {
         });
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
             let addr = ws_listener.local_addr()?;
-            let transport = Transport::WebSocket(Arc::new(ws.clone()));
+            let rules = super::websocket::UpgradeRules::of(ws, &config.socket.codec);
+            let transport = Transport::WebSocket(Arc::new(rules));
             let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
             shared.tasks.spawn_on(accept, &runtime);
             tracing::info!(%addr, "listening for WebSockets");

@@ -1,6 +1,8 @@
-//! The HTTP side of a WebSocket listener: one request head per connection,
-//! read within a bound, then either the upgrade to a WebSocket, a page, or
-//! an error status; nothing else is spoken.
+//! The server side of every WebSocket upgrade in the project (the game's
+//! WebSocket port, the AxisPy port, the join-code relay's players): one
+//! request head per connection, read within [`UpgradeRules`], then either
+//! the upgrade to a WebSocket, a page, or an error status; nothing else is
+//! spoken.
 
 use std::io;
 
@@ -10,32 +12,35 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
-use super::{tungstenite_config, WebSocketConfig};
-use crate::codec::CodecConfig;
+use super::UpgradeRules;
 
 /// Headers a request may carry; more is answered 431.
-const MAX_HEADERS: usize = 32;
+pub const MAX_HEADERS: usize = 32;
 
-/// How a connection to a WebSocket listener went past its HTTP request.
-pub(crate) enum Accepted {
-    /// Upgraded: the Switchboard protocol runs on it now.
-    Upgraded(Box<WebSocketStream<TcpStream>>),
+/// How a connection went past its HTTP request.
+#[derive(Debug)]
+pub enum Upgrade {
+    /// Upgraded to a WebSocket; `path` is the request's, query included.
+    WebSocket {
+        /// The upgraded connection.
+        ws: Box<WebSocketStream<TcpStream>>,
+        /// The path it asked for (a room, a join code), query included.
+        path: String,
+    },
     /// A page was served; the connection ends.
     Served,
     /// Answered with an error status and closed; why, for the log.
     Refused(&'static str),
-    /// The request did not come within the handshake timeout (set by the
-    /// caller, which bounds the time `accept` takes).
-    TimedOut,
 }
 
-/// Reads one request head from `stream` and answers it. The caller bounds
-/// the time this takes.
-pub(crate) async fn accept(
-    mut stream: TcpStream,
-    config: &WebSocketConfig,
-    codec: &CodecConfig,
-) -> io::Result<Accepted> {
+/// Reads one request head from `stream` and answers it by `rules`: a
+/// `GET` upgrade (version 13, an allowed `Origin`) becomes a WebSocket, a
+/// plain `GET` of one of the pages is served, anything else gets its error
+/// status (a head past `max_request_head` or with more than
+/// [`MAX_HEADERS`] headers 431, a refused origin 403). The caller bounds the
+/// time this takes (its handshake timeout: a slow client is dropped).
+pub async fn accept_upgrade(mut stream: TcpStream, rules: &UpgradeRules) -> io::Result<Upgrade> {
+    let config = rules;
     let mut head = Vec::with_capacity(1024.min(config.max_request_head));
     let (path, key, leftover) = loop {
         let room = config.max_request_head.saturating_sub(head.len());
@@ -52,7 +57,7 @@ pub(crate) async fn accept(
         let n = stream.read(&mut head[before..]).await?;
         head.truncate(before + n);
         if n == 0 {
-            return Ok(Accepted::Refused("hung up inside its request"));
+            return Ok(Upgrade::Refused("hung up inside its request"));
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
@@ -66,7 +71,7 @@ pub(crate) async fn accept(
                 Route::Page(index) => {
                     let page = &config.pages[index];
                     respond(&mut stream, Status::OK, &page.content_type, &[], &page.body).await?;
-                    return Ok(Accepted::Served);
+                    return Ok(Upgrade::Served);
                 }
                 Route::Refuse(status, why) => return answer(&mut stream, status, why).await,
             },
@@ -83,10 +88,13 @@ pub(crate) async fn accept(
     );
     stream.write_all(response.as_bytes()).await?;
     tracing::trace!(%path, "upgraded to WebSocket");
-    let config = tungstenite_config(codec);
+    let config = rules.tungstenite();
     let ws =
         WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
-    Ok(Accepted::Upgraded(Box::new(ws)))
+    Ok(Upgrade::WebSocket {
+        ws: Box::new(ws),
+        path,
+    })
 }
 
 /// What a request asks for.
@@ -98,7 +106,7 @@ enum Route {
     Refuse(Status, &'static str),
 }
 
-fn route(request: &httparse::Request<'_, '_>, config: &WebSocketConfig) -> Route {
+fn route(request: &httparse::Request<'_, '_>, config: &UpgradeRules) -> Route {
     if request.method != Some("GET") {
         return Route::Refuse(Status::METHOD_NOT_ALLOWED, "only GET is served");
     }
@@ -130,11 +138,12 @@ fn route(request: &httparse::Request<'_, '_>, config: &WebSocketConfig) -> Route
         return Route::Refuse(Status::UPGRADE_REQUIRED, "WebSocket version 13 only");
     }
     if let Some(origin) = header("origin") {
-        let allowed = config.allowed_origins.is_empty()
-            || config
-                .allowed_origins
+        let allowed = match &config.allowed_origins {
+            None => true,
+            Some(list) => list
                 .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(origin));
+                .any(|allowed| allowed.eq_ignore_ascii_case(origin)),
+        };
         if !allowed {
             return Route::Refuse(Status::FORBIDDEN, "origin not allowed");
         }
@@ -160,7 +169,7 @@ impl Status {
 }
 
 /// Answers with `status` and `why` as the body, and closes.
-async fn answer(stream: &mut TcpStream, status: Status, why: &'static str) -> io::Result<Accepted> {
+async fn answer(stream: &mut TcpStream, status: Status, why: &'static str) -> io::Result<Upgrade> {
     let extra: &[(&str, &str)] = match status.0 {
         426 => &[("Sec-WebSocket-Version", "13")],
         _ => &[],
@@ -173,7 +182,7 @@ async fn answer(stream: &mut TcpStream, status: Status, why: &'static str) -> io
         why.as_bytes(),
     )
     .await?;
-    Ok(Accepted::Refused(why))
+    Ok(Upgrade::Refused(why))
 }
 
 async fn respond(

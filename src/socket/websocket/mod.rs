@@ -33,7 +33,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::codec::{CodecConfig, HEADER_LEN};
 
-pub(crate) use http::{accept, Accepted};
+pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
 
 /// The WebSocket listener of a server, beside its TCP one
 /// ([`ServerConfig::websocket`](super::ServerConfig::websocket)).
@@ -103,15 +103,57 @@ pub struct WebPage {
     pub body: Bytes,
 }
 
-/// The rules tungstenite applies to one connection: messages no longer than
-/// a frame may be, a small read buffer for idle connections.
+/// The limits of the one server-side WebSocket handshake
+/// ([`accept_upgrade`]) and of the connection it makes, whoever listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeRules {
+    /// Bytes of an HTTP request head; a longer one is answered 431.
+    pub max_request_head: usize,
+    /// Browser origins (`Origin` headers) allowed to upgrade: `None` any,
+    /// `Some` only those listed (an empty list: no browser at all). A
+    /// request without an `Origin` (a native program) is not a browser and
+    /// is let in. Refused with 403.
+    pub allowed_origins: Option<Vec<String>>,
+    /// The largest message (and WebSocket frame) the connection carries.
+    pub max_message: usize,
+    /// Pages served to a plain `GET`; any other path gets 404.
+    pub pages: Vec<WebPage>,
+}
+
+impl UpgradeRules {
+    /// A game server's WebSocket port's: `config`'s limits, messages of one
+    /// frame of `codec` each.
+    pub fn of(config: &WebSocketConfig, codec: &CodecConfig) -> Self {
+        Self {
+            max_request_head: config.max_request_head,
+            allowed_origins: (!config.allowed_origins.is_empty())
+                .then(|| config.allowed_origins.clone()),
+            max_message: codec.max_frame_len.saturating_add(HEADER_LEN),
+            pages: config.pages.clone(),
+        }
+    }
+
+    /// The rules tungstenite applies to the connection: messages no longer
+    /// than `max_message`, a small read buffer for idle connections.
+    pub(crate) fn tungstenite(&self) -> tungstenite::protocol::WebSocketConfig {
+        tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(64 * 1024)
+            .max_message_size(Some(self.max_message))
+            .max_frame_size(Some(self.max_message))
+    }
+}
+
+/// The rules tungstenite applies to a client connection carrying frames of
+/// `codec`.
 pub(crate) fn tungstenite_config(codec: &CodecConfig) -> tungstenite::protocol::WebSocketConfig {
-    let max = codec.max_frame_len.saturating_add(HEADER_LEN);
-    tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
-        .write_buffer_size(64 * 1024)
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max))
+    let rules = UpgradeRules {
+        max_request_head: 0,
+        allowed_origins: None,
+        max_message: codec.max_frame_len.saturating_add(HEADER_LEN),
+        pages: Vec::new(),
+    };
+    rules.tungstenite()
 }
 
 /// A WebSocket broke the rules of this transport: a text message, a

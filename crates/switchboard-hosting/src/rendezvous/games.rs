@@ -148,8 +148,8 @@ pub(super) struct Games {
     codes_per_prefix: HashMap<IpAddr, usize>,
     /// Players waiting for their host, by a ticket of 64 random bits.
     waiting: HashMap<u64, Waiting>,
-    /// Connections not yet classified, players piped, per address.
-    pending: HashMap<IpAddr, usize>,
+    /// Players piped, per address (connections not yet classified are
+    /// the listener's: `max_pending_per_address`).
     players: HashMap<IpAddr, usize>,
     /// Wrong codes per address (`wrong_codes_per_minute`), bounded: the
     /// addresses whose budget refilled are forgotten first.
@@ -166,7 +166,6 @@ impl Games {
             codes_per_ip: HashMap::new(),
             codes_per_prefix: HashMap::new(),
             waiting: HashMap::new(),
-            pending: HashMap::new(),
             players: HashMap::new(),
             wrong: KeyedLimiter::with_max_keys(
                 RateLimit {
@@ -199,21 +198,16 @@ fn bump(counts: &mut HashMap<IpAddr, usize>, key: IpAddr, up: bool) {
     }
 }
 
-/// A count per address, given back when dropped.
+/// A player counted for its address, given back when dropped.
 pub(super) struct Counted {
     shared: Arc<Shared>,
     ip: IpAddr,
-    pending: bool,
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
         let mut games = self.shared.games();
-        let counts = if self.pending {
-            &mut games.pending
-        } else {
-            &mut games.players
-        };
+        let counts = &mut games.players;
         if let Some(n) = counts.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -237,21 +231,15 @@ impl Games {
         self.players.values().sum()
     }
 
-    /// Takes a count of `ip` (pending or player) if under `max`.
-    pub(super) fn count(
+    /// Counts a player from `ip` if under `max`.
+    pub(super) fn count_player(
         &mut self,
         shared: &Arc<Shared>,
         ip: IpAddr,
-        pending: bool,
         max: usize,
     ) -> Option<Counted> {
         let ip = address_key(ip);
-        let counts = if pending {
-            &mut self.pending
-        } else {
-            &mut self.players
-        };
-        let n = counts.entry(ip).or_default();
+        let n = self.players.entry(ip).or_default();
         if *n >= max {
             return None;
         }
@@ -259,7 +247,6 @@ impl Games {
         Some(Counted {
             shared: shared.clone(),
             ip,
-            pending,
         })
     }
 

@@ -66,6 +66,9 @@ pub struct RendezvousConfig {
     /// Connections from one address that have not yet said what they are
     /// (default 16). Further ones are closed at once.
     pub max_pending_per_address: usize,
+    /// Bytes of a WebSocket player's HTTP request head (default 8 KiB); a
+    /// longer one is answered 431.
+    pub max_request_head: usize,
     /// Players piped from one address at once (default 32).
     pub max_players_per_address: usize,
     /// How long a new connection has to send its first frame (default 5 s).
@@ -119,6 +122,7 @@ impl Default for RendezvousConfig {
             bytes_per_second_per_code: 4 * 1024 * 1024,
             max_frame_len: 1024 * 1024,
             max_pending_per_address: 16,
+            max_request_head: 8 * 1024,
             max_players_per_address: 32,
             first_frame_timeout: Duration::from_secs(5),
             host_answer_timeout: Duration::from_secs(5),
@@ -177,9 +181,10 @@ impl RendezvousServer {
         let websocket = ws.as_ref().map(TcpListener::local_addr).transpose()?;
         let stop = CancellationToken::new();
         let shared = Arc::new(serve::Shared::new(config, stop.clone()));
-        tokio::spawn(serve::accept(tcp, shared.clone(), false));
+        let caps = shared.caps();
+        tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone()));
         if let Some(ws) = ws {
-            tokio::spawn(serve::accept(ws, shared.clone(), true));
+            tokio::spawn(serve::accept(ws, shared.clone(), true, caps));
         }
         tokio::spawn(games::reap(shared.clone()));
         Ok(Self {

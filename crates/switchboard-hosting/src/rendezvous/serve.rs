@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt;
+use switchboard::socket::{
+    accept_upgrade, Arrival, Listener, ListenerCaps, ListenerLimits, Upgrade, UpgradeRules,
+};
 use switchboard_proto::connection::control;
 use switchboard_proto::reason::CloseCode;
 use switchboard_proto::rendezvous::{normalize_code, Frame, MAX_FRAME_LEN, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio_tungstenite::WebSocketStream;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
@@ -26,10 +28,10 @@ pub(super) struct Shared {
     pub(super) config: RendezvousConfig,
     pub(super) stop: CancellationToken,
     games: Mutex<Games>,
-    /// Connections open now, of every kind (`max_connections`).
-    connections: std::sync::atomic::AtomicUsize,
     joined: AtomicU64,
-    refused: AtomicU64,
+    /// Shared with the listeners, which count the connections they close
+    /// at accept.
+    refused: Arc<AtomicU64>,
     pub(super) bytes: AtomicU64,
 }
 
@@ -40,14 +42,24 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// The caps every listener of the relay shares: `max_connections` of
+    /// every kind, and `max_pending_per_address` not yet classified.
+    pub(super) fn caps(&self) -> ListenerCaps {
+        ListenerCaps::new(ListenerLimits {
+            max_connections: self.config.max_connections,
+            max_connections_per_address: usize::MAX,
+            max_pending: usize::MAX,
+            max_pending_per_address: self.config.max_pending_per_address,
+        })
+    }
+
     pub(super) fn new(config: RendezvousConfig, stop: CancellationToken) -> Self {
         Self {
             games: Mutex::new(Games::new(&config)),
-            connections: Default::default(),
             config,
             stop,
             joined: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            refused: Arc::default(),
             bytes: AtomicU64::new(0),
         }
     }
@@ -72,83 +84,54 @@ impl Shared {
     }
 }
 
-/// One of the relay's connections, counted against `max_connections`
-/// while it lives (the crate stays on the protocol crate alone: no
-/// `ConnectionSlots` here).
-struct Connection(Arc<Shared>);
-
-impl Connection {
-    fn enter(shared: &Arc<Shared>) -> Option<Self> {
-        let now = shared.connections.fetch_add(1, Ordering::Relaxed);
-        if now >= shared.config.max_connections {
-            shared.connections.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(Self(shared.clone()))
-    }
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Accepts connections on `listener` until the relay stops: TCP ones say
 /// what they are in their first frame; WebSocket ones are players whose
-/// code is the request's path.
-pub(super) async fn accept(listener: TcpListener, shared: Arc<Shared>, websocket: bool) {
-    loop {
-        let (stream, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(%err, "rendezvous accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
+/// code is the request's path. `caps` are shared by both listeners.
+pub(super) async fn accept(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    websocket: bool,
+    caps: ListenerCaps,
+) {
+    let name = if websocket {
+        "join-code relay (WebSocket)"
+    } else {
+        "join-code relay"
+    };
+    let rules = Arc::new(UpgradeRules {
+        max_request_head: shared.config.max_request_head,
+        // Players' browsers join from any page: the relay holds no
+        // session of theirs to take over.
+        allowed_origins: None,
+        max_message: shared.config.max_frame_len.saturating_add(5),
+        pages: Vec::new(),
+    });
+    Listener::with_caps(listener, name, caps, shared.stop.clone())
+        .counting_refusals_in(shared.refused.clone())
+        .serve(|arrival| {
+            let (shared, rules) = (shared.clone(), rules.clone());
+            async move {
+                let stop = shared.stop.clone();
+                let work = async {
+                    if websocket {
+                        websocket_player(arrival, &shared, &rules).await;
+                    } else {
+                        first_frame(arrival, &shared).await;
+                    }
+                };
+                tokio::select! {
+                    () = work => {}
+                    () = stop.cancelled() => {}
                 }
-            },
-            () = shared.stop.cancelled() => return,
-        };
-        let Some(connection) = Connection::enter(&shared) else {
-            shared.refused();
-            tracing::debug!(%addr, "the relay holds its most connections");
-            continue;
-        };
-        let max = shared.config.max_pending_per_address;
-        let Some(pending) = shared.games().count(&shared, addr.ip(), true, max) else {
-            shared.refused();
-            tracing::debug!(%addr, "too many unclassified connections from this address");
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _connection = connection;
-            let stop = shared.stop.clone();
-            let work = async {
-                if websocket {
-                    websocket_player(stream, addr, &shared, pending).await;
-                } else {
-                    first_frame(stream, addr, &shared, pending).await;
-                }
-            };
-            tokio::select! {
-                () = work => {}
-                () = stop.cancelled() => {}
             }
-        });
-    }
+        })
+        .await;
 }
 
 /// Reads a TCP connection's first frame (exactly: what follows it is the
 /// game's) and hands the connection to what it says it is.
-async fn first_frame(
-    mut stream: TcpStream,
-    addr: SocketAddr,
-    shared: &Arc<Shared>,
-    pending: super::games::Counted,
-) {
+async fn first_frame(arrival: Arrival, shared: &Arc<Shared>) {
+    let (mut stream, addr, mut places) = arrival.into_parts();
     let read = async {
         let mut head = [0u8; 4];
         stream.read_exact(&mut head).await.ok()?;
@@ -167,7 +150,7 @@ async fn first_frame(
             return;
         }
     };
-    drop(pending);
+    places.handshake_done();
     let frame = match body.split_first() {
         Some((0, payload)) => Frame::parse(payload),
         _ => Err(switchboard_proto::rendezvous::BadFrame("flags set")),
@@ -205,39 +188,20 @@ async fn first_frame(
 }
 
 /// A WebSocket player: the code is the request's path (`/CODE`).
-async fn websocket_player(
-    stream: TcpStream,
-    addr: SocketAddr,
-    shared: &Arc<Shared>,
-    pending: super::games::Counted,
-) {
-    let (path_tx, path_rx) = oneshot::channel();
-    #[allow(
-        clippy::result_large_err,
-        reason = "tungstenite's callback type: its error is an HTTP response"
-    )]
-    let keep_path = |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
-                     response| {
-        let _ = path_tx.send(request.uri().path().to_string());
-        Ok(response)
+async fn websocket_player(arrival: Arrival, shared: &Arc<Shared>, rules: &UpgradeRules) {
+    let (stream, addr, mut places) = arrival.into_parts();
+    let upgrade = accept_upgrade(stream, rules);
+    let (ws, path) = match tokio::time::timeout(shared.config.first_frame_timeout, upgrade).await {
+        Ok(Ok(Upgrade::WebSocket { ws, path })) => (ws, path),
+        _ => {
+            shared.refused();
+            return;
+        }
     };
-    let max = shared.config.max_frame_len.saturating_add(5);
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max));
-    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, keep_path, Some(config));
-    let ws: WebSocketStream<TcpStream> =
-        match tokio::time::timeout(shared.config.first_frame_timeout, upgrade).await {
-            Ok(Ok(ws)) => ws,
-            _ => {
-                shared.refused();
-                return;
-            }
-        };
-    drop(pending);
-    let code = path_rx.await.unwrap_or_default();
-    let code = code.trim_matches('/').to_string();
-    join(pipe::Player::WebSocket(Box::new(ws)), addr, code, shared).await;
+    places.handshake_done();
+    let path = path.split('?').next().unwrap_or_default();
+    let code = path.trim_matches('/').to_string();
+    join(pipe::Player::WebSocket(ws), addr, code, shared).await;
 }
 
 /// A player asks for the game of `code`: checked, announced to its host,
@@ -249,7 +213,7 @@ async fn join(mut player: pipe::Player, addr: SocketAddr, code: String, shared: 
         let code = normalize_code(&code);
         let game = code.as_deref().and_then(|code| games.code(code));
         let may = games.may_guess(addr.ip(), game.is_none());
-        let counted = games.count(shared, addr.ip(), false, config.max_players_per_address);
+        let counted = games.count_player(shared, addr.ip(), config.max_players_per_address);
         (game.filter(|_| may).ok_or(may), counted)
     };
     let refusal = match (&game, &counted) {

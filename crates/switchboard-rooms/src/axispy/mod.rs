@@ -35,12 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard::session::RateLimit;
-use switchboard::socket::ConnectionSlots;
+use switchboard::socket::{accept_upgrade, Listener, ListenerLimits, Upgrade, UpgradeRules};
 use switchboard::ManagerHandle;
 use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
 /// AxisPy's customary port.
@@ -83,6 +80,10 @@ pub struct AxisPyConfig {
     /// default no web page a player opens can connect from the player's own
     /// address (the proof an id takeover relies on). Refused with 403.
     pub allowed_origins: Vec<String>,
+    /// Bytes of the WebSocket upgrade's HTTP request head (default 8 KiB);
+    /// a longer one is answered 431 (as are more than
+    /// `switchboard::socket::MAX_HEADERS` headers).
+    pub max_request_head: usize,
     /// How long the WebSocket handshake may take (default 10 s).
     pub handshake_timeout: Duration,
     /// How long a join (session, room list, join or create) may take
@@ -145,6 +146,7 @@ impl Default for AxisPyConfig {
             max_pending_handshakes: 64,
             max_pending_handshakes_per_address: 4,
             allowed_origins: Vec::new(),
+            max_request_head: 8 * 1024,
             handshake_timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(10),
             join_wait: Duration::from_secs(10),
@@ -166,8 +168,6 @@ impl Default for AxisPyConfig {
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) connections: AtomicU64,
-    /// Connections closed at accept (over a cap).
-    pub(crate) refused: AtomicU64,
     pub(crate) bad_messages: AtomicU64,
 }
 
@@ -298,92 +298,38 @@ impl AxisPyListener {
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
     let config = &shared.config;
-    let open = ConnectionSlots::new(config.max_connections, config.max_connections_per_address);
-    let pending = ConnectionSlots::new(
-        config.max_pending_handshakes,
-        config.max_pending_handshakes_per_address,
-    );
-    loop {
-        let (stream, addr) = tokio::select! {
-            _ = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(%err, "AxisPy accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // Over a cap: closed at once, before any byte is read.
-        let slots = open
-            .take(addr.ip())
-            .and_then(|slot| Ok((slot, pending.take(addr.ip())?)));
-        let (slot, handshaking) = match slots {
-            Ok(slots) => slots,
-            Err(why) => {
-                shared.stats.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%addr, %why, "AxisPy connection over the caps: closed at accept");
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let timeout = shared.config.handshake_timeout;
-            let upgraded = tokio::time::timeout(timeout, handshake(stream, &shared.config)).await;
-            drop(handshaking);
-            if let Ok(Some((ws, ask))) = upgraded {
-                bridge::Bridge::new(ws, addr, ask, shared).run().await;
-            }
-        });
-    }
-}
-
-/// The WebSocket handshake on any path, no subprotocol (AxisPy's client
-/// fails a handshake that names one); the room from the path or query.
-async fn handshake(
-    stream: tokio::net::TcpStream,
-    config: &AxisPyConfig,
-) -> Option<(
-    tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
-    RoomAsk,
-)> {
-    let mut ask = None;
-    // The callback's type is tungstenite's (an error response is large).
-    #[allow(clippy::result_large_err)]
-    let callback = |request: &Request, response: Response| {
-        if let Some(origin) = request.headers().get("origin") {
-            let allowed = origin.to_str().is_ok_and(|origin| {
-                config
-                    .allowed_origins
-                    .iter()
-                    .any(|allowed| allowed.eq_ignore_ascii_case(origin))
-            });
-            if !allowed {
-                let mut refused = ErrorResponse::new(Some("origin not allowed".into()));
-                *refused.status_mut() = StatusCode::FORBIDDEN;
-                return Err(refused);
-            }
-        }
-        let path = request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
-        ask = Some(RoomAsk::of(path));
-        Ok(response)
+    let limits = ListenerLimits {
+        max_connections: config.max_connections,
+        max_connections_per_address: config.max_connections_per_address,
+        max_pending: config.max_pending_handshakes,
+        max_pending_per_address: config.max_pending_handshakes_per_address,
     };
-    let ws_config = WebSocketConfig::default()
-        .read_buffer_size(8 * 1024)
-        .max_message_size(Some(config.max_message_bytes))
-        .max_frame_size(Some(config.max_message_bytes));
-    let ws = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(ws_config))
-        .await
-        .ok()?;
-    Some((ws, ask.unwrap_or(RoomAsk::of("/"))))
+    // The one server-side WebSocket handshake of the project, with this
+    // listener's limits (no subprotocol: AxisPy's client fails a handshake
+    // that names one).
+    let rules = Arc::new(UpgradeRules {
+        max_request_head: config.max_request_head,
+        allowed_origins: Some(config.allowed_origins.clone()),
+        max_message: config.max_message_bytes,
+        pages: Vec::new(),
+    });
+    Listener::new(listener, "AxisPy", limits, stop)
+        .serve(|arrival| {
+            shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+            let (shared, rules) = (shared.clone(), rules.clone());
+            async move {
+                let (stream, addr, mut places) = arrival.into_parts();
+                let timeout = shared.config.handshake_timeout;
+                let upgraded = tokio::time::timeout(timeout, accept_upgrade(stream, &rules)).await;
+                places.handshake_done();
+                if let Ok(Ok(Upgrade::WebSocket { ws, path })) = upgraded {
+                    bridge::Bridge::new(*ws, addr, RoomAsk::of(&path), shared)
+                        .run()
+                        .await;
+                }
+            }
+        })
+        .await;
 }
 
 #[cfg(test)]

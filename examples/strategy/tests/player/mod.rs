@@ -30,7 +30,8 @@ impl Player {
             },
             ..ClientConfig::named(name)
         };
-        let client = NetworkClient::connect(addr, config);
+        let client =
+            NetworkClient::connect_via(switchboard_hosting::JoinCodes::dialer(), addr, config);
         let view = Rc::new(RefCell::new(None));
         let lobby = Rc::new(RefCell::new(None));
         let (v, l) = (view.clone(), lobby.clone());
