@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use switchboard::{BindScope, ServerConfig, ServerEvent, ServerStream};
+use switchboard::{BindScope, EndpointConfig, EndpointEvent, EndpointStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -133,15 +133,15 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let config = ServerConfig {
+        let config = EndpointConfig {
             max_connections: n + 10,
             max_pending_handshakes: n + 10,
             // Every client comes from this one address.
             max_pending_handshakes_per_ip: n + 10,
             max_connections_per_ip: n + 10,
-            ..ServerConfig::default()
+            ..EndpointConfig::default()
         };
-        let mut server = ServerStream::bind(BindScope::Loopback, 0, config).unwrap();
+        let mut server = EndpointStream::bind(BindScope::Loopback, 0, config).unwrap();
         let addr = server.local_addr();
         let before = rss_kib();
         let mut hello = vec![0, 0, 0, 7, 0, b'S', b'W', b'B', b'D'];
@@ -157,7 +157,7 @@ fn main() {
         }
         let mut connected = 0;
         while connected < n {
-            if let Some(ServerEvent::PeerConnected { .. }) = server.next_event().await {
+            if let Some(EndpointEvent::PeerConnected { .. }) = server.next_event().await {
                 connected += 1;
             }
         }

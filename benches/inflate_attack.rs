@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard::{
-    BindScope, Message, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketEvent,
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, SocketConfig, SocketEvent,
     SocketStream,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -42,13 +42,13 @@ fn bomb() -> Vec<u8> {
 
 /// An echo server for the round trips (action 2); what else arrives (the
 /// bombs, once inflated) is counted and dropped.
-fn echo_server(config: ServerConfig, inflated: Arc<AtomicUsize>) -> std::net::SocketAddr {
-    let mut server = ServerStream::bind(BindScope::Loopback, 0, config).unwrap();
+fn echo_server(config: EndpointConfig, inflated: Arc<AtomicUsize>) -> std::net::SocketAddr {
+    let mut server = EndpointStream::bind(BindScope::Loopback, 0, config).unwrap();
     let addr = server.local_addr();
     let handle = server.handle();
     tokio::spawn(async move {
         while let Some(event) = server.next_event().await {
-            if let ServerEvent::Received(incoming) = event {
+            if let EndpointEvent::Received(incoming) = event {
                 if incoming.message.action_id() == 2 {
                     let _ = handle.send_to(incoming.peer, &incoming.message);
                 } else {
@@ -140,7 +140,7 @@ fn percentile(times: &mut [Duration], p: f64) -> Duration {
 /// Round trips measured while the attack runs; how many bombs were sent
 /// and how many the server inflated.
 async fn under_attack(
-    config: ServerConfig,
+    config: EndpointConfig,
     bombs: usize,
     rounds: usize,
 ) -> (Vec<Duration>, usize, usize) {
@@ -172,16 +172,16 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let quiet_addr = echo_server(ServerConfig::default(), Arc::default());
+        let quiet_addr = echo_server(EndpointConfig::default(), Arc::default());
         let stop = AtomicBool::new(false);
         let mut quiet = round_trips(quiet_addr, rounds, &stop).await;
         let (q50, q99) = (percentile(&mut quiet, 0.5), percentile(&mut quiet, 0.99));
         println!("bombs of {} bytes, each inflating to 4 MiB, from one address (at least {bombs})", bomb().len());
         println!("quiet                      p50 {:>8.1} us  p99 {:>8.1} us  ({} rounds)", q50.as_secs_f64() * 1e6, q99.as_secs_f64() * 1e6, quiet.len());
         let budgets = [
-            ("with the inflate budget", ServerConfig::default()),
+            ("with the inflate budget", EndpointConfig::default()),
             ("budget lifted (before)", {
-                let mut config = ServerConfig::default();
+                let mut config = EndpointConfig::default();
                 config.socket.max_inflated_per_second = usize::MAX / 2;
                 config
             }),

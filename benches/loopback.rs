@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use switchboard::{
-    BindScope, Message, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketEvent,
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, SocketConfig, SocketEvent,
     SocketStream,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -126,7 +126,7 @@ async fn typed_throughput(messages: usize, typed: Typed) -> f64 {
     let mut got = 0;
     while got < messages {
         match server.next_event().await {
-            Some(ServerEvent::Received(incoming)) => {
+            Some(EndpointEvent::Received(incoming)) => {
                 sum += incoming.message.content::<Pose>().unwrap().0[0];
                 got += 1;
             }
@@ -178,15 +178,16 @@ async fn raw_throughput(messages: usize) -> f64 {
     messages as f64 / elapsed.as_secs_f64()
 }
 
-async fn switchboard_pair() -> (SocketStream, ServerStream, switchboard::PeerId) {
-    let mut server = ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+async fn switchboard_pair() -> (SocketStream, EndpointStream, switchboard::PeerId) {
+    let mut server =
+        EndpointStream::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
     assert!(matches!(
         client.next_event().await,
         Some(SocketEvent::Connected)
     ));
     let peer = match server.next_event().await {
-        Some(ServerEvent::PeerConnected { peer, .. }) => peer,
+        Some(EndpointEvent::PeerConnected { peer, .. }) => peer,
         other => panic!("{other:?}"),
     };
     (client, server, peer)
@@ -235,7 +236,7 @@ async fn switchboard_throughput(messages: usize, sending: Sending) -> f64 {
     let mut got = 0;
     while got < messages {
         match server.next_event().await {
-            Some(ServerEvent::Received(_)) => got += 1,
+            Some(EndpointEvent::Received(_)) => got += 1,
             Some(other) => panic!("{other:?}"),
             None => panic!("server stream ended"),
         }
@@ -282,7 +283,7 @@ async fn switchboard_round_trips(rounds: usize) -> Vec<Duration> {
     let echo = tokio::spawn(async move {
         for _ in 0..rounds {
             match server.next_event().await {
-                Some(ServerEvent::Received(incoming)) => {
+                Some(EndpointEvent::Received(incoming)) => {
                     handle.send_to(peer, &incoming.message).unwrap()
                 }
                 other => panic!("{other:?}"),

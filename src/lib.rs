@@ -26,7 +26,7 @@
 //! | [`signal`] | [`Signal`], [`Connection`](signal::Connection), [`ScopedConnection`](signal::ScopedConnection): connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`], [`actions!`] (typed: each action with its content type) and [`messages!`] (typed enums of several channels) |
-//! | [`socket`] | one connection ([`ExtendedTcpSocket`], [`SocketStream`]): the tokio driver of the connection rules of `switchboard_proto::connection` (the handshake, frames, ping and pong, close, the inflate budget: the same code `ConnectionCore` runs), its reader and writer, bounded queues (frames built straight onto them: `send_value`), the [`Pacer`](socket::Pacer) a busy server's writes go through; how a client's connection opens ([`Dialer`](socket::Dialer), [`Connector`](socket::Connector): `host:port`, `ws://`, and the address forms features plug in); the one accept loop of every server ([`Listener`](socket::Listener): caps in total and per address, pending handshakes, backoff, stop) and the one server-side WebSocket upgrade ([`accept_upgrade`](socket::accept_upgrade), [`UpgradeRules`](socket::UpgradeRules): head size, header count, origin, pages); the game server's listener ([`ExtendedTcpServer`], [`ServerConfig::websocket`]) and its gate |
+//! | [`socket`] | one connection ([`Socket`], [`SocketStream`]): the tokio driver of the connection rules of `switchboard_proto::connection` (the handshake, frames, ping and pong, close, the inflate budget: the same code `ConnectionCore` runs), its reader and writer, bounded queues (frames built straight onto them: `send_value`), the [`Pacer`](socket::Pacer) a busy server's writes go through; how a client's connection opens ([`Dialer`](socket::Dialer), [`Connector`](socket::Connector): `host:port`, `ws://`, and the address forms features plug in); the one accept loop of every server ([`Listener`](socket::Listener): caps in total and per address, pending handshakes, backoff, stop) and the one server-side WebSocket upgrade ([`accept_upgrade`](socket::accept_upgrade), [`UpgradeRules`](socket::UpgradeRules): head size, header count, origin, pages); the game server's listener ([`Endpoint`], [`EndpointConfig::websocket`]) and its gate |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
 //! | [`manager`] | [`ManagerCore`](manager::ManagerCore) (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
@@ -115,9 +115,11 @@ pub use process::{LocalServer, LocalServerOptions};
 pub use session::ClientId;
 pub use signal::Signal;
 pub use socket::{
-    BindScope, CloseCode, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, PeerId,
-    SendError, ServerConfig, ServerEvent, ServerStream, SocketConfig, SocketError, SocketEvent,
-    SocketState, SocketStream, WebSocketConfig,
+    BindScope, CloseCode, DisconnectReason, Endpoint, EndpointConfig, EndpointEvent,
+    EndpointStream, ExtendedTcpServer, ExtendedTcpSocket, PeerId, SendError, Socket, SocketConfig,
+    SocketError, SocketEvent, SocketState, SocketStream, WebSocketConfig,
 };
+#[allow(deprecated)]
+pub use socket::{ServerConfig, ServerEvent, ServerStream};
 
 pub use switchboard_proto::PROTOCOL_VERSION;

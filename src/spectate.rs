@@ -16,7 +16,9 @@ use crate::manager::{GameLogic, ManagerAction};
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::record::{Input, ReplayError, ReplayReport, Replayer};
 use crate::session::{ClientId, ReconnectToken};
-use crate::socket::{BindScope, PeerId, ServerConfig, ServerEvent, ServerStream, WebSocketConfig};
+use crate::socket::{
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, PeerId, WebSocketConfig,
+};
 
 /// How a replay is served.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,12 +71,12 @@ pub struct Listening {
 /// Binds the spectators' server `config` asks for (its scope, port and
 /// WebSocket listener); returns it and where it listens. Every served
 /// replay uses it, games' and the relay's.
-pub fn listen(config: &SpectateConfig) -> std::io::Result<(ServerStream, Listening)> {
-    let server_config = ServerConfig {
+pub fn listen(config: &SpectateConfig) -> std::io::Result<(EndpointStream, Listening)> {
+    let server_config = EndpointConfig {
         websocket: config.websocket.clone(),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
-    let server = ServerStream::bind(config.scope, config.port, server_config)?;
+    let server = EndpointStream::bind(config.scope, config.port, server_config)?;
     let listening = Listening {
         addr: server.local_addr(),
         websocket: server.websocket_addr(),
@@ -392,7 +394,7 @@ async fn serve<L: GameLogic, R: Read>(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while !spectators.is_empty() {
         match tokio::time::timeout_at(deadline, server.next_event()).await {
-            Ok(Some(ServerEvent::PeerDisconnected { peer, .. })) => {
+            Ok(Some(EndpointEvent::PeerDisconnected { peer, .. })) => {
                 spectators.retain(|p| *p != peer)
             }
             Ok(Some(_)) => {}
@@ -407,14 +409,14 @@ async fn serve<L: GameLogic, R: Read>(
 /// message of each kind, as after a seek. Its requests are rejected:
 /// nothing can change in a replay.
 fn answer(
-    handle: &crate::socket::ServerHandle,
-    event: ServerEvent,
+    handle: &crate::socket::EndpointHandle,
+    event: EndpointEvent,
     spectators: &mut Vec<PeerId>,
     followed: Option<ClientId>,
     latest: &Latest,
 ) {
     match event {
-        ServerEvent::Received(incoming) if incoming.message.channel_id() == SESSION_CHANNEL => {
+        EndpointEvent::Received(incoming) if incoming.message.channel_id() == SESSION_CHANNEL => {
             let peer = incoming.peer;
             match incoming.message.action_id() {
                 protocol::HELLO => {
@@ -452,7 +454,7 @@ fn answer(
                 _ => {}
             }
         }
-        ServerEvent::PeerDisconnected { peer, .. } => spectators.retain(|p| *p != peer),
+        EndpointEvent::PeerDisconnected { peer, .. } => spectators.retain(|p| *p != peer),
         _ => {}
     }
 }

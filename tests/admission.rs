@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use common::{start_server, turned_away_at_once, WAIT};
-use switchboard::{ServerConfig, SocketConfig, SocketEvent, SocketStream};
+use switchboard::{EndpointConfig, SocketConfig, SocketEvent, SocketStream};
 use tokio::net::{TcpSocket, TcpStream};
 
 fn loopback(last: u8) -> IpAddr {
@@ -35,7 +35,7 @@ async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
-    let server = start_server(ServerConfig::default());
+    let server = start_server(EndpointConfig::default());
     let addr = server.local_addr();
     // 70 silent connections from one address (what locked 17 of 24 others
     // out before the per-address limit).
@@ -67,11 +67,11 @@ async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_exhaustion_from_many_addresses_evicts_the_oldest_silent_one() {
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_pending_handshakes: 16,
         max_pending_handshakes_per_ip: 2,
         pending_handshake_grace: Duration::from_millis(100),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let server = start_server(config);
     let addr = server.local_addr();
@@ -97,11 +97,11 @@ async fn handshake_exhaustion_from_many_addresses_evicts_the_oldest_silent_one()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_joins_beyond_the_pending_table_waits_its_turn_and_nobody_is_evicted() {
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_pending_handshakes: 4,
         // Longer than the test: only completed handshakes make room.
         pending_handshake_grace: Duration::from_secs(60),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let server = start_server(config);
     let addr = server.local_addr();
@@ -129,10 +129,10 @@ async fn a_burst_of_joins_beyond_the_pending_table_waits_its_turn_and_nobody_is_
 async fn connection_exhaustion_from_one_address_is_capped_per_address() {
     // Crowded (half of its 8 connections open) once the four are in: the
     // per-address cap holds from then on.
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_connections: 8,
         max_connections_per_ip: 4,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let server = start_server(config);
     let addr = server.local_addr();
@@ -160,10 +160,10 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
 
 #[tokio::test]
 async fn attached_connections_are_admitted_under_the_address_they_name() {
-    let mut server = start_server(ServerConfig {
+    let mut server = start_server(EndpointConfig {
         max_connections: 4,
         max_connections_per_ip: 2,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     });
     let handle = server.handle();
     let far = SocketAddr::new(IpAddr::from([203, 0, 113, 7]), 5000);
@@ -183,7 +183,7 @@ async fn attached_connections_are_admitted_under_the_address_they_name() {
     // The server sees the named address, and counts it: a third is refused.
     let mut seen = Vec::new();
     while seen.len() < 2 {
-        if let switchboard::ServerEvent::PeerConnected { addr, .. } =
+        if let switchboard::EndpointEvent::PeerConnected { addr, .. } =
             common::next_server_event(&mut server).await
         {
             seen.push(addr);

@@ -10,18 +10,18 @@ use std::time::Duration;
 
 use common::*;
 use switchboard::{
-    CloseCode, DisconnectReason, ServerConfig, ServerEvent, SocketConfig, SocketStream,
+    CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, SocketConfig, SocketStream,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Connects a raw peer to a fresh server and completes its handshake.
-async fn raw_peer(config: ServerConfig) -> (switchboard::ServerStream, TcpStream) {
+async fn raw_peer(config: EndpointConfig) -> (switchboard::EndpointStream, TcpStream) {
     let mut server = start_server(config);
     let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
     raw_handshake(&mut raw).await;
     match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { .. } => {}
+        EndpointEvent::PeerConnected { .. } => {}
         other => panic!("{other:?}"),
     }
     (server, raw)
@@ -30,14 +30,14 @@ async fn raw_peer(config: ServerConfig) -> (switchboard::ServerStream, TcpStream
 /// Sends `bytes` after the handshake and returns the server's view of the
 /// end: the error it reported and the reason, plus the close the raw peer got.
 async fn send_after_handshake(bytes: &[u8]) -> (String, DisconnectReason, (u16, String)) {
-    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    let (mut server, mut raw) = raw_peer(EndpointConfig::default()).await;
     raw.write_all(bytes).await.unwrap();
     let close = read_close(&mut raw).await;
     let mut error = String::new();
     let reason = loop {
         match next_server_event(&mut server).await {
-            ServerEvent::PeerError { error: err, .. } => error = err.to_string(),
-            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            EndpointEvent::PeerError { error: err, .. } => error = err.to_string(),
+            EndpointEvent::PeerDisconnected { reason, .. } => break reason,
             other => panic!("{other:?}"),
         }
     };
@@ -110,13 +110,13 @@ async fn garbage_envelope_is_refused() {
 
 #[tokio::test]
 async fn garbage_content_is_a_typed_error_for_the_receiver_not_a_disconnect() {
-    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    let (mut server, mut raw) = raw_peer(EndpointConfig::default()).await;
     // Channel 16, action 1, then bytes that are no String.
     raw.write_all(&raw_frame(0, &[16, 1, 0xfd, 0xff]))
         .await
         .unwrap();
     match next_server_event(&mut server).await {
-        ServerEvent::Received(incoming) => {
+        EndpointEvent::Received(incoming) => {
             let err = incoming.message.content::<String>().unwrap_err();
             assert!(err.to_string().contains("String"), "{err}");
         }
@@ -127,17 +127,17 @@ async fn garbage_content_is_a_typed_error_for_the_receiver_not_a_disconnect() {
 
 #[tokio::test]
 async fn unknown_system_action_is_reported_and_ignored() {
-    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    let (mut server, mut raw) = raw_peer(EndpointConfig::default()).await;
     raw.write_all(&raw_frame(0, &[0, 99])).await.unwrap();
     raw.write_all(&raw_frame(0, &[16, 1, 5, b'h', b'e', b'l', b'l', b'o']))
         .await
         .unwrap();
     match next_server_event(&mut server).await {
-        ServerEvent::PeerError { error, .. } => assert!(error.to_string().contains("99")),
+        EndpointEvent::PeerError { error, .. } => assert!(error.to_string().contains("99")),
         other => panic!("{other:?}"),
     }
     match next_server_event(&mut server).await {
-        ServerEvent::Received(incoming) => {
+        EndpointEvent::Received(incoming) => {
             assert_eq!(incoming.message.content::<String>().unwrap(), "hello")
         }
         other => panic!("{other:?}"),
@@ -146,11 +146,12 @@ async fn unknown_system_action_is_reported_and_ignored() {
 
 #[tokio::test]
 async fn truncated_frame_then_hang_up_is_connection_lost() {
-    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    let (mut server, mut raw) = raw_peer(EndpointConfig::default()).await;
     raw.write_all(&[0, 0, 0, 50, 0, 1, 2]).await.unwrap();
     raw.shutdown().await.unwrap();
     let reason = loop {
-        if let ServerEvent::PeerDisconnected { reason, .. } = next_server_event(&mut server).await {
+        if let EndpointEvent::PeerDisconnected { reason, .. } = next_server_event(&mut server).await
+        {
             break reason;
         }
     };
@@ -162,7 +163,7 @@ async fn truncated_frame_then_hang_up_is_connection_lost() {
 
 #[tokio::test]
 async fn wrong_magic_is_not_a_switchboard_peer() {
-    let server = start_server(ServerConfig::default());
+    let server = start_server(EndpointConfig::default());
     let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
     raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -183,7 +184,7 @@ async fn wrong_magic_is_not_a_switchboard_peer() {
 
 #[tokio::test]
 async fn wrong_version_is_refused_with_both_versions_named() {
-    let server = start_server(ServerConfig::default());
+    let server = start_server(EndpointConfig::default());
     let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
     raw.write_all(&hello(99)).await.unwrap();
     read_raw_frame(&mut raw).await.unwrap();
@@ -227,7 +228,7 @@ async fn silent_peer_is_dropped_at_the_handshake_deadline() {
 
 #[tokio::test]
 async fn server_drops_a_peer_that_never_says_hello() {
-    let mut config = ServerConfig::default();
+    let mut config = EndpointConfig::default();
     config.socket.handshake_timeout = Duration::from_millis(200);
     let server = start_server(config);
     let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
@@ -263,10 +264,10 @@ async fn peer_that_goes_silent_is_dropped_after_idle_timeout() {
 async fn handshake_flood_beyond_the_per_address_pending_limit_is_dropped() {
     // Busy (half of its 8 pending places taken) once the four silent ones
     // are in: the per-address cap holds from then on.
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_pending_handshakes: 8,
         max_pending_handshakes_per_ip: 4,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let server = start_server(config);
     let mut idle = Vec::new();
@@ -302,7 +303,7 @@ async fn message_flood_from_a_peer_is_backpressured_not_buffered() {
     // The server owner does not poll: its event queue (16) fills, the reader
     // stops, TCP pushes back on the flooder. Nothing is dropped: once the
     // owner drains, every message is there in order.
-    let mut config = ServerConfig::default();
+    let mut config = EndpointConfig::default();
     config.socket.event_queue_len = 16;
     let mut server = start_server(config);
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
@@ -316,11 +317,11 @@ async fn message_flood_from_a_peer_is_backpressured_not_buffered() {
     let mut next = 0u32;
     while next < 3000 {
         match next_server_event(&mut server).await {
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::Received(incoming) => {
                 assert_eq!(incoming.message.content::<u32>().unwrap(), next);
                 next += 1;
             }
-            ServerEvent::PeerConnected { .. } => {}
+            EndpointEvent::PeerConnected { .. } => {}
             other => panic!("{other:?}"),
         }
     }
@@ -347,7 +348,7 @@ async fn compressed_system_frame_is_refused() {
 
 #[tokio::test]
 async fn compressed_hello_bomb_is_refused_without_inflating_it() {
-    let server = start_server(ServerConfig::default());
+    let server = start_server(EndpointConfig::default());
     let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
     // "SWBD", the version, and 4 MiB of zeros, compressed to a few KiB.
     let mut hello = b"SWBD".to_vec();
@@ -371,7 +372,7 @@ async fn compressed_hello_bomb_is_refused_without_inflating_it() {
 
 #[tokio::test]
 async fn inflate_bomb_stream_is_closed_at_the_connection_s_inflate_budget() {
-    let (mut server, mut raw) = raw_peer(ServerConfig::default()).await;
+    let (mut server, mut raw) = raw_peer(EndpointConfig::default()).await;
     // Frames of about 4 KiB that each inflate to 4 MiB (an application
     // message on channel 16): the budget is 8 MiB a second, one 4 MiB frame
     // at once beyond it.
@@ -388,9 +389,9 @@ async fn inflate_bomb_stream_is_closed_at_the_connection_s_inflate_budget() {
     let mut error = String::new();
     let reason = loop {
         match next_server_event(&mut server).await {
-            ServerEvent::Received(_) => received += 1,
-            ServerEvent::PeerError { error: err, .. } => error = err.to_string(),
-            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            EndpointEvent::Received(_) => received += 1,
+            EndpointEvent::PeerError { error: err, .. } => error = err.to_string(),
+            EndpointEvent::PeerDisconnected { reason, .. } => break reason,
             other => panic!("{other:?}"),
         }
     };
@@ -404,14 +405,14 @@ async fn inflate_bomb_stream_is_closed_at_the_connection_s_inflate_budget() {
 
 #[tokio::test]
 async fn inflate_bomb_by_reconnecting_does_not_refill_the_address_s_budget() {
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let mut payload = vec![16, 1];
     payload.extend(vec![0u8; 4 * 1024 * 1024 - 16]);
     let frame = raw_frame(1, &zlib(&payload));
     // Connects from 127.0.0.<from>, sends `count` bombs, and returns how many
     // the server inflated before it closed the connection.
     async fn bombs(
-        server: &mut switchboard::ServerStream,
+        server: &mut switchboard::EndpointStream,
         from: u8,
         frame: &[u8],
         count: usize,
@@ -432,9 +433,9 @@ async fn inflate_bomb_by_reconnecting_does_not_refill_the_address_s_budget() {
         let mut inflated = 0;
         loop {
             match next_server_event(server).await {
-                ServerEvent::PeerConnected { peer: p, addr } if addr == ours => peer = Some(p),
-                ServerEvent::Received(m) if Some(m.peer) == peer => inflated += 1,
-                ServerEvent::PeerDisconnected { peer: p, .. } if Some(p) == peer => {
+                EndpointEvent::PeerConnected { peer: p, addr } if addr == ours => peer = Some(p),
+                EndpointEvent::Received(m) if Some(m.peer) == peer => inflated += 1,
+                EndpointEvent::PeerDisconnected { peer: p, .. } if Some(p) == peer => {
                     return inflated
                 }
                 _ => {}

@@ -9,28 +9,23 @@ use std::time::{Duration, Instant};
 
 use common::{Act, Chan};
 use switchboard::{
-    BindScope, DisconnectReason, ExtendedTcpServer, ExtendedTcpSocket, Message, ServerConfig,
-    SocketConfig,
+    BindScope, DisconnectReason, Endpoint, EndpointConfig, Message, Socket, SocketConfig,
 };
 
 /// A plain socket client (the session-speaking `NetworkClient` is tested
 /// against a `ServerManager` in tests/manager.rs).
-fn client(server: &ExtendedTcpServer) -> ExtendedTcpSocket {
-    ExtendedTcpSocket::connect(server.local_addr(), SocketConfig::default())
+fn client(server: &Endpoint) -> Socket {
+    Socket::connect(server.local_addr(), SocketConfig::default())
 }
 
-fn say<T: serde::Serialize>(socket: &ExtendedTcpSocket, channel: Chan, action: Act, content: &T) {
+fn say<T: serde::Serialize>(socket: &Socket, channel: Chan, action: Act, content: &T) {
     socket
         .send(&Message::new(channel, action, content).unwrap())
         .unwrap();
 }
 
 /// Polls the server and clients until `done` or the deadline.
-fn pump(
-    server: &mut ExtendedTcpServer,
-    clients: &mut [&mut ExtendedTcpSocket],
-    done: impl Fn() -> bool,
-) {
+fn pump(server: &mut Endpoint, clients: &mut [&mut Socket], done: impl Fn() -> bool) {
     let deadline = Instant::now() + common::WAIT;
     while !done() {
         assert!(Instant::now() < deadline, "condition not reached in time");
@@ -44,8 +39,7 @@ fn pump(
 
 #[test]
 fn poll_runs_slots_on_the_calling_thread_with_sender_action_and_content() {
-    let mut server =
-        ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut server = Endpoint::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let seen = Rc::new(RefCell::new(Vec::new()));
     let log = seen.clone();
     let me = std::thread::current().id();
@@ -100,8 +94,7 @@ fn poll_runs_slots_on_the_calling_thread_with_sender_action_and_content() {
 
 #[test]
 fn message_without_subscriber_is_counted_not_fatal() {
-    let mut server =
-        ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut server = Endpoint::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let mut client = client(&server);
     let got = Rc::new(RefCell::new(0));
     let g = got.clone();
@@ -116,8 +109,7 @@ fn message_without_subscriber_is_counted_not_fatal() {
 
 #[test]
 fn unsubscribe_and_disconnect_stop_delivery() {
-    let mut server =
-        ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut server = Endpoint::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let mut client = client(&server);
     let hits = Rc::new(RefCell::new(Vec::new()));
     let (a, b) = (hits.clone(), hits.clone());
@@ -156,8 +148,7 @@ fn unsubscribe_and_disconnect_stop_delivery() {
 
 #[test]
 fn disconnected_signal_carries_the_reason_to_the_client() {
-    let mut server =
-        ExtendedTcpServer::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut server = Endpoint::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let mut client = client(&server);
     let reason = Rc::new(RefCell::new(None));
     let r = reason.clone();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use switchboard::codec::CodecConfig;
-use switchboard::{Message, ServerConfig, ServerEvent, SocketConfig, SocketStream};
+use switchboard::{EndpointConfig, EndpointEvent, Message, SocketConfig, SocketStream};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -30,9 +30,9 @@ fn noise(seed: u64) -> Vec<u8> {
 /// between the moment another peer sends one small message and the moment
 /// that message arrives, with a share of `per_peer` bytes per connection.
 async fn flood_ahead_of_a_quiet_peer(per_peer: usize) -> usize {
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_queued_bytes_per_peer: per_peer,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let mut server = start_server(config);
     let addr = server.local_addr();
@@ -64,8 +64,8 @@ async fn flood_ahead_of_a_quiet_peer(per_peer: usize) -> usize {
     let mut taken = 0;
     loop {
         match next_server_event(&mut server).await {
-            ServerEvent::PeerConnected { .. } => {}
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::PeerConnected { .. } => {}
+            EndpointEvent::Received(incoming) => {
                 if incoming.message.action_id() == Act::Say as u16 {
                     break;
                 }
@@ -97,7 +97,7 @@ async fn big_frame_flood_from_one_peer_cannot_queue_ahead_of_another_peer_s_mess
     // messages) and a batch of two past it, plus the batch being handed out,
     // is ahead of the quiet peer's message: 9.
     let shared =
-        flood_ahead_of_a_quiet_peer(ServerConfig::default().max_queued_bytes_per_peer).await;
+        flood_ahead_of_a_quiet_peer(EndpointConfig::default().max_queued_bytes_per_peer).await;
     // Without a share, the whole queue (16 batches of two messages) may be.
     let unshared = flood_ahead_of_a_quiet_peer(usize::MAX).await;
     eprintln!("flood messages ahead of the quiet one: {shared} with the share, {unshared} without");

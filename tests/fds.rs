@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use switchboard::{ServerConfig, ServerEvent, SocketConfig, SocketStream};
+use switchboard::{EndpointConfig, EndpointEvent, SocketConfig, SocketStream};
 
 #[test]
 fn ended_connections_release_their_sockets_even_while_handles_are_held() {
@@ -19,7 +19,7 @@ fn ended_connections_release_their_sockets_even_while_handles_are_held() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut server = start_server(ServerConfig::default());
+        let mut server = start_server(EndpointConfig::default());
         let before = open_fds();
         let mut clients = Vec::new();
         for _ in 0..20 {
@@ -29,7 +29,8 @@ fn ended_connections_release_their_sockets_even_while_handles_are_held() {
         }
         let mut held = Vec::new();
         while held.len() < 20 {
-            if let ServerEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await {
+            if let EndpointEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await
+            {
                 held.push(server.handle().peer(peer).unwrap());
             }
         }
@@ -38,7 +39,7 @@ fn ended_connections_release_their_sockets_even_while_handles_are_held() {
         }
         let mut gone = 0;
         while gone < 20 {
-            if let ServerEvent::PeerDisconnected { .. } = next_server_event(&mut server).await {
+            if let EndpointEvent::PeerDisconnected { .. } = next_server_event(&mut server).await {
                 gone += 1;
             }
         }

@@ -10,21 +10,22 @@ use common::*;
 use switchboard::manager::protocol::{self, Welcome};
 use switchboard::session::ReconnectToken;
 use switchboard::{
-    ClientConfig, ClientEvent, ClientId, Message, NetworkClient, ServerConfig, ServerEvent,
-    ServerStream,
+    ClientConfig, ClientEvent, ClientId, EndpointConfig, EndpointEvent, EndpointStream, Message,
+    NetworkClient,
 };
 
 /// A server that welcomes its first client, then sends `flood` to it as
 /// fast as its queue takes them, until the test ends.
 fn hostile(flood: impl Fn(u64) -> Message + Send + 'static) -> std::net::SocketAddr {
     let runtime = switchboard::runtime::handle();
-    let mut server: ServerStream =
-        runtime.block_on(async { start_server(ServerConfig::default()) });
+    let mut server: EndpointStream =
+        runtime.block_on(async { start_server(EndpointConfig::default()) });
     let addr = server.local_addr();
     runtime.spawn(async move {
         let handle = server.handle();
         let peer = loop {
-            if let ServerEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await {
+            if let EndpointEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await
+            {
                 break peer;
             }
         };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use switchboard::socket::{Pacer, PacerConfig};
 use switchboard::{
-    Message, PeerId, ServerConfig, ServerEvent, SocketConfig, SocketEvent, SocketStream,
+    EndpointConfig, EndpointEvent, Message, PeerId, SocketConfig, SocketEvent, SocketStream,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,9 +22,9 @@ async fn a_round_shared_among_workers_reaches_every_peer_in_order() {
         idle_timeout: Duration::from_secs(120),
         ..SocketConfig::default()
     };
-    let mut server = start_server(ServerConfig {
+    let mut server = start_server(EndpointConfig {
         socket: quiet.clone(),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     });
     let mut clients = Vec::new();
     let mut peers: Vec<PeerId> = Vec::new();
@@ -32,7 +32,7 @@ async fn a_round_shared_among_workers_reaches_every_peer_in_order() {
         let mut client = SocketStream::connect(server.local_addr(), quiet.clone());
         expect_connected(&mut client).await;
         match next_server_event(&mut server).await {
-            ServerEvent::PeerConnected { peer, .. } => peers.push(peer),
+            EndpointEvent::PeerConnected { peer, .. } => peers.push(peer),
             other => panic!("{other:?}"),
         }
         clients.push(client);

@@ -9,17 +9,17 @@ use std::time::Duration;
 
 use common::*;
 use switchboard::{
-    CloseCode, DisconnectReason, Message, PeerId, ServerConfig, ServerEvent, SocketConfig,
+    CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, Message, PeerId, SocketConfig,
     SocketEvent, SocketStream,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut client).await;
     let peer = match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => peer,
+        EndpointEvent::PeerConnected { peer, .. } => peer,
         other => panic!("expected PeerConnected, got {other:?}"),
     };
 
@@ -69,7 +69,7 @@ async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
     let mut expected = 0;
     while expected < N {
         match next_server_event(&mut server).await {
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::Received(incoming) => {
                 assert_eq!(incoming.peer, peer);
                 let got: (u32, String) = incoming.message.content().unwrap();
                 assert_eq!(got, content(expected));
@@ -98,7 +98,7 @@ async fn ten_thousand_messages_arrive_complete_and_in_order_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiving() {
-    let mut config = ServerConfig::default();
+    let mut config = EndpointConfig::default();
     config.socket.max_outbound_bytes = 256 * 1024;
     config.socket.codec.compress_threshold = usize::MAX;
     let mut server = start_server(config);
@@ -112,13 +112,13 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
     let mut stalled = socket.connect(addr).await.unwrap();
     raw_handshake(&mut stalled).await;
     let stalled_id = match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => peer,
+        EndpointEvent::PeerConnected { peer, .. } => peer,
         other => panic!("{other:?}"),
     };
     let mut reader = SocketStream::connect(addr, SocketConfig::default());
     expect_connected(&mut reader).await;
     let reader_id = match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => peer,
+        EndpointEvent::PeerConnected { peer, .. } => peer,
         other => panic!("{other:?}"),
     };
 
@@ -160,7 +160,7 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
         }
         while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, server.next_event()).await
         {
-            if let ServerEvent::PeerDisconnected { peer, reason } = event {
+            if let EndpointEvent::PeerDisconnected { peer, reason } = event {
                 if peer == stalled_id {
                     stalled_gone = Some((peer, reason));
                 }
@@ -176,7 +176,7 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
     let (peer, reason) = match stalled_gone {
         Some(gone) => gone,
         None => loop {
-            if let ServerEvent::PeerDisconnected { peer, reason } =
+            if let EndpointEvent::PeerDisconnected { peer, reason } =
                 next_server_event(&mut server).await
             {
                 if peer == stalled_id {
@@ -193,7 +193,7 @@ async fn non_reading_peer_is_dropped_as_slow_consumer_while_another_keeps_receiv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_flushes_queued_messages_then_the_reason() {
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut client).await;
     for i in 0..1000u32 {
@@ -209,12 +209,12 @@ async fn close_flushes_queued_messages_then_the_reason() {
     let mut got = 0u32;
     let reason = loop {
         match next_server_event(&mut server).await {
-            ServerEvent::PeerConnected { .. } => {}
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::PeerConnected { .. } => {}
+            EndpointEvent::Received(incoming) => {
                 assert_eq!(incoming.message.content::<u32>().unwrap(), got);
                 got += 1;
             }
-            ServerEvent::PeerDisconnected { reason, .. } => break reason,
+            EndpointEvent::PeerDisconnected { reason, .. } => break reason,
             other => panic!("{other:?}"),
         }
     };
@@ -237,14 +237,14 @@ async fn close_flushes_queued_messages_then_the_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_shutdown_flushes_and_tells_every_client_why() {
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let mut a = SocketStream::connect(server.local_addr(), SocketConfig::default());
     let mut b = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut a).await;
     expect_connected(&mut b).await;
     let mut connected = 0;
     while connected < 2 {
-        if let ServerEvent::PeerConnected { .. } = next_server_event(&mut server).await {
+        if let EndpointEvent::PeerConnected { .. } = next_server_event(&mut server).await {
             connected += 1;
         }
     }
@@ -282,7 +282,7 @@ async fn server_shutdown_flushes_and_tells_every_client_why() {
         .await
         .unwrap()
     {
-        if let ServerEvent::PeerDisconnected { .. } = event {
+        if let EndpointEvent::PeerDisconnected { .. } = event {
             disconnected += 1;
         }
     }
@@ -299,9 +299,9 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
         idle_timeout: Duration::from_millis(1500),
         ..SocketConfig::default()
     };
-    let config = ServerConfig {
+    let config = EndpointConfig {
         socket: quick.clone(),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let mut server = start_server(config);
     let mut client = SocketStream::connect(server.local_addr(), quick);
@@ -314,7 +314,7 @@ async fn keepalive_holds_a_quiet_connection_and_measures_rtt() {
         "pongs measured the round trip"
     );
     match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => {
+        EndpointEvent::PeerConnected { peer, .. } => {
             assert!(server.handle().peer(peer).is_some())
         }
         other => panic!("{other:?}"),
@@ -333,9 +333,9 @@ async fn regression_answering_a_ping_does_not_put_our_pings_off_forever() {
         idle_timeout: Duration::from_secs(30),
         ..SocketConfig::default()
     };
-    let server = start_server(ServerConfig {
+    let server = start_server(EndpointConfig {
         socket: quick,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     });
     let mut raw = tokio::net::TcpStream::connect(server.local_addr())
         .await
@@ -363,17 +363,17 @@ async fn regression_answering_a_ping_does_not_put_our_pings_off_forever() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_messages_wait_for_the_flush_then_leave_in_order() {
-    let mut server = start_server(ServerConfig {
+    let mut server = start_server(EndpointConfig {
         socket: SocketConfig {
             outbound_queue_len: 40,
             ..SocketConfig::default()
         },
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     });
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut client).await;
     let peer = match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => peer,
+        EndpointEvent::PeerConnected { peer, .. } => peer,
         other => panic!("{other:?}"),
     };
     let handle = server.handle();
@@ -422,9 +422,9 @@ async fn queued_messages_wait_for_the_flush_then_leave_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_server_tells_the_extra_client_why() {
-    let config = ServerConfig {
+    let config = EndpointConfig {
         max_connections: 1,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     let server = start_server(config);
     let mut first = SocketStream::connect(server.local_addr(), SocketConfig::default());
@@ -472,13 +472,13 @@ async fn direct_and_queued_writes_keep_order_and_content_with_large_frames() {
     // Sparse sends go straight to the socket, bursts through the writer,
     // and a large frame may be written in part directly and in part by the
     // writer: whatever the mix, the peer must see every byte in order.
-    let mut config = ServerConfig::default();
+    let mut config = EndpointConfig::default();
     config.socket.codec.compress_threshold = usize::MAX;
     let mut server = start_server(config);
     let mut client = SocketStream::connect(server.local_addr(), SocketConfig::default());
     expect_connected(&mut client).await;
     let peer = match next_server_event(&mut server).await {
-        ServerEvent::PeerConnected { peer, .. } => peer,
+        EndpointEvent::PeerConnected { peer, .. } => peer,
         other => panic!("{other:?}"),
     };
     let handle = server.handle();
@@ -519,7 +519,7 @@ async fn frames_split_anyhow_across_reads_arrive_whole_and_in_order() {
     // hands compressed or incomplete ones to the decoder: a raw peer mixes
     // small, compressed and large incompressible frames and writes them in
     // pieces of random sizes, with pauses, so that frames straddle reads.
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let mut raw = tokio::net::TcpStream::connect(server.local_addr())
         .await
         .unwrap();
@@ -579,7 +579,7 @@ async fn frames_split_anyhow_across_reads_arrive_whole_and_in_order() {
     let mut peer = None;
     while got < expected.len() {
         match next_server_event(&mut server).await {
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::Received(incoming) => {
                 peer = Some(incoming.peer);
                 assert_eq!(incoming.message.channel_id(), 16);
                 assert_eq!(incoming.message.action_id(), 2);
@@ -590,7 +590,7 @@ async fn frames_split_anyhow_across_reads_arrive_whole_and_in_order() {
                 );
                 got += 1;
             }
-            ServerEvent::PeerConnected { .. } => {}
+            EndpointEvent::PeerConnected { .. } => {}
             other => panic!("{other:?}"),
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use switchboard::{Message, ServerConfig, ServerEvent};
+use switchboard::{EndpointConfig, EndpointEvent, Message};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 /// (5 s) to be read: a game's first request answered seconds late.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_sent_the_moment_the_handshake_ends_is_read_at_once() {
-    let mut server = start_server(ServerConfig::default());
+    let mut server = start_server(EndpointConfig::default());
     let addr = server.local_addr();
     let frame = Message::from_raw(16, 1, Bytes::from_static(b"first"))
         .encode(&Default::default())
@@ -29,7 +29,7 @@ async fn a_message_sent_the_moment_the_handshake_ends_is_read_at_once() {
         stream.write_all(frame.as_bytes()).await.unwrap();
         let received = tokio::time::timeout(Duration::from_secs(1), async {
             loop {
-                if let ServerEvent::Received(incoming) = next_server_event(&mut server).await {
+                if let EndpointEvent::Received(incoming) = next_server_event(&mut server).await {
                     break incoming.message.content_bytes().to_vec();
                 }
             }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use futures::{SinkExt, StreamExt};
 use switchboard::{
-    CloseCode, DisconnectReason, Message, ServerConfig, ServerEvent, SocketConfig, SocketEvent,
+    CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, Message, SocketConfig, SocketEvent,
     SocketStream, WebSocketConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,14 +18,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
-fn ws_server(ws: WebSocketConfig) -> switchboard::ServerStream {
-    start_server(ServerConfig {
+fn ws_server(ws: WebSocketConfig) -> switchboard::EndpointStream {
+    start_server(EndpointConfig {
         websocket: Some(ws),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     })
 }
 
-fn ws_url(server: &switchboard::ServerStream) -> String {
+fn ws_url(server: &switchboard::EndpointStream) -> String {
     format!(
         "ws://{}/",
         server.websocket_addr().expect("a WebSocket port")
@@ -64,7 +64,7 @@ async fn next_binary(ws: &mut WebSocketStream<TcpStream>) -> Vec<u8> {
 
 /// Opens a raw WebSocket peer and completes the Switchboard handshake over
 /// it: one hello each, each one binary message.
-async fn raw_ws_peer(server: &mut switchboard::ServerStream) -> WebSocketStream<TcpStream> {
+async fn raw_ws_peer(server: &mut switchboard::EndpointStream) -> WebSocketStream<TcpStream> {
     let mut ws = raw_ws(&ws_url(server), None).await.unwrap();
     ws.send(WsMessage::Binary(
         hello(switchboard::PROTOCOL_VERSION).into(),
@@ -78,7 +78,7 @@ async fn raw_ws_peer(server: &mut switchboard::ServerStream) -> WebSocketStream<
         "one hello frame, whole"
     );
     match next_server_event(server).await {
-        ServerEvent::PeerConnected { .. } => {}
+        EndpointEvent::PeerConnected { .. } => {}
         other => panic!("{other:?}"),
     }
     ws
@@ -105,17 +105,17 @@ async fn ws_close(ws: &mut WebSocketStream<TcpStream>) -> (u16, String) {
 }
 
 /// Waits for the server's one peer to end with a protocol error.
-async fn ends_in_a_protocol_error(server: &mut switchboard::ServerStream) {
+async fn ends_in_a_protocol_error(server: &mut switchboard::EndpointStream) {
     loop {
         match next_server_event(server).await {
-            ServerEvent::PeerDisconnected { reason, .. } => {
+            EndpointEvent::PeerDisconnected { reason, .. } => {
                 assert!(
                     matches!(reason, DisconnectReason::ProtocolError(_)),
                     "{reason:?}"
                 );
                 return;
             }
-            ServerEvent::PeerError { .. } => {}
+            EndpointEvent::PeerError { .. } => {}
             other => panic!("{other:?}"),
         }
     }
@@ -130,7 +130,7 @@ async fn a_websocket_client_and_a_tcp_client_share_one_server() {
     expect_connected(&mut ws).await;
     let mut peers = Vec::new();
     while peers.len() < 2 {
-        if let ServerEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await {
+        if let EndpointEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await {
             peers.push(peer);
         }
     }
@@ -143,7 +143,7 @@ async fn a_websocket_client_and_a_tcp_client_share_one_server() {
         .unwrap();
     let mut heard = Vec::new();
     while heard.len() < 2 {
-        if let ServerEvent::Received(incoming) = next_server_event(&mut server).await {
+        if let EndpointEvent::Received(incoming) = next_server_event(&mut server).await {
             heard.push(incoming.message.content::<String>().unwrap());
         }
     }
@@ -205,7 +205,7 @@ async fn each_frame_travels_as_one_binary_message() {
     .await
     .unwrap();
     match next_server_event(&mut server).await {
-        ServerEvent::Received(incoming) => {
+        EndpointEvent::Received(incoming) => {
             assert_eq!(incoming.message.content::<String>().unwrap(), "hi")
         }
         other => panic!("{other:?}"),
@@ -253,9 +253,9 @@ async fn websocket_message_with_two_frames_is_refused() {
 
 #[tokio::test]
 async fn websocket_message_past_the_frame_limit_is_refused() {
-    let mut config = ServerConfig {
+    let mut config = EndpointConfig {
         websocket: Some(WebSocketConfig::default()),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     config.socket.codec.max_frame_len = 1024;
     let mut server = start_server(config);
@@ -326,7 +326,7 @@ async fn an_origin_outside_the_allow_list_gets_403() {
     expect_connected(&mut native).await;
     let mut connected = 0;
     while connected < 2 {
-        if let ServerEvent::PeerConnected { .. } = next_server_event(&mut server).await {
+        if let EndpointEvent::PeerConnected { .. } = next_server_event(&mut server).await {
             connected += 1;
         }
     }
@@ -351,9 +351,9 @@ async fn oversized_http_request_head_gets_431() {
 
 #[tokio::test]
 async fn slowloris_http_request_head_is_dropped_at_the_handshake_timeout() {
-    let mut config = ServerConfig {
+    let mut config = EndpointConfig {
         websocket: Some(WebSocketConfig::default()),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     config.socket.handshake_timeout = Duration::from_millis(300);
     let server = start_server(config);
@@ -381,11 +381,11 @@ async fn slowloris_http_request_head_is_dropped_at_the_handshake_timeout() {
 #[tokio::test]
 async fn per_address_connection_limit_counts_websocket_and_tcp_together() {
     // Crowded (half of 4 open) once two are in: the per-address cap holds.
-    let mut server = start_server(ServerConfig {
+    let mut server = start_server(EndpointConfig {
         websocket: Some(WebSocketConfig::default()),
         max_connections: 4,
         max_connections_per_ip: 2,
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     });
     let url = ws_url(&server);
     let mut tcp = SocketStream::connect(server.local_addr(), SocketConfig::default());
@@ -408,7 +408,7 @@ async fn per_address_connection_limit_counts_websocket_and_tcp_together() {
     assert_eq!(server.handle().refused(), 2);
     let mut connected = 0;
     while connected < 2 {
-        if let ServerEvent::PeerConnected { .. } = next_server_event(&mut server).await {
+        if let EndpointEvent::PeerConnected { .. } = next_server_event(&mut server).await {
             connected += 1;
         }
     }
@@ -417,9 +417,9 @@ async fn per_address_connection_limit_counts_websocket_and_tcp_together() {
 
 #[tokio::test]
 async fn a_websocket_peer_that_never_reads_is_dropped_as_a_slow_consumer() {
-    let mut config = ServerConfig {
+    let mut config = EndpointConfig {
         websocket: Some(WebSocketConfig::default()),
-        ..ServerConfig::default()
+        ..EndpointConfig::default()
     };
     config.socket.max_outbound_bytes = 256 * 1024;
     let mut server = start_server(config);
@@ -451,7 +451,7 @@ async fn a_websocket_peer_that_never_reads_is_dropped_as_a_slow_consumer() {
     }
     loop {
         match next_server_event(&mut server).await {
-            ServerEvent::PeerDisconnected { reason, .. } => {
+            EndpointEvent::PeerDisconnected { reason, .. } => {
                 assert_eq!(
                     reason,
                     DisconnectReason::SlowConsumer,

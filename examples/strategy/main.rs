@@ -169,7 +169,7 @@ fn main() {
         });
         let config = switchboard::ManagerConfig {
             listing: Announce::from_env().map(Announce::hook),
-            server: switchboard::socket::ServerConfig {
+            server: switchboard::socket::EndpointConfig {
                 websocket: websocket(&options),
                 ..Default::default()
             },

@@ -3,7 +3,7 @@
 //! demos built on them.
 
 use clap::Args;
-use switchboard::{ServerConfig, WebSocketConfig};
+use switchboard::{EndpointConfig, WebSocketConfig};
 
 /// The JavaScript client, served as ES modules under `/js/`, so that a page
 /// on the WebSocket port imports it from the server itself (no CDN, no
@@ -59,7 +59,7 @@ pub(crate) enum Pages {
 
 impl WsArgs {
     /// Puts the listener into `server` when a port was given.
-    pub(crate) fn apply(&self, server: &mut ServerConfig, pages: Pages) {
+    pub(crate) fn apply(&self, server: &mut EndpointConfig, pages: Pages) {
         let Some(port) = self.ws_port else { return };
         let mut ws = WebSocketConfig {
             allowed_origins: self.ws_origins.clone(),

@@ -210,7 +210,7 @@ fn shutdown_delivers_every_queued_update_before_the_goodbye() {
 fn request_without_answer_fails_with_a_timeout() {
     // A plain socket server that never answers anything.
     let mut silent =
-        switchboard::ExtendedTcpServer::bind(BindScope::Loopback, 0, Default::default()).unwrap();
+        switchboard::Endpoint::bind(BindScope::Loopback, 0, Default::default()).unwrap();
     let config = ClientConfig {
         request_timeout: Duration::from_millis(300),
         ..ClientConfig::named("ann")

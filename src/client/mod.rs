@@ -31,9 +31,7 @@ use crate::message::{Channel, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
 use crate::signal::{Connection, Signal};
-use crate::socket::{
-    Dialer, DisconnectReason, ExtendedTcpSocket, SendError, SocketConfig, SocketState,
-};
+use crate::socket::{Dialer, DisconnectReason, SendError, Socket, SocketConfig, SocketState};
 
 /// The signals of a client: each runs once per event, as the game takes the
 /// event (`poll`, `drain`, `next_event` or the stream).
@@ -90,7 +88,7 @@ pub struct NetworkClient {
     socket_config: SocketConfig,
     /// How each connection opens.
     dialer: Dialer,
-    socket: Option<ExtendedTcpSocket>,
+    socket: Option<Socket>,
     core: ClientCore,
     router: Router,
     signals: ClientSignals,
@@ -281,6 +279,6 @@ impl NetworkClient {
     pub fn state(&self) -> SocketState {
         self.socket
             .as_ref()
-            .map_or(SocketState::Closed, ExtendedTcpSocket::state)
+            .map_or(SocketState::Closed, Socket::state)
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 pub use switchboard_proto::manager::config::ManagerRules;
 
 use super::{CheckpointHook, ListingHook, RecordConfig, SharedSessionsHook};
-use crate::socket::{PacerConfig, ServerConfig};
+use crate::socket::{EndpointConfig, PacerConfig};
 
 /// Every setting of a server manager: the rules' (in `rules`, the protocol
 /// crate's [`ManagerRules`]: sessions, password, rate limits, strikes, the
@@ -18,7 +18,7 @@ pub struct ManagerConfig {
     /// limits, strikes, the tick (see [`ManagerRules`]).
     pub rules: ManagerRules,
     /// The listening socket's limits.
-    pub server: ServerConfig,
+    pub server: EndpointConfig,
     /// How long a shutdown may take to flush every client (default 5 s).
     pub shutdown_timeout: Duration,
     /// When updates for many clients leave (default: at once while quiet;
@@ -48,7 +48,7 @@ impl Default for ManagerConfig {
     fn default() -> Self {
         Self {
             rules: ManagerRules::default(),
-            server: ServerConfig::default(),
+            server: EndpointConfig::default(),
             shutdown_timeout: Duration::from_secs(5),
             pacing: PacerConfig::default(),
             listing: None,

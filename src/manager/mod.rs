@@ -1,6 +1,6 @@
 //! [`ServerManager`]: sessions, validated requests, addressed updates.
 //!
-//! The manager owns an [`ExtendedTcpServer`](crate::ExtendedTcpServer) (as a
+//! The manager owns an [`Endpoint`](crate::Endpoint) (as a
 //! stream) and a [`GameLogic`]. For every connection it waits for a hello,
 //! admits the client or tells it why not, gives it an id and a reconnect
 //! token, and from then on hands each of its requests to the logic. What the
@@ -46,13 +46,13 @@ pub use switchboard_proto::manager::stats::{
 
 use crate::runtime;
 use crate::session::ClientId;
-use crate::socket::{BindScope, ServerStream};
+use crate::socket::{BindScope, EndpointStream};
 
 pub use switchboard_proto::manager::{LogEntry, LogLevel};
 
 /// A game server: the logic and the sessions behind a listening socket.
 pub struct ServerManager<L: GameLogic> {
-    server: ServerStream,
+    server: EndpointStream,
     config: ManagerConfig,
     core: ManagerCore<L>,
     recorder: Option<record::Recorder>,
@@ -94,7 +94,7 @@ type StartRecording = (RecordConfig, oneshot::Sender<Result<(), String>>);
 pub struct ManagerHandle {
     local_addr: SocketAddr,
     websocket_addr: Option<SocketAddr>,
-    server: crate::socket::ServerHandle,
+    server: crate::socket::EndpointHandle,
     shutdown: CancellationToken,
     farewell: Farewell,
     tags: ListingTags,
@@ -115,13 +115,13 @@ impl<L: GameLogic> ServerManager<L> {
         config: ManagerConfig,
         logic: L,
     ) -> std::io::Result<(Self, ManagerHandle)> {
-        let server = ServerStream::bind(scope, port, config.server.clone())?;
+        let server = EndpointStream::bind(scope, port, config.server.clone())?;
         Self::new(server, config, logic)
     }
 
     /// A manager over an already listening server.
     fn new(
-        server: ServerStream,
+        server: EndpointStream,
         config: ManagerConfig,
         logic: L,
     ) -> std::io::Result<(Self, ManagerHandle)> {
@@ -215,7 +215,7 @@ impl ManagerHandle {
     /// it had connected to the manager's port (the same sessions, limits
     /// and rules): how a compatibility listener (AxisPy's JSON, say) joins
     /// its translated clients to the game. See
-    /// [`ServerHandle::attach`](crate::socket::ServerHandle::attach).
+    /// [`EndpointHandle::attach`](crate::socket::EndpointHandle::attach).
     pub fn attach<S>(&self, stream: S, addr: SocketAddr) -> Option<crate::PeerId>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,

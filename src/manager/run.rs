@@ -9,7 +9,7 @@ use super::record::Recorder;
 use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
-use crate::socket::{Pacer, PeerId, ServerEvent, ServerHandle, ServerStream};
+use crate::socket::{EndpointEvent, EndpointHandle, EndpointStream, Pacer, PeerId};
 use switchboard_proto::record::Input;
 
 /// Events taken in one go before the deliveries they caused may leave.
@@ -20,8 +20,8 @@ fn now() -> Instant {
 }
 
 pub(super) struct Runner<L: GameLogic> {
-    server: ServerStream,
-    handle: ServerHandle,
+    server: EndpointStream,
+    handle: EndpointHandle,
     config: ManagerConfig,
     core: ManagerCore<L>,
     /// Where every input goes, when the session is recorded.
@@ -36,7 +36,7 @@ pub(super) struct Runner<L: GameLogic> {
 
 impl<L: GameLogic> Runner<L> {
     pub(super) fn new(
-        server: ServerStream,
+        server: EndpointStream,
         config: ManagerConfig,
         core: ManagerCore<L>,
         recorder: Option<Recorder>,
@@ -200,23 +200,23 @@ impl<L: GameLogic> Runner<L> {
         while let Ok(Some(event)) =
             tokio::time::timeout_at(deadline, self.server.next_event()).await
         {
-            if let ServerEvent::PeerDisconnected { .. } = event {
+            if let EndpointEvent::PeerDisconnected { .. } = event {
                 self.on_event(event);
             }
         }
     }
 
-    fn on_event(&mut self, event: ServerEvent) {
+    fn on_event(&mut self, event: EndpointEvent) {
         let event = match event {
-            ServerEvent::PeerConnected { peer, addr } => ManagerEvent::Connected { peer, addr },
-            ServerEvent::Received(incoming) => ManagerEvent::Received {
+            EndpointEvent::PeerConnected { peer, addr } => ManagerEvent::Connected { peer, addr },
+            EndpointEvent::Received(incoming) => ManagerEvent::Received {
                 peer: incoming.peer,
                 message: incoming.message,
             },
-            ServerEvent::PeerDisconnected { peer, reason } => {
+            EndpointEvent::PeerDisconnected { peer, reason } => {
                 ManagerEvent::Disconnected { peer, reason }
             }
-            ServerEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
+            EndpointEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
         self.take_in(event);
     }
@@ -287,7 +287,7 @@ impl<L: GameLogic> Runner<L> {
 /// peers it goes to; updates for many queued for the pacer), closes, and
 /// log lines for the operator.
 fn carry_out(
-    handle: &ServerHandle,
+    handle: &EndpointHandle,
     control: &Control,
     pacer: &mut Pacer,
     stores: &Stores,

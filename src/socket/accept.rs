@@ -16,18 +16,18 @@ use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
 use super::gate::{address_key, Turned};
 use super::listener::{Listener, ListenerLimits};
-use super::server::{Incoming, PeerId, ServerEvent, ServerShared};
+use super::server::{EndpointEvent, Incoming, PeerId, ServerShared};
 use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
 
 /// A peer's connection event as the server reports it.
-fn server_event(origin: Origin, event: SocketEvent) -> ServerEvent {
+fn server_event(origin: Origin, event: SocketEvent) -> EndpointEvent {
     let Origin { peer, addr } = origin;
     match event {
-        SocketEvent::Connected => ServerEvent::PeerConnected { peer, addr },
-        SocketEvent::Received(message) => ServerEvent::Received(Incoming { peer, message }),
-        SocketEvent::Error(error) => ServerEvent::PeerError { peer, error },
-        SocketEvent::Disconnected(reason) => ServerEvent::PeerDisconnected { peer, reason },
+        SocketEvent::Connected => EndpointEvent::PeerConnected { peer, addr },
+        SocketEvent::Received(message) => EndpointEvent::Received(Incoming { peer, message }),
+        SocketEvent::Error(error) => EndpointEvent::PeerError { peer, error },
+        SocketEvent::Disconnected(reason) => EndpointEvent::PeerDisconnected { peer, reason },
     }
 }
 
@@ -87,7 +87,7 @@ pub(super) enum Transport {
 pub(super) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ServerShared>,
-    events: mpsc::Sender<Batch<ServerEvent>>,
+    events: mpsc::Sender<Batch<EndpointEvent>>,
     transport: Transport,
 ) {
     // Its gate admits (per-address caps under pressure, evictions, a
@@ -163,7 +163,7 @@ where
 struct Admitted {
     peer: PeerId,
     handle: SocketHandle,
-    reporter: Reporter<ServerEvent>,
+    reporter: Reporter<EndpointEvent>,
     span: tracing::Span,
 }
 
@@ -180,7 +180,7 @@ impl TurnedAway {
         retry_after: Duration::from_secs(5),
     };
 
-    fn of(turned: Turned, config: &super::ServerConfig) -> Self {
+    fn of(turned: Turned, config: &super::EndpointConfig) -> Self {
         match turned {
             Turned::PendingFromAddress => TurnedAway {
                 why: "too many connections from your address at once while the server is busy",
@@ -206,7 +206,7 @@ impl TurnedAway {
 /// its retry-after), over TCP without reading the peer, over WebSocket
 /// inside the upgraded connection (every client, a browser's too, reads it
 /// the same way); then the connection lingers until the peer hangs up, all
-/// within `close_timeout`, so that the answer is not lost to a reset. At most `ServerConfig::max_turned_away_told` are told at
+/// within `close_timeout`, so that the answer is not lost to a reset. At most `EndpointConfig::max_turned_away_told` are told at
 /// once; past it a connection is closed without a word. Counted in the
 /// server's refusals, and logged at INFO once per address every ten
 /// minutes.
@@ -284,7 +284,7 @@ fn tell_turned_away(
 /// inflate budget, then the gate's limits.
 fn admit(
     shared: &Arc<ServerShared>,
-    events: &mpsc::Sender<Batch<ServerEvent>>,
+    events: &mpsc::Sender<Batch<EndpointEvent>>,
     addr: SocketAddr,
 ) -> Result<Admitted, TurnedAway> {
     let config = &shared.config;
@@ -394,7 +394,7 @@ fn admit(
 fn run_websocket(
     stream: TcpStream,
     handle: SocketHandle,
-    mut reporter: Reporter<ServerEvent>,
+    mut reporter: Reporter<EndpointEvent>,
     rules: Arc<UpgradeRules>,
 ) -> impl std::future::Future<Output = ()> {
     async move {

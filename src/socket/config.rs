@@ -27,9 +27,9 @@ impl BindScope {
     }
 }
 
-/// The settings of a listening [`ExtendedTcpServer`](super::ExtendedTcpServer).
+/// The settings of a listening [`Endpoint`](super::Endpoint).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerConfig {
+pub struct EndpointConfig {
     /// Settings for every accepted connection. Its `event_queue_len` sizes the
     /// server's single event queue, shared by all peers.
     pub socket: SocketConfig,
@@ -85,7 +85,7 @@ pub struct ServerConfig {
     pub websocket: Option<WebSocketConfig>,
 }
 
-impl Default for ServerConfig {
+impl Default for EndpointConfig {
     fn default() -> Self {
         Self {
             socket: SocketConfig::default(),

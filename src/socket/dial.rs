@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use super::{ExtendedTcpSocket, SocketConfig};
+use super::{Socket, SocketConfig};
 
 /// A byte stream being opened by a [`Connector`].
 pub type Opening = Pin<Box<dyn Future<Output = std::io::Result<TcpStream>> + Send>>;
@@ -51,13 +51,13 @@ impl Dialer {
     }
 
     /// Starts connecting to `addr` as its form says, and returns at once
-    /// (see [`ExtendedTcpSocket::connect`]).
-    pub fn connect(&self, addr: &str, config: SocketConfig) -> ExtendedTcpSocket {
+    /// (see [`Socket::connect`]).
+    pub fn connect(&self, addr: &str, config: SocketConfig) -> Socket {
         if let Some(connector) = self.connectors.iter().find(|c| c.accepts(addr)) {
-            return ExtendedTcpSocket::connect_with(connector.open(addr), config);
+            return Socket::connect_with(connector.open(addr), config);
         }
         if addr.starts_with("ws://") {
-            return ExtendedTcpSocket::connect_ws(addr, config);
+            return Socket::connect_ws(addr, config);
         }
         if let Some((code, at)) = addr.split_once('@') {
             // Not an address TCP can resolve: say what it looks like.
@@ -69,9 +69,9 @@ impl Dialer {
                 Box::pin(
                     async move { Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)) },
                 );
-            return ExtendedTcpSocket::connect_with(failed, config);
+            return Socket::connect_with(failed, config);
         }
-        ExtendedTcpSocket::connect(addr.to_string(), config)
+        Socket::connect(addr.to_string(), config)
     }
 }
 

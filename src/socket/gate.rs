@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 pub use switchboard_proto::limits::address_key;
 
-/// The limits the gate enforces (from `ServerConfig`).
+/// The limits the gate enforces (from `EndpointConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GateLimits {
     pub(crate) max_pending: usize,

@@ -1,5 +1,5 @@
-//! One connection: [`ExtendedTcpSocket`] on the client side, and the listening
-//! [`ExtendedTcpServer`] that accepts them.
+//! One connection: [`Socket`] on the client side, and the listening
+//! [`Endpoint`] that accepts them.
 //!
 //! A connection opens with a handshake (each side's first frame is a hello:
 //! magic and protocol version), then carries [`Message`]s both ways. Sending
@@ -9,7 +9,7 @@
 //! its limits. A close flushes what was queued, then tells the peer why.
 //!
 //! The same connection runs over TCP or over a WebSocket (`websocket`): a
-//! server may listen on both ([`ServerConfig::websocket`]), one peer table
+//! server may listen on both ([`EndpointConfig::websocket`]), one peer table
 //! and one set of limits for the two.
 
 mod accept;
@@ -22,6 +22,7 @@ mod gate;
 mod handle;
 mod ids;
 mod listener;
+mod names;
 mod outqueue;
 mod pacer;
 mod server;
@@ -34,7 +35,7 @@ use futures::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
-pub use config::{BindScope, ServerConfig, SocketConfig};
+pub use config::{BindScope, EndpointConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use dial::{Connector, Dialer, Opening};
@@ -42,8 +43,12 @@ pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
 pub use listener::{Arrival, Listener, ListenerCaps, ListenerLimits, Places};
+#[allow(deprecated)]
+pub use names::{
+    ExtendedTcpServer, ExtendedTcpSocket, ServerConfig, ServerEvent, ServerHandle, ServerStream,
+};
 pub use pacer::{Pacer, PacerConfig};
-pub use server::{ExtendedTcpServer, Incoming, PeerId, ServerEvent, ServerHandle, ServerStream};
+pub use server::{Endpoint, EndpointEvent, EndpointHandle, EndpointStream, Incoming, PeerId};
 pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 pub use switchboard_proto::reason::{
     retry_after_of, with_retry_after, CloseCode, DisconnectReason, IoFailure, SendError,
@@ -90,7 +95,7 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// The signals of one socket. Slots run inside [`ExtendedTcpSocket::poll`].
+/// The signals of one socket. Slots run inside [`Socket::poll`].
 #[derive(Debug, Default)]
 pub struct SocketSignals {
     /// The handshake completed.
@@ -103,11 +108,13 @@ pub struct SocketSignals {
     pub error: Signal<SocketError>,
 }
 
-/// A framed, compressed, keep-alive TCP connection with signals.
+/// A framed, compressed, keep-alive connection with signals, over TCP, a
+/// WebSocket or a connector's stream (`ExtendedTcpSocket` is its Qt-heritage
+/// alias).
 ///
 /// ```no_run
-/// use switchboard::{ExtendedTcpSocket, SocketConfig};
-/// let mut socket = ExtendedTcpSocket::connect("127.0.0.1:7000", SocketConfig::default());
+/// use switchboard::{Socket, SocketConfig};
+/// let mut socket = Socket::connect("127.0.0.1:7000", SocketConfig::default());
 /// socket.signals().received.connect(|msg| println!("got {msg:?}"));
 /// loop {
 ///     socket.poll(); // once per frame: slots run here, on this thread
@@ -118,21 +125,21 @@ pub struct SocketSignals {
 /// The socket and its signals belong to the thread that polls it. For tokio,
 /// [`into_stream`](Self::into_stream) turns it into a `Send` stream of
 /// [`SocketEvent`]s. Dropping the socket closes the connection gracefully.
-pub struct ExtendedTcpSocket {
+pub struct Socket {
     owner: CloseOnDrop,
     events: EventQueue<SocketEvent>,
     signals: SocketSignals,
 }
 
-impl std::fmt::Debug for ExtendedTcpSocket {
+impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExtendedTcpSocket")
+        f.debug_struct("Socket")
             .field("handle", &self.owner.0)
             .finish()
     }
 }
 
-impl ExtendedTcpSocket {
+impl Socket {
     /// Starts connecting to `addr` and returns at once, like Qt's
     /// `connectToHost`. `connected` (or `disconnected` with
     /// [`DisconnectReason::ConnectFailed`]) follows. Messages sent before the
@@ -371,33 +378,33 @@ pub struct SocketStream {
 }
 
 impl SocketStream {
-    /// Connects to `addr` (see [`ExtendedTcpSocket::connect`]).
+    /// Connects to `addr` (see [`Socket::connect`]).
     pub fn connect<A>(addr: A, config: SocketConfig) -> Self
     where
         A: ToSocketAddrs + Send + 'static,
     {
-        ExtendedTcpSocket::connect(addr, config).into_stream()
+        Socket::connect(addr, config).into_stream()
     }
 
     /// Connects to a WebSocket listener (see
-    /// [`ExtendedTcpSocket::connect_ws`]).
+    /// [`Socket::connect_ws`]).
     pub fn connect_ws(url: &str, config: SocketConfig) -> Self {
-        ExtendedTcpSocket::connect_ws(url, config).into_stream()
+        Socket::connect_ws(url, config).into_stream()
     }
 
     /// Connects to a WebSocket listener over a connected TCP stream (see
-    /// [`ExtendedTcpSocket::connect_ws_over`]).
+    /// [`Socket::connect_ws_over`]).
     pub fn connect_ws_over(url: &str, stream: TcpStream, config: SocketConfig) -> Self {
-        ExtendedTcpSocket::connect_ws_over(url, stream, config).into_stream()
+        Socket::connect_ws_over(url, stream, config).into_stream()
     }
 
     /// Runs the protocol over any byte stream (see
-    /// [`ExtendedTcpSocket::from_stream`]).
+    /// [`Socket::from_stream`]).
     pub fn from_stream<S>(stream: S, config: SocketConfig) -> Self
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        ExtendedTcpSocket::from_stream(stream, config).into_stream()
+        Socket::from_stream(stream, config).into_stream()
     }
 
     /// Waits until this connection is open (its `Connected` event, which

@@ -4,7 +4,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::{IdBuildHasher, PeerId, ServerHandle};
+use super::{EndpointHandle, IdBuildHasher, PeerId};
 
 /// How a [`Pacer`] paces; each field says its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Default for PacerConfig {
 }
 
 /// When queued deliveries leave. A server queues what it sends
-/// ([`ServerHandle::queue_encoded_to_many`]), tells the pacer
+/// ([`EndpointHandle::queue_encoded_to_many`]), tells the pacer
 /// ([`queued`](Self::queued)), and after handling what arrived together
 /// calls [`flush_due`](Self::flush_due), waking again at
 /// [`next_due`](Self::next_due).
@@ -163,7 +163,7 @@ impl Pacer {
     }
 
     /// The server's loop took events that had waited up to `waited` for it
-    /// ([`ServerStream::take_queue_wait`](super::ServerStream::take_queue_wait)):
+    /// ([`EndpointStream::take_queue_wait`](super::EndpointStream::take_queue_wait)):
     /// what tells the pacer whether the server keeps up
     /// ([`PacerConfig::behind_after`]). Called once for each round of events
     /// taken.
@@ -201,7 +201,7 @@ impl Pacer {
     /// every peer at `None`: a server stopping, all on this thread), one
     /// write each; a round of [`PacerConfig::split_flush_at`] peers or more
     /// is shared with the runtime's other workers.
-    pub fn flush_due(&mut self, handle: &ServerHandle, now: Option<Instant>) {
+    pub fn flush_due(&mut self, handle: &EndpointHandle, now: Option<Instant>) {
         let due = self.take_due(now);
         self.flush(handle, due, now.is_some());
     }
@@ -225,7 +225,7 @@ impl Pacer {
     /// Writes what waits for `due`, one write each; with `share`, a round
     /// of [`PacerConfig::split_flush_at`] peers or more is shared with the
     /// runtime's other workers.
-    pub fn flush(&self, handle: &ServerHandle, mut due: Vec<PeerId>, share: bool) {
+    pub fn flush(&self, handle: &EndpointHandle, mut due: Vec<PeerId>, share: bool) {
         if due.is_empty() {
             return;
         }
@@ -238,7 +238,7 @@ impl Pacer {
     /// Hands all but the first share of `due` to tasks on the runtime's
     /// other workers, when it is long enough to be worth it; the caller
     /// writes what is left in `due`.
-    fn share_out(&self, handle: &ServerHandle, due: &mut Vec<PeerId>) {
+    fn share_out(&self, handle: &EndpointHandle, due: &mut Vec<PeerId>) {
         let least = self.config.split_flush_at;
         if least == 0 || due.len() < least {
             return;

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use switchboard::{BindScope, ServerConfig, ServerEvent, ServerStream, SocketEvent, SocketStream};
+use switchboard::{
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, SocketEvent, SocketStream,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 switchboard::channels! {
@@ -21,8 +23,8 @@ switchboard::actions! {
 pub const WAIT: Duration = Duration::from_secs(10);
 
 /// A server on a free loopback port.
-pub fn start_server(config: ServerConfig) -> ServerStream {
-    ServerStream::bind(BindScope::Loopback, 0, config).expect("bind loopback")
+pub fn start_server(config: EndpointConfig) -> EndpointStream {
+    EndpointStream::bind(BindScope::Loopback, 0, config).expect("bind loopback")
 }
 
 /// The hello frame, byte by byte: length 7, flags 0, "SWBD", version BE.
@@ -116,7 +118,7 @@ pub async fn next_socket_event(stream: &mut SocketStream) -> SocketEvent {
 }
 
 /// The next event of a server stream, or a test failure after [`WAIT`].
-pub async fn next_server_event(stream: &mut ServerStream) -> ServerEvent {
+pub async fn next_server_event(stream: &mut EndpointStream) -> EndpointEvent {
     tokio::time::timeout(WAIT, stream.next_event())
         .await
         .expect("server event in time")

@@ -18,7 +18,7 @@ use bevy_ecs::prelude::*;
 
 use switchboard::message::Message as NetMessage;
 use switchboard::smoothing::{SmoothingConfig, SnapshotBuffer};
-use switchboard::{ExtendedTcpSocket, SocketConfig, SocketEvent};
+use switchboard::{Socket, SocketConfig, SocketEvent};
 use switchboard_relay::compact::{CompactDecoder, CompactRecord};
 use switchboard_relay::{
     Hello, Redirect, RelayAction, RelayChannel, RelayOptions, Relayed, Transform, RELAY_CHANNEL,
@@ -69,7 +69,7 @@ impl RelaySettings {
 /// The connection to the relay (a non-`Send` resource: `NonSend<Relay>`).
 pub struct Relay {
     settings: RelaySettings,
-    socket: Option<ExtendedTcpSocket>,
+    socket: Option<Socket>,
     /// Where to connect next, and what to say first there.
     target: String,
     handover: Option<switchboard_relay::Handover>,
@@ -131,7 +131,7 @@ impl Relay {
     }
 
     fn connect(&mut self) {
-        self.socket = Some(ExtendedTcpSocket::connect(
+        self.socket = Some(Socket::connect(
             self.target.clone(),
             SocketConfig::default(),
         ));

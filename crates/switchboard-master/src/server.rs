@@ -24,7 +24,7 @@ use switchboard::message::Message;
 use switchboard::runtime;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    BindScope, ConnectionSlots, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
+    BindScope, ConnectionSlots, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 
 /// The longest Torque packet read: a list request with 255 buddies is
@@ -125,7 +125,7 @@ pub struct MasterServer<R: Registry = MemoryRegistry> {
     udp: Arc<UdpSocket>,
     /// The Torque port, when `MasterConfig::torque_port` asked for one.
     torque: Option<UdpSocket>,
-    tcp: ServerStream,
+    tcp: EndpointStream,
     tick: std::time::Duration,
     stop: CancellationToken,
     snapshots: mpsc::Receiver<oneshot::Sender<MasterSnapshot>>,
@@ -225,10 +225,10 @@ impl<R: Registry> MasterServer<R> {
         for _ in 0..8 {
             // List requests are small: a connection that sends a bigger
             // frame (or one that inflates bigger) is closed.
-            let mut tcp_config = ServerConfig::default();
+            let mut tcp_config = EndpointConfig::default();
             tcp_config.socket.codec.max_frame_len = config.max_request_len;
             tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
-            let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
+            let tcp = Endpoint::bind_addr(addr, tcp_config)?;
             let port = tcp.local_addr().port();
             let udp = udp_socket(SocketAddr::new(addr.ip(), port));
             match udp {
@@ -318,13 +318,13 @@ impl<R: Registry> MasterServer<R> {
                     self.on_inbound(datagram, &udp, torque.as_deref()).await;
                 }
                 event = self.tcp.next_event() => match event {
-                    Some(ServerEvent::PeerConnected { peer, addr }) => {
+                    Some(EndpointEvent::PeerConnected { peer, addr }) => {
                         addresses.insert(peer, (switchboard::socket::address_key(addr.ip()), addr.ip()));
                     }
-                    Some(ServerEvent::PeerDisconnected { peer, .. }) => {
+                    Some(EndpointEvent::PeerDisconnected { peer, .. }) => {
                         addresses.remove(&peer);
                     }
-                    Some(ServerEvent::Received(incoming)) => {
+                    Some(EndpointEvent::Received(incoming)) => {
                         let from = addresses.get(&incoming.peer).copied();
                         if from.is_some_and(|(key, _)| !lists.allow(key, Instant::now())) {
                             self.master.list_refused();

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard::{BindScope, Message, ServerConfig, ServerEvent, ServerStream};
+use switchboard::{BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message};
 use switchboard_master::protocol::{ListPage, MasterAction, MasterChannel, MAX_PAGE};
 use switchboard_master::{self as master, Filter, Listed, MasterConfig, MasterServer, ServerInfo};
 
@@ -64,7 +64,7 @@ async fn oversized_list_request_is_refused_at_the_frame_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_master_saying_there_is_always_more_cannot_keep_a_browser_paging() {
     // A fake master: every page is full and the total is endless.
-    let mut fake = ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let mut fake = EndpointStream::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let addr = fake.local_addr();
     let handle = fake.handle();
     let pages = tokio::spawn(async move {
@@ -79,7 +79,7 @@ async fn hostile_master_saying_there_is_always_more_cannot_keep_a_browser_paging
         };
         while let Some(event) = fake.next_event().await {
             match event {
-                ServerEvent::Received(incoming) => {
+                EndpointEvent::Received(incoming) => {
                     pages += 1;
                     let page = ListPage {
                         servers: vec![listed.clone(); MAX_PAGE as usize],
@@ -90,7 +90,7 @@ async fn hostile_master_saying_there_is_always_more_cannot_keep_a_browser_paging
                         Message::new(MasterChannel::Master, MasterAction::Page, &page).unwrap();
                     let _ = handle.send_to(incoming.peer, &reply);
                 }
-                ServerEvent::PeerDisconnected { .. } => break,
+                EndpointEvent::PeerDisconnected { .. } => break,
                 _ => {}
             }
         }
@@ -237,7 +237,7 @@ fn probing_master(config: MasterConfig) -> (switchboard_master::RunningMaster, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_connects_back_to_the_host_and_finds_its_server() {
     let (_master, at) = probing_master(MasterConfig::default());
-    let game = ServerStream::bind(BindScope::Loopback, 0, ServerConfig::default()).unwrap();
+    let game = EndpointStream::bind(BindScope::Loopback, 0, EndpointConfig::default()).unwrap();
     let port = game.local_addr().port();
     let result = master::probe_reachable(at, port, PROBE_WAIT).await.unwrap();
     assert!(result.reachable, "{result:?}");

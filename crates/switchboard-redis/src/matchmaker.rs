@@ -16,7 +16,7 @@ use switchboard::message::Message;
 use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    address_key, ExtendedTcpServer, PeerId, ServerConfig, ServerEvent, ServerStream,
+    address_key, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 use switchboard_rooms::directory::{Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary};
@@ -139,7 +139,7 @@ impl MatchmakerHandle {
 pub struct Matchmaker {
     store: RedisStore,
     config: MatchmakerConfig,
-    tcp: ServerStream,
+    tcp: EndpointStream,
     stop: CancellationToken,
     /// The service's reservation key, read on first need.
     key: Option<[u8; 32]>,
@@ -165,10 +165,10 @@ impl Matchmaker {
         store: RedisStore,
         config: MatchmakerConfig,
     ) -> std::io::Result<(Self, MatchmakerHandle)> {
-        let mut tcp_config = ServerConfig::default();
+        let mut tcp_config = EndpointConfig::default();
         tcp_config.socket.codec.max_frame_len = config.max_request_len;
         tcp_config.socket.codec.max_decompressed_len = config.max_request_len;
-        let tcp = ExtendedTcpServer::bind_addr(addr, tcp_config)?;
+        let tcp = Endpoint::bind_addr(addr, tcp_config)?;
         let stop = CancellationToken::new();
         let stats = Arc::default();
         let handle = MatchmakerHandle {
@@ -205,15 +205,15 @@ impl Matchmaker {
         loop {
             tokio::select! {
                 event = self.tcp.next_event() => match event {
-                    Some(ServerEvent::PeerConnected { peer, addr }) => {
+                    Some(EndpointEvent::PeerConnected { peer, addr }) => {
                         addresses.insert(peer, address_key(addr.ip()));
                         self.count(|s| s.connections = addresses.len() as u64);
                     }
-                    Some(ServerEvent::PeerDisconnected { peer, .. }) => {
+                    Some(EndpointEvent::PeerDisconnected { peer, .. }) => {
                         addresses.remove(&peer);
                         self.count(|s| s.connections = addresses.len() as u64);
                     }
-                    Some(ServerEvent::Received(incoming)) => {
+                    Some(EndpointEvent::Received(incoming)) => {
                         let ip = addresses.get(&incoming.peer).copied();
                         if ip.is_some_and(|ip| !limits.allow(ip, Instant::now())) {
                             self.count(|s| s.rate_limited += 1);

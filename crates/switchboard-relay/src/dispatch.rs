@@ -16,7 +16,7 @@ use crate::transform::Transform;
 use crate::zones::{Handover, ZoneOwner, Zones};
 use switchboard::message::EncodedMessage;
 use switchboard::socket::{
-    CloseCode, IdBuildHasher, Pacer, PeerId, ServerEvent, ServerHandle, ServerStream,
+    CloseCode, EndpointEvent, EndpointHandle, EndpointStream, IdBuildHasher, Pacer, PeerId,
 };
 
 mod batch;
@@ -40,7 +40,7 @@ struct Dispatch {
     relay: Relay,
     routes: HashMap<u32, Route, IdBuildHasher>,
     ids: HashMap<PeerId, u32, IdBuildHasher>,
-    handle: ServerHandle,
+    handle: EndpointHandle,
     /// When native players' queued deliveries leave.
     pacer: Pacer,
     /// How long messages waited for this task, round by round.
@@ -77,10 +77,10 @@ impl Dispatch {
         self.batches.queue(peers, &self.handle, tick, now_ms);
     }
 
-    fn on_native(&mut self, event: ServerEvent) -> Vec<Outgoing> {
+    fn on_native(&mut self, event: EndpointEvent) -> Vec<Outgoing> {
         let now_ms = self.now_ms();
         match event {
-            ServerEvent::PeerConnected { peer, addr } => {
+            EndpointEvent::PeerConnected { peer, addr } => {
                 let (id, out) = self.relay.join("", Some(addr), Link::Native, false);
                 self.log
                     .info(format!("player {id} joined (native) from {addr}"));
@@ -88,7 +88,7 @@ impl Dispatch {
                 self.ids.insert(peer, id);
                 out
             }
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::Received(incoming) => {
                 let Some(&id) = self.ids.get(&incoming.peer) else {
                     return Vec::new();
                 };
@@ -139,7 +139,7 @@ impl Dispatch {
                     _ => error("unknown channel or action"),
                 }
             }
-            ServerEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
+            EndpointEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
                 Some(id) => {
                     self.batches.forget(peer);
                     self.log
@@ -380,7 +380,7 @@ async fn next_zone_answer(zones: &mut Option<Zones>) -> (String, Result<ZoneOwne
 
 /// The relay's task, until `stop` or the native listener ends.
 pub(crate) async fn run(
-    mut native: ServerStream,
+    mut native: EndpointStream,
     mut json: mpsc::Receiver<JsonEvent>,
     mut control: mpsc::Receiver<Control>,
     config: RelayConfig,

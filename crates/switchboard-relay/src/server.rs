@@ -11,7 +11,7 @@ use crate::hub::{RelayClient, RelayStats};
 use crate::json::JsonEvent;
 use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::runtime;
-use switchboard::socket::{BindScope, ServerStream};
+use switchboard::socket::{BindScope, EndpointStream};
 
 mod config;
 mod messages;
@@ -170,7 +170,7 @@ impl RelayHandle {
 /// A relay bound to its ports, ready to [`run`](Self::run); or started at
 /// once with [`RelayBuilder::spawn`].
 pub struct RelayServer {
-    native: ServerStream,
+    native: EndpointStream,
     json: Option<TcpListener>,
     json_events: (mpsc::Sender<JsonEvent>, mpsc::Receiver<JsonEvent>),
     control: mpsc::Receiver<Control>,
@@ -197,7 +197,7 @@ impl RelayServer {
         port: u16,
         config: RelayConfig,
     ) -> std::io::Result<(RelayServer, RelayHandle)> {
-        let native = ServerStream::bind(scope, port, config.server.clone())?;
+        let native = EndpointStream::bind(scope, port, config.server.clone())?;
         let json = match config.json_port {
             Some(port) => {
                 let _entered = runtime::handle().enter();

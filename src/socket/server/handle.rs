@@ -1,31 +1,31 @@
-//! [`ServerHandle`]: a listening server's peers, reached from any thread.
+//! [`EndpointHandle`]: a listening server's peers, reached from any thread.
 
 use super::*;
 
 /// A cloneable, `Send` handle to a listening server: send to peers, close
 /// them, shut the server down, from any thread.
 #[derive(Clone)]
-pub struct ServerHandle {
+pub struct EndpointHandle {
     pub(super) shared: Arc<ServerShared>,
 }
 
-impl std::fmt::Debug for ServerHandle {
+impl std::fmt::Debug for EndpointHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerHandle")
+        f.debug_struct("EndpointHandle")
             .field("local_addr", &self.shared.local_addr)
             .field("peers", &self.peer_count())
             .finish()
     }
 }
 
-impl ServerHandle {
+impl EndpointHandle {
     /// The address the server listens on (with the real port when bound to 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
     }
 
     /// The address of the WebSocket listener, if the server has one
-    /// ([`ServerConfig::websocket`]); clients connect to
+    /// ([`EndpointConfig::websocket`]); clients connect to
     /// `ws://<this address>/`.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.shared.websocket_addr
@@ -54,7 +54,7 @@ impl ServerHandle {
     }
 
     /// The server's settings.
-    pub fn config(&self) -> &ServerConfig {
+    pub fn config(&self) -> &EndpointConfig {
         &self.shared.config
     }
 

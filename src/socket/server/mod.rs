@@ -19,7 +19,7 @@ use super::accept::{accept_loop, Transport};
 use super::events::{Batch, EventQueue};
 use super::gate::{Gate, GateLimits};
 use super::{
-    BindScope, CloseCode, DisconnectReason, SendError, ServerConfig, SocketError, SocketHandle,
+    BindScope, CloseCode, DisconnectReason, EndpointConfig, SendError, SocketError, SocketHandle,
 };
 use crate::message::{Action, Channel, EncodedMessage, Message, TypedMessage};
 use crate::router::{Delivery, Router};
@@ -29,14 +29,14 @@ use switchboard_proto::connection::budget::AddressBudgets;
 
 mod handle;
 
-pub use handle::ServerHandle;
+pub use handle::EndpointHandle;
 
 /// The live peers, by id (ids the server hands out: the fast hasher).
 pub(super) type PeerTable = HashMap<PeerId, SocketHandle, super::IdBuildHasher>;
 /// What a listening server reports to its owner.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ServerEvent {
+pub enum EndpointEvent {
     /// A peer completed its handshake.
     PeerConnected {
         /// Its id.
@@ -77,7 +77,7 @@ pub(super) struct ServerShared {
     pub(super) local_addr: SocketAddr,
     /// Where the WebSocket listener listens, if there is one.
     pub(super) websocket_addr: Option<SocketAddr>,
-    pub(super) config: ServerConfig,
+    pub(super) config: EndpointConfig,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: TaskTracker,
     pub(super) next_peer: AtomicU64,
@@ -100,11 +100,11 @@ pub(super) struct ServerShared {
     pub(super) socket_config: Arc<super::SocketConfig>,
     /// The event queue, for connections attached from outside the accept
     /// loops; weak, so that the queue ends when the accept loops do.
-    pub(super) events: mpsc::WeakSender<Batch<ServerEvent>>,
+    pub(super) events: mpsc::WeakSender<Batch<EndpointEvent>>,
 }
 
 /// The signals of a listening server. Slots run inside
-/// [`ExtendedTcpServer::poll`].
+/// [`Endpoint::poll`].
 #[derive(Debug, Default)]
 pub struct ServerSignals {
     /// A peer completed its handshake.
@@ -118,7 +118,7 @@ pub struct ServerSignals {
 }
 
 /// Shuts the server down when its owner goes away.
-struct ShutdownOnDrop(ServerHandle);
+struct ShutdownOnDrop(EndpointHandle);
 
 impl Drop for ShutdownOnDrop {
     fn drop(&mut self) {
@@ -126,36 +126,37 @@ impl Drop for ShutdownOnDrop {
     }
 }
 
-/// A listening server that accepts [`ExtendedTcpSocket`](super::ExtendedTcpSocket)
-/// peers, with signals and per-channel subscribers.
+/// The listening end of [`Socket`](super::Socket) connections (TCP and
+/// WebSocket peers in one table), with signals and per-channel subscribers
+/// (`ExtendedTcpServer` is its Qt-heritage alias).
 ///
 /// Every peer's events arrive through one bounded queue, drained by
 /// [`poll`](Self::poll) on the owner's thread (or as a stream, see
 /// [`into_stream`](Self::into_stream)). Dropping the server shuts it down.
-pub struct ExtendedTcpServer {
+pub struct Endpoint {
     owner: ShutdownOnDrop,
-    events: EventQueue<ServerEvent>,
+    events: EventQueue<EndpointEvent>,
     signals: ServerSignals,
     router: Router,
 }
 
-impl std::fmt::Debug for ExtendedTcpServer {
+impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExtendedTcpServer")
+        f.debug_struct("Endpoint")
             .field("handle", &self.owner.0)
             .finish()
     }
 }
 
-impl ExtendedTcpServer {
+impl Endpoint {
     /// Listens on `port` of the interfaces `scope` names; port 0 picks a free
     /// port (read it with [`local_addr`](Self::local_addr)).
-    pub fn bind(scope: BindScope, port: u16, config: ServerConfig) -> std::io::Result<Self> {
+    pub fn bind(scope: BindScope, port: u16, config: EndpointConfig) -> std::io::Result<Self> {
         Self::bind_addr(SocketAddr::new(scope.ip(), port), config)
     }
 
     /// Listens on an exact address.
-    pub fn bind_addr(addr: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
+    pub fn bind_addr(addr: SocketAddr, config: EndpointConfig) -> std::io::Result<Self> {
         let runtime = runtime::handle();
         let listener = listen(addr, &runtime)?;
         let ws_listener = match &config.websocket {
@@ -212,7 +213,7 @@ impl ExtendedTcpServer {
         shared.tasks.spawn_on(accept, &runtime);
         tracing::info!(addr = %shared.local_addr, "listening");
         Ok(Self {
-            owner: ShutdownOnDrop(ServerHandle { shared }),
+            owner: ShutdownOnDrop(EndpointHandle { shared }),
             events,
             signals: ServerSignals::default(),
             router: Router::new(),
@@ -230,7 +231,7 @@ impl ExtendedTcpServer {
     }
 
     /// A `Send` handle for sending to peers from anywhere.
-    pub fn handle(&self) -> ServerHandle {
+    pub fn handle(&self) -> EndpointHandle {
         self.owner.0.clone()
     }
 
@@ -260,19 +261,19 @@ impl ExtendedTcpServer {
     }
 
     /// Queues a message (a typed one, or a built [`Message`]) for one peer
-    /// (as [`ServerHandle::send_to`]).
+    /// (as [`EndpointHandle::send_to`]).
     pub fn send_to(&self, peer: PeerId, message: &impl TypedMessage) -> Result<(), SendError> {
         self.owner.0.send_to(peer, message)
     }
 
     /// Encodes a message once and queues it for every peer (as
-    /// [`ServerHandle::broadcast`]).
+    /// [`EndpointHandle::broadcast`]).
     pub fn broadcast(&self, message: &impl TypedMessage) -> Result<usize, SendError> {
         self.owner.0.broadcast(message)
     }
 
     /// Stops accepting and closes every peer gracefully (see
-    /// [`ServerHandle::shutdown`]).
+    /// [`EndpointHandle::shutdown`]).
     pub fn shutdown(&self, reason: &str) {
         self.owner.0.shutdown(reason);
     }
@@ -288,52 +289,54 @@ impl ExtendedTcpServer {
     pub fn poll_timeout(&mut self, timeout: Duration) -> usize {
         let (signals, router) = (&self.signals, &self.router);
         self.events.deliver(timeout, |event| match event {
-            ServerEvent::PeerConnected { peer, addr } => signals.peer_connected.emit(&(peer, addr)),
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::PeerConnected { peer, addr } => {
+                signals.peer_connected.emit(&(peer, addr))
+            }
+            EndpointEvent::Received(incoming) => {
                 signals.received.emit(&incoming);
                 router.route(incoming.peer, &incoming.message);
             }
-            ServerEvent::PeerError { peer, error } => signals.error.emit(&(peer, error)),
-            ServerEvent::PeerDisconnected { peer, reason } => {
+            EndpointEvent::PeerError { peer, error } => signals.error.emit(&(peer, error)),
+            EndpointEvent::PeerDisconnected { peer, reason } => {
                 signals.peer_disconnected.emit(&(peer, reason))
             }
         })
     }
 
-    /// The `Send` form for tokio: a stream of [`ServerEvent`]s plus the
+    /// The `Send` form for tokio: a stream of [`EndpointEvent`]s plus the
     /// handle. Slots and subscribers connected so far are dropped.
-    pub fn into_stream(self) -> ServerStream {
-        ServerStream {
+    pub fn into_stream(self) -> EndpointStream {
+        EndpointStream {
             owner: self.owner,
             events: self.events,
         }
     }
 }
 
-/// A listening server as a `Send` stream of [`ServerEvent`]s, for tokio code.
+/// A listening server as a `Send` stream of [`EndpointEvent`]s, for tokio code.
 /// The stream ends after a shutdown, once every connection has ended.
 /// Dropping it shuts the server down.
-pub struct ServerStream {
+pub struct EndpointStream {
     owner: ShutdownOnDrop,
-    events: EventQueue<ServerEvent>,
+    events: EventQueue<EndpointEvent>,
 }
 
-impl std::fmt::Debug for ServerStream {
+impl std::fmt::Debug for EndpointStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerStream")
+        f.debug_struct("EndpointStream")
             .field("handle", &self.owner.0)
             .finish()
     }
 }
 
-impl ServerStream {
-    /// Binds like [`ExtendedTcpServer::bind`].
-    pub fn bind(scope: BindScope, port: u16, config: ServerConfig) -> std::io::Result<Self> {
-        Ok(ExtendedTcpServer::bind(scope, port, config)?.into_stream())
+impl EndpointStream {
+    /// Binds like [`Endpoint::bind`].
+    pub fn bind(scope: BindScope, port: u16, config: EndpointConfig) -> std::io::Result<Self> {
+        Ok(Endpoint::bind(scope, port, config)?.into_stream())
     }
 
     /// A `Send` handle for sending to peers from anywhere.
-    pub fn handle(&self) -> ServerHandle {
+    pub fn handle(&self) -> EndpointHandle {
         self.owner.0.clone()
     }
 
@@ -348,14 +351,14 @@ impl ServerStream {
     }
 
     /// Waits for the next event.
-    pub async fn next_event(&mut self) -> Option<ServerEvent> {
+    pub async fn next_event(&mut self) -> Option<EndpointEvent> {
         self.events.next().await
     }
 
     /// The next event if one is queued, without waiting: a loop that
     /// handles what has arrived, then does something once for all of it
     /// (flushes, say), takes them with this after `next_event`.
-    pub fn try_next_event(&mut self) -> Option<ServerEvent> {
+    pub fn try_next_event(&mut self) -> Option<EndpointEvent> {
         self.events.try_next()
     }
 
@@ -370,13 +373,13 @@ impl ServerStream {
     }
 }
 
-impl Stream for ServerStream {
-    type Item = ServerEvent;
+impl Stream for EndpointStream {
+    type Item = EndpointEvent;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<ServerEvent>> {
+    ) -> std::task::Poll<Option<EndpointEvent>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
     }
 }

@@ -36,11 +36,11 @@ use crate::codec::{CodecConfig, HEADER_LEN};
 pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
 
 /// The WebSocket listener of a server, beside its TCP one
-/// ([`ServerConfig::websocket`](super::ServerConfig::websocket)).
+/// ([`EndpointConfig::websocket`](super::EndpointConfig::websocket)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebSocketConfig {
     /// Port to listen on, on the same interfaces as the TCP port; 0 picks a
-    /// free one (read it with `ServerHandle::websocket_addr`).
+    /// free one (read it with `EndpointHandle::websocket_addr`).
     pub port: u16,
     /// Origins a browser may connect from, e.g. `https://game.example`
     /// (default empty: any). A request whose `Origin` header is not in a

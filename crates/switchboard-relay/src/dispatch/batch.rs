@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use switchboard::message::{Action, EncodedMessage};
-use switchboard::socket::{CloseCode, IdBuildHasher, PeerId, ServerHandle};
+use switchboard::socket::{CloseCode, EndpointHandle, IdBuildHasher, PeerId};
 
 use crate::compact::{CompactEncoder, Quantized, Versions};
 use crate::hub::RelayEvent;
@@ -237,7 +237,7 @@ impl Batches {
     pub(super) fn queue(
         &mut self,
         due: &[PeerId],
-        handle: &ServerHandle,
+        handle: &EndpointHandle,
         tick: u64,
         server_time_ms: u64,
     ) {

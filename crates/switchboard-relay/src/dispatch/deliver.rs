@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::json;
 use switchboard::message::EncodedMessage;
-use switchboard::socket::{IdBuildHasher, PeerId, ServerHandle};
+use switchboard::socket::{EndpointHandle, IdBuildHasher, PeerId};
 
 use super::{batch, Route};
 use crate::hub::RelayEvent;
@@ -20,7 +20,7 @@ use crate::server::RelayChannel;
 /// how many recipients it had.
 pub(super) fn deliver(
     routes: &HashMap<u32, Route, IdBuildHasher>,
-    native: &ServerHandle,
+    native: &EndpointHandle,
     batches: &mut batch::Batches,
     to: &[u32],
     event: &RelayEvent,

@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use switchboard::socket::{PeerId, ServerEvent, ServerHandle};
+use switchboard::socket::{EndpointEvent, EndpointHandle, PeerId};
 use switchboard::spectate::{listen, next_command, Listening, SpectateCommand, SpectateConfig};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
@@ -23,7 +23,7 @@ use crate::server::{RelayAction, RelayChannel};
 
 /// The spectators and whom they watch.
 struct Audience {
-    handle: ServerHandle,
+    handle: EndpointHandle,
     spectators: Vec<PeerId>,
     followed: Option<u32>,
     /// The recorded relay's clock, as far as the replay has gone.
@@ -79,14 +79,14 @@ impl Audience {
     }
 
     /// A spectator came, went or spoke.
-    fn take(&mut self, relay: &Relay, event: ServerEvent) {
+    fn take(&mut self, relay: &Relay, event: EndpointEvent) {
         match event {
-            ServerEvent::PeerConnected { peer, .. } => {
+            EndpointEvent::PeerConnected { peer, .. } => {
                 self.spectators.push(peer);
                 self.greet(relay, &[peer]);
             }
-            ServerEvent::PeerDisconnected { peer, .. } => self.spectators.retain(|p| *p != peer),
-            ServerEvent::Received(incoming) => {
+            EndpointEvent::PeerDisconnected { peer, .. } => self.spectators.retain(|p| *p != peer),
+            EndpointEvent::Received(incoming) => {
                 let _ = self.handle.send_value_to(
                     incoming.peer,
                     RelayChannel,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use switchboard::socket::{PacerConfig, ServerConfig};
+use switchboard::socket::{EndpointConfig, PacerConfig};
 
 use crate::hub::RelayLimits;
 
@@ -10,7 +10,7 @@ use crate::hub::RelayLimits;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
     /// The native listener's limits.
-    pub server: ServerConfig,
+    pub server: EndpointConfig,
     /// The JSON compatibility listener's port (off by default; 0 picks one).
     pub json_port: Option<u16>,
     /// The operator's admin server, started with the relay (default none;
@@ -93,7 +93,7 @@ pub struct RelayConfig {
 impl Default for RelayConfig {
     fn default() -> Self {
         Self {
-            server: ServerConfig::default(),
+            server: EndpointConfig::default(),
             json_port: None,
             admin: None,
             max_json_line: 4096,
