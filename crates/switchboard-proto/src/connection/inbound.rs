@@ -100,53 +100,62 @@ pub fn take_frames(
     limits: BatchLimits,
     sink: &mut impl Sink,
 ) -> Taken {
-    let mut out = Taken::default();
-    while sink.len() < limits.items && out.bytes < limits.bytes {
-        if let Some(len) = decoder.peek_raw(&buffer[out.taken..]) {
-            if out.frames == 0 {
-                sink.reserve(buffer.len());
-            }
-            let payload = out.taken + codec::HEADER_LEN..out.taken + len;
-            out.taken += len;
-            out.frames += 1;
-            out.bytes += len as u64;
-            out.end = on_raw_frame(&buffer[..], payload, sink);
-            if out.end.is_some() {
-                return out;
-            }
-            continue;
-        }
-        if out.taken > 0 {
-            break;
-        }
-        // The first frame is compressed, incomplete or bad: the decoder
-        // takes it, asks for more bytes, or says what is wrong.
-        let max = decoder.config().max_decompressed_len;
-        let room = lock(budget).room(now());
-        decoder.config_mut().max_decompressed_len = room.min(max);
-        let decoded = decoder.decode(buffer);
-        decoder.config_mut().max_decompressed_len = max;
-        out.end = match decoded {
-            Ok(Some(frame)) => {
-                if frame.compressed {
-                    lock(budget).spend(frame.payload.len());
+    // The counts stay in locals on the hot path (one frame in a few
+    // dozen instructions): `Taken` is built once, at the end.
+    let (mut taken, mut frames, mut bytes) = (0usize, 0u64, 0u64);
+    let end = 'frames: {
+        while sink.len() < limits.items && bytes < limits.bytes {
+            if let Some(len) = decoder.peek_raw(&buffer[taken..]) {
+                if frames == 0 {
+                    sink.reserve(buffer.len());
                 }
-                out.frames += 1;
-                out.bytes += (frame.payload.len() + codec::HEADER_LEN) as u64;
-                on_frame(frame, sink)
+                let payload = taken + codec::HEADER_LEN..taken + len;
+                taken += len;
+                frames += 1;
+                bytes += len as u64;
+                if let Some(end) = on_raw_frame(&buffer[..], payload, sink) {
+                    break 'frames Some(end);
+                }
+                continue;
             }
-            Ok(None) => break,
-            Err(FrameError::DecompressedTooLarge { .. }) if room < max => {
-                let per_second = lock(budget).per_second();
-                Some(End::Failed(SocketError::InflateBudget { per_second }))
+            if taken > 0 {
+                break;
             }
-            Err(err) => Some(End::Failed(err.into())),
-        };
-        if out.end.is_some() {
-            return out;
+            // The first frame is compressed, incomplete or bad: the decoder
+            // takes it, asks for more bytes, or says what is wrong.
+            let max = decoder.config().max_decompressed_len;
+            let room = lock(budget).room(now());
+            decoder.config_mut().max_decompressed_len = room.min(max);
+            let decoded = decoder.decode(buffer);
+            decoder.config_mut().max_decompressed_len = max;
+            let ended = match decoded {
+                Ok(Some(frame)) => {
+                    if frame.compressed {
+                        lock(budget).spend(frame.payload.len());
+                    }
+                    frames += 1;
+                    bytes += (frame.payload.len() + codec::HEADER_LEN) as u64;
+                    on_frame(frame, sink)
+                }
+                Ok(None) => break,
+                Err(FrameError::DecompressedTooLarge { .. }) if room < max => {
+                    let per_second = lock(budget).per_second();
+                    Some(End::Failed(SocketError::InflateBudget { per_second }))
+                }
+                Err(err) => Some(End::Failed(err.into())),
+            };
+            if ended.is_some() {
+                break 'frames ended;
+            }
         }
+        None
+    };
+    Taken {
+        taken,
+        frames,
+        bytes,
+        end,
     }
-    out
 }
 
 fn lock(budget: &Mutex<InflateBudget>) -> std::sync::MutexGuard<'_, InflateBudget> {
