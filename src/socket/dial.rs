@@ -10,20 +10,52 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::{Socket, SocketConfig};
 
-/// A byte stream being opened by a [`Connector`].
-pub type Opening = Pin<Box<dyn Future<Output = std::io::Result<TcpStream>> + Send>>;
+/// Any byte stream the framed protocol can run over.
+pub trait ByteStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> ByteStream for T {}
+
+/// What a [`Connector`] opens: the layer the connection's protocol runs
+/// over. A TCP stream runs as [`Socket::connect`]'s do (senders write to it
+/// directly while its writer idles); any other byte stream (a TLS session
+/// over TCP, a tunnel) through the same connection task.
+pub enum Transport {
+    /// A plain TCP stream.
+    Tcp(TcpStream),
+    /// Any other byte stream.
+    Stream(Box<dyn ByteStream>),
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Tcp(stream) => f.debug_tuple("Tcp").field(stream).finish(),
+            Transport::Stream(_) => f.write_str("Stream(..)"),
+        }
+    }
+}
+
+impl From<TcpStream> for Transport {
+    fn from(stream: TcpStream) -> Self {
+        Transport::Tcp(stream)
+    }
+}
+
+/// A transport being opened by a [`Connector`].
+pub type Opening = Pin<Box<dyn Future<Output = std::io::Result<Transport>> + Send>>;
 
 /// Opens the transport for addresses of one form.
 pub trait Connector: Send + Sync + 'static {
     /// Whether this connector opens `addr`.
     fn accepts(&self, addr: &str) -> bool;
-    /// Opens a stream to `addr` (one it [`accepts`](Self::accepts)), with
-    /// whatever it needs sent first already sent: the framed protocol's
-    /// hello goes next.
+    /// Opens a transport to `addr` (one it [`accepts`](Self::accepts)),
+    /// with whatever it needs exchanged first already done (a relay's join
+    /// frame, a TLS handshake): the framed protocol's hello goes next.
     fn open(&self, addr: &str) -> Opening;
 }
 
@@ -122,6 +154,51 @@ mod tests {
             let why = format!("refusing {addr}");
             Box::pin(async move { Err(std::io::Error::other(why)) })
         }
+    }
+
+    /// A connector whose transport is an in-memory pipe to a peer core.
+    struct Piped(std::sync::Mutex<Option<tokio::io::DuplexStream>>);
+
+    impl Connector for Piped {
+        fn accepts(&self, addr: &str) -> bool {
+            addr == "pipe:"
+        }
+
+        fn open(&self, _: &str) -> Opening {
+            let end = self.0.lock().unwrap().take();
+            Box::pin(async move {
+                let end = end.ok_or_else(|| std::io::Error::other("opened once"))?;
+                Ok(Transport::Stream(Box::new(end)))
+            })
+        }
+    }
+
+    #[test]
+    fn a_connector_s_byte_stream_carries_the_protocol() {
+        // The far end of the pipe is a plain socket over the other half:
+        // the two handshake, then a message crosses.
+        let (near, far) = tokio::io::duplex(64 * 1024);
+        let dialer = Dialer::default().with(Piped(std::sync::Mutex::new(Some(near))));
+        let mut socket = dialer
+            .connect("pipe:", SocketConfig::default())
+            .into_stream();
+        let mut peer = crate::socket::SocketStream::from_stream(far, SocketConfig::default());
+        let connected = crate::runtime::handle().block_on(async {
+            let wait = Duration::from_secs(10);
+            let mine = tokio::time::timeout(wait, socket.next_event()).await;
+            let theirs = tokio::time::timeout(wait, peer.next_event()).await;
+            (mine, theirs)
+        });
+        assert!(
+            matches!(
+                connected,
+                (
+                    Ok(Some(crate::socket::SocketEvent::Connected)),
+                    Ok(Some(crate::socket::SocketEvent::Connected))
+                )
+            ),
+            "{connected:?}"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 pub use config::{BindScope, EndpointConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
-pub use dial::{Connector, Dialer, Opening};
+pub use dial::{ByteStream, Connector, Dialer, Opening, Transport};
 pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
@@ -65,6 +65,8 @@ use events::EventQueue;
 /// A client's transport, once open.
 enum Opened {
     Tcp(TcpStream),
+    /// A connector's byte stream (a TLS session, a pipe).
+    Stream(Box<dyn ByteStream>),
     WebSocket(
         Box<tokio_tungstenite::WebSocketStream<TcpStream>>,
         std::net::SocketAddr,
@@ -153,11 +155,16 @@ impl Socket {
         })
     }
 
-    /// Starts connecting over a byte stream that `opening` opens (a
-    /// [`Connector`]'s, which has sent its own first bytes), then the same
-    /// protocol as [`connect`](Self::connect).
+    /// Starts connecting over the transport `opening` opens (a
+    /// [`Connector`]'s, which has done its own first exchange), then the
+    /// same protocol as [`connect`](Self::connect).
     pub fn connect_with(opening: Opening, config: SocketConfig) -> Self {
-        Self::open(config, async move { opening.await.map(Opened::Tcp) })
+        Self::open(config, async move {
+            opening.await.map(|transport| match transport {
+                Transport::Tcp(stream) => Opened::Tcp(stream),
+                Transport::Stream(stream) => Opened::Stream(stream),
+            })
+        })
     }
 
     /// Starts connecting to a WebSocket listener at `url`
@@ -217,6 +224,9 @@ impl Socket {
                         task_handle.set_peer_addr(addr);
                     }
                     connection::run_tcp(stream, task_handle, reporter).await;
+                }
+                Ok(Opened::Stream(stream)) => {
+                    connection::run(stream, task_handle, reporter).await;
                 }
                 Ok(Opened::WebSocket(ws, addr)) => {
                     task_handle.set_peer_addr(addr);

@@ -47,7 +47,7 @@ impl Connector for JoinCodes {
             })?;
             let mut stream = TcpStream::connect(relay).await?;
             stream.write_all(&join).await?;
-            Ok(stream)
+            Ok(stream.into())
         })
     }
 }
