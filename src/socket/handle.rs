@@ -267,7 +267,8 @@ impl SocketHandle {
         else {
             return Ok(None);
         };
-        if out.bytes > config.max_outbound_bytes {
+        // The one slow-consumer rule, on the queue as it was before the push.
+        if !config.queue_has_room(out.frames.saturating_sub(1), out.bytes - len, len) {
             out.unpush_tail(len);
             drop(out);
             self.kill(DisconnectReason::SlowConsumer);
@@ -399,7 +400,7 @@ impl SocketHandle {
             SocketState::Closing | SocketState::Closed => return Err(SendError::Closed),
             SocketState::Connecting | SocketState::Open => {}
         }
-        if out.frames >= config.outbound_queue_len || out.bytes + len > config.max_outbound_bytes {
+        if !config.queue_has_room(out.frames, out.bytes, len) {
             drop(out);
             self.kill(DisconnectReason::SlowConsumer);
             return Err(SendError::SlowConsumer);

@@ -15,7 +15,7 @@
 //! reader. The owner never waits on this task: it queues frames (bounded) and
 //! drains events (bounded).
 
-use switchboard_proto::connection::keepalive;
+use switchboard_proto::connection::{ending, keepalive};
 mod open;
 mod reader;
 mod tcp;
@@ -46,7 +46,7 @@ use super::outqueue::Segment;
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
 use crate::PROTOCOL_VERSION;
-use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
+use switchboard_proto::reason::{CloseCode, DisconnectReason, SocketError};
 
 pub use switchboard_proto::connection::SocketEvent;
 
@@ -294,12 +294,7 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     writer.flush().await.map_err(lost)?;
     let first = match timeout(deadline, reader.next()).await {
         Err(_) => return Err(DisconnectReason::HandshakeTimeout),
-        Ok(None) => {
-            return Err(DisconnectReason::ConnectionLost(IoFailure::new(
-                ErrorKind::UnexpectedEof,
-                "the peer hung up before its hello",
-            )))
-        }
+        Ok(None) => return Err(ending::hung_up_in_handshake()),
         Ok(Some(Err(codec::FrameError::Io(err)))) => return Err(lost(err)),
         Ok(Some(first)) => first,
     };

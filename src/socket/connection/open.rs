@@ -23,6 +23,7 @@ use super::writer::WriteSide;
 use super::{kill_reason, ReadEnd, Reporter, WriteEnd};
 use crate::codec;
 use crate::socket::handle::SocketHandle;
+use switchboard_proto::connection::ending::{self, ReadEnd as Read};
 use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
 
 /// When the reader and the writer last dealt with the peer, in microseconds
@@ -195,23 +196,11 @@ where
                     let reason = this.reason.take();
                     match end {
                         ReadEnd::PeerClosed(close) => {
-                            return Poll::Ready(reason.unwrap_or(DisconnectReason::ClosedByPeer {
-                                code: close.code,
-                                reason: close.reason,
-                            }));
+                            return Poll::Ready(ending::ended(Read::PeerClosed(close), reason));
                         }
-                        ReadEnd::Eof => {
-                            return Poll::Ready(reason.unwrap_or(
-                                DisconnectReason::ConnectionLost(IoFailure::new(
-                                    ErrorKind::UnexpectedEof,
-                                    "the peer hung up without a goodbye",
-                                )),
-                            ));
-                        }
+                        ReadEnd::Eof => return Poll::Ready(ending::ended(Read::Eof, reason)),
                         ReadEnd::Failed(SocketError::Frame(codec::FrameError::Io(err))) => {
-                            return Poll::Ready(
-                                reason.unwrap_or(DisconnectReason::ConnectionLost(err.into())),
-                            );
+                            return Poll::Ready(ending::ended(Read::Lost(err), reason));
                         }
                         ReadEnd::Failed(err) => {
                             let now = DisconnectReason::ProtocolError(err.to_string());

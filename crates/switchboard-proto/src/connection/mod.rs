@@ -2,7 +2,9 @@
 //! data, the same for every transport and driver), the framework's own
 //! frames and the handshake's rule ([`control`]: hello, ping, pong, close),
 //! the rules for what a peer sends ([`inbound`]), the inflate budget
-//! ([`budget`]), the keep-alive rule ([`keepalive`]), and
+//! ([`budget`]), the keep-alive rule ([`keepalive`]), how a connection
+//! ends ([`ending`]), the slow-consumer rule
+//! ([`SocketConfig::queue_has_room`]), and
 //! [`ConnectionCore`], the whole connection as a state machine without IO.
 //! The tokio driver in `switchboard` reads through the same [`inbound`],
 //! [`control`] and [`keepalive`] rules; `tests/conformance` in `switchboard`
@@ -11,6 +13,7 @@
 pub mod budget;
 pub mod control;
 mod core;
+pub mod ending;
 pub mod inbound;
 pub mod keepalive;
 
@@ -82,6 +85,15 @@ pub struct SocketConfig {
     /// would inflate past what is left is not inflated further: the
     /// connection is closed with a protocol error saying so.
     pub max_inflated_per_second: usize,
+}
+
+impl SocketConfig {
+    /// The slow-consumer rule: whether a frame of `len` bytes fits an
+    /// outbound queue holding `frames` frames of `bytes` bytes. A send that
+    /// does not fit disconnects the peer as a slow consumer.
+    pub fn queue_has_room(&self, frames: usize, bytes: usize, len: usize) -> bool {
+        frames < self.outbound_queue_len && bytes + len <= self.max_outbound_bytes
+    }
 }
 
 impl Default for SocketConfig {

@@ -32,7 +32,6 @@
 //! most.
 
 use std::collections::VecDeque;
-use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -40,11 +39,12 @@ use bytes::{Bytes, BytesMut};
 
 use super::budget::{InflateBudget, SharedBudget};
 use super::control;
+use super::ending::{self, ReadEnd};
 use super::keepalive::{self, Tick};
 use super::{SocketConfig, SocketEvent, SocketStats};
 use crate::codec::FrameDecoder;
 use crate::message::Message;
-use crate::reason::{CloseCode, DisconnectReason, IoFailure, SendError, SocketError};
+use crate::reason::{CloseCode, DisconnectReason, SendError, SocketError};
 use crate::PROTOCOL_VERSION;
 
 /// Where the connection is in its life.
@@ -191,9 +191,9 @@ impl ConnectionCore {
                 self.state = State::Closed { flush_by };
                 return;
             }
-            State::Closing { reason, .. } => reason,
-            State::Handshake { .. } => lost("the peer hung up before its hello"),
-            State::Open => lost("the peer hung up without a goodbye"),
+            State::Handshake { .. } => ending::hung_up_in_handshake(),
+            State::Closing { reason, .. } => ending::ended(ReadEnd::Eof, Some(reason)),
+            State::Open => ending::ended(ReadEnd::Eof, None),
         };
         self.drop_outbound();
         self.end(reason);
@@ -207,8 +207,8 @@ impl ConnectionCore {
                 self.state = State::Closed { flush_by };
                 return;
             }
-            State::Closing { reason, .. } => reason,
-            _ => DisconnectReason::ConnectionLost(error.into()),
+            State::Closing { reason, .. } => ending::ended(ReadEnd::Lost(error), Some(reason)),
+            _ => ending::ended(ReadEnd::Lost(error), None),
         };
         self.drop_outbound();
         self.end(reason);
@@ -310,8 +310,9 @@ impl ConnectionCore {
             return Err(SendError::Closed);
         }
         let frame = message.encode(&self.config.codec)?.into_bytes();
-        if self.outbound.len() >= self.config.outbound_queue_len
-            || self.outbound_bytes + frame.len() > self.config.max_outbound_bytes
+        if !self
+            .config
+            .queue_has_room(self.outbound.len(), self.outbound_bytes, frame.len())
         {
             self.fail(DisconnectReason::SlowConsumer, now);
             return Err(SendError::SlowConsumer);
@@ -449,10 +450,6 @@ impl ConnectionCore {
     fn stamp(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.started).as_micros() as u64
     }
-}
-
-fn lost(what: &'static str) -> DisconnectReason {
-    DisconnectReason::ConnectionLost(IoFailure::new(ErrorKind::UnexpectedEof, what))
 }
 
 mod reading;

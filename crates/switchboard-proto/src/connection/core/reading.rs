@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use super::{ConnectionCore, State};
 use crate::connection::control;
+use crate::connection::ending::{self, ReadEnd};
 use crate::connection::inbound::{self, BatchLimits, End, Sink};
 use crate::connection::SocketEvent;
 use crate::message::Message;
-use crate::reason::{DisconnectReason, SocketError};
+use crate::reason::SocketError;
 
 impl ConnectionCore {
     /// Reads the frames buffered, while the owner has room for their events.
@@ -64,16 +65,14 @@ impl ConnectionCore {
             }
             match taken.end {
                 Some(End::PeerClosed(close)) => {
-                    let reason = match std::mem::replace(
+                    let closing = match std::mem::replace(
                         &mut self.state,
                         State::Closed { flush_by: None },
                     ) {
-                        State::Closing { reason, .. } => reason,
-                        _ => DisconnectReason::ClosedByPeer {
-                            code: close.code,
-                            reason: close.reason,
-                        },
+                        State::Closing { reason, .. } => Some(reason),
+                        _ => None,
                     };
+                    let reason = ending::ended(ReadEnd::PeerClosed(close), closing);
                     self.drop_outbound();
                     return self.end(reason);
                 }
