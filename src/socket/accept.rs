@@ -14,11 +14,11 @@ use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
-use super::gate::{address_key, Turned};
 use super::listener::{Listener, ListenerLimits};
 use super::server::{EndpointEvent, Incoming, PeerId, ServerShared};
 use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
+use switchboard_proto::limits::{address_key, Turned};
 
 /// A peer's connection event as the server reports it.
 fn server_event(origin: Origin, event: SocketEvent) -> EndpointEvent {

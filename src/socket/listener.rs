@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use super::slots::{ConnectionSlot, ConnectionSlots};
+use switchboard_proto::limits::{ConnectionSlot, ConnectionSlots};
 
 /// The caps of a [`Listener`]; each server documents them as its own
 /// config fields.

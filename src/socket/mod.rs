@@ -18,7 +18,6 @@ mod connection;
 use switchboard_proto::connection::control;
 mod dial;
 mod events;
-mod gate;
 mod handle;
 mod ids;
 mod listener;
@@ -26,7 +25,6 @@ mod names;
 mod outqueue;
 mod pacer;
 mod server;
-mod slots;
 mod websocket;
 
 use std::time::Duration;
@@ -39,7 +37,6 @@ pub use config::{BindScope, EndpointConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use dial::{ByteStream, Connector, Dialer, Opening, Transport};
-pub use gate::address_key;
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
 pub use listener::{Arrival, Listener, ListenerCaps, ListenerLimits, Places};
@@ -49,7 +46,8 @@ pub use names::{
 };
 pub use pacer::{Pacer, PacerConfig};
 pub use server::{Endpoint, EndpointEvent, EndpointHandle, EndpointStream, Incoming, PeerId};
-pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
+pub use switchboard_proto::limits::address_key;
+pub use switchboard_proto::limits::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 pub use switchboard_proto::reason::{
     retry_after_of, with_retry_after, CloseCode, DisconnectReason, IoFailure, SendError,
     SocketError,

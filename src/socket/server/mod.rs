@@ -17,7 +17,6 @@ pub use crate::message::PeerId;
 
 use super::accept::{accept_loop, Transport};
 use super::events::{Batch, EventQueue};
-use super::gate::{Gate, GateLimits};
 use super::{
     BindScope, CloseCode, DisconnectReason, EndpointConfig, SendError, SocketError, SocketHandle,
 };
@@ -26,6 +25,7 @@ use crate::router::{Delivery, Router};
 use crate::runtime;
 use crate::signal::{Connection, Signal};
 use switchboard_proto::connection::budget::AddressBudgets;
+use switchboard_proto::limits::{Gate, GateLimits};
 
 mod handle;
 

@@ -1,16 +1,23 @@
 //! Limits as state machines with time passed in: token buckets per client
 //! and per key, failures per address with a doubling wait, the address a
-//! limit counts, and an outage told once.
+//! limit counts, an outage told once, connections counted per address
+//! ([`ConnectionSlots`]) and a game server's gate ([`Gate`]: handshakes and
+//! connections, per-address caps under pressure, the oldest handshake
+//! evicted).
 
 use std::net::IpAddr;
 
 mod backoff;
+mod gate;
 mod outage;
 mod rate;
+mod slots;
 
 pub use backoff::{Backoff, BackoffPolicy};
+pub use gate::{Gate, GateLimits, Turned};
 pub use outage::Outage;
 pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
+pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 
 /// The address a limit counts: an IPv4 address, or an IPv6 /64 (one
 /// subscriber's network), an IPv4-mapped IPv6 address counting as IPv4.

@@ -20,25 +20,30 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::address_key;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
-pub use switchboard_proto::limits::address_key;
 
-/// The limits the gate enforces (from `EndpointConfig`).
+/// The limits the gate enforces (a game server's `EndpointConfig`'s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GateLimits {
-    pub(crate) max_pending: usize,
-    pub(crate) max_pending_per_ip: usize,
-    pub(crate) max_connections: usize,
-    pub(crate) max_connections_per_ip: usize,
+pub struct GateLimits {
+    /// Connections in their handshake at once; a newcomer past it evicts
+    /// the oldest (once its grace is over).
+    pub max_pending: usize,
+    /// Handshakes from one address at once, while the server is busy.
+    pub max_pending_per_ip: usize,
+    /// Connections open or in their handshake at once.
+    pub max_connections: usize,
+    /// Connections from one address, while the server is crowded.
+    pub max_connections_per_ip: usize,
     /// How old the oldest pending handshake must be before a newcomer may
     /// evict it.
-    pub(crate) handshake_grace: Duration,
+    pub handshake_grace: Duration,
 }
 
 /// Why a connection was not let in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Turned {
+pub enum Turned {
     /// Its address has `max_pending_per_ip` handshakes under way already.
     PendingFromAddress,
     /// Its address has `max_connections_per_ip` connections already.
@@ -50,7 +55,7 @@ pub(crate) enum Turned {
 /// Pending and open connections; `T` is what the caller needs to close an
 /// evicted one (a socket handle).
 #[derive(Debug)]
-pub(crate) struct Gate<T> {
+pub struct Gate<T> {
     limits: GateLimits,
     /// Oldest first, each with when it was admitted.
     pending: VecDeque<(u64, IpAddr, Instant, T)>,
@@ -60,7 +65,8 @@ pub(crate) struct Gate<T> {
 }
 
 impl<T> Gate<T> {
-    pub(crate) fn new(limits: GateLimits) -> Self {
+    /// An empty gate with `limits`.
+    pub fn new(limits: GateLimits) -> Self {
         Self {
             limits,
             pending: VecDeque::new(),
@@ -73,7 +79,7 @@ impl<T> Gate<T> {
     /// pending table has room or its oldest entry has had its grace, else
     /// when that entry's grace ends (a completed or failed handshake frees
     /// a place sooner).
-    pub(crate) fn full_until(&self, now: Instant) -> Option<Instant> {
+    pub fn full_until(&self, now: Instant) -> Option<Instant> {
         if self.pending.len() < self.limits.max_pending.max(1) {
             return None;
         }
@@ -84,7 +90,7 @@ impl<T> Gate<T> {
 
     /// A connection from `ip` was accepted as `ticket` at `now`. Returns
     /// the connection it evicted, if the pending table was full.
-    pub(crate) fn admit(
+    pub fn admit(
         &mut self,
         ticket: u64,
         ip: IpAddr,
@@ -117,7 +123,7 @@ impl<T> Gate<T> {
 
     /// `ticket` completed its handshake: it is open, unless the server is
     /// full (then it is gone and must be told so).
-    pub(crate) fn opened(&mut self, ticket: u64) -> Result<(), Turned> {
+    pub fn opened(&mut self, ticket: u64) -> Result<(), Turned> {
         let Some(at) = self.pending.iter().position(|(t, ..)| *t == ticket) else {
             // Evicted meanwhile.
             return Err(Turned::Full);
@@ -133,7 +139,7 @@ impl<T> Gate<T> {
     }
 
     /// `ticket` is gone, whatever its state.
-    pub(crate) fn ended(&mut self, ticket: u64) {
+    pub fn ended(&mut self, ticket: u64) {
         if let Some(ip) = self.open.remove(&ticket) {
             self.count(ip, |_, o| *o -= 1);
         } else if let Some(at) = self.pending.iter().position(|(t, ..)| *t == ticket) {

@@ -1,12 +1,12 @@
-//! Open connections counted in total and per address, for listeners that
-//! run their own accept loop (the AxisPy and JSON-lines listeners, the
-//! admin server): a connection holds a [`ConnectionSlot`] while it lives.
+//! Open connections counted in total and per address (the caps of
+//! `switchboard::socket::Listener`): a connection holds a
+//! [`ConnectionSlot`] while it lives.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use super::gate::address_key;
+use super::address_key;
 
 /// The caps of one listener: `max_total` connections at once, and
 /// `max_per_address` from one address ([`address_key`]: an IPv6 /64 counts
