@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use switchboard_proto::limits::{ConnectionSlot, ConnectionSlots};
+use switchboard_proto::limits::{BackoffPolicy, ConnectionSlot, ConnectionSlots};
 
 /// The caps of a [`Listener`]; each server documents them as its own
 /// config fields.
@@ -138,9 +138,13 @@ impl Places {
     }
 }
 
-/// How long the loop waits after a failed accept: doubled on each failure
-/// in a row from the first, to the last.
-const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(5), Duration::from_secs(1));
+/// How long the loop waits after failed accepts in a row: 5 ms, doubling,
+/// at most a second (the project's one backoff rule).
+const ACCEPT_BACKOFF: BackoffPolicy = BackoffPolicy {
+    first: Duration::from_millis(5),
+    max: Duration::from_secs(1),
+    max_addresses: 1,
+};
 
 /// A listening socket, its caps and its stop.
 #[derive(Debug)]
@@ -221,11 +225,8 @@ impl Listener {
                 }
                 Err(err) => {
                     // Out of file descriptors and the like: wait, go on.
-                    let wait = ACCEPT_BACKOFF
-                        .0
-                        .saturating_mul(1 << self.failures.min(16))
-                        .min(ACCEPT_BACKOFF.1);
-                    self.failures += 1;
+                    self.failures = self.failures.saturating_add(1);
+                    let wait = ACCEPT_BACKOFF.wait_after(self.failures);
                     tracing::warn!(listener = self.name, %err, ?wait, "accept failed");
                     tokio::select! {
                         () = self.stop.cancelled() => return None,

@@ -30,6 +30,20 @@ impl Default for BackoffPolicy {
     }
 }
 
+impl BackoffPolicy {
+    /// The wait after `failures` failures in a row (none: zero): `first`,
+    /// doubled for each failure after the first, at most `max`.
+    pub fn wait_after(&self, failures: u32) -> Duration {
+        match failures {
+            0 => Duration::ZERO,
+            n => self
+                .first
+                .saturating_mul(1 << (n - 1).min(20))
+                .min(self.max),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Failures {
     count: u32,
@@ -86,11 +100,7 @@ impl Backoff {
         });
         entry.count = entry.count.saturating_add(1);
         entry.last = now;
-        let wait = policy
-            .first
-            .saturating_mul(1 << (entry.count - 1).min(20))
-            .min(policy.max);
-        entry.until = now + wait;
+        entry.until = now + policy.wait_after(entry.count);
     }
 
     /// `ip` succeeded: its failures are forgotten.
@@ -113,6 +123,19 @@ mod tests {
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn the_wait_doubles_from_the_first_failure_up_to_the_most() {
+        let policy = BackoffPolicy {
+            first: Duration::from_millis(5),
+            max: Duration::from_secs(1),
+            max_addresses: 1,
+        };
+        assert_eq!(policy.wait_after(0), Duration::ZERO);
+        assert_eq!(policy.wait_after(1), Duration::from_millis(5));
+        assert_eq!(policy.wait_after(3), Duration::from_millis(20));
+        assert_eq!(policy.wait_after(40), Duration::from_secs(1));
     }
 
     #[test]
