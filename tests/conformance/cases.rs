@@ -136,6 +136,16 @@ pub fn all() -> Vec<Case> {
             expect: refused("zlib"),
         },
         Case {
+            name: "trailing_bytes_after_zlib_stream_are_refused",
+            config: SocketConfig::default(),
+            hello: true,
+            steps: vec![Step::Send(raw_frame(
+                1,
+                &[zlib(&[16, 1, 0, 0]), b"extra".to_vec()].concat(),
+            ))],
+            expect: refused("trailing bytes"),
+        },
+        Case {
             // Decided: the owner hears the error, then the end (the tokio
             // driver's way; the core gave only the end).
             name: "garbage_envelope_is_reported_then_refused",
