@@ -9,7 +9,6 @@
 //! (an owner whose queue is full, an error to report) are boxed.
 
 use std::future::Future;
-use std::io::ErrorKind;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -23,8 +22,9 @@ use super::writer::WriteSide;
 use super::{kill_reason, ReadEnd, Reporter, WriteEnd};
 use crate::codec;
 use crate::socket::handle::SocketHandle;
-use switchboard_proto::connection::ending::{self, ReadEnd as Read};
-use switchboard_proto::reason::{CloseCode, DisconnectReason, IoFailure, SocketError};
+use switchboard_proto::connection::ending::ReadEnd as Read;
+use switchboard_proto::connection::lifecycle::{Lifecycle, Step};
+use switchboard_proto::reason::{CloseCode, DisconnectReason, SocketError};
 
 /// When the reader and the writer last dealt with the peer, in microseconds
 /// since the connection opened: the connection's timer reads them.
@@ -75,10 +75,10 @@ pin_project_lite::pin_project! {
         timer: Sleep,
         // A protocol error on its way to the owner before the close goes on.
         reporting: Option<Delivery>,
-        reason: Option<DisconnectReason>,
-        deadline: Option<Instant>,
-        read_done: bool,
-        write_done: bool,
+        // The protocol crate's state machine of the connection's life: the
+        // close under way, its deadline, the linger; this future moves the
+        // bytes and the time.
+        life: Lifecycle<Instant>,
         killed: bool,
     }
 }
@@ -109,10 +109,7 @@ where
             clock,
             timer: tokio::time::sleep(config.keepalive_interval.min(config.idle_timeout)),
             reporting: None,
-            reason: None,
-            deadline: None,
-            read_done: false,
-            write_done: false,
+            life: Lifecycle::new(config.close_timeout),
             killed: false,
         }
     }
@@ -130,12 +127,12 @@ where
         let mut this = self.project();
         let handle = *this.handle;
         let config = handle.config();
-        let begin_close = |reason_now: &DisconnectReason, deadline: &mut Option<Instant>| {
+        // The urgent close frame goes out with the close's reason.
+        let order_close = |reason: &DisconnectReason| {
             handle.order(|out| {
                 out.close_now
-                    .get_or_insert((reason_now.close_code(), reason_now.to_string()));
+                    .get_or_insert((reason.close_code(), reason.to_string()));
             });
-            deadline.get_or_insert_with(|| Instant::now() + config.close_timeout);
         };
         loop {
             if let Some(reporting) = this.reporting {
@@ -143,67 +140,47 @@ where
                 ready!(reporting.as_mut().poll(cx));
                 *this.reporting = None;
             }
-            if let Some(deadline) = *this.deadline {
+            if let Some(deadline) = this.life.deadline() {
                 if deadline < this.timer.deadline() {
                     this.timer.as_mut().reset(deadline);
                 }
             }
             if !*this.killed && handle.shared.poll_killed(cx).is_ready() {
                 *this.killed = true;
-                let now = kill_reason(handle);
-                begin_close(&now, this.deadline);
-                this.reason.get_or_insert(now);
+                let reason = kill_reason(handle);
+                if this.life.begin_close(reason.clone(), Instant::now()) {
+                    order_close(&reason);
+                }
                 continue;
             }
-            if !*this.write_done {
+            if !this.life.write_done() {
                 if let Poll::Ready(end) = this.write.poll(cx, handle, this.clock) {
-                    *this.write_done = true;
-                    match end {
+                    let step = match end {
                         WriteEnd::SentClose => {
-                            // Linger until the peer hangs up (the reader
-                            // ends), so that closing with unread bytes does
-                            // not reset the connection and lose our close
-                            // frame on the way.
-                            this.reason.get_or_insert_with(|| kill_reason(handle));
-                            if *this.read_done {
-                                return Poll::Ready(this.reason.take().expect("set above"));
-                            }
-                            this.deadline
-                                .get_or_insert_with(|| Instant::now() + config.close_timeout);
+                            this.life.close_sent(|| kill_reason(handle), Instant::now())
                         }
-                        WriteEnd::Failed(err) => {
-                            return Poll::Ready(
-                                this.reason
-                                    .take()
-                                    .unwrap_or(DisconnectReason::ConnectionLost(err.into())),
-                            );
-                        }
+                        WriteEnd::Failed(err) => this.life.write_failed(err),
+                    };
+                    if let Step::End(reason) = step {
+                        return Poll::Ready(reason);
                     }
                     continue;
                 }
             }
-            if !*this.read_done {
+            if !this.life.read_done() {
                 let polled = this.read.poll(cx, handle, this.reporter, this.clock);
                 if let Poll::Ready(end) = polled {
-                    *this.read_done = true;
-                    if *this.write_done {
-                        // Our close frame is out and the peer hung up (or
-                        // went wrong): done.
-                        return Poll::Ready(
-                            this.reason.take().unwrap_or_else(|| kill_reason(handle)),
-                        );
-                    }
-                    let reason = this.reason.take();
-                    match end {
-                        ReadEnd::PeerClosed(close) => {
-                            return Poll::Ready(ending::ended(Read::PeerClosed(close), reason));
-                        }
-                        ReadEnd::Eof => return Poll::Ready(ending::ended(Read::Eof, reason)),
+                    let step = match end {
+                        ReadEnd::PeerClosed(close) => this.life.read_ended(Read::PeerClosed(close)),
+                        ReadEnd::Eof => this.life.read_ended(Read::Eof),
                         ReadEnd::Failed(SocketError::Frame(codec::FrameError::Io(err))) => {
-                            return Poll::Ready(ending::ended(Read::Lost(err), reason));
+                            this.life.read_ended(Read::Lost(err))
+                        }
+                        ReadEnd::Failed(_) | ReadEnd::OwnerGone if this.life.write_done() => {
+                            this.life.read_ended(Read::Eof)
                         }
                         ReadEnd::Failed(err) => {
-                            let now = DisconnectReason::ProtocolError(err.to_string());
+                            let what = err.to_string();
                             tracing::debug!(peer = ?handle.peer_addr(), %err, "protocol error");
                             let batch = super::Batch::one(
                                 super::SocketEvent::Error(err),
@@ -212,18 +189,20 @@ where
                             let events = this.reporter.events.clone();
                             *this.reporting =
                                 Some(Box::pin(async move { events.send(batch).await.is_ok() }));
-                            begin_close(&now, this.deadline);
-                            *this.reason = Some(reason.unwrap_or(now));
+                            if this.life.broken_rule(&what, Instant::now()) {
+                                order_close(&DisconnectReason::ProtocolError(what));
+                            }
+                            Step::Continue
                         }
                         ReadEnd::OwnerGone => {
+                            // Gracefully: what was queued goes first.
                             handle.close(CloseCode::NORMAL, "closed");
-                            this.deadline
-                                .get_or_insert_with(|| Instant::now() + config.close_timeout);
-                            *this.reason = Some(reason.unwrap_or(DisconnectReason::Closed {
-                                code: CloseCode::NORMAL,
-                                reason: "closed".into(),
-                            }));
+                            this.life.owner_gone(Instant::now());
+                            Step::Continue
                         }
+                    };
+                    if let Step::End(reason) = step {
+                        return Poll::Ready(reason);
                     }
                     continue;
                 }
@@ -232,27 +211,16 @@ where
                 return Poll::Pending;
             }
             let now = Instant::now();
-            if let Some(deadline) = *this.deadline {
-                if now >= deadline {
-                    if *this.write_done {
-                        // Lingered long enough after our close frame.
-                        return Poll::Ready(
-                            this.reason.take().unwrap_or_else(|| kill_reason(handle)),
-                        );
-                    }
-                    return Poll::Ready(this.reason.take().unwrap_or(
-                        DisconnectReason::ConnectionLost(IoFailure::new(
-                            ErrorKind::TimedOut,
-                            "close timed out",
-                        )),
-                    ));
+            if let Some(deadline) = this.life.deadline() {
+                if let Some(reason) = this.life.deadline_passed(now) {
+                    return Poll::Ready(reason);
                 }
                 this.timer.as_mut().reset(deadline);
                 continue;
             }
             let clock = &mut *this.clock;
-            let heard =
-                (clock.heard != Clock::BUSY && !*this.read_done).then(|| clock.at(clock.heard));
+            let heard = (clock.heard != Clock::BUSY && !this.life.read_done())
+                .then(|| clock.at(clock.heard));
             // A frame that went out from the writer, or written directly by
             // a sender.
             let mut sent = clock.at(clock.sent);
@@ -275,9 +243,9 @@ where
                 keepalive::Tick::Idle => {
                     // The silent peer is not waited for: no lingering for it
                     // to hang up once our close frame is out.
-                    *this.read_done = true;
-                    begin_close(&DisconnectReason::IdleTimeout, this.deadline);
-                    this.reason.get_or_insert(DisconnectReason::IdleTimeout);
+                    if this.life.idle(now) {
+                        order_close(&DisconnectReason::IdleTimeout);
+                    }
                     continue;
                 }
                 keepalive::Tick::Ping { next } => {

@@ -16,6 +16,7 @@ mod core;
 pub mod ending;
 pub mod inbound;
 pub mod keepalive;
+pub mod lifecycle;
 
 pub use self::core::ConnectionCore;
 
