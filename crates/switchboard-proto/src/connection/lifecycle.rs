@@ -181,7 +181,10 @@ mod tests {
     fn a_graceful_close_lingers_until_the_peer_hangs_up_then_ends_with_its_reason() {
         let t0 = Instant::now();
         let mut life = Lifecycle::new(LINGER);
-        assert!(life.begin_close(bye(), t0), "the first close orders the frame");
+        assert!(
+            life.begin_close(bye(), t0),
+            "the first close orders the frame"
+        );
         assert!(!life.begin_close(DisconnectReason::IdleTimeout, t0));
         assert_eq!(life.close_sent(bye, t0), Step::Continue, "lingers");
         assert_eq!(life.read_ended(ReadEnd::Eof), Step::End(bye()));

@@ -2,8 +2,9 @@
 //! data, the same for every transport and driver), the framework's own
 //! frames and the handshake's rule ([`control`]: hello, ping, pong, close),
 //! the rules for what a peer sends ([`inbound`]), the inflate budget
-//! ([`budget`]), the keep-alive rule ([`keepalive`]), how a connection
-//! ends ([`ending`]), the slow-consumer rule
+//! ([`budget`]), the keep-alive rule ([`keepalive`]), an open connection's
+//! life, its close and linger ([`lifecycle`]), how a connection ends
+//! ([`ending`]), the slow-consumer rule
 //! ([`SocketConfig::queue_has_room`]), and
 //! [`ConnectionCore`], the whole connection as a state machine without IO.
 //! The tokio driver in `switchboard` reads through the same [`inbound`],

@@ -13,23 +13,28 @@
 //! ```
 //!
 //! ```text
-//!             hello each way                 close(), or a limit trips
-//!  Handshake ───────────────▶ Open ───────────────────────────────────▶ Closing
-//!      │ timeout, not ours,      │ peer's close, EOF, protocol error,        │ peer's close or
-//!      │ other version           │ idle, slow consumer                       │ EOF, close_timeout
-//!      ▼                         ▼                                           ▼
+//!             hello each way           close(), a broken rule, idle, slow consumer
+//!  Handshake ───────────────▶ Open ───────────────────────────────────▶ closing
+//!      │ timeout, not ours,      │ peer's close, EOF, a lost transport       │ close frame out, then
+//!      │ other version           │                                           │ the peer's hang-up (or
+//!      ▼                         ▼                                           ▼ close_timeout)
 //!   Closed ◀─────────────────── Closed ◀───────────────────────────────── Closed
 //! ```
 //!
-//! The rules are the tokio connection's, and shared with it where they are
-//! decisions: the hello's limits and check ([`control`]), the frames of an
-//! open connection ([`inbound`]: compressed system frames refused, the
-//! inflate budget, an envelope error reported then closed, pongs coalesced),
-//! the keep-alive and idle rule ([`keepalive`]: time the owner leaves its
-//! events waiting is not the peer's silence). A connection that fails tells
-//! the peer why (after our hello, if that had not gone yet) and then the
-//! driver shuts the transport down, giving the writes `close_timeout` at
-//! most.
+//! The rules are the tokio connection's, and shared with it: the hello's
+//! limits and check ([`control`]), the frames of an open connection
+//! ([`inbound`]: compressed system frames refused, the inflate budget, an
+//! envelope error reported then closed, pongs coalesced), the keep-alive
+//! and idle rule ([`keepalive`]: time the owner leaves its events waiting is
+//! not the peer's silence), and the open connection's life, its close, the
+//! linger and the end ([`Lifecycle`], which the tokio driver holds too). A
+//! connection that fails tells the peer why (after our hello, if that had
+//! not gone yet); the owner hears the end once that is written (or after
+//! `close_timeout`), and the driver shuts the transport down.
+//!
+//! [`control`]: super::control
+//! [`inbound`]: super::inbound
+//! [`keepalive`]: super::keepalive
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -41,6 +46,7 @@ use super::budget::{InflateBudget, SharedBudget};
 use super::control;
 use super::ending::{self, ReadEnd};
 use super::keepalive::{self, Tick};
+use super::lifecycle::{Lifecycle, Step};
 use super::{SocketConfig, SocketEvent, SocketStats};
 use crate::codec::FrameDecoder;
 use crate::message::Message;
@@ -51,21 +57,14 @@ use crate::PROTOCOL_VERSION;
 #[derive(Debug)]
 enum State {
     /// Our hello is queued; the peer's must arrive by `deadline`.
-    Handshake {
-        deadline: Instant,
-    },
-    Open,
-    /// Our close frame is queued; the peer hangs up (or answers) by
-    /// `deadline`, then the connection has ended with `reason`.
-    Closing {
-        deadline: Instant,
-        reason: DisconnectReason,
-    },
+    Handshake { deadline: Instant },
+    /// Open; its life after that (a close under way, the linger) is the
+    /// protocol crate's one [`Lifecycle`], the tokio driver's too.
+    Open(Lifecycle<Instant>),
     /// Ended (`Disconnected` is queued). What is still queued (a close
-    /// frame telling the peer why) may be written until `flush_by`.
-    Closed {
-        flush_by: Option<Instant>,
-    },
+    /// frame telling a peer that failed its handshake why) may be written
+    /// until `flush_by`.
+    Closed { flush_by: Option<Instant> },
 }
 
 /// One connection's rules, with the bytes and the time passed in.
@@ -145,7 +144,17 @@ impl ConnectionCore {
     /// peer's bytes wait in the transport (its flow control pushes back),
     /// and the time is not the peer's silence.
     pub fn wants_read(&self) -> bool {
-        !matches!(self.state, State::Closed { .. }) && self.heard.is_some()
+        let open = match &self.state {
+            State::Handshake { .. } => true,
+            State::Open(life) => !life.read_done(),
+            State::Closed { .. } => false,
+        };
+        open && self.heard.is_some()
+    }
+
+    /// Whether frames from the peer are still read.
+    pub(super) fn reading(&self) -> bool {
+        matches!(&self.state, State::Open(life) if !life.read_done())
     }
 
     /// Takes in bytes read from the transport.
@@ -181,20 +190,35 @@ impl ConnectionCore {
             // Whole frames wait for the owner; the end comes after them.
             return;
         }
-        if !self.inbound.is_empty() && matches!(self.state, State::Open) {
+        if !self.inbound.is_empty() && self.reading() {
             let buffered = self.inbound.len();
             let error = SocketError::Frame(crate::codec::FrameError::Truncated { buffered });
             return self.fail_with(error, now);
         }
-        let reason = match std::mem::replace(&mut self.state, State::Closed { flush_by: None }) {
-            State::Closed { flush_by } => {
-                self.state = State::Closed { flush_by };
-                return;
-            }
-            State::Handshake { .. } => ending::hung_up_in_handshake(),
-            State::Closing { reason, .. } => ending::ended(ReadEnd::Eof, Some(reason)),
-            State::Open => ending::ended(ReadEnd::Eof, None),
-        };
+        match self.state {
+            State::Closed { .. } => {}
+            State::Handshake { .. } => self.finish(ending::hung_up_in_handshake()),
+            State::Open(_) => self.read_ended(ReadEnd::Eof),
+        }
+    }
+
+    /// Reading ended as `end`: the connection's life says what follows.
+    pub(super) fn read_ended(&mut self, end: ReadEnd) {
+        if let State::Open(life) = &mut self.state {
+            let step = life.read_ended(end);
+            self.take_step(step);
+        }
+    }
+
+    fn take_step(&mut self, step: Step) {
+        if let Step::End(reason) = step {
+            self.finish(reason);
+        }
+    }
+
+    /// Ends the connection now with `reason`: nothing more is written.
+    fn finish(&mut self, reason: DisconnectReason) {
+        self.state = State::Closed { flush_by: None };
         self.drop_outbound();
         self.end(reason);
     }
@@ -202,16 +226,14 @@ impl ConnectionCore {
     /// The transport failed (a read or a write returned an error): the
     /// connection is lost, nothing more is written.
     pub fn handle_error(&mut self, error: std::io::Error) {
-        let reason = match std::mem::replace(&mut self.state, State::Closed { flush_by: None }) {
-            State::Closed { flush_by } => {
-                self.state = State::Closed { flush_by };
-                return;
+        match &mut self.state {
+            State::Closed { .. } => {}
+            State::Handshake { .. } => self.finish(ending::ended(ReadEnd::Lost(error), None)),
+            State::Open(life) => {
+                let step = life.write_failed(error);
+                self.take_step(step);
             }
-            State::Closing { reason, .. } => ending::ended(ReadEnd::Lost(error), Some(reason)),
-            _ => ending::ended(ReadEnd::Lost(error), None),
-        };
-        self.drop_outbound();
-        self.end(reason);
+        }
     }
 
     /// Work on the clock: the handshake deadline, a keep-alive ping, an
@@ -219,13 +241,21 @@ impl ConnectionCore {
     /// [`poll_timeout`](Self::poll_timeout) has passed (earlier does no harm).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.on_time(now);
+        if let State::Open(life) = &mut self.state {
+            // A close under way: only its deadline counts now.
+            if let Some(reason) = life.deadline_passed(now) {
+                return self.finish(reason);
+            }
+        }
         match &self.state {
             State::Handshake { deadline } if now >= *deadline => {
                 return self.fail(DisconnectReason::HandshakeTimeout, now)
             }
-            State::Open => {
+            State::Open(life) if life.deadline().is_some() => {}
+            State::Open(life) => {
                 let (ping, idle) = (self.config.keepalive_interval, self.config.idle_timeout);
-                match keepalive::tick(now, self.heard, self.sent, ping, idle) {
+                let heard = self.heard.filter(|_| !life.read_done());
+                match keepalive::tick(now, heard, self.sent, ping, idle) {
                     Tick::Idle => return self.fail(DisconnectReason::IdleTimeout, now),
                     Tick::Ping { .. } => {
                         let stamp = self.stamp(now);
@@ -233,15 +263,6 @@ impl ConnectionCore {
                     }
                     Tick::Wait { .. } => {}
                 }
-            }
-            State::Closing { deadline, .. } if now >= *deadline => {
-                if let State::Closing { reason, .. } =
-                    std::mem::replace(&mut self.state, State::Closed { flush_by: None })
-                {
-                    self.drop_outbound();
-                    self.end(reason);
-                }
-                return;
             }
             State::Closed {
                 flush_by: Some(deadline),
@@ -279,6 +300,18 @@ impl ConnectionCore {
         };
         self.stats.frames_out += 1;
         self.stats.bytes_out += bytes.len() as u64;
+        if self.should_shutdown() {
+            // Our close frame just went: the connection's life goes on
+            // (a linger until the peer hangs up) or ends.
+            if let State::Open(life) = &mut self.state {
+                let closed = || DisconnectReason::Closed {
+                    code: CloseCode::NORMAL,
+                    reason: "closed".into(),
+                };
+                let step = life.close_sent(closed, self.sent);
+                self.take_step(step);
+            }
+        }
         if self.outbound.is_empty() && matches!(self.state, State::Closed { .. }) {
             // The last bytes are out: nothing to wait for.
             self.wake = None;
@@ -306,7 +339,7 @@ impl ConnectionCore {
     /// way). A queue past `outbound_queue_len` frames or
     /// `max_outbound_bytes` drops the peer as a slow consumer.
     pub fn send(&mut self, message: &Message, now: Instant) -> Result<(), SendError> {
-        if !matches!(self.state, State::Handshake { .. } | State::Open) {
+        if !(matches!(self.state, State::Handshake { .. }) || self.is_open()) {
             return Err(SendError::Closed);
         }
         let frame = message.encode(&self.config.codec)?.into_bytes();
@@ -326,23 +359,25 @@ impl ConnectionCore {
     /// frame goes last; the connection ends when the peer hangs up or
     /// answers, or after `close_timeout`.
     pub fn close(&mut self, code: CloseCode, reason: &str, now: Instant) {
-        if !matches!(self.state, State::Handshake { .. } | State::Open) {
-            return;
-        }
-        self.queue_close(code, reason, now);
-        self.state = State::Closing {
-            deadline: now + self.config.close_timeout,
-            reason: DisconnectReason::Closed {
-                code,
-                reason: reason.to_string(),
-            },
+        let closed = DisconnectReason::Closed {
+            code,
+            reason: reason.to_string(),
         };
+        match &mut self.state {
+            // Before the peer's hello: told why, and ended.
+            State::Handshake { .. } => return self.fail(closed, now),
+            State::Open(life) if life.closing().is_none() => {
+                life.begin_close(closed, now);
+                self.queue_close(code, reason, now);
+            }
+            _ => return,
+        }
         self.rearm(now);
     }
 
     /// Whether the handshake is done and no close has begun.
     pub fn is_open(&self) -> bool {
-        matches!(self.state, State::Open)
+        matches!(&self.state, State::Open(life) if life.closing().is_none())
     }
 
     /// Whether the connection has ended (`Disconnected` was queued).
@@ -359,39 +394,53 @@ impl ConnectionCore {
         }
     }
 
-    /// The peer broke a rule: the owner hears the error, then the end.
-    fn fail_with(&mut self, error: SocketError, now: Instant) {
+    /// The peer broke a rule: the owner hears the error, then the end
+    /// (at once when our close is already out).
+    pub(super) fn fail_with(&mut self, error: SocketError, now: Instant) {
+        if matches!(&self.state, State::Open(life) if life.write_done()) {
+            return self.read_ended(ReadEnd::Eof);
+        }
         let reason = DisconnectReason::ProtocolError(error.to_string());
         self.events.push_back(SocketEvent::Error(error));
         self.fail(reason, now);
     }
 
-    /// Ends the connection at once for `reason`, telling the peer why.
+    /// Closes at once for `reason`, telling the peer why: during the
+    /// handshake the connection ends now (the close written within
+    /// `close_timeout`); once open, the connection's life decides (our
+    /// close frame jumps the queue; idle peers and broken rules are not
+    /// waited for once it is out).
     fn fail(&mut self, reason: DisconnectReason, now: Instant) {
-        // What waits to go is dropped, but for our hello if it has not left
-        // yet: the peer reads the close only after a hello.
-        let keep = match self.state {
-            State::Closed { .. } => return,
-            State::Handshake { .. } if self.stats.frames_out == 0 => 1,
-            _ => 0,
-        };
-        // A close already queued (a graceful one under way) is the one the
-        // peer hears.
-        let close = if self.close_queued {
-            self.outbound.pop_back()
-        } else {
-            None
-        };
-        self.outbound.truncate(keep);
-        self.outbound.extend(close);
-        self.outbound_bytes = self.outbound.iter().map(Bytes::len).sum();
-        if !self.close_queued {
+        if let State::Handshake { .. } = self.state {
+            // What waits to go is dropped, but for our hello if it has not
+            // left yet: the peer reads the close only after a hello.
+            let keep = usize::from(self.stats.frames_out == 0);
+            self.outbound.truncate(keep);
+            self.outbound_bytes = self.outbound.iter().map(Bytes::len).sum();
             self.queue_close(reason.close_code(), &reason.to_string(), now);
+            self.state = State::Closed {
+                flush_by: Some(now + self.config.close_timeout),
+            };
+            self.end(reason);
+            return self.rearm(now);
         }
-        self.state = State::Closed {
-            flush_by: Some(now + self.config.close_timeout),
+        let close_out = self.should_shutdown();
+        let State::Open(life) = &mut self.state else {
+            return;
         };
-        self.end(reason);
+        let first = match &reason {
+            DisconnectReason::IdleTimeout => life.idle(now),
+            DisconnectReason::ProtocolError(what) => life.broken_rule(what, now),
+            _ => life.begin_close(reason.clone(), now),
+        };
+        if first {
+            self.drop_outbound();
+            self.queue_close(reason.close_code(), &reason.to_string(), now);
+        } else if close_out {
+            // Our close is out already: nothing more to wait for.
+            let step = life.close_sent(|| reason, now);
+            return self.take_step(step);
+        }
         self.rearm(now);
     }
 
@@ -434,8 +483,9 @@ impl ConnectionCore {
 
     fn rearm(&mut self, now: Instant) {
         self.wake = match &self.state {
-            State::Handshake { deadline } | State::Closing { deadline, .. } => Some(*deadline),
-            State::Open => {
+            State::Handshake { deadline } => Some(*deadline),
+            State::Open(life) if life.deadline().is_some() => life.deadline(),
+            State::Open(_) => {
                 let (ping, idle) = (self.config.keepalive_interval, self.config.idle_timeout);
                 match keepalive::tick(now, self.heard, self.sent, ping, idle) {
                     Tick::Idle | Tick::Ping { .. } => Some(now),

@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use super::{ConnectionCore, State};
 use crate::connection::control;
-use crate::connection::ending::{self, ReadEnd};
+use crate::connection::ending::ReadEnd;
 use crate::connection::inbound::{self, BatchLimits, End, Sink};
+use crate::connection::lifecycle::Lifecycle;
 use crate::connection::SocketEvent;
 use crate::message::Message;
 use crate::reason::SocketError;
@@ -19,10 +20,7 @@ impl ConnectionCore {
         if matches!(self.state, State::Handshake { .. }) && !self.take_hello(now) {
             return;
         }
-        while !self.inbound.is_empty()
-            && matches!(self.state, State::Open | State::Closing { .. })
-            && self.heard.is_some()
-        {
+        while !self.inbound.is_empty() && self.reading() && self.heard.is_some() {
             let room = self
                 .config
                 .event_queue_len
@@ -64,18 +62,7 @@ impl ConnectionCore {
                 self.pong = read.ping;
             }
             match taken.end {
-                Some(End::PeerClosed(close)) => {
-                    let closing = match std::mem::replace(
-                        &mut self.state,
-                        State::Closed { flush_by: None },
-                    ) {
-                        State::Closing { reason, .. } => Some(reason),
-                        _ => None,
-                    };
-                    let reason = ending::ended(ReadEnd::PeerClosed(close), closing);
-                    self.drop_outbound();
-                    return self.end(reason);
-                }
+                Some(End::PeerClosed(close)) => return self.read_ended(ReadEnd::PeerClosed(close)),
                 Some(End::Failed(error)) => return self.fail_with(error, now),
                 None if taken.frames == 0 => return,
                 None => {}
@@ -94,7 +81,7 @@ impl ConnectionCore {
         match first {
             Ok(()) => {
                 *self.decoder.config_mut() = self.config.codec.clone();
-                self.state = State::Open;
+                self.state = State::Open(Lifecycle::new(self.config.close_timeout));
                 self.events.push_back(SocketEvent::Connected);
                 true
             }
