@@ -229,6 +229,13 @@ pub async fn watch_with<R: Read>(
         }
     }
     report.stopped = replayer.stopped.take();
+    // Every spectator gets what was queued for it, then the reason, before
+    // this returns (the process may exit then, and its connections with
+    // it): the stream ends once every connection has.
     audience.handle.shutdown("the replay ended");
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while server.next_event().await.is_some() {}
+    })
+    .await;
     Ok(report)
 }
