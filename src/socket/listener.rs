@@ -99,35 +99,27 @@ pub struct Arrival {
     pub addr: SocketAddr,
     /// Connections open under the caps as it came in, itself included.
     pub open: usize,
-    place: Option<ConnectionSlot>,
-    pending: Option<ConnectionSlot>,
+    places: Places,
 }
 
 impl Arrival {
     /// The connection finished its handshake: its pending place is given
     /// back (its open place stays until it is dropped).
     pub fn handshake_done(&mut self) {
-        self.pending = None;
+        self.places.handshake_done();
     }
 
     /// The connection's places, to keep while it lives (with the stream
     /// moved elsewhere).
     pub fn into_parts(self) -> (TcpStream, SocketAddr, Places) {
-        (
-            self.stream,
-            self.addr,
-            Places {
-                _place: self.place,
-                pending: self.pending,
-            },
-        )
+        (self.stream, self.addr, self.places)
     }
 }
 
 /// A connection's places under its listener's caps; given back on drop.
 #[derive(Debug)]
 pub struct Places {
-    _place: Option<ConnectionSlot>,
+    _open: Option<ConnectionSlot>,
     pending: Option<ConnectionSlot>,
 }
 
@@ -242,14 +234,16 @@ impl Listener {
                     .and_then(|open| Ok((Some(open), Some(pending.take(addr.ip())?)))),
             };
             match places {
-                Ok((place, pending)) => {
+                Ok((open, pending)) => {
                     let _ = stream.set_nodelay(true);
                     return Some(Arrival {
                         stream,
                         addr,
                         open: self.open(),
-                        place,
-                        pending,
+                        places: Places {
+                            _open: open,
+                            pending,
+                        },
                     });
                 }
                 Err(why) => {
