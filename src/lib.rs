@@ -99,6 +99,7 @@ pub mod session;
 pub mod signal;
 pub mod socket;
 pub mod spectate;
+pub mod tls;
 
 // What a game meets, at the root; the rest at its module's path
 // (`switchboard::socket::SocketHandle`, `switchboard::signal::Connection`).

@@ -18,6 +18,7 @@ use super::listener::{Listener, ListenerLimits};
 use super::server::{EndpointEvent, Incoming, PeerId, ServerShared};
 use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
+use crate::tls::{self, Accepted, TlsServer};
 use switchboard_proto::limits::{address_key, Turned};
 
 /// A peer's connection event as the server reports it.
@@ -121,15 +122,19 @@ pub(super) async fn accept_loop(
         };
         // Spawned apart, so that a TCP connection's task is no bigger for
         // the WebSocket upgrade it never does.
-        match &transport {
-            Transport::Tcp => shared.tasks.spawn(tracing::Instrument::instrument(
+        match (&transport, &shared.tls) {
+            (Transport::Tcp, None) => shared.tasks.spawn(tracing::Instrument::instrument(
                 connection::run_tcp(stream, handle, reporter),
                 span,
             )),
-            Transport::WebSocket(ws) => {
+            (Transport::Tcp, Some(tls)) => shared.tasks.spawn(tracing::Instrument::instrument(
+                run_tls(stream, addr, handle, reporter, tls.clone()),
+                span,
+            )),
+            (Transport::WebSocket(ws), tls) => {
                 handle.shared.websocket.store(true, Ordering::Relaxed);
                 shared.tasks.spawn(tracing::Instrument::instrument(
-                    run_websocket(stream, handle, reporter, ws.clone()),
+                    run_websocket(stream, addr, handle, reporter, ws.clone(), tls.clone()),
                     span,
                 ))
             }
@@ -264,20 +269,24 @@ fn tell_turned_away(
                         let _ = SinkExt::close(&mut *ws).await;
                     }
                 }
-                None => {
-                    stream.write_all(&[&hello[..], &close[..]].concat()).await?;
-                    stream.shutdown().await?;
-                    // What the peer sent meanwhile (its hello) is read and
-                    // dropped: a socket closed with unread bytes is reset,
-                    // and the peer would read the reset instead.
-                    let mut sink = [0u8; 512];
-                    while stream.read(&mut sink).await? > 0 {}
-                }
+                None => tell_plain(&mut stream, &[&hello[..], &close[..]].concat()).await?,
             }
             std::io::Result::Ok(())
         };
         let _ = tokio::time::timeout(linger, told).await;
     });
+}
+
+/// Writes `frames` to a plain peer and closes, reading and dropping what
+/// the peer sent meanwhile (its hello) until it hangs up: a socket closed
+/// with unread bytes is reset, and the peer would read the reset instead.
+/// The caller bounds the time this takes.
+async fn tell_plain(stream: &mut TcpStream, frames: &[u8]) -> std::io::Result<()> {
+    stream.write_all(frames).await?;
+    stream.shutdown().await?;
+    let mut sink = [0u8; 512];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
 }
 
 /// Lets a new connection from `addr` in, or says why not: the address's
@@ -393,34 +402,131 @@ fn admit(
 )]
 fn run_websocket(
     stream: TcpStream,
+    addr: SocketAddr,
     handle: SocketHandle,
-    mut reporter: Reporter<EndpointEvent>,
+    reporter: Reporter<EndpointEvent>,
     rules: Arc<UpgradeRules>,
+    tls: Option<TlsServer>,
 ) -> impl std::future::Future<Output = ()> {
     async move {
         let config = handle.config();
-        let upgrade = Box::pin(tokio::time::timeout(
+        // TLS first, where the server speaks it (wss://): within the same
+        // handshake timeout as the upgrade.
+        let deadline = tokio::time::Instant::now() + config.handshake_timeout;
+        let Some(tls) = tls else {
+            return upgrade_and_run(stream, deadline, handle, reporter, &rules).await;
+        };
+        let first = Box::pin(tokio::time::timeout_at(deadline, tls::accept(stream, addr, &tls)));
+        let accepted = tokio::select! {
+            accepted = first => accepted,
+            () = handle.shared.killed() => return fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
+        };
+        match accepted {
+            Ok(Ok(Accepted::Tls(stream))) => {
+                upgrade_and_run(*stream, deadline, handle, reporter, &rules).await
+            }
+            Ok(Ok(Accepted::Plain(stream))) => {
+                upgrade_and_run(stream, deadline, handle, reporter, &rules).await
+            }
+            Ok(Ok(Accepted::PlaintextRefused(mut stream))) => {
+                let told = websocket::forbid(&mut stream, tls::PLAINTEXT_REFUSED);
+                let _ = tokio::time::timeout(config.close_timeout, told).await;
+                fail(&handle, reporter, plaintext_refused())
+            }
+            Ok(Err(err)) => fail(&handle, reporter, DisconnectReason::ConnectionLost(err.into())),
+            Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
+        }
+    }
+}
+
+/// The WebSocket upgrade by `deadline`, then the connection's task.
+async fn upgrade_and_run<S>(
+    stream: S,
+    deadline: tokio::time::Instant,
+    handle: SocketHandle,
+    reporter: Reporter<EndpointEvent>,
+    rules: &UpgradeRules,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let upgrade = Box::pin(tokio::time::timeout_at(
+        deadline,
+        websocket::accept_upgrade(stream, rules),
+    ));
+    let accepted = tokio::select! {
+        accepted = upgrade => accepted.ok(),
+        // Evicted as the oldest pending handshake.
+        () = handle.shared.killed() => None,
+    };
+    let failed = match accepted {
+        Some(Ok(Upgrade::WebSocket { ws, .. })) => {
+            return connection::run_ws(*ws, handle, reporter).await
+        }
+        Some(Ok(Upgrade::Served)) => {
+            handle.set_closed();
+            return;
+        }
+        Some(Ok(Upgrade::Refused(why))) => DisconnectReason::ProtocolError(why.into()),
+        None => DisconnectReason::HandshakeTimeout,
+        Some(Err(err)) => DisconnectReason::ConnectionLost(err.into()),
+    };
+    fail(&handle, reporter, failed);
+}
+
+/// A connection that failed before its protocol began: closed, counted as
+/// a failed handshake. Dropping the reporter takes it out of the gate.
+fn fail(handle: &SocketHandle, mut reporter: Reporter<EndpointEvent>, reason: DisconnectReason) {
+    handle.set_closed();
+    if let Some(hook) = reporter.on_handshake_failure.take() {
+        hook(&reason);
+    }
+}
+
+/// Why a plain peer from another machine was closed.
+fn plaintext_refused() -> DisconnectReason {
+    DisconnectReason::ProtocolError("plaintext from another machine (TLS required)".into())
+}
+
+/// A connection to a TCP port that speaks TLS: TLS within the handshake
+/// timeout (or plain from this machine), then the connection's task. A
+/// plain peer from another machine is told, in the plain protocol, that
+/// the server speaks only TLS to it (a hello and a close of code
+/// `REFUSED`), and closed.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice in every connection's task"
+)]
+fn run_tls(
+    stream: TcpStream,
+    addr: SocketAddr,
+    handle: SocketHandle,
+    reporter: Reporter<EndpointEvent>,
+    tls: TlsServer,
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        let config = handle.config();
+        let first = Box::pin(tokio::time::timeout(
             config.handshake_timeout,
-            websocket::accept_upgrade(stream, &rules),
+            tls::accept(stream, addr, &tls),
         ));
         let accepted = tokio::select! {
-            accepted = upgrade => accepted.ok(),
-            // Evicted as the oldest pending handshake.
-            () = handle.shared.killed() => None,
+            accepted = first => accepted,
+            () = handle.shared.killed() => return fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
         };
-        let failed = match accepted {
-            Some(Ok(Upgrade::WebSocket { ws, .. })) => {
-                return connection::run_ws(*ws, handle, reporter).await
+        match accepted {
+            Ok(Ok(Accepted::Tls(stream))) => connection::run(*stream, handle, reporter).await,
+            Ok(Ok(Accepted::Plain(stream))) => connection::run_tcp(stream, handle, reporter).await,
+            Ok(Ok(Accepted::PlaintextRefused(mut stream))) => {
+                let hello = control::hello_frame(crate::PROTOCOL_VERSION);
+                let close =
+                    control::close_frame(CloseCode::REFUSED, tls::PLAINTEXT_REFUSED, &config.codec);
+                let frames = [&hello[..], &close[..]].concat();
+                let told = tell_plain(&mut stream, &frames);
+                let _ = tokio::time::timeout(config.close_timeout, told).await;
+                fail(&handle, reporter, plaintext_refused())
             }
-            Some(Ok(Upgrade::Served)) => None,
-            Some(Ok(Upgrade::Refused(why))) => Some(DisconnectReason::ProtocolError(why.into())),
-            None => Some(DisconnectReason::HandshakeTimeout),
-            Some(Err(err)) => Some(DisconnectReason::ConnectionLost(err.into())),
-        };
-        handle.set_closed();
-        if let (Some(reason), Some(hook)) = (failed, reporter.on_handshake_failure.take()) {
-            hook(&reason);
+            Ok(Err(err)) => fail(&handle, reporter, DisconnectReason::ConnectionLost(err.into())),
+            Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
         }
-        // Dropping the reporter takes the connection out of the gate.
     }
 }

@@ -83,6 +83,22 @@ pub struct EndpointConfig {
     /// binary message, and join the same peer table under the same limits
     /// (the per-address ones count both listeners' connections together).
     pub websocket: Option<WebSocketConfig>,
+    /// TLS 1.3 for connections from other machines, on the TCP and the
+    /// WebSocket port (`wss://`) alike (default none). A server bound to
+    /// loopback ignores it: it speaks plain and pays nothing. A server
+    /// bound elsewhere serves TLS to every peer whose first byte opens a
+    /// TLS handshake, lets plain peers in from this machine only (the
+    /// host's own game), and tells a plain peer from another machine that
+    /// it speaks only TLS (a close of code `REFUSED`; over WebSocket a
+    /// `426`), then closes. The TLS handshake counts within
+    /// `SocketConfig::handshake_timeout` and the pending-handshake caps,
+    /// as the protocol's own hello does after it.
+    pub tls: Option<crate::tls::TlsServer>,
+    /// Speak plaintext to other machines (default false): a server bound
+    /// to anything but loopback without `tls` refuses to start unless this
+    /// is set, and logs a warning when it does. For a network the operator
+    /// trusts end to end, or a TLS proxy in front.
+    pub insecure_plaintext: bool,
 }
 
 impl Default for EndpointConfig {
@@ -97,6 +113,8 @@ impl Default for EndpointConfig {
             max_turned_away_told: 1024,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,
+            tls: None,
+            insecure_plaintext: false,
         }
     }
 }

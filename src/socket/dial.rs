@@ -1,10 +1,17 @@
 //! How a client's connection opens, by the form of its address: `host:port`
-//! (TCP) and `ws://host:port/` (WebSocket) are the socket's own; any other
-//! form is a [`Connector`]'s, plugged in by the feature that owns it (the
-//! hosting crate's join codes, `CODE@relay:port`; the next transports). The
-//! socket knows no feature's protocol: a connector hands it a byte stream
-//! with its own first bytes already exchanged, and the framed protocol runs
-//! over it as over any TCP stream.
+//! (TCP), `tls://host:port`, `ws://host:port/` and `wss://host:port/`
+//! (WebSocket) are the socket's own; any other form is a [`Connector`]'s,
+//! plugged in by the feature that owns it (the hosting crate's join codes,
+//! `CODE@relay:port`; the next transports). The socket knows no feature's
+//! protocol: a connector hands it a byte stream with its own first bytes
+//! already exchanged, and the framed protocol runs over it as over any TCP
+//! stream.
+//!
+//! What leaves the machine is encrypted: `host:port` of another machine is
+//! dialed with TLS, checked by the dialer's [`ServerTrust`]; `ws://` to
+//! another machine is refused (say `wss://`). Only a dialer made
+//! [`insecure_plaintext`](Dialer::insecure_plaintext) speaks plain to
+//! another machine, and it logs a warning each time.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +20,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::{Socket, SocketConfig};
+use super::{websocket, Socket, SocketConfig};
+use crate::tls::{is_loopback_host, ServerTrust, TlsClient};
 
 /// Any byte stream the framed protocol can run over.
 pub trait ByteStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -60,16 +68,21 @@ pub trait Connector: Send + Sync + 'static {
 }
 
 /// The connectors a client dials with: the socket's own address forms, and
-/// those of the connectors added. Cheap to clone.
+/// those of the connectors added; and how it checks servers off this
+/// machine. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Dialer {
     connectors: Vec<Arc<dyn Connector>>,
+    tls: TlsClient,
+    plaintext: bool,
 }
 
 impl std::fmt::Debug for Dialer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dialer")
             .field("connectors", &self.connectors.len())
+            .field("tls", &self.tls)
+            .field("plaintext", &self.plaintext)
             .finish()
     }
 }
@@ -82,13 +95,50 @@ impl Dialer {
         self
     }
 
+    /// Checks servers off this machine by `trust` (default
+    /// [`ServerTrust::default`]: the platform's roots, then trust on first
+    /// use).
+    pub fn trust(mut self, trust: ServerTrust) -> Self {
+        self.tls = TlsClient::new(trust);
+        self
+    }
+
+    /// Speaks plaintext to other machines too (`host:port`, `ws://`), each
+    /// time with a warning in the log: everything (the password, the
+    /// reconnect token, every message) travels in the clear. `tls://` and
+    /// `wss://` still speak TLS.
+    pub fn insecure_plaintext(mut self) -> Self {
+        self.plaintext = true;
+        self
+    }
+
+    /// The TLS it speaks off this machine (for a connector that runs TLS
+    /// inside its own transport, as the join-code relay's does).
+    pub fn tls(&self) -> Option<&TlsClient> {
+        (!self.plaintext).then_some(&self.tls)
+    }
+
     /// Starts connecting to `addr` as its form says, and returns at once
     /// (see [`Socket::connect`]).
     pub fn connect(&self, addr: &str, config: SocketConfig) -> Socket {
         if let Some(connector) = self.connectors.iter().find(|c| c.accepts(addr)) {
             return Socket::connect_with(connector.open(addr), config);
         }
-        if addr.starts_with("ws://") {
+        if let Some(server) = addr.strip_prefix("tls://") {
+            return Socket::connect_with(tls_opening(self.tls.clone(), server), config);
+        }
+        if addr.starts_with("wss://") {
+            return Socket::connect_with(wss_opening(self.tls.clone(), addr, &config), config);
+        }
+        if let Some(rest) = addr.strip_prefix("ws://") {
+            let authority = rest.split(['/', '?']).next().unwrap_or_default();
+            if !is_loopback_host(authority) && !self.plaintext_to(addr) {
+                let why = format!(
+                    "{addr} is another machine and ws:// is plaintext: connect with wss:// \
+                     (or, on a network you trust end to end, with an insecure-plaintext dialer)"
+                );
+                return Socket::connect_with(failed(why), config);
+            }
             return Socket::connect_ws(addr, config);
         }
         if let Some((code, at)) = addr.split_once('@') {
@@ -97,14 +147,57 @@ impl Dialer {
                 "{addr:?} looks like a join code ({code}) at {at}: this client has no connector \
                  for it (join codes: switchboard_hosting::JoinCodes, docs/HOSTING.md)"
             );
-            let failed: Opening =
-                Box::pin(
-                    async move { Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)) },
-                );
-            return Socket::connect_with(failed, config);
+            return Socket::connect_with(failed(why), config);
+        }
+        if !is_loopback_host(addr) && !self.plaintext_to(addr) {
+            return Socket::connect_with(tls_opening(self.tls.clone(), addr), config);
         }
         Socket::connect(addr.to_string(), config)
     }
+
+    /// Whether this dialer speaks plain to `addr`, another machine (and
+    /// says so in the log).
+    fn plaintext_to(&self, addr: &str) -> bool {
+        if self.plaintext {
+            tracing::warn!(
+                server = addr,
+                "INSECURE PLAINTEXT to another machine: everything travels in the clear"
+            );
+        }
+        self.plaintext
+    }
+}
+
+/// An opening that fails at once, saying `why`.
+fn failed(why: String) -> Opening {
+    Box::pin(async move { Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)) })
+}
+
+/// TCP to `server` (`host:port`), then TLS checked by `tls`.
+fn tls_opening(tls: TlsClient, server: &str) -> Opening {
+    let server = server.to_string();
+    Box::pin(async move {
+        let stream = TcpStream::connect(&server).await?;
+        let _ = stream.set_nodelay(true);
+        let (stream, _) = tls.handshake(stream, &server).await?;
+        Ok(Transport::Stream(Box::new(stream)))
+    })
+}
+
+/// TCP to the server of a `wss://` `url`, TLS checked by `tls`, then the
+/// WebSocket upgrade inside it.
+fn wss_opening(tls: TlsClient, url: &str, config: &SocketConfig) -> Opening {
+    let url = url.to_string();
+    let codec = config.codec.clone();
+    Box::pin(async move {
+        let target = websocket::WsUrl::parse(&url)?;
+        let server = target.authority();
+        let stream = TcpStream::connect((target.host.as_str(), target.port)).await?;
+        let _ = stream.set_nodelay(true);
+        let (stream, _) = tls.handshake(stream, &server).await?;
+        let ws = websocket::client_handshake(&url, stream, &codec).await?;
+        Ok(Transport::Stream(Box::new(websocket::FrameStream::new(ws))))
+    })
 }
 
 #[cfg(test)]

@@ -166,10 +166,14 @@ impl Socket {
     }
 
     /// Starts connecting to a WebSocket listener at `url`
-    /// (`ws://host:port/`), like [`connect`](Self::connect): the same
-    /// protocol, one frame per binary message. Only `ws://` is spoken; a
-    /// TLS proxy in front of the server serves `wss://`.
+    /// (`ws://host:port/`, or `wss://` with TLS under it, the server
+    /// checked by the default [`ServerTrust`](crate::tls::ServerTrust)), like
+    /// [`connect`](Self::connect): the same protocol, one frame per binary
+    /// message.
     pub fn connect_ws(url: &str, config: SocketConfig) -> Self {
+        if url.starts_with("wss://") {
+            return Dialer::default().connect(url, config);
+        }
         let url = url.to_string();
         let codec = config.codec.clone();
         Self::open(config, async move {

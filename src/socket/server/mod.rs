@@ -101,6 +101,9 @@ pub(super) struct ServerShared {
     /// The event queue, for connections attached from outside the accept
     /// loops; weak, so that the queue ends when the accept loops do.
     pub(super) events: mpsc::WeakSender<Batch<EndpointEvent>>,
+    /// The TLS its listeners speak (none when bound to loopback, or
+    /// plaintext by the operator's choice).
+    pub(super) tls: Option<crate::tls::TlsServer>,
 }
 
 /// The signals of a listening server. Slots run inside
@@ -156,7 +159,12 @@ impl Endpoint {
     }
 
     /// Listens on an exact address.
+    ///
+    /// An address that is not loopback needs [`EndpointConfig::tls`] or
+    /// [`EndpointConfig::insecure_plaintext`]: without either the bind
+    /// fails, saying so.
     pub fn bind_addr(addr: SocketAddr, config: EndpointConfig) -> std::io::Result<Self> {
+        let tls = security(addr, &config)?;
         let runtime = runtime::handle();
         let listener = listen(addr, &runtime)?;
         let ws_listener = match &config.websocket {
@@ -200,6 +208,7 @@ impl Endpoint {
             )),
             socket_config: Arc::new(config.socket.clone()),
             events: tx.downgrade(),
+            tls,
         });
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
             let addr = ws_listener.local_addr()?;
@@ -381,6 +390,41 @@ impl Stream for EndpointStream {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<EndpointEvent>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
+    }
+}
+
+/// The TLS a server bound to `addr` speaks: none on loopback (nothing
+/// leaves the machine), its `tls` elsewhere, plaintext only when the
+/// operator said so (logged as a warning); an error otherwise.
+fn security(
+    addr: SocketAddr,
+    config: &EndpointConfig,
+) -> std::io::Result<Option<crate::tls::TlsServer>> {
+    if crate::tls::is_loopback(addr.ip()) {
+        return Ok(None);
+    }
+    match (&config.tls, config.insecure_plaintext) {
+        (Some(tls), _) => {
+            tracing::info!(%addr, fingerprint = %tls.fingerprint(), "listening with TLS");
+            Ok(Some(tls.clone()))
+        }
+        (None, true) => {
+            tracing::warn!(
+                %addr,
+                "INSECURE PLAINTEXT: this server is reachable from other machines and \
+                 encrypts nothing (passwords, reconnect tokens and every message travel in \
+                 the clear)"
+            );
+            Ok(None)
+        }
+        (None, false) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "cannot listen on {addr} without TLS: it is reachable from other machines; \
+                 give EndpointConfig::tls (switchboard::tls::ServerIdentity::load_or_create), \
+                 or bind to loopback, or set insecure_plaintext to send everything in the clear"
+            ),
+        )),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::io;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
@@ -17,13 +17,14 @@ use super::UpgradeRules;
 /// Headers a request may carry; more is answered 431.
 pub const MAX_HEADERS: usize = 32;
 
-/// How a connection went past its HTTP request.
+/// How a connection (a TCP stream, or a TLS session over one) went past
+/// its HTTP request.
 #[derive(Debug)]
-pub enum Upgrade {
+pub enum Upgrade<S = TcpStream> {
     /// Upgraded to a WebSocket; `path` is the request's, query included.
     WebSocket {
         /// The upgraded connection.
-        ws: Box<WebSocketStream<TcpStream>>,
+        ws: Box<WebSocketStream<S>>,
         /// The path it asked for (a room, a join code), query included.
         path: String,
     },
@@ -39,7 +40,10 @@ pub enum Upgrade {
 /// status (a head past `max_request_head` or with more than
 /// [`MAX_HEADERS`] headers 431, a refused origin 403). The caller bounds the
 /// time this takes (its handshake timeout: a slow client is dropped).
-pub async fn accept_upgrade(mut stream: TcpStream, rules: &UpgradeRules) -> io::Result<Upgrade> {
+pub async fn accept_upgrade<S>(mut stream: S, rules: &UpgradeRules) -> io::Result<Upgrade<S>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let config = rules;
     let mut head = Vec::with_capacity(1024.min(config.max_request_head));
     let (path, key, leftover) = loop {
@@ -168,8 +172,18 @@ impl Status {
     const HEAD_TOO_LARGE: Status = Status(431, "Request Header Fields Too Large");
 }
 
+/// Answers any request with 403 and `why` as the body, without reading it,
+/// and closes (a plaintext client from another machine at a port that
+/// speaks only TLS to them).
+pub(crate) async fn forbid<S: AsyncWrite + Unpin>(stream: &mut S, why: &'static str) -> io::Result<()> {
+    answer(stream, Status::FORBIDDEN, why).await.map(drop)
+}
+
 /// Answers with `status` and `why` as the body, and closes.
-async fn answer(stream: &mut TcpStream, status: Status, why: &'static str) -> io::Result<Upgrade> {
+async fn answer<S>(stream: &mut S, status: Status, why: &'static str) -> io::Result<Upgrade<S>>
+where
+    S: AsyncWrite + Unpin,
+{
     let extra: &[(&str, &str)] = match status.0 {
         426 => &[("Sec-WebSocket-Version", "13")],
         _ => &[],
@@ -185,8 +199,8 @@ async fn answer(stream: &mut TcpStream, status: Status, why: &'static str) -> io
     Ok(Upgrade::Refused(why))
 }
 
-async fn respond(
-    stream: &mut TcpStream,
+async fn respond<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     status: Status,
     content_type: &str,
     extra: &[(&str, &str)],

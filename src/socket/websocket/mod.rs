@@ -34,6 +34,7 @@ use tokio_tungstenite::WebSocketStream;
 use crate::codec::{CodecConfig, HEADER_LEN};
 
 pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
+pub(crate) use http::forbid;
 
 /// The WebSocket listener of a server, beside its TCP one
 /// ([`EndpointConfig::websocket`](super::EndpointConfig::websocket)).
@@ -322,20 +323,22 @@ fn this_frame_len(buf: &[u8]) -> Option<usize> {
     Some(4 + u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize)
 }
 
-/// A `ws://host:port/path` address split into what connecting needs.
+/// A `ws://host:port/path` or `wss://host:port/path` address split into
+/// what connecting needs.
 pub(crate) struct WsUrl {
     pub(crate) host: String,
     pub(crate) port: u16,
 }
 
 impl WsUrl {
-    /// Parses `url`. Only `ws://` is spoken here: for `wss://`, a TLS
-    /// proxy in front of the server does the TLS.
+    /// Parses `url` (`ws://`, default port 80, or `wss://`, 443).
     pub(crate) fn parse(url: &str) -> io::Result<Self> {
         let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_string());
-        let rest = url.strip_prefix("ws://").ok_or_else(|| {
-            invalid("only ws:// addresses are supported (wss:// needs a TLS proxy)")
-        })?;
+        let (rest, secure) = match (url.strip_prefix("ws://"), url.strip_prefix("wss://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(invalid("a WebSocket address starts with ws:// or wss://")),
+        };
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
         // `host`, `host:port`, `[v6]` or `[v6]:port`.
         let (host, port) = match authority.strip_prefix('[') {
@@ -353,6 +356,7 @@ impl WsUrl {
             Some(port) => port
                 .parse()
                 .map_err(|_| invalid("bad port in ws:// address"))?,
+            None if secure => 443,
             None => 80,
         };
         if host.is_empty() {
@@ -362,6 +366,15 @@ impl WsUrl {
             host: host.to_string(),
             port,
         })
+    }
+
+    /// `host:port`, as TLS and known hosts name the server.
+    pub(crate) fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 }
 

@@ -10,12 +10,14 @@ fn ws_url_takes_host_and_port() {
     assert_eq!((url.host.as_str(), url.port), ("::1", 9000));
     let url = WsUrl::parse("ws://[::1]/").unwrap();
     assert_eq!((url.host.as_str(), url.port), ("::1", 80));
+    let url = WsUrl::parse("wss://game.example/play").unwrap();
+    assert_eq!(url.authority(), "game.example:443");
+    assert_eq!(WsUrl::parse("wss://[::1]:9").unwrap().authority(), "[::1]:9");
 }
 
 #[test]
 fn ws_url_refuses_what_it_cannot_speak() {
     for bad in [
-        "wss://game.example/",
         "http://x/",
         "ws://",
         "ws://host:port/",
