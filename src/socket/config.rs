@@ -84,7 +84,8 @@ pub struct EndpointConfig {
     /// (the per-address ones count both listeners' connections together).
     pub websocket: Option<WebSocketConfig>,
     /// TLS 1.3 for connections from other machines, on the TCP and the
-    /// WebSocket port (`wss://`) alike (default none). A server bound to
+    /// WebSocket port (`wss://`) alike (default none: the server's own
+    /// identity from `data_dir`, unless `insecure_plaintext`). A server bound to
     /// loopback ignores it: it speaks plain and pays nothing. A server
     /// bound elsewhere serves TLS to every peer whose first byte opens a
     /// TLS handshake, lets plain peers in from this machine only (the
@@ -94,11 +95,16 @@ pub struct EndpointConfig {
     /// `SocketConfig::handshake_timeout` and the pending-handshake caps,
     /// as the protocol's own hello does after it.
     pub tls: Option<crate::tls::TlsServer>,
-    /// Speak plaintext to other machines (default false): a server bound
-    /// to anything but loopback without `tls` refuses to start unless this
-    /// is set, and logs a warning when it does. For a network the operator
-    /// trusts end to end, or a TLS proxy in front.
+    /// Speak plaintext to other machines (default false), logged as a
+    /// warning at start: for a network the operator trusts end to end, or
+    /// a TLS proxy in front.
     pub insecure_plaintext: bool,
+    /// Where a server bound beyond loopback without `tls` keeps its own
+    /// key and self-signed certificate (default
+    /// [`default_data_dir`](crate::tls::default_data_dir)): made there on
+    /// first start, readable by its owner only, so that its fingerprint
+    /// survives restarts.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EndpointConfig {
@@ -115,6 +121,7 @@ impl Default for EndpointConfig {
             websocket: None,
             tls: None,
             insecure_plaintext: false,
+            data_dir: None,
         }
     }
 }

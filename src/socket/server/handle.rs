@@ -24,6 +24,13 @@ impl EndpointHandle {
         self.shared.local_addr
     }
 
+    /// The fingerprint of the certificate it presents to other machines
+    /// (`None`: it speaks plain, bound to loopback or by the operator's
+    /// choice). Players pin it (`--trust`).
+    pub fn tls_fingerprint(&self) -> Option<crate::tls::Fingerprint> {
+        self.shared.tls.as_ref().map(|tls| tls.fingerprint())
+    }
+
     /// The address of the WebSocket listener, if the server has one
     /// ([`EndpointConfig::websocket`]); clients connect to
     /// `ws://<this address>/`.

@@ -160,9 +160,10 @@ impl Endpoint {
 
     /// Listens on an exact address.
     ///
-    /// An address that is not loopback needs [`EndpointConfig::tls`] or
-    /// [`EndpointConfig::insecure_plaintext`]: without either the bind
-    /// fails, saying so.
+    /// On an address that is not loopback it speaks TLS to other
+    /// machines: [`EndpointConfig::tls`], or else the server's own identity
+    /// kept in [`EndpointConfig::data_dir`] (made there on first start); an
+    /// identity that cannot be read or made fails the bind, saying why.
     pub fn bind_addr(addr: SocketAddr, config: EndpointConfig) -> std::io::Result<Self> {
         let tls = security(addr, &config)?;
         let runtime = runtime::handle();
@@ -394,8 +395,9 @@ impl Stream for EndpointStream {
 }
 
 /// The TLS a server bound to `addr` speaks: none on loopback (nothing
-/// leaves the machine), its `tls` elsewhere, plaintext only when the
-/// operator said so (logged as a warning); an error otherwise.
+/// leaves the machine); elsewhere its `tls`, or else its own identity from
+/// its data directory (made on first start); plaintext only when the
+/// operator said so (logged as a warning).
 fn security(
     addr: SocketAddr,
     config: &EndpointConfig,
@@ -403,29 +405,34 @@ fn security(
     if crate::tls::is_loopback(addr.ip()) {
         return Ok(None);
     }
-    match (&config.tls, config.insecure_plaintext) {
-        (Some(tls), _) => {
-            tracing::info!(%addr, fingerprint = %tls.fingerprint(), "listening with TLS");
-            Ok(Some(tls.clone()))
-        }
-        (None, true) => {
-            tracing::warn!(
-                %addr,
-                "INSECURE PLAINTEXT: this server is reachable from other machines and \
-                 encrypts nothing (passwords, reconnect tokens and every message travel in \
-                 the clear)"
-            );
-            Ok(None)
-        }
-        (None, false) => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "cannot listen on {addr} without TLS: it is reachable from other machines; \
-                 give EndpointConfig::tls (switchboard::tls::ServerIdentity::load_or_create), \
-                 or bind to loopback, or set insecure_plaintext to send everything in the clear"
-            ),
-        )),
+    if config.insecure_plaintext {
+        tracing::warn!(
+            %addr,
+            "INSECURE PLAINTEXT: this server is reachable from other machines and \
+             encrypts nothing (passwords, reconnect tokens and every message travel in \
+             the clear)"
+        );
+        return Ok(None);
     }
+    let tls = match &config.tls {
+        Some(tls) => tls.clone(),
+        None => {
+            let dir = config
+                .data_dir
+                .clone()
+                .unwrap_or_else(crate::tls::default_data_dir);
+            crate::tls::ServerIdentity::load_or_create(&dir)
+                .and_then(|identity| crate::tls::TlsServer::new(&identity))
+                .map_err(|err| {
+                    std::io::Error::other(format!(
+                        "cannot listen on {addr} with TLS (this server's identity in {}): {err}",
+                        dir.display()
+                    ))
+                })?
+        }
+    };
+    tracing::info!(%addr, fingerprint = %tls.fingerprint(), "listening with TLS");
+    Ok(Some(tls))
 }
 
 /// A listening TCP socket on `addr`, registered with `runtime`. Its error

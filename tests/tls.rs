@@ -1,0 +1,379 @@
+//! TLS off this machine: a server beyond loopback serves TLS with its
+//! identity, a client checks it by a pin, known hosts or the roots; what
+//! each side does when the other is not what it expects; and the attacks
+//! (a man in the middle with another key, a downgrade to plaintext, a slow
+//! TLS client, a flood of handshakes from one address).
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use switchboard::socket::Dialer;
+use switchboard::tls::{Fingerprint, KnownHosts, ServerIdentity, ServerTrust, TlsServer};
+use switchboard::{
+    BindScope, CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, EndpointStream,
+    Message, SocketConfig, SocketEvent, SocketStream, WebSocketConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A fresh identity and the TLS that serves it.
+fn identity() -> (TlsServer, Fingerprint) {
+    let identity = ServerIdentity::generate().unwrap();
+    (TlsServer::new(&identity).unwrap(), identity.fingerprint())
+}
+
+/// A server on every interface speaking `tls`.
+fn tls_server(tls: TlsServer, config: EndpointConfig) -> EndpointStream {
+    let config = EndpointConfig {
+        tls: Some(tls),
+        ..config
+    };
+    EndpointStream::bind(BindScope::AllInterfaces, 0, config).expect("bind")
+}
+
+/// `127.0.0.1:port` of a server.
+fn local(server: &EndpointStream) -> String {
+    format!("127.0.0.1:{}", server.local_addr().port())
+}
+
+/// One of this machine's addresses that is not loopback (a connection to
+/// it comes from another machine, as the server sees it), if it has one.
+fn other_address() -> Option<IpAddr> {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|word| *word != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next()?.parse().ok())
+}
+
+/// A path in the temp directory of its own.
+fn temp_path(name: &str) -> PathBuf {
+    let fingerprint = ServerIdentity::generate().unwrap().fingerprint();
+    std::env::temp_dir().join(format!("switchboard-{name}-{}", &fingerprint.to_string()[..12]))
+}
+
+/// Runs `f` on the library's runtime.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    switchboard::runtime::handle().block_on(f)
+}
+
+/// The first event of a client, within the deadline.
+async fn first_event(client: &mut SocketStream) -> SocketEvent {
+    tokio::time::timeout(WAIT, client.next_event())
+        .await
+        .expect("an event in time")
+        .expect("an event")
+}
+
+/// How a client's connection ended, within the deadline.
+async fn ending(client: &mut SocketStream) -> DisconnectReason {
+    loop {
+        match first_event(client).await {
+            SocketEvent::Disconnected(reason) => return reason,
+            SocketEvent::Connected => panic!("connected where it should have been refused"),
+            _ => {}
+        }
+    }
+}
+
+/// The text of a failed connection's reason.
+fn failure(reason: &DisconnectReason) -> String {
+    match reason {
+        DisconnectReason::ConnectFailed(err) => err.to_string(),
+        other => panic!("expected a failure to connect, got {other}"),
+    }
+}
+
+async fn next_server_event(server: &mut EndpointStream) -> EndpointEvent {
+    tokio::time::timeout(WAIT, server.next_event())
+        .await
+        .expect("a server event in time")
+        .expect("a server event")
+}
+
+#[test]
+fn a_pinned_client_and_a_tls_server_exchange_messages() {
+    let (tls, fingerprint) = identity();
+    let mut server = tls_server(tls, EndpointConfig::default());
+    assert_eq!(server.handle().tls_fingerprint(), Some(fingerprint));
+    let dialer = Dialer::default().trust(ServerTrust::pinned(fingerprint));
+    let mut client = dialer
+        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .into_stream();
+    block_on(async {
+        assert!(matches!(first_event(&mut client).await, SocketEvent::Connected));
+        let peer = match next_server_event(&mut server).await {
+            EndpointEvent::PeerConnected { peer, .. } => peer,
+            other => panic!("{other:?}"),
+        };
+        client
+            .send(&Message::new(Chan::Chat, Act::Say, "over TLS").unwrap())
+            .unwrap();
+        match next_server_event(&mut server).await {
+            EndpointEvent::Received(incoming) => {
+                assert_eq!(incoming.peer, peer);
+                assert_eq!(incoming.message.content::<String>().unwrap(), "over TLS");
+            }
+            other => panic!("{other:?}"),
+        }
+        server
+            .handle()
+            .send_to(peer, &Message::new(Chan::Chat, Act::Say, "back").unwrap())
+            .unwrap();
+        match first_event(&mut client).await {
+            SocketEvent::Received(message) => {
+                assert_eq!(message.content::<String>().unwrap(), "back")
+            }
+            other => panic!("{other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_man_in_the_middle_with_another_key_is_refused_by_a_pinned_client() {
+    // The "server" the client reaches holds another key than the pinned
+    // one: a man in the middle with a certificate of his own.
+    let (mallory, presented) = identity();
+    let (_, pinned) = identity();
+    let server = tls_server(mallory, EndpointConfig::default());
+    let dialer = Dialer::default().trust(ServerTrust::pinned(pinned));
+    let mut client = dialer
+        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .into_stream();
+    let why = failure(&block_on(ending(&mut client)));
+    assert!(why.contains(&presented.to_string()) && why.contains(&pinned.to_string()), "{why}");
+    assert!(why.contains("not the pinned"), "{why}");
+}
+
+#[test]
+fn a_man_in_the_middle_with_another_key_is_refused_by_known_hosts() {
+    let (tls, real) = identity();
+    let server = tls_server(tls, EndpointConfig::default());
+    let known_hosts = temp_path("known-hosts");
+    let trust = ServerTrust::nothing().known_hosts(&known_hosts);
+    let dialer = Dialer::default().trust(trust);
+    let addr = format!("tls://{}", local(&server));
+    // First use: trusted, and remembered.
+    let mut first = dialer.connect(&addr, SocketConfig::default()).into_stream();
+    assert!(matches!(block_on(first_event(&mut first)), SocketEvent::Connected));
+    assert_eq!(
+        KnownHosts::lookup(&known_hosts, &local(&server)).unwrap(),
+        Some(real)
+    );
+    // An address remembered with the real key now answers with another.
+    let (mallory, presented) = identity();
+    let impostor = tls_server(mallory, EndpointConfig::default());
+    KnownHosts::remember(&known_hosts, &local(&impostor), real).unwrap();
+    let mut second = dialer
+        .connect(&format!("tls://{}", local(&impostor)), SocketConfig::default())
+        .into_stream();
+    let why = failure(&block_on(ending(&mut second)));
+    assert!(why.contains("HAS CHANGED"), "{why}");
+    assert!(why.contains(&real.to_string()) && why.contains(&presented.to_string()), "{why}");
+    assert!(why.contains("--forget-host"), "says how to accept it: {why}");
+    std::fs::remove_file(&known_hosts).unwrap();
+}
+
+#[test]
+fn a_tls_client_meeting_a_plain_server_is_told_it_answered_in_plaintext() {
+    let server = start_server(EndpointConfig::default());
+    let dialer = Dialer::default().trust(ServerTrust::nothing());
+    let mut client = dialer
+        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .into_stream();
+    let why = failure(&block_on(ending(&mut client)));
+    assert!(why.contains("answered in plaintext"), "{why}");
+}
+
+#[test]
+fn a_downgrade_to_plaintext_from_another_machine_is_refused_with_its_reason() {
+    let Some(ip) = other_address() else {
+        eprintln!("skipped: this machine has no address but loopback");
+        return;
+    };
+    let (tls, _) = identity();
+    let server = tls_server(tls, EndpointConfig::default());
+    let addr = SocketAddr::new(ip, server.local_addr().port()).to_string();
+    let mut plain = Dialer::default()
+        .insecure_plaintext()
+        .connect(&addr, SocketConfig::default())
+        .into_stream();
+    // Told as a full server tells a turned-away client: its hello, then a
+    // close with the reason.
+    let told = block_on(async {
+        loop {
+            if let SocketEvent::Disconnected(reason) = first_event(&mut plain).await {
+                return reason;
+            }
+        }
+    });
+    match told {
+        DisconnectReason::ClosedByPeer { code, reason } => {
+            assert_eq!(code, CloseCode::REFUSED);
+            assert!(reason.contains("only TLS"), "{reason}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        wait_until(|| server.handle().handshake_failures() == 1),
+        "counted as a failed handshake"
+    );
+    // From this machine, plain is let in: nothing leaves it.
+    let mut local_plain = SocketStream::connect(local(&server), SocketConfig::default());
+    assert!(matches!(
+        block_on(first_event(&mut local_plain)),
+        SocketEvent::Connected
+    ));
+}
+
+#[test]
+fn a_client_speaks_tls_to_another_machine_unless_told_otherwise() {
+    let Some(ip) = other_address() else {
+        eprintln!("skipped: this machine has no address but loopback");
+        return;
+    };
+    // A plain server beyond loopback (the operator's choice), reached by a
+    // default client: it speaks TLS, so a path that strips TLS (or a
+    // plain server) is found out, not trusted.
+    let server = EndpointStream::bind(
+        BindScope::AllInterfaces,
+        0,
+        EndpointConfig {
+            insecure_plaintext: true,
+            ..EndpointConfig::default()
+        },
+    )
+    .unwrap();
+    let addr = SocketAddr::new(ip, server.local_addr().port()).to_string();
+    let mut client = Dialer::default()
+        .trust(ServerTrust::nothing())
+        .connect(&addr, SocketConfig::default())
+        .into_stream();
+    let why = failure(&block_on(ending(&mut client)));
+    assert!(why.contains("answered in plaintext"), "{why}");
+    // And ws:// to another machine is refused before a byte is sent.
+    let mut ws = Dialer::default()
+        .connect(&format!("ws://{addr}/"), SocketConfig::default())
+        .into_stream();
+    let why = failure(&block_on(ending(&mut ws)));
+    assert!(why.contains("wss://"), "{why}");
+}
+
+#[test]
+fn a_wss_client_joins_the_websocket_port_through_tls() {
+    let (tls, fingerprint) = identity();
+    let mut server = tls_server(
+        tls,
+        EndpointConfig {
+            websocket: Some(WebSocketConfig::on_port(0)),
+            ..EndpointConfig::default()
+        },
+    );
+    let port = server.websocket_addr().unwrap().port();
+    let mut client = Dialer::default()
+        .trust(ServerTrust::pinned(fingerprint))
+        .connect(&format!("wss://127.0.0.1:{port}/"), SocketConfig::default())
+        .into_stream();
+    block_on(async {
+        assert!(matches!(first_event(&mut client).await, SocketEvent::Connected));
+        assert!(matches!(
+            next_server_event(&mut server).await,
+            EndpointEvent::PeerConnected { .. }
+        ));
+        client
+            .send(&Message::new(Chan::Chat, Act::Say, "wss").unwrap())
+            .unwrap();
+        assert!(matches!(
+            next_server_event(&mut server).await,
+            EndpointEvent::Received(_)
+        ));
+    });
+}
+
+#[test]
+fn a_slow_tls_client_is_timed_out() {
+    let (tls, _) = identity();
+    let handshake_timeout = Duration::from_millis(300);
+    let server = tls_server(
+        tls,
+        EndpointConfig {
+            socket: SocketConfig {
+                handshake_timeout,
+                ..SocketConfig::default()
+            },
+            ..EndpointConfig::default()
+        },
+    );
+    let addr = local(&server);
+    block_on(async {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        // The first bytes of a TLS record, then nothing.
+        stream.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+        let started = Instant::now();
+        let mut sink = [0u8; 64];
+        let read = tokio::time::timeout(WAIT, stream.read(&mut sink))
+            .await
+            .expect("closed in time");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        // The bound tested: the handshake timeout, not the test's deadline.
+        assert!(started.elapsed() < handshake_timeout * 5, "{:?}", started.elapsed());
+    });
+    assert!(wait_until(|| server.handle().handshake_failures() == 1));
+}
+
+#[test]
+fn a_tls_handshake_flood_from_one_address_is_capped_like_pending_handshakes() {
+    let (tls, fingerprint) = identity();
+    let server = tls_server(
+        tls,
+        EndpointConfig {
+            max_pending_handshakes: 8,
+            max_pending_handshakes_per_ip: 2,
+            pending_handshake_grace: Duration::from_secs(30),
+            ..EndpointConfig::default()
+        },
+    );
+    let addr = local(&server);
+    block_on(async {
+        // Half-open TLS handshakes from one address: past the per-address
+        // cap under pressure, further ones are turned away at accept.
+        let mut flood = Vec::new();
+        for _ in 0..8 {
+            let mut stream = TcpStream::connect(&addr).await.unwrap();
+            stream.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+            flood.push(stream);
+        }
+        assert!(
+            wait_until(|| server.handle().refused() >= 4),
+            "refused {}",
+            server.handle().refused()
+        );
+        drop(flood);
+    });
+    // And once the flood has gone, a real client gets in.
+    let mut client = Dialer::default()
+        .trust(ServerTrust::pinned(fingerprint))
+        .connect(&format!("tls://{addr}"), SocketConfig::default())
+        .into_stream();
+    assert!(matches!(block_on(first_event(&mut client)), SocketEvent::Connected));
+}
+
+/// Waits until `done` holds, within the deadline.
+fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    done()
+}
