@@ -14,8 +14,8 @@ use common::*;
 use switchboard::socket::Dialer;
 use switchboard::tls::{Fingerprint, KnownHosts, ServerIdentity, ServerTrust, TlsServer};
 use switchboard::{
-    BindScope, CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, EndpointStream,
-    Message, SocketConfig, SocketEvent, SocketStream, WebSocketConfig,
+    BindScope, CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, EndpointStream, Message,
+    SocketConfig, SocketEvent, SocketStream, WebSocketConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -57,7 +57,10 @@ fn other_address() -> Option<IpAddr> {
 /// A path in the temp directory of its own.
 fn temp_path(name: &str) -> PathBuf {
     let fingerprint = ServerIdentity::generate().unwrap().fingerprint();
-    std::env::temp_dir().join(format!("switchboard-{name}-{}", &fingerprint.to_string()[..12]))
+    std::env::temp_dir().join(format!(
+        "switchboard-{name}-{}",
+        &fingerprint.to_string()[..12]
+    ))
 }
 
 /// Runs `f` on the library's runtime.
@@ -106,10 +109,16 @@ fn a_pinned_client_and_a_tls_server_exchange_messages() {
     assert_eq!(server.handle().tls_fingerprint(), Some(fingerprint));
     let dialer = Dialer::default().trust(ServerTrust::pinned(fingerprint));
     let mut client = dialer
-        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .connect(
+            &format!("tls://{}", local(&server)),
+            SocketConfig::default(),
+        )
         .into_stream();
     block_on(async {
-        assert!(matches!(first_event(&mut client).await, SocketEvent::Connected));
+        assert!(matches!(
+            first_event(&mut client).await,
+            SocketEvent::Connected
+        ));
         let peer = match next_server_event(&mut server).await {
             EndpointEvent::PeerConnected { peer, .. } => peer,
             other => panic!("{other:?}"),
@@ -146,10 +155,16 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_a_pinned_client() {
     let server = tls_server(mallory, EndpointConfig::default());
     let dialer = Dialer::default().trust(ServerTrust::pinned(pinned));
     let mut client = dialer
-        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .connect(
+            &format!("tls://{}", local(&server)),
+            SocketConfig::default(),
+        )
         .into_stream();
     let why = failure(&block_on(ending(&mut client)));
-    assert!(why.contains(&presented.to_string()) && why.contains(&pinned.to_string()), "{why}");
+    assert!(
+        why.contains(&presented.to_string()) && why.contains(&pinned.to_string()),
+        "{why}"
+    );
     assert!(why.contains("not the pinned"), "{why}");
 }
 
@@ -163,7 +178,10 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_known_hosts() {
     let addr = format!("tls://{}", local(&server));
     // First use: trusted, and remembered.
     let mut first = dialer.connect(&addr, SocketConfig::default()).into_stream();
-    assert!(matches!(block_on(first_event(&mut first)), SocketEvent::Connected));
+    assert!(matches!(
+        block_on(first_event(&mut first)),
+        SocketEvent::Connected
+    ));
     assert_eq!(
         KnownHosts::lookup(&known_hosts, &local(&server)).unwrap(),
         Some(real)
@@ -173,12 +191,21 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_known_hosts() {
     let impostor = tls_server(mallory, EndpointConfig::default());
     KnownHosts::remember(&known_hosts, &local(&impostor), real).unwrap();
     let mut second = dialer
-        .connect(&format!("tls://{}", local(&impostor)), SocketConfig::default())
+        .connect(
+            &format!("tls://{}", local(&impostor)),
+            SocketConfig::default(),
+        )
         .into_stream();
     let why = failure(&block_on(ending(&mut second)));
     assert!(why.contains("HAS CHANGED"), "{why}");
-    assert!(why.contains(&real.to_string()) && why.contains(&presented.to_string()), "{why}");
-    assert!(why.contains("--forget-host"), "says how to accept it: {why}");
+    assert!(
+        why.contains(&real.to_string()) && why.contains(&presented.to_string()),
+        "{why}"
+    );
+    assert!(
+        why.contains("--forget-host"),
+        "says how to accept it: {why}"
+    );
     std::fs::remove_file(&known_hosts).unwrap();
 }
 
@@ -187,7 +214,10 @@ fn a_tls_client_meeting_a_plain_server_is_told_it_answered_in_plaintext() {
     let server = start_server(EndpointConfig::default());
     let dialer = Dialer::default().trust(ServerTrust::nothing());
     let mut client = dialer
-        .connect(&format!("tls://{}", local(&server)), SocketConfig::default())
+        .connect(
+            &format!("tls://{}", local(&server)),
+            SocketConfig::default(),
+        )
         .into_stream();
     let why = failure(&block_on(ending(&mut client)));
     assert!(why.contains("answered in plaintext"), "{why}");
@@ -283,7 +313,10 @@ fn a_wss_client_joins_the_websocket_port_through_tls() {
         .connect(&format!("wss://127.0.0.1:{port}/"), SocketConfig::default())
         .into_stream();
     block_on(async {
-        assert!(matches!(first_event(&mut client).await, SocketEvent::Connected));
+        assert!(matches!(
+            first_event(&mut client).await,
+            SocketEvent::Connected
+        ));
         assert!(matches!(
             next_server_event(&mut server).await,
             EndpointEvent::PeerConnected { .. }
@@ -324,7 +357,11 @@ fn a_slow_tls_client_is_timed_out() {
             .expect("closed in time");
         assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
         // The bound tested: the handshake timeout, not the test's deadline.
-        assert!(started.elapsed() < handshake_timeout * 5, "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < handshake_timeout * 5,
+            "{:?}",
+            started.elapsed()
+        );
     });
     assert!(wait_until(|| server.handle().handshake_failures() == 1));
 }
@@ -363,7 +400,10 @@ fn a_tls_handshake_flood_from_one_address_is_capped_like_pending_handshakes() {
         .trust(ServerTrust::pinned(fingerprint))
         .connect(&format!("tls://{addr}"), SocketConfig::default())
         .into_stream();
-    assert!(matches!(block_on(first_event(&mut client)), SocketEvent::Connected));
+    assert!(matches!(
+        block_on(first_event(&mut client)),
+        SocketEvent::Connected
+    ));
 }
 
 /// Waits until `done` holds, within the deadline.

@@ -33,6 +33,7 @@ mod rendezvous_cli;
 mod replay_cli;
 mod rooms_cli;
 mod scale;
+mod tls_cli;
 mod web;
 use scale::RedisArgs;
 use switchboard::socket::BindScope;
@@ -224,6 +225,8 @@ struct GameArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    tls: tls_cli::TlsArgs,
+    #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
     map: hosting_cli::MapArgs,
@@ -293,6 +296,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
+    args.tls.apply(&mut config.server, args.bind)?;
     args.redis.share_sessions(&mut config)?;
     if !args.masters.is_empty() {
         let info = ServerInfo {

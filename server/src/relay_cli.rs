@@ -77,6 +77,8 @@ pub(crate) struct RelayArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    tls: crate::tls_cli::TlsArgs,
+    #[command(flatten)]
     map: crate::hosting_cli::MapArgs,
     #[command(flatten)]
     admin: AdminArgs,
@@ -118,6 +120,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
+        args.tls.apply(&mut config.server, args.bind)?;
         let mut admin = args.admin;
         let mut caps = vec![("game", &mut config.server.max_connections)];
         if config.json_port.is_some() {

@@ -47,6 +47,8 @@ pub(crate) struct RoomsArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    tls: crate::tls_cli::TlsArgs,
+    #[command(flatten)]
     map: hosting_cli::MapArgs,
     #[command(flatten)]
     link: hosting_cli::LinkArgs,
@@ -62,6 +64,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
+    args.tls.apply(&mut config.server, args.bind)?;
     let mut logic = switchboard_rooms::RoomsLogic::new();
     config.record = args.record.map(switchboard::manager::RecordConfig::to);
     // With Redis: one of the service's rooms processes (docs/SCALING.md).

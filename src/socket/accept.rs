@@ -416,7 +416,10 @@ fn run_websocket(
         let Some(tls) = tls else {
             return upgrade_and_run(stream, deadline, handle, reporter, &rules).await;
         };
-        let first = Box::pin(tokio::time::timeout_at(deadline, tls::accept(stream, addr, &tls)));
+        let first = Box::pin(tokio::time::timeout_at(
+            deadline,
+            tls::accept(stream, addr, &tls),
+        ));
         let accepted = tokio::select! {
             accepted = first => accepted,
             () = handle.shared.killed() => return fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
@@ -433,7 +436,11 @@ fn run_websocket(
                 let _ = tokio::time::timeout(config.close_timeout, told).await;
                 fail(&handle, reporter, plaintext_refused())
             }
-            Ok(Err(err)) => fail(&handle, reporter, DisconnectReason::ConnectionLost(err.into())),
+            Ok(Err(err)) => fail(
+                &handle,
+                reporter,
+                DisconnectReason::ConnectionLost(err.into()),
+            ),
             Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
         }
     }
@@ -525,7 +532,11 @@ fn run_tls(
                 let _ = tokio::time::timeout(config.close_timeout, told).await;
                 fail(&handle, reporter, plaintext_refused())
             }
-            Ok(Err(err)) => fail(&handle, reporter, DisconnectReason::ConnectionLost(err.into())),
+            Ok(Err(err)) => fail(
+                &handle,
+                reporter,
+                DisconnectReason::ConnectionLost(err.into()),
+            ),
             Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
         }
     }

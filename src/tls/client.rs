@@ -83,7 +83,8 @@ fn explain(err: std::io::Error, server: &str) -> std::io::Error {
     let why = match rustls_error {
         // A plain server answers a ClientHello with its own hello, or a
         // close: not TLS records.
-        Some(rustls::Error::InvalidMessage(_)) | Some(rustls::Error::InappropriateMessage { .. }) => {
+        Some(rustls::Error::InvalidMessage(_))
+        | Some(rustls::Error::InappropriateMessage { .. }) => {
             format!(
                 "{server} answered in plaintext, not TLS: it is a plain server (bound to \
                  loopback, or started with --insecure-plaintext); connect to it in plaintext \

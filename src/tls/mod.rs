@@ -39,8 +39,8 @@ use std::sync::{Arc, OnceLock};
 
 pub use client::TlsClient;
 pub use identity::{default_data_dir, Fingerprint, ServerIdentity, IDENTITY_FILE};
-pub use server::{accept, Accepted, TlsServer, TlsStream};
 pub(crate) use server::PLAINTEXT_REFUSED;
+pub use server::{accept, Accepted, TlsServer, TlsStream};
 pub use trust::{KnownHosts, ServerTrust};
 
 /// What can go wrong with TLS settings and identities.
@@ -158,10 +158,21 @@ mod tests {
 
     #[test]
     fn loopback_is_told_from_other_machines_in_every_form() {
-        for local in ["127.0.0.1:7100", "localhost:1", "[::1]:80", "127.8.9.1", "::1"] {
+        for local in [
+            "127.0.0.1:7100",
+            "localhost:1",
+            "[::1]:80",
+            "127.8.9.1",
+            "::1",
+        ] {
             assert!(is_loopback_host(local), "{local}");
         }
-        for remote in ["10.0.0.1:7100", "game.example:7100", "[2001:db8::1]:9", "0.0.0.0:1"] {
+        for remote in [
+            "10.0.0.1:7100",
+            "game.example:7100",
+            "[2001:db8::1]:9",
+            "0.0.0.0:1",
+        ] {
             assert!(!is_loopback_host(remote), "{remote}");
         }
         assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));

@@ -144,8 +144,13 @@ impl ServerCertVerifier for Verifier {
         let presented = Fingerprint::of(end_entity);
         *self.seen.lock().expect("seen lock") = Some(presented);
         if let Some(roots) = &self.roots {
-            let vouched =
-                roots.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+            let vouched = roots.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            );
             if vouched.is_ok() {
                 return vouched;
             }
@@ -334,8 +339,14 @@ mod tests {
         KnownHosts::check(&path, "game.example:7101", other).unwrap();
         let err = KnownHosts::check(&path, "game.example:7100", other).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains(&first.to_string()) && text.contains(&other.to_string()), "{text}");
-        assert!(text.contains("--forget-host"), "says how to accept it: {text}");
+        assert!(
+            text.contains(&first.to_string()) && text.contains(&other.to_string()),
+            "{text}"
+        );
+        assert!(
+            text.contains("--forget-host"),
+            "says how to accept it: {text}"
+        );
         KnownHosts::forget(&path, "game.example:7100").unwrap();
         KnownHosts::check(&path, "game.example:7100", other).unwrap();
         assert_eq!(

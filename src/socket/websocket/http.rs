@@ -175,7 +175,10 @@ impl Status {
 /// Answers any request with 403 and `why` as the body, without reading it,
 /// and closes (a plaintext client from another machine at a port that
 /// speaks only TLS to them).
-pub(crate) async fn forbid<S: AsyncWrite + Unpin>(stream: &mut S, why: &'static str) -> io::Result<()> {
+pub(crate) async fn forbid<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    why: &'static str,
+) -> io::Result<()> {
     answer(stream, Status::FORBIDDEN, why).await.map(drop)
 }
 

@@ -33,8 +33,8 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::codec::{CodecConfig, HEADER_LEN};
 
-pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
 pub(crate) use http::forbid;
+pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
 
 /// The WebSocket listener of a server, beside its TCP one
 /// ([`EndpointConfig::websocket`](super::EndpointConfig::websocket)).

@@ -12,17 +12,15 @@ fn ws_url_takes_host_and_port() {
     assert_eq!((url.host.as_str(), url.port), ("::1", 80));
     let url = WsUrl::parse("wss://game.example/play").unwrap();
     assert_eq!(url.authority(), "game.example:443");
-    assert_eq!(WsUrl::parse("wss://[::1]:9").unwrap().authority(), "[::1]:9");
+    assert_eq!(
+        WsUrl::parse("wss://[::1]:9").unwrap().authority(),
+        "[::1]:9"
+    );
 }
 
 #[test]
 fn ws_url_refuses_what_it_cannot_speak() {
-    for bad in [
-        "http://x/",
-        "ws://",
-        "ws://host:port/",
-        "ws://[::1/",
-    ] {
+    for bad in ["http://x/", "ws://", "ws://host:port/", "ws://[::1/"] {
         assert!(WsUrl::parse(bad).is_err(), "{bad}");
     }
 }

@@ -1,0 +1,67 @@
+//! `--tls-cert`, `--tls-key`, `--data-dir` and `--insecure-plaintext`:
+//! how a mode that listens beyond loopback speaks TLS, shared by every mode
+//! with a game port.
+
+use clap::Args;
+use switchboard::socket::BindScope;
+use switchboard::tls::{default_data_dir, ServerIdentity, TlsServer};
+use switchboard::EndpointConfig;
+
+/// A server's TLS options.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct TlsArgs {
+    /// The server's certificate chain (PEM), e.g. one a CA issued for its
+    /// public name; with `--tls-key`. Without them the server makes its own
+    /// key and self-signed certificate in `--data-dir` on first start and
+    /// prints its fingerprint for players to pin.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Where the server keeps its own identity (default
+    /// $SWITCHBOARD_DATA_DIR, else $XDG_DATA_HOME/switchboard, else
+    /// ~/.local/share/switchboard).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+    /// Speak plaintext to other machines: passwords, reconnect tokens and
+    /// every message travel in the clear. For a network you trust end to
+    /// end, or a TLS proxy in front. Logged as a warning at start.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    insecure_plaintext: bool,
+}
+
+impl TlsArgs {
+    /// Puts the server's TLS into `server` for a server bound to `scope`,
+    /// and prints its fingerprint (a line `tls: sha256 FINGERPRINT` on
+    /// stdout) for its operator to give to players. Nothing on loopback.
+    pub(crate) fn apply(
+        &self,
+        server: &mut EndpointConfig,
+        scope: BindScope,
+    ) -> Result<(), String> {
+        if scope == BindScope::Loopback {
+            return Ok(());
+        }
+        if self.insecure_plaintext {
+            server.insecure_plaintext = true;
+            return Ok(());
+        }
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => ServerIdentity::from_pem_files(cert, key),
+            _ => {
+                let dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
+                ServerIdentity::load_or_create(&dir)
+            }
+        }
+        .map_err(|e| format!("TLS identity: {e}"))?;
+        let tls = TlsServer::new(&identity).map_err(|e| format!("TLS identity: {e}"))?;
+        // Whoever started the server may have stopped reading its stdout.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stdout(),
+            format_args!("tls: sha256 {}\n", tls.fingerprint()),
+        );
+        server.tls = Some(tls);
+        Ok(())
+    }
+}
