@@ -71,6 +71,7 @@ impl<'a> Player<'a> {
         name: &str,
         password: Option<String>,
         directory: Option<Directory>,
+        trust: Option<switchboard::tls::Fingerprint>,
     ) -> Self {
         let config = ClientConfig {
             password,
@@ -88,7 +89,11 @@ impl<'a> Player<'a> {
         Player {
             name: name.to_string(),
             client: NetworkClient::connect_via(
-                switchboard_hosting::JoinCodes::dialer(),
+                match trust {
+                    Some(fingerprint) => switchboard_hosting::JoinCodes::dialer()
+                        .trust(switchboard::tls::ServerTrust::pinned(fingerprint)),
+                    None => switchboard_hosting::JoinCodes::dialer(),
+                },
                 addr,
                 config,
             ),
@@ -304,6 +309,10 @@ pub struct Play<'a> {
     pub text: bool,
     /// A hosting bot starts once this many players are ready.
     pub players: usize,
+    /// The server's fingerprint, as its host gave it (`--trust`): the
+    /// server is trusted by it alone. Without it, the first connection to
+    /// a server beyond this machine remembers its key (known hosts).
+    pub trust: Option<switchboard::tls::Fingerprint>,
 }
 
 /// Plays: `bot` turns of the scripted player; or, with `text` or when
@@ -321,8 +330,9 @@ pub fn play(how: Play<'_>) -> Result<(), String> {
         bot,
         text,
         players,
+        trust,
     } = how;
-    let mut player = Player::connect(&addr, &name, password, directory);
+    let mut player = Player::connect(&addr, &name, password, directory, trust);
     player.invite = invite;
     player.reach = reach;
     player.local = local;

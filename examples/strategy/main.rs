@@ -148,6 +148,16 @@ struct Options {
     /// forwards nothing, or to keep this machine's address to yourself.
     #[arg(long, value_name = "HOST:PORT")]
     rendezvous: Option<String>,
+    /// With `--join`: the host's TLS fingerprint, as the host's lobby or
+    /// server printed it (`tls: sha256 ...`): the server is trusted by it
+    /// alone. Without it, the first join to a server beyond this machine
+    /// remembers its key, and a changed key is refused.
+    #[arg(long, value_name = "FINGERPRINT")]
+    trust: Option<switchboard::tls::Fingerprint>,
+    /// Forgets the key remembered for HOST:PORT (to accept a server's new
+    /// key once its host confirmed the new fingerprint), then goes on.
+    #[arg(long, value_name = "HOST:PORT")]
+    forget_host: Option<String>,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -209,6 +219,11 @@ fn main() {
 /// masters say it is; with both a name and masters, follows it to another
 /// server when its own dies.
 fn join(options: &Options) -> Result<(), String> {
+    if let Some(server) = &options.forget_host {
+        let known_hosts = switchboard::tls::default_data_dir().join("known_hosts");
+        switchboard::tls::KnownHosts::forget(&known_hosts, server).map_err(|e| e.to_string())?;
+        eprintln!("forgot the key of {server} ({})", known_hosts.display());
+    }
     let directory = options.game.clone().map(|game| Directory {
         masters: options.masters.clone(),
         game,
@@ -233,6 +248,7 @@ fn join(options: &Options) -> Result<(), String> {
         bot: options.bot,
         text: options.text,
         players: options.players,
+        trust: options.trust,
     })
 }
 
@@ -307,6 +323,19 @@ fn local_game(options: &Options) -> Result<(), String> {
     }
     if options.host {
         println!("{}", where_to_join(options.bind, server.port()));
+        if options.bind != BindScope::Loopback {
+            // The server's own identity, kept beside this one's: players
+            // pin it so that nobody in between can pose as this game.
+            match switchboard::tls::ServerIdentity::load_or_create(
+                &switchboard::tls::default_data_dir(),
+            ) {
+                Ok(identity) => println!(
+                    "players from other machines join with --trust {}",
+                    identity.fingerprint()
+                ),
+                Err(err) => eprintln!("the server's TLS identity: {err}"),
+            }
+        }
     }
     let pid = server.pid();
     let (news, heard) = std::sync::mpsc::channel();
@@ -324,6 +353,7 @@ fn local_game(options: &Options) -> Result<(), String> {
         bot: options.bot,
         text: options.text,
         players: options.players,
+        trust: None,
     });
     // The guests of a hosted game are told why it ends.
     let stopped = if options.host {
