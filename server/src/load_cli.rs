@@ -50,6 +50,8 @@ pub(crate) struct BotsArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tls: crate::tls_cli::ClientTlsArgs,
     /// The moving mode, against a relay with interest by distance (`relay
     /// --view-radius R`, given here too): the bots walk one world and
     /// check what they hear against where the others are (violations in
@@ -182,6 +184,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             compact: args.compact,
         },
         stamp_every: args.stamp_every,
+        tls: args.tls.client_for(args.addr.ip()),
     };
     let total = args.seconds;
     // CPU is measured over the sending window only (not connecting, not

@@ -4,7 +4,9 @@
 
 use clap::Args;
 use switchboard::socket::BindScope;
-use switchboard::tls::{default_data_dir, ServerIdentity, TlsServer};
+use switchboard::tls::{
+    default_data_dir, is_loopback, Fingerprint, ServerIdentity, ServerTrust, TlsClient, TlsServer,
+};
 use switchboard::EndpointConfig;
 
 /// A server's TLS options.
@@ -63,5 +65,37 @@ impl TlsArgs {
         );
         server.tls = Some(tls);
         Ok(())
+    }
+}
+
+/// A client mode's TLS options (the bots, the load tester).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct ClientTlsArgs {
+    /// Speak TLS even to a server on this machine (a server beyond
+    /// loopback is always spoken to in TLS).
+    #[arg(long)]
+    tls: bool,
+    /// The server's fingerprint (`tls: sha256 ...` in its output): it is
+    /// trusted by it alone. Without it: the platform's roots, then trust on
+    /// first use (known hosts in the data directory).
+    #[arg(long, value_name = "FINGERPRINT")]
+    trust: Option<Fingerprint>,
+    /// Speak plaintext to a server on another machine: everything travels
+    /// in the clear.
+    #[arg(long, conflicts_with_all = ["tls", "trust"])]
+    insecure_plaintext: bool,
+}
+
+impl ClientTlsArgs {
+    /// The TLS to speak to a server at `ip`: none to loopback (unless
+    /// `--tls`) or with `--insecure-plaintext`.
+    pub(crate) fn client_for(&self, ip: std::net::IpAddr) -> Option<TlsClient> {
+        if self.insecure_plaintext || (is_loopback(ip) && !self.tls && self.trust.is_none()) {
+            return None;
+        }
+        Some(TlsClient::new(match self.trust {
+            Some(fingerprint) => ServerTrust::pinned(fingerprint),
+            None => ServerTrust::default(),
+        }))
     }
 }

@@ -8,7 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{start_command, BIN};
+use support::{start_command_tls, BIN};
+use switchboard::socket::Dialer;
+use switchboard::tls::{Fingerprint, ServerTrust};
 use switchboard::{ClientConfig, ClientEvent, NetworkClient, RequestStatus};
 use switchboard_netem::{Link, LinkConfig, NetemError, SERVER_ADDR};
 use switchboard_server::board::Board;
@@ -26,11 +28,32 @@ fn link(config: LinkConfig) -> Option<Link> {
 }
 
 /// `switchboard-server ARGS --bind all --port 0` in the link's server
-/// namespace, and its port.
-fn serve(link: &Link, args: &[&str]) -> (support::Proc, u16) {
+/// namespace (its TLS identity made in a directory of its own), its port
+/// and the fingerprint it printed: every client here crosses the link in
+/// TLS, the server pinned.
+fn serve(link: &Link, args: &[&str]) -> (support::Proc, u16, Fingerprint) {
+    let data_dir = std::env::temp_dir().join(format!(
+        "switchboard-netem-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let mut command = link.server_command(BIN);
-    command.args(args).args(["--bind", "all", "--port", "0"]);
-    start_command(command)
+    command
+        .args(args)
+        .args(["--bind", "all", "--port", "0", "--data-dir"])
+        .arg(&data_dir);
+    start_command_tls(command)
+}
+
+static NEXT_DIR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A client of the server whose fingerprint is `pinned`.
+fn connect(addr: String, pinned: Fingerprint, config: ClientConfig) -> NetworkClient {
+    NetworkClient::connect_via(
+        Dialer::default().trust(ServerTrust::pinned(pinned)),
+        addr,
+        config,
+    )
 }
 
 /// A tokio runtime whose threads live in the client namespace: what a
@@ -71,13 +94,13 @@ fn a_player_through_a_12_second_outage_is_back_with_its_id_and_no_request_made_m
     }) else {
         return;
     };
-    let (_board, port) = serve(&link, &[]);
+    let (_board, port, pinned) = serve(&link, &[]);
     let addr = format!("{SERVER_ADDR}:{port}");
     // Bob, beside the server, hears every line the board says.
     let beside = server_runtime(&link);
     let mut bob = {
         let _inside = beside.enter();
-        NetworkClient::connect(addr.clone(), ClientConfig::named("bob"))
+        connect(addr.clone(), pinned, ClientConfig::named("bob"))
     };
     let mut lines = Vec::<String>::new();
     let listen = |bob: &mut NetworkClient, lines: &mut Vec<String>| {
@@ -91,7 +114,7 @@ fn a_player_through_a_12_second_outage_is_back_with_its_id_and_no_request_made_m
     };
     let runtime = client_runtime(&link);
     let _inside = runtime.enter();
-    let mut ann = NetworkClient::connect(addr, ClientConfig::named("ann"));
+    let mut ann = connect(addr, pinned, ClientConfig::named("ann"));
     support::wait_until("both welcomed", Duration::from_secs(10), || {
         ann.poll();
         listen(&mut bob, &mut lines);
@@ -144,10 +167,11 @@ fn relay_lateness(loss: f64) -> Option<serde_json::Value> {
         seed: 11,
         ..LinkConfig::default()
     })?;
-    let (_relay, port) = serve(&link, &["relay"]);
+    let (_relay, port, pinned) = serve(&link, &["relay"]);
     let out = link
         .client_command(BIN)
         .args(["bots", "--addr", &format!("{SERVER_ADDR}:{port}")])
+        .args(["--trust", &pinned.to_string()])
         .args([
             "--count",
             "8",
@@ -223,8 +247,8 @@ fn a_client_whose_server_is_killed_resumes_on_another_through_100_ms_and_1_perce
     let redis = link.in_server(RedisProcess::start).unwrap().unwrap();
     let url = redis.url();
     let shared = ["--grace-secs", "30", "--redis", url.as_str()];
-    let (a_proc, a_port) = serve(&link, &shared);
-    let (_b_proc, b_port) = serve(&link, &shared);
+    let (a_proc, a_port, a_key) = serve(&link, &shared);
+    let (_b_proc, b_port, b_key) = serve(&link, &shared);
     let runtime = client_runtime(&link);
     let _inside = runtime.enter();
     let config = ClientConfig {
@@ -236,7 +260,12 @@ fn a_client_whose_server_is_killed_resumes_on_another_through_100_ms_and_1_perce
         },
         ..ClientConfig::named("ada")
     };
-    let mut ada = NetworkClient::connect(format!("{SERVER_ADDR}:{a_port}"), config);
+    // Either server's key is trusted (a fleet pins each, or shares one).
+    let mut ada = NetworkClient::connect_via(
+        Dialer::default().trust(ServerTrust::pinned(a_key).pin(b_key)),
+        format!("{SERVER_ADDR}:{a_port}"),
+        config,
+    );
     support::wait_until("welcome on A", Duration::from_secs(15), || {
         ada.poll();
         ada.is_welcomed()
@@ -291,4 +320,59 @@ fn a_client_whose_server_is_killed_resumes_on_another_through_100_ms_and_1_perce
         "resumed on B with the same id {:.1} s after A was killed (100 ms round trip, 1 % loss)",
         killed.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn across_a_real_network_a_plain_player_and_a_man_in_the_middle_are_both_refused() {
+    use switchboard::socket::{DisconnectReason, SocketConfig, SocketEvent};
+    let Some(link) = link(LinkConfig {
+        delay: Duration::from_millis(10),
+        ..LinkConfig::default()
+    }) else {
+        return;
+    };
+    let (_board, port, pinned) = serve(&link, &[]);
+    let addr = format!("{SERVER_ADDR}:{port}");
+    let runtime = client_runtime(&link);
+    // How a socket dialed from the client's side of the link ends (or
+    // `None`: it connected).
+    let ending = |dialer: Dialer| {
+        // A plain socket hears the server's hello before its close.
+        let plain = dialer.tls().is_none();
+        let mut socket = {
+            let _inside = runtime.enter();
+            dialer.connect(&addr, SocketConfig::default()).into_stream()
+        };
+        runtime.block_on(async {
+            loop {
+                let event = tokio::time::timeout(Duration::from_secs(10), socket.next_event())
+                    .await
+                    .expect("an event in time")
+                    .expect("an event");
+                match event {
+                    SocketEvent::Disconnected(reason) => return Some(reason),
+                    SocketEvent::Connected if !plain => return None,
+                    _ => {}
+                }
+            }
+        })
+    };
+    // The pinned key: in.
+    assert!(ending(Dialer::default().trust(ServerTrust::pinned(pinned))).is_none());
+    // Another key pinned (what a man in the middle presents): refused.
+    let other = Fingerprint([7; 32]);
+    match ending(Dialer::default().trust(ServerTrust::pinned(other))) {
+        Some(DisconnectReason::ConnectFailed(err)) => {
+            assert!(err.to_string().contains("not the pinned"), "{err}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Plaintext from another machine: told the server speaks only TLS.
+    match ending(Dialer::default().insecure_plaintext()) {
+        Some(DisconnectReason::ClosedByPeer { code, reason }) => {
+            assert_eq!(code, switchboard::CloseCode::REFUSED);
+            assert!(reason.contains("only TLS"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

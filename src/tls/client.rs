@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::{Fingerprint, ServerTrust};
 
 /// A client's TLS: TLS 1.3 only, servers checked by its [`ServerTrust`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsClient {
     trust: ServerTrust,
 }

@@ -21,7 +21,7 @@ use super::{Fingerprint, TlsError};
 /// platform's roots, then first use, remembered in
 /// `known_hosts` of the default data directory
 /// ([`default_data_dir`](super::default_data_dir)).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerTrust {
     platform_roots: bool,
     pinned: Vec<Fingerprint>,

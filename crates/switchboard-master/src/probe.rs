@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchboard::message::Message;
 use switchboard::socket::MAGIC;
 use switchboard::socket::{SocketConfig, SocketStream};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::browser::ask;
@@ -25,7 +25,18 @@ pub(crate) async fn connect_back(addr: SocketAddr, timeout: Duration) -> ProbeRe
                 format!("could not connect: {e}")
             }
         })?;
-        // The hello: a 4-byte length, flags, "SWBD", the version.
+        // Ours first, as every peer does (a server that speaks TLS to
+        // other machines waits for the first byte to tell TLS from plain,
+        // then answers a plain one from afar with its hello and a close:
+        // reachable either way).
+        let mut ours = vec![0, 0, 0, 7, 0];
+        ours.extend_from_slice(&MAGIC);
+        ours.extend_from_slice(&switchboard::PROTOCOL_VERSION.to_be_bytes());
+        stream
+            .write_all(&ours)
+            .await
+            .map_err(|e| format!("could not write a hello: {e}"))?;
+        // Theirs: a 4-byte length, flags, "SWBD", the version.
         let mut hello = [0u8; 11];
         stream
             .read_exact(&mut hello)

@@ -43,6 +43,7 @@ fn plan_for(
         walk: None,
         options: Default::default(),
         stamp_every: 1,
+        tls: None,
     }
 }
 

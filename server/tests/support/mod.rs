@@ -117,6 +117,18 @@ pub fn start_command(command: Command) -> (Proc, u16) {
     (Proc(child), ready_port(&lines))
 }
 
+/// Starts `command`, a server bound beyond loopback, and returns it with
+/// the port of its ready line and the TLS fingerprint it printed before.
+pub fn start_command_tls(command: Command) -> (Proc, u16, switchboard::tls::Fingerprint) {
+    let (child, lines) = lines_of(command);
+    let child = Proc(child);
+    let fingerprint = line_starting(&lines, "tls: sha256 ")["tls: sha256 ".len()..]
+        .trim()
+        .parse()
+        .unwrap();
+    (child, ready_port(&lines), fingerprint)
+}
+
 /// Starts `command` with its stdout read line by line.
 fn lines_of(mut command: Command) -> (Child, std::sync::mpsc::Receiver<String>) {
     let mut child = command

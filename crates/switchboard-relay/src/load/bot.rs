@@ -25,7 +25,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     let addr = plan.relay_of(index);
     let websocket = plan.websocket;
     let to = websocket.unwrap_or(addr);
-    let reopen = || open(index, to, websocket.is_some());
+    let reopen = || open(index, to, websocket.is_some(), plan.tls.as_ref());
     let Some(first) = reopen().await else {
         counts.disconnected = true;
         return counts;
@@ -139,7 +139,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                         _ => (to.addr.parse(), false),
                     };
                     let next = match next {
-                        Ok(next) => open(index, next, ws).await,
+                        Ok(next) => open(index, next, ws, plan.tls.as_ref()).await,
                         Err(_) => None,
                     };
                     let Some(next) = next else {

@@ -110,6 +110,10 @@ pub struct LoadConfig {
     /// time). Latency is timed on the stamped ones; losses are counted
     /// from their sequence numbers and the transforms heard between them.
     pub stamp_every: u32,
+    /// TLS under each bot's connection (default none: plain, for a relay
+    /// on loopback), the relay checked by its trust: what a relay beyond
+    /// loopback speaks, measured on the path players take.
+    pub tls: Option<switchboard::tls::TlsClient>,
 }
 
 /// When in its interval each bot sends.
@@ -200,6 +204,7 @@ struct Plan {
     walk: Option<Walk>,
     options: crate::RelayOptions,
     stamp_every: u64,
+    tls: Option<switchboard::tls::TlsClient>,
     ids: walk::Ids,
     /// The test's clock: stamps are microseconds since then.
     epoch: Instant,
@@ -267,6 +272,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         walk: config.walk.clone(),
         options: config.options,
         stamp_every: u64::from(config.stamp_every.max(1)),
+        tls: config.tls.clone(),
         ids: walk::Ids::new(config.bots),
         epoch,
         start: start_sending,
@@ -335,22 +341,42 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
 /// Attempts a load bot makes to join a relay that turns it away for now.
 const JOIN_ATTEMPTS: u32 = 10;
 
-async fn open(index: usize, to: SocketAddr, websocket: bool) -> Option<SocketStream> {
+async fn open(
+    index: usize,
+    to: SocketAddr,
+    websocket: bool,
+    tls: Option<&switchboard::tls::TlsClient>,
+) -> Option<SocketStream> {
     let url = format!("ws://{to}/");
-    match source_address(index, to) {
-        Some(from) => match connect_from(from, to).await {
-            Ok(stream) if websocket => Some(SocketStream::connect_ws_over(
-                &url,
-                stream,
-                SocketConfig::default(),
-            )),
-            Ok(stream) => Some(SocketStream::from_stream(stream, SocketConfig::default())),
+    let connected = match source_address(index, to) {
+        Some(from) => connect_from(from, to).await,
+        None => tokio::net::TcpStream::connect(to).await,
+    };
+    let stream = match connected {
+        Ok(stream) => stream,
+        Err(err) => {
+            tracing::warn!(bot = index, %to, %err, "load bot could not connect");
+            return None;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let config = SocketConfig::default();
+    match (tls, websocket) {
+        (None, true) => Some(SocketStream::connect_ws_over(&url, stream, config)),
+        (None, false) => Some(SocketStream::from_stream(stream, config)),
+        (Some(_), true) => {
+            tracing::warn!(
+                bot = index,
+                "the load tester speaks TLS over TCP only, not wss://"
+            );
+            None
+        }
+        (Some(tls), false) => match tls.handshake(stream, &to.to_string()).await {
+            Ok((stream, _)) => Some(SocketStream::from_stream(stream, config)),
             Err(err) => {
-                tracing::warn!(bot = index, %from, %err, "load bot could not connect");
+                tracing::warn!(bot = index, %to, %err, "load bot's TLS failed");
                 None
             }
         },
-        None if websocket => Some(SocketStream::connect_ws(&url, SocketConfig::default())),
-        None => Some(SocketStream::connect(to, SocketConfig::default())),
     }
 }
