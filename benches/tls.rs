@@ -42,7 +42,7 @@ fn env(name: &str, default: usize) -> usize {
 fn server() -> (EndpointStream, [(Dialer, String); 2]) {
     let identity = ServerIdentity::generate().unwrap();
     let config = EndpointConfig {
-        tls: Some(TlsServer::new(&identity).unwrap()),
+        tls: switchboard::tls::TlsSettings::serving(TlsServer::new(&identity).unwrap()),
         max_pending_handshakes: 4096,
         max_pending_handshakes_per_ip: 4096,
         max_connections_per_ip: 100_000,

@@ -29,7 +29,7 @@ fn identity() -> (TlsServer, Fingerprint) {
 /// A server on every interface speaking `tls`.
 fn tls_server(tls: TlsServer, config: EndpointConfig) -> EndpointStream {
     let config = EndpointConfig {
-        tls: Some(tls),
+        tls: switchboard::tls::TlsSettings::serving(tls),
         ..config
     };
     EndpointStream::bind(BindScope::AllInterfaces, 0, config).expect("bind")
@@ -277,7 +277,7 @@ fn a_client_speaks_tls_to_another_machine_unless_told_otherwise() {
         BindScope::AllInterfaces,
         0,
         EndpointConfig {
-            insecure_plaintext: true,
+            tls: switchboard::tls::TlsSettings::insecure_plaintext(),
             ..EndpointConfig::default()
         },
     )

@@ -116,6 +116,10 @@ struct AdminArgs {
     /// begins with a snapshot of the server.
     #[arg(long, value_name = "DIR", default_value = "recordings")]
     record_dir: std::path::PathBuf,
+    /// How the admin server speaks to other machines: the mode's own TLS
+    /// (its `--tls-cert`, `--data-dir`, `--insecure-plaintext`).
+    #[arg(skip)]
+    tls: switchboard::tls::TlsSettings,
 }
 
 impl AdminArgs {
@@ -156,6 +160,7 @@ impl AdminArgs {
             addr: SocketAddr::new(self.admin_bind.ip(), port),
             token,
             max_connections: self.admin_max_connections,
+            tls: self.tls.clone(),
             ..switchboard_admin::AdminConfig::default()
         };
         let source = switchboard_admin::WithCounters::new(source, || {
@@ -322,6 +327,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     });
     let logic = BoardLogic::new(seats);
     let mut admin = args.admin;
+    admin.tls = config.server.tls.clone();
     admin.fit_listeners(vec![("game", &mut config.server.max_connections)]);
     let listen = Listen {
         bind: args.bind,

@@ -122,6 +122,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
         args.tls.apply(&mut config.server, args.bind)?;
         let mut admin = args.admin;
+        admin.tls = config.server.tls.clone();
         let mut caps = vec![("game", &mut config.server.max_connections)];
         if config.json_port.is_some() {
             caps.push(("json", &mut config.max_json_connections));

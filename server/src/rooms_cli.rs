@@ -91,6 +91,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         ..Default::default()
     };
     let mut admin = args.admin;
+    admin.tls = config.server.tls.clone();
     let mut caps = vec![("game", &mut config.server.max_connections)];
     if args.axispy_port.is_some() {
         caps.push(("axispy", &mut axispy_config.max_connections));

@@ -46,7 +46,7 @@ impl TlsArgs {
             return Ok(());
         }
         if self.insecure_plaintext {
-            server.insecure_plaintext = true;
+            server.tls = switchboard::tls::TlsSettings::insecure_plaintext();
             return Ok(());
         }
         let identity = match (&self.tls_cert, &self.tls_key) {
@@ -63,7 +63,7 @@ impl TlsArgs {
             &mut std::io::stdout(),
             format_args!("tls: sha256 {}\n", tls.fingerprint()),
         );
-        server.tls = Some(tls);
+        server.tls = switchboard::tls::TlsSettings::serving(tls);
         Ok(())
     }
 }

@@ -83,28 +83,19 @@ pub struct EndpointConfig {
     /// binary message, and join the same peer table under the same limits
     /// (the per-address ones count both listeners' connections together).
     pub websocket: Option<WebSocketConfig>,
-    /// TLS 1.3 for connections from other machines, on the TCP and the
-    /// WebSocket port (`wss://`) alike (default none: the server's own
-    /// identity from `data_dir`, unless `insecure_plaintext`). A server bound to
+    /// How it speaks to other machines (default: TLS 1.3 with the
+    /// server's own identity from the default data directory; see
+    /// [`TlsSettings`](crate::tls::TlsSettings)). A server bound to
     /// loopback ignores it: it speaks plain and pays nothing. A server
-    /// bound elsewhere serves TLS to every peer whose first byte opens a
-    /// TLS handshake, lets plain peers in from this machine only (the
-    /// host's own game), and tells a plain peer from another machine that
-    /// it speaks only TLS (a close of code `REFUSED`; over WebSocket a
-    /// `426`), then closes. The TLS handshake counts within
-    /// `SocketConfig::handshake_timeout` and the pending-handshake caps,
-    /// as the protocol's own hello does after it.
-    pub tls: Option<crate::tls::TlsServer>,
-    /// Speak plaintext to other machines (default false), logged as a
-    /// warning at start: for a network the operator trusts end to end, or
-    /// a TLS proxy in front.
-    pub insecure_plaintext: bool,
-    /// Where a server bound beyond loopback without `tls` keeps its own
-    /// key and self-signed certificate (default
-    /// [`default_data_dir`](crate::tls::default_data_dir)): made there on
-    /// first start, readable by its owner only, so that its fingerprint
-    /// survives restarts.
-    pub data_dir: Option<std::path::PathBuf>,
+    /// bound elsewhere serves TLS, on the TCP and the WebSocket port
+    /// (`wss://`) alike, to every peer whose first byte opens a TLS
+    /// handshake, lets plain peers in from this machine only (the host's
+    /// own game), and tells a plain peer from another machine that it
+    /// speaks only TLS (a close of code `REFUSED`; over WebSocket a `403`),
+    /// then closes. The TLS handshake counts within
+    /// `SocketConfig::handshake_timeout` and the pending-handshake caps, as
+    /// the protocol's own hello does after it.
+    pub tls: crate::tls::TlsSettings,
 }
 
 impl Default for EndpointConfig {
@@ -119,9 +110,7 @@ impl Default for EndpointConfig {
             max_turned_away_told: 1024,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,
-            tls: None,
-            insecure_plaintext: false,
-            data_dir: None,
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 }

@@ -52,7 +52,9 @@ pub use switchboard_proto::reason::{
     retry_after_of, with_retry_after, CloseCode, DisconnectReason, IoFailure, SendError,
     SocketError,
 };
-pub use websocket::{accept_upgrade, Upgrade, UpgradeRules, WebPage, WebSocketConfig, MAX_HEADERS};
+pub use websocket::{
+    accept_upgrade, forbid, Upgrade, UpgradeRules, WebPage, WebSocketConfig, MAX_HEADERS,
+};
 
 use crate::message::{Action, Channel, Message};
 use crate::runtime;

@@ -6,7 +6,7 @@
 //! TLS with its [`ServerIdentity`] (the operator's certificate, or its own
 //! key and self-signed certificate, made on first start and kept in a data
 //! directory) and refuses plaintext from other machines with a close that
-//! says why; opting out is [`EndpointConfig::insecure_plaintext`]
+//! says why; opting out is [`TlsSettings::insecure_plaintext`]
 //! (`--insecure-plaintext`), logged as a warning at start. Connections from
 //! this machine may still speak plain to it (the host's own game), which it
 //! tells from TLS by the first byte.
@@ -22,15 +22,17 @@
 //! - `trust`: [`ServerTrust`] and the certificate check it makes,
 //!   [`KnownHosts`].
 //! - `server`: [`TlsServer`], and [`accept`], a listener's first step: TLS,
-//!   plain from this machine, or plaintext refused.
+//!   plain from this machine, or plaintext refused ([`secure`] and
+//!   [`Secured`] for listeners whose protocol is not the game's).
 //! - `client`: [`TlsClient`], the client's handshake, with errors that name
 //!   their cause (a plaintext server, a changed key).
-//!
-//! [`EndpointConfig::insecure_plaintext`]: crate::socket::EndpointConfig::insecure_plaintext
+//! - `settings`: [`TlsSettings`], how a listener speaks to other machines
+//!   (every server's config holds one).
 
 mod client;
 mod identity;
 mod server;
+mod settings;
 mod trust;
 
 use std::net::IpAddr;
@@ -39,8 +41,8 @@ use std::sync::{Arc, OnceLock};
 
 pub use client::TlsClient;
 pub use identity::{default_data_dir, Fingerprint, ServerIdentity, IDENTITY_FILE};
-pub(crate) use server::PLAINTEXT_REFUSED;
-pub use server::{accept, Accepted, TlsServer, TlsStream};
+pub use server::{accept, secure, Accepted, Secured, TlsServer, TlsStream, PLAINTEXT_REFUSED};
+pub use settings::TlsSettings;
 pub use trust::{KnownHosts, ServerTrust};
 
 /// What can go wrong with TLS settings and identities.

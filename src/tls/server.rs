@@ -110,5 +110,107 @@ pub async fn accept(
 
 /// What a server that speaks only TLS to other machines tells a plain
 /// client from one (the reason of its close).
-pub(crate) const PLAINTEXT_REFUSED: &str = "this server speaks only TLS to other machines: \
+pub const PLAINTEXT_REFUSED: &str = "this server speaks only TLS to other machines: \
     connect with TLS (tls://host:port, wss://), not in plaintext";
+
+/// A server's side of a connection, in TLS or plain: what a listener
+/// whose protocol is not the game's (HTTP, JSON lines) runs over.
+#[derive(Debug)]
+pub enum Secured {
+    /// Plain (from this machine, or on a loopback or plaintext listener).
+    Plain(TcpStream),
+    /// In TLS.
+    Tls(Box<TlsStream>),
+}
+
+impl Secured {
+    /// Whether it is in TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Secured::Tls(_))
+    }
+}
+
+/// The first step of a listener whose protocol is not the game's: `Ok`
+/// with the stream to speak over (plain when `tls` is `None`: a loopback
+/// or plaintext listener), or `Err` with a plain stream from another
+/// machine that the listener refuses in its own protocol's words
+/// ([`PLAINTEXT_REFUSED`]) before it closes. The caller bounds the time
+/// this takes.
+pub async fn secure(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<&TlsServer>,
+) -> std::io::Result<Result<Secured, TcpStream>> {
+    let Some(tls) = tls else {
+        return Ok(Ok(Secured::Plain(stream)));
+    };
+    Ok(match accept(stream, peer, tls).await? {
+        Accepted::Tls(stream) => Ok(Secured::Tls(stream)),
+        Accepted::Plain(stream) => Ok(Secured::Plain(stream)),
+        Accepted::PlaintextRefused(stream) => Err(stream),
+    })
+}
+
+impl tokio::io::AsyncRead for Secured {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Secured::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Secured {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Secured::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Secured::Plain(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
+            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Secured::Plain(s) => s.is_write_vectored(),
+            Secured::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Secured::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Secured::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

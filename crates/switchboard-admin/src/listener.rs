@@ -17,9 +17,11 @@ use axum::http::header;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
+use switchboard::socket::forbid;
 use switchboard::socket::{Listener, ListenerLimits};
+use switchboard::tls::{secure, Secured, TlsServer, PLAINTEXT_REFUSED};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::AdminConfig;
@@ -29,6 +31,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     config: AdminConfig,
+    tls: Option<TlsServer>,
     stop: CancellationToken,
 ) {
     // The last `reserved_for_token` places are for requests with the
@@ -42,9 +45,26 @@ pub(crate) async fn serve(
             // hyper reads each request's head within its own deadline.
             places.handshake_done();
             let (app, config, stop) = (app.clone(), config.clone(), stop.clone());
+            let tls = tls.clone();
             async move {
                 let _places = places;
-                connection(stream, addr, app, &config, reserved, stop).await;
+                // TLS first (off loopback), within the header deadline.
+                let secured = tokio::time::timeout(
+                    config.header_read_timeout,
+                    secure(stream, addr, tls.as_ref()),
+                )
+                .await;
+                match secured {
+                    Ok(Ok(Ok(stream))) => {
+                        connection(stream, addr, app, &config, reserved, stop).await
+                    }
+                    Ok(Ok(Err(mut plain))) => {
+                        let told = forbid(&mut plain, PLAINTEXT_REFUSED);
+                        let _ = tokio::time::timeout(config.header_read_timeout, told).await;
+                    }
+                    Ok(Err(err)) => tracing::debug!(%addr, %err, "admin TLS handshake failed"),
+                    Err(_) => tracing::debug!(%addr, "admin TLS handshake timed out"),
+                }
             }
         })
         .await;
@@ -55,7 +75,7 @@ pub(crate) async fn serve(
 /// closed (it cannot hold its place between requests); on a `reserved`
 /// place, a request with no token at all is answered 503 at once.
 async fn connection(
-    stream: TcpStream,
+    stream: Secured,
     addr: SocketAddr,
     app: Router,
     config: &AdminConfig,
@@ -149,7 +169,7 @@ fn busy_response() -> axum::response::Response {
 
 /// A connection that notes when it last moved a byte (ms since `started`).
 struct Watched {
-    inner: TcpStream,
+    inner: Secured,
     started: Instant,
     last: Arc<AtomicU64>,
 }

@@ -64,6 +64,13 @@ pub struct AdminConfig {
     pub free_token_guesses: u32,
     /// The waits after wrong tokens.
     pub token_backoff: BackoffPolicy,
+    /// How it speaks to other machines (default: HTTPS with the server's
+    /// own identity, as the game's ports; see
+    /// [`TlsSettings`](switchboard::tls::TlsSettings)): off loopback the
+    /// token would otherwise cross the network in the clear. A plain
+    /// request from another machine is answered 403 saying so. The TLS
+    /// handshake counts within `header_read_timeout`.
+    pub tls: switchboard::tls::TlsSettings,
 }
 
 impl Default for AdminConfig {
@@ -79,6 +86,7 @@ impl Default for AdminConfig {
             idle_timeout: Duration::from_secs(30),
             free_token_guesses: 5,
             token_backoff: BackoffPolicy::default(),
+            tls: switchboard::tls::TlsSettings::default(),
         }
     }
 }
@@ -170,6 +178,7 @@ impl AdminServer {
             tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
         };
         let addr = listener.local_addr().map_err(listen_error)?;
+        let tls = config.tls.for_address(addr).map_err(listen_error)?;
         let shared = Arc::new(Shared {
             source,
             guard: Guard::new(
@@ -203,8 +212,9 @@ impl AdminServer {
         let stop = CancellationToken::new();
         runtime.spawn(crate::history::sample(shared, stop.clone()));
         let stopped = stop.clone();
-        runtime.spawn(listener::serve(listener, app, config, stopped));
-        tracing::info!(%addr, "admin server listening");
+        let https = tls.is_some();
+        runtime.spawn(listener::serve(listener, app, config, tls, stopped));
+        tracing::info!(%addr, https, "admin server listening");
         Ok(AdminServer { addr, stop })
     }
 

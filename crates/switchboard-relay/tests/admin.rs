@@ -179,6 +179,66 @@ async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_of
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_server_off_loopback_speaks_https_and_refuses_plaintext_from_other_machines() {
+    use switchboard::tls::{ServerIdentity, ServerTrust, TlsClient, TlsServer, TlsSettings};
+    let relay = relay::RelayServer::builder().spawn().unwrap();
+    let identity = ServerIdentity::generate().unwrap();
+    let token = "s3cret-admin-token";
+    let admin = AdminServer::spawn(
+        AdminConfig {
+            addr: "0.0.0.0:0".parse().unwrap(),
+            token: Some(token.into()),
+            tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
+            ..AdminConfig::default()
+        },
+        Arc::new(RelayAdmin::new(relay.clone())),
+    )
+    .await
+    .unwrap();
+    let port = admin.local_addr().port();
+    let here = format!("127.0.0.1:{port}");
+    // HTTPS, the server pinned: the token crosses encrypted.
+    let tls = TlsClient::new(ServerTrust::pinned(identity.fingerprint()));
+    let stream = tokio::net::TcpStream::connect(&here).await.unwrap();
+    let (stream, _) = tls.handshake(stream, &here).await.unwrap();
+    let (status, body) = http_on(stream, &here, "GET", "/api/clients", Some(token), "").await;
+    assert_eq!(status, 200, "{body}");
+    // Plain HTTP from this machine still reads (the operator's own browser).
+    let stream = tokio::net::TcpStream::connect(&here).await.unwrap();
+    assert_eq!(
+        http_on(stream, &here, "GET", "/metrics", Some(token), "")
+            .await
+            .0,
+        200
+    );
+    // Plain HTTP from another machine's address: 403, saying why, the
+    // token never read.
+    if let Some(ip) = other_address() {
+        let there = format!("{ip}:{port}");
+        let stream = tokio::net::TcpStream::connect(&there).await.unwrap();
+        let (status, body) = http_on(stream, &there, "GET", "/metrics", Some(token), "").await;
+        assert_eq!(status, 403);
+        assert!(body.contains("only TLS"), "{body}");
+    } else {
+        eprintln!("the plaintext half skipped: this machine has no address but loopback");
+    }
+    relay.shutdown().await.unwrap();
+}
+
+/// One of this machine's addresses that is not loopback, if it has one.
+fn other_address() -> Option<std::net::IpAddr> {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|word| *word != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_served_whole_and_offline_and_the_live_stream_sends_snapshots() {
     let (relay, admin) = relay_with_admin(None).await;
     let (status, page) = http(&admin, "GET", "/", None, "").await;

@@ -161,11 +161,10 @@ impl Endpoint {
     /// Listens on an exact address.
     ///
     /// On an address that is not loopback it speaks TLS to other
-    /// machines: [`EndpointConfig::tls`], or else the server's own identity
-    /// kept in [`EndpointConfig::data_dir`] (made there on first start); an
-    /// identity that cannot be read or made fails the bind, saying why.
+    /// machines by [`EndpointConfig::tls`]; an identity that cannot be read
+    /// or made fails the bind, saying why.
     pub fn bind_addr(addr: SocketAddr, config: EndpointConfig) -> std::io::Result<Self> {
-        let tls = security(addr, &config)?;
+        let tls = config.tls.for_address(addr)?;
         let runtime = runtime::handle();
         let listener = listen(addr, &runtime)?;
         let ws_listener = match &config.websocket {
@@ -392,47 +391,6 @@ impl Stream for EndpointStream {
     ) -> std::task::Poll<Option<EndpointEvent>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
     }
-}
-
-/// The TLS a server bound to `addr` speaks: none on loopback (nothing
-/// leaves the machine); elsewhere its `tls`, or else its own identity from
-/// its data directory (made on first start); plaintext only when the
-/// operator said so (logged as a warning).
-fn security(
-    addr: SocketAddr,
-    config: &EndpointConfig,
-) -> std::io::Result<Option<crate::tls::TlsServer>> {
-    if crate::tls::is_loopback(addr.ip()) {
-        return Ok(None);
-    }
-    if config.insecure_plaintext {
-        tracing::warn!(
-            %addr,
-            "INSECURE PLAINTEXT: this server is reachable from other machines and \
-             encrypts nothing (passwords, reconnect tokens and every message travel in \
-             the clear)"
-        );
-        return Ok(None);
-    }
-    let tls = match &config.tls {
-        Some(tls) => tls.clone(),
-        None => {
-            let dir = config
-                .data_dir
-                .clone()
-                .unwrap_or_else(crate::tls::default_data_dir);
-            crate::tls::ServerIdentity::load_or_create(&dir)
-                .and_then(|identity| crate::tls::TlsServer::new(&identity))
-                .map_err(|err| {
-                    std::io::Error::other(format!(
-                        "cannot listen on {addr} with TLS (this server's identity in {}): {err}",
-                        dir.display()
-                    ))
-                })?
-        }
-    };
-    tracing::info!(%addr, fingerprint = %tls.fingerprint(), "listening with TLS");
-    Ok(Some(tls))
 }
 
 /// A listening TCP socket on `addr`, registered with `runtime`. Its error

@@ -172,13 +172,11 @@ impl Status {
     const HEAD_TOO_LARGE: Status = Status(431, "Request Header Fields Too Large");
 }
 
-/// Answers any request with 403 and `why` as the body, without reading it,
-/// and closes (a plaintext client from another machine at a port that
-/// speaks only TLS to them).
-pub(crate) async fn forbid<S: AsyncWrite + Unpin>(
-    stream: &mut S,
-    why: &'static str,
-) -> io::Result<()> {
+/// Answers any HTTP request with 403 and `why` as the body, without
+/// reading it, and closes: a plaintext client from another machine at a
+/// port that speaks only TLS to them (the game's WebSocket port, the admin
+/// server, the AxisPy port).
+pub async fn forbid<S: AsyncWrite + Unpin>(stream: &mut S, why: &'static str) -> io::Result<()> {
     answer(stream, Status::FORBIDDEN, why).await.map(drop)
 }
 

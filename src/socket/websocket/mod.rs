@@ -33,8 +33,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::codec::{CodecConfig, HEADER_LEN};
 
-pub(crate) use http::forbid;
-pub use http::{accept_upgrade, Upgrade, MAX_HEADERS};
+pub use http::{accept_upgrade, forbid, Upgrade, MAX_HEADERS};
 
 /// The WebSocket listener of a server, beside its TCP one
 /// ([`EndpointConfig::websocket`](super::EndpointConfig::websocket)).

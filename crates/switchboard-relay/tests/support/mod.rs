@@ -131,8 +131,8 @@ pub async fn relay_with_admin_config(
 }
 
 /// One request on `stream`, naming `host`: (status, body).
-pub async fn http_on(
-    mut stream: tokio::net::TcpStream,
+pub async fn http_on<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut stream: S,
     host: &str,
     method: &str,
     path: &str,
