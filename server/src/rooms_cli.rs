@@ -88,6 +88,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     };
     let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
         grace: Duration::from_secs(args.grace_secs),
+        tls: config.server.tls.clone(),
         ..Default::default()
     };
     let mut admin = args.admin;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use switchboard::socket::{Arrival, Listener, ListenerLimits};
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use switchboard::tls::{secure, TlsServer, PLAINTEXT_REFUSED};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
@@ -60,7 +60,7 @@ impl JsonQueue {
 impl JsonLines {
     /// Writes the queued lines until the hub drops the queue, a write fails
     /// or one takes longer than `timeout`; then hangs up.
-    async fn write_to(mut self, mut write: OwnedWriteHalf, timeout: Duration) {
+    async fn write_to<W: AsyncWrite + Unpin>(mut self, mut write: W, timeout: Duration) {
         while let Some(line) = self.lines.recv().await {
             let written = tokio::time::timeout(timeout, write.write_all(line.as_bytes())).await;
             self.bytes.fetch_sub(line.len(), Ordering::Relaxed);
@@ -103,6 +103,7 @@ pub(crate) async fn accept_json(
     listener: TcpListener,
     events: mpsc::Sender<JsonEvent>,
     config: RelayConfig,
+    tls: Option<TlsServer>,
     stop: CancellationToken,
 ) {
     let limits = ListenerLimits::open(
@@ -110,15 +111,39 @@ pub(crate) async fn accept_json(
         config.max_json_connections_per_ip,
     );
     Listener::new(listener, "relay JSON-lines", limits, stop)
-        .serve(|arrival| json_connection(arrival, events.clone(), config.clone()))
+        .serve(|arrival| json_connection(arrival, events.clone(), config.clone(), tls.clone()))
         .await;
 }
 
-async fn json_connection(arrival: Arrival, events: mpsc::Sender<JsonEvent>, config: RelayConfig) {
+async fn json_connection(
+    arrival: Arrival,
+    events: mpsc::Sender<JsonEvent>,
+    config: RelayConfig,
+    tls: Option<TlsServer>,
+) {
     // A JSON-lines peer has no handshake: its place is an open one only.
     let (stream, addr, mut places) = arrival.into_parts();
+    // TLS first (off loopback, the relay's own): within the idle timeout,
+    // as the first line would be. A plain client from another machine is
+    // told why in a line of its protocol.
+    let secured =
+        tokio::time::timeout(config.json_idle_timeout, secure(stream, addr, tls.as_ref()));
+    let stream = match secured.await {
+        Ok(Ok(Ok(stream))) => stream,
+        Ok(Ok(Err(mut plain))) => {
+            let line = error_line(PLAINTEXT_REFUSED);
+            let told = plain.write_all(line.as_bytes());
+            let _ = tokio::time::timeout(config.json_write_timeout, told).await;
+            return;
+        }
+        Ok(Err(err)) => {
+            tracing::debug!(%addr, %err, "JSON client's TLS failed");
+            return;
+        }
+        Err(_) => return,
+    };
     places.handshake_done();
-    let (read, write) = stream.into_split();
+    let (read, write) = tokio::io::split(stream);
     let (queue, queued) = JsonQueue::new(&config);
     let (id_tx, id_rx) = oneshot::channel();
     if events

@@ -286,6 +286,8 @@ impl RelayServer {
                 listener,
                 json_tx,
                 self.config.clone(),
+                // The game port's identity, off loopback.
+                self.native.handle().tls(),
                 self.stop.clone(),
             ));
         }

@@ -31,6 +31,13 @@ impl EndpointHandle {
         self.shared.tls.as_ref().map(|tls| tls.fingerprint())
     }
 
+    /// The TLS it speaks to other machines (`None`: plain), for a server's
+    /// other listeners (a relay's JSON lines, the AxisPy port) to speak
+    /// with the same identity.
+    pub fn tls(&self) -> Option<crate::tls::TlsServer> {
+        self.shared.tls.clone()
+    }
+
     /// The address of the WebSocket listener, if the server has one
     /// ([`EndpointConfig::websocket`]); clients connect to
     /// `ws://<this address>/`.

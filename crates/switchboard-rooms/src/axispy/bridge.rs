@@ -25,8 +25,8 @@ use switchboard::manager::protocol::{self as session, RequestFrame};
 use switchboard::message::{Message, TypedMessage};
 use switchboard::session::RateLimiter;
 use switchboard::socket::{CloseCode, SocketEvent, SocketStream};
+use switchboard::tls::Secured;
 use switchboard::ClientId;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -47,7 +47,7 @@ pub(super) const LEFT: u16 = 4003;
 const ABUSE: u16 = 4008;
 pub(super) const GONE: u16 = 4011;
 
-type Socket = WebSocketStream<TcpStream>;
+type Socket = WebSocketStream<Secured>;
 
 /// The player this connection is, once joined.
 pub(super) struct Me {

@@ -35,7 +35,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard::session::RateLimit;
-use switchboard::socket::{accept_upgrade, Listener, ListenerLimits, Upgrade, UpgradeRules};
+use switchboard::socket::{
+    accept_upgrade, forbid, Listener, ListenerLimits, Upgrade, UpgradeRules,
+};
+use switchboard::tls::{secure, TlsServer, PLAINTEXT_REFUSED};
 use switchboard::ManagerHandle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -129,6 +132,13 @@ pub struct AxisPyConfig {
     pub auto_start_min_players: usize,
     /// Bytes of the in-memory pipe to the manager, each way (default 256 KiB).
     pub pipe_bytes: usize,
+    /// How it speaks to other machines (default: `wss://` with the
+    /// server's own identity, as the game's ports; see
+    /// [`TlsSettings`](switchboard::tls::TlsSettings)). A plain `ws://`
+    /// request from another machine is answered 403 saying so; AxisPy games
+    /// off this machine join with `wss://HOST:PORT/room`. The TLS handshake
+    /// counts within `handshake_timeout`.
+    pub tls: switchboard::tls::TlsSettings,
 }
 
 impl Default for AxisPyConfig {
@@ -160,6 +170,7 @@ impl Default for AxisPyConfig {
             grace: Duration::from_secs(60),
             auto_start_min_players: 2,
             pipe_bytes: 256 * 1024,
+            tls: switchboard::tls::TlsSettings::default(),
         }
     }
 }
@@ -266,6 +277,7 @@ impl AxisPyListener {
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let tls = config.tls.for_address(addr)?;
         let shared = Arc::new(Shared {
             directory: Mutex::new(directory::Directory::new(
                 manager.player_ids().clone(),
@@ -280,7 +292,7 @@ impl AxisPyListener {
             stats: Stats::default(),
         });
         let stop = CancellationToken::new();
-        tokio::spawn(accept_loop(listener, shared, stop.clone()));
+        tokio::spawn(accept_loop(listener, shared, tls, stop.clone()));
         tracing::info!(%addr, "listening for AxisPy clients");
         Ok(Self { addr, stop })
     }
@@ -296,7 +308,12 @@ impl AxisPyListener {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<TlsServer>,
+    stop: CancellationToken,
+) {
     let config = &shared.config;
     let limits = ListenerLimits {
         max_connections: config.max_connections,
@@ -316,11 +333,21 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Cancellat
     Listener::new(listener, "AxisPy", limits, stop)
         .serve(|arrival| {
             shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-            let (shared, rules) = (shared.clone(), rules.clone());
+            let (shared, rules, tls) = (shared.clone(), rules.clone(), tls.clone());
             async move {
                 let (stream, addr, mut places) = arrival.into_parts();
                 let timeout = shared.config.handshake_timeout;
-                let upgraded = tokio::time::timeout(timeout, accept_upgrade(stream, &rules)).await;
+                // TLS (off loopback) and the upgrade, within one deadline.
+                let upgraded = tokio::time::timeout(timeout, async {
+                    match secure(stream, addr, tls.as_ref()).await? {
+                        Ok(stream) => accept_upgrade(stream, &rules).await,
+                        Err(mut plain) => {
+                            forbid(&mut plain, PLAINTEXT_REFUSED).await?;
+                            Ok(Upgrade::Refused("plaintext from another machine"))
+                        }
+                    }
+                })
+                .await;
                 places.handshake_done();
                 if let Ok(Ok(Upgrade::WebSocket { ws, path })) = upgraded {
                     bridge::Bridge::new(*ws, addr, RoomAsk::of(&path), shared)
