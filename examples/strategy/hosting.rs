@@ -133,7 +133,9 @@ impl RelayLink {
                 runtime.block_on(async move {
                     let target = HostTarget::Forward(server);
                     let link = HostLink::start_with(HostConfig::new(relay), target, move |s| {
-                        if let (HostStatus::Ready { code, relay }, Some(listing)) = (s, &listing) {
+                        if let (HostStatus::Ready { code, relay, .. }, Some(listing)) =
+                            (s, &listing)
+                        {
                             let join = format!("{code}@{relay}");
                             if let Err(e) =
                                 listing.tag(switchboard_master::protocol::JOIN_TAG, &join)

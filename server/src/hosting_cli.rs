@@ -110,7 +110,7 @@ impl LinkArgs {
             HostTarget::Attach(Arc::new(attach)),
             move |status| {
                 // A listed server shows its code: browsers join with it.
-                if let HostStatus::Ready { code, relay } = status {
+                if let HostStatus::Ready { code, relay, .. } = status {
                     let join = format!("{code}@{relay}");
                     listed.set_listing_tag(switchboard_master::protocol::JOIN_TAG, &join);
                 }

@@ -64,7 +64,10 @@ pub trait Connector: Send + Sync + 'static {
     /// Opens a transport to `addr` (one it [`accepts`](Self::accepts)),
     /// with whatever it needs exchanged first already done (a relay's join
     /// frame, a TLS handshake): the framed protocol's hello goes next.
-    fn open(&self, addr: &str) -> Opening;
+    /// `tls` is the dialer's TLS (`None`: its owner chose plaintext), for a
+    /// connector that runs TLS inside its own transport (the join-code
+    /// relay's pipe, end to end with the host).
+    fn open(&self, addr: &str, tls: Option<&TlsClient>) -> Opening;
 }
 
 /// The connectors a client dials with: the socket's own address forms, and
@@ -122,7 +125,7 @@ impl Dialer {
     /// (see [`Socket::connect`]).
     pub fn connect(&self, addr: &str, config: SocketConfig) -> Socket {
         if let Some(connector) = self.connectors.iter().find(|c| c.accepts(addr)) {
-            return Socket::connect_with(connector.open(addr), config);
+            return Socket::connect_with(connector.open(addr, self.tls()), config);
         }
         if let Some(server) = addr.strip_prefix("tls://") {
             return Socket::connect_with(tls_opening(self.tls.clone(), server), config);
@@ -243,7 +246,7 @@ mod tests {
             addr.starts_with("test:")
         }
 
-        fn open(&self, addr: &str) -> Opening {
+        fn open(&self, addr: &str, _: Option<&TlsClient>) -> Opening {
             let why = format!("refusing {addr}");
             Box::pin(async move { Err(std::io::Error::other(why)) })
         }
@@ -257,7 +260,7 @@ mod tests {
             addr == "pipe:"
         }
 
-        fn open(&self, _: &str) -> Opening {
+        fn open(&self, _: &str, _: Option<&TlsClient>) -> Opening {
             let end = self.0.lock().unwrap().take();
             Box::pin(async move {
                 let end = end.ok_or_else(|| std::io::Error::other("opened once"))?;

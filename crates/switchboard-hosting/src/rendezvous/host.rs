@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use switchboard::tls::{default_data_dir, Fingerprint, Secured, ServerIdentity, TlsServer};
 use switchboard_proto::rendezvous::{Frame, Secret, MAX_FRAME_LEN, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,7 +22,8 @@ use super::pipe::frames;
 pub enum HostTarget {
     /// Handed to the server in this process, with the player's address
     /// (`ManagerHandle::attach`); `false` when the server turned it away.
-    Attach(Arc<dyn Fn(TcpStream, SocketAddr) -> bool + Send + Sync>),
+    /// A player that opened TLS with the host is handed over decrypted.
+    Attach(Arc<dyn Fn(Secured, SocketAddr) -> bool + Send + Sync>),
     /// Piped to a server listening at this address (a child process): it
     /// sees each player as a connection from this machine.
     Forward(SocketAddr),
@@ -51,6 +53,11 @@ pub struct HostConfig {
     /// How long the relay may stay silent before it is taken for lost
     /// (default 35 s: it pings every 10 s).
     pub silence: Duration,
+    /// The identity the host presents to players who open TLS with it
+    /// through the relay (end to end: the relay pipes ciphertext). Default
+    /// none: the host's own, from the default data directory (the one its
+    /// server would serve), loaded when the link starts.
+    pub identity: Option<TlsServer>,
 }
 
 impl HostConfig {
@@ -62,6 +69,7 @@ impl HostConfig {
             max_retry: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
             silence: Duration::from_secs(35),
+            identity: None,
         }
     }
 }
@@ -78,6 +86,10 @@ pub enum HostStatus {
         code: String,
         /// The relay, as configured.
         relay: String,
+        /// The fingerprint players pin the host by (`--trust`); `None`
+        /// when the host has no TLS identity (its players then speak plain
+        /// through the relay).
+        fingerprint: Option<Fingerprint>,
     },
     /// The relay was lost; connecting again (the code is kept if the
     /// relay hears back within its grace).
@@ -90,11 +102,19 @@ impl std::fmt::Display for HostStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HostStatus::Connecting => f.write_str("connecting to the join-code relay"),
-            HostStatus::Ready { code, relay } => {
+            HostStatus::Ready {
+                code,
+                relay,
+                fingerprint,
+            } => {
                 write!(
                     f,
                     "join code {code}: players join with --join {code}@{relay}"
-                )
+                )?;
+                match fingerprint {
+                    Some(fingerprint) => write!(f, " --trust {fingerprint}"),
+                    None => Ok(()),
+                }
             }
             HostStatus::Lost(why) => {
                 write!(f, "the join-code relay was lost ({why}); connecting again")
@@ -122,10 +142,21 @@ impl HostLink {
 
     /// [`HostLink::start`], with `on_change` called at every change of status.
     pub fn start_with(
-        config: HostConfig,
+        mut config: HostConfig,
         target: HostTarget,
         on_change: impl FnMut(&HostStatus) + Send + 'static,
     ) -> Self {
+        if config.identity.is_none() {
+            let identity = ServerIdentity::load_or_create(&default_data_dir())
+                .and_then(|identity| TlsServer::new(&identity));
+            match identity {
+                Ok(identity) => config.identity = Some(identity),
+                Err(err) => tracing::warn!(
+                    %err,
+                    "no TLS identity for the join-code relay's players: they speak plain through it"
+                ),
+            }
+        }
         let (status_tx, status) = watch::channel(HostStatus::Connecting);
         let (stop, stopped) = oneshot::channel();
         tokio::spawn(run(config, target, status_tx, Box::new(on_change), stopped));
@@ -245,6 +276,7 @@ async fn serve(
     set(HostStatus::Ready {
         code,
         relay: config.relay.clone(),
+        fingerprint: config.identity.as_ref().map(TlsServer::fingerprint),
     });
     let lost = |why: String| Ended::Lost(why, true);
     let (read, mut write) = stream.into_split();
@@ -301,6 +333,22 @@ async fn open_data(
     let player: SocketAddr = addr
         .parse()
         .map_err(|_| format!("the relay named the player {addr:?}"))?;
+    // The player's first byte: TLS, ended here (the host's own identity),
+    // or plain (a browser through the relay's WebSocket port).
+    let opened = async {
+        let mut first = [0u8; 1];
+        if data.peek(&mut first).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        match (&config.identity, first[0] == 0x16) {
+            (Some(tls), true) => Ok(Secured::Tls(Box::new(tls.handshake(data).await?))),
+            _ => Ok(Secured::Plain(data)),
+        }
+    };
+    let mut data = tokio::time::timeout(config.timeout, opened)
+        .await
+        .map_err(|_| format!("{player} opened nothing in time"))?
+        .map_err(|e: std::io::Error| format!("{player}'s TLS: {e}"))?;
     match target {
         HostTarget::Attach(attach) => {
             if !attach(data, player) {

@@ -90,6 +90,9 @@ pub(super) async fn run(player: Player, host: TcpStream, game: &Arc<Game>, share
     let (mut host_read, mut host_write) = host.into_split();
     match player {
         Player::Tcp(stream) => {
+            // Each direction's first byte says what it carries: a player
+            // that opens TLS with its host is piped record by record (the
+            // relay sees ciphertext only), and so is the host's answer.
             let (mut read, mut write) = stream.into_split();
             let up = forward(&mut read, &mut host_write, game, shared);
             let down = forward(&mut host_read, &mut write, game, shared);
@@ -166,8 +169,59 @@ async fn both_unless_broken(
 /// pieces of at most this, whatever its length.
 const PIPE_CHUNK: usize = 16 * 1024;
 
-/// Frames from `from` to `to`, paced, each checked against the frame cap
-/// by its length field and passed on as it arrives (the relay never holds
+/// What a TCP pipe carries: the game's frames (a 4-byte length), or TLS
+/// records between a player and its host (a 5-byte header: type, version,
+/// a 2-byte length), which the relay bounds and paces without reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// Switchboard frames.
+    Frames,
+    /// TLS records.
+    TlsRecords,
+}
+
+/// The largest TLS record body: 2^14 bytes of plaintext, 256 of
+/// expansion (RFC 8446, 5.2).
+const MAX_TLS_RECORD: usize = (1 << 14) + 256;
+
+impl Framing {
+    /// The framing of a direction whose first byte is `first`: a TLS
+    /// handshake record's type, or a frame's length.
+    fn of(first: u8) -> Framing {
+        if first == 0x16 {
+            Framing::TlsRecords
+        } else {
+            Framing::Frames
+        }
+    }
+
+    /// The body's length in a unit's head, or `None` if the head breaks
+    /// the framing (an empty or oversized frame, a record of no TLS type).
+    fn body_len(self, head: &[u8; 5], max_frame_len: usize) -> Option<usize> {
+        match self {
+            Framing::Frames => {
+                let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+                (len != 0 && len <= max_frame_len).then_some(len)
+            }
+            Framing::TlsRecords => {
+                let len = u16::from_be_bytes([head[3], head[4]]) as usize;
+                let record_type = (20..=24).contains(&head[0]);
+                (record_type && head[1] == 3 && len <= MAX_TLS_RECORD).then_some(len)
+            }
+        }
+    }
+
+    /// Bytes of its head.
+    fn head_len(self) -> usize {
+        match self {
+            Framing::Frames => 4,
+            Framing::TlsRecords => 5,
+        }
+    }
+}
+
+/// Frames (or TLS records) from `from` to `to`, paced, each checked against
+/// its cap by its head and passed on as it arrives (the relay never holds
 /// a whole long frame), until `from` ends (then `to` is shut down: the
 /// other side reads the end) or breaks a rule.
 async fn forward<R, W>(from: &mut R, to: &mut W, game: &Arc<Game>, shared: &Arc<Shared>) -> End
@@ -177,22 +231,38 @@ where
 {
     let config = &shared.config;
     let mut chunk = vec![0u8; PIPE_CHUNK];
+    // Decided by the direction's first byte, then kept.
+    let mut framing = None;
     let end = loop {
-        let mut head = [0u8; 4];
-        match tokio::time::timeout(config.pipe_idle_timeout, from.read_exact(&mut head)).await {
-            Ok(Ok(_)) => {}
+        let mut unit = [0u8; 5];
+        let read = async {
+            let start = match framing {
+                Some(_) => 0,
+                None => {
+                    from.read_exact(&mut unit[..1]).await?;
+                    1
+                }
+            };
+            let framing = *framing.get_or_insert(Framing::of(unit[0]));
+            from.read_exact(&mut unit[start..framing.head_len()])
+                .await?;
+            std::io::Result::Ok(framing)
+        };
+        let framing = match tokio::time::timeout(config.pipe_idle_timeout, read).await {
+            Ok(Ok(framing)) => framing,
             Ok(Err(_)) => break End::Closed,
             Err(_) => break End::Broken,
-        }
-        let len = u32::from_be_bytes(head) as usize;
-        if len == 0 || len > config.max_frame_len {
+        };
+        let Some(len) = framing.body_len(&unit, config.max_frame_len) else {
             // An empty frame is a protocol error in any Switchboard peer; a
-            // longer one than the cap is refused.
-            tracing::debug!(len, code = %game.code, "frame refused: the pipe ends");
+            // longer one than the cap is refused; so is what is not TLS in
+            // a TLS pipe.
+            tracing::debug!(?framing, code = %game.code, "unit refused: the pipe ends");
             break End::Broken;
-        }
+        };
+        let head = &unit[..framing.head_len()];
         pace(game, shared, head.len()).await;
-        if to.write_all(&head).await.is_err() {
+        if to.write_all(head).await.is_err() {
             break End::Broken;
         }
         let whole = tokio::time::Instant::now() + config.frame_stall_timeout;

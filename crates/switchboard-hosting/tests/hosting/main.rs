@@ -8,3 +8,4 @@ mod fake_upnp;
 mod portmap;
 mod rendezvous;
 mod rendezvous_abuse;
+mod rendezvous_tls;

@@ -14,11 +14,11 @@ use switchboard_proto::rendezvous::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-channels! { enum Chan { Score = 16 } }
-actions! { #[derive(Debug)] enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
+channels! { pub(crate) enum Chan { Score = 16 } }
+actions! { #[derive(Debug)] pub(crate) enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
 
 /// The host's rules: add 1 to 10 points; everyone hears the new total.
-struct Points(u32);
+pub(crate) struct Points(u32);
 impl GameLogic for Points {
     type Message = Score;
     type Command = u32;
@@ -46,7 +46,7 @@ pub(crate) async fn relay(config: RendezvousConfig) -> RendezvousServer {
 
 /// A host: a game server in this process, linked to `relay` (at `via`):
 /// its code once registered.
-async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
+pub(crate) async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
     // The host lets a player send fast: the relay's pace is under test.
     let mut config = ManagerConfig::default();
     config.rules.message_rate.per_second = 10_000.0;
@@ -56,7 +56,8 @@ async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
         .spawn()
         .unwrap();
     let handle = server.handle();
-    let attach = move |stream: TcpStream, addr| handle.attach(stream, addr).is_some();
+    let attach =
+        move |stream: switchboard::tls::Secured, addr| handle.attach(stream, addr).is_some();
     let mut link = HostLink::start(HostConfig::new(via), HostTarget::Attach(Arc::new(attach)));
     let code = match link.ready().await {
         HostStatus::Ready { code, .. } => code,
@@ -67,7 +68,7 @@ async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
 
 /// Runs `f` on a thread of its own, as a game's loop (a `NetworkClient`
 /// is polled there, outside any runtime).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (done, result) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let _ = done.send(f());
@@ -75,13 +76,18 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     result.await.expect("the game's thread panicked")
 }
 
+/// The dialer of join codes, the host pinned: the hosts here present the
+/// identity of this machine's data directory (`HostConfig::identity`'s
+/// default).
+pub(crate) fn dialer() -> switchboard::socket::Dialer {
+    use switchboard::tls::{default_data_dir, ServerIdentity, ServerTrust};
+    let host = ServerIdentity::load_or_create(&default_data_dir()).unwrap();
+    switchboard_hosting::JoinCodes::dialer().trust(ServerTrust::pinned(host.fingerprint()))
+}
+
 /// A client that joined `addr` (welcomed, so requests may go).
-fn joined(addr: String, name: &str) -> NetworkClient {
-    let mut client = NetworkClient::connect_via(
-        switchboard_hosting::JoinCodes::dialer(),
-        addr,
-        ClientConfig::named(name),
-    );
+pub(crate) fn joined(addr: String, name: &str) -> NetworkClient {
+    let mut client = NetworkClient::connect_via(dialer(), addr, ClientConfig::named(name));
     let deadline = Instant::now() + WAIT;
     let mut heard = Vec::new();
     while !client.is_welcomed() {
@@ -100,11 +106,7 @@ fn joined(addr: String, name: &str) -> NetworkClient {
 
 /// Why a client joining `addr` was turned away.
 fn turned_away(addr: String) -> String {
-    let mut client = NetworkClient::connect_via(
-        switchboard_hosting::JoinCodes::dialer(),
-        addr,
-        ClientConfig::named("eve"),
-    );
+    let mut client = NetworkClient::connect_via(dialer(), addr, ClientConfig::named("eve"));
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         for event in client
