@@ -125,7 +125,21 @@ pub enum TlsError {
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     static PROVIDER: OnceLock<Arc<rustls::crypto::CryptoProvider>> = OnceLock::new();
     PROVIDER
-        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .get_or_init(|| {
+            use rustls::crypto::ring::{cipher_suite, kx_group};
+            Arc::new(rustls::crypto::CryptoProvider {
+                // X25519 first: P-384 (which this rustls's ring provider
+                // negotiated) took ten times the CPU of a handshake, its
+                // arithmetic generic in ring (`benches/tls.rs`).
+                kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
+                cipher_suites: vec![
+                    cipher_suite::TLS13_AES_128_GCM_SHA256,
+                    cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+                    cipher_suite::TLS13_AES_256_GCM_SHA384,
+                ],
+                ..rustls::crypto::ring::default_provider()
+            })
+        })
         .clone()
 }
 
