@@ -30,16 +30,14 @@ impl Drop for Relay {
 }
 
 fn start_relay() -> Relay {
+    start_relay_with(&["--bind", "loopback"])
+}
+
+/// A relay process with `args` besides its ports.
+fn start_relay_with(args: &[&str]) -> Relay {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
-        .args([
-            "relay",
-            "--bind",
-            "loopback",
-            "--port",
-            "0",
-            "--ws-port",
-            "0",
-        ])
+        .args(["relay", "--port", "0", "--ws-port", "0"])
+        .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -86,6 +84,11 @@ async fn until(
 async fn open_demo(relay: &Relay, query: &str) -> Browser {
     let browser = Browser::start().await;
     let url = format!("http://{}/?{query}", relay.websocket);
+    open_demo_in(browser, url).await
+}
+
+/// `url`, the demo page, in `browser`, once it is connected.
+async fn open_demo_in(browser: Browser, url: String) -> Browser {
     browser
         .call("POST", "/url", Some(json!({"url": url})))
         .await;
@@ -107,6 +110,37 @@ fn walker(relay: &Relay, zone: &str, speed: f32) -> Bot {
         ..BotConfig::new("walker", zone)
     };
     Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_over_wss_in_chromium_trusting_only_the_servers_key() {
+    // A relay beyond loopback: TLS with its own self-signed identity. The
+    // browser trusts that key alone (`--ignore-certificate-errors-spki-list`),
+    // loads the page over https and plays over wss://.
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let relay = start_relay_with(&["--bind", "all", "--data-dir", dir]);
+    let identity = switchboard::tls::ServerIdentity::load_or_create(data.path()).unwrap();
+    let spki = identity.spki_sha256_base64().unwrap();
+    let browser =
+        Browser::start_with(&[format!("--ignore-certificate-errors-spki-list={spki}")]).await;
+    let port = relay.websocket.port();
+    let url = format!("https://127.0.0.1:{port}/?zone=secure&name=chromium");
+    let browser = open_demo_in(browser, url).await;
+    let _bot = walker(&relay, "secure", 30.0);
+    let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
+    until(&browser, "the bot's dot over wss", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let scheme = browser
+        .run("return window.demo.relay.socket.ws.url;", json!([]))
+        .await;
+    assert!(
+        scheme.as_str().is_some_and(|u| u.starts_with("wss://")),
+        "{scheme}"
+    );
+    browser.quit().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -172,6 +172,36 @@ impl ServerIdentity {
     pub fn certificate(&self) -> &[u8] {
         &self.chain[0]
     }
+
+    /// The SHA-256 of its public key (the certificate's
+    /// SubjectPublicKeyInfo), in base64: what Chromium's
+    /// `--ignore-certificate-errors-spki-list` takes to trust this server's
+    /// self-signed certificate, and only it.
+    pub fn spki_sha256_base64(&self) -> Result<String, TlsError> {
+        let key = rcgen::KeyPair::try_from(self.key.secret_der())
+            .map_err(|err| TlsError::BadPem(format!("private key: {err}")))?;
+        Ok(base64(&Sha256::digest(key.public_key_der())))
+    }
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(DIGITS[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The default data directory of a server's identity and a client's known
@@ -271,6 +301,20 @@ mod tests {
         let other = ServerIdentity::generate().unwrap();
         assert_ne!(other.fingerprint(), first.fingerprint());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn base64_is_the_standard_one() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        let spki = ServerIdentity::generate()
+            .unwrap()
+            .spki_sha256_base64()
+            .unwrap();
+        assert_eq!(spki.len(), 44, "{spki}");
     }
 
     #[test]

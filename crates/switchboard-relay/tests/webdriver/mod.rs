@@ -83,6 +83,12 @@ async fn call_once(port: u16, method: &str, path: &str, body: Option<Value>) -> 
 impl Browser {
     /// Starts chromedriver and a headless Chromium session.
     pub async fn start() -> Browser {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts chromedriver and a headless Chromium session with `extra`
+    /// switches (one self-signed server trusted by its key, say).
+    pub async fn start_with(extra: &[String]) -> Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -112,13 +118,23 @@ impl Browser {
             assert!(Instant::now() < deadline, "chromedriver did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let profile = browser.scratch.path().join("profile");
+        let args: Vec<String> = [
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=1200,800".into(),
+            format!("--user-data-dir={}", profile.display()),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect();
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1200,800",
-                         format!("--user-data-dir={}", browser.scratch.path().join("profile").display())]
+                "args": args
             }
         }}});
         let session = call(port, "POST", "/session", Some(capabilities)).await;
