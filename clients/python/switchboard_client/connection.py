@@ -5,11 +5,18 @@ keep-alive and the idle timeout. What the Rust ``ExtendedTcpSocket`` is.
     conn = await Connection.open("127.0.0.1", 7000)
     conn.send(16, 1, STRING, "hello")
     envelope = await conn.recv()       # None once closed; conn.closed says why
+
+A server on another machine is spoken to in TLS 1.3 (section 1a), checked by
+its pinned SHA-256 fingerprint (``ConnectionConfig.trust``, as the server
+prints it: ``tls: sha256 ...``) or else by the platform's CA roots.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ipaddress
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -71,6 +78,51 @@ class ConnectionConfig:
     handshake_timeout: float = 5.0
     connect_timeout: float = 5.0
     limits: Limits = DEFAULT_LIMITS
+    #: TLS under the frames: ``None`` (the default) speaks it to any host
+    #: that is not this machine's, ``True`` always, ``False`` never (plain to
+    #: another machine sends everything in the clear).
+    tls: bool | None = None
+    #: The server's SHA-256 fingerprint (64 hex digits, colons allowed): it
+    #: is trusted by it alone. Without it, the platform's CA roots and the
+    #: host name decide.
+    trust: str | None = None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine (``localhost`` or a loopback address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def _tls_context(config: ConnectionConfig) -> ssl.SSLContext:
+    """TLS 1.3; with a pin, the certificate is checked against it after
+    the handshake (not by a CA)."""
+    context = ssl.create_default_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    if config.trust is not None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _check_pin(writer: asyncio.StreamWriter, config: ConnectionConfig, server: str) -> None:
+    """Raises ``ConnectionError`` unless the server presented the pinned key."""
+    if config.trust is None:
+        return
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    presented = hashlib.sha256(der).hexdigest()
+    pinned = config.trust.lower().removeprefix("sha256:").replace(":", "")
+    if presented != pinned:
+        raise ConnectionError(
+            f"{server} presented the key {presented}, not the pinned {pinned}: someone may be "
+            "in the middle, or the server has a new key"
+        )
 
 
 def join_frame(code: str) -> bytes:
@@ -115,12 +167,35 @@ class Connection:
         is a join-code relay and the game of that code is joined through
         it (docs/PROTOCOL.md section 12)."""
         config = config or ConnectionConfig()
+        tls = config.tls if config.tls is not None else not is_loopback(host)
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), config.connect_timeout)
         except (OSError, asyncio.TimeoutError) as err:
             raise ConnectionError(f"connect to {host}:{port} failed: {err or 'timed out'}") from err
         if join_code is not None:
             writer.write(join_frame(join_code))
+        if tls:
+            # After the join frame, if any: TLS with the host itself, end
+            # to end through a join-code relay.
+            try:
+                await asyncio.wait_for(
+                    writer.start_tls(_tls_context(config), server_hostname=host.strip("[]")),
+                    config.handshake_timeout,
+                )
+            except ssl.SSLError as err:
+                writer.close()
+                raise ConnectionError(
+                    f"TLS with {host}:{port} failed ({err.reason or err}): a plain server answers "
+                    "in plaintext; a self-signed one needs its fingerprint pinned (trust=...)"
+                ) from err
+            except (OSError, asyncio.TimeoutError) as err:
+                writer.close()
+                raise ConnectionError(f"TLS with {host}:{port} failed: {err or 'timed out'}") from err
+            try:
+                _check_pin(writer, config, f"{host}:{port}")
+            except ConnectionError:
+                writer.close()
+                raise
         writer.write(HELLO_FRAME)
         try:
             hello = await asyncio.wait_for(_read_hello(reader), config.handshake_timeout)

@@ -23,12 +23,12 @@ class Server:
     ``expect``, ``expected`` is the match of the first line that matches
     that pattern."""
 
-    def __init__(self, *args: str, env: dict | None = None, expect: str | None = None) -> None:
+    def __init__(self, *args: str, env: dict | None = None, expect: str | None = None, bind: str = "loopback") -> None:
         if not BINARY.exists():
             subprocess.run(["cargo", "build", "-q", "-p", "switchboard-server"], cwd=ROOT, check=True)
         env = {**os.environ, "RUST_LOG": "warn", "SWITCHBOARD_PASSWORD": "", **(env or {})}
         self.process = subprocess.Popen(
-            [str(BINARY), *args, "--bind", "loopback", "--port", "0"],
+            [str(BINARY), *args, "--bind", bind, "--port", "0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
