@@ -1,7 +1,7 @@
 //! Replays the corpora of this crate's fuzz targets (`fuzz/corpus/NAME`,
 //! kept small with `cargo fuzz cmin`) through the same bodies the fuzzer
 //! runs, so CI keeps every input the fuzzer found interesting green. One
-//! test binary for the four (each binary costs CI a link). See
+//! test binary for the five (each binary costs CI a link). See
 //! `fuzz/README.md` to fuzz further.
 
 #[path = "../fuzz/bodies/connection_reader.rs"]
@@ -14,6 +14,8 @@ mod frame_decoder;
 mod record_reader;
 #[path = "../fuzz/bodies/session.rs"]
 mod session;
+#[path = "../fuzz/bodies/tls_listener.rs"]
+mod tls_listener;
 
 /// Where the corpora are.
 fn corpora() -> std::path::PathBuf {
@@ -33,6 +35,11 @@ fn fuzz_corpus_of_frame_decoder_replays_without_a_panic() {
 #[test]
 fn fuzz_corpus_of_record_reader_replays_without_a_panic() {
     corpus::replay(&corpora(), "record_reader", record_reader::run);
+}
+
+#[test]
+fn fuzz_corpus_of_tls_listener_replays_without_a_panic() {
+    corpus::replay(&corpora(), "tls_listener", tls_listener::run);
 }
 
 #[test]
