@@ -12,6 +12,7 @@ use bevy_state::prelude::{NextState, State, States};
 use switchboard::client::{ClientEvent, RequestError, RequestStatus, RequestTicket};
 use switchboard::message::{Message as NetMessage, TypedMessage};
 use switchboard::process::SpawnError;
+use switchboard::socket::Dialer;
 use switchboard::socket::{SendError, SocketState};
 use switchboard::{ClientConfig, ClientId, LocalServer, LocalServerOptions, NetworkClient};
 use switchboard_rooms::{RoomClient, RoomClientEvent, RoomEvent, RoomState};
@@ -63,10 +64,17 @@ impl Switchboard {
     /// connection there was (a local server keeps running). Events follow
     /// from the next frame.
     pub fn connect(&mut self, addr: impl ToString, config: ClientConfig) {
+        self.connect_via(Dialer::default(), addr, config);
+    }
+
+    /// Like [`connect`](Self::connect), dialing through `dialer`: a server
+    /// on another machine is spoken to in TLS and checked by the dialer's
+    /// trust (`Dialer::default().trust(ServerTrust::pinned(..))` pins it).
+    pub fn connect_via(&mut self, dialer: Dialer, addr: impl ToString, config: ClientConfig) {
         if let Some(mut client) = self.client.take() {
             client.close("connecting elsewhere");
         }
-        self.client = Some(RoomClient::connect(addr, config));
+        self.client = Some(RoomClient::connect_via(dialer, addr, config));
     }
 
     /// Starts the game's own server as a child process (single player on
@@ -263,8 +271,8 @@ enum Start {
     /// Later, from a system (`Switchboard::connect`, `start_local`).
     #[default]
     Later,
-    /// A server somewhere.
-    Connect(String, ClientConfig),
+    /// A server somewhere, through a dialer.
+    Connect(Dialer, String, ClientConfig),
     /// The game's own server as a child process.
     Local(LocalServerOptions, ClientConfig),
 }
@@ -299,8 +307,14 @@ pub struct SwitchboardPlugin {
 impl SwitchboardPlugin {
     /// Connects at startup to `addr` ("host:port" or a `ws://` URL).
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
+        Self::connect_via(Dialer::default(), addr, config)
+    }
+
+    /// Like [`connect`](Self::connect), through `dialer` (its trust in the
+    /// server: a pinned fingerprint).
+    pub fn connect_via(dialer: Dialer, addr: impl ToString, config: ClientConfig) -> Self {
         Self {
-            start: Start::Connect(addr.to_string(), config),
+            start: Start::Connect(dialer, addr.to_string(), config),
         }
     }
 
@@ -343,7 +357,7 @@ impl Plugin for SwitchboardPlugin {
 fn start_client(net: &mut Switchboard, start: Start, exit: &mut MessageWriter<AppExit>) {
     match start {
         Start::Later => {}
-        Start::Connect(addr, config) => net.connect(addr, config),
+        Start::Connect(dialer, addr, config) => net.connect_via(dialer, addr, config),
         Start::Local(options, config) => {
             if let Err(err) = net.start_local(options, config) {
                 tracing::error!(%err, "the local server did not start");

@@ -18,6 +18,8 @@ use bevy_ecs::prelude::*;
 
 use switchboard::message::Message as NetMessage;
 use switchboard::smoothing::{SmoothingConfig, SnapshotBuffer};
+use switchboard::socket::Dialer;
+use switchboard::tls::ServerTrust;
 use switchboard::{Socket, SocketConfig, SocketEvent};
 use switchboard_relay::compact::{CompactDecoder, CompactRecord};
 use switchboard_relay::{
@@ -49,6 +51,10 @@ pub struct RelaySettings {
     /// each instead of about fifty, positions to the relay's precision
     /// (1 cm by default), the same events.
     pub compact: bool,
+    /// How a relay on another machine is trusted (default none: the
+    /// platform's roots, then trust on first use); it is always spoken to
+    /// in TLS, a relay on this machine in plain.
+    pub trust: Option<ServerTrust>,
 }
 
 impl RelaySettings {
@@ -62,6 +68,7 @@ impl RelaySettings {
             keep_alive: Duration::from_secs(1),
             smoothing: SmoothingConfig::default(),
             compact: true,
+            trust: None,
         }
     }
 }
@@ -131,10 +138,11 @@ impl Relay {
     }
 
     fn connect(&mut self) {
-        self.socket = Some(Socket::connect(
-            self.target.clone(),
-            SocketConfig::default(),
-        ));
+        let dialer = match &self.settings.trust {
+            Some(trust) => Dialer::default().trust(trust.clone()),
+            None => Dialer::default(),
+        };
+        self.socket = Some(dialer.connect(&self.target, SocketConfig::default()));
         self.player_id = None;
         self.last_sent = None;
     }

@@ -51,8 +51,19 @@ impl std::fmt::Debug for RoomClient {
 impl RoomClient {
     /// Connects like [`NetworkClient::connect`].
     pub fn connect(addr: impl ToString, config: ClientConfig) -> Self {
+        Self::connect_via(switchboard::socket::Dialer::default(), addr, config)
+    }
+
+    /// Like [`connect`](Self::connect), dialing through `dialer`: its
+    /// trust in the server (a pinned fingerprint), its connectors (join
+    /// codes).
+    pub fn connect_via(
+        dialer: switchboard::socket::Dialer,
+        addr: impl ToString,
+        config: ClientConfig,
+    ) -> Self {
         Self {
-            client: NetworkClient::connect(addr, config),
+            client: NetworkClient::connect_via(dialer, addr, config),
             signals: RoomSignals::default(),
             handlers: HashMap::new(),
             room: RoomView::default(),
