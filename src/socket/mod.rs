@@ -142,10 +142,12 @@ impl std::fmt::Debug for Socket {
 }
 
 impl Socket {
-    /// Starts connecting to `addr` and returns at once, like Qt's
-    /// `connectToHost`. `connected` (or `disconnected` with
+    /// Starts connecting to `addr` in plain TCP and returns at once, like
+    /// Qt's `connectToHost`. `connected` (or `disconnected` with
     /// [`DisconnectReason::ConnectFailed`]) follows. Messages sent before the
-    /// connection opens are queued.
+    /// connection opens are queued. Plain whatever machine `addr` is: to
+    /// another machine, dial through a [`Dialer`] (TLS, the server
+    /// checked), as `NetworkClient` does.
     pub fn connect<A>(addr: A, config: SocketConfig) -> Self
     where
         A: ToSocketAddrs + Send + 'static,
@@ -392,7 +394,20 @@ pub struct SocketStream {
 }
 
 impl SocketStream {
-    /// Connects to `addr` (see [`Socket::connect`]).
+    /// Connects to `addr` as the default [`Dialer`] does: TLS to another
+    /// machine (the server checked by the platform's roots, then trust on
+    /// first use), plain to this one; `ws://`, `wss://`, `tls://` as
+    /// their forms say. What a service's client (a master's browser, a
+    /// matchmaker's) dials with.
+    pub fn dial(addr: impl std::fmt::Display, config: SocketConfig) -> Self {
+        Dialer::default()
+            .connect(&addr.to_string(), config)
+            .into_stream()
+    }
+
+    /// Connects to `addr` in plain TCP, whatever machine it is (see
+    /// [`Socket::connect`]; [`dial`](Self::dial) speaks TLS off this
+    /// machine).
     pub fn connect<A>(addr: A, config: SocketConfig) -> Self
     where
         A: ToSocketAddrs + Send + 'static,

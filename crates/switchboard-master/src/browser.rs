@@ -42,7 +42,7 @@ pub async fn fetch_list(
     filter: Filter,
     timeout: Duration,
 ) -> std::io::Result<Vec<Listed>> {
-    let mut socket = SocketStream::connect(master, SocketConfig::default());
+    let mut socket = SocketStream::dial(master, SocketConfig::default());
     let mut servers = Vec::new();
     // A master that keeps saying "more" is not followed past this: a list
     // holds at most MAX_LISTED servers.
@@ -76,7 +76,7 @@ pub const MAX_LISTED: usize = 10_000;
 
 /// The master's counters.
 pub async fn master_stats(master: SocketAddr, timeout: Duration) -> std::io::Result<MasterStats> {
-    let mut socket = SocketStream::connect(master, SocketConfig::default());
+    let mut socket = SocketStream::dial(master, SocketConfig::default());
     let message = Message::new(MasterChannel::Master, MasterAction::Stats, &())
         .map_err(std::io::Error::other)?;
     let stats = ask(&mut socket, message, timeout).await;

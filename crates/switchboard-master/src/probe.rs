@@ -72,7 +72,7 @@ pub async fn probe_reachable(
     port: u16,
     timeout: Duration,
 ) -> std::io::Result<ProbeResult> {
-    let mut socket = SocketStream::connect(master, SocketConfig::default());
+    let mut socket = SocketStream::dial(master, SocketConfig::default());
     let message = Message::new(
         MasterChannel::Master,
         MasterAction::Probe,

@@ -156,7 +156,7 @@ async fn run(
     mut script: watch::Receiver<Script>,
     player_id: Arc<AtomicU32>,
 ) {
-    let connect = || async move { Some(SocketStream::connect(addr, SocketConfig::default())) };
+    let connect = || async move { Some(SocketStream::dial(addr, SocketConfig::default())) };
     let Some(first) = connect().await else { return };
     // A relay busy with handshakes may ask it to come back later.
     let Ok(mut socket) = first.until_admitted(connect, BOT_JOIN_ATTEMPTS).await else {

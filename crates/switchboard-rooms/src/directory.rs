@@ -167,7 +167,7 @@ async fn ask_matchmaker(
     request: RoomAction,
     timeout: Duration,
 ) -> std::io::Result<RoomAction> {
-    let mut socket = SocketStream::connect(matchmaker, SocketConfig::default());
+    let mut socket = SocketStream::dial(matchmaker, SocketConfig::default());
     let message = request.to_message().map_err(std::io::Error::other)?;
     let reply = socket.ask(&message, timeout).await;
     socket.close("done");
