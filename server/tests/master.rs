@@ -241,3 +241,27 @@ async fn a_server_stopped_with_sigterm_leaves_the_list_at_once() {
     );
     eprintln!("delisted {took:?} after SIGTERM");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_beyond_loopback_lists_the_fingerprint_players_pin_it_by() {
+    let (_master_proc, master) = start_master(0, &["--heartbeats-per-minute", "600"]);
+    let data = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(support::BIN);
+    command
+        .args(["--bind", "all", "--port", "0", "--data-dir"])
+        .arg(data.path())
+        .args([
+            "--register-with",
+            &master.to_string(),
+            "--heartbeat-secs",
+            "0.2",
+        ]);
+    let (_game, _, printed) = support::start_command_tls(command);
+    let listed = wait_for(master, Filter::default(), 1).await;
+    assert_eq!(
+        listed[0].fingerprint(),
+        Some(printed),
+        "{:?}",
+        listed[0].info.tags
+    );
+}

@@ -82,6 +82,10 @@ type Farewell = Arc<std::sync::Mutex<Option<String>>>;
 /// for the manager's next tick.
 type ListingTags = Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
+/// The listing tag a server beyond loopback lists its TLS fingerprint in:
+/// `tls=3f1c...` (64 hex digits), for a server browser to pin it by.
+pub const TLS_TAG: &str = "tls";
+
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
 
@@ -128,6 +132,13 @@ impl<L: GameLogic> ServerManager<L> {
         let shutdown = CancellationToken::new();
         let farewell = Farewell::default();
         let tags = ListingTags::default();
+        // A listed server beyond loopback lists the key players pin it by
+        // (as trusted as the listing: see docs/SECURITY.md).
+        if let Some(fingerprint) = server.handle().tls_fingerprint() {
+            tags.lock()
+                .expect("tags lock")
+                .push((TLS_TAG.to_string(), fingerprint.to_string()));
+        }
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);
         let (record_tx, record_rx) = mpsc::channel(4);

@@ -297,6 +297,17 @@ impl Listed {
             })
             .map_or_else(|| self.addr.to_string(), |(_, value)| value.clone())
     }
+
+    /// The TLS fingerprint it lists (`switchboard::manager::TLS_TAG`), if
+    /// any: a player pins the server by it, as far as it trusts the master
+    /// the list came from (docs/SECURITY.md).
+    pub fn fingerprint(&self) -> Option<switchboard::tls::Fingerprint> {
+        self.info
+            .tags
+            .iter()
+            .find(|(key, _)| key == switchboard::manager::TLS_TAG)
+            .and_then(|(_, value)| value.parse().ok())
+    }
 }
 
 /// A page of servers.
