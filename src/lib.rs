@@ -27,6 +27,8 @@
 //! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`], [`actions!`] (typed: each action with its content type) and [`messages!`] (typed enums of several channels) |
 //! | [`socket`] | one connection ([`Socket`], [`SocketStream`]): the tokio driver of the connection rules of `switchboard_proto::connection` (the handshake, frames, ping and pong, close, the inflate budget: the same code `ConnectionCore` runs), its reader and writer, bounded queues (frames built straight onto them: `send_value`), the [`Pacer`](socket::Pacer) a busy server's writes go through; how a client's connection opens ([`Dialer`](socket::Dialer), [`Connector`](socket::Connector): `host:port`, `ws://`, and the address forms features plug in); the one accept loop of every server ([`Listener`](socket::Listener): caps in total and per address, pending handshakes, backoff, stop) and the one server-side WebSocket upgrade ([`accept_upgrade`](socket::accept_upgrade), [`UpgradeRules`](socket::UpgradeRules): head size, header count, origin, pages); the listening end of connections ([`Endpoint`], [`EndpointStream`], [`EndpointConfig::websocket`]; `ExtendedTcpSocket` and `ExtendedTcpServer` are the Qt-heritage aliases of [`Socket`] and [`Endpoint`]) admitting through the game server's gate (`switchboard_proto::limits::Gate`) |
+//! | [`tls`] | TLS 1.3 off this machine (rustls): a server's identity ([`ServerIdentity`](tls::ServerIdentity): PEM files, or made and kept in a data directory) and its [`Fingerprint`](tls::Fingerprint), how a listener speaks to other machines ([`TlsSettings`](tls::TlsSettings); [`accept`](tls::accept): TLS, plain from this machine, or plaintext refused), how a client trusts a server ([`ServerTrust`](tls::ServerTrust): roots, pins, known hosts) |
+//! | [`token`] | (from `switchboard-proto`) connect tokens for fleets: sealed by a backend (XChaCha20-Poly1305), checked once each by a server that asks them (`ManagerConfig::connect_tokens`) |
 //! | [`router`] | per-channel subscribers shared by clients and servers |
 //! | [`session`] | client ids, reconnect tokens, grace periods, rate limits: state machines with time passed in; [`PlayerIds`](session::PlayerIds), the one place a server admits an id, whatever the connection's kind |
 //! | [`manager`] | [`ManagerCore`](manager::ManagerCore) (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
@@ -92,6 +94,7 @@ pub mod prelude;
 pub mod process;
 pub use switchboard_proto::record;
 pub use switchboard_proto::smoothing;
+pub use switchboard_proto::token;
 pub mod router;
 pub mod runtime;
 pub mod scenario;

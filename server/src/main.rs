@@ -34,6 +34,7 @@ mod replay_cli;
 mod rooms_cli;
 mod scale;
 mod tls_cli;
+mod token_cli;
 mod web;
 use scale::RedisArgs;
 use switchboard::socket::BindScope;
@@ -87,6 +88,9 @@ enum Command {
     /// Run a join-code relay: hosts behind routers dial out to it and get
     /// a code; players join with `--join CODE@HOST:PORT`.
     Rendezvous(rendezvous_cli::RendezvousArgs),
+    /// Mint a connect token (hex on stdout), as a fleet's backend does,
+    /// for a server started with `--connect-token-key-file`.
+    MintToken(token_cli::MintArgs),
 }
 
 /// The admin HTTP server (off unless a port is given).
@@ -232,6 +236,8 @@ struct GameArgs {
     #[command(flatten)]
     tls: tls_cli::TlsArgs,
     #[command(flatten)]
+    tokens: token_cli::TokenArgs,
+    #[command(flatten)]
     redis: RedisArgs,
     #[command(flatten)]
     map: hosting_cli::MapArgs,
@@ -272,6 +278,7 @@ fn main() -> ExitCode {
         #[cfg(target_os = "linux")]
         Some(Command::Netem(args)) => netem_cli::run_netem(args),
         Some(Command::Rendezvous(args)) => rendezvous_cli::run_rendezvous(args),
+        Some(Command::MintToken(args)) => token_cli::run_mint(args),
         None => run_game(cli.game),
     };
     match result {
@@ -302,6 +309,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
     args.tls.apply(&mut config.server, args.bind)?;
+    config.connect_tokens = args.tokens.rules()?;
     args.redis.share_sessions(&mut config)?;
     if !args.masters.is_empty() {
         let info = ServerInfo {

@@ -49,6 +49,8 @@ pub(crate) struct RoomsArgs {
     #[command(flatten)]
     tls: crate::tls_cli::TlsArgs,
     #[command(flatten)]
+    tokens: crate::token_cli::TokenArgs,
+    #[command(flatten)]
     map: hosting_cli::MapArgs,
     #[command(flatten)]
     link: hosting_cli::LinkArgs,

@@ -366,3 +366,74 @@ fn password_from_a_file_admits_the_right_one_and_refuses_the_wrong() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_board_server_asking_connect_tokens_admits_a_minted_one_once() {
+    // The fleet's key, a server that asks tokens naming it, and a token
+    // minted by the binary as a backend would.
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("fleet.key");
+    std::fs::write(&key, "2a".repeat(32)).unwrap();
+    let key = key.to_str().unwrap();
+    let (_board, port) = support::start(&[
+        "--port",
+        "0",
+        "--connect-token-key-file",
+        key,
+        "--connect-token-name",
+        "board-1:7000",
+    ]);
+    let mint = |server: &str| {
+        let out = Command::new(support::BIN)
+            .args(["mint-token", "--key-file", key, "--server", server])
+            .args(["--client-id", "7", "--secs", "60"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let hex = String::from_utf8(out.stdout).unwrap();
+        (0..hex.trim().len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex.trim()[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    // The outcome of a join with `credentials`: welcomed, or the reason.
+    let join = |credentials: Vec<u8>| {
+        let config = ClientConfig {
+            credentials,
+            reconnect: ReconnectPolicy {
+                max_attempts: 0,
+                ..ReconnectPolicy::default()
+            },
+            ..ClientConfig::named("ann")
+        };
+        let mut client = NetworkClient::connect(format!("127.0.0.1:{port}"), config);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(Instant::now() < deadline, "no verdict on the join");
+            for event in client
+                .drain_timeout(Duration::from_millis(20))
+                .collect::<Vec<_>>()
+            {
+                match event {
+                    switchboard::ClientEvent::Welcomed(_) => return Ok(client),
+                    switchboard::ClientEvent::Refused(why) => return Err(why.to_string()),
+                    _ => {}
+                }
+            }
+        }
+    };
+    let token = mint("board-1:7000");
+    let _ann = join(token.clone()).expect("the minted token joins");
+    let again = join(token).err().expect("a token joins once");
+    assert!(again.contains("used before"), "{again}");
+    let elsewhere = join(mint("board-2:7000"))
+        .err()
+        .expect("for another server");
+    assert!(elsewhere.contains("another server"), "{elsewhere}");
+    let without = join(Vec::new()).err().expect("no token");
+    assert!(without.contains("connect token refused"), "{without}");
+}

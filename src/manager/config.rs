@@ -42,6 +42,16 @@ pub struct ManagerConfig {
     /// Record every input of the rules to a file, for an exact replay
     /// (`docs/RECORDING.md`). None (default): nothing is recorded.
     pub record: Option<RecordConfig>,
+    /// Connect tokens new players must bring (default none: anyone may
+    /// join, as the rules say). With them, a hello that starts a new
+    /// session carries a token in its `credentials`, sealed by the game's
+    /// backend under the key the servers share, naming this server,
+    /// unexpired and never seen here before; the game's
+    /// [`authenticate`](crate::GameLogic::authenticate) then sees the
+    /// token's user data as the credentials. Anything else is refused
+    /// (code 12) before the rules see it. A returning client is checked by
+    /// its reconnect token, not a connect token.
+    pub connect_tokens: Option<switchboard_proto::token::TokenRules>,
 }
 
 impl Default for ManagerConfig {
@@ -55,6 +65,7 @@ impl Default for ManagerConfig {
             shared_sessions: None,
             checkpoints: None,
             record: None,
+            connect_tokens: None,
         }
     }
 }

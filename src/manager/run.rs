@@ -10,7 +10,12 @@ use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
 use crate::socket::{EndpointEvent, EndpointHandle, EndpointStream, Pacer, PeerId};
+use switchboard_proto::manager::protocol::{self, Hello};
+use switchboard_proto::message::{Message, SESSION_CHANNEL};
+use switchboard_proto::reason::CloseCode;
 use switchboard_proto::record::Input;
+use switchboard_proto::session::Refusal;
+use switchboard_proto::token::TokenGate;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;
@@ -32,6 +37,8 @@ pub(super) struct Runner<L: GameLogic> {
     pacer: Pacer,
     /// The stores of what outlives this process, if any.
     stores: Stores,
+    /// The connect tokens new players must bring, if the server asks any.
+    tokens: Option<TokenGate>,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -43,6 +50,7 @@ impl<L: GameLogic> Runner<L> {
         control: Control,
     ) -> Self {
         Self {
+            tokens: config.connect_tokens.as_ref().map(|rules| rules.gate()),
             handle: server.handle(),
             server,
             pacer: Pacer::new(config.pacing, now()),
@@ -209,16 +217,67 @@ impl<L: GameLogic> Runner<L> {
     fn on_event(&mut self, event: EndpointEvent) {
         let event = match event {
             EndpointEvent::PeerConnected { peer, addr } => ManagerEvent::Connected { peer, addr },
-            EndpointEvent::Received(incoming) => ManagerEvent::Received {
-                peer: incoming.peer,
-                message: incoming.message,
-            },
+            EndpointEvent::Received(incoming) => {
+                let Some(message) = self.admit_token(incoming.peer, incoming.message) else {
+                    return;
+                };
+                ManagerEvent::Received {
+                    peer: incoming.peer,
+                    message,
+                }
+            }
             EndpointEvent::PeerDisconnected { peer, reason } => {
                 ManagerEvent::Disconnected { peer, reason }
             }
             EndpointEvent::PeerError { peer, error } => ManagerEvent::Failed { peer, error },
         };
         self.take_in(event);
+    }
+
+    /// A new player's hello, checked against the connect tokens the server
+    /// asks (none: as it is): passed on with the token's user data as its
+    /// credentials, or refused here (code 12, the reason) and `None`. The
+    /// wall clock is read here, not in the core: what the core is given
+    /// (the hello with the user data) is what a recording replays.
+    fn admit_token(&mut self, peer: PeerId, message: Message) -> Option<Message> {
+        let Some(gate) = &mut self.tokens else {
+            return Some(message);
+        };
+        if message.channel_id() != SESSION_CHANNEL || message.action_id() != protocol::HELLO {
+            return Some(message);
+        }
+        let Ok(mut hello) = message.content::<Hello>() else {
+            // The core answers what does not decode.
+            return Some(message);
+        };
+        if hello.resume.is_some() {
+            return Some(message);
+        }
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match gate.admit(&hello.credentials, unix) {
+            Ok(token) => {
+                tracing::debug!(%peer, client_id = token.client_id, "connect token admitted");
+                hello.credentials = token.user_data;
+                Some(protocol::session_message(protocol::HELLO, &hello))
+            }
+            Err(err) => {
+                let refusal = Refusal::ConnectToken(err.to_string());
+                tracing::info!(%peer, %refusal, "new player refused");
+                let refused = protocol::Refused {
+                    code: refusal.code(),
+                    reason: refusal.to_string(),
+                };
+                let _ = self.handle.send_to(
+                    peer,
+                    &protocol::session_message(protocol::REFUSED, &refused),
+                );
+                self.handle
+                    .close_peer_with(peer, CloseCode::REFUSED, &refusal.to_string());
+                None
+            }
+        }
     }
 
     /// One event into the core (recorded first, when recording), and what

@@ -15,6 +15,7 @@
 //! | [`connection`] | one connection's settings ([`SocketConfig`](connection::SocketConfig)), its events ([`SocketEvent`](connection::SocketEvent)), and its rules, once for every driver: the framework's own frames and the handshake's check ([`control`](connection::control)), what a peer may send once open ([`inbound`](connection::inbound): frames out of the driver's buffer without a copy), the inflate budget ([`budget`](connection::budget)), the keep-alive rule; and [`ConnectionCore`](connection::ConnectionCore), the whole connection as a state machine (`handle_bytes` / `poll_transmit` / `poll_timeout`) for a game loop's own socket. The tokio driver in `switchboard` runs the same rules
 //! | [`limits`] | rate limits, backoff after failures, the address a limit counts, outages told once; connections counted per address ([`ConnectionSlots`](limits::ConnectionSlots), the caps of every listener) and a game server's gate ([`Gate`](limits::Gate)) |
 //! | [`session`] | client ids, reconnect tokens, the session table (grace periods, per-address shares), the server's ids |
+//! | [`token`] | connect tokens: their layout, sealed and opened under a shared key (XChaCha20-Poly1305, the nonce passed in), and [`TokenGate`](token::TokenGate): each admitted once, the replay cache bounded, the time passed in |
 //! | [`manager`] | the session protocol's messages (hello, welcome, requests, verdicts), [`GameLogic`](manager::logic::GameLogic) and what it answers with, the server's counters, the rules' settings ([`ManagerRules`](manager::config::ManagerRules)) and [`ManagerCore`](manager::core::ManagerCore): sessions, requests decoded and validated, addressed updates, as a state machine with time passed in |
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
@@ -64,6 +65,7 @@ pub mod record;
 pub mod rendezvous;
 pub mod session;
 pub mod smoothing;
+pub mod token;
 
 /// The protocol version this build speaks; both ends must match (the
 /// connection's hello carries it).

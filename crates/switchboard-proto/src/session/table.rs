@@ -95,6 +95,11 @@ pub enum Refusal {
     /// compatibility client that chose it) or reserved.
     #[error("duplicate player id")]
     IdInUse,
+    /// The server admits new players only with a connect token, and this
+    /// hello's was missing, forged, expired, for another server or used
+    /// before ([`crate::token`]).
+    #[error("connect token refused: {0}")]
+    ConnectToken(String),
 }
 
 impl Refusal {
@@ -112,6 +117,7 @@ impl Refusal {
             Refusal::Throttled(_) => 9,
             Refusal::Unavailable(_) => 10,
             Refusal::IdInUse => 11,
+            Refusal::ConnectToken(_) => 12,
         }
     }
 }
