@@ -428,12 +428,10 @@ fn a_board_server_asking_connect_tokens_admits_a_minted_one_once() {
     };
     let token = mint("board-1:7000");
     let _ann = join(token.clone()).expect("the minted token joins");
-    let again = join(token).err().expect("a token joins once");
+    let again = join(token).expect_err("a token joins once");
     assert!(again.contains("used before"), "{again}");
-    let elsewhere = join(mint("board-2:7000"))
-        .err()
-        .expect("for another server");
+    let elsewhere = join(mint("board-2:7000")).expect_err("for another server");
     assert!(elsewhere.contains("another server"), "{elsewhere}");
-    let without = join(Vec::new()).err().expect("no token");
+    let without = join(Vec::new()).expect_err("no token");
     assert!(without.contains("connect token refused"), "{without}");
 }
