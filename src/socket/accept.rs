@@ -14,11 +14,11 @@ use tokio::sync::mpsc;
 
 use super::connection::{self, Reporter, SocketEvent};
 use super::events::{Batch, Credit, Origin, Wrap};
+use super::first_step::{run_tls, run_websocket};
 use super::listener::{Listener, ListenerLimits};
 use super::server::{EndpointEvent, Incoming, PeerId, ServerShared};
 use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
-use crate::tls::{self, Accepted, TlsServer};
 use switchboard_proto::limits::{address_key, Turned};
 
 /// A peer's connection event as the server reports it.
@@ -281,7 +281,7 @@ fn tell_turned_away(
 /// the peer sent meanwhile (its hello) until it hangs up: a socket closed
 /// with unread bytes is reset, and the peer would read the reset instead.
 /// The caller bounds the time this takes.
-async fn tell_plain(stream: &mut TcpStream, frames: &[u8]) -> std::io::Result<()> {
+pub(super) async fn tell_plain(stream: &mut TcpStream, frames: &[u8]) -> std::io::Result<()> {
     stream.write_all(frames).await?;
     stream.shutdown().await?;
     let mut sink = [0u8; 512];
@@ -386,158 +386,4 @@ fn admit(
         reporter,
         span,
     })
-}
-
-/// A connection to the WebSocket listener: its HTTP request within the
-/// handshake timeout (a page is served and the connection ends; a bad
-/// request is answered and counted as a failed handshake), then the same
-/// task as a TCP connection.
-///
-/// An `async` block, not an `async fn` (which would keep its arguments
-/// twice), and the upgrade boxed: it is big and brief, and the task would
-/// otherwise keep room for it for the connection's whole life.
-#[allow(
-    clippy::manual_async_fn,
-    reason = "an async fn would store its arguments twice in every connection's task"
-)]
-fn run_websocket(
-    stream: TcpStream,
-    addr: SocketAddr,
-    handle: SocketHandle,
-    reporter: Reporter<EndpointEvent>,
-    rules: Arc<UpgradeRules>,
-    tls: Option<TlsServer>,
-) -> impl std::future::Future<Output = ()> {
-    async move {
-        let config = handle.config();
-        // TLS first, where the server speaks it (wss://): within the same
-        // handshake timeout as the upgrade.
-        let deadline = tokio::time::Instant::now() + config.handshake_timeout;
-        let Some(tls) = tls else {
-            return upgrade_and_run(stream, deadline, handle, reporter, &rules).await;
-        };
-        let first = Box::pin(tokio::time::timeout_at(
-            deadline,
-            tls::accept(stream, addr, &tls),
-        ));
-        let accepted = tokio::select! {
-            accepted = first => accepted,
-            () = handle.shared.killed() => return fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
-        };
-        match accepted {
-            Ok(Ok(Accepted::Tls(stream))) => {
-                upgrade_and_run(*stream, deadline, handle, reporter, &rules).await
-            }
-            Ok(Ok(Accepted::Plain(stream))) => {
-                upgrade_and_run(stream, deadline, handle, reporter, &rules).await
-            }
-            Ok(Ok(Accepted::PlaintextRefused(mut stream))) => {
-                let told = websocket::forbid(&mut stream, tls::PLAINTEXT_REFUSED);
-                let _ = tokio::time::timeout(config.close_timeout, told).await;
-                fail(&handle, reporter, plaintext_refused())
-            }
-            Ok(Err(err)) => fail(
-                &handle,
-                reporter,
-                DisconnectReason::ConnectionLost(err.into()),
-            ),
-            Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
-        }
-    }
-}
-
-/// The WebSocket upgrade by `deadline`, then the connection's task.
-async fn upgrade_and_run<S>(
-    stream: S,
-    deadline: tokio::time::Instant,
-    handle: SocketHandle,
-    reporter: Reporter<EndpointEvent>,
-    rules: &UpgradeRules,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let upgrade = Box::pin(tokio::time::timeout_at(
-        deadline,
-        websocket::accept_upgrade(stream, rules),
-    ));
-    let accepted = tokio::select! {
-        accepted = upgrade => accepted.ok(),
-        // Evicted as the oldest pending handshake.
-        () = handle.shared.killed() => None,
-    };
-    let failed = match accepted {
-        Some(Ok(Upgrade::WebSocket { ws, .. })) => {
-            return connection::run_ws(*ws, handle, reporter).await
-        }
-        Some(Ok(Upgrade::Served)) => {
-            handle.set_closed();
-            return;
-        }
-        Some(Ok(Upgrade::Refused(why))) => DisconnectReason::ProtocolError(why.into()),
-        None => DisconnectReason::HandshakeTimeout,
-        Some(Err(err)) => DisconnectReason::ConnectionLost(err.into()),
-    };
-    fail(&handle, reporter, failed);
-}
-
-/// A connection that failed before its protocol began: closed, counted as
-/// a failed handshake. Dropping the reporter takes it out of the gate.
-fn fail(handle: &SocketHandle, mut reporter: Reporter<EndpointEvent>, reason: DisconnectReason) {
-    handle.set_closed();
-    if let Some(hook) = reporter.on_handshake_failure.take() {
-        hook(&reason);
-    }
-}
-
-/// Why a plain peer from another machine was closed.
-fn plaintext_refused() -> DisconnectReason {
-    DisconnectReason::ProtocolError("plaintext from another machine (TLS required)".into())
-}
-
-/// A connection to a TCP port that speaks TLS: TLS within the handshake
-/// timeout (or plain from this machine), then the connection's task. A
-/// plain peer from another machine is told, in the plain protocol, that
-/// the server speaks only TLS to it (a hello and a close of code
-/// `REFUSED`), and closed.
-#[allow(
-    clippy::manual_async_fn,
-    reason = "an async fn would store its arguments twice in every connection's task"
-)]
-fn run_tls(
-    stream: TcpStream,
-    addr: SocketAddr,
-    handle: SocketHandle,
-    reporter: Reporter<EndpointEvent>,
-    tls: TlsServer,
-) -> impl std::future::Future<Output = ()> {
-    async move {
-        let config = handle.config();
-        let first = Box::pin(tokio::time::timeout(
-            config.handshake_timeout,
-            tls::accept(stream, addr, &tls),
-        ));
-        let accepted = tokio::select! {
-            accepted = first => accepted,
-            () = handle.shared.killed() => return fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
-        };
-        match accepted {
-            Ok(Ok(Accepted::Tls(stream))) => connection::run(*stream, handle, reporter).await,
-            Ok(Ok(Accepted::Plain(stream))) => connection::run_tcp(stream, handle, reporter).await,
-            Ok(Ok(Accepted::PlaintextRefused(mut stream))) => {
-                let hello = control::hello_frame(crate::PROTOCOL_VERSION);
-                let close =
-                    control::close_frame(CloseCode::REFUSED, tls::PLAINTEXT_REFUSED, &config.codec);
-                let frames = [&hello[..], &close[..]].concat();
-                let told = tell_plain(&mut stream, &frames);
-                let _ = tokio::time::timeout(config.close_timeout, told).await;
-                fail(&handle, reporter, plaintext_refused())
-            }
-            Ok(Err(err)) => fail(
-                &handle,
-                reporter,
-                DisconnectReason::ConnectionLost(err.into()),
-            ),
-            Err(_) => fail(&handle, reporter, DisconnectReason::HandshakeTimeout),
-        }
-    }
 }

@@ -18,6 +18,7 @@ mod connection;
 use switchboard_proto::connection::control;
 mod dial;
 mod events;
+mod first_step;
 mod handle;
 mod ids;
 mod listener;
