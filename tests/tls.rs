@@ -87,6 +87,12 @@ async fn ending(client: &mut SocketStream) -> DisconnectReason {
     }
 }
 
+/// Why `dialer` could not connect to `addr`.
+fn refused(dialer: &Dialer, addr: &str) -> String {
+    let mut client = dialer.connect(addr, SocketConfig::default()).into_stream();
+    failure(&block_on(ending(&mut client)))
+}
+
 /// The text of a failed connection's reason.
 fn failure(reason: &DisconnectReason) -> String {
     match reason {
@@ -154,13 +160,7 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_a_pinned_client() {
     let (_, pinned) = identity();
     let server = tls_server(mallory, EndpointConfig::default());
     let dialer = Dialer::default().trust(ServerTrust::pinned(pinned));
-    let mut client = dialer
-        .connect(
-            &format!("tls://{}", local(&server)),
-            SocketConfig::default(),
-        )
-        .into_stream();
-    let why = failure(&block_on(ending(&mut client)));
+    let why = refused(&dialer, &format!("tls://{}", local(&server)));
     assert!(
         why.contains(&presented.to_string()) && why.contains(&pinned.to_string()),
         "{why}"
@@ -190,13 +190,7 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_known_hosts() {
     let (mallory, presented) = identity();
     let impostor = tls_server(mallory, EndpointConfig::default());
     KnownHosts::remember(&known_hosts, &local(&impostor), real).unwrap();
-    let mut second = dialer
-        .connect(
-            &format!("tls://{}", local(&impostor)),
-            SocketConfig::default(),
-        )
-        .into_stream();
-    let why = failure(&block_on(ending(&mut second)));
+    let why = refused(&dialer, &format!("tls://{}", local(&impostor)));
     assert!(why.contains("HAS CHANGED"), "{why}");
     assert!(
         why.contains(&real.to_string()) && why.contains(&presented.to_string()),
@@ -213,13 +207,7 @@ fn a_man_in_the_middle_with_another_key_is_refused_by_known_hosts() {
 fn a_tls_client_meeting_a_plain_server_is_told_it_answered_in_plaintext() {
     let server = start_server(EndpointConfig::default());
     let dialer = Dialer::default().trust(ServerTrust::nothing());
-    let mut client = dialer
-        .connect(
-            &format!("tls://{}", local(&server)),
-            SocketConfig::default(),
-        )
-        .into_stream();
-    let why = failure(&block_on(ending(&mut client)));
+    let why = refused(&dialer, &format!("tls://{}", local(&server)));
     assert!(why.contains("answered in plaintext"), "{why}");
 }
 
@@ -283,17 +271,10 @@ fn a_client_speaks_tls_to_another_machine_unless_told_otherwise() {
     )
     .unwrap();
     let addr = SocketAddr::new(ip, server.local_addr().port()).to_string();
-    let mut client = Dialer::default()
-        .trust(ServerTrust::nothing())
-        .connect(&addr, SocketConfig::default())
-        .into_stream();
-    let why = failure(&block_on(ending(&mut client)));
+    let why = refused(&Dialer::default().trust(ServerTrust::nothing()), &addr);
     assert!(why.contains("answered in plaintext"), "{why}");
     // And ws:// to another machine is refused before a byte is sent.
-    let mut ws = Dialer::default()
-        .connect(&format!("ws://{addr}/"), SocketConfig::default())
-        .into_stream();
-    let why = failure(&block_on(ending(&mut ws)));
+    let why = refused(&Dialer::default(), &format!("ws://{addr}/"));
     assert!(why.contains("wss://"), "{why}");
 }
 
