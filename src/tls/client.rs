@@ -60,14 +60,9 @@ impl TlsClient {
 }
 
 /// The name to check a CA-issued certificate against: the host of
-/// `host:port`.
+/// `host:port` (of a join code, the relay's).
 fn server_name(server: &str) -> std::io::Result<ServerName<'static>> {
-    // A join code's host is the relay's: `CODE@host:port`.
-    let server = server.rsplit_once('@').map_or(server, |(_, at)| at);
-    let host = match server.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => server.rsplit_once(':').map_or(server, |(host, _)| host),
-    };
+    let host = super::host_of(server);
     ServerName::try_from(host.to_string()).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

@@ -158,14 +158,21 @@ pub fn is_loopback(ip: IpAddr) -> bool {
 /// this machine: `localhost` or a loopback address. Any other name counts
 /// as another machine.
 pub fn is_loopback_host(addr: &str) -> bool {
-    let host = match addr.strip_prefix('[') {
+    let host = host_of(addr);
+    host.eq_ignore_ascii_case("localhost") || host.parse().is_ok_and(is_loopback)
+}
+
+/// The host of `host:port`, `[v6]:port`, a bare host or a bare IPv6
+/// address; of a join code's `CODE@host:port`, the relay's host.
+fn host_of(addr: &str) -> &str {
+    let addr = addr.rsplit_once('@').map_or(addr, |(_, at)| at);
+    match addr.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
         None => match addr.rsplit_once(':') {
             Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
             _ => addr,
         },
-    };
-    host.eq_ignore_ascii_case("localhost") || host.parse().is_ok_and(is_loopback)
+    }
 }
 
 #[cfg(test)]
