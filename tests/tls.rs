@@ -218,7 +218,13 @@ fn a_downgrade_to_plaintext_from_another_machine_is_refused_with_its_reason() {
         return;
     };
     let (tls, _) = identity();
-    let server = tls_server(tls, EndpointConfig::default());
+    let server = tls_server(
+        tls,
+        EndpointConfig {
+            websocket: Some(WebSocketConfig::on_port(0)),
+            ..EndpointConfig::default()
+        },
+    );
     let addr = SocketAddr::new(ip, server.local_addr().port()).to_string();
     let mut plain = Dialer::default()
         .insecure_plaintext()
@@ -250,6 +256,14 @@ fn a_downgrade_to_plaintext_from_another_machine_is_refused_with_its_reason() {
         block_on(first_event(&mut local_plain)),
         SocketEvent::Connected
     ));
+    // The WebSocket port the same: a plain ws:// from another machine is
+    // answered 403, saying why.
+    let ws_port = server.websocket_addr().unwrap().port();
+    let why = refused(
+        &Dialer::default().insecure_plaintext(),
+        &format!("ws://{}/", SocketAddr::new(ip, ws_port)),
+    );
+    assert!(why.contains("403") && why.contains("only TLS"), "{why}");
 }
 
 #[test]

@@ -394,6 +394,19 @@ where
             tungstenite::Error::Http(response) if response.status() == 503 => {
                 io::Error::other(TurnedAway::from_response(&response))
             }
+            // The server's words with its status (a 403 says why: plaintext
+            // from another machine at a port that speaks only TLS to it).
+            tungstenite::Error::Http(response) => {
+                let body = response
+                    .body()
+                    .as_deref()
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default();
+                io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!("the server answered {}: {body}", response.status()),
+                )
+            }
             other => io::Error::new(io::ErrorKind::ConnectionRefused, other.to_string()),
         })?;
     Ok(ws)
