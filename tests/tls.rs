@@ -1,8 +1,9 @@
 //! TLS off this machine: a server beyond loopback serves TLS with its
 //! identity, a client checks it by a pin, known hosts or the roots; what
 //! each side does when the other is not what it expects; and the attacks
-//! (a man in the middle with another key, a downgrade to plaintext, a slow
-//! TLS client, a flood of handshakes from one address).
+//! (a man in the middle with another key, on the pinned, the known-hosts
+//! and the CA path; a downgrade to plaintext, a slow TLS client, a flood of
+//! handshakes from one address).
 
 mod common;
 
@@ -411,4 +412,70 @@ fn wait_until(mut done: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
     done()
+}
+
+/// An operator's CA, and a server certificate it issued for `name`, with
+/// its key: the identity a server of a fleet would be given.
+fn issued_by_ca(name: &str) -> (ServerIdentity, Vec<u8>) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let chain = format!("{}{}", cert.pem(), ca.pem());
+    let identity = ServerIdentity::from_pem(chain.as_bytes(), key.serialize_pem().as_bytes());
+    (identity.unwrap(), ca.der().to_vec())
+}
+
+#[test]
+fn a_ca_issued_certificate_is_trusted_by_its_authority_and_a_man_in_the_middle_is_not() {
+    let (issued, authority) = issued_by_ca("localhost");
+    let mut server = tls_server(
+        TlsServer::new(&issued).unwrap(),
+        EndpointConfig::default(),
+    );
+    let port = server.local_addr().port();
+    // Nothing pinned, no known hosts: the authority alone vouches.
+    let trust = ServerTrust::nothing().root(authority.clone());
+    let dialer = Dialer::default().trust(trust);
+    let mut client = dialer
+        .connect(&format!("tls://localhost:{port}"), SocketConfig::default())
+        .into_stream();
+    block_on(async {
+        assert!(matches!(
+            first_event(&mut client).await,
+            SocketEvent::Connected
+        ));
+        assert!(matches!(
+            next_server_event(&mut server).await,
+            EndpointEvent::PeerConnected { .. }
+        ));
+    });
+    // A man in the middle: a certificate of his own for the same name, or
+    // one the authority issued for another name, is refused.
+    let (mallory, presented) = identity();
+    let impostor = tls_server(mallory, EndpointConfig::default());
+    let why = refused(
+        &dialer,
+        &format!("tls://localhost:{}", impostor.local_addr().port()),
+    );
+    assert!(
+        why.contains(&presented.to_string()) && why.contains("nothing here trusts"),
+        "{why}"
+    );
+    let (elsewhere, _) = issued_by_ca("evil.example");
+    let other_name = tls_server(
+        TlsServer::new(&elsewhere).unwrap(),
+        EndpointConfig::default(),
+    );
+    let why = refused(
+        &Dialer::default().trust(ServerTrust::nothing().root(authority)),
+        &format!("tls://localhost:{}", other_name.local_addr().port()),
+    );
+    assert!(why.contains("nothing here trusts"), "{why}");
 }

@@ -24,6 +24,9 @@ use super::{Fingerprint, TlsError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerTrust {
     platform_roots: bool,
+    /// Certificate authorities trusted besides the platform's (an
+    /// operator's own CA for a fleet), DER.
+    roots: Vec<CertificateDer<'static>>,
     pinned: Vec<Fingerprint>,
     known_hosts: Option<PathBuf>,
 }
@@ -32,6 +35,7 @@ impl Default for ServerTrust {
     fn default() -> Self {
         Self {
             platform_roots: true,
+            roots: Vec::new(),
             pinned: Vec::new(),
             known_hosts: Some(super::default_data_dir().join("known_hosts")),
         }
@@ -44,6 +48,7 @@ impl ServerTrust {
     pub fn pinned(fingerprint: Fingerprint) -> Self {
         Self {
             platform_roots: true,
+            roots: Vec::new(),
             pinned: vec![fingerprint],
             known_hosts: None,
         }
@@ -54,6 +59,7 @@ impl ServerTrust {
     pub fn nothing() -> Self {
         Self {
             platform_roots: false,
+            roots: Vec::new(),
             pinned: Vec::new(),
             known_hosts: None,
         }
@@ -73,6 +79,13 @@ impl ServerTrust {
         self
     }
 
+    /// Trusts servers whose certificate `authority` (DER) issued for the
+    /// name dialed, besides the platform's roots: an operator's own CA.
+    pub fn root(mut self, authority: impl Into<Vec<u8>>) -> Self {
+        self.roots.push(CertificateDer::from(authority.into()));
+        self
+    }
+
     /// Whether the platform's roots vouch for servers (default yes).
     pub fn platform_roots(mut self, on: bool) -> Self {
         self.platform_roots = on;
@@ -87,10 +100,7 @@ impl ServerTrust {
     /// The verifier for one server, `host:port` as dialed.
     pub(super) fn verifier(&self, target: &str, provider: &Arc<CryptoProvider>) -> Verifier {
         Verifier {
-            roots: self
-                .platform_roots
-                .then(|| platform_verifier(provider))
-                .flatten(),
+            roots: authorities(self.platform_roots, &self.roots, provider),
             pinned: self.pinned.clone(),
             known_hosts: (self.pinned.is_empty())
                 .then(|| self.known_hosts.clone())
@@ -102,18 +112,35 @@ impl ServerTrust {
     }
 }
 
-/// The platform's roots, read once (a few milliseconds), as a verifier;
-/// `None` if the platform has none.
-fn platform_verifier(provider: &Arc<CryptoProvider>) -> Option<Arc<WebPkiServerVerifier>> {
-    static ROOTS: OnceLock<Option<Arc<rustls::RootCertStore>>> = OnceLock::new();
-    let roots = ROOTS.get_or_init(|| {
-        let found = rustls_native_certs::load_native_certs();
-        let mut store = rustls::RootCertStore::empty();
-        let (added, _) = store.add_parsable_certificates(found.certs);
-        (added > 0).then(|| Arc::new(store))
+/// The certificate authorities a client trusts as a verifier: the
+/// platform's (read once: a few milliseconds) when `platform`, and `extra`;
+/// `None` if there are none.
+fn authorities(
+    platform: bool,
+    extra: &[CertificateDer<'static>],
+    provider: &Arc<CryptoProvider>,
+) -> Option<Arc<WebPkiServerVerifier>> {
+    static PLATFORM: OnceLock<Arc<rustls::RootCertStore>> = OnceLock::new();
+    let platform = platform.then(|| {
+        PLATFORM.get_or_init(|| {
+            let found = rustls_native_certs::load_native_certs();
+            let mut store = rustls::RootCertStore::empty();
+            store.add_parsable_certificates(found.certs);
+            Arc::new(store)
+        })
     });
-    let roots = roots.clone()?;
-    WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+    let store = match (platform, extra.is_empty()) {
+        (Some(store), true) => store.clone(),
+        (platform, _) => {
+            let mut store = platform.map_or_else(rustls::RootCertStore::empty, |s| (**s).clone());
+            store.add_parsable_certificates(extra.iter().cloned());
+            Arc::new(store)
+        }
+    };
+    if store.is_empty() {
+        return None;
+    }
+    WebPkiServerVerifier::builder_with_provider(store, provider.clone())
         .build()
         .ok()
 }
