@@ -435,10 +435,7 @@ fn issued_by_ca(name: &str) -> (ServerIdentity, Vec<u8>) {
 #[test]
 fn a_ca_issued_certificate_is_trusted_by_its_authority_and_a_man_in_the_middle_is_not() {
     let (issued, authority) = issued_by_ca("localhost");
-    let mut server = tls_server(
-        TlsServer::new(&issued).unwrap(),
-        EndpointConfig::default(),
-    );
+    let mut server = tls_server(TlsServer::new(&issued).unwrap(), EndpointConfig::default());
     let port = server.local_addr().port();
     // Nothing pinned, no known hosts: the authority alone vouches.
     let trust = ServerTrust::nothing().root(authority.clone());
