@@ -106,6 +106,8 @@ pub(crate) struct RequestsArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tls: crate::tls_cli::ClientTlsArgs,
 }
 
 /// Raises the open-file limit to its hard maximum; returns the limit in force.
@@ -333,6 +335,7 @@ pub(crate) fn run_requests(args: RequestsArgs) -> Result<(), String> {
         clients: count,
         rate: args.rate,
         duration: Duration::from_secs_f64(args.seconds),
+        tls: args.tls.client_for(args.addr.ip()),
     };
     let before = args.server_pid.and_then(process_usage);
     let own_before = process_usage(std::process::id());

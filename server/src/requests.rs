@@ -32,6 +32,9 @@ pub struct RequestLoad {
     pub rate: f64,
     /// How long to send.
     pub duration: Duration,
+    /// TLS under each client's connection (none: plain, for a server on
+    /// loopback), the server checked by its trust.
+    pub tls: Option<switchboard::tls::TlsClient>,
 }
 
 /// What it measured.
@@ -127,16 +130,25 @@ async fn client(
     histogram: &mut Histogram,
 ) -> Counts {
     let mut counts = Counts::default();
-    let mut socket = match source_address(index, load.addr) {
-        Some(from) => match connect_from(from, load.addr).await {
-            Ok(stream) => SocketStream::from_stream(stream, SocketConfig::default()),
-            Err(err) => {
-                tracing::warn!(%err, "load client could not connect");
-                counts.disconnected = true;
-                return counts;
-            }
-        },
-        None => SocketStream::connect(load.addr, SocketConfig::default()),
+    let connected = match source_address(index, load.addr) {
+        Some(from) => connect_from(from, load.addr).await,
+        None => tokio::net::TcpStream::connect(load.addr).await,
+    };
+    let opened = match (connected, &load.tls) {
+        (Ok(stream), None) => Ok(SocketStream::from_stream(stream, SocketConfig::default())),
+        (Ok(stream), Some(tls)) => tls
+            .handshake(stream, &load.addr.to_string())
+            .await
+            .map(|(stream, _)| SocketStream::from_stream(stream, SocketConfig::default())),
+        (Err(err), _) => Err(err),
+    };
+    let mut socket = match opened {
+        Ok(socket) => socket,
+        Err(err) => {
+            tracing::warn!(%err, "load client could not connect");
+            counts.disconnected = true;
+            return counts;
+        }
     };
     let hello = Hello {
         name: format!("load-{index}"),
