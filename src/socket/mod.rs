@@ -10,7 +10,10 @@
 //!
 //! The same connection runs over TCP or over a WebSocket (`websocket`): a
 //! server may listen on both ([`EndpointConfig::websocket`]), one peer table
-//! and one set of limits for the two.
+//! and one set of limits for the two. Off loopback it runs inside TLS
+//! ([`crate::tls`]): a listener's first step (`first_step`: TLS, plain from
+//! this machine, plaintext from another refused; then the WebSocket
+//! upgrade) and the [`Dialer`]'s (`dial`: TLS to another machine).
 
 mod accept;
 mod config;
