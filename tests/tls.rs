@@ -16,7 +16,7 @@ use switchboard::socket::Dialer;
 use switchboard::tls::{Fingerprint, KnownHosts, ServerIdentity, ServerTrust, TlsServer};
 use switchboard::{
     BindScope, CloseCode, DisconnectReason, EndpointConfig, EndpointEvent, EndpointStream, Message,
-    SocketConfig, SocketEvent, SocketStream, WebSocketConfig,
+    PeerId, SocketConfig, SocketEvent, SocketStream, WebSocketConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -109,27 +109,32 @@ async fn next_server_event(server: &mut EndpointStream) -> EndpointEvent {
         .expect("a server event")
 }
 
+/// `dialer` connected to `addr`, and `server` announcing it: the client
+/// and its peer id on the server.
+fn connected(dialer: &Dialer, addr: &str, server: &mut EndpointStream) -> (SocketStream, PeerId) {
+    let mut client = dialer.connect(addr, SocketConfig::default()).into_stream();
+    let peer = block_on(async {
+        assert!(matches!(
+            first_event(&mut client).await,
+            SocketEvent::Connected
+        ));
+        match next_server_event(server).await {
+            EndpointEvent::PeerConnected { peer, .. } => peer,
+            other => panic!("{other:?}"),
+        }
+    });
+    (client, peer)
+}
+
 #[test]
 fn a_pinned_client_and_a_tls_server_exchange_messages() {
     let (tls, fingerprint) = identity();
     let mut server = tls_server(tls, EndpointConfig::default());
     assert_eq!(server.handle().tls_fingerprint(), Some(fingerprint));
     let dialer = Dialer::default().trust(ServerTrust::pinned(fingerprint));
-    let mut client = dialer
-        .connect(
-            &format!("tls://{}", local(&server)),
-            SocketConfig::default(),
-        )
-        .into_stream();
+    let addr = format!("tls://{}", local(&server));
+    let (mut client, peer) = connected(&dialer, &addr, &mut server);
     block_on(async {
-        assert!(matches!(
-            first_event(&mut client).await,
-            SocketEvent::Connected
-        ));
-        let peer = match next_server_event(&mut server).await {
-            EndpointEvent::PeerConnected { peer, .. } => peer,
-            other => panic!("{other:?}"),
-        };
         client
             .send(&Message::new(Chan::Chat, Act::Say, "over TLS").unwrap())
             .unwrap();
@@ -304,19 +309,9 @@ fn a_wss_client_joins_the_websocket_port_through_tls() {
         },
     );
     let port = server.websocket_addr().unwrap().port();
-    let mut client = Dialer::default()
-        .trust(ServerTrust::pinned(fingerprint))
-        .connect(&format!("wss://127.0.0.1:{port}/"), SocketConfig::default())
-        .into_stream();
+    let dialer = Dialer::default().trust(ServerTrust::pinned(fingerprint));
+    let (client, _) = connected(&dialer, &format!("wss://127.0.0.1:{port}/"), &mut server);
     block_on(async {
-        assert!(matches!(
-            first_event(&mut client).await,
-            SocketEvent::Connected
-        ));
-        assert!(matches!(
-            next_server_event(&mut server).await,
-            EndpointEvent::PeerConnected { .. }
-        ));
         client
             .send(&Message::new(Chan::Chat, Act::Say, "wss").unwrap())
             .unwrap();
@@ -440,19 +435,7 @@ fn a_ca_issued_certificate_is_trusted_by_its_authority_and_a_man_in_the_middle_i
     // Nothing pinned, no known hosts: the authority alone vouches.
     let trust = ServerTrust::nothing().root(authority.clone());
     let dialer = Dialer::default().trust(trust);
-    let mut client = dialer
-        .connect(&format!("tls://localhost:{port}"), SocketConfig::default())
-        .into_stream();
-    block_on(async {
-        assert!(matches!(
-            first_event(&mut client).await,
-            SocketEvent::Connected
-        ));
-        assert!(matches!(
-            next_server_event(&mut server).await,
-            EndpointEvent::PeerConnected { .. }
-        ));
-    });
+    let _client = connected(&dialer, &format!("tls://localhost:{port}"), &mut server);
     // A man in the middle: a certificate of his own for the same name, or
     // one the authority issued for another name, is refused.
     let (mallory, presented) = identity();
