@@ -20,11 +20,6 @@ impl TlsClient {
         Self { trust }
     }
 
-    /// Its trust.
-    pub fn trust(&self) -> &ServerTrust {
-        &self.trust
-    }
-
     /// Runs the client's side of a TLS handshake with `server` (`host:port`
     /// as dialed: the known-hosts entry, and the name a CA-issued
     /// certificate must carry) over `stream`. The error says what went

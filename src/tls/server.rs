@@ -123,13 +123,6 @@ pub enum Secured {
     Tls(Box<TlsStream>),
 }
 
-impl Secured {
-    /// Whether it is in TLS.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, Secured::Tls(_))
-    }
-}
-
 /// The first step of a listener whose protocol is not the game's: `Ok`
 /// with the stream to speak over (plain when `tls` is `None`: a loopback
 /// or plaintext listener), or `Err` with a plain stream from another

@@ -92,11 +92,6 @@ impl ServerTrust {
         self
     }
 
-    /// The fingerprints pinned.
-    pub fn pins(&self) -> &[Fingerprint] {
-        &self.pinned
-    }
-
     /// The verifier for one server, `host:port` as dialed.
     pub(super) fn verifier(&self, target: &str, provider: &Arc<CryptoProvider>) -> Verifier {
         Verifier {
