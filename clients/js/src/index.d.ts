@@ -125,6 +125,8 @@ export class Emitter {
 
 export interface SocketOptions {
   WebSocket?: typeof WebSocket;
+  /** Node only: `tcpTransport()` of `switchboard-client/node`, for `tcp://` and `tls://` addresses. */
+  transport?: new (url: string, limits: Limits) => unknown;
   keepaliveMs?: number;
   idleTimeoutMs?: number;
   handshakeTimeoutMs?: number;

@@ -90,9 +90,12 @@ const CLOSE_CONTENT = {
  */
 export class SwitchboardSocket extends Emitter {
   /**
-   * @param {string} url `ws://host:port/`
+   * @param {string} url `ws://host:port/` or `wss://host:port/`; in node, with
+   *   `transport`, `tcp://host:port` or `tls://host:port`
    * @param {object} [options]
    * @param {typeof WebSocket} [options.WebSocket] the WebSocket class (default: the global one)
+   * @param {Function} [options.transport] node only: the class `tcpTransport()`
+   *   of `switchboard-client/node` returns, for the TCP port (TLS off this machine)
    * @param {number} [options.keepaliveMs] ping after this long without sending (5000)
    * @param {number} [options.idleTimeoutMs] give up after this long without hearing anything (15000)
    * @param {number} [options.handshakeTimeoutMs] (5000)
@@ -108,9 +111,13 @@ export class SwitchboardSocket extends Emitter {
     /** Frames received but not yet handled, while one is being inflated. */
     this.inbox = Promise.resolve();
     this.inflating = 0;
-    const WS = options.WebSocket ?? globalThis.WebSocket;
-    if (!WS) throw new Error('no WebSocket class: pass options.WebSocket (node < 22: run with --experimental-websocket)');
-    this.ws = new WS(url);
+    if (options.transport) {
+      this.ws = new options.transport(url, this.limits);
+    } else {
+      const WS = options.WebSocket ?? globalThis.WebSocket;
+      if (!WS) throw new Error('no WebSocket class: pass options.WebSocket (node < 22: run with --experimental-websocket)');
+      this.ws = new WS(url);
+    }
     this.ws.binaryType = 'arraybuffer';
     this.ws.onopen = () => {
       this.lastSent = this.lastHeard = Date.now();
@@ -118,7 +125,14 @@ export class SwitchboardSocket extends Emitter {
     };
     this.ws.onmessage = (event) => this.receive(new Uint8Array(event.data));
     this.ws.onerror = () => {};
-    this.ws.onclose = () => this.finish({ code: null, reason: 'connection lost', byPeer: false, lost: true });
+    // A transport that refused the server (its identity not trusted) says
+    // why, and that is final; a lost connection may be retried.
+    this.ws.onclose = (event) =>
+      this.finish(
+        event?.refused
+          ? { code: CloseCode.REFUSED, reason: event.reason, byPeer: false }
+          : { code: null, reason: event?.reason || 'connection lost', byPeer: false, lost: true },
+      );
     this.handshakeTimer = setTimeout(() => {
       if (this.state === 'connecting') this.fail(CloseCode.TIMEOUT, 'handshake timed out');
     }, options.handshakeTimeoutMs ?? 5000);

@@ -13,13 +13,15 @@ const binary = process.env.SWITCHBOARD_SERVER ?? `${root}target/debug/switchboar
 
 /**
  * Starts `switchboard-server <args>` with a WebSocket port and resolves once it
- * listens: `{ ws, tcp, admin, stop() }`.
+ * listens: `{ ws, tcp, admin, fingerprint, stop() }` (`fingerprint` when it
+ * speaks TLS: bound beyond loopback with `--bind all`).
  */
 export async function startServer(args, env = {}) {
   if (!existsSync(binary)) {
     execFileSync('cargo', ['build', '-q', '-p', 'switchboard-server'], { cwd: root, stdio: 'inherit' });
   }
-  const child = spawn(binary, [...args, '--bind', 'loopback', '--port', '0', '--ws-port', '0'], {
+  const bind = args.includes('--bind') ? [] : ['--bind', 'loopback'];
+  const child = spawn(binary, [...args, ...bind, '--port', '0', '--ws-port', '0'], {
     env: { ...process.env, RUST_LOG: 'warn', ...env },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -31,8 +33,10 @@ export async function startServer(args, env = {}) {
     lines.on('line', (line) => {
       const ready = line.match(/^SWITCHBOARD READY \d+ (\d+)$/);
       if (ready) found.tcp = Number(ready[1]);
-      const ws = line.match(/^WebSocket clients: (ws:\/\/\S+)$/);
+      const ws = line.match(/^WebSocket clients: (wss?:\/\/\S+)$/);
       if (ws) found.ws = ws[1];
+      const tls = line.match(/^tls: sha256 ([0-9a-f]{64})$/);
+      if (tls) found.fingerprint = tls[1];
       const admin = line.match(/^admin: (http:\/\/[^/]+)/);
       if (admin) found.admin = admin[1];
       const wantAdmin = args.includes('--admin-port');
