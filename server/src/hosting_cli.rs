@@ -94,9 +94,22 @@ pub(crate) struct LinkArgs {
     /// join with `--join CODE@HOST:PORT` or `ws://HOST:WSPORT/CODE`.
     #[arg(long, value_name = "HOST:PORT")]
     rendezvous: Option<String>,
+    /// The identity players meet through the relay: the server's own
+    /// (`--tls-cert`, `--data-dir`), set by [`with_identity`](Self::with_identity).
+    #[arg(skip)]
+    identity: Option<switchboard::tls::TlsServer>,
 }
 
 impl LinkArgs {
+    /// Gives the link the server's identity (`tls`'s), when there is a link:
+    /// a player joining by code meets the key the server's own port serves.
+    pub(crate) fn with_identity(mut self, tls: &crate::tls_cli::TlsArgs) -> Result<Self, String> {
+        if self.rendezvous.is_some() {
+            self.identity = Some(tls.identity()?);
+        }
+        Ok(self)
+    }
+
     /// Links `handle`'s server to the relay, if one was given (within the
     /// server's runtime: the relayed players are its own connections, with
     /// their own addresses). Every change is printed; a listed server
@@ -106,7 +119,10 @@ impl LinkArgs {
         let (attached, listed) = (handle.clone(), handle.clone());
         let attach = move |stream, addr| attached.attach(stream, addr).is_some();
         let link = HostLink::start_with(
-            HostConfig::new(relay),
+            HostConfig {
+                identity: self.identity.clone(),
+                ..HostConfig::new(relay)
+            },
             HostTarget::Attach(Arc::new(attach)),
             move |status| {
                 // A listed server shows its code: browsers join with it.

@@ -342,7 +342,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         port: args.port,
         watch_stdin: args.watch_stdin,
         map: args.map.clone(),
-        link: args.link.clone(),
+        link: args.link.clone().with_identity(&args.tls)?,
     };
     run_manager("board", listen, config, logic, admin, |_| {})
 }
@@ -391,7 +391,11 @@ fn run_manager<L: switchboard::GameLogic>(
         .port(port)
         .watch_stdin(watch_stdin);
     let started = server.on_start(move |handle| {
-        web::announce(handle.websocket_addr(), web::Pages::Client);
+        web::announce(
+            handle.websocket_addr(),
+            handle.tls().is_some(),
+            web::Pages::Client,
+        );
         let mut ports = vec![("game", handle.local_addr().port())];
         ports.extend(handle.websocket_addr().map(|ws| ("WebSocket", ws.port())));
         *held.lock().unwrap_or_else(|e| e.into_inner()) = map.start(&ports);

@@ -163,7 +163,11 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             "{}",
             switchboard::process::ready_line(relay.native_addr().port())
         );
-        web::announce(relay.websocket_addr(), web::Pages::RelayDemo);
+        web::announce(
+            relay.websocket_addr(),
+            relay.tls().is_some(),
+            web::Pages::RelayDemo,
+        );
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }

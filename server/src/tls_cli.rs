@@ -49,6 +49,19 @@ impl TlsArgs {
             server.tls = switchboard::tls::TlsSettings::insecure_plaintext();
             return Ok(());
         }
+        let tls = self.identity()?;
+        // Whoever started the server may have stopped reading its stdout.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stdout(),
+            format_args!("tls: sha256 {}\n", tls.fingerprint()),
+        );
+        server.tls = switchboard::tls::TlsSettings::serving(tls);
+        Ok(())
+    }
+
+    /// The identity the server presents: `--tls-cert` and `--tls-key`, or
+    /// its own from `--data-dir` (made on first start).
+    pub(crate) fn identity(&self) -> Result<TlsServer, String> {
         let identity = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => ServerIdentity::from_pem_files(cert, key),
             _ => {
@@ -57,14 +70,7 @@ impl TlsArgs {
             }
         }
         .map_err(|e| format!("TLS identity: {e}"))?;
-        let tls = TlsServer::new(&identity).map_err(|e| format!("TLS identity: {e}"))?;
-        // Whoever started the server may have stopped reading its stdout.
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stdout(),
-            format_args!("tls: sha256 {}\n", tls.fingerprint()),
-        );
-        server.tls = switchboard::tls::TlsSettings::serving(tls);
-        Ok(())
+        TlsServer::new(&identity).map_err(|e| format!("TLS identity: {e}"))
     }
 }
 

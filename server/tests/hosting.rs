@@ -139,10 +139,19 @@ fn join_code_board_server_behind_the_rendezvous_binary_takes_players_by_code() {
         .to_string();
     // A board server at home, on loopback only: reachable through the relay.
     let relay_addr = format!("127.0.0.1:{relay_port}");
-    let args: Vec<String> = ["--port", "0", "--rendezvous", &relay_addr]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let args: Vec<String> = [
+        "--port",
+        "0",
+        "--rendezvous",
+        &relay_addr,
+        "--data-dir",
+        dir,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let (mut board, board_lines) = start(&args);
     let news = line_starting(&board_lines, "join-code relay: join code ");
     let code = news["join-code relay: join code ".len()..]
@@ -155,7 +164,11 @@ fn join_code_board_server_behind_the_rendezvous_binary_takes_players_by_code() {
     let (_, fingerprint) = news
         .split_once(&format!("--join {code}@{relay_addr} --trust "))
         .unwrap_or_else(|| panic!("{news}"));
-    let pinned = switchboard::tls::ServerTrust::pinned(fingerprint.trim().parse().unwrap());
+    let fingerprint = fingerprint.trim().parse().unwrap();
+    // The server's own identity, from its --data-dir, as its port would serve.
+    let own = switchboard::tls::ServerIdentity::load_or_create(data.path()).unwrap();
+    assert_eq!(fingerprint, own.fingerprint());
+    let pinned = switchboard::tls::ServerTrust::pinned(fingerprint);
     let wait = Duration::from_secs(10);
     let join = |addr: String, name: &str| {
         let mut client = switchboard::NetworkClient::connect_via(

@@ -51,8 +51,10 @@ fn start_relay_with(args: &[&str]) -> Relay {
         if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
             native = Some(SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap())));
         }
-        if let Some(url) = line.strip_prefix("WebSocket clients: ws://") {
-            websocket = Some(url.trim_end_matches('/').parse().unwrap());
+        // `wss://` off loopback.
+        if let Some(url) = line.strip_prefix("WebSocket clients: ") {
+            let (_, addr) = url.split_once("://").unwrap();
+            websocket = Some(addr.trim_end_matches('/').parse().unwrap());
         }
     }
     Relay {

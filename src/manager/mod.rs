@@ -222,6 +222,13 @@ impl ManagerHandle {
         self.websocket_addr
     }
 
+    /// The TLS the manager's ports speak to other machines (`None`: plain,
+    /// on loopback or by the operator's choice): for what serves beside it
+    /// (a join code's host link) to present the same identity.
+    pub fn tls(&self) -> Option<crate::tls::TlsServer> {
+        self.server.tls()
+    }
+
     /// Runs a client connection over `stream` for a peer at `addr`, as if
     /// it had connected to the manager's port (the same sessions, limits
     /// and rules): how a compatibility listener (AxisPy's JSON, say) joins

@@ -41,7 +41,7 @@ class Server:
             line = line.strip()
             if ready := re.match(r"^SWITCHBOARD READY \d+ (\d+)$", line):
                 self.port = int(ready.group(1))
-            if ws := re.match(r"^WebSocket clients: (ws://\S+)$", line):
+            if ws := re.match(r"^WebSocket clients: (wss?://\S+)$", line):
                 self.ws = ws.group(1)
             if admin := re.match(r"^admin: (http://[^/]+)", line):
                 self.admin = admin.group(1)

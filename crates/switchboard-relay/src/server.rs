@@ -41,6 +41,7 @@ pub(crate) enum Control {
 #[derive(Debug, Clone)]
 pub struct RelayHandle {
     native_addr: SocketAddr,
+    tls: Option<switchboard::tls::TlsServer>,
     websocket_addr: Option<SocketAddr>,
     json_addr: Option<SocketAddr>,
     stop: CancellationToken,
@@ -101,6 +102,12 @@ impl RelayHandle {
     /// (`config.server.websocket`): the same protocol as native clients.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.websocket_addr
+    }
+
+    /// The TLS the relay's ports speak to other machines (`None`: plain,
+    /// on loopback or by the operator's choice).
+    pub fn tls(&self) -> Option<switchboard::tls::TlsServer> {
+        self.tls.clone()
     }
 
     /// Where JSON clients connect, when the listener is on.
@@ -222,6 +229,7 @@ impl RelayServer {
         }
         let handle = RelayHandle {
             native_addr: native.local_addr(),
+            tls: native.handle().tls(),
             websocket_addr: native.websocket_addr(),
             json_addr,
             stop: stop.clone(),
