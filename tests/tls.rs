@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -39,20 +39,6 @@ fn tls_server(tls: TlsServer, config: EndpointConfig) -> EndpointStream {
 /// `127.0.0.1:port` of a server.
 fn local(server: &EndpointStream) -> String {
     format!("127.0.0.1:{}", server.local_addr().port())
-}
-
-/// One of this machine's addresses that is not loopback (a connection to
-/// it comes from another machine, as the server sees it), if it has one.
-fn other_address() -> Option<IpAddr> {
-    let out = std::process::Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .skip_while(|word| *word != "inet")
-        .nth(1)
-        .and_then(|cidr| cidr.split('/').next()?.parse().ok())
 }
 
 /// A path in the temp directory of its own.
@@ -219,7 +205,7 @@ fn a_tls_client_meeting_a_plain_server_is_told_it_answered_in_plaintext() {
 
 #[test]
 fn a_downgrade_to_plaintext_from_another_machine_is_refused_with_its_reason() {
-    let Some(ip) = other_address() else {
+    let Some(ip) = switchboard::socket::lan_address() else {
         eprintln!("skipped: this machine has no address but loopback");
         return;
     };
@@ -274,7 +260,7 @@ fn a_downgrade_to_plaintext_from_another_machine_is_refused_with_its_reason() {
 
 #[test]
 fn a_client_speaks_tls_to_another_machine_unless_told_otherwise() {
-    let Some(ip) = other_address() else {
+    let Some(ip) = switchboard::socket::lan_address() else {
         eprintln!("skipped: this machine has no address but loopback");
         return;
     };

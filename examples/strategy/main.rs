@@ -418,18 +418,8 @@ fn invite(scope: BindScope, port: u16) -> String {
     if scope == BindScope::Loopback {
         return format!("127.0.0.1:{port} (this machine only; --bind all lets others in)");
     }
-    match lan_address() {
+    match switchboard::socket::lan_address() {
         Some(ip) => format!("{ip}:{port} (from this network)"),
         None => format!("<this machine's address>:{port}"),
     }
-}
-
-/// The address this machine uses on its network: the source address of a
-/// route out (a UDP socket "connected" to a documentation address sends
-/// nothing).
-fn lan_address() -> Option<std::net::IpAddr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use std::sync::Arc;
-use switchboard::socket::BindScope;
+use switchboard::socket::{BindScope, Dialer};
+use switchboard::tls::ServerTrust;
 
 use switchboard_hosting::{
     HostConfig, HostLink, HostStatus, HostTarget, PortMapConfig, PortMapper,
@@ -94,6 +95,11 @@ pub(crate) struct LinkArgs {
     /// join with `--join CODE@HOST:PORT` or `ws://HOST:WSPORT/CODE`.
     #[arg(long, value_name = "HOST:PORT")]
     rendezvous: Option<String>,
+    /// The relay's fingerprint (its `tls: sha256 ...` line): a relay on
+    /// another machine is trusted by it alone. Without it: the platform's
+    /// roots, then trust on first use (known hosts in the data directory).
+    #[arg(long, value_name = "FINGERPRINT", requires = "rendezvous")]
+    rendezvous_trust: Option<switchboard::tls::Fingerprint>,
     /// The identity players meet through the relay: the server's own
     /// (`--tls-cert`, `--data-dir`), set by [`with_identity`](Self::with_identity).
     #[arg(skip)]
@@ -121,6 +127,10 @@ impl LinkArgs {
         let link = HostLink::start_with(
             HostConfig {
                 identity: self.identity.clone(),
+                dialer: match self.rendezvous_trust {
+                    Some(relay) => Dialer::default().trust(ServerTrust::pinned(relay)),
+                    None => Dialer::default(),
+                },
                 ..HostConfig::new(relay)
             },
             HostTarget::Attach(Arc::new(attach)),

@@ -32,6 +32,10 @@ pub(crate) struct RendezvousArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// TLS to other machines: hosts' control connections and browsers'
+    /// `wss://` (players' own TLS with their host is piped as it is).
+    #[command(flatten)]
+    tls: tls_cli::TlsArgs,
 }
 
 pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
@@ -41,6 +45,7 @@ pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
         max_players_per_code: args.max_players_per_code,
         bytes_per_second_per_code: args.bytes_per_second_per_code,
         idle_expiry: Duration::from_secs(args.idle_expiry_secs),
+        tls: args.tls.settings(args.bind)?,
         ..RendezvousConfig::default()
     };
     // Every player costs the relay two descriptors (its own connection and
@@ -66,8 +71,13 @@ pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
         if let Some(ws) = relay.websocket_addr() {
             // The line every mode prints for its WebSocket port; players
             // add the join code to it.
-            println!("WebSocket clients: ws://{ws}/");
-            println!("WebSocket players join at ws://{ws}/<code>");
+            let scheme = if relay.tls_fingerprint().is_some() {
+                "wss"
+            } else {
+                "ws"
+            };
+            println!("WebSocket clients: {scheme}://{ws}/");
+            println!("WebSocket players join at {scheme}://{ws}/<code>");
         }
         switchboard::process::wait_for_signal().await;
         let stats = relay.stats();

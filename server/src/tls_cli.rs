@@ -6,6 +6,7 @@ use clap::Args;
 use switchboard::socket::BindScope;
 use switchboard::tls::{
     default_data_dir, is_loopback, Fingerprint, ServerIdentity, ServerTrust, TlsClient, TlsServer,
+    TlsSettings,
 };
 use switchboard::EndpointConfig;
 
@@ -34,20 +35,26 @@ pub(crate) struct TlsArgs {
 }
 
 impl TlsArgs {
-    /// Puts the server's TLS into `server` for a server bound to `scope`,
-    /// and prints its fingerprint (a line `tls: sha256 FINGERPRINT` on
-    /// stdout) for its operator to give to players. Nothing on loopback.
+    /// Puts the server's TLS into `server` for a server bound to `scope`
+    /// (see [`settings`](Self::settings)).
     pub(crate) fn apply(
         &self,
         server: &mut EndpointConfig,
         scope: BindScope,
     ) -> Result<(), String> {
+        server.tls = self.settings(scope)?;
+        Ok(())
+    }
+
+    /// The TLS of a server bound to `scope`, its fingerprint printed (a
+    /// line `tls: sha256 FINGERPRINT` on stdout) for its operator to give
+    /// to players. Nothing on loopback.
+    pub(crate) fn settings(&self, scope: BindScope) -> Result<TlsSettings, String> {
         if scope == BindScope::Loopback {
-            return Ok(());
+            return Ok(TlsSettings::default());
         }
         if self.insecure_plaintext {
-            server.tls = switchboard::tls::TlsSettings::insecure_plaintext();
-            return Ok(());
+            return Ok(TlsSettings::insecure_plaintext());
         }
         let tls = self.identity()?;
         // Whoever started the server may have stopped reading its stdout.
@@ -55,8 +62,7 @@ impl TlsArgs {
             &mut std::io::stdout(),
             format_args!("tls: sha256 {}\n", tls.fingerprint()),
         );
-        server.tls = switchboard::tls::TlsSettings::serving(tls);
-        Ok(())
+        Ok(TlsSettings::serving(tls))
     }
 
     /// The identity the server presents: `--tls-cert` and `--tls-key`, or

@@ -27,6 +27,18 @@ impl BindScope {
     }
 }
 
+/// The address this machine uses on its network (the source address of
+/// its route out; a UDP socket "connected" to a documentation address
+/// sends nothing): what a host tells players on its network, and where a
+/// test reaches this machine as another machine would. `None` without a
+/// route out.
+pub fn lan_address() -> Option<IpAddr> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9)).ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
 /// The settings of a listening [`Endpoint`](super::Endpoint).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointConfig {

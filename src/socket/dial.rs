@@ -48,6 +48,17 @@ impl std::fmt::Debug for Transport {
     }
 }
 
+impl Transport {
+    /// The stream, whichever it is, for a protocol read and written as
+    /// bytes.
+    pub fn into_stream(self) -> Box<dyn ByteStream> {
+        match self {
+            Transport::Tcp(stream) => Box::new(stream),
+            Transport::Stream(stream) => stream,
+        }
+    }
+}
+
 impl From<TcpStream> for Transport {
     fn from(stream: TcpStream) -> Self {
         Transport::Tcp(stream)
@@ -156,6 +167,25 @@ impl Dialer {
             return Socket::connect_with(tls_opening(self.tls.clone(), addr), config);
         }
         Socket::connect(addr.to_string(), config)
+    }
+
+    /// Opens a byte stream to `addr` (`host:port`, or `tls://host:port`) by
+    /// the rules [`connect`](Self::connect) follows: TLS to another machine,
+    /// checked by this dialer's trust; plain to this one. For a protocol
+    /// that is not the framed one (a join-code host's link to its relay).
+    pub fn open_stream(&self, addr: &str) -> Opening {
+        if let Some(server) = addr.strip_prefix("tls://") {
+            return tls_opening(self.tls.clone(), server);
+        }
+        if !is_loopback_host(addr) && !self.plaintext_to(addr) {
+            return tls_opening(self.tls.clone(), addr);
+        }
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let stream = TcpStream::connect(&addr).await?;
+            let _ = stream.set_nodelay(true);
+            Ok(Transport::Tcp(stream))
+        })
     }
 
     /// Whether this dialer speaks plain to `addr`, another machine (and

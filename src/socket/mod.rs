@@ -37,7 +37,7 @@ use futures::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
-pub use config::{BindScope, EndpointConfig, SocketConfig};
+pub use config::{lan_address, BindScope, EndpointConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
 pub use dial::{ByteStream, Connector, Dialer, Opening, Transport};

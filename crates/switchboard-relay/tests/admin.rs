@@ -213,7 +213,7 @@ async fn admin_server_off_loopback_speaks_https_and_refuses_plaintext_from_other
     );
     // Plain HTTP from another machine's address: 403, saying why, the
     // token never read.
-    if let Some(ip) = other_address() {
+    if let Some(ip) = switchboard::socket::lan_address() {
         let there = format!("{ip}:{port}");
         let stream = tokio::net::TcpStream::connect(&there).await.unwrap();
         let (status, body) = http_on(stream, &there, "GET", "/metrics", Some(token), "").await;
@@ -223,19 +223,6 @@ async fn admin_server_off_loopback_speaks_https_and_refuses_plaintext_from_other
         eprintln!("the plaintext half skipped: this machine has no address but loopback");
     }
     relay.shutdown().await.unwrap();
-}
-
-/// One of this machine's addresses that is not loopback, if it has one.
-fn other_address() -> Option<std::net::IpAddr> {
-    let out = std::process::Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .skip_while(|word| *word != "inet")
-        .nth(1)
-        .and_then(|cidr| cidr.split('/').next()?.parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use switchboard::tls::Secured;
 use switchboard_proto::limits::{address_key, prefix_key, KeyedLimiter, RateLimit};
 use switchboard_proto::rendezvous::{Frame, Secret, CODE_ALPHABET, SECRET_LEN};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::serve::Shared;
@@ -136,7 +136,7 @@ impl Pace {
 /// A player waiting for the host's data connection.
 pub(super) struct Waiting {
     pub(super) game: Arc<Game>,
-    pub(super) answer: oneshot::Sender<TcpStream>,
+    pub(super) answer: oneshot::Sender<Secured>,
 }
 
 /// Every game, every waiting player, every per-address count.
@@ -356,7 +356,7 @@ impl Games {
     pub(super) fn wait(
         &mut self,
         game: Arc<Game>,
-        answer: oneshot::Sender<TcpStream>,
+        answer: oneshot::Sender<Secured>,
     ) -> Result<u64, String> {
         let ticket = loop {
             let mut bytes = [0u8; 8];

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use switchboard::tls::{default_data_dir, Fingerprint, Secured, ServerIdentity, TlsServer};
+use switchboard::socket::{ByteStream, Dialer};
+use switchboard::tls::{default_data_dir, Fingerprint, ServerIdentity, TlsServer};
 use switchboard_proto::rendezvous::{Frame, Secret, MAX_FRAME_LEN, VERSION};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tokio_util::codec::FramedRead;
@@ -23,7 +24,7 @@ pub enum HostTarget {
     /// Handed to the server in this process, with the player's address
     /// (`ManagerHandle::attach`); `false` when the server turned it away.
     /// A player that opened TLS with the host is handed over decrypted.
-    Attach(Arc<dyn Fn(Secured, SocketAddr) -> bool + Send + Sync>),
+    Attach(Arc<dyn Fn(Box<dyn ByteStream>, SocketAddr) -> bool + Send + Sync>),
     /// Piped to a server listening at this address (a child process): it
     /// sees each player as a connection from this machine.
     Forward(SocketAddr),
@@ -58,6 +59,14 @@ pub struct HostConfig {
     /// none: the host's own, from the default data directory (the one its
     /// server would serve), loaded when the link starts.
     pub identity: Option<TlsServer>,
+    /// How the host reaches the relay (default [`Dialer::default`]): a
+    /// relay on another machine in TLS, checked by the dialer's trust (the
+    /// platform's roots, then trust on first use; pin it with
+    /// [`Dialer::trust`]). The control connection always; a WebSocket
+    /// player's data connection too (its frames are plain inside: a browser
+    /// cannot run TLS with the host through the relay). A native player's
+    /// data connection carries its own TLS with the host, end to end.
+    pub dialer: Dialer,
 }
 
 impl HostConfig {
@@ -70,6 +79,7 @@ impl HostConfig {
             timeout: Duration::from_secs(5),
             silence: Duration::from_secs(35),
             identity: None,
+            dialer: Dialer::default(),
         }
     }
 }
@@ -249,12 +259,12 @@ async fn serve(
     set: &mut impl FnMut(HostStatus),
 ) -> Result<std::convert::Infallible, Ended> {
     let lost = |why: String| Ended::Lost(why, false);
-    let connect = TcpStream::connect(config.relay.as_str());
+    let connect = config.dialer.open_stream(&config.relay);
     let mut stream = tokio::time::timeout(config.timeout, connect)
         .await
         .map_err(|_| lost("the relay did not answer".into()))?
-        .map_err(|e| lost(format!("cannot reach {}: {e}", config.relay)))?;
-    let _ = stream.set_nodelay(true);
+        .map_err(|e| lost(format!("cannot reach {}: {e}", config.relay)))?
+        .into_stream();
     let hello = Frame::Host {
         version: VERSION,
         keep: keep.clone(),
@@ -279,7 +289,7 @@ async fn serve(
         fingerprint: config.identity.as_ref().map(TlsServer::fingerprint),
     });
     let lost = |why: String| Ended::Lost(why, true);
-    let (read, mut write) = stream.into_split();
+    let (read, mut write) = tokio::io::split(stream);
     let mut heard = FramedRead::new(read, frames(MAX_FRAME_LEN + 1));
     loop {
         let frame = tokio::time::timeout(config.silence, heard.next())
@@ -299,10 +309,19 @@ async fn serve(
                     .await
                     .map_err(|e| lost(e.to_string()))?;
             }
-            Ok(Frame::Incoming { ticket, addr, .. }) => {
+            Ok(Frame::Incoming {
+                ticket,
+                addr,
+                websocket,
+            }) => {
                 let (config, target) = (config.clone(), target.clone());
                 tokio::spawn(async move {
-                    if let Err(why) = open_data(&config, &target, secret, ticket, &addr).await {
+                    let player = Incoming {
+                        ticket,
+                        addr: &addr,
+                        websocket,
+                    };
+                    if let Err(why) = open_data(&config, &target, secret, player).await {
                         tracing::warn!(%why, ticket, "relayed player not served");
                     }
                 });
@@ -314,41 +333,66 @@ async fn serve(
     }
 }
 
-/// Opens the data connection of `ticket` and gives it to `target`.
+/// A player the relay announced.
+struct Incoming<'a> {
+    ticket: u64,
+    addr: &'a str,
+    /// It came to the relay's WebSocket port: its frames are plain.
+    websocket: bool,
+}
+
+/// Opens the data connection of `player` and gives it to `target`.
 async fn open_data(
     config: &HostConfig,
     target: &HostTarget,
     secret: Secret,
-    ticket: u64,
-    addr: &str,
+    player: Incoming<'_>,
 ) -> Result<(), String> {
-    let mut data = tokio::time::timeout(config.timeout, TcpStream::connect(config.relay.as_str()))
-        .await
-        .map_err(|_| "the relay did not answer".to_string())?
-        .map_err(|e| e.to_string())?;
-    let _ = data.set_nodelay(true);
-    data.write_all(&Frame::Data { secret, ticket }.encode())
-        .await
-        .map_err(|e| e.to_string())?;
+    let Incoming {
+        ticket,
+        addr,
+        websocket,
+    } = player;
     let player: SocketAddr = addr
         .parse()
         .map_err(|_| format!("the relay named the player {addr:?}"))?;
-    // The player's first byte: TLS, ended here (the host's own identity),
-    // or plain (a browser through the relay's WebSocket port).
-    let opened = async {
-        let mut first = [0u8; 1];
-        if data.peek(&mut first).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        match (&config.identity, first[0] == 0x16) {
-            (Some(tls), true) => Ok(Secured::Tls(Box::new(tls.handshake(data).await?))),
-            _ => Ok(Secured::Plain(data)),
-        }
+    let data = Frame::Data { secret, ticket }.encode();
+    let mut data: Box<dyn ByteStream> = if websocket {
+        // A browser's frames are plain inside: the link to the relay is
+        // TLS when the relay is another machine.
+        let mut stream =
+            tokio::time::timeout(config.timeout, config.dialer.open_stream(&config.relay))
+                .await
+                .map_err(|_| "the relay did not answer".to_string())?
+                .map_err(|e| e.to_string())?
+                .into_stream();
+        stream.write_all(&data).await.map_err(|e| e.to_string())?;
+        stream
+    } else {
+        let mut stream =
+            tokio::time::timeout(config.timeout, TcpStream::connect(config.relay.as_str()))
+                .await
+                .map_err(|_| "the relay did not answer".to_string())?
+                .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        stream.write_all(&data).await.map_err(|e| e.to_string())?;
+        // The player's first byte: TLS, ended here (the host's own
+        // identity), or plain (a client that chose plaintext).
+        let opened = async {
+            let mut first = [0u8; 1];
+            if stream.peek(&mut first).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            Ok(match (&config.identity, first[0] == 0x16) {
+                (Some(tls), true) => Box::new(tls.handshake(stream).await?) as Box<dyn ByteStream>,
+                _ => Box::new(stream),
+            })
+        };
+        tokio::time::timeout(config.timeout, opened)
+            .await
+            .map_err(|_| format!("{player} opened nothing in time"))?
+            .map_err(|e: std::io::Error| format!("{player}'s TLS: {e}"))?
     };
-    let mut data = tokio::time::timeout(config.timeout, opened)
-        .await
-        .map_err(|_| format!("{player} opened nothing in time"))?
-        .map_err(|e: std::io::Error| format!("{player}'s TLS: {e}"))?;
     match target {
         HostTarget::Attach(attach) => {
             if !attach(data, player) {
@@ -367,7 +411,7 @@ async fn open_data(
 }
 
 /// One whole frame of the relay's (at most its frame limit).
-async fn read_frame(stream: &mut TcpStream) -> Result<Frame, String> {
+async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> Result<Frame, String> {
     let mut head = [0u8; 4];
     stream
         .read_exact(&mut head)

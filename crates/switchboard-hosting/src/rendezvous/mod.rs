@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchboard::tls::TlsSettings;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +110,14 @@ pub struct RendezvousConfig {
     /// connection (default 10 s); a control connection silent for three
     /// times this is closed.
     pub keepalive: Duration,
+    /// How the relay's ports speak to other machines (default: TLS 1.3
+    /// with the relay's own identity, made in the default data directory;
+    /// nothing on loopback). A host's control connection from another
+    /// machine must be in TLS (its code's secret travels on it), and so
+    /// must a browser's WebSocket (`wss://`: its frames are plain inside);
+    /// a native player's join may come plain, its code then its own TLS
+    /// with the host, which the relay only pipes.
+    pub tls: TlsSettings,
 }
 
 impl Default for RendezvousConfig {
@@ -135,6 +144,7 @@ impl Default for RendezvousConfig {
             host_grace: Duration::from_secs(30),
             idle_expiry: Duration::from_secs(3600),
             keepalive: Duration::from_secs(10),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -161,6 +171,7 @@ pub struct RendezvousServer {
     shared: Arc<serve::Shared>,
     addr: SocketAddr,
     websocket: Option<SocketAddr>,
+    fingerprint: Option<switchboard::tls::Fingerprint>,
     stop: CancellationToken,
 }
 
@@ -179,20 +190,34 @@ impl RendezvousServer {
         };
         let addr = tcp.local_addr()?;
         let websocket = ws.as_ref().map(TcpListener::local_addr).transpose()?;
+        let tls = config.tls.for_address(addr)?;
+        let ws_tls = match websocket {
+            Some(ws) => config.tls.for_address(ws)?,
+            None => None,
+        };
+        let fingerprint = tls.as_ref().map(switchboard::tls::TlsServer::fingerprint);
         let stop = CancellationToken::new();
         let shared = Arc::new(serve::Shared::new(config, stop.clone()));
         let caps = shared.caps();
-        tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone()));
+        tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone(), tls));
         if let Some(ws) = ws {
-            tokio::spawn(serve::accept(ws, shared.clone(), true, caps));
+            tokio::spawn(serve::accept(ws, shared.clone(), true, caps, ws_tls));
         }
         tokio::spawn(games::reap(shared.clone()));
         Ok(Self {
             shared,
             addr,
             websocket,
+            fingerprint,
             stop,
         })
+    }
+
+    /// The fingerprint of the certificate the relay presents to other
+    /// machines (`None`: plain, on loopback or by the operator's choice):
+    /// hosts pin it.
+    pub fn tls_fingerprint(&self) -> Option<switchboard::tls::Fingerprint> {
+        self.fingerprint
     }
 
     /// Where hosts and TCP players connect.

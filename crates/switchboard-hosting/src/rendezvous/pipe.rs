@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
+use switchboard::tls::Secured;
 use switchboard_proto::connection::control;
 use switchboard_proto::reason::CloseCode;
 use switchboard_proto::PROTOCOL_VERSION;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
@@ -21,8 +21,10 @@ use super::serve::Shared;
 
 /// A player's connection to the relay.
 pub(super) enum Player {
-    Tcp(TcpStream),
-    WebSocket(Box<WebSocketStream<TcpStream>>),
+    /// On the TCP port: plain, or in TLS with the relay.
+    Tcp(Secured),
+    /// On the WebSocket port (`ws://`, or `wss://` off loopback).
+    WebSocket(Box<WebSocketStream<Secured>>),
 }
 
 /// Whole frames (length field included) of at most `max` (the length
@@ -85,15 +87,15 @@ enum End {
 /// Pipes until both directions end, or one breaks: a side that closes has
 /// its close passed on (the other side's frames in flight still arrive);
 /// a side that breaks a rule ends the whole pipe.
-pub(super) async fn run(player: Player, host: TcpStream, game: &Arc<Game>, shared: &Arc<Shared>) {
+pub(super) async fn run(player: Player, host: Secured, game: &Arc<Game>, shared: &Arc<Shared>) {
     let max = shared.config.max_frame_len;
-    let (mut host_read, mut host_write) = host.into_split();
+    let (mut host_read, mut host_write) = tokio::io::split(host);
     match player {
         Player::Tcp(stream) => {
             // Each direction's first byte says what it carries: a player
             // that opens TLS with its host is piped record by record (the
             // relay sees ciphertext only), and so is the host's answer.
-            let (mut read, mut write) = stream.into_split();
+            let (mut read, mut write) = tokio::io::split(stream);
             let up = forward(&mut read, &mut host_write, game, shared);
             let down = forward(&mut host_read, &mut write, game, shared);
             both_unless_broken(up, down).await;

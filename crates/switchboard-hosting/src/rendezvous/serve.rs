@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt;
 use switchboard::socket::{
-    accept_upgrade, Arrival, Listener, ListenerCaps, ListenerLimits, Upgrade, UpgradeRules,
+    accept_upgrade, forbid, Arrival, Listener, ListenerCaps, ListenerLimits, Upgrade, UpgradeRules,
 };
+use switchboard::tls::{Accepted, Secured, TlsServer, PLAINTEXT_REFUSED};
 use switchboard_proto::connection::control;
 use switchboard_proto::reason::CloseCode;
 use switchboard_proto::rendezvous::{normalize_code, Frame, MAX_FRAME_LEN, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -86,12 +87,14 @@ impl Shared {
 
 /// Accepts connections on `listener` until the relay stops: TCP ones say
 /// what they are in their first frame; WebSocket ones are players whose
-/// code is the request's path. `caps` are shared by both listeners.
+/// code is the request's path. `caps` are shared by both listeners; `tls`
+/// is what the listener speaks to other machines.
 pub(super) async fn accept(
     listener: TcpListener,
     shared: Arc<Shared>,
     websocket: bool,
     caps: ListenerCaps,
+    tls: Option<TlsServer>,
 ) {
     let name = if websocket {
         "join-code relay (WebSocket)"
@@ -109,14 +112,14 @@ pub(super) async fn accept(
     Listener::with_caps(listener, name, caps, shared.stop.clone())
         .counting_refusals_in(shared.refused.clone())
         .serve(|arrival| {
-            let (shared, rules) = (shared.clone(), rules.clone());
+            let (shared, rules, tls) = (shared.clone(), rules.clone(), tls.clone());
             async move {
                 let stop = shared.stop.clone();
                 let work = async {
                     if websocket {
-                        websocket_player(arrival, &shared, &rules).await;
+                        websocket_player(arrival, &shared, &rules, tls.as_ref()).await;
                     } else {
-                        first_frame(arrival, &shared).await;
+                        first_frame(arrival, &shared, tls.as_ref()).await;
                     }
                 };
                 tokio::select! {
@@ -128,11 +131,34 @@ pub(super) async fn accept(
         .await;
 }
 
+/// How a connection came in: TLS where the listener speaks it (`tls`),
+/// else plain; `Err` when the listener would not have it (plain from
+/// another machine on the WebSocket port, answered 403), or it failed.
+/// `afar`: plain from another machine, which the TCP port takes for a
+/// player's join only (its own TLS with the host follows the code).
+async fn secured(
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    tls: Option<&TlsServer>,
+) -> std::io::Result<(Secured, bool)> {
+    let Some(tls) = tls else {
+        return Ok((Secured::Plain(stream), false));
+    };
+    Ok(match switchboard::tls::accept(stream, addr, tls).await? {
+        Accepted::Tls(stream) => (Secured::Tls(stream), false),
+        Accepted::Plain(stream) => (Secured::Plain(stream), false),
+        Accepted::PlaintextRefused(stream) => (Secured::Plain(stream), true),
+    })
+}
+
 /// Reads a TCP connection's first frame (exactly: what follows it is the
-/// game's) and hands the connection to what it says it is.
-async fn first_frame(arrival: Arrival, shared: &Arc<Shared>) {
-    let (mut stream, addr, mut places) = arrival.into_parts();
+/// game's) and hands the connection to what it says it is. TLS first where
+/// the port speaks it; a host's control connection from another machine
+/// must be in TLS (its code's secret travels on it).
+async fn first_frame(arrival: Arrival, shared: &Arc<Shared>, tls: Option<&TlsServer>) {
+    let (stream, addr, mut places) = arrival.into_parts();
     let read = async {
+        let (mut stream, afar) = secured(stream, addr, tls).await.ok()?;
         let mut head = [0u8; 4];
         stream.read_exact(&mut head).await.ok()?;
         let len = u32::from_be_bytes(head) as usize;
@@ -141,15 +167,16 @@ async fn first_frame(arrival: Arrival, shared: &Arc<Shared>) {
         }
         let mut body = vec![0u8; len];
         stream.read_exact(&mut body).await.ok()?;
-        Some(Ok(body))
+        Some(Ok((stream, afar, body)))
     };
-    let body = match tokio::time::timeout(shared.config.first_frame_timeout, read).await {
-        Ok(Some(Ok(body))) => body,
-        Ok(Some(Err(_))) | Ok(None) | Err(_) => {
-            shared.refused();
-            return;
-        }
-    };
+    let (mut stream, afar, body) =
+        match tokio::time::timeout(shared.config.first_frame_timeout, read).await {
+            Ok(Some(Ok(read))) => read,
+            Ok(Some(Err(_))) | Ok(None) | Err(_) => {
+                shared.refused();
+                return;
+            }
+        };
     places.handshake_done();
     let frame = match body.split_first() {
         Some((0, payload)) => Frame::parse(payload),
@@ -159,6 +186,12 @@ async fn first_frame(arrival: Arrival, shared: &Arc<Shared>) {
         Ok(Frame::Join { code }) => {
             let player = pipe::Player::Tcp(stream);
             join(player, addr, code, shared).await;
+        }
+        Ok(Frame::Host { .. }) if afar => {
+            shared.refused();
+            let reason = PLAINTEXT_REFUSED.to_string();
+            let _ = stream.write_all(&Frame::Refuse { reason }.encode()).await;
+            tracing::debug!(%addr, "a host's control connection in plaintext, refused");
         }
         Ok(Frame::Host { version, keep }) => host(stream, addr, version, keep, shared).await,
         Ok(Frame::Data { secret, ticket }) => {
@@ -187,10 +220,24 @@ async fn first_frame(arrival: Arrival, shared: &Arc<Shared>) {
     }
 }
 
-/// A WebSocket player: the code is the request's path (`/CODE`).
-async fn websocket_player(arrival: Arrival, shared: &Arc<Shared>, rules: &UpgradeRules) {
+/// A WebSocket player: the code is the request's path (`/CODE`). In TLS
+/// (`wss://`) where the port speaks it: a browser's frames are plain
+/// inside, so plain from another machine is answered 403.
+async fn websocket_player(
+    arrival: Arrival,
+    shared: &Arc<Shared>,
+    rules: &UpgradeRules,
+    tls: Option<&TlsServer>,
+) {
     let (stream, addr, mut places) = arrival.into_parts();
-    let upgrade = accept_upgrade(stream, rules);
+    let upgrade = async {
+        let (mut stream, afar) = secured(stream, addr, tls).await?;
+        if afar {
+            forbid(&mut stream, PLAINTEXT_REFUSED).await?;
+            return Err(std::io::Error::other("plaintext from another machine"));
+        }
+        accept_upgrade(stream, rules).await
+    };
     let (ws, path) = match tokio::time::timeout(shared.config.first_frame_timeout, upgrade).await {
         Ok(Ok(Upgrade::WebSocket { ws, path })) => (ws, path),
         _ => {
@@ -268,7 +315,7 @@ async fn host_stream(
     player: &pipe::Player,
     addr: SocketAddr,
     shared: &Arc<Shared>,
-) -> Option<TcpStream> {
+) -> Option<Secured> {
     // A host between two control connections (its line dropped, it is
     // connecting again) is waited for, as long as it has to answer.
     let deadline = tokio::time::Instant::now() + shared.config.host_answer_timeout;
@@ -300,7 +347,7 @@ async fn host_stream(
 /// A host's control connection: its code (new, or kept after a
 /// reconnect), then players announced and pings both ways until it ends.
 async fn host(
-    mut stream: TcpStream,
+    mut stream: Secured,
     addr: SocketAddr,
     version: u16,
     keep: Option<(String, switchboard_proto::rendezvous::Secret)>,
@@ -344,7 +391,7 @@ async fn host(
         return;
     }
     tracing::info!(code = %game.code, host = %addr, "host registered");
-    let (read, mut write) = stream.into_split();
+    let (read, mut write) = tokio::io::split(stream);
     let mut heard = FramedRead::new(read, frames(MAX_FRAME_LEN + 1));
     let mut ping = tokio::time::interval(config.keepalive);
     let mut last_heard = tokio::time::Instant::now();

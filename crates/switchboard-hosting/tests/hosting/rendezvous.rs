@@ -47,23 +47,31 @@ pub(crate) async fn relay(config: RendezvousConfig) -> RendezvousServer {
 /// A host: a game server in this process, linked to `relay` (at `via`):
 /// its code once registered.
 pub(crate) async fn host(via: String) -> (RunningServer<Points>, HostLink, String) {
+    match host_linked(HostConfig::new(via)).await {
+        (server, link, HostStatus::Ready { code, .. }) => (server, link, code),
+        (_, _, other) => panic!("{other}"),
+    }
+}
+
+/// A host linked by `config`, and the relay's first answer.
+pub(crate) async fn host_linked(
+    config: HostConfig,
+) -> (RunningServer<Points>, HostLink, HostStatus) {
     // The host lets a player send fast: the relay's pace is under test.
-    let mut config = ManagerConfig::default();
-    config.rules.message_rate.per_second = 10_000.0;
-    config.rules.message_rate.burst = 10_000.0;
+    let mut manager = ManagerConfig::default();
+    manager.rules.message_rate.per_second = 10_000.0;
+    manager.rules.message_rate.burst = 10_000.0;
     let server = ServerManager::builder(Points(0))
-        .config(config)
+        .config(manager)
         .spawn()
         .unwrap();
     let handle = server.handle();
-    let attach =
-        move |stream: switchboard::tls::Secured, addr| handle.attach(stream, addr).is_some();
-    let mut link = HostLink::start(HostConfig::new(via), HostTarget::Attach(Arc::new(attach)));
-    let code = match link.ready().await {
-        HostStatus::Ready { code, .. } => code,
-        other => panic!("{other}"),
+    let attach = move |stream: Box<dyn switchboard::socket::ByteStream>, addr| {
+        handle.attach(stream, addr).is_some()
     };
-    (server, link, code)
+    let mut link = HostLink::start(config, HostTarget::Attach(Arc::new(attach)));
+    let status = link.ready().await;
+    (server, link, status)
 }
 
 /// Runs `f` on a thread of its own, as a game's loop (a `NetworkClient`
@@ -87,7 +95,16 @@ pub(crate) fn dialer() -> switchboard::socket::Dialer {
 
 /// A client that joined `addr` (welcomed, so requests may go).
 pub(crate) fn joined(addr: String, name: &str) -> NetworkClient {
-    let mut client = NetworkClient::connect_via(dialer(), addr, ClientConfig::named(name));
+    joined_with(dialer(), addr, name)
+}
+
+/// A client that joined `addr` through `dialer`.
+pub(crate) fn joined_with(
+    dialer: switchboard::socket::Dialer,
+    addr: String,
+    name: &str,
+) -> NetworkClient {
+    let mut client = NetworkClient::connect_via(dialer, addr, ClientConfig::named(name));
     let deadline = Instant::now() + WAIT;
     let mut heard = Vec::new();
     while !client.is_welcomed() {

@@ -2,22 +2,32 @@
 //! TLS with the host, end to end inside the pipe. A recorder between the
 //! relay and the host keeps every byte the relay forwards, and none of the
 //! game's plaintext is in them; a browser's plain WebSocket player through
-//! the same relay is found in them, so the recorder records.
+//! the same relay is found in them, so the recorder records. A relay on
+//! another machine speaks TLS to its hosts and browsers: the code never
+//! crosses in the clear, and a plain host or browser from afar is refused.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use switchboard::prelude::*;
-use switchboard::tls::ServerTrust;
+use switchboard::socket::Dialer;
+use switchboard::tls::{Fingerprint, ServerIdentity, ServerTrust, TlsServer, TlsSettings};
 use switchboard::ClientEvent;
-use switchboard_hosting::{JoinCodes, RendezvousConfig};
+use switchboard_hosting::{HostConfig, HostStatus, JoinCodes, RendezvousConfig, RendezvousServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::rendezvous::{blocking, host, joined, relay, WAIT};
+use super::rendezvous::{blocking, host, host_linked, joined, joined_with, relay, WAIT};
 
 /// A TCP proxy to `to` that keeps every byte it carries, both ways.
-async fn recorder(to: std::net::SocketAddr) -> (std::net::SocketAddr, Arc<Mutex<Vec<u8>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+async fn recorder(to: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) {
+    recorder_on("127.0.0.1".parse().unwrap(), to).await
+}
+
+/// A recorder listening on `ip`.
+async fn recorder_on(ip: IpAddr, to: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let kept = seen.clone();
@@ -130,4 +140,103 @@ async fn join_code_host_posed_as_by_another_key_is_refused() {
     })
     .await;
     assert!(why.contains("not the pinned"), "{why}");
+}
+
+/// A relay with an identity of its own, bound to every interface, and the
+/// address other machines reach it at (this machine's on its network):
+/// `None` on a machine without one.
+async fn public_relay() -> Option<(RendezvousServer, IpAddr, Fingerprint)> {
+    let ip = switchboard::socket::lan_address()?;
+    let identity = ServerIdentity::generate().unwrap();
+    let config = RendezvousConfig {
+        tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
+        ..RendezvousConfig::default()
+    };
+    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let relay = RendezvousServer::bind(any, Some(any), config)
+        .await
+        .unwrap();
+    assert_eq!(relay.tls_fingerprint(), Some(identity.fingerprint()));
+    Some((relay, ip, identity.fingerprint()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_relay_on_another_machine_speaks_tls_to_its_host_and_browsers() {
+    let Some((relay, ip, relay_key)) = public_relay().await else {
+        panic!("this machine has no address besides loopback to test from");
+    };
+    let relay_at = SocketAddr::new(ip, relay.local_addr().port());
+    // Every byte between the host and the relay passes the recorder, which
+    // listens on the network address too: the relay sees another machine.
+    let (via, seen) = recorder_on(ip, relay_at).await;
+    let config = HostConfig {
+        dialer: Dialer::default().trust(ServerTrust::pinned(relay_key)),
+        ..HostConfig::new(via.to_string())
+    };
+    let (_server, _link, status) = host_linked(config).await;
+    let HostStatus::Ready { code, .. } = status else {
+        panic!("{status}");
+    };
+    let host_key = ServerIdentity::load_or_create(&switchboard::tls::default_data_dir())
+        .unwrap()
+        .fingerprint();
+    let tcp = format!("{code}@{relay_at}");
+    let wss = format!(
+        "wss://{ip}:{}/{code}",
+        relay.websocket_addr().unwrap().port()
+    );
+    blocking(move || {
+        // A native player: its code in plain, then TLS with the host.
+        let _ann = joined(tcp, "ann");
+        // A browser's way: wss:// to the relay (its frames are plain
+        // inside, so the host's data connection for it is TLS too).
+        let trust = ServerTrust::pinned(relay_key).pin(host_key);
+        let _bob = joined_with(JoinCodes::dialer().trust(trust), wss, "bob-over-wss");
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() > 1000, "the recorder saw {} bytes", seen.len());
+    assert!(
+        !contains(&seen, &code),
+        "the code crossed between host and relay in the clear"
+    );
+    assert!(
+        !contains(&seen, "bob-over-wss"),
+        "the browser's hello crossed between relay and host in the clear"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_plaintext_host_from_another_machine_is_refused() {
+    let Some((relay, ip, _)) = public_relay().await else {
+        panic!("this machine has no address besides loopback to test from");
+    };
+    let config = HostConfig {
+        dialer: Dialer::default().insecure_plaintext(),
+        ..HostConfig::new(SocketAddr::new(ip, relay.local_addr().port()).to_string())
+    };
+    let (_server, _link, status) = host_linked(config).await;
+    let HostStatus::Refused(why) = status else {
+        panic!("a plain host was let in: {status}");
+    };
+    assert!(why.contains("only TLS"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_code_plaintext_browser_from_another_machine_is_answered_403() {
+    let Some((relay, ip, _)) = public_relay().await else {
+        panic!("this machine has no address besides loopback to test from");
+    };
+    let mut browser = TcpStream::connect((ip, relay.websocket_addr().unwrap().port()))
+        .await
+        .unwrap();
+    let request = "GET /K7PQ2MXB HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\n\
+                   Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                   Sec-WebSocket-Version: 13\r\n\r\n";
+    browser.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    let read = browser.read_to_string(&mut answer);
+    tokio::time::timeout(WAIT, read).await.unwrap().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("only TLS"), "{answer}");
 }
