@@ -58,12 +58,8 @@ pub(crate) struct MintArgs {
 
 pub(crate) fn run_mint(args: MintArgs) -> Result<(), String> {
     let key = read_key(&args.key_file)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_secs();
-    let mut nonce = [0u8; switchboard::token::NONCE_LEN];
-    getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
+    let now = switchboard::session::ticket::unix_secs();
+    let nonce = switchboard::session::ticket::token_nonce();
     let token = ConnectToken {
         client_id: args.client_id,
         servers: args.servers,

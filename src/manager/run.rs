@@ -253,9 +253,7 @@ impl<L: GameLogic> Runner<L> {
         if hello.resume.is_some() {
             return Some(message);
         }
-        let unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let unix = crate::session::ticket::unix_secs();
         match gate.admit(&hello.credentials, unix) {
             Ok(token) => {
                 tracing::debug!(%peer, client_id = token.client_id, "connect token admitted");

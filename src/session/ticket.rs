@@ -37,6 +37,19 @@ pub fn nonce() -> [u8; 16] {
     nonce
 }
 
+/// A connect token's nonce ([`crate::token`]): random, never used twice
+/// with a key.
+pub fn token_nonce() -> [u8; crate::token::NONCE_LEN] {
+    let mut nonce = [0u8; crate::token::NONCE_LEN];
+    getrandom::fill(&mut nonce).expect("the OS random source failed");
+    nonce
+}
+
+/// Now, in Unix seconds: a connect token's expiry.
+pub fn unix_secs() -> u64 {
+    unix_ms() / 1000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

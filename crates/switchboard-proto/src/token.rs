@@ -253,6 +253,20 @@ impl TokenGate {
     /// Admits `token` at `now` (Unix seconds), once: what it says, or why
     /// not. Nothing is remembered of a refused token.
     pub fn admit(&mut self, token: &[u8], now: u64) -> Result<ConnectToken, TokenError> {
+        let (opened, nonce) = self.check(token, now)?;
+        self.remember(nonce, opened.expires_at, now);
+        Ok(opened)
+    }
+
+    /// Checks `token` at `now` as [`admit`](Self::admit) does, remembering
+    /// nothing: what it says and its nonce, or why not. For a request that
+    /// is validated before anything changes; [`remember`](Self::remember)
+    /// takes the token once the change is made.
+    pub fn check(
+        &self,
+        token: &[u8],
+        now: u64,
+    ) -> Result<(ConnectToken, [u8; NONCE_LEN]), TokenError> {
         let (opened, nonce) = ConnectToken::open(token, &self.key)?;
         if opened.expires_at <= now {
             return Err(TokenError::Expired);
@@ -263,14 +277,24 @@ impl TokenGate {
         if self.seen.contains_key(&nonce) {
             return Err(TokenError::Replayed);
         }
+        // Full only if the live ones fill it (expired ones are forgotten
+        // when the next is remembered).
+        let full = self.seen.len() >= self.max_seen
+            && self.seen.values().filter(|expires| **expires > now).count() >= self.max_seen;
+        if full {
+            return Err(TokenError::Busy);
+        }
+        Ok((opened, nonce))
+    }
+
+    /// Remembers the token of `nonce`, good until `expires_at`, as used (a
+    /// token [`check`](Self::check) passed at `now`); the expired ones are
+    /// forgotten when it is full.
+    pub fn remember(&mut self, nonce: [u8; NONCE_LEN], expires_at: u64, now: u64) {
         if self.seen.len() >= self.max_seen {
             self.seen.retain(|_, expires| *expires > now);
-            if self.seen.len() >= self.max_seen {
-                return Err(TokenError::Busy);
-            }
         }
-        self.seen.insert(nonce, opened.expires_at);
-        Ok(opened)
+        self.seen.insert(nonce, expires_at);
     }
 
     /// Tokens remembered now.

@@ -18,6 +18,7 @@ use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
     address_key, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
+use switchboard::token::TokenKey;
 use switchboard_rooms::directory::{Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary};
 use tokio_util::sync::CancellationToken;
@@ -331,9 +332,9 @@ impl Matchmaker {
         Ok(listed)
     }
 
-    async fn key(&mut self) -> Result<[u8; 32], Refusal> {
+    async fn key(&mut self) -> Result<TokenKey, Refusal> {
         if let Some(key) = self.key {
-            return Ok(key);
+            return Ok(TokenKey(key));
         }
         let key = ROOMS
             .read_signing_key(&self.store)
@@ -341,11 +342,13 @@ impl Matchmaker {
             .map_err(directory_unavailable)?
             .ok_or_else(|| "no rooms server is running".to_string())?;
         self.key = Some(key);
-        Ok(key)
+        Ok(TokenKey(key))
     }
 
+    /// A reservation's expiry, in Unix seconds (its token's granularity:
+    /// rounded up, so it lives at least `reservation_ttl`).
     fn expiry(&self) -> u64 {
-        unix_ms() + self.config.reservation_ttl.as_millis() as u64
+        (unix_ms() + self.config.reservation_ttl.as_millis() as u64).div_ceil(1000)
     }
 
     /// A reservation to create a room on the live process with the fewest
@@ -367,7 +370,7 @@ impl Matchmaker {
             .map_err(directory_unavailable)?;
         for process in by_load {
             if let Some(addr) = self.process_addr(process).await? {
-                let reservation = Reservation::sign(&key, None, process, self.expiry());
+                let reservation = Reservation::seal_new(&key, None, process, self.expiry());
                 return Ok(Seat { addr, reservation });
             }
             // Dead (its presence expired): out of the running.
@@ -393,7 +396,7 @@ impl Matchmaker {
         // The seat is counted under the reservation's own number (the room's
         // process, once it takes the reservation, stops counting it); the
         // reservation is signed once the process is known.
-        let nonce = switchboard::session::ticket::nonce();
+        let nonce = switchboard::session::ticket::token_nonce();
         let nonce_hex = to_hex(&nonce);
         let ttl = self.config.reservation_ttl.as_millis() as u64;
         let mut invocation = self.reserve.prepare_invoke();
@@ -421,8 +424,7 @@ impl Matchmaker {
             .process_addr(process)
             .await?
             .ok_or_else(|| "the room's server is gone".to_string())?;
-        let reservation =
-            Reservation::sign_numbered(&key, Some(room), process, self.expiry(), nonce);
+        let reservation = Reservation::seal(&key, Some(room), process, self.expiry(), nonce);
         Ok(Seat { addr, reservation })
     }
 

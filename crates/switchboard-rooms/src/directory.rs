@@ -7,12 +7,14 @@
 //! ```text
 //!  client ──join room 7──▶ matchmaker ──reserve a seat (Redis, atomic)──▶ ok, process 3
 //!  client ◀──Seat { addr of process 3, reservation }──┘
-//!  client ──JoinReserved(reservation)──▶ process 3: MAC, expiry, once only ──▶ in the room
+//!  client ──JoinReserved(reservation)──▶ process 3: seal, expiry, once only ──▶ in the room
 //! ```
 //!
-//! A reservation is signed (HMAC-SHA256) with a key every process of the
-//! service shares, names the process it is good for, expires within
-//! seconds, and is taken once; a process in directory mode admits no
+//! A reservation is a connect token (`switchboard::token`, the one fleets
+//! use): sealed (XChaCha20-Poly1305) with a key every process of the
+//! service shares, naming the process it is good for ([`process_name`])
+//! and the room (its user data), expiring within seconds, and taken once
+//! (the process's [`TokenGate`]); a process in directory mode admits no
 //! create or join without one, so every seat was counted by the matchmaker
 //! (members plus live reservations within the room's size, in one Redis
 //! script) and the process checks the room's size again itself.
@@ -22,11 +24,11 @@
 //! writes them to Redis; the logic never waits for Redis, so games in
 //! progress go on when it is down.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use switchboard::session::ticket::{self, unix_ms};
+use switchboard::session::ticket::{self, unix_secs};
+use switchboard::token::{ConnectToken, TokenError, TokenGate, TokenKey, TokenRules, NONCE_LEN};
 use tokio::sync::mpsc;
 
 use std::net::SocketAddr;
@@ -61,23 +63,24 @@ pub struct DirectorySnapshot {
     pub players: usize,
     /// Reservations taken since the last snapshot (room, nonce): members
     /// now, no longer to be counted as seats held for someone.
-    pub taken: Vec<(RoomId, [u8; 16])>,
+    pub taken: Vec<(RoomId, [u8; NONCE_LEN])>,
 }
 
 /// A seat the matchmaker reserved: good once, on one process, until it
-/// expires.
+/// expires. Opaque to clients: a sealed connect token (`docs/PROTOCOL.md`,
+/// "Connect tokens") with client id 0 (the matchmaker knows no accounts),
+/// one server ([`process_name`]), its expiry, and the room as its user
+/// data (none: a room to create; else the room id, 4 bytes big-endian).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
-    /// The room to join; `None`: a room to create.
-    pub room: Option<RoomId>,
-    /// The process it is good for.
-    pub process: u32,
-    /// When it expires (ms since the Unix epoch).
-    pub expires_ms: u64,
-    /// Its number, random: a reservation is taken once.
-    pub nonce: [u8; 16],
-    /// HMAC-SHA256 of the fields above with the service's key.
-    pub mac: [u8; 32],
+    /// The sealed token.
+    pub token: Vec<u8>,
+}
+
+/// The name rooms process `process` answers to in its reservations'
+/// tokens.
+pub fn process_name(process: u32) -> String {
+    format!("rooms process {process}")
 }
 
 /// Where to go, and the reservation to present there.
@@ -99,65 +102,56 @@ pub struct CreateReserved {
 }
 
 impl Reservation {
-    fn signed_bytes(
+    /// A reservation of `room` (`None`: a room to create) on `process`,
+    /// good until `expires_at` (Unix seconds), sealed under `key` with
+    /// `nonce` (random: the matchmaker counts the seat under it).
+    pub fn seal(
+        key: &TokenKey,
         room: Option<RoomId>,
         process: u32,
-        expires_ms: u64,
-        nonce: &[u8; 16],
-    ) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(1 + 4 + 4 + 8 + 16);
-        match room {
-            Some(room) => {
-                bytes.push(1);
-                bytes.extend_from_slice(&room.0.to_le_bytes());
-            }
-            None => bytes.push(0),
-        }
-        bytes.extend_from_slice(&process.to_le_bytes());
-        bytes.extend_from_slice(&expires_ms.to_le_bytes());
-        bytes.extend_from_slice(nonce);
-        bytes
-    }
-
-    /// A reservation signed with `key`.
-    pub fn sign(key: &[u8; 32], room: Option<RoomId>, process: u32, expires_ms: u64) -> Self {
-        Self::sign_numbered(key, room, process, expires_ms, ticket::nonce())
-    }
-
-    /// A reservation with the number `nonce` (the matchmaker counts the
-    /// seat under it), signed with `key`.
-    pub fn sign_numbered(
-        key: &[u8; 32],
-        room: Option<RoomId>,
-        process: u32,
-        expires_ms: u64,
-        nonce: [u8; 16],
+        expires_at: u64,
+        nonce: [u8; NONCE_LEN],
     ) -> Self {
-        let mac = ticket::sign(key, &Self::signed_bytes(room, process, expires_ms, &nonce));
+        let token = ConnectToken {
+            client_id: 0,
+            servers: vec![process_name(process)],
+            expires_at,
+            user_data: room
+                .map(|room| room.0.to_be_bytes().to_vec())
+                .unwrap_or_default(),
+        };
         Self {
-            room,
-            process,
-            expires_ms,
-            nonce,
-            mac,
+            // One short name, four bytes of user data: within every bound.
+            token: token.seal(key, nonce).unwrap_or_default(),
         }
     }
 
-    /// Whether it was signed with `key`, is for `process`, and has not
-    /// expired at `now_ms`.
-    pub fn check(&self, key: &[u8; 32], process: u32, now_ms: u64) -> Result<(), &'static str> {
-        let signed = Self::signed_bytes(self.room, self.process, self.expires_ms, &self.nonce);
-        if !ticket::verify(key, &signed, &self.mac) {
-            return Err("the reservation is not valid");
-        }
-        if self.process != process {
-            return Err("the reservation is for another server");
-        }
-        if now_ms > self.expires_ms {
-            return Err("the reservation has expired; ask the matchmaker again");
-        }
-        Ok(())
+    /// A reservation sealed with a fresh random nonce.
+    pub fn seal_new(key: &TokenKey, room: Option<RoomId>, process: u32, expires_at: u64) -> Self {
+        Self::seal(key, room, process, expires_at, ticket::token_nonce())
     }
+}
+
+/// The room a reservation's user data names (`None`: a room to create).
+fn reserved_room(token: &ConnectToken) -> Result<Option<RoomId>, String> {
+    match token.user_data.as_slice() {
+        [] => Ok(None),
+        bytes => <[u8; 4]>::try_from(bytes)
+            .map(|id| Some(RoomId(u32::from_be_bytes(id))))
+            .map_err(|_| "the reservation is not valid".to_string()),
+    }
+}
+
+/// Why a reservation's token was refused, for the player.
+fn refusal(err: TokenError) -> String {
+    match err {
+        TokenError::Expired => "the reservation has expired; ask the matchmaker again",
+        TokenError::OtherServer => "the reservation is for another server",
+        TokenError::Replayed => "the reservation was used already",
+        TokenError::Busy => "too many reservations at once; ask the matchmaker again shortly",
+        _ => "the reservation is not valid",
+    }
+    .to_string()
 }
 
 /// The matchmaker's answer to `request`: its content, or the reason it
@@ -220,22 +214,23 @@ pub async fn reserve_seat(
     }
 }
 
-/// A rooms process's place in the directory: its number, the service's
-/// key, where its snapshots go, and the reservations it has taken.
+/// A rooms process's place in the directory: its number, the gate its
+/// reservations pass (the service's key, each taken once), where its
+/// snapshots go.
 #[derive(Debug)]
 pub struct DirectoryLink {
     process: u32,
-    key: [u8; 32],
+    gate: TokenGate,
     snapshots: mpsc::UnboundedSender<DirectorySnapshot>,
-    /// Reservations taken, until they expire (a reservation is good once).
-    used: HashMap<[u8; 16], u64>,
     /// Reservations taken since the last snapshot.
-    taken: Vec<(RoomId, [u8; 16])>,
+    taken: Vec<(RoomId, [u8; NONCE_LEN])>,
 }
 
 impl DirectoryLink {
-    /// Process number `process` (unique in the service), signing key `key`;
-    /// snapshots go to `snapshots`.
+    /// Process number `process` (unique in the service), the service's key
+    /// `key`; snapshots go to `snapshots`. Reservations taken are
+    /// remembered until they expire, at most
+    /// [`TokenRules::max_remembered`]'s default live ones.
     pub fn new(
         process: u32,
         key: [u8; 32],
@@ -243,9 +238,8 @@ impl DirectoryLink {
     ) -> Self {
         Self {
             process,
-            key,
+            gate: TokenRules::new(TokenKey(key), vec![process_name(process)]).gate(),
             snapshots,
-            used: HashMap::new(),
             taken: Vec::new(),
         }
     }
@@ -255,38 +249,31 @@ impl DirectoryLink {
         self.process
     }
 
-    /// Whether `reservation` admits a create (`room` None) or a join of
-    /// `room` here now.
-    pub(crate) fn admits(
-        &self,
-        reservation: &Reservation,
-        room: Option<RoomId>,
-    ) -> Result<(), String> {
-        reservation
-            .check(&self.key, self.process, unix_ms())
-            .map_err(str::to_string)?;
-        if reservation.room != room {
-            return Err("the reservation is for another room".into());
-        }
-        if self.used.contains_key(&reservation.nonce) {
-            return Err("the reservation was used already".into());
-        }
-        Ok(())
+    /// Whether `reservation` admits anyone here now: the room it reserves
+    /// a seat in (`None`: a room to create), or why not. Changes nothing.
+    pub(crate) fn admits(&self, reservation: &Reservation) -> Result<Option<RoomId>, String> {
+        let (token, _) = self
+            .gate
+            .check(&reservation.token, unix_secs())
+            .map_err(refusal)?;
+        reserved_room(&token)
     }
 
-    /// Takes `reservation` (it will not admit anyone again); forgets the
-    /// expired ones, so the set stays as small as the reservations alive.
+    /// Takes `reservation`, which [`admits`](Self::admits) passed: it will
+    /// not admit anyone again.
     pub(crate) fn take(&mut self, reservation: &Reservation) {
-        let now = unix_ms();
-        self.used.retain(|_, expires| *expires >= now);
-        self.used.insert(reservation.nonce, reservation.expires_ms);
-        if let Some(room) = reservation.room {
-            self.taken.push((room, reservation.nonce));
+        let now = unix_secs();
+        let Ok((token, nonce)) = self.gate.check(&reservation.token, now) else {
+            return;
+        };
+        self.gate.remember(nonce, token.expires_at, now);
+        if let Ok(Some(room)) = reserved_room(&token) {
+            self.taken.push((room, nonce));
         }
     }
 
     /// The reservations taken since this was last asked.
-    pub(crate) fn drain_taken(&mut self) -> Vec<(RoomId, [u8; 16])> {
+    pub(crate) fn drain_taken(&mut self) -> Vec<(RoomId, [u8; NONCE_LEN])> {
         std::mem::take(&mut self.taken)
     }
 
@@ -311,37 +298,34 @@ mod tests {
     fn a_reservation_is_good_once_for_its_process_room_and_time() {
         let (tx, _rx) = mpsc::unbounded_channel();
         let mut link = DirectoryLink::new(3, KEY, tx);
-        let later = unix_ms() + 10_000;
-        let seat = Reservation::sign(&KEY, Some(RoomId(5)), 3, later);
-        assert_eq!(link.admits(&seat, Some(RoomId(5))), Ok(()));
-        assert!(link.admits(&seat, Some(RoomId(6))).is_err(), "another room");
+        let key = TokenKey(KEY);
+        let later = unix_secs() + 10;
+        let seat = Reservation::seal_new(&key, Some(RoomId(5)), 3, later);
+        assert_eq!(link.admits(&seat), Ok(Some(RoomId(5))));
+        assert_eq!(
+            link.admits(&seat),
+            Ok(Some(RoomId(5))),
+            "a check takes nothing"
+        );
         link.take(&seat);
-        assert!(link
-            .admits(&seat, Some(RoomId(5)))
-            .unwrap_err()
-            .contains("used"));
+        assert_eq!(link.drain_taken().len(), 1);
+        assert!(link.admits(&seat).unwrap_err().contains("used"));
 
-        let elsewhere = Reservation::sign(&KEY, Some(RoomId(5)), 4, later);
+        let elsewhere = Reservation::seal_new(&key, Some(RoomId(5)), 4, later);
         assert!(link
-            .admits(&elsewhere, Some(RoomId(5)))
+            .admits(&elsewhere)
             .unwrap_err()
             .contains("another server"));
-        let expired = Reservation::sign(&KEY, Some(RoomId(5)), 3, unix_ms() - 1);
-        assert!(link
-            .admits(&expired, Some(RoomId(5)))
-            .unwrap_err()
-            .contains("expired"));
-        let forged = Reservation::sign(&[8; 32], Some(RoomId(5)), 3, later);
-        assert!(link
-            .admits(&forged, Some(RoomId(5)))
-            .unwrap_err()
-            .contains("not valid"));
-        let mut tampered = Reservation::sign(&KEY, Some(RoomId(5)), 3, later);
-        tampered.room = Some(RoomId(9));
-        assert!(link
-            .admits(&tampered, Some(RoomId(9)))
-            .unwrap_err()
-            .contains("not valid"));
+        let expired = Reservation::seal_new(&key, Some(RoomId(5)), 3, unix_secs());
+        assert!(link.admits(&expired).unwrap_err().contains("expired"));
+        let forged = Reservation::seal_new(&TokenKey([8; 32]), Some(RoomId(5)), 3, later);
+        assert!(link.admits(&forged).unwrap_err().contains("not valid"));
+        let mut tampered = Reservation::seal_new(&key, Some(RoomId(5)), 3, later);
+        let last = tampered.token.len() - 20;
+        tampered.token[last] ^= 1;
+        assert!(link.admits(&tampered).unwrap_err().contains("not valid"));
+        let create = Reservation::seal_new(&key, None, 3, later);
+        assert_eq!(link.admits(&create), Ok(None));
     }
 
     #[test]

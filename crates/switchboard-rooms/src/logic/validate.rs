@@ -65,15 +65,13 @@ impl RoomsLogic {
         Ok(())
     }
 
-    fn check_reservation(
-        &self,
-        reservation: &Reservation,
-        room: Option<RoomId>,
-    ) -> Result<(), Rejection> {
+    /// The room `reservation` reserves a seat in (`None`: a room to
+    /// create), if it admits anyone here now.
+    fn check_reservation(&self, reservation: &Reservation) -> Result<Option<RoomId>, Rejection> {
         let Some(link) = &self.directory else {
             return invalid("this server takes no reservations: create or join directly");
         };
-        link.admits(reservation, room).map_err(Rejection::invalid)
+        link.admits(reservation).map_err(Rejection::invalid)
     }
 
     /// The rules: what each request may do, checked without changing
@@ -88,7 +86,9 @@ impl RoomsLogic {
                 ))
             }
             RoomAction::CreateReserved(reserved) => {
-                self.check_reservation(&reserved.reservation, None)?;
+                if self.check_reservation(&reserved.reservation)?.is_some() {
+                    return invalid("the reservation is for a seat in a room, not a new one");
+                }
                 let create = self.check_create(client, reserved.room.clone())?;
                 Ok(RoomCommand::CreateReserved(
                     create,
@@ -96,10 +96,9 @@ impl RoomsLogic {
                 ))
             }
             RoomAction::JoinReserved(reservation) => {
-                let id = reservation
-                    .room
+                let id = self
+                    .check_reservation(reservation)?
                     .ok_or_else(|| Rejection::invalid("the reservation is for a new room"))?;
-                self.check_reservation(reservation, Some(id))?;
                 self.check_join(client, id)?;
                 Ok(RoomCommand::JoinReserved(id, reservation.clone()))
             }
