@@ -379,6 +379,18 @@ mod tests {
     }
 
     #[test]
+    fn a_check_takes_nothing_and_a_remembered_token_is_refused_after() {
+        let mut gate = TokenGate::new(KEY, vec!["a:1".into()], 2);
+        let sealed = token(&["a:1"], 10).seal(&KEY, [3; 24]).unwrap();
+        let (opened, nonce) = gate.check(&sealed, 5).unwrap();
+        assert!(gate.check(&sealed, 5).is_ok(), "checked twice, still good");
+        assert_eq!(gate.remembered(), 0);
+        gate.remember(nonce, opened.expires_at, 5);
+        assert_eq!(gate.check(&sealed, 5), Err(TokenError::Replayed));
+        assert_eq!(gate.admit(&sealed, 5), Err(TokenError::Replayed));
+    }
+
+    #[test]
     fn bounds_are_checked_when_sealing() {
         let mut big = token(&["a:1"], 1);
         big.user_data = vec![0; MAX_USER_DATA + 1];
