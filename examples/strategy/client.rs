@@ -351,18 +351,46 @@ pub fn play(how: Play<'_>) -> Result<(), String> {
         }
         player.pump_print(Duration::from_millis(20));
     }
+    // The host's key, as ssh shows it: pinned, or remembered on first use.
+    let key = host_key(&addr, trust);
+    if let Some(key) = &key {
+        player.seen.events.push(key.clone());
+    }
+    let joined = |name: &str| match &key {
+        Some(key) => println!("joined as {name}; {key}"),
+        None => println!("joined as {name}"),
+    };
     let result = match bot {
         Some(turns) => {
-            println!("joined as {name}");
+            joined(&name);
             bot::play(&mut player, turns, players)
         }
         None if !text && std::io::stdout().is_terminal() => crate::tui::run(&mut player),
         None => {
-            println!("joined as {name}");
+            joined(&name);
             typed::play(&mut player)
         }
     };
     player.client.close("quit");
     player.client.poll_timeout(Duration::from_millis(100));
     result
+}
+
+/// What the player is told of the key of the server at `addr`: pinned with
+/// `--trust`, or the one the known-hosts file remembers for it (on first use
+/// it was remembered just now; later joins were checked against it). `None`
+/// for a server on this machine (plain) or one an authority vouches for.
+fn host_key(addr: &str, trust: Option<switchboard::tls::Fingerprint>) -> Option<String> {
+    if let Some(pinned) = trust {
+        return Some(format!(
+            "the host's key: sha256 {pinned} (pinned with --trust)"
+        ));
+    }
+    let file = switchboard::tls::default_data_dir().join("known_hosts");
+    let known = switchboard::tls::KnownHosts::lookup(&file, addr).ok()??;
+    Some(format!(
+        "the host's key: sha256 {known}, remembered in {} (compare it with the one the host \
+         shows; a changed key is refused)",
+        file.display()
+    ))
 }

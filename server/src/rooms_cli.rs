@@ -106,7 +106,8 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     let axispy = move |handle: &switchboard::ManagerHandle| {
         if let Some(serving) = serving {
             let bound = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), handle.local_addr().port());
-            serving.at(advertise.unwrap_or_else(|| bound.to_string()));
+            let fingerprint = handle.tls().map(|tls| tls.fingerprint());
+            serving.at_pinned(advertise.unwrap_or_else(|| bound.to_string()), fingerprint);
         }
         let Some(port) = axispy_port else { return };
         let config = axispy_config;

@@ -369,9 +369,13 @@ impl Matchmaker {
             .await
             .map_err(directory_unavailable)?;
         for process in by_load {
-            if let Some(addr) = self.process_addr(process).await? {
+            if let Some((addr, tls)) = self.process_addr(process).await? {
                 let reservation = Reservation::seal_new(&key, None, process, self.expiry());
-                return Ok(Seat { addr, reservation });
+                return Ok(Seat {
+                    addr,
+                    reservation,
+                    tls,
+                });
             }
             // Dead (its presence expired): out of the running.
             let processes = ROOMS.key(&self.store, "processes");
@@ -420,27 +424,44 @@ impl Matchmaker {
         let process: u32 = detail
             .parse()
             .map_err(|_| format!("room {} names no process", room.0))?;
-        let addr = self
+        let (addr, tls) = self
             .process_addr(process)
             .await?
             .ok_or_else(|| "the room's server is gone".to_string())?;
         let reservation = Reservation::seal(&key, Some(room), process, self.expiry(), nonce);
-        Ok(Seat { addr, reservation })
+        Ok(Seat {
+            addr,
+            reservation,
+            tls,
+        })
     }
 
-    /// A live process's address.
-    async fn process_addr(&self, process: u32) -> Result<Option<String>, Refusal> {
+    /// A live process's address, and the fingerprint of its TLS key if it
+    /// published one.
+    async fn process_addr(
+        &self,
+        process: u32,
+    ) -> Result<Option<(String, Option<[u8; 32]>)>, Refusal> {
         let key = ROOMS.key(&self.store, format_args!("process:{process}"));
-        self.store
+        let (addr, tls): (Option<String>, Option<String>) = self
+            .store
             .run(|mut c| async move {
-                redis::cmd("HGET")
+                redis::cmd("HMGET")
                     .arg(&key)
                     .arg("addr")
+                    .arg("tls")
                     .query_async(&mut c)
                     .await
             })
             .await
-            .map_err(directory_unavailable)
+            .map_err(directory_unavailable)?;
+        let tls = tls.and_then(|fingerprint| {
+            fingerprint
+                .parse::<switchboard::tls::Fingerprint>()
+                .ok()
+                .map(|f| f.0)
+        });
+        Ok(addr.map(|addr| (addr, tls)))
     }
 }
 

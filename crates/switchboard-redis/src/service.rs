@@ -117,6 +117,13 @@ impl Kind {
                 .arg(websocket)
                 .ignore();
         }
+        if let Some(fingerprint) = &reach.fingerprint {
+            pipe.cmd("HSET")
+                .arg(&process_key)
+                .arg("tls")
+                .arg(fingerprint.to_string())
+                .ignore();
+        }
         pipe.cmd("PEXPIRE").arg(&process_key).arg(ttl).ignore();
         pipe.cmd("ZADD")
             .arg(self.key(store, "processes"))
@@ -164,11 +171,13 @@ fn from_hex(hex: &str) -> Option<[u8; 32]> {
 }
 
 /// Where clients reach a process: its TCP address, and its WebSocket
-/// listener's if it has one (`host:port`, as clients dial them).
+/// listener's if it has one (`host:port`, as clients dial them); the
+/// fingerprint of the key it presents to other machines, if it speaks TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reach {
     pub(crate) addr: String,
     pub(crate) websocket: Option<String>,
+    pub(crate) fingerprint: Option<switchboard::tls::Fingerprint>,
 }
 
 /// Tells a publisher where clients reach the process, once it listens:
@@ -180,9 +189,21 @@ impl Serving {
     /// The process takes clients at `addr` (`host:port`, as clients dial
     /// it).
     pub fn at(self, addr: impl Into<String>) {
+        self.at_pinned(addr, None);
+    }
+
+    /// The process takes clients at `addr`, in TLS with the key of
+    /// `fingerprint` (`ManagerHandle::tls`'s): the matchmaker hands it out
+    /// with each seat, for the client to pin the server by it.
+    pub fn at_pinned(
+        self,
+        addr: impl Into<String>,
+        fingerprint: Option<switchboard::tls::Fingerprint>,
+    ) {
         let _ = self.0.send(Reach {
             addr: addr.into(),
             websocket: None,
+            fingerprint,
         });
     }
 
@@ -192,6 +213,7 @@ impl Serving {
         let _ = self.0.send(Reach {
             addr: addr.into(),
             websocket: Some(websocket.into()),
+            fingerprint: None,
         });
     }
 }

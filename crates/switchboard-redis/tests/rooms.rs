@@ -328,3 +328,69 @@ fn matchmaker_seat_hoarding_from_one_address_holds_at_most_its_cap() {
     room.retain(|r| r.id == id);
     assert_eq!(room[0].players, 1);
 }
+
+#[test]
+fn a_seat_on_a_tls_process_carries_its_fingerprint_and_the_player_pins_it() {
+    use switchboard::socket::BindScope;
+    use switchboard::tls::{ServerIdentity, TlsServer, TlsSettings};
+    let redis = RedisProcess::start().unwrap();
+    // A process beyond loopback with a key of its own, reached at this
+    // machine's network address (as another machine would).
+    let lan = switchboard::socket::lan_address().expect("an address besides loopback");
+    let identity = ServerIdentity::generate().unwrap();
+    let mut config = switchboard::ManagerConfig::default();
+    config.server.tls = TlsSettings::serving(TlsServer::new(&identity).unwrap());
+    let (link, serving) = block_on(RoomsPresence::join(redis.store())).unwrap();
+    let server = ServerManager::builder(RoomsLogic::new().with_directory(link))
+        .config(config)
+        .bind(BindScope::AllInterfaces)
+        .spawn()
+        .unwrap();
+    let fingerprint = server.handle().tls().map(|tls| tls.fingerprint());
+    assert_eq!(fingerprint, Some(identity.fingerprint()));
+    serving.at_pinned(format!("{lan}:{}", server.local_addr().port()), fingerprint);
+    let matchmaker = matchmaker(&redis);
+    let seat = new_room_seat(matchmaker);
+    assert_eq!(
+        seat.tls,
+        Some(identity.fingerprint().0),
+        "the seat names the key"
+    );
+    // The player pins the process by the seat's fingerprint: TLS, checked.
+    let mut ann = RoomClient::connect_via(seat.dialer(), &seat.addr, ClientConfig::named("ann"));
+    until(|| {
+        ann.poll();
+        ann.client().is_welcomed()
+    });
+    let ticket = ann
+        .create_reserved(&seat.reservation, &room("sealed", 4))
+        .unwrap();
+    assert_eq!(verdict(&mut ann, ticket), RequestStatus::Accepted);
+    // A seat naming another key (a forged answer) is refused at the
+    // handshake: the player never reaches a server it was not sent to.
+    let forged = Seat {
+        tls: Some([9; 32]),
+        ..seat
+    };
+    let mut eve = switchboard::NetworkClient::connect_via(
+        forged.dialer(),
+        &forged.addr,
+        ClientConfig::named("eve"),
+    );
+    let deadline = Instant::now() + WAIT;
+    let why = loop {
+        assert!(Instant::now() < deadline, "eve was not refused");
+        let ended = eve
+            .drain_timeout(Duration::from_millis(20))
+            .find_map(|event| match event {
+                switchboard::ClientEvent::Disconnected(reason)
+                | switchboard::ClientEvent::ConnectionLost(reason) => Some(reason.to_string()),
+                _ => None,
+            });
+        if let Some(why) = ended {
+            break why;
+        }
+    };
+    assert!(why.contains("not the pinned"), "{why}");
+    assert!(!eve.is_welcomed());
+}

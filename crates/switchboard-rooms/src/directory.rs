@@ -90,6 +90,26 @@ pub struct Seat {
     pub addr: String,
     /// The reservation.
     pub reservation: Reservation,
+    /// The SHA-256 fingerprint of the key the process presents to other
+    /// machines, as it published it (`None`: it speaks plain, on loopback
+    /// or by its operator's choice). As trusted as the matchmaker's
+    /// answer: [`dialer`](Self::dialer) pins the process by it.
+    pub tls: Option<[u8; 32]>,
+}
+
+impl Seat {
+    /// The dialer to reach the seat's process with: the process pinned by
+    /// the fingerprint the matchmaker gave, or else the default
+    /// (`RoomClient::connect_via(seat.dialer(), &seat.addr, ..)`).
+    pub fn dialer(&self) -> switchboard::socket::Dialer {
+        let dialer = switchboard::socket::Dialer::default();
+        match self.tls {
+            Some(fingerprint) => dialer.trust(switchboard::tls::ServerTrust::pinned(
+                switchboard::tls::Fingerprint(fingerprint),
+            )),
+            None => dialer,
+        }
+    }
 }
 
 /// A create with a reservation (`RoomAction::CreateReserved`).

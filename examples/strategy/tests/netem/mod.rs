@@ -93,6 +93,21 @@ fn two_bots_play_two_turns_through_a_150_ms_round_trip_and_2_percent_loss() {
         assert!(ok, "{who}: {text}");
         assert!(text.contains("bot finished at turn 3"), "{who}: {text}");
     }
+    // Both were shown the server's key, as ssh shows it (the game crossed
+    // the link in TLS): the first join remembered it, the second was
+    // checked against it.
+    let key = |text: &str| {
+        text.lines().find_map(|l| {
+            Some(
+                l.split_once("the host's key: sha256 ")?
+                    .1
+                    .get(..64)?
+                    .to_string(),
+            )
+        })
+    };
+    assert!(key(&ann_said).is_some(), "ann: {ann_said}");
+    assert_eq!(key(&ann_said), key(&bob_said), "bob: {bob_said}");
     let (up, down) = link.stats();
     println!("two turns through 75 ms each way and 2 % loss: {up:?} / {down:?}");
     assert!(
