@@ -132,10 +132,10 @@ pub(super) async fn accept(
 }
 
 /// How a connection came in: TLS where the listener speaks it (`tls`),
-/// else plain; `Err` when the listener would not have it (plain from
-/// another machine on the WebSocket port, answered 403), or it failed.
-/// `afar`: plain from another machine, which the TCP port takes for a
-/// player's join only (its own TLS with the host follows the code).
+/// else plain, and whether it is plain from another machine (`afar`),
+/// which the caller takes only for what needs no TLS of the relay's (a
+/// native player's join: its own TLS with the host follows the code);
+/// `Err` when the TLS handshake failed.
 async fn secured(
     stream: tokio::net::TcpStream,
     addr: SocketAddr,
