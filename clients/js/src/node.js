@@ -112,8 +112,7 @@ export function tcpTransport(options = {}) {
           return this.onmessage?.({ data: new Uint8Array([...head, 0]).buffer });
         }
         if (this.bufferedLen < 4 + length) return;
-        const frame = this.take(4 + length);
-        this.onmessage?.({ data: frame.buffer.slice(frame.byteOffset, frame.byteOffset + frame.length) });
+        this.onmessage?.({ data: this.take(4 + length) });
         if (this.closed) return;
       }
     }
@@ -123,9 +122,10 @@ export function tcpTransport(options = {}) {
       return this.buffered[0].subarray(0, n);
     }
 
+    /** The first `n` buffered bytes, as an ArrayBuffer of their own (one copy). */
     take(n) {
       const all = this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered);
-      const out = Buffer.from(all.subarray(0, n));
+      const out = all.buffer.slice(all.byteOffset, all.byteOffset + n);
       const rest = all.subarray(n);
       this.buffered = rest.length > 0 ? [rest] : [];
       this.bufferedLen = rest.length;
