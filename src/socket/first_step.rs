@@ -49,7 +49,7 @@ pub(super) fn run_websocket(
         };
         match tls_first_step(stream, addr, &tls, deadline, &handle).await {
             Ok(Accepted::Tls(stream)) => {
-                upgrade_and_run(*stream, deadline, handle, reporter, &rules).await
+                upgrade_and_run(stream, deadline, handle, reporter, &rules).await
             }
             Ok(Accepted::Plain(stream)) => {
                 upgrade_and_run(stream, deadline, handle, reporter, &rules).await
@@ -157,7 +157,7 @@ pub(super) fn run_tls(
         let config = handle.config();
         let deadline = tokio::time::Instant::now() + config.handshake_timeout;
         match tls_first_step(stream, addr, &tls, deadline, &handle).await {
-            Ok(Accepted::Tls(stream)) => connection::run(*stream, handle, reporter).await,
+            Ok(Accepted::Tls(stream)) => connection::run_tls(stream, handle, reporter).await,
             Ok(Accepted::Plain(stream)) => connection::run_tcp(stream, handle, reporter).await,
             Ok(Accepted::PlaintextRefused(mut stream)) => {
                 let hello = control::hello_frame(crate::PROTOCOL_VERSION);

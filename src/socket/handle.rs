@@ -314,7 +314,8 @@ impl SocketHandle {
                     .last_direct
                     .is_none_or(|at| now.duration_since(at) >= DIRECT_WRITE_GAP);
                 if alone {
-                    let written = stream.try_write(frame.as_slice()).unwrap_or(0);
+                    let (written, backlog) =
+                        stream.try_write(&[std::io::IoSlice::new(frame.as_slice())]);
                     // From when the write returned: a system call slower
                     // than the gap must not make every frame of a burst
                     // look alone (one system call per frame).
@@ -324,6 +325,11 @@ impl SocketHandle {
                         let whole = usize::from(written == len);
                         self.shared.counters.wrote(whole, written);
                         if written == len {
+                            if backlog {
+                                // Ciphertext the socket did not take: the
+                                // writer sends it before anything else.
+                                self.wake_writer(out);
+                            }
                             return Ok(());
                         }
                         // The rest goes through the writer, first in line.
@@ -377,12 +383,17 @@ impl SocketHandle {
             return;
         }
         if let Some(stream) = out.direct.clone() {
-            let (frames, written) = out.write_direct(&stream);
+            let (frames, written, backlog) = out.write_direct(&stream);
             self.shared.counters.wrote(frames, written);
-            if out.is_empty() {
+            if out.is_empty() && !backlog {
                 return;
             }
         }
+        self.wake_writer(out);
+    }
+
+    /// Hands the socket back to the writer task (idle) and wakes it.
+    fn wake_writer(&self, mut out: std::sync::MutexGuard<'_, OutQueue>) {
         out.writer_idle = false;
         drop(out);
         self.shared.task.wake();
@@ -419,7 +430,7 @@ impl SocketHandle {
     }
 
     /// Lends (Some) or takes back (None) the stream for direct writes.
-    pub(crate) fn set_direct(&self, stream: Option<Arc<tokio::net::TcpStream>>) {
+    pub(crate) fn set_direct(&self, stream: Option<super::outqueue::Direct>) {
         let mut out = self.outbound();
         out.writer_idle = false;
         out.direct = stream;

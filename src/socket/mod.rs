@@ -31,6 +31,8 @@ mod pacer;
 mod server;
 mod websocket;
 
+pub(crate) use connection::TcpReader;
+
 use std::time::Duration;
 
 use futures::Stream;

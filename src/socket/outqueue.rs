@@ -151,10 +151,39 @@ pub(crate) struct OutQueue {
     /// When a sender last wrote directly (the writer's keep-alive counts it
     /// as sending).
     pub(crate) last_direct: Option<std::time::Instant>,
-    /// The TCP stream, for direct writes, while the connection runs (never
-    /// for other transports). Taken away when the connection ends, so that
-    /// handles do not keep the socket open.
-    pub(crate) direct: Option<Arc<tokio::net::TcpStream>>,
+    /// The stream, for direct writes, while the connection runs (TCP or
+    /// TLS over TCP; never WebSocket). Taken away when the connection ends,
+    /// so that handles do not keep the socket open.
+    pub(crate) direct: Option<Direct>,
+}
+
+/// A stream a sender may write to itself, without the writer task.
+#[derive(Clone, Debug)]
+pub(crate) enum Direct {
+    Tcp(Arc<tokio::net::TcpStream>),
+    /// Encrypted on the sender's thread.
+    Tls(crate::tls::TlsStream),
+}
+
+impl Direct {
+    /// Writes `slices` without waiting: how many of their bytes went, and
+    /// whether ciphertext is left for the writer to flush (TLS takes all of
+    /// them or none).
+    pub(crate) fn try_write(&self, slices: &[std::io::IoSlice<'_>]) -> (usize, bool) {
+        match self {
+            Direct::Tcp(stream) => {
+                let written = match slices {
+                    [one] => stream.try_write(one),
+                    _ => stream.try_write_vectored(slices),
+                };
+                (written.unwrap_or(0), false)
+            }
+            Direct::Tls(session) => match session.try_send(slices) {
+                Some(all_out) => (slices.iter().map(|slice| slice.len()).sum(), !all_out),
+                None => (0, false),
+            },
+        }
+    }
 }
 
 impl OutQueue {
@@ -260,8 +289,9 @@ impl OutQueue {
     /// Writes what is queued to `stream` in one vectored write, as much as
     /// it takes without waiting, and takes that off the queue; returns the
     /// frames wholly written and the bytes (a frame partly written stays
-    /// counted until it is out).
-    pub(crate) fn write_direct(&mut self, stream: &tokio::net::TcpStream) -> (usize, usize) {
+    /// counted until it is out), and whether ciphertext waits for the
+    /// writer.
+    pub(crate) fn write_direct(&mut self, stream: &Direct) -> (usize, usize, bool) {
         let mut slices = [std::io::IoSlice::new(&[]); 64];
         let mut count = 0;
         for (slice, segment) in slices.iter_mut().zip(&self.queue) {
@@ -272,7 +302,7 @@ impl OutQueue {
             slices[count] = std::io::IoSlice::new(&self.tail);
             count += 1;
         }
-        let written = stream.try_write_vectored(&slices[..count]).unwrap_or(0);
+        let (written, backlog) = stream.try_write(&slices[..count]);
         self.last_direct = Some(std::time::Instant::now());
         let (mut left, mut frames) = (written, 0);
         while left > 0 {
@@ -300,7 +330,7 @@ impl OutQueue {
         }
         self.frames -= frames;
         self.bytes -= written;
-        (frames, written)
+        (frames, written, backlog)
     }
 
     /// Moves every queued frame into `into` (empty), in order, for the

@@ -24,6 +24,9 @@
 //! - `server`: [`TlsServer`], and [`accept`], a listener's first step: TLS,
 //!   plain from this machine, or plaintext refused ([`secure`] and
 //!   [`Secured`] for listeners whose protocol is not the game's).
+//! - `session`: [`TlsStream`], a server's session on rustls's unbuffered
+//!   API: buffers let go when empty, shared by a connection's reader, its
+//!   writer and senders writing directly.
 //! - `client`: [`TlsClient`], the client's handshake, with errors that name
 //!   their cause (a plaintext server, a changed key).
 //! - `settings`: [`TlsSettings`], how a listener speaks to other machines
@@ -32,6 +35,7 @@
 mod client;
 mod identity;
 mod server;
+mod session;
 mod settings;
 mod trust;
 
@@ -41,7 +45,8 @@ use std::sync::{Arc, OnceLock};
 
 pub use client::TlsClient;
 pub use identity::{default_data_dir, Fingerprint, ServerIdentity, IDENTITY_FILE};
-pub use server::{accept, secure, Accepted, Secured, TlsServer, TlsStream, PLAINTEXT_REFUSED};
+pub use server::{accept, secure, Accepted, Secured, TlsServer, PLAINTEXT_REFUSED};
+pub use session::TlsStream;
 pub use settings::TlsSettings;
 pub use trust::{KnownHosts, ServerTrust};
 

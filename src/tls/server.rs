@@ -7,10 +7,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use super::{Fingerprint, ServerIdentity, TlsError};
-
-/// A TLS session over a TCP stream, as a server holds it.
-pub type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
+use super::{Fingerprint, ServerIdentity, TlsError, TlsStream};
 
 /// The first byte of every TLS record that opens a session (a handshake
 /// record): a plain Switchboard hello starts with its length's high byte,
@@ -65,9 +62,7 @@ impl TlsServer {
 
     /// Runs the server's side of a TLS handshake over `stream`.
     pub async fn handshake(&self, stream: TcpStream) -> std::io::Result<TlsStream> {
-        tokio_rustls::TlsAcceptor::from(self.config.clone())
-            .accept(stream)
-            .await
+        TlsStream::accept(stream, self.config.clone()).await
     }
 }
 
@@ -75,7 +70,7 @@ impl TlsServer {
 #[derive(Debug)]
 pub enum Accepted {
     /// It spoke TLS; the handshake is done.
-    Tls(Box<TlsStream>),
+    Tls(TlsStream),
     /// It spoke plain, from this machine: nothing it says leaves it.
     Plain(TcpStream),
     /// It spoke plain from another machine: the server says it speaks
@@ -99,7 +94,7 @@ pub async fn accept(
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
     if first[0] == TLS_HANDSHAKE_RECORD {
-        return Ok(Accepted::Tls(Box::new(tls.handshake(stream).await?)));
+        return Ok(Accepted::Tls(tls.handshake(stream).await?));
     }
     Ok(if super::is_loopback(peer.ip()) {
         Accepted::Plain(stream)
@@ -120,7 +115,7 @@ pub enum Secured {
     /// Plain (from this machine, or on a loopback or plaintext listener).
     Plain(TcpStream),
     /// In TLS.
-    Tls(Box<TlsStream>),
+    Tls(TlsStream),
 }
 
 /// The first step of a listener whose protocol is not the game's: `Ok`
@@ -152,7 +147,7 @@ impl tokio::io::AsyncRead for Secured {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Secured::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+            Secured::Tls(s) => std::pin::Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -165,7 +160,7 @@ impl tokio::io::AsyncWrite for Secured {
     ) -> std::task::Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Secured::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+            Secured::Tls(s) => std::pin::Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -176,7 +171,7 @@ impl tokio::io::AsyncWrite for Secured {
     ) -> std::task::Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Secured::Plain(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
-            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Secured::Tls(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -193,7 +188,7 @@ impl tokio::io::AsyncWrite for Secured {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Secured::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+            Secured::Tls(s) => std::pin::Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -203,7 +198,7 @@ impl tokio::io::AsyncWrite for Secured {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Secured::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            Secured::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+            Secured::Tls(s) => std::pin::Pin::new(s).poll_shutdown(cx),
         }
     }
 }

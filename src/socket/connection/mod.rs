@@ -24,6 +24,7 @@ mod writer;
 use open::Open;
 use reader::{Readable, IDLE_READ_BUFFER};
 use tcp::SharedTcp;
+pub(crate) use tcp::TcpReader;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -42,7 +43,7 @@ use tokio_util::codec::FramedRead;
 use super::control::{self, CloseFrame};
 use super::events::{Batch, Credit, Item, Wrap};
 use super::handle::SocketHandle;
-use super::outqueue::Segment;
+use super::outqueue::{Direct, Segment};
 use crate::codec::{self, FrameDecoder};
 use crate::message::Message;
 use crate::PROTOCOL_VERSION;
@@ -158,13 +159,24 @@ pub(crate) fn run_tcp<E: Send + 'static>(
     reporter: Reporter<E>,
 ) -> impl Future<Output = ()> {
     let stream = std::sync::Arc::new(stream);
-    handle.set_direct(Some(stream.clone()));
+    handle.set_direct(Some(Direct::Tcp(stream.clone())));
     run_halves(
         SharedTcp(stream.clone()),
         SharedTcp(stream),
         handle,
         reporter,
     )
+}
+
+/// Runs a connection over a server's TLS session: as over TCP, senders
+/// may encrypt and write directly while the writer has nothing to do.
+pub(crate) fn run_tls<E: Send + 'static>(
+    session: crate::tls::TlsStream,
+    handle: SocketHandle,
+    reporter: Reporter<E>,
+) -> impl Future<Output = ()> {
+    handle.set_direct(Some(Direct::Tls(session.clone())));
+    run_halves(session.clone(), session, handle, reporter)
 }
 
 /// Runs a connection over an upgraded WebSocket: the same task as TCP, over

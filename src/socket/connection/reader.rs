@@ -30,6 +30,14 @@ impl Readable for SharedTcp {
     }
 }
 
+impl Readable for crate::tls::TlsStream {
+    const WAITS: bool = true;
+
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        crate::tls::TlsStream::poll_readable(self, cx)
+    }
+}
+
 impl<T: AsyncRead> Readable for tokio::io::ReadHalf<T> {}
 
 /// The reader half: reads the socket itself (the framed reader of the

@@ -14,6 +14,20 @@ impl AsyncRead for SharedTcp {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut TcpReader(&self.0)).poll_read(cx, buf)
+    }
+}
+
+/// A TCP stream read without waiting for more than readiness, by whoever
+/// holds it (a shared stream, or a TLS session's ciphertext).
+pub(crate) struct TcpReader<'a>(pub(crate) &'a tokio::net::TcpStream);
+
+impl AsyncRead for TcpReader<'_> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         loop {
             std::task::ready!(self.0.poll_read_ready(cx))?;
             let room = buf.remaining();
