@@ -47,6 +47,18 @@ const RECORD_OVERHEAD: usize = 5 + 1 + 16;
 /// The largest plaintext of one record.
 const MAX_FRAGMENT: usize = 16 * 1024;
 
+/// Slices of a direct send up to this size together become one record.
+const GATHER: usize = 2 * 1024;
+
+/// The most a thread keeps of the buffer its direct sends encrypt into.
+const MAX_SCRATCH: usize = 64 * 1024;
+
+thread_local! {
+    /// The buffer a direct send encrypts into: one a thread, not one a
+    /// session (an idle session holds no buffer).
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// A server's TLS session over a TCP stream, shared by its holders: each
 /// clone reads, writes and flushes the same session. Reads and writes
 /// through one clone at a time per direction (the connection's reader
@@ -112,9 +124,9 @@ impl TlsStream {
                 let _ = write_all(&tcp, &state.outgoing).await;
                 return Err(tls_error(err));
             }
-            write_all(&tcp, &state.outgoing[state.sent..]).await?;
+            // Nothing is sent during the handshake but here.
+            write_all(&tcp, &state.outgoing).await?;
             state.outgoing = Vec::new();
-            state.sent = 0;
             if !state.conn.is_handshaking() {
                 break;
             }
@@ -157,10 +169,24 @@ impl TlsStream {
         if state.try_drain(&self.0.tcp).ok()? {
             return None;
         }
-        for slice in slices {
-            state.encrypt(slice).ok()?;
+        // `outgoing` is empty: encrypt into this thread's buffer, lent to
+        // the session while the lock is held, so that a delivery allocates
+        // nothing; what the socket does not take is copied out of it.
+        state.outgoing = SCRATCH.take();
+        let sealed = state.encrypt_gathered(slices);
+        let drained = sealed.and_then(|()| state.try_write_out(&self.0.tcp));
+        let left = state
+            .outgoing
+            .get(state.sent..)
+            .unwrap_or_default()
+            .to_vec();
+        let mut scratch = std::mem::replace(&mut state.outgoing, left);
+        state.sent = 0;
+        if scratch.capacity() <= MAX_SCRATCH {
+            scratch.clear();
+            SCRATCH.set(scratch);
         }
-        Some(!state.try_drain(&self.0.tcp).unwrap_or(true))
+        Some(!drained.ok()?)
     }
 
     /// Ready when a read would find bytes (or the end), without a buffer.
@@ -291,6 +317,29 @@ impl State {
         }
     }
 
+    /// Encrypts `slices` onto `outgoing`: small ones gathered into one
+    /// record, so a batch of short frames costs one record, not one each.
+    fn encrypt_gathered(&mut self, slices: &[IoSlice<'_>]) -> io::Result<()> {
+        if let [one] = slices {
+            return self.encrypt(one);
+        }
+        let mut gathered = [0; GATHER];
+        let mut len = 0;
+        for slice in slices {
+            if len + slice.len() > GATHER {
+                self.encrypt(&gathered[..len])?;
+                len = 0;
+            }
+            if slice.len() > GATHER {
+                self.encrypt(slice)?;
+            } else {
+                gathered[len..len + slice.len()].copy_from_slice(slice);
+                len += slice.len();
+            }
+        }
+        self.encrypt(&gathered[..len])
+    }
+
     /// Queues our close_notify (once).
     fn close_notify(&mut self) -> io::Result<()> {
         if std::mem::replace(&mut self.closing, true) {
@@ -299,19 +348,38 @@ impl State {
         let at = self.outgoing.len();
         let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.incoming);
         let queued = match state {
-            Ok(ConnectionState::WriteTraffic(mut traffic)) => traffic
-                .queue_close_notify(spare(&mut self.outgoing, RECORD_OVERHEAD + 2))
-                .map_err(|err| io::Error::other(err.to_string())),
+            Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                traffic.queue_close_notify(spare(&mut self.outgoing, RECORD_OVERHEAD + 2))
+            }
             _ => Ok(0),
         };
-        self.outgoing.truncate(at + *queued.as_ref().unwrap_or(&0));
         self.incoming.advance(discard);
-        queued.map(drop)
+        match queued {
+            Ok(n) => {
+                self.outgoing.truncate(at + n);
+                Ok(())
+            }
+            Err(err) => {
+                self.outgoing.truncate(at);
+                Err(io::Error::other(err.to_string()))
+            }
+        }
     }
 
     /// Writes what waits in `outgoing` without waiting: `true` while some
     /// is left. An empty `outgoing` is let go.
     fn try_drain(&mut self, tcp: &TcpStream) -> io::Result<bool> {
+        let left = self.try_write_out(tcp)?;
+        if !left && self.outgoing.capacity() > 0 {
+            self.outgoing = Vec::new();
+            self.sent = 0;
+        }
+        Ok(left)
+    }
+
+    /// Writes what waits in `outgoing` without waiting, and keeps the
+    /// buffer: `true` while some is left.
+    fn try_write_out(&mut self, tcp: &TcpStream) -> io::Result<bool> {
         while self.sent < self.outgoing.len() {
             match tcp.try_write(&self.outgoing[self.sent..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -319,10 +387,6 @@ impl State {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(err) => return Err(err),
             }
-        }
-        if self.sent > 0 || self.outgoing.capacity() > 0 {
-            self.outgoing = Vec::new();
-            self.sent = 0;
         }
         Ok(false)
     }

@@ -181,3 +181,35 @@ async fn garbage_after_the_handshake_is_an_error_not_a_hang() {
     let err = read.expect_err("a record that does not decrypt is refused");
     assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_slices_of_one_direct_send_travel_as_one_record_and_leave_no_buffer() {
+    let (session, client) = pair().await;
+    // The client's own state decrypts what arrives raw on its socket.
+    let (mut tcp, mut conn) = client.into_inner();
+    let frames: [&[u8]; 3] = [b"first frame", b"second", b"third and last"];
+    let slices: Vec<IoSlice<'_>> = frames.iter().map(|frame| IoSlice::new(frame)).collect();
+    assert_eq!(session.try_send(&slices), Some(true), "all went at once");
+    assert_eq!(buffers(&session), (0, 0, 0), "the session kept no buffer");
+
+    let plain = frames.concat();
+    let mut raw = vec![0u8; plain.len() + RECORD_OVERHEAD];
+    tokio::time::timeout(WAIT, tcp.read_exact(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw[0], 0x17, "an application data record");
+    let length = u16::from_be_bytes([raw[3], raw[4]]) as usize;
+    assert_eq!(length, plain.len() + 1 + 16, "one record holds all three");
+    let mut more = [0u8; 1];
+    assert!(
+        matches!(tcp.try_read(&mut more), Err(err) if err.kind() == io::ErrorKind::WouldBlock),
+        "nothing follows the one record"
+    );
+
+    conn.read_tls(&mut &raw[..]).unwrap();
+    conn.process_new_packets().unwrap();
+    let mut got = vec![0u8; plain.len()];
+    std::io::Read::read_exact(&mut conn.reader(), &mut got).unwrap();
+    assert_eq!(got, plain, "the record decrypts to the frames in order");
+}
