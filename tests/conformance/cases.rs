@@ -1,4 +1,4 @@
-//! The cases: the attacks of `tests/attacks.rs` that a connection answers
+//! The cases: the attacks of `tests/all/attacks.rs` that a connection answers
 //! on its own, and the six rules the two drivers used to disagree on.
 
 use std::io::Write;

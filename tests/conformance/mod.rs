@@ -6,7 +6,8 @@
 //! protected exactly as the tokio game is: a case that one side fails and
 //! the other passes names a rule that exists twice.
 //!
-//! A module of `tests/attacks.rs` (one test binary fewer to link).
+//! A module of the root crate's test binary (`tests/all/main.rs`), beside
+//! `attacks`.
 
 mod cases;
 mod endpoint;

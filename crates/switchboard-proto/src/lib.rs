@@ -28,7 +28,7 @@
 //! A game whose loop is not tokio's drives a client with
 //! [`ConnectionCore`](connection::ConnectionCore) and
 //! [`ClientCore`](client::ClientCore) over any byte stream: the root
-//! package's `tests/std_loop_client.rs` does it over `std::net::TcpStream`.
+//! package's `tests/all/std_loop_client.rs` does it over `std::net::TcpStream`.
 //!
 //! ## Example
 //!

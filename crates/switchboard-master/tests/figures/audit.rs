@@ -4,7 +4,7 @@
 //! and honest heartbeats. Uses only the master's public API, so that the
 //! same file runs against an older checkout for the "before" column.
 //!
-//! Run: `cargo test --release -p switchboard-master --test limits audit_figures -- --ignored --nocapture`
+//! Run: `cargo test --release -p switchboard-master --test all limits::audit_figures -- --ignored --nocapture`
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

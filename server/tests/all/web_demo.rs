@@ -1,0 +1,275 @@
+//! The relay's browser demo in a real headless Chromium: the page, served by
+//! `switchboard-server relay --ws-port` itself, connects over WebSocket with
+//! the JavaScript client, and a native Rust bot's movement shows up on it.
+//! A screenshot is written to `target/relay-demo.png`.
+
+use crate::webdriver;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchboard_relay::{Bot, BotConfig, Script};
+use webdriver::Browser;
+
+/// A relay process, killed when dropped.
+struct Relay {
+    child: Child,
+    native: SocketAddr,
+    websocket: SocketAddr,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_relay() -> Relay {
+    start_relay_with(&["--bind", "loopback"])
+}
+
+/// A relay process with `args` besides its ports.
+fn start_relay_with(args: &[&str]) -> Relay {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard-server"))
+        .args(["relay", "--port", "0", "--ws-port", "0"])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut native = None;
+    let mut websocket = None;
+    while native.is_none() || websocket.is_none() {
+        let line = lines.next().expect("the relay's lines").unwrap();
+        if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
+            native = Some(SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap())));
+        }
+        // `wss://` off loopback.
+        if let Some(url) = line.strip_prefix("WebSocket clients: ") {
+            let (_, addr) = url.split_once("://").unwrap();
+            websocket = Some(addr.trim_end_matches('/').parse().unwrap());
+        }
+    }
+    Relay {
+        child,
+        native: native.unwrap(),
+        websocket: websocket.unwrap(),
+    }
+}
+
+/// Waits until `script` returns something `check` accepts; returns it.
+async fn until(
+    browser: &Browser,
+    what: &str,
+    script: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = browser.run(script, json!([])).await;
+        if check(&value) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{what}: the page says {value}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The relay's demo page at `?query`, once it is connected.
+async fn open_demo(relay: &Relay, query: &str) -> Browser {
+    let browser = Browser::start().await;
+    let url = format!("http://{}/?{query}", relay.websocket);
+    open_demo_in(browser, url).await
+}
+
+/// `url`, the demo page, in `browser`, once it is connected.
+async fn open_demo_in(browser: Browser, url: String) -> Browser {
+    browser
+        .call("POST", "/url", Some(json!({"url": url})))
+        .await;
+    until(
+        &browser,
+        "the page connects over WebSocket",
+        "return !!(window.demo && window.demo.connected);",
+        |v| v == true,
+    )
+    .await;
+    browser
+}
+
+/// A native bot walking a circle of radius 15 in `zone` at `speed`.
+fn walker(relay: &Relay, zone: &str, speed: f32) -> Bot {
+    let config = BotConfig {
+        start: [50.0, 0.0, 37.0],
+        speed,
+        ..BotConfig::new("walker", zone)
+    };
+    Bot::spawn(relay.native, config, Script::WalkCircle { radius: 15.0 })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_over_wss_in_chromium_trusting_only_the_servers_key() {
+    // A relay beyond loopback: TLS with its own self-signed identity. The
+    // browser trusts that key alone (`--ignore-certificate-errors-spki-list`),
+    // loads the page over https and plays over wss://.
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let relay = start_relay_with(&["--bind", "all", "--data-dir", dir]);
+    let identity = switchboard::tls::ServerIdentity::load_or_create(data.path()).unwrap();
+    let spki = identity.spki_sha256_base64().unwrap();
+    let browser =
+        Browser::start_with(&[format!("--ignore-certificate-errors-spki-list={spki}")]).await;
+    let port = relay.websocket.port();
+    let url = format!("https://127.0.0.1:{port}/?zone=secure&name=chromium");
+    let browser = open_demo_in(browser, url).await;
+    let _bot = walker(&relay, "secure", 30.0);
+    let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
+    until(&browser, "the bot's dot over wss", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let scheme = browser
+        .run("return window.demo.relay.socket.ws.url;", json!([]))
+        .await;
+    assert!(
+        scheme.as_str().is_some_and(|u| u.starts_with("wss://")),
+        "{scheme}"
+    );
+    browser.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
+    let relay = start_relay();
+    let browser = open_demo(&relay, "zone=demo&name=chromium").await;
+    // A native bot walks a circle in the page's zone.
+    let _bot = walker(&relay, "demo", 30.0);
+    let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
+    let first = until(&browser, "the bot's dot", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    // Its movement shows up: the position on the page changes.
+    until(&browser, "the bot's dot moves", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1) && *v != first
+    })
+    .await;
+    // It came as compact transforms (the page asks for them): the page's
+    // decoder holds the relay's precision and the bot.
+    let compact = browser
+        .run(
+            "const c = window.demo.relay.compact; return [c.precision, c.slots.size];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(compact[1], 1, "{compact}");
+    assert!(
+        (compact[0].as_f64().unwrap() - 0.01).abs() < 1e-6,
+        "{compact}"
+    );
+    // The other way: a native bot that keeps 50 units behind the page's
+    // player on x (the page stands at x = 50) heard the page's transforms.
+    let follower = BotConfig {
+        start: [90.0, 0.0, 60.0],
+        ..BotConfig::new("follower", "demo")
+    };
+    let _follower = Bot::spawn(relay.native, follower, Script::FollowPlayer);
+    until(
+        &browser,
+        "the follower behind the page's player",
+        dots,
+        |v| {
+            v.as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|li| li.as_str().unwrap_or("").contains(" at 0.0,"))
+            })
+        },
+    )
+    .await;
+    let status = browser
+        .run(
+            "return document.getElementById('status').textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("connected over WebSocket as player"),
+        "{status}"
+    );
+
+    let shot = browser.screenshot("relay-demo.png").await;
+    assert!(shot.exists());
+    browser.quit().await;
+}
+
+/// Through the page's simulated network (75 ms, 20 ms of jitter, a 200 ms
+/// stall every 3 s), a native bot walking a circle at 10 units a second is
+/// drawn interpolated on (nearly) every frame, never faster than a few
+/// times its own speed from one frame to the next: no jumps. Drawn raw in
+/// the same frames, it jumps after every stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_jumps() {
+    let relay = start_relay();
+    let query = "zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=3000";
+    let browser = open_demo(&relay, query).await;
+    let _bot = walker(&relay, "smooth", 10.0);
+    until(
+        &browser,
+        "the bot drawn",
+        "return window.demo.track.length;",
+        |v| v.as_u64().is_some_and(|n| n > 0),
+    )
+    .await;
+    // Eight seconds: the first 3.5 teach the buffer what a stall costs
+    // (one falls in them), the rest hold another stall at least.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let figures = browser
+        .run(
+            "const track = window.demo.track;
+             const from = track[0].t + 3500;
+             const frames = track.filter((f) => f.t >= from);
+             const speed = (key) => {
+               let worst = 0;
+               for (let i = 1; i < frames.length; i++) {
+                 const [a, b] = [frames[i - 1], frames[i]];
+                 const dt = (b.t - a.t) / 1000;
+                 if (dt <= 0) continue;
+                 const d = Math.hypot(b[key][0] - a[key][0], b[key][2] - a[key][2]);
+                 worst = Math.max(worst, d / dt);
+               }
+               return worst;
+             };
+             const jumps = (key) => frames.slice(1).filter((f, i) =>
+               Math.hypot(f[key][0] - frames[i][key][0], f[key][2] - frames[i][key][2]) > 1.5).length;
+             return { frames: frames.length,
+                      interpolated: frames.filter((f) => f.kind === 'interpolated').length,
+                      smoothWorstSpeed: speed('smooth'), smoothJumps: jumps('smooth'), rawJumps: jumps('raw') };",
+            json!([]),
+        )
+        .await;
+    println!("browser demo through the page's simulated network: {figures}");
+    let number = |key: &str| figures[key].as_f64().unwrap();
+    assert!(number("frames") > 100.0, "{figures}");
+    assert!(
+        number("interpolated") / number("frames") >= 0.99,
+        "{figures}"
+    );
+    // 10 units a second, catching up at most 10 % faster: well under 40.
+    assert!(number("smoothWorstSpeed") < 40.0, "{figures}");
+    assert_eq!(number("smoothJumps"), 0.0, "{figures}");
+    assert!(
+        number("rawJumps") >= 1.0,
+        "raw arrivals jump after a stall: {figures}"
+    );
+    browser.screenshot("relay-demo-smooth.png").await;
+    browser.quit().await;
+}
