@@ -137,8 +137,8 @@ fn main() {
             max_connections: n + 10,
             max_pending_handshakes: n + 10,
             // Every client comes from this one address.
-            max_pending_handshakes_per_ip: n + 10,
-            max_connections_per_ip: n + 10,
+            max_pending_handshakes_per_address: n + 10,
+            max_connections_per_address: n + 10,
             ..EndpointConfig::default()
         };
         let mut server = EndpointStream::bind(BindScope::Loopback, 0, config).unwrap();

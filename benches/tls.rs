@@ -44,8 +44,8 @@ fn server() -> (EndpointStream, [(Dialer, String); 2]) {
     let config = EndpointConfig {
         tls: switchboard::tls::TlsSettings::serving(TlsServer::new(&identity).unwrap()),
         max_pending_handshakes: 4096,
-        max_pending_handshakes_per_ip: 4096,
-        max_connections_per_ip: 100_000,
+        max_pending_handshakes_per_address: 4096,
+        max_connections_per_address: 100_000,
         max_connections: 100_000,
         ..EndpointConfig::default()
     };

@@ -24,8 +24,8 @@ fn server() -> u16 {
                 handshake_timeout: Duration::from_millis(500),
                 ..SocketConfig::default()
             },
-            max_pending_handshakes_per_ip: 1024,
-            max_connections_per_ip: 1024,
+            max_pending_handshakes_per_address: 1024,
+            max_connections_per_address: 1024,
             ..EndpointConfig::default()
         };
         let server = EndpointStream::bind(BindScope::AllInterfaces, 0, config).expect("bind");

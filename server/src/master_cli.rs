@@ -26,9 +26,10 @@ pub(crate) struct MasterArgs {
     /// Servers listed at most.
     #[arg(long, default_value_t = 10_000)]
     max_servers: usize,
-    /// Servers listed per IP at most.
-    #[arg(long, default_value_t = 32)]
-    max_per_ip: usize,
+    /// Servers listed per address at most (`--max-per-ip`, its old name,
+    /// is still read).
+    #[arg(long, alias = "max-per-ip", default_value_t = 32)]
+    max_per_address: usize,
     /// Heartbeats per minute answered per IP.
     #[arg(long, default_value_t = 30.0)]
     heartbeats_per_minute: f64,
@@ -51,7 +52,7 @@ pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
     let config = MasterConfig {
         expiry: Duration::from_secs_f64(args.expiry_secs.max(0.1)),
         max_servers: args.max_servers,
-        max_servers_per_ip: args.max_per_ip,
+        max_servers_per_address: args.max_per_address,
         heartbeats_per_minute: args.heartbeats_per_minute,
         torque_port: args.torque_port,
         torque_expiry: Duration::from_secs_f64(args.torque_expiry_secs.max(0.1)),

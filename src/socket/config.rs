@@ -70,13 +70,13 @@ pub struct EndpointConfig {
     /// them, and told why with a retry-after (a hello and a close frame of
     /// code `SERVER_FULL`; over WebSocket inside the upgraded connection);
     /// clients wait that long and try again.
-    pub max_pending_handshakes_per_ip: usize,
+    pub max_pending_handshakes_per_address: usize,
     /// Connections open or in their handshake from one address while the
     /// server is crowded (default 64): half of `max_connections` open or in
     /// their handshake.
     /// Past it further ones from that address are turned away and told so
     /// as above.
-    pub max_connections_per_ip: usize,
+    pub max_connections_per_address: usize,
     /// Connections turned away at accept that are being told why at once
     /// (default 1024, from any address: many players behind one NAT may
     /// all need telling): each is written a few bytes and held until its
@@ -117,8 +117,8 @@ impl Default for EndpointConfig {
             max_connections: 1024,
             max_pending_handshakes: 64,
             pending_handshake_grace: Duration::from_millis(500),
-            max_pending_handshakes_per_ip: 8,
-            max_connections_per_ip: 64,
+            max_pending_handshakes_per_address: 8,
+            max_connections_per_address: 64,
             max_turned_away_told: 1024,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,

@@ -69,7 +69,7 @@ async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
 async fn handshake_exhaustion_from_many_addresses_evicts_the_oldest_silent_one() {
     let config = EndpointConfig {
         max_pending_handshakes: 16,
-        max_pending_handshakes_per_ip: 2,
+        max_pending_handshakes_per_address: 2,
         pending_handshake_grace: Duration::from_millis(100),
         ..EndpointConfig::default()
     };
@@ -131,7 +131,7 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
     // per-address cap holds from then on.
     let config = EndpointConfig {
         max_connections: 8,
-        max_connections_per_ip: 4,
+        max_connections_per_address: 4,
         ..EndpointConfig::default()
     };
     let server = start_server(config);
@@ -162,7 +162,7 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
 async fn attached_connections_are_admitted_under_the_address_they_name() {
     let mut server = start_server(EndpointConfig {
         max_connections: 4,
-        max_connections_per_ip: 2,
+        max_connections_per_address: 2,
         ..EndpointConfig::default()
     });
     let handle = server.handle();

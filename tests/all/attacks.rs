@@ -157,7 +157,7 @@ async fn handshake_flood_beyond_the_per_address_pending_limit_is_dropped() {
     // are in: the per-address cap holds from then on.
     let config = EndpointConfig {
         max_pending_handshakes: 8,
-        max_pending_handshakes_per_ip: 4,
+        max_pending_handshakes_per_address: 4,
         ..EndpointConfig::default()
     };
     let server = start_server(config);

@@ -350,7 +350,7 @@ fn a_tls_handshake_flood_from_one_address_is_capped_like_pending_handshakes() {
         tls,
         EndpointConfig {
             max_pending_handshakes: 8,
-            max_pending_handshakes_per_ip: 2,
+            max_pending_handshakes_per_address: 2,
             pending_handshake_grace: Duration::from_secs(30),
             ..EndpointConfig::default()
         },

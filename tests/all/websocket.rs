@@ -384,7 +384,7 @@ async fn per_address_connection_limit_counts_websocket_and_tcp_together() {
     let mut server = start_server(EndpointConfig {
         websocket: Some(WebSocketConfig::default()),
         max_connections: 4,
-        max_connections_per_ip: 2,
+        max_connections_per_address: 2,
         ..EndpointConfig::default()
     });
     let url = ws_url(&server);

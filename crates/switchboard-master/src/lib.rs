@@ -76,7 +76,7 @@ pub struct MasterConfig {
     /// together (default 600: 32 servers on one dedicated box at one
     /// every 5 s take 384); past it as past `heartbeats_per_minute`. An
     /// IPv6 address counts per /64.
-    pub heartbeats_per_minute_per_ip: f64,
+    pub heartbeats_per_minute_per_address: f64,
     /// Heartbeats per server answered at once (default 4; four times as
     /// many per IP).
     pub heartbeat_burst: f64,
@@ -97,14 +97,14 @@ pub struct MasterConfig {
     pub max_servers: usize,
     /// Servers listed per IP at most (default 32: a dedicated box's
     /// servers; an IPv6 address counts per /64).
-    pub max_servers_per_ip: usize,
+    pub max_servers_per_address: usize,
     /// Unanswered info queries held at most (default 10,000); a new one
     /// past it replaces the oldest, so spoofed heartbeats cannot keep real
     /// servers from registering.
     pub max_pending: usize,
     /// Unanswered info queries to one address at most (default 16; an IPv6
     /// address counts per /64). Past it its heartbeats get no query.
-    pub max_pending_per_ip: usize,
+    pub max_pending_per_address: usize,
     /// Source addresses whose heartbeat rate is remembered at most (default
     /// 65,536); past it those whose budget refilled are forgotten first.
     pub max_limited_addresses: usize,
@@ -193,13 +193,13 @@ impl Default for MasterConfig {
             expiry: Duration::from_secs(20),
             query_timeout: Duration::from_secs(10),
             heartbeats_per_minute: 30.0,
-            heartbeats_per_minute_per_ip: 600.0,
+            heartbeats_per_minute_per_address: 600.0,
             heartbeat_burst: 4.0,
             max_queued_datagrams: 16_384,
             max_servers: 10_000,
-            max_servers_per_ip: 32,
+            max_servers_per_address: 32,
             max_pending: 10_000,
-            max_pending_per_ip: 16,
+            max_pending_per_address: 16,
             max_limited_addresses: 65_536,
             lists_per_minute: 600.0,
             max_request_len: 4096,
@@ -249,7 +249,8 @@ pub struct MasterStats {
     /// New servers refused because the registry or the query table was full.
     pub refused_full: u64,
     /// New servers refused because their IP has the most servers allowed.
-    pub refused_per_ip: u64,
+    #[serde(alias = "refused_per_ip")]
+    pub refused_per_address: u64,
     /// Info replies that answered no query of ours.
     pub unsolicited: u64,
     /// Servers that got listed.

@@ -47,11 +47,11 @@ impl<R: Registry> Master<R> {
             burst: config.heartbeat_burst,
         };
         let ip_limit = RateLimit {
-            per_second: config.heartbeats_per_minute_per_ip / 60.0,
+            per_second: config.heartbeats_per_minute_per_address / 60.0,
             burst: config.heartbeat_burst * 4.0,
         };
         Self {
-            pending: Pending::new(config.max_pending, config.max_pending_per_ip),
+            pending: Pending::new(config.max_pending, config.max_pending_per_address),
             limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
             ip_limits: KeyedLimiter::with_max_keys(ip_limit, config.max_limited_addresses),
             deaf_until: None,
@@ -129,7 +129,7 @@ impl<R: Registry> Master<R> {
                 return None;
             }
             Ok(Heard::IpFull) => {
-                self.stats.refused_per_ip += 1;
+                self.stats.refused_per_address += 1;
                 return None;
             }
             Err(err) => {
@@ -153,7 +153,7 @@ impl<R: Registry> Master<R> {
             Ok(true) => self.stats.challenges_evicted += 1,
             Ok(false) => {}
             Err(_) => {
-                self.stats.refused_per_ip += 1;
+                self.stats.refused_per_address += 1;
                 return None;
             }
         }
@@ -264,7 +264,7 @@ impl<R: Registry> Master<R> {
             }
             Ok(Upserted::Refreshed) => {}
             Ok(Upserted::Full) => self.stats.refused_full += 1,
-            Ok(Upserted::IpFull) => self.stats.refused_per_ip += 1,
+            Ok(Upserted::IpFull) => self.stats.refused_per_address += 1,
             Err(err) => self.registry_failed(&err),
         }
     }
@@ -272,7 +272,7 @@ impl<R: Registry> Master<R> {
     pub(crate) fn registry_limits(&self) -> Limits {
         Limits {
             max_servers: self.config.max_servers,
-            max_servers_per_ip: self.config.max_servers_per_ip,
+            max_servers_per_address: self.config.max_servers_per_address,
             expiry: self.config.expiry,
             grace: Duration::ZERO,
         }

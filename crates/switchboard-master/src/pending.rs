@@ -9,28 +9,28 @@ use std::time::{Duration, Instant};
 /// Why a challenge was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Full {
-    /// The address has `max_per_ip` challenges out already.
+    /// The address has `max_per_address` challenges out already.
     Address,
 }
 
 #[derive(Debug)]
 pub(crate) struct Pending {
     max: usize,
-    max_per_ip: usize,
+    max_per_address: usize,
     by_addr: HashMap<SocketAddr, (u64, Instant)>,
     /// Oldest first; entries answered or replaced since are skipped.
     order: VecDeque<(SocketAddr, Instant)>,
-    per_ip: HashMap<IpAddr, usize>,
+    per_address: HashMap<IpAddr, usize>,
 }
 
 impl Pending {
-    pub(crate) fn new(max: usize, max_per_ip: usize) -> Self {
+    pub(crate) fn new(max: usize, max_per_address: usize) -> Self {
         Self {
             max: max.max(1),
-            max_per_ip: max_per_ip.max(1),
+            max_per_address: max_per_address.max(1),
             by_addr: HashMap::new(),
             order: VecDeque::new(),
-            per_ip: HashMap::new(),
+            per_address: HashMap::new(),
         }
     }
 
@@ -44,7 +44,7 @@ impl Pending {
     ) -> Result<bool, Full> {
         let ip = switchboard::socket::address_key(to.ip());
         let known = self.by_addr.contains_key(&to);
-        if !known && self.per_ip.get(&ip).copied().unwrap_or(0) >= self.max_per_ip {
+        if !known && self.per_address.get(&ip).copied().unwrap_or(0) >= self.max_per_address {
             return Err(Full::Address);
         }
         let mut evicted = false;
@@ -58,7 +58,7 @@ impl Pending {
             }
         }
         if !known {
-            *self.per_ip.entry(ip).or_default() += 1;
+            *self.per_address.entry(ip).or_default() += 1;
         }
         self.by_addr.insert(to, (challenge, now));
         self.order.push_back((to, now));
@@ -80,10 +80,10 @@ impl Pending {
     pub(crate) fn remove(&mut self, from: SocketAddr) {
         if self.by_addr.remove(&from).is_some() {
             let ip = switchboard::socket::address_key(from.ip());
-            if let Some(n) = self.per_ip.get_mut(&ip) {
+            if let Some(n) = self.per_address.get_mut(&ip) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_ip.remove(&ip);
+                    self.per_address.remove(&ip);
                 }
             }
         }
@@ -149,6 +149,6 @@ mod tests {
         assert_eq!(pending.len(), 3);
         pending.expire(t0 + Duration::from_secs(30), Duration::from_secs(10));
         assert_eq!(pending.len(), 0);
-        assert!(pending.per_ip.is_empty() && pending.order.is_empty());
+        assert!(pending.per_address.is_empty() && pending.order.is_empty());
     }
 }

@@ -23,7 +23,7 @@ pub struct Limits {
     /// Servers listed at most.
     pub max_servers: usize,
     /// Servers listed per IP at most.
-    pub max_servers_per_ip: usize,
+    pub max_servers_per_address: usize,
     /// A server not heard from for this long is no longer listed.
     pub expiry: Duration,
     /// How much longer than `expiry` the server this call lists or
@@ -116,7 +116,7 @@ pub struct MemoryRegistry {
     servers: BTreeMap<SocketAddr, (ServerInfo, Instant)>,
     /// Servers listed per IP (an IPv6 /64 as one), so that a heartbeat's
     /// check costs the same with 10 servers listed as with 10,000.
-    per_ip: HashMap<IpAddr, usize>,
+    per_address: HashMap<IpAddr, usize>,
 }
 
 impl MemoryRegistry {
@@ -127,14 +127,14 @@ impl MemoryRegistry {
     /// first), else why not.
     fn room_for(&self, addr: SocketAddr, limits: Limits) -> Result<Option<IpAddr>, Upserted> {
         let key = address_key(addr.ip());
-        let on_ip = self.per_ip.get(&key).copied().unwrap_or(0);
-        if on_ip >= limits.max_servers_per_ip {
+        let on_ip = self.per_address.get(&key).copied().unwrap_or(0);
+        if on_ip >= limits.max_servers_per_address {
             return Err(Upserted::IpFull);
         }
         if self.servers.len() < limits.max_servers {
             return Ok(None);
         }
-        match self.per_ip.iter().max_by_key(|(_, n)| **n) {
+        match self.per_address.iter().max_by_key(|(_, n)| **n) {
             Some((heaviest, n)) if *n >= on_ip + 2 => Ok(Some(*heaviest)),
             _ => Err(Upserted::Full),
         }
@@ -150,18 +150,18 @@ impl MemoryRegistry {
             .map(|(a, _)| *a);
         if let Some(addr) = oldest {
             self.servers.remove(&addr);
-            Self::forget_ip(&mut self.per_ip, addr);
+            Self::forget_ip(&mut self.per_address, addr);
             tracing::info!(%addr, "server delisted to make room: its IP holds the most servers");
         }
     }
 
     /// One server fewer on `addr`'s IP.
-    fn forget_ip(per_ip: &mut HashMap<IpAddr, usize>, addr: SocketAddr) {
+    fn forget_ip(per_address: &mut HashMap<IpAddr, usize>, addr: SocketAddr) {
         let key = address_key(addr.ip());
-        if let Some(count) = per_ip.get_mut(&key) {
+        if let Some(count) = per_address.get_mut(&key) {
             *count -= 1;
             if *count == 0 {
-                per_ip.remove(&key);
+                per_address.remove(&key);
             }
         }
     }
@@ -240,7 +240,7 @@ impl Registry for MemoryRegistry {
         // much later than the others.
         self.servers.insert(addr, (info, now + limits.grace));
         if added {
-            *self.per_ip.entry(address_key(addr.ip())).or_default() += 1;
+            *self.per_address.entry(address_key(addr.ip())).or_default() += 1;
         }
         Ok(if added {
             Upserted::Added
@@ -252,18 +252,18 @@ impl Registry for MemoryRegistry {
     async fn remove(&mut self, addr: SocketAddr) -> Result<bool, RegistryError> {
         let removed = self.servers.remove(&addr).is_some();
         if removed {
-            Self::forget_ip(&mut self.per_ip, addr);
+            Self::forget_ip(&mut self.per_address, addr);
         }
         Ok(removed)
     }
 
     async fn expire(&mut self, now: Instant, expiry: Duration) -> Result<usize, RegistryError> {
         let before = self.servers.len();
-        let per_ip = &mut self.per_ip;
+        let per_address = &mut self.per_address;
         self.servers.retain(|addr, (_, seen)| {
             let live = now.saturating_duration_since(*seen) <= expiry;
             if !live {
-                Self::forget_ip(per_ip, *addr);
+                Self::forget_ip(per_address, *addr);
             }
             live
         });

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `P:master:servers` | sorted set | each listed address, scored by when it was last heard (ms, Redis's clock) |
 //! | `P:master:info:{addr}` | string, TTL = expiry | the server's info as JSON; Redis drops it when the server falls silent |
-//! | `P:master:ip:{ip}` | sorted set, TTL = expiry | the listed addresses on one IP, for `max_servers_per_ip` |
+//! | `P:master:ip:{ip}` | sorted set, TTL = expiry | the listed addresses on one IP, for `max_servers_per_address` |
 //!
 //! Time is Redis's (`TIME` inside the scripts), so masters whose clocks
 //! differ agree on who expired. The `now` the master passes is not used.
@@ -159,7 +159,7 @@ impl RedisRegistry {
             .arg(addr.to_string())
             .arg(expiry_ms(limits.expiry))
             .arg(limits.max_servers)
-            .arg(limits.max_servers_per_ip)
+            .arg(limits.max_servers_per_address)
             .arg(limits.grace.as_millis() as u64);
         if let Some(info) = info {
             invocation.arg(info);
@@ -184,7 +184,7 @@ impl RedisRegistry {
         self.restarts.mark_unchanged();
         let limits = Limits {
             max_servers: usize::MAX,
-            max_servers_per_ip: usize::MAX,
+            max_servers_per_address: usize::MAX,
             expiry,
             grace: Duration::ZERO,
         };

@@ -108,7 +108,7 @@ pub(crate) async fn accept_json(
 ) {
     let limits = ListenerLimits::open(
         config.max_json_connections,
-        config.max_json_connections_per_ip,
+        config.max_json_connections_per_address,
     );
     Listener::new(listener, "relay JSON-lines", limits, stop)
         .serve(|arrival| json_connection(arrival, events.clone(), config.clone(), tls.clone()))

@@ -139,3 +139,19 @@ fn the_request_load_tester_reports_as_json() {
         "{report}"
     );
 }
+
+#[test]
+fn the_masters_old_per_ip_option_is_still_read_under_its_per_address_name() {
+    let parses = |option: &str| {
+        Command::new(BIN)
+            .args(["master", option, "4", "--help"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(parses("--max-per-address"));
+    assert!(parses("--max-per-ip"), "the old name is an alias");
+    assert!(!parses("--max-per-gremlin"), "an unknown option is refused");
+    assert!(entry(&help(&["master"]), "--max-per-address").is_some());
+}

@@ -268,7 +268,7 @@ async fn session_exhaustion_over_real_sockets_from_other_addresses_cannot_lock_a
     use switchboard::manager::protocol::WELCOME;
     let mut config = ManagerConfig::default();
     config.rules.sessions.max_sessions = 32;
-    config.rules.sessions.max_sessions_per_ip = 8;
+    config.rules.sessions.max_sessions_per_address = 8;
     let server = start(config);
     // Hello and hang up, 8 from each of four addresses: the table is full of
     // sessions waiting out their grace period.

@@ -194,9 +194,9 @@ impl Endpoint {
             )),
             gate: Mutex::new(Gate::new(GateLimits {
                 max_pending: config.max_pending_handshakes,
-                max_pending_per_ip: config.max_pending_handshakes_per_ip,
+                max_pending_per_address: config.max_pending_handshakes_per_address,
                 max_connections: config.max_connections,
-                max_connections_per_ip: config.max_connections_per_ip,
+                max_connections_per_address: config.max_connections_per_address,
                 handshake_grace: config.pending_handshake_grace,
             })),
             room: Notify::new(),

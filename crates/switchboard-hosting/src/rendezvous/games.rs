@@ -144,7 +144,7 @@ pub(super) struct Games {
     by_code: HashMap<String, Arc<Game>>,
     /// Codes held per host address (an IPv6 /64 as one) and per prefix
     /// (an IPv4 /24, an IPv6 /48).
-    codes_per_ip: HashMap<IpAddr, usize>,
+    codes_per_address: HashMap<IpAddr, usize>,
     codes_per_prefix: HashMap<IpAddr, usize>,
     /// Players waiting for their host, by a ticket of 64 random bits.
     waiting: HashMap<u64, Waiting>,
@@ -163,7 +163,7 @@ impl Games {
         let per_address = f64::from(config.wrong_codes_per_minute);
         Self {
             by_code: HashMap::new(),
-            codes_per_ip: HashMap::new(),
+            codes_per_address: HashMap::new(),
             codes_per_prefix: HashMap::new(),
             waiting: HashMap::new(),
             players: HashMap::new(),
@@ -271,7 +271,7 @@ impl Games {
         config: &super::RendezvousConfig,
     ) -> Result<Arc<Game>, String> {
         let (ip, prefix) = (address_key(host.ip()), prefix_key(host.ip()));
-        let held = self.codes_per_ip.get(&ip).copied().unwrap_or(0);
+        let held = self.codes_per_address.get(&ip).copied().unwrap_or(0);
         if held >= config.max_codes_per_address {
             return Err(format!(
                 "your address holds {held} codes already, the most this relay gives one address"
@@ -313,7 +313,7 @@ impl Games {
             }),
         });
         self.by_code.insert(code, game.clone());
-        bump(&mut self.codes_per_ip, ip, true);
+        bump(&mut self.codes_per_address, ip, true);
         bump(&mut self.codes_per_prefix, prefix, true);
         Ok(game)
     }
@@ -341,7 +341,7 @@ impl Games {
     /// Takes `code` off the relay; its host, if connected, is told why.
     fn remove_code(&mut self, code: &str, why: &str) {
         if let Some(game) = self.by_code.remove(code) {
-            bump(&mut self.codes_per_ip, game.host_ip, false);
+            bump(&mut self.codes_per_address, game.host_ip, false);
             bump(&mut self.codes_per_prefix, prefix_key(game.host_ip), false);
             if let Some(to_host) = game.to_host() {
                 let reason = format!("join code {code} expired: {why}");

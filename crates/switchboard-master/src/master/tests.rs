@@ -149,7 +149,7 @@ async fn heartbeat_flood_from_one_address_is_limited() {
 async fn servers_per_address_and_registry_size_are_bounded() {
     let t0 = Instant::now();
     let config = MasterConfig {
-        max_servers_per_ip: 2,
+        max_servers_per_address: 2,
         max_servers: 3,
         ..MasterConfig::default()
     };
@@ -170,7 +170,7 @@ async fn servers_per_address_and_registry_size_are_bounded() {
     register(&mut master, addr(4, 1), "d", t0).await;
     assert_eq!(master.stats().registered, listed, "the registry is full");
     assert_eq!(all(&mut master).await.len(), 3, "three in all");
-    assert!(master.stats().refused_per_ip >= 1 && master.stats().refused_full >= 1);
+    assert!(master.stats().refused_per_address >= 1 && master.stats().refused_full >= 1);
 }
 
 #[tokio::test]
@@ -331,8 +331,8 @@ async fn a_registry_filled_by_a_few_addresses_still_lists_a_newcomer() {
     let t0 = Instant::now();
     let config = MasterConfig {
         max_servers: 100,
-        max_servers_per_ip: 25,
-        heartbeats_per_minute_per_ip: 1e6,
+        max_servers_per_address: 25,
+        heartbeats_per_minute_per_address: 1e6,
         heartbeat_burst: 100.0,
         ..MasterConfig::default()
     };
@@ -368,4 +368,14 @@ async fn all_pages(master: &mut Master<MemoryRegistry>) -> Vec<String> {
         }
     }
     names
+}
+
+#[test]
+fn stats_written_with_the_old_per_ip_name_are_read_as_per_address() {
+    let mut old = serde_json::to_value(crate::MasterStats::default()).unwrap();
+    let fields = old.as_object_mut().unwrap();
+    fields.remove("refused_per_address");
+    fields.insert("refused_per_ip".into(), 3.into());
+    let read: crate::MasterStats = serde_json::from_value(old).unwrap();
+    assert_eq!(read.refused_per_address, 3);
 }

@@ -210,7 +210,7 @@ impl<R: Registry> Master<R> {
                 return None;
             }
             Heard::IpFull => {
-                self.stats.refused_per_ip += 1;
+                self.stats.refused_per_address += 1;
                 return None;
             }
         }
@@ -224,7 +224,7 @@ impl<R: Registry> Master<R> {
             Ok(true) => self.stats.challenges_evicted += 1,
             Ok(false) => {}
             Err(_) => {
-                self.stats.refused_per_ip += 1;
+                self.stats.refused_per_address += 1;
                 return None;
             }
         }
@@ -272,7 +272,7 @@ impl<R: Registry> Master<R> {
             Some(Upserted::Refreshed) => self.remember_answered(from, u64::from(header.k())),
             None => {}
             Some(Upserted::Full) => self.stats.refused_full += 1,
-            Some(Upserted::IpFull) => self.stats.refused_per_ip += 1,
+            Some(Upserted::IpFull) => self.stats.refused_per_address += 1,
         }
     }
 

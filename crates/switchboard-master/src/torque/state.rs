@@ -52,14 +52,14 @@ impl TorqueState {
         };
         let keys = config.max_limited_addresses;
         Self {
-            pending: Pending::new(config.max_pending, config.max_pending_per_ip),
+            pending: Pending::new(config.max_pending, config.max_pending_per_address),
             heartbeats: KeyedLimiter::with_max_keys(
                 per_minute(config.torque_heartbeats_per_minute, config.heartbeat_burst),
                 keys,
             ),
             heartbeats_ip: KeyedLimiter::with_max_keys(
                 per_minute(
-                    config.heartbeats_per_minute_per_ip,
+                    config.heartbeats_per_minute_per_address,
                     config.heartbeat_burst * 4.0,
                 ),
                 keys,

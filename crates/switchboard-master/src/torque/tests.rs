@@ -330,7 +330,7 @@ async fn a_torque_server_is_listed_only_after_answering_its_key_and_shows_in_the
 async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_the_same_query() {
     let t0 = Instant::now();
     let config = MasterConfig {
-        max_servers_per_ip: 1000,
+        max_servers_per_address: 1000,
         heartbeat_burst: 1000.0,
         ..MasterConfig::default()
     };

@@ -42,7 +42,7 @@ async fn figures_list_request_cost() {
     let mut registry = MemoryRegistry::default();
     let limits = switchboard_master::Limits {
         max_servers: 10_000,
-        max_servers_per_ip: 10_000,
+        max_servers_per_address: 10_000,
         expiry: Duration::from_secs(20),
         grace: Duration::ZERO,
     };
@@ -143,7 +143,7 @@ async fn torque_register(master: &mut Master<MemoryRegistry>, from: SocketAddr, 
 #[ignore = "figures for docs/SECURITY.md; run with --ignored --nocapture"]
 async fn figures_torque_reflection() {
     let config = MasterConfig {
-        max_servers_per_ip: 100_000,
+        max_servers_per_address: 100_000,
         heartbeat_burst: 100_000.0,
         ..MasterConfig::default()
     };

@@ -31,11 +31,11 @@ pub struct GateLimits {
     /// the oldest (once its grace is over).
     pub max_pending: usize,
     /// Handshakes from one address at once, while the server is busy.
-    pub max_pending_per_ip: usize,
+    pub max_pending_per_address: usize,
     /// Connections open or in their handshake at once.
     pub max_connections: usize,
     /// Connections from one address, while the server is crowded.
-    pub max_connections_per_ip: usize,
+    pub max_connections_per_address: usize,
     /// How old the oldest pending handshake must be before a newcomer may
     /// evict it.
     pub handshake_grace: Duration,
@@ -44,9 +44,9 @@ pub struct GateLimits {
 /// Why a connection was not let in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Turned {
-    /// Its address has `max_pending_per_ip` handshakes under way already.
+    /// Its address has `max_pending_per_address` handshakes under way already.
     PendingFromAddress,
-    /// Its address has `max_connections_per_ip` connections already.
+    /// Its address has `max_connections_per_address` connections already.
     ConnectionsFromAddress,
     /// The server has `max_connections` open connections.
     Full,
@@ -60,7 +60,7 @@ pub struct Gate<T> {
     /// Oldest first, each with when it was admitted.
     pending: VecDeque<(u64, IpAddr, Instant, T)>,
     /// Connections per address, pending and open.
-    per_ip: HashMap<IpAddr, (usize, usize)>,
+    per_address: HashMap<IpAddr, (usize, usize)>,
     open: HashMap<u64, IpAddr>,
 }
 
@@ -70,7 +70,7 @@ impl<T> Gate<T> {
         Self {
             limits,
             pending: VecDeque::new(),
-            per_ip: HashMap::new(),
+            per_address: HashMap::new(),
             open: HashMap::new(),
         }
     }
@@ -98,14 +98,14 @@ impl<T> Gate<T> {
         now: Instant,
     ) -> Result<Option<T>, Turned> {
         let ip = address_key(ip);
-        let (pending, open) = self.per_ip.get(&ip).copied().unwrap_or_default();
+        let (pending, open) = self.per_address.get(&ip).copied().unwrap_or_default();
         let busy = 2 * self.pending.len() >= self.limits.max_pending.max(1);
         let crowded =
             2 * (self.open.len() + self.pending.len()) >= self.limits.max_connections.max(1);
-        if busy && pending >= self.limits.max_pending_per_ip.max(1) {
+        if busy && pending >= self.limits.max_pending_per_address.max(1) {
             return Err(Turned::PendingFromAddress);
         }
-        if crowded && pending + open >= self.limits.max_connections_per_ip.max(1) {
+        if crowded && pending + open >= self.limits.max_connections_per_address.max(1) {
             return Err(Turned::ConnectionsFromAddress);
         }
         let evicted = if self.pending.len() >= self.limits.max_pending.max(1) {
@@ -161,10 +161,10 @@ impl<T> Gate<T> {
     }
 
     fn count(&mut self, ip: IpAddr, change: impl FnOnce(&mut usize, &mut usize)) {
-        let entry = self.per_ip.entry(ip).or_default();
+        let entry = self.per_address.entry(ip).or_default();
         change(&mut entry.0, &mut entry.1);
         if *entry == (0, 0) {
-            self.per_ip.remove(&ip);
+            self.per_address.remove(&ip);
         }
     }
 }
@@ -186,9 +186,9 @@ mod tests {
     fn gate() -> Gate<u64> {
         Gate::new(GateLimits {
             max_pending: 4,
-            max_pending_per_ip: 2,
+            max_pending_per_address: 2,
             max_connections: 3,
-            max_connections_per_ip: 2,
+            max_connections_per_address: 2,
             handshake_grace: Duration::from_millis(500),
         })
     }
@@ -197,9 +197,9 @@ mod tests {
     fn players_behind_one_address_are_all_let_in_while_the_server_is_not_busy() {
         let mut g = Gate::new(GateLimits {
             max_pending: 64,
-            max_pending_per_ip: 8,
+            max_pending_per_address: 8,
             max_connections: 1024,
-            max_connections_per_ip: 64,
+            max_connections_per_address: 64,
             handshake_grace: Duration::from_millis(500),
         });
         // 100 players of one address, joining a few at a time.
@@ -321,7 +321,7 @@ mod tests {
         g.ended(4); // already gone: nothing changes
         assert_eq!((g.open(), g.pending()), (3, 0));
         assert!(
-            g.per_ip.values().all(|(p, o)| p + o > 0),
+            g.per_address.values().all(|(p, o)| p + o > 0),
             "no empty entries kept"
         );
     }

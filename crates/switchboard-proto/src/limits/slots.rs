@@ -21,7 +21,7 @@ pub struct ConnectionSlots {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_ip: HashMap<IpAddr, usize>,
+    per_address: HashMap<IpAddr, usize>,
 }
 
 /// Why a connection was not let in.
@@ -64,14 +64,14 @@ impl ConnectionSlots {
     pub fn take(&self, ip: IpAddr) -> Result<ConnectionSlot, SlotRefusal> {
         let ip = address_key(ip);
         let mut counts = self.inner.lock().expect("slots lock");
-        if counts.per_ip.get(&ip).copied().unwrap_or(0) >= self.max_per_address {
+        if counts.per_address.get(&ip).copied().unwrap_or(0) >= self.max_per_address {
             return Err(SlotRefusal::FromAddress);
         }
         if counts.total >= self.max_total {
             return Err(SlotRefusal::Full);
         }
         counts.total += 1;
-        *counts.per_ip.entry(ip).or_default() += 1;
+        *counts.per_address.entry(ip).or_default() += 1;
         Ok(ConnectionSlot {
             inner: self.inner.clone(),
             ip,
@@ -88,10 +88,10 @@ impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         let mut counts = self.inner.lock().expect("slots lock");
         counts.total -= 1;
-        if let Some(n) = counts.per_ip.get_mut(&self.ip) {
+        if let Some(n) = counts.per_address.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
-                counts.per_ip.remove(&self.ip);
+                counts.per_address.remove(&self.ip);
             }
         }
     }

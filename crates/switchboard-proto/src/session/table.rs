@@ -41,7 +41,8 @@ pub struct SessionConfig {
     /// party, a school, a carrier's NAT) all get sessions. Past it the
     /// address's session offline the longest gives way; when all of them
     /// are online the newcomer gets [`Refusal::TooManyFromAddress`].
-    pub max_sessions_per_ip: usize,
+    #[serde(alias = "max_sessions_per_ip")]
+    pub max_sessions_per_address: usize,
 }
 
 impl Default for SessionConfig {
@@ -49,7 +50,7 @@ impl Default for SessionConfig {
         Self {
             grace_period: Duration::from_secs(60),
             max_sessions: 1024,
-            max_sessions_per_ip: 32,
+            max_sessions_per_address: 32,
         }
     }
 }
@@ -79,7 +80,7 @@ pub enum Refusal {
     /// The player name is empty, too long, or has control characters.
     #[error("invalid name: {0}")]
     InvalidName(String),
-    /// The client's address holds `max_sessions_per_ip` sessions, all online.
+    /// The client's address holds `max_sessions_per_address` sessions, all online.
     #[error("too many sessions from your address")]
     TooManyFromAddress,
     /// The client's address gave a wrong password recently: it waits this
@@ -185,7 +186,7 @@ pub struct Sessions {
     by_id: HashMap<ClientId, Session>,
     by_peer: HashMap<PeerId, ClientId>,
     /// Sessions per address.
-    per_ip: HashMap<IpAddr, usize>,
+    per_address: HashMap<IpAddr, usize>,
     /// Every id of the server, this table's and compatibility clients'.
     ids: PlayerIds,
 }
@@ -208,7 +209,7 @@ impl Sessions {
             entropy,
             by_id: HashMap::new(),
             by_peer: HashMap::new(),
-            per_ip: HashMap::new(),
+            per_address: HashMap::new(),
             ids: PlayerIds::new(),
         }
     }
@@ -296,8 +297,8 @@ impl Sessions {
     fn make_room(&mut self, from: IpAddr) -> Result<Option<ClientId>, Refusal> {
         let crowded = 2 * self.by_id.len() >= self.config.max_sessions.max(1);
         let evicted = if crowded
-            && self.per_ip.get(&from).copied().unwrap_or(0)
-                >= self.config.max_sessions_per_ip.max(1)
+            && self.per_address.get(&from).copied().unwrap_or(0)
+                >= self.config.max_sessions_per_address.max(1)
         {
             let oldest = self.oldest_offline(|s| s.from == from);
             Some(oldest.ok_or(Refusal::TooManyFromAddress)?)
@@ -332,7 +333,7 @@ impl Sessions {
                 link: Link::Online(peer),
             },
         );
-        *self.per_ip.entry(from).or_default() += 1;
+        *self.per_address.entry(from).or_default() += 1;
         self.by_peer.insert(peer, client);
     }
 
@@ -373,10 +374,10 @@ impl Sessions {
         if let Some(peer) = session.peer() {
             self.by_peer.remove(&peer);
         }
-        if let Some(count) = self.per_ip.get_mut(&session.from) {
+        if let Some(count) = self.per_address.get_mut(&session.from) {
             *count -= 1;
             if *count == 0 {
-                self.per_ip.remove(&session.from);
+                self.per_address.remove(&session.from);
             }
         }
         Some(session)
@@ -450,7 +451,7 @@ impl Sessions {
             if let Some(peer) = session.peer() {
                 self.by_peer.insert(peer, session.id);
             }
-            *self.per_ip.entry(session.from).or_default() += 1;
+            *self.per_address.entry(session.from).or_default() += 1;
             self.by_id.insert(session.id, session);
         }
         Ok(())

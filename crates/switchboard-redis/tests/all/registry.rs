@@ -84,10 +84,10 @@ async fn a_server_listed_through_one_master_is_listed_by_all() {
 }
 
 #[tokio::test]
-async fn per_ip_and_total_limits_hold_across_masters() {
+async fn per_address_and_total_limits_hold_across_masters() {
     let redis = RedisProcess::start().unwrap();
     let config = MasterConfig {
-        max_servers_per_ip: 2,
+        max_servers_per_address: 2,
         max_servers: 3,
         ..MasterConfig::default()
     };
@@ -98,7 +98,10 @@ async fn per_ip_and_total_limits_hold_across_masters() {
     // A third server on the same IP, through either master: refused.
     assert!(!register(&mut a, addr(1, 3), "p3").await);
     assert!(!register(&mut b, addr(1, 4), "p4").await);
-    assert_eq!(a.stats().refused_per_ip + b.stats().refused_per_ip, 2);
+    assert_eq!(
+        a.stats().refused_per_address + b.stats().refused_per_address,
+        2
+    );
     assert!(register(&mut b, addr(2, 1), "q").await);
     // Three listed in all: the registry is full for both.
     assert!(!register(&mut a, addr(3, 1), "r").await);
@@ -112,7 +115,7 @@ async fn a_race_between_masters_cannot_list_past_the_limit() {
     // answers arrive: the upsert checks again, atomically.
     let redis = RedisProcess::start().unwrap();
     let config = MasterConfig {
-        max_servers_per_ip: 1,
+        max_servers_per_address: 1,
         ..MasterConfig::default()
     };
     let mut a = Master::new(config.clone(), registry(&redis));
@@ -138,7 +141,7 @@ async fn a_race_between_masters_cannot_list_past_the_limit() {
     }
     assert_eq!(names(&mut a).await, ["racer"], "one listed, not two");
     assert_eq!(a.stats().registered + b.stats().registered, 1);
-    assert_eq!(b.stats().refused_per_ip, 1);
+    assert_eq!(b.stats().refused_per_address, 1);
 }
 
 #[tokio::test]

@@ -49,7 +49,7 @@ pub struct RelayConfig {
     pub max_json_connections: usize,
     /// JSON connections open at once from one address (default 16; an IPv6
     /// address counts per /64). Further ones are closed at accept.
-    pub max_json_connections_per_ip: usize,
+    pub max_json_connections_per_address: usize,
     /// A JSON client that sends nothing for this long is disconnected
     /// (default 120 s; a client sends a line, a transform or a hello, at
     /// least this often).
@@ -103,7 +103,7 @@ impl Default for RelayConfig {
             pacing: PacerConfig::default(),
             limits: RelayLimits::default(),
             max_json_connections: 1024,
-            max_json_connections_per_ip: 16,
+            max_json_connections_per_address: 16,
             json_idle_timeout: Duration::from_secs(120),
             json_write_timeout: Duration::from_secs(10),
             zones: None,

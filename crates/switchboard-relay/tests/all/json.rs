@@ -169,7 +169,7 @@ async fn malformed_json_lines_get_error_lines_and_repeated_garbage_disconnects()
 async fn json_connection_exhaustion_is_capped_per_address_and_idle_ones_are_dropped() {
     let config = RelayConfig {
         json_port: Some(0),
-        max_json_connections_per_ip: 3,
+        max_json_connections_per_address: 3,
         json_idle_timeout: Duration::from_millis(300),
         ..RelayConfig::default()
     };

@@ -74,7 +74,7 @@ pub(crate) struct Directory {
     /// Every id of the server, whatever its connection's kind.
     ids: PlayerIds,
     /// Ids remembered per address ([`address_key`]).
-    per_ip: HashMap<IpAddr, usize>,
+    per_address: HashMap<IpAddr, usize>,
     /// Ids remembered at most (and kicks).
     max: usize,
     /// Ids remembered per address at most.
@@ -93,7 +93,7 @@ impl Directory {
             numbers: HashMap::new(),
             next_number: 1,
             ids,
-            per_ip: HashMap::new(),
+            per_address: HashMap::new(),
             max,
             max_per_address: max_per_address.max(1),
             grace,
@@ -119,7 +119,7 @@ impl Directory {
             return Claim::Taken(IdRefusal::Reserved);
         };
         let key = address_key(ip);
-        if self.per_ip.get(&key).copied().unwrap_or(0) >= self.max_per_address {
+        if self.per_address.get(&key).copied().unwrap_or(0) >= self.max_per_address {
             match self.oldest_released(key) {
                 Some(old) => self.forget(&old),
                 None => return Claim::AddressFull,
@@ -159,7 +159,7 @@ impl Directory {
                 // Forgotten since its claim (expired, kicked): not bound.
                 return false;
             };
-            *self.per_ip.entry(address_key(ip)).or_default() += 1;
+            *self.per_address.entry(address_key(ip)).or_default() += 1;
             self.known.insert(
                 id.to_string(),
                 Known {
@@ -225,10 +225,10 @@ impl Directory {
     pub(crate) fn forget(&mut self, id: &str) {
         if let Some(known) = self.known.remove(id) {
             let key = address_key(known.ip);
-            if let Some(n) = self.per_ip.get_mut(&key) {
+            if let Some(n) = self.per_address.get_mut(&key) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_ip.remove(&key);
+                    self.per_address.remove(&key);
                 }
             }
             if let Some((client, _)) = known.client {

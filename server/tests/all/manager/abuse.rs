@@ -264,7 +264,7 @@ fn session_exhaustion_from_one_address_is_capped_per_address() {
     // Crowded (half of 8 held) once the four are in: the per-address share
     // holds from then on (below half, players behind one address all get in).
     config.sessions.max_sessions = 8;
-    config.sessions.max_sessions_per_ip = 4;
+    config.sessions.max_sessions_per_address = 4;
     let mut net = board(config);
     let held: Vec<Player> = (0..4)
         .map(|_| net.join_from(from(2), ClientConfig::named("eve")))

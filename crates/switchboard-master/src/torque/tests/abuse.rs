@@ -8,8 +8,8 @@ use super::*;
 async fn master_with(n: u16, config: MasterConfig) -> Master<MemoryRegistry> {
     let t0 = Instant::now();
     let config = MasterConfig {
-        max_servers_per_ip: usize::MAX,
-        heartbeats_per_minute_per_ip: 1e9,
+        max_servers_per_address: usize::MAX,
+        heartbeats_per_minute_per_address: 1e9,
         ..config
     };
     let mut master = Master::new(config, MemoryRegistry::default());

@@ -10,7 +10,7 @@ fn table() -> Sessions {
         SessionConfig {
             grace_period: Duration::from_secs(60),
             max_sessions: 2,
-            max_sessions_per_ip: 32,
+            max_sessions_per_address: 32,
         },
         Box::new(crate::entropy::Seeded::new(1)),
     )
@@ -190,7 +190,7 @@ fn an_address_over_its_share_evicts_its_own_offline_session_or_is_refused() {
             // Three sessions make the table crowded (half of six): the
             // per-address share holds from then on.
             max_sessions: 6,
-            max_sessions_per_ip: 2,
+            max_sessions_per_address: 2,
         },
         Box::new(crate::entropy::Seeded::new(2)),
     );
@@ -209,4 +209,14 @@ fn an_address_over_its_share_evicts_its_own_offline_session_or_is_refused() {
     assert_eq!(x3.evicted, Some(x2.client));
     assert!(sessions.get(other.client).is_some());
     assert_eq!(Refusal::TooManyFromAddress.code(), 8);
+}
+
+#[test]
+fn settings_written_with_the_old_per_ip_name_are_read_as_per_address() {
+    let mut old = serde_json::to_value(SessionConfig::default()).unwrap();
+    let fields = old.as_object_mut().unwrap();
+    fields.remove("max_sessions_per_address");
+    fields.insert("max_sessions_per_ip".into(), 5.into());
+    let read: SessionConfig = serde_json::from_value(old).unwrap();
+    assert_eq!(read.max_sessions_per_address, 5);
 }
