@@ -51,7 +51,7 @@ pub struct ManagerConfig {
     /// token's user data as the credentials. Anything else is refused
     /// (code 12) before the rules see it. A returning client is checked by
     /// its reconnect token, not a connect token.
-    pub connect_tokens: Option<switchboard_proto::token::TokenRules>,
+    pub connect_tokens: Option<crate::token::TokenRules>,
 }
 
 impl Default for ManagerConfig {

@@ -1,7 +1,7 @@
 //! Recording a manager's session to a file (`ManagerConfig::record`): the
 //! driver hands each input, random draw and batch of outputs to a writer
 //! thread through a bounded queue; the thread summarizes, compresses and
-//! writes them (`switchboard_proto::record` has the format and the replay).
+//! writes them (`crate::record` has the format and the replay).
 //! When the queue is full the recording stops, says why in the log and in
 //! the file, and the game goes on.
 //!
@@ -17,9 +17,9 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryS
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::record::{write_record, Header, Input, Output, Record};
 use flate2::write::ZlibEncoder;
 use switchboard_proto::manager::core::Snapshot;
-use switchboard_proto::record::{write_record, Header, Input, Output, Record};
 
 use super::{ManagerAction, ManagerEvent, ManagerRules};
 use crate::message::{Message, PeerId};

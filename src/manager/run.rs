@@ -9,13 +9,13 @@ use super::record::Recorder;
 use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
+use crate::message::{Message, SESSION_CHANNEL};
+use crate::record::Input;
+use crate::session::Refusal;
 use crate::socket::{EndpointEvent, EndpointHandle, EndpointStream, Pacer, PeerId};
+use crate::token::TokenGate;
 use switchboard_proto::manager::protocol::{self, Hello};
-use switchboard_proto::message::{Message, SESSION_CHANNEL};
 use switchboard_proto::reason::CloseCode;
-use switchboard_proto::record::Input;
-use switchboard_proto::session::Refusal;
-use switchboard_proto::token::TokenGate;
 
 /// Events taken in one go before the deliveries they caused may leave.
 const BATCH: usize = 256;
