@@ -33,6 +33,19 @@ async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
     )
 }
 
+/// Whether a connection from `from` gets in within `WAIT`, trying again
+/// each time it is turned away (as `NetworkClient` does).
+async fn gets_in_once_room(from: u8, to: SocketAddr) -> bool {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if gets_in(from, to, WAIT).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_exhaustion_from_one_address_cannot_lock_out_another() {
     let server = start_server(EndpointConfig::default());
@@ -152,10 +165,10 @@ async fn connection_exhaustion_from_one_address_is_capped_per_address() {
         "a fifth from the same address"
     );
     assert!(gets_in(3, addr, WAIT).await, "another address is welcome");
-    // A closed connection frees its address's slot.
+    // A closed connection frees its address's slot (once the server has
+    // seen it close: until then a newcomer is turned away and tries again).
     drop(held.pop());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(gets_in(2, addr, WAIT).await);
+    assert!(gets_in_once_room(2, addr).await);
 }
 
 #[tokio::test]

@@ -279,8 +279,17 @@ async fn session_exhaustion_over_real_sockets_from_other_addresses_cannot_lock_a
             drop(socket);
         }
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(server.stats().await.unwrap().sessions, 32);
+    // Until the server has seen every one hang up.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let stats = server.stats().await.unwrap();
+        assert_eq!(stats.sessions, 32);
+        if stats.clients.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hang-ups seen in time");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     // A ninth from an attacking address is refused only while its own are
     // online; they are offline, so it takes the place of its oldest.
     let (_again, answer) = hello_from(2, &server).await;
