@@ -35,7 +35,7 @@ pub use shared::{
     SharedSession, SharedSessionsHook,
 };
 pub use switchboard_proto::manager::core::{
-    ManagerAction, ManagerCore, ManagerEvent, Snapshot, MIN_TICK,
+    ManagerAction, ManagerCore, ManagerEvent, Snapshot, SnapshotError, MIN_TICK,
 };
 pub use switchboard_proto::manager::logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,

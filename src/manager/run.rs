@@ -151,7 +151,7 @@ impl<L: GameLogic> Runner<L> {
             ));
         }
         let now = now();
-        let snapshot = self.core.capture(now)?;
+        let snapshot = self.core.capture(now).map_err(|err| err.to_string())?;
         let recorder = Recorder::start::<L>(
             &config,
             &self.config.rules,

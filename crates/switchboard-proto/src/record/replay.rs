@@ -82,7 +82,7 @@ pub enum ReplayError {
         /// Its number.
         record: u64,
         /// Why.
-        why: String,
+        why: crate::manager::core::SnapshotError,
     },
     /// The records are not in an order a recorder writes.
     #[error("record {record}: {what}")]
@@ -207,7 +207,10 @@ impl<L: GameLogic, R: Read> Replayer<L, R> {
     /// What the game would send `client` coming back at this point of the
     /// replay, the replay unchanged
     /// ([`ManagerCore::view_of`](crate::manager::core::ManagerCore::view_of)).
-    pub fn view_of(&mut self, client: ClientId) -> Result<Vec<Message>, String> {
+    pub fn view_of(
+        &mut self,
+        client: ClientId,
+    ) -> Result<Vec<Message>, crate::manager::core::SnapshotError> {
         self.core.view_of(client, self.start + self.span)
     }
 

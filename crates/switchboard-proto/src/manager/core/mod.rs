@@ -43,7 +43,7 @@ use crate::reason::{CloseCode, DisconnectReason};
 use crate::session::{Admission, ClientId, ReconnectToken, Refusal, Sessions, SharedSession};
 
 pub use events::{ManagerAction, ManagerEvent};
-pub use snapshot::Snapshot;
+pub use snapshot::{Snapshot, SnapshotError};
 
 /// The shortest tick a server runs (1 ms): a zero interval would spin.
 pub const MIN_TICK: Duration = Duration::from_millis(1);
