@@ -286,7 +286,7 @@ impl Dispatch {
                 return Err(format!("already recording to {file} (stop it first)"));
             }
         }
-        let snapshot = self.relay.snapshot()?;
+        let snapshot = self.relay.snapshot().map_err(|err| err.to_string())?;
         let header = self.relay.record_header();
         let recorder =
             crate::record::RelayRecorder::create_from(&path, header, Some(snapshot), 65_536)

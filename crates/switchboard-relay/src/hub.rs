@@ -425,6 +425,7 @@ pub(crate) fn display_name(name: &str) -> String {
 mod budget;
 mod distance;
 mod snapshot;
+pub use snapshot::RelaySnapshotError;
 mod types;
 
 use budget::Budget;

@@ -45,8 +45,8 @@ mod zones;
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
 pub use hub::{
-    Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelayStats, ID_BITS,
-    QUEUE_WAIT_BOUNDS_MICROS,
+    Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelaySnapshotError, RelayStats,
+    ID_BITS, QUEUE_WAIT_BOUNDS_MICROS,
 };
 pub use log::RelayLogLine;
 pub use server::{

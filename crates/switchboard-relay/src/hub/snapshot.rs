@@ -36,10 +36,31 @@ struct State {
     worlds: Vec<(String, World)>,
 }
 
+/// Why the relay's core could not be captured or put back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelaySnapshotError {
+    /// The state did not encode, or does not decode (another build wrote
+    /// it, or the bytes are damaged).
+    #[error("the relay's snapshot: {0}")]
+    Codec(#[from] switchboard::codec::ContentError),
+    /// A snapshot is put back only into a fresh relay (no player yet).
+    #[error("a snapshot is restored into a fresh relay")]
+    NotFresh,
+    /// A world of interest by distance in it breaks its own rules.
+    #[error("the snapshot's world {zone:?}: {why}")]
+    World {
+        /// The world's zone.
+        zone: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
 impl Relay {
     /// The core as it stands, in Switchboard's codec (tables in a fixed
     /// order: the same core gives the same bytes).
-    pub fn snapshot(&self) -> Result<Vec<u8>, String> {
+    pub fn snapshot(&self) -> Result<Vec<u8>, RelaySnapshotError> {
         let mut budgets: Vec<(u32, &Budget)> =
             self.budgets.iter().map(|(id, b)| (*id, b)).collect();
         budgets.sort_by_key(|(id, _)| *id);
@@ -55,21 +76,21 @@ impl Relay {
             abusive: &self.abusive,
             worlds,
         };
-        switchboard::codec::encode_value(&state).map_err(|e| e.to_string())
+        Ok(switchboard::codec::encode_value(&state)?)
     }
 
     /// Puts a fresh core (no player yet, the same limits, interest and id
     /// prefix) where `snapshot` says.
-    pub fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+    pub fn restore(&mut self, snapshot: &[u8]) -> Result<(), RelaySnapshotError> {
         if !self.players.is_empty() {
-            return Err("a snapshot is restored into a fresh relay".into());
+            return Err(RelaySnapshotError::NotFresh);
         }
-        let state: State = switchboard::codec::decode_value(snapshot)
-            .map_err(|e| format!("the relay's snapshot does not decode: {e}"))?;
+        let state: State = switchboard::codec::decode_value(snapshot)?;
         for (zone, world) in &state.worlds {
-            world
-                .check()
-                .map_err(|why| format!("the snapshot's world {zone:?}: {why}"))?;
+            world.check().map_err(|why| RelaySnapshotError::World {
+                zone: zone.clone(),
+                why,
+            })?;
         }
         self.players = state.players;
         self.budgets = state.budgets.into_iter().collect();

@@ -161,9 +161,9 @@ impl<R: Read> RelayReplayer<R> {
                 RelayRecord::Snapshot(snapshot) if number == 1 => self
                     .relay
                     .restore(&snapshot)
-                    .map_err(|reason| RecordError::Corrupt {
+                    .map_err(|err| RecordError::Corrupt {
                         record: number,
-                        reason,
+                        reason: err.to_string(),
                     })?,
                 RelayRecord::Snapshot(_) => {
                     return Err(RecordError::Corrupt {

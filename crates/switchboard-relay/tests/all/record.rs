@@ -256,3 +256,23 @@ fn fuzz_corpus_of_relay_record_reader_replays_without_a_panic() {
     let corpora = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     corpus::replay(&corpora, "relay_record_reader", body::run);
 }
+
+#[test]
+fn a_relay_snapshot_goes_back_only_into_a_fresh_relay_and_damaged_bytes_say_so() {
+    use switchboard_relay::RelaySnapshotError;
+    let mut relay = Relay::new();
+    relay.join("ann", None, Link::Native, false);
+    let snapshot = relay.snapshot().unwrap();
+    assert_eq!(
+        relay.restore(&snapshot),
+        Err(RelaySnapshotError::NotFresh),
+        "a relay with players takes no snapshot"
+    );
+    let mut fresh = Relay::new();
+    assert!(matches!(
+        fresh.restore(&snapshot[..snapshot.len() / 2]),
+        Err(RelaySnapshotError::Codec(_))
+    ));
+    fresh.restore(&snapshot).unwrap();
+    assert_eq!(fresh.snapshot().unwrap(), snapshot, "the same core again");
+}
