@@ -23,15 +23,15 @@ pub struct RedisCheckpoints {
 impl RedisCheckpoints {
     /// The checkpoints of `game`; its name must be 1 to [`MAX_GAME_NAME`]
     /// characters of `a-z`, `A-Z`, `0-9`, `-` and `_`.
-    pub fn new(store: RedisStore, game: &str) -> Result<Self, String> {
+    pub fn new(store: RedisStore, game: &str) -> Result<Self, StoreError> {
         let valid = (1..=MAX_GAME_NAME).contains(&game.len())
             && game
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !valid {
-            return Err(format!(
-                "game names are 1 to {MAX_GAME_NAME} characters of a-z, A-Z, 0-9, - and _"
-            ));
+            return Err(StoreError::InvalidName(format!(
+                "{game:?}: game names are 1 to {MAX_GAME_NAME} characters of a-z, A-Z, 0-9, - and _"
+            )));
         }
         let key = store.key(format_args!("game:{game}:checkpoint"));
         Ok(Self { store, key })

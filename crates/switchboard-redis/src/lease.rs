@@ -103,8 +103,7 @@ impl GameLease {
         game: &str,
         ttl: Duration,
     ) -> Result<Option<GameLease>, StoreError> {
-        let checkpoints =
-            RedisCheckpoints::new(store.clone(), game).map_err(StoreError::Corrupt)?;
+        let checkpoints = RedisCheckpoints::new(store.clone(), game)?;
         let lease_key = store.key(format_args!("game:{game}:lease"));
         let fence_key = store.key(format_args!("game:{game}:fence"));
         let token = crate::service::to_hex(&switchboard::session::ticket::nonce());

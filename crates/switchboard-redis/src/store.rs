@@ -68,6 +68,9 @@ pub enum StoreError {
     /// A value under our keys that does not decode.
     #[error("redis holds a value that does not decode: {0}")]
     Corrupt(String),
+    /// A name given for a key (a game's) that this crate does not take.
+    #[error("not a valid name: {0}")]
+    InvalidName(String),
 }
 
 /// A connection to Redis shared by every user in a process (cheap to

@@ -79,3 +79,22 @@ fn a_game_lease_and_checkpoint_are_written_again_after_redis_restarts_empty() {
         .unwrap()
         .is_some());
 }
+
+#[test]
+fn a_game_name_redis_keys_cannot_hold_is_refused_as_a_name_not_as_corrupt_data() {
+    use switchboard_redis::{RedisCheckpoints, StoreError};
+    let redis = RedisProcess::start().unwrap();
+    for bad in ["", "two words", "a:b", &"x".repeat(200)] {
+        let refused = RedisCheckpoints::new(redis.store(), bad).unwrap_err();
+        assert!(
+            matches!(refused, StoreError::InvalidName(_)),
+            "{bad:?}: {refused}"
+        );
+        let leased = block_on(GameLease::try_acquire(&redis.store(), bad, WAIT)).unwrap_err();
+        assert!(
+            matches!(leased, StoreError::InvalidName(_)),
+            "{bad:?}: {leased}"
+        );
+    }
+    assert!(RedisCheckpoints::new(redis.store(), "game-1_b").is_ok());
+}
