@@ -178,9 +178,9 @@ impl Dispatch {
                 let relay = &mut self.relay;
                 let result = match parsed {
                     Ok(Value::Object(object)) => match object.get("type").and_then(Value::as_str) {
-                        Some("transform") => {
-                            Transform::from_json(&object).map(|t| relay.transform(id, t, now_ms))
-                        }
+                        Some("transform") => Transform::from_json(&object)
+                            .map(|t| relay.transform(id, t, now_ms))
+                            .map_err(|err| err.to_string()),
                         Some("hello") => {
                             let name = object.get("name").and_then(Value::as_str).unwrap_or("");
                             let bot = object.get("bot").and_then(Value::as_bool).unwrap_or(false);

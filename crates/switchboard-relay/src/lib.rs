@@ -53,5 +53,5 @@ pub use server::{
     Batch, Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayOptions,
     RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
 };
-pub use transform::{MovementState, Transform, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
+pub use transform::{MovementState, Transform, TransformError, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

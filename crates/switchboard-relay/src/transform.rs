@@ -48,16 +48,39 @@ pub const MAX_EXTRA_LEN: usize = 1024;
 
 const KNOWN: [&str; 7] = ["type", "x", "y", "z", "rotation", "zone", "state"];
 
+/// Why a transform was refused: what a client is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransformError {
+    /// The zone's name is longer than [`MAX_ZONE`] bytes.
+    #[error("zone names have at most {MAX_ZONE} bytes")]
+    ZoneTooLong,
+    /// More than [`MAX_EXTRA`] unknown fields, or one longer than
+    /// [`MAX_EXTRA_LEN`].
+    #[error("at most {MAX_EXTRA} extra fields of {MAX_EXTRA_LEN} bytes")]
+    TooMuchExtra,
+    /// A position or rotation is not a finite number.
+    #[error("positions and rotations must be finite numbers")]
+    NotFinite,
+    /// A JSON field that must be a number is not (`x`, `y`, `z`).
+    #[error("{0} must be a number")]
+    NotANumber(&'static str),
+    /// `rotation` is neither `[x, y, z]` nor a number.
+    #[error("rotation must be [x, y, z] or a number")]
+    Rotation,
+    /// `state` does not read as a [`MovementState`].
+    #[error("state: {0}")]
+    State(String),
+}
+
 impl Transform {
     /// Checks the limits.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), TransformError> {
         if self.zone.len() > MAX_ZONE {
-            return Err(format!("zone names have at most {MAX_ZONE} bytes"));
+            return Err(TransformError::ZoneTooLong);
         }
         if self.extra.len() > MAX_EXTRA || self.extra.values().any(|v| v.len() > MAX_EXTRA_LEN) {
-            return Err(format!(
-                "at most {MAX_EXTRA} extra fields of {MAX_EXTRA_LEN} bytes"
-            ));
+            return Err(TransformError::TooMuchExtra);
         }
         if self
             .position
@@ -65,19 +88,19 @@ impl Transform {
             .chain(&self.rotation)
             .any(|v| !v.is_finite())
         {
-            return Err("positions and rotations must be finite numbers".into());
+            return Err(TransformError::NotFinite);
         }
         Ok(())
     }
 
     /// From a JSON client's object: `{"type":"transform","x":..,"y":..,"z":..,
     /// "rotation":[..],"zone":"..","state":{..}, ...anything else}`.
-    pub fn from_json(object: &Map<String, Value>) -> Result<Transform, String> {
-        let num = |key: &str| {
+    pub fn from_json(object: &Map<String, Value>) -> Result<Transform, TransformError> {
+        let num = |key: &'static str| {
             object.get(key).map_or(Ok(0.0), |v| {
                 v.as_f64()
                     .map(|f| f as f32)
-                    .ok_or(format!("{key} must be a number"))
+                    .ok_or(TransformError::NotANumber(key))
             })
         };
         let rotation = match object.get("rotation") {
@@ -85,12 +108,12 @@ impl Transform {
             Some(Value::Array(values)) if values.len() == 3 => {
                 let mut r = [0.0; 3];
                 for (slot, v) in r.iter_mut().zip(values) {
-                    *slot = v.as_f64().ok_or("rotation must hold three numbers")? as f32;
+                    *slot = v.as_f64().ok_or(TransformError::Rotation)? as f32;
                 }
                 r
             }
             Some(Value::Number(yaw)) => [0.0, yaw.as_f64().unwrap_or(0.0) as f32, 0.0],
-            Some(_) => return Err("rotation must be [x, y, z] or a number".into()),
+            Some(_) => return Err(TransformError::Rotation),
         };
         let zone = match object.get("zone") {
             None => String::new(),
@@ -100,7 +123,8 @@ impl Transform {
         let state = match object.get("state") {
             None | Some(Value::Null) => None,
             Some(value) => {
-                Some(serde_json::from_value(value.clone()).map_err(|e| format!("state: {e}"))?)
+                let state = serde_json::from_value(value.clone());
+                Some(state.map_err(|e| TransformError::State(e.to_string()))?)
             }
         };
         let extra = object
@@ -194,5 +218,18 @@ mod tests {
                 "{bad}"
             );
         }
+        let refused = |text: &str| {
+            let value: Value = serde_json::from_str(text).unwrap();
+            Transform::from_json(value.as_object().unwrap()).unwrap_err()
+        };
+        assert_eq!(refused(r#"{"y":"up"}"#), TransformError::NotANumber("y"));
+        assert_eq!(refused(r#"{"rotation":"left"}"#), TransformError::Rotation);
+        let long = format!(r#"{{"zone":"{}"}}"#, "z".repeat(MAX_ZONE + 1));
+        assert_eq!(refused(&long), TransformError::ZoneTooLong);
+        assert_eq!(
+            refused(r#"{"x":1e39}"#),
+            TransformError::NotFinite,
+            "past f32's range"
+        );
     }
 }
