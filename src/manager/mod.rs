@@ -29,7 +29,7 @@ pub use crate::lifecycle::ServerError;
 pub use builder::{RunningServer, ServerBuilder};
 pub use config::{ManagerConfig, ManagerRules};
 pub use listing::{Listing, ListingHook, ListingStatus, ListingUpdates};
-pub use record::{RecordConfig, RecordingStatus};
+pub use record::{RecordConfig, RecordingStatus, StartRecordingError};
 pub use shared::{
     CheckpointHook, CheckpointStore, SessionShare, ShareError, ShareFuture, ShareUpdate,
     SharedSession, SharedSessionsHook,
@@ -90,7 +90,10 @@ pub const TLS_TAG: &str = "tls";
 type Kick = (ClientId, String, oneshot::Sender<bool>);
 
 /// A recording to start now, and the answer (why not, if not).
-type StartRecording = (RecordConfig, oneshot::Sender<Result<(), String>>);
+type StartRecording = (
+    RecordConfig,
+    oneshot::Sender<Result<(), StartRecordingError>>,
+);
 
 /// A cloneable, `Send` handle to a running manager: its address, its stats,
 /// its log, and the way to stop it.
@@ -337,13 +340,12 @@ impl ManagerHandle {
     /// stands. Refused, with why, while a recording runs, when the game
     /// takes no snapshot ([`GameLogic::snapshot`]), or when the file
     /// cannot be created.
-    pub async fn start_recording(&self, config: RecordConfig) -> Result<(), String> {
+    pub async fn start_recording(&self, config: RecordConfig) -> Result<(), StartRecordingError> {
         let (tx, rx) = oneshot::channel();
         if self.record_tx.send((config, tx)).await.is_err() {
-            return Err("the server has stopped".into());
+            return Err(StartRecordingError::Stopped);
         }
-        rx.await
-            .unwrap_or_else(|_| Err("the server has stopped".into()))
+        rx.await.unwrap_or(Err(StartRecordingError::Stopped))
     }
 
     /// The manager's log from now on. A receiver that falls more than 256

@@ -19,11 +19,35 @@ use std::time::Instant;
 
 use crate::record::{write_record, Header, Input, Output, Record};
 use flate2::write::ZlibEncoder;
-use switchboard_proto::manager::core::Snapshot;
+use switchboard_proto::manager::core::{Snapshot, SnapshotError};
 
 use super::{ManagerAction, ManagerEvent, ManagerRules};
 use crate::message::{Message, PeerId};
 use crate::session::{Entropy, OsEntropy};
+
+/// Why a recording did not start ([`ManagerHandle::start_recording`](super::ManagerHandle::start_recording)).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartRecordingError {
+    /// One runs already (to this file): stop it first.
+    #[error("already recording to {} (stop it first)", .0.display())]
+    AlreadyRecording(PathBuf),
+    /// The core and its game could not be captured (a game that takes no
+    /// snapshot, most often).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The file could not be created or its header written.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file asked for.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The server stopped before it answered.
+    #[error("the server has stopped")]
+    Stopped,
+}
 
 /// Where and how a server records its session (`ManagerConfig::record`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -143,22 +143,25 @@ impl<L: GameLogic> Runner<L> {
 
     /// Starts a recording now, from a snapshot of the core and its game;
     /// a stopped recording before it finishes writing on its own.
-    fn start_recording(&mut self, config: super::RecordConfig) -> Result<(), String> {
+    fn start_recording(
+        &mut self,
+        config: super::RecordConfig,
+    ) -> Result<(), super::StartRecordingError> {
         if let Some(status) = self.control.current.status().filter(|s| s.recording) {
-            return Err(format!(
-                "already recording to {} (stop it first)",
-                status.path.display()
-            ));
+            return Err(super::StartRecordingError::AlreadyRecording(status.path));
         }
         let now = now();
-        let snapshot = self.core.capture(now).map_err(|err| err.to_string())?;
+        let snapshot = self.core.capture(now)?;
         let recorder = Recorder::start::<L>(
             &config,
             &self.config.rules,
             Some((snapshot, now)),
             &self.control.current,
         )
-        .map_err(|err| format!("{}: {err}", config.path.display()))?;
+        .map_err(|source| super::StartRecordingError::File {
+            path: config.path.clone(),
+            source,
+        })?;
         if let Some(old) = self.recorder.replace(recorder) {
             tokio::spawn(old.finish());
         }

@@ -114,14 +114,15 @@ pub(crate) async fn download(State(shared): State<Arc<Shared>>, caller: Caller) 
 /// Starts a recording the operator asked for into a new file of `dir`
 /// ([`new_recording_path`]) with `start`; the file's name. Without a
 /// directory, says there is nowhere to write.
-pub async fn start_recording_in<F, Fut>(
+pub async fn start_recording_in<F, Fut, E>(
     dir: Option<&std::path::Path>,
     mode: &str,
     start: F,
 ) -> Result<String, String>
 where
     F: FnOnce(std::path::PathBuf) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     let dir = dir.ok_or("no directory for recordings: start the server with --record-dir DIR")?;
     let path = new_recording_path(dir, mode).map_err(|err| format!("{}: {err}", dir.display()))?;
@@ -129,7 +130,7 @@ where
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    start(path).await?;
+    start(path).await.map_err(|err| err.to_string())?;
     Ok(name)
 }
 
