@@ -162,14 +162,13 @@ impl Mapping {
     }
 
     /// Asks the gateway to extend the lease; bounded by `timeout`.
-    pub async fn renew(&mut self, timeout: Duration) -> Result<(), String> {
+    pub async fn renew(&mut self, timeout: Duration) -> Result<(), GatewayError> {
         let renewed = match &mut self.inner {
             Inner::Crab(mapping) => {
-                bounded(timeout, async {
-                    mapping.renew().await.map_err(|e| pcp::plain(&e))?;
-                    Ok(Duration::from_secs(mapping.lifetime().into()))
-                })
-                .await
+                within(timeout, mapping.renew())
+                    .await?
+                    .map_err(|e| pcp::gateway_error(&e, timeout))?;
+                Ok(Duration::from_secs(mapping.lifetime().into()))
             }
             Inner::Upnp(mapping) => bounded(timeout, mapping.renew()).await,
         }?;
@@ -178,14 +177,11 @@ impl Mapping {
     }
 
     /// Asks the gateway to remove the mapping; bounded by `timeout`.
-    pub async fn remove(self, timeout: Duration) -> Result<(), String> {
+    pub async fn remove(self, timeout: Duration) -> Result<(), GatewayError> {
         match self.inner {
-            Inner::Crab(mapping) => {
-                bounded(timeout, async {
-                    mapping.try_drop().await.map_err(|(e, _)| pcp::plain(&e))
-                })
-                .await
-            }
+            Inner::Crab(mapping) => within(timeout, mapping.try_drop())
+                .await?
+                .map_err(|(e, _)| pcp::gateway_error(&e, timeout)),
             Inner::Upnp(mapping) => bounded(timeout, mapping.remove()).await,
         }
     }
@@ -206,7 +202,9 @@ pub async fn map_port(config: &PortMapConfig, local_port: u16) -> Result<Mapping
     };
     for &method in &config.methods {
         let tried = match method {
-            Method::Upnp => bounded(config.timeout, upnp::map(config, port)).await,
+            Method::Upnp => bounded(config.timeout, upnp::map(config, port))
+                .await
+                .map_err(|why| why.to_string()),
             Method::Pcp | Method::NatPmp => match config.gateway.map_or_else(default_gateway, Ok) {
                 Ok(gateway) => bounded(config.timeout, pcp::map(method, gateway, port, config))
                     .await
@@ -232,10 +230,31 @@ pub async fn map_port(config: &PortMapConfig, local_port: u16) -> Result<Mapping
 async fn bounded<T>(
     timeout: Duration,
     work: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
+) -> Result<T, GatewayError> {
+    within(timeout, work).await?.map_err(GatewayError::Refused)
+}
+
+/// `work`'s outcome, or [`GatewayError::NoAnswer`] past `timeout`.
+async fn within<T>(
+    timeout: Duration,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, GatewayError> {
     tokio::time::timeout(timeout, work)
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {}", seconds(timeout))))
+        .map_err(|_| GatewayError::NoAnswer(timeout))
+}
+
+/// Why a gateway did not do what it was asked (renew or remove a
+/// mapping; each method's reason when mapping, in [`MapError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// Nothing came back in time.
+    #[error("no answer within {}", seconds(*.0))]
+    NoAnswer(Duration),
+    /// It answered no, or could not be asked: why, in its words.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// "2 s", "0.5 s".

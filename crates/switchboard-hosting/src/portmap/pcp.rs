@@ -81,6 +81,21 @@ fn retries(timeout: Duration) -> TimeoutConfig {
 }
 
 /// A `crab_nat` failure in a player's words.
+/// A failure to renew or remove: no answer within `timeout` (the client's
+/// retries fit in it), or the gateway's refusal in plain words.
+pub(super) fn gateway_error(
+    failure: &crab_nat::MappingFailure,
+    timeout: Duration,
+) -> super::GatewayError {
+    use crab_nat::MappingFailure as F;
+    match failure {
+        F::Pcp(pcp::Failure::Timeout) | F::NatPmp(natpmp::Failure::Timeout) => {
+            super::GatewayError::NoAnswer(timeout)
+        }
+        _ => super::GatewayError::Refused(plain(failure)),
+    }
+}
+
 pub(super) fn plain(failure: &crab_nat::MappingFailure) -> String {
     use crab_nat::MappingFailure as F;
     let refused = |e: &std::io::Error| e.kind() == std::io::ErrorKind::ConnectionRefused;

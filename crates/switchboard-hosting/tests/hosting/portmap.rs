@@ -315,3 +315,33 @@ async fn pcp_gateway_that_comes_later_is_found_when_the_lease_tries_again() {
     assert_eq!(mapped, Ok(true), "{}", lease.status());
     lease.stop().await;
 }
+
+#[tokio::test]
+async fn a_gateway_gone_or_silent_after_mapping_says_which_on_renew() {
+    use switchboard_hosting::GatewayError;
+    let gateway = FakeNatGateway::start(fake_nat::Behaviour::default()).await;
+    let ip = gateway.ip;
+    let (_silent, search) = silent_search().await;
+    let mut mapping = map_port(&config(ip, search), 7100).await.unwrap();
+    // Gone: nothing listens on its port any more, and the system says so.
+    drop(gateway);
+    let started = Instant::now();
+    let refused = mapping.renew(TIMEOUT).await.unwrap_err();
+    assert!(
+        matches!(&refused, GatewayError::Refused(why) if why.contains("nothing answers")),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < TIMEOUT,
+        "told at once, not at the timeout"
+    );
+    // Silent: something reads the requests and answers none.
+    let _silent_gateway = tokio::net::UdpSocket::bind((ip, 5351)).await.unwrap();
+    let started = Instant::now();
+    let refused = mapping.renew(TIMEOUT).await.unwrap_err();
+    assert_eq!(refused, GatewayError::NoAnswer(TIMEOUT));
+    // The PCP client's own retries fit in the timeout: the bound is the
+    // thing tested (a silent router costs a lease renewal no more).
+    assert!(started.elapsed() < 2 * TIMEOUT, "{:?}", started.elapsed());
+    assert_eq!(refused.to_string(), "no answer within 0.5 s");
+}
