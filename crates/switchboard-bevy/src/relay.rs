@@ -231,7 +231,11 @@ impl Plugin for RelayPlugin {
 
 /// Backoff after a lost connection: 0.25 s doubling, at most 5 s.
 fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(250u64 << attempt.min(5)).min(Duration::from_secs(5))
+    switchboard::session::doubling(
+        Duration::from_millis(250),
+        Duration::from_secs(5),
+        attempt + 1,
+    )
 }
 
 fn receive(

@@ -218,7 +218,8 @@ async fn run(
         }
     };
     let mut keep: Option<(String, Secret)> = None;
-    let mut wait = config.retry;
+    // Attempts since the host was last registered: the wait doubles.
+    let mut failed = 0;
     loop {
         let served = tokio::select! {
             served = serve(&config, &target, &mut keep, &mut set) => served,
@@ -231,16 +232,17 @@ async fn run(
             }
             Err(Ended::Lost(why, was_ready)) => {
                 if was_ready {
-                    wait = config.retry;
+                    failed = 0;
                 }
                 set(HostStatus::Lost(why));
             }
         }
+        failed += 1;
+        let wait = switchboard_proto::limits::doubling(config.retry, config.max_retry, failed);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             _ = &mut stop => return,
         }
-        wait = (wait * 2).min(config.max_retry);
     }
 }
 

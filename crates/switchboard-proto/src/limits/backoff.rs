@@ -34,13 +34,18 @@ impl BackoffPolicy {
     /// The wait after `failures` failures in a row (none: zero): `first`,
     /// doubled for each failure after the first, at most `max`.
     pub fn wait_after(&self, failures: u32) -> Duration {
-        match failures {
-            0 => Duration::ZERO,
-            n => self
-                .first
-                .saturating_mul(1 << (n - 1).min(20))
-                .min(self.max),
-        }
+        doubling(self.first, self.max, failures)
+    }
+}
+
+/// The one doubling wait every retry and every failure in Switchboard
+/// waits: none before the first attempt, `first` after it, doubled with
+/// each one after that, never past `max` (password failures, a client's
+/// reconnects, the Bevy relay's, a host's rendezvous).
+pub fn doubling(first: Duration, max: Duration, attempts: u32) -> Duration {
+    match attempts {
+        0 => Duration::ZERO,
+        n => first.saturating_mul(1 << (n - 1).min(20)).min(max),
     }
 }
 
@@ -120,6 +125,17 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_doubling_wait_starts_after_the_first_attempt_and_stops_at_its_ceiling() {
+        let (first, max) = (Duration::from_millis(250), Duration::from_secs(5));
+        let waits: Vec<u64> = (0..8)
+            .map(|n| doubling(first, max, n).as_millis() as u64)
+            .collect();
+        assert_eq!(waits, [0, 250, 500, 1000, 2000, 4000, 5000, 5000]);
+        assert_eq!(doubling(first, max, u32::MAX), max, "no overflow");
+        assert_eq!(doubling(Duration::MAX, Duration::MAX, 40), Duration::MAX);
+    }
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])

@@ -13,7 +13,7 @@ mod outage;
 mod rate;
 mod slots;
 
-pub use backoff::{Backoff, BackoffPolicy};
+pub use backoff::{doubling, Backoff, BackoffPolicy};
 pub use gate::{Gate, GateLimits, Turned};
 pub use outage::Outage;
 pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};

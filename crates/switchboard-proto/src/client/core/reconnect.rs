@@ -93,10 +93,7 @@ impl ClientCore {
     /// clients of a restarted server do not all come back in one instant.
     fn backoff(&mut self, attempt: u32) -> Duration {
         let policy = &self.config.reconnect;
-        let full = policy
-            .initial_delay
-            .saturating_mul(1 << (attempt - 1).min(16))
-            .min(policy.max_delay);
+        let full = crate::limits::doubling(policy.initial_delay, policy.max_delay, attempt);
         // xorshift64
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
