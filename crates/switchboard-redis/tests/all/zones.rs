@@ -38,6 +38,54 @@ async fn relay_with(redis: &RedisProcess, websocket: bool) -> RunningRelay {
     relay
 }
 
+/// Waits until every one of `relays` is in the directory (in its set of
+/// processes, with its address): zones are placed only on relays it knows.
+async fn until_published(redis: &RedisProcess, relays: &[&RunningRelay]) {
+    let store = redis.store();
+    let (set, prefix) = (store.key("relay:processes"), store.key("relay:process:"));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let set = set.clone();
+        let processes: Vec<u32> = store
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(set)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+            .unwrap();
+        let mut published = Vec::new();
+        for process in processes {
+            let key = format!("{prefix}{process}");
+            let addr: Option<String> = store
+                .run(|mut c| async move {
+                    redis::cmd("HGET")
+                        .arg(key)
+                        .arg("addr")
+                        .query_async(&mut c)
+                        .await
+                })
+                .await
+                .unwrap();
+            published.extend(addr);
+        }
+        if relays
+            .iter()
+            .all(|relay| published.contains(&relay.native_addr().to_string()))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "relays published in time: {published:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A player: its connection, the relay it is on, its id.
 struct Player {
     socket: SocketStream,
@@ -201,7 +249,7 @@ async fn a_player_whose_zone_lives_on_another_relay_is_handed_over_with_its_id()
     let redis = RedisProcess::start().unwrap();
     let (one, two) = (relay(&redis).await, relay(&redis).await);
     // Both relays published themselves before the first zone is placed.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_published(&redis, &[&one, &two]).await;
     let mut ann = Player::connect(one.native_addr(), "ann").await;
     let mut bob = Player::connect(two.native_addr(), "bob").await;
     let ids = (ann.id, bob.id);
@@ -223,7 +271,7 @@ async fn a_player_whose_zone_lives_on_another_relay_is_handed_over_with_its_id()
 async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
     let redis = RedisProcess::start().unwrap();
     let (one, two) = (relay(&redis).await, relay(&redis).await);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_published(&redis, &[&one, &two]).await;
     // A zone that lives on relay two, played from relay one.
     let zone = zone_on(&redis, &two).await;
     let mut ann = Player::connect(one.native_addr(), "ann").await;
@@ -254,7 +302,7 @@ async fn a_handover_ticket_is_honoured_once_and_a_forged_one_not_at_all() {
 async fn a_zone_whose_relay_stopped_moves_to_a_live_one() {
     let redis = RedisProcess::start().unwrap();
     let (one, two) = (relay(&redis).await, relay(&redis).await);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_published(&redis, &[&one, &two]).await;
     // The directory, as any relay asks it.
     let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
     let owner = directory.directory.owner("plaza").await.unwrap();
@@ -285,7 +333,7 @@ async fn websocket_players_are_served_where_they_are_when_the_zone_s_relay_has_n
         relay_with(&redis, false).await,
         relay_with(&redis, false).await,
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_published(&redis, &[&one, &two]).await;
     let zone = zone_on(&redis, &two).await;
     let ws = one.websocket_addr().unwrap();
     let mut ann = Player::connect_ws(ws, "ann").await;
@@ -298,7 +346,7 @@ async fn websocket_players_are_served_where_they_are_when_the_zone_s_relay_has_n
 async fn a_websocket_player_is_handed_over_to_the_zone_s_relay_websocket_with_its_id() {
     let redis = RedisProcess::start().unwrap();
     let (one, two) = (relay(&redis).await, relay(&redis).await);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_published(&redis, &[&one, &two]).await;
     let (one_ws, two_ws) = (one.websocket_addr().unwrap(), two.websocket_addr().unwrap());
     let mut ann = Player::connect_ws(one_ws, "ann").await;
     let mut bob = Player::connect_ws(two_ws, "bob").await;
