@@ -407,7 +407,12 @@ async fn join_code_silent_connections_are_closed_and_capped_per_address() {
         let closed = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest)).await;
         assert!(matches!(closed, Ok(Ok(0))), "{closed:?}");
     }
-    assert!(relay.stats().refused >= 3);
+    // Counted once each is let go, which may be just after its close.
+    let deadline = Instant::now() + WAIT;
+    while relay.stats().refused < 3 {
+        assert!(Instant::now() < deadline, "{:?}", relay.stats());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
