@@ -33,17 +33,17 @@ async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
     )
 }
 
-/// Whether a connection from `from` gets in within `WAIT`, trying again
-/// each time it is turned away (as `NetworkClient` does).
+/// Whether a connection from `from` gets in within `WAIT`, opened again
+/// each time it is told to come back ([`SocketStream::until_admitted`], as
+/// the bots join).
 async fn gets_in_once_room(from: u8, to: SocketAddr) -> bool {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if gets_in(from, to, WAIT).await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
+    let open = || async move {
+        let stream = tcp_from(from, to).await;
+        Some(SocketStream::from_stream(stream, SocketConfig::default()))
+    };
+    let first = open().await.expect("a connection");
+    let admitted = tokio::time::timeout(WAIT, first.until_admitted(open, 10)).await;
+    matches!(admitted, Ok(Ok(_)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
