@@ -36,6 +36,7 @@
 //! | [`record`] | (from `switchboard-proto`) recordings of a server's session and their exact replay; `ManagerConfig::record` turns recording on, `ManagerHandle::start_recording` starts one mid-game (from a snapshot) |
 //! | [`spectate`] | a recording served live: spectators connect with the game's own client and watch one recorded player's view, paced as recorded |
 //! | [`harness`] | (from `switchboard-proto`) client cores and a manager core on an in-memory network with a clock the test moves |
+//! | [`admin`] | what a server reports to its operator ([`AdminSource`](admin::AdminSource): clients, counters, places, log; kick, notice, bots, recording), with no HTTP in it; [`ManagerAdmin`](admin::ManagerAdmin) for any `ServerManager`. `switchboard-admin` serves a source as the admin page and `/metrics` |
 //! | [`lifecycle`] | how every server runs and stops: [`Running`](lifecycle::Running) (an awaitable `shutdown` that gives back what the server returns), [`StopHandle`](lifecycle::StopHandle), [`ServerError`] |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
 //! | [`scenario`] | versioned, checksummed save files for a game's authoritative state |
@@ -83,6 +84,7 @@
 
 pub use switchboard_proto::{actions, channels, framework_channel, messages};
 
+pub mod admin;
 pub mod client;
 pub mod lifecycle;
 pub use switchboard_proto::codec;

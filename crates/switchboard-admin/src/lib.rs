@@ -2,7 +2,9 @@
 //! seen from outside its process, and the controls an operator needs.
 //!
 //! A server mode (the relay, the board game, the master, the rooms server)
-//! implements [`AdminSource`]; [`AdminServer::spawn`] serves it:
+//! implements [`AdminSource`] (in `switchboard::admin`, with no HTTP in it,
+//! so a mode that reports compiles no HTTP server); [`AdminServer::spawn`]
+//! serves it:
 //!
 //! | route | what | token |
 //! |---|---|---|
@@ -24,33 +26,27 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`source`] | [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports |
+//! | [`source`], [`manager`] | (from `switchboard::admin`) [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports; [`ManagerAdmin`], [`WithCounters`] |
 //! | [`metrics`] | the Prometheus text format |
 //! | [`history`] | [`History`](history::History): the last 10 minutes and the last day, kept on the server |
 //! | [`server`] | [`AdminServer`], [`AdminConfig`]: the routes |
 //! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
 //! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
-//! | [`manager`] | [`ManagerAdmin`]: any `ServerManager` (the board game, a game's own server) as a source |
-//! | `extra` | [`WithCounters`]: a source with counters its process adds (its calls to Redis) |
+//! | `recording` | the recording's status, start, stop and download routes |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
 mod access;
-mod extra;
 pub mod history;
 mod listener;
-pub mod manager;
 pub mod metrics;
 mod recording;
 pub mod server;
-pub mod source;
 
 pub use access::MIN_TOKEN_CHARS;
-pub use extra::WithCounters;
-pub use manager::ManagerAdmin;
-pub use recording::{new_recording_path, start_recording_in};
 pub use server::{AdminConfig, AdminError, AdminServer};
-pub use source::{
-    AdminClient, AdminPlace, AdminSource, Counter, CounterKind, LogLine, Snapshot, Traffic,
+pub use switchboard::admin::{
+    manager, new_recording_path, source, start_recording_in, AdminClient, AdminPlace, AdminSource,
+    Counter, CounterKind, LogLine, ManagerAdmin, Snapshot, Traffic, WithCounters,
 };

@@ -2,8 +2,8 @@
 //! servers (in the clients table, by address), heartbeats, expiries and the
 //! other counters in `/metrics`.
 
-use switchboard_admin::source::BoxFuture;
-use switchboard_admin::{AdminClient, AdminSource, Counter, Snapshot};
+use switchboard::admin::BoxFuture;
+use switchboard::admin::{AdminClient, AdminSource, Counter, Snapshot};
 
 use crate::server::MasterHandle;
 

@@ -131,10 +131,6 @@ pub struct MasterConfig {
     pub probe_timeout: Duration,
     /// How often expiry runs (default 1 s).
     pub tick_interval: Duration,
-    /// The operator's admin server, started with the master (default
-    /// none; `docs/ADMIN.md`): listed servers, heartbeats, expiries. Its
-    /// address: [`MasterHandle::admin_addr`].
-    pub admin: Option<switchboard_admin::AdminConfig>,
     /// A UDP port for Torque games (`docs/TORQUE.md`; default none: off;
     /// 0 picks one, [`MasterHandle::torque_addr`]; the engine's customary
     /// port is [`torque::CUSTOMARY_PORT`], 28002).
@@ -207,7 +203,6 @@ impl Default for MasterConfig {
             max_probes_in_flight: 64,
             max_probes_in_flight_per_address: 2,
             probe_timeout: Duration::from_secs(3),
-            admin: None,
             tick_interval: Duration::from_secs(1),
             torque_port: None,
             torque_expiry: Duration::from_secs(180),

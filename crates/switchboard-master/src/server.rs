@@ -129,9 +129,6 @@ pub struct MasterServer<R: Registry = MemoryRegistry> {
     tick: std::time::Duration,
     stop: CancellationToken,
     snapshots: mpsc::Receiver<oneshot::Sender<MasterSnapshot>>,
-    /// The admin server, when `MasterConfig::admin` asked for one; it
-    /// serves as long as the master runs.
-    admin: Option<switchboard_admin::AdminServer>,
 }
 
 /// A handle to a running master: its address, snapshots, and the way to
@@ -141,7 +138,6 @@ pub struct MasterHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
     snapshots: mpsc::Sender<oneshot::Sender<MasterSnapshot>>,
-    admin_addr: Option<SocketAddr>,
     torque_addr: Option<SocketAddr>,
 }
 
@@ -168,12 +164,6 @@ impl MasterHandle {
     /// Stops it.
     pub fn shutdown(&self) {
         self.stop.cancel();
-    }
-
-    /// Where the admin server listens, when `MasterConfig::admin` started
-    /// one.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin_addr
     }
 
     /// The Torque port's address, when `MasterConfig::torque_port` opened
@@ -235,28 +225,12 @@ impl<R: Registry> MasterServer<R> {
                 Ok(udp) => {
                     let stop = CancellationToken::new();
                     let (snapshots_tx, snapshots) = mpsc::channel(4);
-                    let mut handle = MasterHandle {
+                    let handle = MasterHandle {
                         local_addr: tcp.local_addr(),
                         stop: stop.clone(),
                         snapshots: snapshots_tx,
-                        admin_addr: None,
                         torque_addr,
                     };
-                    let admin = match &config.admin {
-                        Some(admin) => {
-                            let source =
-                                std::sync::Arc::new(crate::MasterAdmin::new(handle.clone()));
-                            let server = switchboard_admin::AdminServer::start(
-                                admin.clone(),
-                                source,
-                                &runtime,
-                            )
-                            .map_err(std::io::Error::other)?;
-                            Some(server)
-                        }
-                        None => None,
-                    };
-                    handle.admin_addr = admin.as_ref().map(|a| a.local_addr());
                     let tick = config.tick_interval;
                     let server = Self {
                         master: Master::new(config, registry),
@@ -266,7 +240,6 @@ impl<R: Registry> MasterServer<R> {
                         tick,
                         stop,
                         snapshots,
-                        admin,
                     };
                     return Ok((server, handle));
                 }
@@ -279,8 +252,6 @@ impl<R: Registry> MasterServer<R> {
 
     /// Serves until `shutdown` completes or the handle stops it.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
-        // Serves until the master stops.
-        let _admin = self.admin.take();
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(self.tick);
         let handle = self.tcp.handle();

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use switchboard_admin::Counter;
+use switchboard::admin::Counter;
 
 /// The calls to Redis this process made so far ([`calls`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

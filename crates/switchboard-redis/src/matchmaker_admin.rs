@@ -2,8 +2,8 @@
 //! answers, refusals and the room directory's errors in `/metrics`. It has
 //! no players to list or kick: a connection asks, is answered, and goes.
 
-use switchboard_admin::source::BoxFuture;
-use switchboard_admin::{AdminSource, Counter, Snapshot};
+use switchboard::admin::BoxFuture;
+use switchboard::admin::{AdminSource, Counter, Snapshot};
 
 use crate::matchmaker::MatchmakerHandle;
 

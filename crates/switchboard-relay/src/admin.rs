@@ -3,8 +3,8 @@
 
 use std::sync::Mutex;
 
-use switchboard_admin::source::BoxFuture;
-use switchboard_admin::{AdminClient, AdminSource, Counter, LogLine, Snapshot, Traffic};
+use switchboard::admin::BoxFuture;
+use switchboard::admin::{AdminClient, AdminSource, Counter, LogLine, Snapshot, Traffic};
 
 use crate::bots::{Bot, BotConfig, Script};
 use crate::hub::Link;
@@ -97,7 +97,7 @@ impl AdminSource for RelayAdmin {
     }
 
     fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
-        Box::pin(switchboard_admin::start_recording_in(
+        Box::pin(switchboard::admin::start_recording_in(
             self.recordings.as_deref(),
             "relay",
             |path| self.relay.start_recording(path),

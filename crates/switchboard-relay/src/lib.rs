@@ -13,7 +13,7 @@
 //! | `server` | [`RelayServer`] started by its [`RelayBuilder`] as a [`RunningRelay`], [`RelayConfig`], [`RelayHandle`]: the relay's settings and its running handle; `server/messages.rs`: what travels on the relay channel ([`RelayAction`] and its contents) |
 //! | `dispatch` | the relay's one task: events in, the hub, deliveries paced out (`switchboard::socket::Pacer`); `dispatch/deliver.rs`: one event to its recipients; `dispatch/batch.rs`: batches and compact streams per player; `dispatch/handover.rs`: players routed to their zone's relay |
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
-//! | `admin` | the relay for its admin server (`switchboard_admin::AdminSource`): players, zones, counters, kick |
+//! | `admin` | the relay for its admin server (`switchboard::admin::AdminSource`): players, zones, counters, kick |
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |
 //! | `bots` | scripted [`Bot`]s that move and chat like players |
 //! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |

@@ -47,7 +47,6 @@ pub struct RelayHandle {
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
     log: crate::log::RelayLog,
-    admin_addr: Option<SocketAddr>,
     recording: crate::record::Current,
 }
 
@@ -79,12 +78,6 @@ impl RelayHandle {
             .await
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
-    }
-
-    /// Where the admin server listens, when `RelayConfig::admin` started
-    /// one.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin_addr
     }
 
     /// The latest lines of the relay's log (joins, leaves, kicks, drops,
@@ -184,7 +177,6 @@ pub struct RelayServer {
     config: RelayConfig,
     stop: CancellationToken,
     log: crate::log::RelayLog,
-    admin: Option<switchboard_admin::AdminServer>,
     recording: crate::record::Current,
 }
 
@@ -235,28 +227,7 @@ impl RelayServer {
             stop: stop.clone(),
             control: control_tx,
             log: log.clone(),
-            admin_addr: None,
             recording: recording.clone(),
-        };
-        // The admin server lives as long as the relay's task (it holds it).
-        let admin = match &config.admin {
-            Some(admin) => {
-                let source = std::sync::Arc::new(
-                    crate::RelayAdmin::new(handle.clone()).with_recordings(&config.record_dir),
-                );
-                let server = switchboard_admin::AdminServer::start(
-                    admin.clone(),
-                    source,
-                    &runtime::handle(),
-                )
-                .map_err(std::io::Error::other)?;
-                Some(server)
-            }
-            None => None,
-        };
-        let handle = RelayHandle {
-            admin_addr: admin.as_ref().map(|a| a.local_addr()),
-            ..handle
         };
         let server = RelayServer {
             native,
@@ -266,7 +237,6 @@ impl RelayServer {
             config,
             stop,
             log,
-            admin,
             recording,
         };
         Ok((server, handle))
@@ -286,8 +256,6 @@ impl RelayServer {
     /// Relays until `shutdown` completes or [`RelayHandle::shutdown`] is
     /// called, then closes every connection.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
-        // Serves until the relay stops.
-        let _admin = self.admin;
         let (json_tx, json_rx) = self.json_events;
         if let Some(listener) = self.json {
             tokio::spawn(crate::json::accept_json(
@@ -348,7 +316,7 @@ impl StopHandle for RelayHandle {
 }
 
 impl RelayBuilder {
-    /// The relay's settings (zones, limits, the JSON listener, admin).
+    /// The relay's settings (zones, limits, the JSON listener).
     /// A WebSocket port set with [`websocket_port`](Self::websocket_port)
     /// wins over `config.server.websocket`'s.
     pub fn config(mut self, config: RelayConfig) -> Self {

@@ -201,14 +201,17 @@ async fn forged_queries_claiming_a_master_s_address_get_no_full_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_embedded_master_starts_its_admin_server_from_its_config() {
+async fn an_embedded_master_is_served_by_an_admin_server_started_beside_it() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let config = MasterConfig {
-        admin: Some(switchboard_admin::AdminConfig::default()),
-        ..MasterConfig::default()
-    };
-    let master = MasterServer::builder().config(config).spawn().unwrap();
-    let addr = master.admin_addr().expect("an admin server");
+    let master = MasterServer::builder().spawn().unwrap();
+    let source = std::sync::Arc::new(switchboard_master::MasterAdmin::new(
+        master.handle().clone(),
+    ));
+    let admin =
+        switchboard_admin::AdminServer::spawn(switchboard_admin::AdminConfig::default(), source)
+            .await
+            .unwrap();
+    let addr = admin.local_addr();
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")

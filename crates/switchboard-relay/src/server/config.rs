@@ -13,10 +13,6 @@ pub struct RelayConfig {
     pub server: EndpointConfig,
     /// The JSON compatibility listener's port (off by default; 0 picks one).
     pub json_port: Option<u16>,
-    /// The operator's admin server, started with the relay (default none;
-    /// `docs/ADMIN.md`): the relay's players, zones, counters, log, kicks,
-    /// notices and bots. Its address: [`RelayHandle::admin_addr`](crate::RelayHandle::admin_addr).
-    pub admin: Option<switchboard_admin::AdminConfig>,
     /// The longest JSON line (default 4096 bytes); a longer one gets an error
     /// line back and ends the connection (the rest of it cannot be framed).
     pub max_json_line: usize,
@@ -95,7 +91,6 @@ impl Default for RelayConfig {
         Self {
             server: EndpointConfig::default(),
             json_port: None,
-            admin: None,
             max_json_line: 4096,
             max_json_errors: 10,
             json_queue: 1024,

@@ -315,29 +315,6 @@ async fn the_relay_s_log_tail_shows_joins_names_kicks_and_leaves_with_names_esca
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_embedded_relay_starts_its_admin_server_from_its_config() {
-    let config = relay::RelayConfig {
-        admin: Some(switchboard_admin::AdminConfig::default()),
-        ..relay::RelayConfig::default()
-    };
-    let relay = relay::RelayServer::builder()
-        .config(config)
-        .spawn()
-        .unwrap();
-    let addr = relay.admin_addr().expect("an admin server");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert!(response.contains("\"mode\":\"relay\""), "{response}");
-    relay.shutdown().await.unwrap();
-}
-
 /// The relay's recording from its admin page: where it stands, stopped by
 /// the operator with the token (the relay goes on), downloaded whole, and
 /// the download replays with every answer the same.

@@ -1,7 +1,7 @@
 //! [`WithCounters`]: a mode's [`AdminSource`] with more counters, those
 //! the process that runs it adds (its calls to Redis, for one).
 
-use crate::source::{AdminSource, BoxFuture, Counter, LogLine, Snapshot};
+use crate::admin::source::{AdminSource, BoxFuture, Counter, LogLine, Snapshot};
 
 /// A function that reports counters now.
 type More = Box<dyn Fn() -> Vec<Counter> + Send + Sync>;
@@ -67,7 +67,7 @@ impl<S: AdminSource> AdminSource for WithCounters<S> {
         self.source.log()
     }
 
-    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+    fn recording(&self) -> Option<crate::manager::RecordingStatus> {
         self.source.recording()
     }
 

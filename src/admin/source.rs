@@ -57,7 +57,7 @@ pub trait AdminSource: Send + Sync + 'static {
 
     /// Where the mode's recording of its session stands (`None`: it
     /// records nothing).
-    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+    fn recording(&self) -> Option<crate::manager::RecordingStatus> {
         None
     }
 
@@ -330,7 +330,7 @@ impl Counter {
 
     /// The metric family this series belongs to (a histogram's series
     /// share their name without the suffix).
-    pub(crate) fn family(&self) -> &str {
+    pub fn family(&self) -> &str {
         match self.kind {
             CounterKind::Histogram => ["_bucket", "_sum", "_count"]
                 .iter()

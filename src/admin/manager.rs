@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use switchboard::manager::{LogLevel, ManagerHandle};
-use switchboard::session::ClientId;
+use crate::manager::{LogLevel, ManagerHandle};
+use crate::session::ClientId;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::source::{
+use crate::admin::source::{
     AdminClient, AdminPlace, AdminSource, BoxFuture, Counter, LogLine, Snapshot, Traffic,
 };
 
@@ -81,7 +81,7 @@ impl AdminSource for ManagerAdmin {
         self.mode
     }
 
-    fn recording(&self) -> Option<switchboard::manager::RecordingStatus> {
+    fn recording(&self) -> Option<crate::manager::RecordingStatus> {
         self.handle.recording()
     }
 
@@ -90,12 +90,12 @@ impl AdminSource for ManagerAdmin {
     }
 
     fn start_recording(&self) -> BoxFuture<'_, Result<String, String>> {
-        Box::pin(crate::start_recording_in(
+        Box::pin(crate::admin::start_recording_in(
             self.recordings.as_deref(),
             self.mode,
             |path| {
                 self.handle
-                    .start_recording(switchboard::manager::RecordConfig::to(path))
+                    .start_recording(crate::manager::RecordConfig::to(path))
             },
         ))
     }
@@ -247,9 +247,9 @@ impl AdminSource for ManagerAdmin {
 
 /// Requests by verdict and channel, error replies by code, and the
 /// histogram of request handling times.
-fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
+fn request_counters(stats: &crate::ServerStats) -> Vec<Counter> {
     let channel = |c: &u16| match *c {
-        switchboard::manager::OTHER_CHANNEL => "other".to_string(),
+        crate::manager::OTHER_CHANNEL => "other".to_string(),
         c => c.to_string(),
     };
     let mut counters = Vec::new();
@@ -283,7 +283,7 @@ fn request_counters(stats: &switchboard::ServerStats) -> Vec<Counter> {
     counters.extend(Counter::histogram_micros(
         "switchboard_manager_request_duration_seconds",
         "Time the server took to validate and apply a request, in seconds.",
-        &switchboard::manager::RequestTimes::BOUNDS_MICROS,
+        &crate::manager::RequestTimes::BOUNDS_MICROS,
         &times.counts,
         times.sum_micros,
     ));
