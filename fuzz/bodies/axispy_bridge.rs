@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use switchboard::ServerManager;
-use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
+use switchboard_axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::RoomsLogic;
 use tokio_tungstenite::tungstenite::Message as Ws;
 

@@ -88,7 +88,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         map: args.map.clone(),
         link: args.link.clone(),
     };
-    let mut axispy_config = switchboard_rooms::axispy::AxisPyConfig {
+    let mut axispy_config = switchboard_axispy::AxisPyConfig {
         grace: Duration::from_secs(args.grace_secs),
         tls: config.server.tls.clone(),
         ..Default::default()
@@ -113,7 +113,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         let config = axispy_config;
         let (addr, handle) = (SocketAddr::new(bind.ip(), port), handle.clone());
         tokio::spawn(async move {
-            match switchboard_rooms::axispy::AxisPyListener::spawn(addr, config, handle).await {
+            match switchboard_axispy::AxisPyListener::spawn(addr, config, handle).await {
                 Ok(listener) => {
                     println!("AxisPy clients: ws://{}/<room>", listener.local_addr());
                     std::future::pending::<()>().await

@@ -24,12 +24,13 @@
 //! | `event` | [`RoomEvent`] decoded from a message, [`RoomView`] the room as a client knows it |
 //! | `client` | [`RoomClient`]: a `NetworkClient` with room signals and RPC handlers |
 //! | [`directory`] | rooms across processes: the snapshots a process publishes, seat reservations ([`directory::Reservation`]) |
-//! | [`axispy`] | [`AxisPyListener`](axispy::AxisPyListener): unchanged AxisPy games in the same rooms, their JSON translated |
+//!
+//! Unchanged AxisPy games join the same rooms through `switchboard-axispy`,
+//! which translates their JSON into this crate's requests and events.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod axispy;
 mod client;
 pub mod directory;
 mod event;

@@ -10,7 +10,7 @@ use switchboard::socket::WebSocketConfig;
 use switchboard::{
     ClientConfig, ManagerConfig, ServerManager, SocketConfig, SocketEvent, SocketStream,
 };
-use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
+use switchboard_axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{RoomClient, RoomsLogic};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};

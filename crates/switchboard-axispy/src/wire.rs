@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 use switchboard::ClientId;
 
-use crate::protocol::{RoomPlayer, RoomState};
+use switchboard_rooms::protocol::{RoomPlayer, RoomState};
 
 /// The id the server speaks as (`from` of what the server itself says).
 pub(crate) const SERVER_ID: &str = "00000000-0000-4000-8000-000000000000";

@@ -6,7 +6,7 @@
 //! and what differs). The listener translates each AxisPy connection into a
 //! Switchboard session with the rooms server, attached to the
 //! [`ServerManager`](switchboard::ServerManager) over an in-memory pipe
-//! under the client's own address: [`RoomsLogic`](crate::RoomsLogic) is the
+//! under the client's own address: [`RoomsLogic`](switchboard_rooms::RoomsLogic) is the
 //! authority, native, JavaScript and AxisPy players meet in the same rooms,
 //! and the per-address limits count them all together.
 //!
@@ -14,13 +14,19 @@
 //! query (`?room=duel`); `/` is the room "Lobby". It is created (public, at
 //! most `?max_players=N`, default 8) by the first player who asks for it.
 //!
-//! | file | owns |
+//! ## Layout
+//!
+//! | module | owns |
 //! |---|---|
+//! | the root | [`AxisPyListener`], [`AxisPyConfig`]: the listener, its limits, its counters |
 //! | `wire.rs` | the JSON envelope, room and player dicts, payloads to and from native clients |
 //! | `directory.rs` | AxisPy ids across connections: sessions, takeover rules, kicks |
 //! | `bridge.rs` | one connection: its loop |
 //! | `join.rs` | the join: the id's claim, the session, the room |
 //! | `to_rooms.rs`, `to_axispy.rs` | the translation each way |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod bridge;
 mod directory;
@@ -166,7 +172,7 @@ impl Default for AxisPyConfig {
             probe_timeout: Duration::from_secs(2),
             max_known_players: 10_000,
             max_known_players_per_address: 32,
-            max_entity_state_bytes: crate::logic::MAX_ENTITY_STATE,
+            max_entity_state_bytes: switchboard_rooms::MAX_ENTITY_STATE,
             grace: Duration::from_secs(60),
             auto_start_min_players: 2,
             pipe_bytes: 256 * 1024,
@@ -268,7 +274,7 @@ pub struct AxisPyListener {
 impl AxisPyListener {
     /// Listens on `addr` for AxisPy clients and joins them to the rooms of
     /// the manager `manager` runs (its logic must be
-    /// [`RoomsLogic`](crate::RoomsLogic)). Runs on the current tokio
+    /// [`RoomsLogic`](switchboard_rooms::RoomsLogic)). Runs on the current tokio
     /// runtime until [`stop`](Self::stop).
     pub async fn spawn(
         addr: SocketAddr,

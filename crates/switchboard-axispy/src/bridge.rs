@@ -36,8 +36,8 @@ use tokio_tungstenite::WebSocketStream;
 use super::directory::Probe;
 use super::wire::{self, SERVER_ID};
 use super::{RoomAsk, Shared};
-use crate::protocol::{EntityId, RoomAction};
-use crate::RoomView;
+use switchboard_rooms::protocol::{EntityId, RoomAction};
+use switchboard_rooms::RoomView;
 
 /// Close codes this listener uses: 4xxx, so that the client waits a second
 /// before it reconnects (1000, 1001 and 1005 bring it back at once).

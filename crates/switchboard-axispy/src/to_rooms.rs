@@ -7,7 +7,7 @@ use switchboard::socket::CloseCode;
 
 use super::bridge::{Bridge, End, Pending, LEFT};
 use super::wire::{self, Incoming, SERVER_ID};
-use crate::protocol::{
+use switchboard_rooms::protocol::{
     CustomRequest, EntityId, EntityUpdate, RoomAction, RpcRequest, RpcTarget, SpawnRequest,
 };
 
@@ -215,7 +215,7 @@ mod tests {
         assert!(!truthy(None));
     }
 
-    use crate::axispy::to_axispy::entity_json;
+    use crate::to_axispy::entity_json;
 
     #[test]
     fn entity_json_keeps_data_and_state_and_wraps_native_json() {

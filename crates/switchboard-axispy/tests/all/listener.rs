@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use switchboard::{ClientConfig, ClientId, ServerManager};
-use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
+use switchboard_axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{CreateRoom, RoomClient, RoomsLogic, RpcTarget};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as Ws;

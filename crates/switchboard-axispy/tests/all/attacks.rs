@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use switchboard::{ClientConfig, ClientId, RunningServer, ServerManager};
-use switchboard_rooms::axispy::{AxisPyConfig, AxisPyListener};
+use switchboard_axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{RoomClient, RoomsLogic};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;

@@ -14,8 +14,8 @@ use tokio::sync::oneshot;
 use super::bridge::{axispy_reason, Bridge, End, Me};
 use super::directory::Claim;
 use super::wire::{self, Incoming};
-use crate::protocol::{CreateRoom, RoomAction, RoomState};
-use crate::RoomEvent;
+use switchboard_rooms::protocol::{CreateRoom, RoomAction, RoomState};
+use switchboard_rooms::RoomEvent;
 
 impl Bridge {
     /// `join_request`: claim the id, open or resume its session, find or
