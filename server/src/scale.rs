@@ -6,9 +6,8 @@ use std::net::SocketAddr;
 use clap::Args;
 use switchboard::socket::BindScope;
 use switchboard::ManagerConfig;
-use switchboard_redis::{
-    Matchmaker, MatchmakerConfig, RedisConfig, RedisSessions, RedisStore, RoomsPresence, Serving,
-};
+use switchboard_matchmaker::{Matchmaker, MatchmakerConfig};
+use switchboard_redis::{RedisConfig, RedisSessions, RedisStore, RoomsPresence, Serving};
 use switchboard_rooms::directory::DirectoryLink;
 
 /// State shared with other processes through Redis.
@@ -95,7 +94,7 @@ pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
             "{}",
             switchboard::process::ready_line(handle.local_addr().port())
         );
-        let source = switchboard_redis::MatchmakerAdmin::new(handle);
+        let source = switchboard_matchmaker::MatchmakerAdmin::new(handle);
         let _admin = args.admin.start(source).await?;
         matchmaker
             .run(switchboard::process::wait_for_signal())

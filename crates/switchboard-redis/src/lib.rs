@@ -21,8 +21,7 @@
 //! | `rooms` | [`RoomsPresence`]: a rooms process in the directory (its number, address, load, rooms) |
 //! | `zones` | [`RedisZones`]: which relay each zone lives on, and the relays' presence |
 //! | `service` | what every kind of process shares: its signing key, process numbers, presence ([`Serving`]) |
-//! | `matchmaker` | [`Matchmaker`]: lists every process's rooms, places new rooms, reserves seats |
-//! | `matchmaker_admin` | [`MatchmakerAdmin`]: the matchmaker as its admin server and `/metrics` see it |
+//! | `directory` | [`RoomDirectory`]: the room directory read: every process's public rooms, the least-loaded process, seats held across readers (the matchmaker, `switchboard-matchmaker`, reads through it) |
 //! | `registry` | [`RedisRegistry`]: the master's [`Registry`](switchboard_master::Registry) shared by several masters, expiry by Redis TTLs |
 //! | `sessions` | [`RedisSessions`]: the manager's sessions shared by several processes (`ManagerConfig::shared_sessions`) |
 //! | [`testing`] | [`testing::RedisProcess`]: a real `redis-server` on a free port, for tests |
@@ -32,9 +31,8 @@
 
 mod calls;
 mod checkpoints;
+mod directory;
 mod lease;
-mod matchmaker;
-mod matchmaker_admin;
 mod registry;
 mod rooms;
 mod service;
@@ -45,9 +43,8 @@ mod zones;
 
 pub use calls::{calls, RedisCalls};
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
+pub use directory::{ProcessReach, RoomDirectory, SeatAsk};
 pub use lease::GameLease;
-pub use matchmaker::{Matchmaker, MatchmakerConfig, MatchmakerHandle, MatchmakerStats};
-pub use matchmaker_admin::MatchmakerAdmin;
 pub use registry::RedisRegistry;
 pub use rooms::RoomsPresence;
 pub use service::{Serving, PRESENCE_TTL, REFRESH_EVERY};

@@ -5,6 +5,5 @@
 
 mod registry;
 mod restarts;
-mod rooms;
 mod sessions;
 mod zones;

@@ -3,7 +3,19 @@
 //! rooms of every process, sends a new room to the least-loaded process,
 //! and reserves a seat in an existing room on the process that holds it
 //! (`switchboard_rooms::directory`). It keeps no state of its own: run as
-//! many as you like.
+//! many as you like (`switchboard-server matchmaker --redis URL`).
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | the root | [`Matchmaker`], [`MatchmakerConfig`], [`MatchmakerHandle`], [`MatchmakerStats`]: the port, its limits, the answers |
+//! | `admin` | [`MatchmakerAdmin`]: the matchmaker as its admin server and `/metrics` see it |
+//!
+//! What it reads and counts in Redis is `switchboard_redis::RoomDirectory`'s.
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,7 +23,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::Script;
 use switchboard::message::Message;
 use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
@@ -23,9 +34,11 @@ use switchboard_rooms::directory::{Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary};
 use tokio_util::sync::CancellationToken;
 
-use crate::rooms::ROOMS;
-use crate::service::to_hex;
-use crate::store::{RedisStore, StoreError};
+use switchboard_redis::{ProcessReach, RedisStore, RoomDirectory, SeatAsk, StoreError};
+
+mod admin;
+
+pub use admin::MatchmakerAdmin;
 
 /// The matchmaker's limits; each field says its default.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,37 +73,8 @@ impl Default for MatchmakerConfig {
     }
 }
 
-/// KEYS: the room's hash, its seats, the asker's live reservations. ARGV:
-/// the reservation's nonce (hex), its time to live (ms), the asker's cap,
-/// the prefix of a room's key, the room's number. {'ok', process} or
-/// {'refused', why}. Past the cap, the asker's oldest live reservation gives
-/// its seat back before this one is counted.
-const RESERVE: &str = r#"
-local r = redis.call('HMGET', KEYS[1], 'players', 'max', 'locked', 'started', 'process')
-if not r[5] then return {'refused', 'no such room'} end
-if r[3] == '1' then return {'refused', 'that room is locked'} end
-if r[4] == '1' then return {'refused', 'the game in that room has started'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-while redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) do
-  local oldest = redis.call('ZPOPMIN', KEYS[3])
-  local room, nonce = string.match(oldest[1], '^(%d+):(%x+)$')
-  if room then redis.call('ZREM', ARGV[4] .. room .. ':seats', nonce) end
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if tonumber(r[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(r[2]) then
-  return {'refused', 'that room is full'}
-end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[5] .. ':' .. ARGV[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-return {'ok', r[5]}
-"#;
-
 /// What a matchmaker has done since it started (its admin view and
-/// `/metrics`: `switchboard_redis::MatchmakerAdmin`).
+/// `/metrics`: [`MatchmakerAdmin`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MatchmakerStats {
@@ -138,13 +122,12 @@ impl MatchmakerHandle {
 
 /// A bound matchmaker, ready to [`run`](Self::run).
 pub struct Matchmaker {
-    store: RedisStore,
+    directory: RoomDirectory,
     config: MatchmakerConfig,
     tcp: EndpointStream,
     stop: CancellationToken,
     /// The service's reservation key, read on first need.
     key: Option<[u8; 32]>,
-    reserve: Script,
     /// The room directory's outages, told once each.
     outage: switchboard::session::Outage,
     stats: Arc<Mutex<MatchmakerStats>>,
@@ -178,12 +161,11 @@ impl Matchmaker {
             stats: Arc::clone(&stats),
         };
         let matchmaker = Self {
-            store,
+            directory: RoomDirectory::new(store),
             config,
             tcp: tcp.into_stream(),
             stop,
             key: None,
-            reserve: Script::new(RESERVE),
             outage: switchboard::session::Outage::new("room directory"),
             stats,
         };
@@ -247,7 +229,10 @@ impl Matchmaker {
         let unavailable = directory_unavailable;
         let malformed = || "unknown or malformed request".to_string();
         match message.typed::<RoomAction>() {
-            Ok(RoomAction::MatchList) => Ok(Answer::Rooms(self.list().await.map_err(unavailable)?)),
+            Ok(RoomAction::MatchList) => {
+                let rooms = self.directory.list(self.config.max_listed).await;
+                Ok(Answer::Rooms(rooms.map_err(unavailable)?))
+            }
             Ok(RoomAction::MatchCreate) => Ok(Answer::Seat(self.seat_in_new_room().await?)),
             Ok(RoomAction::MatchJoin(room)) => Ok(Answer::Seat(self.seat_in(room, asker).await?)),
             _ => Err(malformed()),
@@ -280,64 +265,14 @@ impl Matchmaker {
         change(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    /// The public rooms of every live process.
-    async fn list(&self) -> Result<Vec<RoomSummary>, StoreError> {
-        let list = self.store.key("rooms:list");
-        let max = self.config.max_listed.max(1) as isize - 1;
-        let ids: Vec<u32> = self
-            .store
-            .run(|mut c| async move {
-                redis::cmd("ZRANGE")
-                    .arg(&list)
-                    .arg(0)
-                    .arg(max)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for id in &ids {
-            pipe.cmd("HGETALL")
-                .arg(self.store.key(format_args!("rooms:room:{id}")));
-        }
-        let rooms: Vec<HashMap<String, String>> = self
-            .store
-            .run(|mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
-        let mut listed = Vec::with_capacity(rooms.len());
-        let mut gone = Vec::new();
-        for (id, room) in ids.into_iter().zip(rooms) {
-            match summary(id, &room) {
-                Some(summary) => listed.push(summary),
-                // Its process died (the hash expired): clean the list up.
-                None => gone.push(id),
-            }
-        }
-        if !gone.is_empty() {
-            let list = self.store.key("rooms:list");
-            let _ = self
-                .store
-                .run(|mut c| async move {
-                    redis::cmd("ZREM")
-                        .arg(&list)
-                        .arg(&gone)
-                        .query_async::<()>(&mut c)
-                        .await
-                })
-                .await;
-        }
-        Ok(listed)
-    }
-
+    /// The service's reservation key, read from the directory once.
     async fn key(&mut self) -> Result<TokenKey, Refusal> {
         if let Some(key) = self.key {
             return Ok(TokenKey(key));
         }
-        let key = ROOMS
-            .read_signing_key(&self.store)
+        let key = self
+            .directory
+            .signing_key()
             .await
             .map_err(directory_unavailable)?
             .ok_or_else(|| "no rooms server is running".to_string())?;
@@ -355,42 +290,14 @@ impl Matchmaker {
     /// players.
     async fn seat_in_new_room(&mut self) -> Result<Seat, Refusal> {
         let key = self.key().await?;
-        let processes = ROOMS.key(&self.store, "processes");
-        let by_load: Vec<u32> = self
-            .store
-            .run(|mut c| async move {
-                redis::cmd("ZRANGE")
-                    .arg(&processes)
-                    .arg(0)
-                    .arg(-1)
-                    .query_async(&mut c)
-                    .await
-            })
+        let reach = self
+            .directory
+            .least_loaded()
             .await
-            .map_err(directory_unavailable)?;
-        for process in by_load {
-            if let Some((addr, tls)) = self.process_addr(process).await? {
-                let reservation = Reservation::seal_new(&key, None, process, self.expiry());
-                return Ok(Seat {
-                    addr,
-                    reservation,
-                    tls,
-                });
-            }
-            // Dead (its presence expired): out of the running.
-            let processes = ROOMS.key(&self.store, "processes");
-            let _ = self
-                .store
-                .run(|mut c| async move {
-                    redis::cmd("ZREM")
-                        .arg(&processes)
-                        .arg(process)
-                        .query_async::<()>(&mut c)
-                        .await
-                })
-                .await;
-        }
-        Err("no rooms server is running".into())
+            .map_err(directory_unavailable)?
+            .ok_or_else(|| "no rooms server is running".to_string())?;
+        let reservation = Reservation::seal_new(&key, None, reach.process, self.expiry());
+        Ok(seat(reach, reservation))
     }
 
     /// A seat in `room` for `asker`, counted in Redis with the room's
@@ -401,67 +308,35 @@ impl Matchmaker {
         // process, once it takes the reservation, stops counting it); the
         // reservation is signed once the process is known.
         let nonce = switchboard::session::ticket::token_nonce();
-        let nonce_hex = to_hex(&nonce);
-        let ttl = self.config.reservation_ttl.as_millis() as u64;
-        let mut invocation = self.reserve.prepare_invoke();
-        invocation
-            .key(self.store.key(format_args!("rooms:room:{}", room.0)))
-            .key(self.store.key(format_args!("rooms:room:{}:seats", room.0)))
-            .key(self.store.key(format_args!("rooms:held:{asker}")))
-            .arg(nonce_hex)
-            .arg(ttl)
-            .arg(self.config.max_reservations_per_address.max(1))
-            .arg(self.store.key("rooms:room:"))
-            .arg(room.0);
-        let (verdict, detail): (String, String) = self
-            .store
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+        let ask = SeatAsk {
+            room,
+            asker,
+            nonce,
+            ttl: self.config.reservation_ttl,
+            max_per_asker: self.config.max_reservations_per_address,
+        };
+        let process = self
+            .directory
+            .hold_seat(ask)
             .await
-            .map_err(directory_unavailable)?;
-        if verdict != "ok" {
-            return Err(detail);
-        }
-        let process: u32 = detail
-            .parse()
-            .map_err(|_| format!("room {} names no process", room.0))?;
-        let (addr, tls) = self
-            .process_addr(process)
-            .await?
+            .map_err(directory_unavailable)??;
+        let reach = self
+            .directory
+            .reach(process)
+            .await
+            .map_err(directory_unavailable)?
             .ok_or_else(|| "the room's server is gone".to_string())?;
         let reservation = Reservation::seal(&key, Some(room), process, self.expiry(), nonce);
-        Ok(Seat {
-            addr,
-            reservation,
-            tls,
-        })
+        Ok(seat(reach, reservation))
     }
+}
 
-    /// A live process's address, and the fingerprint of its TLS key if it
-    /// published one.
-    async fn process_addr(
-        &self,
-        process: u32,
-    ) -> Result<Option<(String, Option<[u8; 32]>)>, Refusal> {
-        let key = ROOMS.key(&self.store, format_args!("process:{process}"));
-        let (addr, tls): (Option<String>, Option<String>) = self
-            .store
-            .run(|mut c| async move {
-                redis::cmd("HMGET")
-                    .arg(&key)
-                    .arg("addr")
-                    .arg("tls")
-                    .query_async(&mut c)
-                    .await
-            })
-            .await
-            .map_err(directory_unavailable)?;
-        let tls = tls.and_then(|fingerprint| {
-            fingerprint
-                .parse::<switchboard::tls::Fingerprint>()
-                .ok()
-                .map(|f| f.0)
-        });
-        Ok(addr.map(|addr| (addr, tls)))
+/// A seat on the process `reach` names, pinned by its fingerprint.
+fn seat(reach: ProcessReach, reservation: Reservation) -> Seat {
+    Seat {
+        addr: reach.addr,
+        reservation,
+        tls: reach.fingerprint.map(|f| f.0),
     }
 }
 
@@ -473,18 +348,4 @@ const UNAVAILABLE: &str = "room directory unavailable; retry shortly";
 fn directory_unavailable(err: StoreError) -> Refusal {
     tracing::debug!(%err, "room directory call failed");
     UNAVAILABLE.to_string()
-}
-
-/// A room's summary from its hash; `None` if the hash is gone or damaged.
-fn summary(id: u32, room: &HashMap<String, String>) -> Option<RoomSummary> {
-    let number = |field: &str| room.get(field)?.parse::<u8>().ok();
-    Some(RoomSummary {
-        id: RoomId(id),
-        name: room.get("name")?.clone(),
-        players: number("players")?,
-        max_players: number("max")?,
-        metadata: serde_json::from_str(room.get("metadata")?).ok()?,
-        locked: number("locked")? == 1,
-        started: number("started")? == 1,
-    })
 }

@@ -5,7 +5,7 @@
 use switchboard::admin::BoxFuture;
 use switchboard::admin::{AdminSource, Counter, Snapshot};
 
-use crate::matchmaker::MatchmakerHandle;
+use crate::MatchmakerHandle;
 
 /// A running matchmaker as an [`AdminSource`].
 #[derive(Debug)]

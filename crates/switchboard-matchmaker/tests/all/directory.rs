@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, RequestStatus, RunningServer, ServerManager};
+use switchboard_matchmaker::{Matchmaker, MatchmakerConfig};
 use switchboard_redis::testing::RedisProcess;
-use switchboard_redis::{Matchmaker, MatchmakerConfig, RoomsPresence};
+use switchboard_redis::RoomsPresence;
 use switchboard_rooms::directory::{self, Seat};
 use switchboard_rooms::{CreateRoom, RoomClient, RoomId, RoomSummary, RoomsLogic};
 
