@@ -160,7 +160,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         eprintln!("the open-file limit ({limit}) caps this test at {count} bots");
     }
     let runtime = crate::runtime_with(args.threads)?;
-    let config = switchboard_relay::load::LoadConfig {
+    let config = switchboard_load::LoadConfig {
         addr: args.addr,
         also: args.also.clone(),
         websocket: args.ws_addr,
@@ -169,13 +169,12 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         zone_size: args.zone_size,
         duration: Duration::from_secs_f64(args.seconds),
         phases: if args.clustered {
-            switchboard_relay::load::Phases::Clustered
+            switchboard_load::Phases::Clustered
         } else {
-            switchboard_relay::load::Phases::Spread
+            switchboard_load::Phases::Spread
         },
         walk: args.walk.then(|| {
-            let mut walk =
-                switchboard_relay::load::Walk::new(args.world, args.speed, args.view_radius);
+            let mut walk = switchboard_load::Walk::new(args.world, args.speed, args.view_radius);
             if let Some(leave) = args.leave_radius {
                 walk.leave_radius = leave;
             }
@@ -201,26 +200,23 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
     let mut first = None;
     let mut last = None;
     let rss_before = servers().map(|(_, rss)| rss);
-    let report = runtime.block_on(switchboard_relay::load::run(
-        config,
-        |elapsed, sent, received| {
-            let done = (elapsed.as_secs_f64() / total).clamp(0.0, 1.0);
-            let bar: String = (0..30)
-                .map(|i| if (i as f64) < done * 30.0 { '#' } else { '.' })
-                .collect();
-            eprint!(
-                "\r[{bar}] {:>5.1}s sent {sent} received {received}   ",
-                elapsed.as_secs_f64()
-            );
-            if elapsed.as_secs_f64() >= 0.5 && elapsed.as_secs_f64() <= total {
-                if first.is_none() {
-                    first = Some(sample());
-                } else {
-                    last = Some(sample());
-                }
+    let report = runtime.block_on(switchboard_load::run(config, |elapsed, sent, received| {
+        let done = (elapsed.as_secs_f64() / total).clamp(0.0, 1.0);
+        let bar: String = (0..30)
+            .map(|i| if (i as f64) < done * 30.0 { '#' } else { '.' })
+            .collect();
+        eprint!(
+            "\r[{bar}] {:>5.1}s sent {sent} received {received}   ",
+            elapsed.as_secs_f64()
+        );
+        if elapsed.as_secs_f64() >= 0.5 && elapsed.as_secs_f64() <= total {
+            if first.is_none() {
+                first = Some(sample());
+            } else {
+                last = Some(sample());
             }
-        },
-    ));
+        }
+    }));
     eprintln!();
     let percent = |cpu0: f64, cpu1: f64, wall: f64| 100.0 * (cpu1 - cpu0) / wall.max(1e-9);
     let (mut server, mut bots_cpu) = (None, None);

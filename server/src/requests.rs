@@ -16,7 +16,7 @@ use std::time::Duration;
 use switchboard::manager::protocol::{self, Hello, RequestFrame};
 use switchboard::message::{TypedMessage, SESSION_CHANNEL};
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
-use switchboard_relay::load::{connect_from, source_address, Histogram};
+use switchboard_load::{connect_from, source_address, Histogram};
 use tokio::time::Instant;
 
 use crate::board::Board;

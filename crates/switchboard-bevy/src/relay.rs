@@ -21,10 +21,8 @@ use switchboard::smoothing::{SmoothingConfig, SnapshotBuffer};
 use switchboard::socket::Dialer;
 use switchboard::tls::ServerTrust;
 use switchboard::{Socket, SocketConfig, SocketEvent};
-use switchboard_relay::compact::{CompactDecoder, CompactRecord};
-use switchboard_relay::{
-    Hello, Redirect, RelayAction, RelayChannel, RelayOptions, Relayed, Transform, RELAY_CHANNEL,
-};
+use switchboard_relay::client_core::{RelayClientCore, RelayClientEvent};
+use switchboard_relay::{RelayAction, RelayChannel, RelayOptions, Transform};
 
 use crate::client::SwitchboardSystems;
 use crate::replicate::{NetTransform, Smoothed};
@@ -77,10 +75,11 @@ impl RelaySettings {
 pub struct Relay {
     settings: RelaySettings,
     socket: Option<Socket>,
-    /// Where to connect next, and what to say first there.
+    /// Where to connect next.
     target: String,
-    handover: Option<switchboard_relay::Handover>,
-    player_id: Option<u32>,
+    /// The relay session: what to say first on a connection (a hello, or
+    /// a redirect's ticket), the player id, the compact stream.
+    core: RelayClientCore,
     /// When to connect again after a loss.
     retry: Option<Instant>,
     last_sent: Option<Instant>,
@@ -92,8 +91,6 @@ pub struct Relay {
     players: HashMap<u32, Entity>,
     /// Entities of the zone the avatar left, despawned next frame.
     left_behind: Vec<Entity>,
-    /// This connection's compact stream, when it asked for one.
-    compact: Option<CompactDecoder>,
     epoch: Instant,
 }
 
@@ -101,7 +98,7 @@ impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relay")
             .field("target", &self.target)
-            .field("player_id", &self.player_id)
+            .field("player_id", &self.core.player_id())
             .field("zone", &self.settings.zone)
             .finish()
     }
@@ -110,7 +107,7 @@ impl std::fmt::Debug for Relay {
 impl Relay {
     /// This player's id on the relay (after its welcome).
     pub fn player_id(&self) -> Option<u32> {
-        self.player_id
+        self.core.player_id()
     }
 
     /// The zone the avatar is in.
@@ -143,7 +140,7 @@ impl Relay {
             None => Dialer::default(),
         };
         self.socket = Some(dialer.connect(&self.target, SocketConfig::default()));
-        self.player_id = None;
+        self.core.lost();
         self.last_sent = None;
     }
 
@@ -207,15 +204,18 @@ impl Plugin for RelayPlugin {
             target: self.settings.addr.clone(),
             settings: self.settings.clone(),
             socket: None,
-            handover: None,
-            player_id: None,
+            core: RelayClientCore::new(self.settings.name.clone(), false).with_options(
+                RelayOptions {
+                    batch: false,
+                    compact: self.settings.compact,
+                },
+            ),
             retry: None,
             last_sent: None,
             dirty: false,
             failures: 0,
             players: HashMap::new(),
             left_behind: Vec::new(),
-            compact: None,
             epoch: Instant::now(),
         };
         relay.connect();
@@ -262,25 +262,13 @@ fn receive(
     {
         match event {
             SocketEvent::Connected => {
-                match relay.handover.take() {
-                    Some(ticket) => relay.send(RelayAction::Handover, &ticket),
-                    None => relay.send(
-                        RelayAction::Hello,
-                        &Hello {
-                            name: relay.settings.name.clone(),
-                            bot: false,
-                        },
-                    ),
+                if let Some(socket) = &relay.socket {
+                    for message in relay.core.opened() {
+                        if let Err(err) = socket.send(&message) {
+                            tracing::debug!(%err, "relay message not sent");
+                        }
+                    }
                 }
-                // A new connection's compact stream starts from nothing.
-                relay.compact = relay.settings.compact.then(|| {
-                    let options = RelayOptions {
-                        batch: false,
-                        compact: true,
-                    };
-                    relay.send(RelayAction::Options, &options);
-                    CompactDecoder::new()
-                });
             }
             SocketEvent::Received(message) => on_message(
                 relay,
@@ -311,12 +299,12 @@ fn receive(
     }
     if let Some((reason, told)) = lost {
         relay.socket = None;
-        relay.player_id = None;
+        relay.core.lost();
         for (_, entity) in relay.players.drain() {
             commands.entity(entity).try_despawn();
         }
         // A redirect is followed at once; a loss waits, longer each time.
-        let wait = if relay.handover.is_some() {
+        let wait = if relay.core.redirected() {
             Duration::ZERO
         } else {
             relay.failures += 1;
@@ -335,78 +323,60 @@ fn on_message(
     events: &mut MessageWriter<RelayEvent>,
     others: &mut Query<&mut Smoothed<NetTransform>>,
 ) {
-    match message.action::<RelayAction>() {
-        Some(RelayAction::Welcome) => {
-            if let Ok(id) = message.content::<u32>() {
-                relay.player_id = Some(id);
+    // The core reads; what it reads changes the relay's entities, which
+    // live beside it: its events are taken in after it read the message.
+    let mut heard = Vec::new();
+    let mut broken = None;
+    relay.core.received(message, |event| match event {
+        RelayClientEvent::Transform(transform) => match transform.decode() {
+            Some((id, time, transform)) => {
+                heard.push(Heard::Moved(id, time, transform.into_owned()))
+            }
+            None => tracing::warn!("a relayed transform did not decode"),
+        },
+        RelayClientEvent::Welcome(id) => heard.push(Heard::Welcome(id)),
+        RelayClientEvent::Left(id) => heard.push(Heard::Left(id)),
+        RelayClientEvent::Notice(text) => heard.push(Heard::Said(RelayEvent::Notice(text))),
+        RelayClientEvent::Error(text) => heard.push(Heard::Said(RelayEvent::Error(text))),
+        RelayClientEvent::Redirect(redirect) => {
+            tracing::info!(to = redirect.addr, "the zone lives on another relay");
+            heard.push(Heard::Redirect(redirect.addr));
+        }
+        RelayClientEvent::Broken(why) => broken = Some(why),
+        _ => {}
+    });
+    for event in heard {
+        match event {
+            Heard::Moved(id, time, transform) => {
+                on_relayed(relay, (id, time), &transform, now, commands, others)
+            }
+            Heard::Welcome(id) => {
                 relay.failures = 0;
                 events.write(RelayEvent::Welcome(id));
             }
-        }
-        Some(RelayAction::Relayed) => {
-            let Ok(relayed) = message.content::<Relayed>() else {
-                tracing::warn!("a relayed transform did not decode");
-                return;
-            };
-            let heard = (relayed.player_id, relayed.server_time_ms);
-            on_relayed(relay, heard, &relayed.transform, now, commands, others);
-        }
-        Some(RelayAction::Compact) => {
-            let Some(mut decoder) = relay.compact.take() else {
-                return;
-            };
-            let read = decoder.read(message.content_bytes(), |record| match record {
-                CompactRecord::Transform {
-                    player_id,
-                    server_time_ms,
-                    transform,
-                    ..
-                } => {
-                    let heard = (player_id, server_time_ms);
-                    on_relayed(relay, heard, transform, now, commands, others);
-                }
-                CompactRecord::Left { player_id } => on_left(relay, player_id, commands, events),
-                CompactRecord::Message { action, content } => {
-                    let content = bytes::Bytes::copy_from_slice(content);
-                    let alone = NetMessage::from_raw(RELAY_CHANNEL, action, content);
-                    on_message(relay, &alone, now, commands, events, others);
-                }
-            });
-            match read {
-                Ok(_) => relay.compact = Some(decoder),
-                Err(err) => {
-                    // The stream cannot be followed past it: connect again.
-                    events.write(RelayEvent::Error(err.to_string()));
-                    if let Some(socket) = relay.socket.as_mut() {
-                        socket.close(&err.to_string());
-                    }
-                }
+            Heard::Left(id) => on_left(relay, id, commands, events),
+            Heard::Said(event) => {
+                events.write(event);
             }
+            Heard::Redirect(addr) => relay.target = addr,
         }
-        Some(RelayAction::Left) => {
-            if let Ok(id) = message.content::<u32>() {
-                on_left(relay, id, commands, events);
-            }
-        }
-        Some(RelayAction::Notice) => {
-            if let Ok(text) = message.content::<String>() {
-                events.write(RelayEvent::Notice(text));
-            }
-        }
-        Some(RelayAction::Error) => {
-            if let Ok(text) = message.content::<String>() {
-                events.write(RelayEvent::Error(text));
-            }
-        }
-        Some(RelayAction::Redirect) => {
-            if let Ok(redirect) = message.content::<Redirect>() {
-                tracing::info!(to = redirect.addr, "the zone lives on another relay");
-                relay.target = redirect.addr;
-                relay.handover = Some(redirect.ticket);
-            }
-        }
-        _ => tracing::debug!(action = message.action_id(), "relay message not used"),
     }
+    if let Some(why) = broken {
+        // The stream cannot be followed past it: connect again.
+        events.write(RelayEvent::Error(why.clone()));
+        if let Some(socket) = relay.socket.as_mut() {
+            socket.close(&why);
+        }
+    }
+}
+
+/// What one message told, in order, once the core has read it.
+enum Heard {
+    Moved(u32, u64, Transform),
+    Welcome(u32),
+    Left(u32),
+    Said(RelayEvent),
+    Redirect(String),
 }
 
 /// Another player's transform, stamped by the relay: its entity spawned
@@ -421,7 +391,7 @@ fn on_relayed(
 ) {
     // Our own echo, or one from the zone we just left (in flight when the
     // avatar moved).
-    if Some(player_id) == relay.player_id || transform.zone != relay.settings.zone {
+    if Some(player_id) == relay.core.player_id() || transform.zone != relay.settings.zone {
         return;
     }
     let pose = NetTransform {
@@ -477,7 +447,7 @@ fn draw(
 fn send_avatar(mut relay: NonSendMut<Relay>, avatar: Query<Ref<NetTransform>, With<RelayAvatar>>) {
     let Ok(pose) = avatar.single() else { return };
     relay.dirty |= pose.is_changed();
-    if relay.player_id.is_none() || relay.socket.is_none() {
+    if relay.core.player_id().is_none() || relay.socket.is_none() {
         return;
     }
     let now = Instant::now();

@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::server::{Hello, RelayAction, RelayChannel, Relayed};
+use crate::client_core::{RelayClientCore, RelayClientEvent};
+use crate::server::{RelayAction, RelayChannel};
 use crate::transform::{MovementState, Transform};
-use switchboard::message::Message;
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 
 /// What a bot does.
@@ -162,11 +162,8 @@ async fn run(
     let Ok(mut socket) = first.until_admitted(connect, BOT_JOIN_ATTEMPTS).await else {
         return;
     };
-    let hello = Hello {
-        name: config.name.clone(),
-        bot: true,
-    };
-    if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
+    let mut core = RelayClientCore::new(config.name.clone(), true);
+    for message in core.opened() {
         let _ = socket.send(&message);
     }
     // Real players' last positions, by id.
@@ -206,10 +203,8 @@ async fn run(
                         state: Some(me.state.clone()),
                         extra,
                     };
-                    if let Ok(message) = Message::new(RelayChannel, RelayAction::Transform, &transform) {
-                        if socket.send(&message).is_err() {
-                            return;
-                        }
+                    if socket.send_value(RelayChannel, RelayAction::Transform, &transform).is_err() {
+                        return;
                     }
                     last_sent = Instant::now();
                 }
@@ -222,26 +217,21 @@ async fn run(
                 me.idle = false;
             }
             event = socket.next_event() => match event {
-                Some(SocketEvent::Received(message)) => match message.action::<RelayAction>() {
-                    Some(RelayAction::Welcome) => {
-                        if let Ok(id) = message.content::<u32>() {
-                            player_id.store(id, Ordering::Relaxed);
-                        }
-                    }
-                    Some(RelayAction::Relayed) => {
-                        if let Ok(relayed) = message.content::<Relayed>() {
-                            if !relayed.transform.extra.contains_key("bot") {
-                                players.insert(relayed.player_id, relayed.transform.position);
+                Some(SocketEvent::Received(message)) => core.received(&message, |event| match event {
+                    RelayClientEvent::Welcome(id) => player_id.store(id, Ordering::Relaxed),
+                    RelayClientEvent::Transform(heard) => {
+                        // Real players only: bots mark theirs.
+                        if let Some(peek) = heard.peek("bot") {
+                            if peek.field.is_none() {
+                                players.insert(peek.player_id, peek.position);
                             }
                         }
                     }
-                    Some(RelayAction::Left) => {
-                        if let Ok(id) = message.content::<u32>() {
-                            players.remove(&id);
-                        }
+                    RelayClientEvent::Left(id) => {
+                        players.remove(&id);
                     }
                     _ => {}
-                },
+                }),
                 Some(SocketEvent::Disconnected(_)) | None => return,
                 Some(_) => {}
             },

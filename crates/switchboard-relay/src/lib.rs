@@ -15,10 +15,9 @@
 //! | `json` | the JSON-lines listener: connection caps, line limits, queues bounded in lines and bytes |
 //! | `admin` | the relay for its admin server (`switchboard::admin::AdminSource`): players, zones, counters, kick |
 //! | `transform` | [`Transform`] and its limits, JSON and native forms |
-//! | `bots` | scripted [`Bot`]s that move and chat like players |
-//! | [`load`] | the load tester: many bots, latency percentiles, losses, CPU and memory |
+//! | [`client_core`] | [`RelayClientCore`](client_core::RelayClientCore): the client side without IO (hello or handover ticket, options, every form the relay writes read into events, transforms read in place with `Heard::peek`), driven by the bots, the load tester (`switchboard-load`) and the Bevy plugin |
+//! | `bots` | scripted [`Bot`]s that move like players (on the client core), started by the operator from the admin page |
 //! | [`compact`] | compact transforms: quantized, as differences, senders and zones as small numbers ([`CompactEncoder`](compact::CompactEncoder) in the relay, [`CompactDecoder`](compact::CompactDecoder) in a client) |
-//! | `stamp` | the load tester's stamp in a transform, read back without allocating |
 //! | `wire` | bincode's varints by hand, for the paths that read and write in place |
 //! | [`record`] | recording the core's calls off its path ([`RelayRecorder`](record::RelayRecorder)) and replaying them on a fresh core ([`replay`](record::replay)) |
 //! | `zones` | zones across relay processes: [`ZoneRouting`], the directory's trait, handover tickets |
@@ -28,16 +27,15 @@
 
 mod admin;
 mod bots;
+pub mod client_core;
 pub mod compact;
 mod dispatch;
 mod hub;
 pub mod interest;
 mod json;
-pub mod load;
 mod log;
 pub mod record;
 mod server;
-mod stamp;
 mod transform;
 mod wire;
 mod zones;

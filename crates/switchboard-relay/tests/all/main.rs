@@ -1,7 +1,7 @@
 //! The relay crate's integration tests, in one test binary: one build and
 //! one link for all of them, and the tests of every file share the test
 //! threads. Each module is one concern, as each file was (`cargo test -p
-//! switchboard-relay --test all load::` runs one).
+//! switchboard-relay --test all bots::` runs one).
 
 #[path = "../../../../tests/common/mod.rs"]
 mod common;
@@ -18,6 +18,5 @@ mod browser;
 mod compact_vectors;
 mod fuzz_corpora;
 mod json;
-mod load;
 mod record;
 mod relay;

@@ -6,18 +6,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::walk::{Checked, Ids, Walk};
-use super::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
-use crate::compact::{CompactDecoder, CompactRecord};
-use crate::server::{Hello, RelayAction, RelayChannel};
-use crate::stamp::{self, Heard, Stamp};
-use crate::transform::Transform;
-use switchboard::message::Message;
-use switchboard::socket::{IdBuildHasher, SocketEvent};
+use crate::stamp::{self, Stamp};
+use crate::walk::{Checked, Ids, Walk};
+use crate::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
+use switchboard::socket::{IdBuildHasher, SocketEvent, SocketStream};
+use switchboard_relay::client_core::{Heard, RelayClientCore, RelayClientEvent};
+use switchboard_relay::{Redirect, RelayAction, RelayChannel, Transform};
 
 /// Bot `index` of `plan`, until the test ends: its latencies go into its
 /// group's `histogram`, its counts are returned.
-pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>) -> Counts {
+pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>) -> Counts {
     let mut counts = Counts::default();
     // Arrive in a stream, not all in one instant (the relay bounds
     // connections still in their handshake): 50 bots every 20 ms.
@@ -32,7 +30,7 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     };
     // A relay busy with handshakes (many bots behind one address) asks
     // some to come back later: they do.
-    let mut socket = match first.until_admitted(reopen, super::JOIN_ATTEMPTS).await {
+    let mut socket = match first.until_admitted(reopen, crate::JOIN_ATTEMPTS).await {
         Ok(socket) => socket,
         Err(reason) => {
             tracing::warn!(bot = index, %reason, "load bot could not join");
@@ -41,15 +39,11 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         }
     };
     counts.connected = true;
-    let hello = Hello {
-        name: format!("load-{index}"),
-        bot: true,
-    };
-    if let Ok(message) = Message::new(RelayChannel, RelayAction::Hello, &hello) {
+    let mut core = RelayClientCore::new(format!("load-{index}"), true).with_options(plan.options);
+    for message in core.opened() {
         let _ = socket.send(&message);
     }
-    ask_options(plan, &mut socket);
-    let mut senders = Senders::default();
+    let mut stamps = Stamps::default();
     let period = plan.interval.unwrap_or(Duration::from_secs(3600));
     let offset = period.mul_f64(plan.phases.of(index));
     // One transform, its stamp rewritten in place for each send.
@@ -124,7 +118,14 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 let received = counts.received;
                 let next = {
                     let mut histogram = histogram.lock().expect("histogram");
-                    take_events(event, &mut socket, epoch, &mut counts, &mut senders, &mut histogram, &mut watch)
+                    let mut seen = Seen {
+                        now_us: epoch.elapsed().as_micros() as u64,
+                        counts: &mut counts,
+                        stamps: &mut stamps,
+                        histogram: &mut histogram,
+                        watch: &mut watch,
+                    };
+                    seen.take(event, &mut socket, &mut core)
                 };
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
                 if let Next::Ended = next {
@@ -148,10 +149,12 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                     };
                     counts.wire_bytes += socket.handle().stats().bytes_in;
                     socket = next;
-                    let _ = socket.send_value(RelayChannel, RelayAction::Handover, &to.ticket);
-                    ask_options(plan, &mut socket);
-                    // A new connection: a compact stream starts afresh.
-                    senders.compact = CompactDecoder::new();
+                    // The ticket, then the options: a compact stream
+                    // starts afresh.
+                    core.lost();
+                    for message in core.opened() {
+                        let _ = socket.send(&message);
+                    }
                     counts.handovers += 1;
                 }
             }
@@ -165,50 +168,22 @@ pub(super) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     counts
 }
 
-/// Takes in `first` and whatever else has arrived with it, on one reading
-/// of the clock; stops at a redirect or the end of the connection.
-fn take_events(
-    first: Option<SocketEvent>,
-    socket: &mut switchboard::socket::SocketStream,
-    epoch: tokio::time::Instant,
-    counts: &mut Counts,
-    senders: &mut Senders,
-    histogram: &mut Histogram,
-    watch: &mut Option<Watch<'_>>,
-) -> Next {
-    let now_us = epoch.elapsed().as_micros() as u64;
-    let mut event = first;
-    loop {
-        let Some(this) = event else {
-            return Next::Ended;
-        };
-        match on_event(this, now_us, counts, senders, histogram, watch) {
-            Next::Go => {}
-            other => return other,
-        }
-        event = socket.try_next_event();
-        if event.is_none() {
-            return Next::Go;
-        }
-    }
-}
-
 /// One bot's counts.
 #[derive(Debug, Default)]
-pub(super) struct Counts {
-    pub(super) sent: u64,
-    pub(super) received: u64,
-    pub(super) bytes: u64,
+pub(crate) struct Counts {
+    pub(crate) sent: u64,
+    pub(crate) received: u64,
+    pub(crate) bytes: u64,
     /// Bytes its connections read off the wire (frames, handshake and
     /// keep-alives included).
-    pub(super) wire_bytes: u64,
-    pub(super) lost: u64,
-    pub(super) errors: u64,
-    pub(super) connected: bool,
-    pub(super) disconnected: bool,
-    pub(super) handovers: u64,
+    pub(crate) wire_bytes: u64,
+    pub(crate) lost: u64,
+    pub(crate) errors: u64,
+    pub(crate) connected: bool,
+    pub(crate) disconnected: bool,
+    pub(crate) handovers: u64,
     /// What a walking bot's checks found.
-    pub(super) checked: Checked,
+    pub(crate) checked: Checked,
 }
 
 /// A walking bot's view of the others: when it last heard each, and what
@@ -244,47 +219,87 @@ impl Watch<'_> {
     }
 }
 
-/// Sends the relay the options the test asks for, if any.
-fn ask_options(plan: &Plan, socket: &mut switchboard::socket::SocketStream) {
-    if plan.options != crate::RelayOptions::default() {
-        let _ = socket.send_value(RelayChannel, RelayAction::Options, &plan.options);
-    }
-}
+/// Each sender's last stamp's sequence number, and the transforms heard
+/// from it since.
+type Stamps = HashMap<u32, (u64, u64), IdBuildHasher>;
 
-/// What a bot holds of the others: each sender's last stamp's sequence
-/// number and the transforms heard since it, and its connection's compact
-/// stream.
-#[derive(Default)]
-struct Senders {
-    stamps: HashMap<u32, (u64, u64), IdBuildHasher>,
-    compact: CompactDecoder,
-}
-
-/// What a bot takes a relayed transform into.
+/// What a bot takes what it hears into, on one reading of the clock.
 struct Seen<'a, 'w> {
     now_us: u64,
     counts: &'a mut Counts,
-    stamps: &'a mut HashMap<u32, (u64, u64), IdBuildHasher>,
+    stamps: &'a mut Stamps,
     histogram: &'a mut Histogram,
     watch: &'a mut Option<Watch<'w>>,
 }
 
 impl Seen<'_, '_> {
-    /// A relayed transform's content, alone or in a batch.
-    fn relayed(&mut self, content: &[u8]) {
-        if let Some(Heard {
-            player_id,
-            position,
-            stamp,
-        }) = stamp::read(content)
-        {
-            self.heard(player_id, position, stamp);
+    /// Takes in `first` and whatever else has arrived with it; stops at a
+    /// redirect or the end of the connection.
+    fn take(
+        &mut self,
+        first: Option<SocketEvent>,
+        socket: &mut SocketStream,
+        core: &mut RelayClientCore,
+    ) -> Next {
+        let mut event = first;
+        loop {
+            let next = match event {
+                None | Some(SocketEvent::Disconnected(_)) => return Next::Ended,
+                Some(SocketEvent::Connected) => {
+                    self.counts.connected = true;
+                    Next::Go
+                }
+                Some(SocketEvent::Error(_)) => {
+                    self.counts.errors += 1;
+                    Next::Go
+                }
+                Some(SocketEvent::Received(message)) => {
+                    self.counts.bytes += message.content_bytes().len() as u64 + 10;
+                    let mut next = Next::Go;
+                    core.received(&message, |event| self.event(event, &mut next));
+                    next
+                }
+            };
+            if !matches!(next, Next::Go) {
+                return next;
+            }
+            event = socket.try_next_event();
+            if event.is_none() {
+                return Next::Go;
+            }
         }
     }
 
-    /// A transform from `player_id` at `position`, with its stamp if it
-    /// carries one.
-    fn heard(&mut self, player_id: u32, position: [f32; 3], stamp: Option<Stamp>) {
+    /// One thing the relay said.
+    fn event(&mut self, event: RelayClientEvent<'_>, next: &mut Next) {
+        match event {
+            RelayClientEvent::Transform(heard) => self.heard(heard),
+            RelayClientEvent::Welcome(id) => {
+                if let Some(watch) = self.watch.as_ref() {
+                    watch.plan_ids.set(watch.index, id);
+                }
+            }
+            RelayClientEvent::Error(_) => self.counts.errors += 1,
+            RelayClientEvent::Redirect(to) => {
+                if matches!(next, Next::Go) {
+                    *next = Next::Redirect(to);
+                }
+            }
+            RelayClientEvent::Broken(err) => {
+                tracing::warn!(%err, "load bot: what the relay sent did not read");
+                self.counts.errors += 1;
+                *next = Next::Ended;
+            }
+            _ => {}
+        }
+    }
+
+    /// A transform, with its stamp if it brought one.
+    fn heard(&mut self, heard: Heard<'_>) {
+        let Some(peek) = heard.peek(stamp::FIELD) else {
+            return;
+        };
+        let (player_id, stamp) = (peek.player_id, peek.field.and_then(Stamp::parse));
         let previous = self.stamps.get(&player_id).copied();
         if let (Some(s), Some((seq, _))) = (stamp, previous) {
             // An entry snapshot repeating the last or an older transform.
@@ -294,7 +309,7 @@ impl Seen<'_, '_> {
         }
         self.counts.received += 1;
         if let Some(watch) = self.watch.as_mut() {
-            watch.heard(player_id, position, self.now_us);
+            watch.heard(player_id, peek.position, self.now_us);
         }
         let Some(Stamp { seq, sent_us }) = stamp else {
             if let Some((_, since)) = self.stamps.get_mut(&player_id) {
@@ -314,115 +329,12 @@ impl Seen<'_, '_> {
             self.histogram.record(self.now_us.saturating_sub(sent_us));
         }
     }
-
-    /// A `Compact` frame's content: its transforms, and its other messages
-    /// as if they had come alone.
-    fn compact(&mut self, decoder: &mut CompactDecoder, content: &[u8]) -> Next {
-        let mut next = Next::Go;
-        let read = decoder.read(content, |record| match record {
-            CompactRecord::Transform {
-                player_id,
-                transform,
-                extra_changed,
-                ..
-            } => {
-                // Unknown fields that did not come with this record are
-                // the ones held from before: its own carry no stamp.
-                let stamp = extra_changed
-                    .then(|| Stamp::of_extra(&transform.extra))
-                    .flatten();
-                self.heard(player_id, transform.position, stamp);
-            }
-            CompactRecord::Left { .. } => {}
-            CompactRecord::Message { action, content } => {
-                let message = Message::from_raw(
-                    crate::server::RELAY_CHANNEL,
-                    action,
-                    bytes::Bytes::copy_from_slice(content),
-                );
-                if let Next::Go = next {
-                    next = other_message(&message, self.counts, self.watch);
-                }
-            }
-        });
-        if let Err(err) = read {
-            tracing::warn!(%err, "load bot: a compact frame");
-            self.counts.errors += 1;
-            return Next::Ended;
-        }
-        next
-    }
 }
 
 /// What a bot does after an event.
 enum Next {
     Go,
     /// Its zone lives on another relay.
-    Redirect(crate::Redirect),
+    Redirect(Redirect),
     Ended,
-}
-
-/// Takes one event in.
-fn on_event(
-    event: SocketEvent,
-    now_us: u64,
-    counts: &mut Counts,
-    senders: &mut Senders,
-    histogram: &mut Histogram,
-    watch: &mut Option<Watch<'_>>,
-) -> Next {
-    match event {
-        SocketEvent::Connected => counts.connected = true,
-        SocketEvent::Received(message) => {
-            counts.bytes += message.content_bytes().len() as u64 + 10;
-            let action = message.action::<RelayAction>();
-            if let Some(form @ (RelayAction::Relayed | RelayAction::Batch | RelayAction::Compact)) =
-                action
-            {
-                let mut seen = Seen {
-                    now_us,
-                    counts,
-                    stamps: &mut senders.stamps,
-                    histogram,
-                    watch,
-                };
-                let content = message.content_bytes();
-                if form == RelayAction::Compact {
-                    return seen.compact(&mut senders.compact, content);
-                }
-                if form == RelayAction::Relayed {
-                    seen.relayed(content);
-                } else if let Some(messages) = stamp::batch_messages(content) {
-                    let relayed = switchboard::message::Action::id(RelayAction::Relayed);
-                    for (_, content) in messages.filter(|(a, _)| *a == relayed) {
-                        seen.relayed(content);
-                    }
-                }
-                return Next::Go;
-            }
-            return other_message(&message, counts, watch);
-        }
-        SocketEvent::Error(_) => counts.errors += 1,
-        SocketEvent::Disconnected(_) => return Next::Ended,
-    }
-    Next::Go
-}
-
-/// A relay message that is not a transform: a welcome, an error, a
-/// redirect.
-fn other_message(message: &Message, counts: &mut Counts, watch: &Option<Watch<'_>>) -> Next {
-    match message.action::<RelayAction>() {
-        Some(RelayAction::Welcome) => {
-            if let (Some(watch), Ok(id)) = (watch.as_ref(), message.content::<u32>()) {
-                watch.plan_ids.set(watch.index, id);
-            }
-        }
-        Some(RelayAction::Error) => counts.errors += 1,
-        Some(RelayAction::Redirect) => match message.content() {
-            Ok(redirect) => return Next::Redirect(redirect),
-            Err(_) => counts.errors += 1,
-        },
-        _ => {}
-    }
-    Next::Go
 }

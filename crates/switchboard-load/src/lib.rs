@@ -13,6 +13,23 @@
 //! In the moving mode (`LoadConfig::walk`, `walk.rs`) the bots walk one
 //! world and check what they hear against where the others are: for a relay
 //! with interest by distance.
+//!
+//! Each bot drives the relay's client core
+//! (`switchboard_relay::client_core::RelayClientCore`), as the relay's
+//! scripted bots and the Bevy plugin do.
+//!
+//! ## Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | the root | [`LoadConfig`], [`run`], [`LoadReport`]: the test, its groups of bots, the totals |
+//! | `bot` | one bot: connects, sends stamped transforms, takes in what it hears |
+//! | `stamp` | the stamp in a transform's extra field |
+//! | [`histogram`](Histogram) | latencies in log-linear buckets, percentiles |
+//! | [`walk`](Walk) | the moving mode: where each bot walks, what it should hear |
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -26,6 +43,7 @@ use switchboard::socket::{SocketConfig, SocketStream};
 
 mod bot;
 mod histogram;
+mod stamp;
 mod walk;
 
 pub use histogram::Histogram;
@@ -99,10 +117,10 @@ pub struct LoadConfig {
     /// all bots in one world, walking, checking what they hear against a
     /// relay with interest by distance.
     pub walk: Option<Walk>,
-    /// What the bots ask of the relay ([`RelayOptions`](crate::RelayOptions);
+    /// What the bots ask of the relay ([`RelayOptions`](switchboard_relay::RelayOptions);
     /// default nothing): batches (a write's messages in one frame), compact
     /// transforms.
-    pub options: crate::RelayOptions,
+    pub options: switchboard_relay::RelayOptions,
     /// Every how many transforms carry the load tester's stamp (its
     /// sequence number and send time, in an extra field); 1, every one.
     /// The others carry no extra field, so that a walking bot's compact
@@ -202,7 +220,7 @@ struct Plan {
     zone_size: usize,
     phases: Phases,
     walk: Option<Walk>,
-    options: crate::RelayOptions,
+    options: switchboard_relay::RelayOptions,
     stamp_every: u64,
     tls: Option<switchboard::tls::TlsClient>,
     ids: walk::Ids,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use switchboard_relay::load::{self, LoadConfig, LoadReport, Phases};
+use switchboard_load::{self as load, LoadConfig, LoadReport, Phases};
 use switchboard_relay::RelayServer;
 
 async fn run(bots: usize, rate: f64, zone_size: usize, seconds: u64) -> LoadReport {
