@@ -35,7 +35,8 @@
 //! | [`client`] | [`ClientCore`](client::ClientCore) (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
 //! | [`record`] | (from `switchboard-proto`) recordings of a server's session and their exact replay; `ManagerConfig::record` turns recording on, `ManagerHandle::start_recording` starts one mid-game (from a snapshot) |
 //! | [`spectate`] | a recording served live: spectators connect with the game's own client and watch one recorded player's view, paced as recorded |
-//! | [`harness`] | (from `switchboard-proto`) client cores and a manager core on an in-memory network with a clock the test moves |
+//! | `harness` | (from `switchboard-proto`, feature `harness`) client cores and a manager core on an in-memory network with a clock the test moves; `harness::netsim`, a simulated link with a seed |
+//! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`Predictor`](smoothing::Predictor): the player's own entity moved at once and reconciled (no IO) |
 //! | [`admin`] | what a server reports to its operator ([`AdminSource`](admin::AdminSource): clients, counters, places, log; kick, notice, bots, recording), with no HTTP in it; [`ManagerAdmin`](admin::ManagerAdmin) for any `ServerManager`. `switchboard-admin` serves a source as the admin page and `/metrics` |
 //! | [`lifecycle`] | how every server runs and stops: [`Running`](lifecycle::Running) (an awaitable `shutdown` that gives back what the server returns), [`StopHandle`](lifecycle::StopHandle), [`ServerError`] |
 //! | [`process`] | [`LocalServer`]: the server as a child process, with a ready line and parent-death exit; the open-file limit raised at start and shared among a server's listeners |
@@ -88,6 +89,7 @@ pub mod admin;
 pub mod client;
 pub mod lifecycle;
 pub use switchboard_proto::codec;
+#[cfg(feature = "harness")]
 pub use switchboard_proto::harness;
 pub use switchboard_proto::histogram;
 pub mod manager;
@@ -95,13 +97,13 @@ pub use switchboard_proto::message;
 pub mod prelude;
 pub mod process;
 pub use switchboard_proto::record;
-pub use switchboard_proto::smoothing;
 pub use switchboard_proto::token;
 pub mod router;
 pub mod runtime;
 pub mod scenario;
 pub mod session;
 pub mod signal;
+pub mod smoothing;
 pub mod socket;
 pub mod spectate;
 pub mod tls;

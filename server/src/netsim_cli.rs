@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use switchboard::smoothing::netsim::{Link, NetSimConfig};
+use switchboard::harness::netsim::{Link, NetSimConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};

@@ -83,7 +83,7 @@ impl GameLogic for Counter {
 
 #[test]
 fn a_player_behind_a_simulated_network_waits_its_latency_each_way() {
-    use switchboard::smoothing::netsim::NetSimConfig;
+    use switchboard::harness::netsim::NetSimConfig;
     let mut net = Harness::new(ManagerRules::default(), Counter::default(), Instant::now());
     let near = net.join(switchboard::ClientConfig::named("near"));
     assert!(net.client(near).is_welcomed(), "no network: at once");

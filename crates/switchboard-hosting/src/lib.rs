@@ -21,6 +21,7 @@
 //! | `portmap::pcp` | PCP and NAT-PMP through `crab_nat` |
 //! | `portmap::upnp` | UPnP IGD through `igd-next` |
 //! | [`rendezvous`] | the join-code relay: [`RendezvousServer`] and its limits ([`RendezvousConfig`]); [`HostLink`], a host's side (a control connection out, a data connection per player, given to the game's server) |
+//! | [`rendezvous::frames`] | the relay's own frames: a player's join, a host's registration, its code, incoming players, data connections (`docs/PROTOCOL.md` section 12) |
 //! | `rendezvous::games` | codes, secrets, players waiting for their host, per-address counts, each code's pace |
 //! | `rendezvous::serve` | what each connection says it is (a join, a host, a data connection) and what is done with it |
 //! | `rendezvous::pipe` | a player's frames to its host and back, each bounded and paced; refusals a client reads |

@@ -293,7 +293,7 @@ impl Listed {
             .tags
             .iter()
             .find(|(key, value)| {
-                key == JOIN_TAG && switchboard_proto::rendezvous::split_join_addr(value).is_some()
+                key == JOIN_TAG && switchboard_proto::join_code::split_join_addr(value).is_some()
             })
             .map_or_else(|| self.addr.to_string(), |(_, value)| value.clone())
     }

@@ -20,10 +20,9 @@
 //! | [`client`] | [`ClientCore`](client::ClientCore): the client's session as a state machine (hello, welcome, reconnects with backoff and jitter, request verdicts), its settings and its errors |
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs; a recording started mid-game begins with a snapshot of the core ([`ManagerCore::capture`](manager::core::ManagerCore::capture), its instants written by [`record::clock`]) |
-//! | [`rendezvous`] | the join-code relay's frames: a player's join, a host's registration, its code, incoming players, data connections |
+//! | [`join_code`] | the join-code address `CODE@host:port` a listing names and a dialer reads (the relay's frames are `switchboard-hosting`'s) |
 //! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
-//! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`netsim`](smoothing::netsim): a simulated network link with a seed |
-//! | [`harness`] | client cores and a manager core on an in-memory network, with a clock the test moves |
+//! | `harness` | (feature `harness`) client cores and a manager core on an in-memory network, with a clock the test moves; `harness::netsim`: a simulated network link with a seed |
 //!
 //! A game whose loop is not tokio's drives a client with
 //! [`ConnectionCore`](connection::ConnectionCore) and
@@ -55,16 +54,16 @@ pub mod client;
 pub mod codec;
 pub mod connection;
 pub mod entropy;
+#[cfg(feature = "harness")]
 pub mod harness;
 pub mod histogram;
+pub mod join_code;
 pub mod limits;
 pub mod manager;
 pub mod message;
 pub mod reason;
 pub mod record;
-pub mod rendezvous;
 pub mod session;
-pub mod smoothing;
 pub mod token;
 
 /// The protocol version this build speaks; both ends must match (the

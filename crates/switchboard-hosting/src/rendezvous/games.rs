@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::frames::{Frame, Secret, SECRET_LEN};
 use switchboard::tls::Secured;
+use switchboard_proto::join_code::CODE_ALPHABET;
 use switchboard_proto::limits::{address_key, prefix_key, KeyedLimiter, RateLimit};
-use switchboard_proto::rendezvous::{Frame, Secret, CODE_ALPHABET, SECRET_LEN};
 use tokio::sync::{mpsc, oneshot};
 
 use super::serve::Shared;
@@ -448,6 +449,6 @@ mod tests {
     fn codes_are_six_letters_of_the_alphabet() {
         let code = random_code().unwrap();
         assert_eq!(code.len(), CODE_LEN);
-        assert!(switchboard_proto::rendezvous::normalize_code(&code).as_deref() == Some(&*code));
+        assert!(switchboard_proto::join_code::normalize_code(&code).as_deref() == Some(&*code));
     }
 }

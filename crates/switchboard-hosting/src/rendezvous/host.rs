@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::frames::{Frame, Secret, MAX_FRAME_LEN, VERSION};
 use futures::StreamExt;
 use switchboard::socket::{ByteStream, Dialer};
 use switchboard::tls::{default_data_dir, Fingerprint, ServerIdentity, TlsServer};
-use switchboard_proto::rendezvous::{Frame, Secret, MAX_FRAME_LEN, VERSION};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};

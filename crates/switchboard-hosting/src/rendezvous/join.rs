@@ -7,9 +7,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use super::frames::Frame;
 use switchboard::socket::{Connector, Dialer, Opening, Transport};
 use switchboard::tls::TlsClient;
-use switchboard_proto::rendezvous::{split_join_addr, Frame};
+use switchboard_proto::join_code::split_join_addr;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 

@@ -13,10 +13,11 @@
 //! WebSocket players (a message per frame, `ws://relay:port/CODE`) and the
 //! host's own validation work as over a direct connection. The host side
 //! is [`HostLink`]; a player's client dials `CODE@relay:port` through
-//! [`JoinCodes`]; the frames are `switchboard_proto::rendezvous`
+//! [`JoinCodes`]; the frames are [`frames`]
 //! (`docs/PROTOCOL.md` section 12); the limits are [`RendezvousConfig`]
 //! (`docs/SECURITY.md`).
 
+pub mod frames;
 mod games;
 mod host;
 mod join;

@@ -6,14 +6,15 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::frames::{Frame, MAX_FRAME_LEN, VERSION};
 use futures::StreamExt;
 use switchboard::socket::{
     accept_upgrade, forbid, Arrival, Listener, ListenerCaps, ListenerLimits, Upgrade, UpgradeRules,
 };
 use switchboard::tls::{Accepted, Secured, TlsServer, PLAINTEXT_REFUSED};
 use switchboard_proto::connection::control;
+use switchboard_proto::join_code::normalize_code;
 use switchboard_proto::reason::CloseCode;
-use switchboard_proto::rendezvous::{normalize_code, Frame, MAX_FRAME_LEN, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -180,7 +181,7 @@ async fn first_frame(arrival: Arrival, shared: &Arc<Shared>, tls: Option<&TlsSer
     places.handshake_done();
     let frame = match body.split_first() {
         Some((0, payload)) => Frame::parse(payload),
-        _ => Err(switchboard_proto::rendezvous::BadFrame("flags set")),
+        _ => Err(super::frames::BadFrame("flags set")),
     };
     match frame {
         Ok(Frame::Join { code }) => {
@@ -350,7 +351,7 @@ async fn host(
     mut stream: Secured,
     addr: SocketAddr,
     version: u16,
-    keep: Option<(String, switchboard_proto::rendezvous::Secret)>,
+    keep: Option<(String, super::frames::Secret)>,
     shared: &Arc<Shared>,
 ) {
     let config = &shared.config;

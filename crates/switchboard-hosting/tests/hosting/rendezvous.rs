@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use switchboard::prelude::*;
 use switchboard::ClientEvent;
+use switchboard_hosting::rendezvous::frames::Frame;
 use switchboard_hosting::{
     HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
 };
-use switchboard_proto::rendezvous::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

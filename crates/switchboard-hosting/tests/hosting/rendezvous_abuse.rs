@@ -6,9 +6,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use switchboard_hosting::rendezvous::frames::{Frame, Secret, VERSION};
 use switchboard_hosting::RendezvousConfig;
 use switchboard_proto::connection::control::hello_frame;
-use switchboard_proto::rendezvous::{Frame, Secret, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 

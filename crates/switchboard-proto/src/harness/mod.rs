@@ -45,6 +45,7 @@
 //! net.advance(Duration::from_secs(1));
 //! ```
 
+pub mod netsim;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
@@ -65,7 +66,7 @@ use crate::manager::LogEntry;
 use crate::message::{Message, PeerId, TypedMessage};
 use crate::reason::{CloseCode, DisconnectReason, IoFailure};
 use crate::session::ClientId;
-use crate::smoothing::netsim::{Link, NetSimConfig};
+use netsim::{Link, NetSimConfig};
 
 /// A client in the harness (its index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::netsim::{Link, NetSimConfig};
 use super::*;
+use switchboard_proto::harness::netsim::{Link, NetSimConfig};
 
 /// Where the sender truly is at server time `ms`: a circle of radius 10,
 /// one radian a second (10 units a second).

@@ -2,12 +2,12 @@
 //! another player's or an entity's snapshots at an adaptive delay,
 //! interpolated (`docs/SMOOTHING.md`); [`Predictor`] moves the player's own
 //! entity at once and reconciles it with the server's [`Acked`] states
-//! without a jump; [`netsim::Link`] simulates what a
-//! real network does to them (latency, jitter, a bandwidth cap, the stalls
-//! of a reliable transport), with a seed, for tests and demos.
+//! without a jump. The harness's `netsim::Link` (feature `harness`)
+//! simulates what a real network does to them (latency, jitter, a
+//! bandwidth cap, the stalls of a reliable transport), with a seed, for
+//! tests and demos.
 
 mod interpolate;
-pub mod netsim;
 mod prediction;
 
 pub use interpolate::{
