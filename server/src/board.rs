@@ -373,7 +373,7 @@ impl GameLogic for BoardLogic {
 
     /// The whole board (a recording started mid-game begins with it).
     fn snapshot(&self, now: std::time::Instant) -> Result<Vec<u8>, String> {
-        switchboard::record::clock::encode_at(now, self)
+        Ok(switchboard::record::clock::encode_at(now, self)?)
     }
 
     fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {

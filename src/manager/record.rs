@@ -25,17 +25,19 @@ use super::{ManagerAction, ManagerEvent, ManagerRules};
 use crate::message::{Message, PeerId};
 use crate::session::{Entropy, OsEntropy};
 
-/// Why a recording did not start ([`ManagerHandle::start_recording`](super::ManagerHandle::start_recording)).
+/// Why a recording did not start ([`ManagerHandle::start_recording`](super::ManagerHandle::start_recording);
+/// a relay's, `RelayHandle::start_recording`, with the relay's snapshot
+/// error as `S`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum StartRecordingError {
+pub enum StartRecordingError<S = SnapshotError> {
     /// One runs already (to this file): stop it first.
     #[error("already recording to {} (stop it first)", .0.display())]
     AlreadyRecording(PathBuf),
-    /// The core and its game could not be captured (a game that takes no
+    /// The server's state could not be captured (a game that takes no
     /// snapshot, most often).
     #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
+    Snapshot(S),
     /// The file could not be created or its header written.
     #[error("{}: {source}", path.display())]
     File {
@@ -47,6 +49,12 @@ pub enum StartRecordingError {
     /// The server stopped before it answered.
     #[error("the server has stopped")]
     Stopped,
+}
+
+impl From<SnapshotError> for StartRecordingError {
+    fn from(err: SnapshotError) -> Self {
+        StartRecordingError::Snapshot(err)
+    }
 }
 
 /// Where and how a server records its session (`ManagerConfig::record`).

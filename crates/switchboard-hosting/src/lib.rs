@@ -48,7 +48,7 @@ pub mod portmap;
 pub mod rendezvous;
 
 pub use lease::{MapStatus, PortLease, PortMapper};
-pub use portmap::{map_port, GatewayError, MapError, Mapping, Method, PortMapConfig};
+pub use portmap::{map_port, GatewayError, MapError, Mapping, Method, NoGateway, PortMapConfig};
 pub use rendezvous::{
     HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousConfig, RendezvousServer,
     RendezvousStats,

@@ -48,7 +48,7 @@ pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use master::Master;
 pub use probe::probe_reachable;
-pub use protocol::{Filter, ListPage, ListRequest, Listed, ProbeResult, ServerInfo};
+pub use protocol::{Filter, ListPage, ListRequest, Listed, ListingError, ProbeResult, ServerInfo};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
 pub use server::{MasterBuilder, MasterHandle, MasterServer, MasterSnapshot, RunningMaster};
 

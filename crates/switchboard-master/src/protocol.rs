@@ -59,10 +59,36 @@ pub struct ServerInfo {
     pub tags: Vec<(String, String)>,
 }
 
+/// Why a listing or a list request's filter breaks the master's limits
+/// ([`ServerInfo::check`], [`Filter::check`]); its text is what the peer
+/// is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListingError {
+    /// A text of this many bytes (the limit is [`MAX_TEXT`]).
+    #[error("a text of {0} bytes (the limit is {MAX_TEXT})")]
+    TextTooLong(usize),
+    /// Control characters in a text.
+    #[error("control characters in a text")]
+    ControlCharacters,
+    /// This many tags (the limit is [`MAX_TAGS`]).
+    #[error("{0} tags (the limit is {MAX_TAGS})")]
+    TooManyTags(usize),
+    /// More players than places, or more bots than players.
+    #[error("player counts do not add up")]
+    PlayerCounts,
+    /// A filter of this many tags (the limit is [`MAX_TAGS`]).
+    #[error("a filter of {0} tags (the limit is {MAX_TAGS})")]
+    FilterTooManyTags(usize),
+    /// A filter text of this many bytes (the limit is [`MAX_TEXT`]).
+    #[error("a filter text of {0} bytes (the limit is {MAX_TEXT})")]
+    FilterTextTooLong(usize),
+}
+
 impl ServerInfo {
     /// Checks the limits: texts of at most [`MAX_TEXT`] bytes, at most
     /// [`MAX_TAGS`] tags, no control characters.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ListingError> {
         let texts = [
             &self.name,
             &self.game_type,
@@ -73,23 +99,17 @@ impl ServerInfo {
         let tag_texts = self.tags.iter().flat_map(|(k, v)| [k, v]);
         for text in texts.into_iter().chain(tag_texts) {
             if text.len() > MAX_TEXT {
-                return Err(format!(
-                    "a text of {} bytes (the limit is {MAX_TEXT})",
-                    text.len()
-                ));
+                return Err(ListingError::TextTooLong(text.len()));
             }
             if text.chars().any(char::is_control) {
-                return Err("control characters in a text".into());
+                return Err(ListingError::ControlCharacters);
             }
         }
         if self.tags.len() > MAX_TAGS {
-            return Err(format!(
-                "{} tags (the limit is {MAX_TAGS})",
-                self.tags.len()
-            ));
+            return Err(ListingError::TooManyTags(self.tags.len()));
         }
         if self.players > self.max_players || self.bots > self.players {
-            return Err("player counts do not add up".into());
+            return Err(ListingError::PlayerCounts);
         }
         Ok(())
     }
@@ -221,21 +241,15 @@ impl Filter {
     /// so such a filter could match nothing anyway). A filter past them is
     /// refused before any server is looked at, so that matching costs at
     /// most `MAX_TAGS × MAX_TAGS` comparisons of short texts per server.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ListingError> {
         if self.tags.len() > MAX_TAGS {
-            return Err(format!(
-                "a filter of {} tags (the limit is {MAX_TAGS})",
-                self.tags.len()
-            ));
+            return Err(ListingError::FilterTooManyTags(self.tags.len()));
         }
         let texts = [&self.game_type, &self.scenario, &self.version, &self.region];
         let tag_texts = self.tags.iter().flat_map(|(k, v)| [Some(k), Some(v)]);
         for text in texts.into_iter().map(Option::as_ref).chain(tag_texts) {
             if let Some(text) = text.filter(|t| t.len() > MAX_TEXT) {
-                return Err(format!(
-                    "a filter text of {} bytes (the limit is {MAX_TEXT})",
-                    text.len()
-                ));
+                return Err(ListingError::FilterTextTooLong(text.len()));
             }
         }
         Ok(())
@@ -475,31 +489,36 @@ mod tests {
 
     #[test]
     fn info_limits() {
-        assert!(ServerInfo {
-            name: "n".repeat(65),
-            ..ServerInfo::default()
-        }
-        .check()
-        .is_err());
-        assert!(ServerInfo {
-            name: "a\nb".into(),
-            ..ServerInfo::default()
-        }
-        .check()
-        .is_err());
-        assert!(ServerInfo {
-            players: 3,
-            max_players: 2,
-            ..ServerInfo::default()
-        }
-        .check()
-        .is_err());
+        let check = |info: ServerInfo| info.check();
+        assert_eq!(
+            check(ServerInfo {
+                name: "n".repeat(65),
+                ..ServerInfo::default()
+            }),
+            Err(ListingError::TextTooLong(65))
+        );
+        assert_eq!(
+            check(ServerInfo {
+                name: "a\nb".into(),
+                ..ServerInfo::default()
+            }),
+            Err(ListingError::ControlCharacters)
+        );
+        assert_eq!(
+            check(ServerInfo {
+                players: 3,
+                max_players: 2,
+                ..ServerInfo::default()
+            }),
+            Err(ListingError::PlayerCounts)
+        );
         let many = (0..17).map(|i| (i.to_string(), String::new())).collect();
-        assert!(ServerInfo {
-            tags: many,
-            ..ServerInfo::default()
-        }
-        .check()
-        .is_err());
+        assert_eq!(
+            check(ServerInfo {
+                tags: many,
+                ..ServerInfo::default()
+            }),
+            Err(ListingError::TooManyTags(17))
+        );
     }
 }

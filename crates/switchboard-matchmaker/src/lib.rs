@@ -319,7 +319,8 @@ impl Matchmaker {
             .directory
             .hold_seat(ask)
             .await
-            .map_err(directory_unavailable)??;
+            .map_err(directory_unavailable)?
+            .map_err(|refusal| refusal.to_string())?;
         let reach = self
             .directory
             .reach(process)

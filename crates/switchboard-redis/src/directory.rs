@@ -18,13 +18,13 @@ use crate::store::{RedisStore, StoreError};
 /// KEYS: the room's hash, its seats, the asker's live reservations. ARGV:
 /// the reservation's nonce (hex), its time to live (ms), the asker's cap,
 /// the prefix of a room's key, the room's number. {'ok', process} or
-/// {'refused', why}. Past the cap, the asker's oldest live reservation gives
+/// {'refused', why} (`missing`, `locked`, `started`, `full`: [`SeatRefusal`]). Past the cap, the asker's oldest live reservation gives
 /// its seat back before this one is counted.
 const RESERVE: &str = r#"
 local r = redis.call('HMGET', KEYS[1], 'players', 'max', 'locked', 'started', 'process')
-if not r[5] then return {'refused', 'no such room'} end
-if r[3] == '1' then return {'refused', 'that room is locked'} end
-if r[4] == '1' then return {'refused', 'the game in that room has started'} end
+if not r[5] then return {'refused', 'missing'} end
+if r[3] == '1' then return {'refused', 'locked'} end
+if r[4] == '1' then return {'refused', 'started'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
@@ -35,7 +35,7 @@ while redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) do
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if tonumber(r[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(r[2]) then
-  return {'refused', 'that room is full'}
+  return {'refused', 'full'}
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -43,6 +43,28 @@ redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[5] .. ':' .. ARGV[1])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return {'ok', r[5]}
 "#;
+
+/// Why a room gives no seat ([`RoomDirectory::hold_seat`]); its text is
+/// what the player is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeatRefusal {
+    /// No room by that number is listed (it never was, or its process died).
+    #[error("no such room")]
+    NoSuchRoom,
+    /// Its host locked it.
+    #[error("that room is locked")]
+    Locked,
+    /// Its game has started.
+    #[error("the game in that room has started")]
+    Started,
+    /// Its players and the seats held for others fill it.
+    #[error("that room is full")]
+    Full,
+    /// Its entry in the directory names no process (damaged).
+    #[error("room {0} names no process")]
+    NoProcess(u32),
+}
 
 /// Where a live rooms process takes players.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +207,7 @@ impl RoomDirectory {
     /// Holds a seat in `ask.room`, counted in Redis with the room's
     /// members and against the asker's live seats: the number of the
     /// room's process, or why not (no such room, locked, started, full).
-    pub async fn hold_seat(&self, ask: SeatAsk) -> Result<Result<u32, String>, StoreError> {
+    pub async fn hold_seat(&self, ask: SeatAsk) -> Result<Result<u32, SeatRefusal>, StoreError> {
         let room = ask.room.0;
         let mut invocation = self.reserve.prepare_invoke();
         invocation
@@ -202,11 +224,15 @@ impl RoomDirectory {
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         if verdict != "ok" {
-            return Ok(Err(detail));
+            return Ok(Err(match detail.as_str() {
+                "missing" => SeatRefusal::NoSuchRoom,
+                "locked" => SeatRefusal::Locked,
+                "started" => SeatRefusal::Started,
+                "full" => SeatRefusal::Full,
+                other => return Err(StoreError::Corrupt(format!("a seat refused as {other:?}"))),
+            }));
         }
-        Ok(detail
-            .parse()
-            .map_err(|_| format!("room {room} names no process")))
+        Ok(detail.parse().map_err(|_| SeatRefusal::NoProcess(room)))
     }
 
     /// Where live process `process` takes players; `None` if it is gone.

@@ -43,7 +43,7 @@ mod zones;
 
 pub use calls::{calls, RedisCalls};
 pub use checkpoints::{RedisCheckpoints, MAX_GAME_NAME};
-pub use directory::{ProcessReach, RoomDirectory, SeatAsk};
+pub use directory::{ProcessReach, RoomDirectory, SeatAsk, SeatRefusal};
 pub use lease::GameLease;
 pub use registry::RedisRegistry;
 pub use rooms::RoomsPresence;

@@ -14,6 +14,7 @@ use crate::json::{error_line, json_line_of, JsonEvent, JsonQueue};
 use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
 use crate::transform::Transform;
 use crate::zones::{Handover, ZoneOwner, Zones};
+use crate::StartRecordingError;
 use switchboard::message::EncodedMessage;
 use switchboard::socket::{
     CloseCode, EndpointEvent, EndpointHandle, EndpointStream, IdBuildHasher, Pacer, PeerId,
@@ -123,7 +124,7 @@ impl Dispatch {
                                 self.batches.set(incoming.peer, options);
                                 Vec::new()
                             }
-                            Err(err) => error(&err),
+                            Err(err) => error(&err.to_string()),
                         }
                     }
                     (Some(_), Some(RelayAction::Hello)) => {
@@ -279,18 +280,23 @@ impl Dispatch {
 
     /// Starts recording now, from a snapshot of the core; a stopped
     /// recording before it finishes on its own thread.
-    fn start_recording(&mut self, path: std::path::PathBuf) -> Result<(), String> {
+    fn start_recording(&mut self, path: std::path::PathBuf) -> Result<(), StartRecordingError> {
         if let Some(status) = self.recording.get().map(|r| r.status()) {
             if status.recording {
-                let file = status.path.display();
-                return Err(format!("already recording to {file} (stop it first)"));
+                return Err(StartRecordingError::AlreadyRecording(status.path));
             }
         }
-        let snapshot = self.relay.snapshot().map_err(|err| err.to_string())?;
+        let snapshot = self
+            .relay
+            .snapshot()
+            .map_err(StartRecordingError::Snapshot)?;
         let header = self.relay.record_header();
         let recorder =
             crate::record::RelayRecorder::create_from(&path, header, Some(snapshot), 65_536)
-                .map_err(|err| format!("{}: {err}", path.display()))?;
+                .map_err(|source| StartRecordingError::File {
+                    path: path.clone(),
+                    source,
+                })?;
         let recorder = std::sync::Arc::new(recorder);
         self.relay.record_to(recorder.clone());
         if let Some(old) = self.recording.replace(recorder) {

@@ -42,14 +42,17 @@ mod zones;
 
 pub use admin::{RelayAdmin, MAX_ADMIN_BOTS};
 pub use bots::{Bot, BotConfig, Script};
+/// Why a relay's recording did not start (`RelayHandle::start_recording`):
+/// the manager's, with the relay's snapshot error.
+pub type StartRecordingError = switchboard::manager::StartRecordingError<RelaySnapshotError>;
 pub use hub::{
     Link, Outgoing, Relay, RelayClient, RelayEvent, RelayLimits, RelaySnapshotError, RelayStats,
     ID_BITS, QUEUE_WAIT_BOUNDS_MICROS,
 };
 pub use log::RelayLogLine;
 pub use server::{
-    Batch, Hello, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayOptions,
-    RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
+    Batch, Hello, NotABool, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle,
+    RelayOptions, RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, TransformError, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

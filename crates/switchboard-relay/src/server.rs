@@ -17,7 +17,9 @@ mod config;
 mod messages;
 
 pub use config::RelayConfig;
-pub use messages::{Batch, Hello, RelayAction, RelayChannel, RelayOptions, Relayed, RELAY_CHANNEL};
+pub use messages::{
+    Batch, Hello, NotABool, RelayAction, RelayChannel, RelayOptions, Relayed, RELAY_CHANNEL,
+};
 
 pub(crate) enum Control {
     Clients(oneshot::Sender<Vec<RelayClient>>),
@@ -33,7 +35,7 @@ pub(crate) enum Control {
     },
     StartRecording {
         path: std::path::PathBuf,
-        done: oneshot::Sender<Result<(), String>>,
+        done: oneshot::Sender<Result<(), crate::StartRecordingError>>,
     },
 }
 
@@ -70,14 +72,17 @@ impl RelayHandle {
     /// the file begins with a snapshot of the relay's core
     /// ([`Relay::snapshot`](crate::Relay::snapshot)). Refused, with why,
     /// while a recording runs or when the file cannot be created.
-    pub async fn start_recording(&self, path: std::path::PathBuf) -> Result<(), String> {
+    pub async fn start_recording(
+        &self,
+        path: std::path::PathBuf,
+    ) -> Result<(), crate::StartRecordingError> {
         let (done, answer) = oneshot::channel();
-        let gone = || "the relay has stopped".to_string();
+        let gone = |_| crate::StartRecordingError::Stopped;
         self.control
             .send(Control::StartRecording { path, done })
             .await
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+            .map_err(|_| crate::StartRecordingError::Stopped)?;
+        answer.await.map_err(gone)?
     }
 
     /// The latest lines of the relay's log (joins, leaves, kicks, drops,

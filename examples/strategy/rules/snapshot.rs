@@ -32,7 +32,7 @@ impl StrategyLogic {
             ended: self.ended.clone(),
             started: self.started,
         };
-        clock::encode_at(now, &state)
+        Ok(clock::encode_at(now, &state)?)
     }
 
     pub(super) fn restore_at(&mut self, bytes: &[u8], now: Instant) -> Result<(), String> {

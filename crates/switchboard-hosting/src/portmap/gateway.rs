@@ -2,20 +2,35 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
+/// Why the default gateway could not be found ([`default_gateway`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoGateway {
+    /// The routing table could not be read: what the system said.
+    #[error("cannot read the routing table: {0}")]
+    Unreadable(String),
+    /// The table has no usable default route.
+    #[error("no default gateway in the routing table")]
+    NoDefaultRoute,
+    /// This system's table is not read: give the gateway.
+    #[error("the default gateway is not read on this system: give it (PortMapConfig::gateway, --gateway)")]
+    Unsupported,
+}
+
 /// The default route's gateway, read from the system (`/proc/net/route`
 /// on Linux). Elsewhere, or without a default route, the reason why not.
-pub fn default_gateway() -> Result<IpAddr, String> {
+pub fn default_gateway() -> Result<IpAddr, NoGateway> {
     #[cfg(target_os = "linux")]
     {
         let table = std::fs::read_to_string("/proc/net/route")
-            .map_err(|e| format!("cannot read the routing table: {e}"))?;
+            .map_err(|e| NoGateway::Unreadable(e.to_string()))?;
         parse_route_table(&table)
             .map(IpAddr::V4)
-            .ok_or_else(|| "no default gateway in the routing table".to_string())
+            .ok_or(NoGateway::NoDefaultRoute)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        Err("the default gateway is not read on this system: give it (PortMapConfig::gateway, --gateway)".into())
+        Err(NoGateway::Unsupported)
     }
 }
 

@@ -14,7 +14,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-pub use gateway::default_gateway;
+pub use gateway::{default_gateway, NoGateway};
 
 /// A way of asking a router to forward a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -209,7 +209,7 @@ pub async fn map_port(config: &PortMapConfig, local_port: u16) -> Result<Mapping
                 Ok(gateway) => bounded(config.timeout, pcp::map(method, gateway, port, config))
                     .await
                     .map_err(|why| format!("{why} (gateway {gateway})")),
-                Err(why) => Err(why),
+                Err(why) => Err(why.to_string()),
             },
         };
         match tried {

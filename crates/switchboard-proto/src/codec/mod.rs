@@ -155,6 +155,14 @@ pub enum ContentError {
     },
 }
 
+/// A game's own errors are its words (`GameLogic::snapshot`, `restore`,
+/// its reasons): `?` on the codec's results turns them into those words.
+impl From<ContentError> for String {
+    fn from(err: ContentError) -> String {
+        err.to_string()
+    }
+}
+
 /// One decoded frame: the payload, already inflated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {

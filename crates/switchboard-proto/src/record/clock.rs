@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::codec;
+use crate::codec::{self, ContentError};
 
 thread_local! {
     /// The moment offsets count from, while encoding or decoding.
@@ -39,13 +39,13 @@ fn with_base<R>(base: Instant, f: impl FnOnce() -> R) -> R {
 }
 
 /// `value` in Switchboard's codec, its instants as offsets from `base`.
-pub fn encode_at<T: Serialize>(base: Instant, value: &T) -> Result<Vec<u8>, String> {
-    with_base(base, || codec::encode_value(value)).map_err(|e| e.to_string())
+pub fn encode_at<T: Serialize>(base: Instant, value: &T) -> Result<Vec<u8>, ContentError> {
+    with_base(base, || codec::encode_value(value))
 }
 
 /// A value [`encode_at`] wrote, its instants placed relative to `base`.
-pub fn decode_at<T: DeserializeOwned>(base: Instant, bytes: &[u8]) -> Result<T, String> {
-    with_base(base, || codec::decode_value(bytes)).map_err(|e| e.to_string())
+pub fn decode_at<T: DeserializeOwned>(base: Instant, bytes: &[u8]) -> Result<T, ContentError> {
+    with_base(base, || codec::decode_value(bytes))
 }
 
 /// Runs `f` (which encodes), and says how far before `base` the earliest

@@ -19,18 +19,21 @@ pub use token::ReconnectToken;
 /// Names (players', rooms') have at most this many characters.
 pub const MAX_NAME_CHARS: usize = 32;
 
+/// A name a peer chose that breaks the one rule for names ([`checked_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a name has 1 to {MAX_NAME_CHARS} characters and no control characters")]
+pub struct NameError;
+
 /// The one rule for names a peer chooses (a player's, a room's): trimmed,
 /// 1 to [`MAX_NAME_CHARS`] characters, no control characters. Returns the
 /// trimmed name, or why not.
-pub fn checked_name(raw: &str) -> Result<&str, String> {
+pub fn checked_name(raw: &str) -> Result<&str, NameError> {
     let name = raw.trim();
     if name.is_empty()
         || name.chars().count() > MAX_NAME_CHARS
         || name.chars().any(char::is_control)
     {
-        return Err(format!(
-            "a name has 1 to {MAX_NAME_CHARS} characters and no control characters"
-        ));
+        return Err(NameError);
     }
     Ok(name)
 }

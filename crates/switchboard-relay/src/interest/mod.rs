@@ -27,6 +27,24 @@ mod tests;
 
 pub use world::{ViewChanges, World};
 
+/// Why an [`InterestConfig`] does not make sense ([`InterestConfig::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InterestConfigError {
+    /// A radius is not a positive number.
+    #[error("the enter and leave radii must be positive")]
+    Radii,
+    /// The leave radius is inside the enter radius.
+    #[error("the leave radius must be at least the enter radius")]
+    LeaveInsideEnter,
+    /// `min_move` is negative or not a number.
+    #[error("min_move must be zero or more")]
+    MinMove,
+    /// The axes are not two different ones of 0, 1, 2.
+    #[error("the axes are two different ones of 0, 1, 2")]
+    Axes,
+}
+
 /// How interest by distance works in a zone; each field says its default.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InterestConfig {
@@ -72,19 +90,19 @@ impl InterestConfig {
     }
 
     /// Checks the radii make sense together.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InterestConfigError> {
         let positive = [self.enter_radius, self.leave_radius];
         if positive.iter().any(|r| !r.is_finite() || *r <= 0.0) {
-            return Err("the enter and leave radii must be positive".into());
+            return Err(InterestConfigError::Radii);
         }
         if self.leave_radius < self.enter_radius {
-            return Err("the leave radius must be at least the enter radius".into());
+            return Err(InterestConfigError::LeaveInsideEnter);
         }
         if !self.min_move.is_finite() || self.min_move < 0.0 {
-            return Err("min_move must be zero or more".into());
+            return Err(InterestConfigError::MinMove);
         }
         if self.axes.iter().any(|a| *a > 2) || self.axes[0] == self.axes[1] {
-            return Err("the axes are two different ones of 0, 1, 2".into());
+            return Err(InterestConfigError::Axes);
         }
         Ok(())
     }

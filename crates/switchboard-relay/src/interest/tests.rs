@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{InterestConfig, World};
+use super::{InterestConfig, InterestConfigError, World};
 
 /// A small, seeded generator: the same walk every run.
 struct Rng(u64);
@@ -117,4 +117,29 @@ fn rates_follow_the_bands_of_a_standing_crowd() {
     assert_eq!(heard.get(&3), Some(&4));
     assert_eq!(heard.get(&4), Some(&2));
     world.check_layout();
+}
+
+#[test]
+fn an_interest_config_that_makes_no_sense_says_which_rule_it_breaks() {
+    let ok = InterestConfig::around(50.0, None, None, [0, 2]);
+    assert_eq!(ok.check(), Ok(()));
+    let with = |change: fn(&mut InterestConfig)| {
+        let mut config = ok;
+        change(&mut config);
+        config.check()
+    };
+    assert_eq!(
+        with(|c| c.enter_radius = f32::NAN),
+        Err(InterestConfigError::Radii)
+    );
+    assert_eq!(
+        with(|c| c.leave_radius = 10.0),
+        Err(InterestConfigError::LeaveInsideEnter)
+    );
+    assert_eq!(
+        with(|c| c.min_move = -1.0),
+        Err(InterestConfigError::MinMove)
+    );
+    assert_eq!(with(|c| c.axes = [1, 1]), Err(InterestConfigError::Axes));
+    assert_eq!(with(|c| c.axes = [0, 3]), Err(InterestConfigError::Axes));
 }

@@ -69,11 +69,11 @@ impl RelayOptions {
     /// Reads the options a client sent. Fields are only ever appended: a
     /// field the client did not send reads as off, and fields after the
     /// ones this relay knows (a newer client's) are ignored.
-    pub fn read(content: &[u8]) -> Result<RelayOptions, String> {
+    pub fn read(content: &[u8]) -> Result<RelayOptions, NotABool> {
         let flag = |at: usize| match content.get(at) {
             None | Some(0) => Ok(false),
             Some(1) => Ok(true),
-            Some(other) => Err(format!("relay options: {other} is not a bool")),
+            Some(other) => Err(NotABool(*other)),
         };
         Ok(RelayOptions {
             batch: flag(0)?,
@@ -81,6 +81,12 @@ impl RelayOptions {
         })
     }
 }
+
+/// Options a client sent with a byte that is not a bool
+/// ([`RelayOptions::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("relay options: {0} is not a bool")]
+pub struct NotABool(pub u8);
 
 /// Several messages in one frame (`RelayAction::Batch`), in the order
 /// they would have gone one by one.
@@ -116,4 +122,23 @@ pub struct Relayed {
     pub server_time_ms: u64,
     /// The transform.
     pub transform: Transform,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_read_appended_fields_as_off_and_a_byte_that_is_not_a_bool_as_an_error() {
+        assert_eq!(RelayOptions::read(&[]), Ok(RelayOptions::default()));
+        let both = RelayOptions {
+            batch: true,
+            compact: true,
+        };
+        // A newer client's fields past these are ignored.
+        assert_eq!(RelayOptions::read(&[1, 1, 7, 9]), Ok(both));
+        let err = RelayOptions::read(&[0, 2]).unwrap_err();
+        assert_eq!(err, NotABool(2));
+        assert_eq!(err.to_string(), "relay options: 2 is not a bool");
+    }
 }

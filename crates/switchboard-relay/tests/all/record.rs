@@ -276,3 +276,33 @@ fn a_relay_snapshot_goes_back_only_into_a_fresh_relay_and_damaged_bytes_say_so()
     fresh.restore(&snapshot).unwrap();
     assert_eq!(fresh.snapshot().unwrap(), snapshot, "the same core again");
 }
+
+/// A running relay asked to record twice says which file it records to;
+/// a file that cannot be created says which and why; a stopped relay
+/// says it stopped: each a variant a caller can match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_recording_on_a_running_relay_refuses_with_a_typed_reason() {
+    use switchboard_relay::{RelayServer, StartRecordingError};
+    let relay = RelayServer::builder().spawn().unwrap();
+    let first = temp("typed-first");
+    relay.start_recording(first.clone()).await.unwrap();
+    match relay.start_recording(temp("typed-second")).await {
+        Err(StartRecordingError::AlreadyRecording(path)) => assert_eq!(path, first),
+        other => panic!("{other:?}"),
+    }
+    assert!(relay.stop_recording());
+    let nowhere = std::path::PathBuf::from("/nonexistent-switchboard-dir/relay.swrl");
+    match relay.start_recording(nowhere.clone()).await {
+        Err(StartRecordingError::File { path, .. }) => assert_eq!(path, nowhere),
+        other => panic!("{other:?}"),
+    }
+    let handle = relay.handle();
+    relay.shutdown().await.unwrap();
+    match handle.start_recording(temp("typed-late")).await {
+        Err(err @ StartRecordingError::Stopped) => {
+            assert_eq!(err.to_string(), "the server has stopped")
+        }
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_file(first);
+}

@@ -52,7 +52,7 @@ impl RoomsLogic {
             rpc_window: self.rpc_window,
             epoch: self.epoch,
         };
-        clock::encode_at(now, &state)
+        Ok(clock::encode_at(now, &state)?)
     }
 
     pub(super) fn restore_at(&mut self, bytes: &[u8], now: Instant) -> Result<(), String> {

@@ -101,7 +101,8 @@ impl<L: GameLogic> ManagerCore<L> {
     }
 
     fn admit(&mut self, peer: PeerId, hello: &Hello, now: Instant) -> Result<Admission, Refusal> {
-        let name = checked_name(&hello.name).map_err(Refusal::InvalidName)?;
+        let name =
+            checked_name(&hello.name).map_err(|why| Refusal::InvalidName(why.to_string()))?;
         let from = self.peers.get(&peer).map(|p| p.addr.ip());
         let from = address_key(from.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         if let Some(expected) = &self.config.password {

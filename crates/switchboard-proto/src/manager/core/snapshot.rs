@@ -40,7 +40,7 @@ pub enum SnapshotError {
     /// The core's own state did not encode, or does not decode (another
     /// build wrote it).
     #[error("the core's snapshot: {0}")]
-    Core(String),
+    Core(crate::codec::ContentError),
     /// A snapshot is put back only into a fresh core (no connection yet).
     #[error("a snapshot is restored into a fresh core")]
     NotFresh,

@@ -11,7 +11,7 @@ impl World {
     /// free slab numbers are nobody's, and no mark is from a recompute to
     /// come.
     pub(crate) fn check(&self) -> Result<(), String> {
-        self.config.check()?;
+        self.config.check().map_err(|why| why.to_string())?;
         if self.members.len() != self.hot.len() {
             return Err("the slab and its positions differ in length".into());
         }
