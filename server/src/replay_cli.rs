@@ -156,10 +156,7 @@ fn run<L: GameLogic>(
 /// answer compared; with `--serve`, served to spectators as it goes.
 fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
     let name = args.file.display();
-    let open = || {
-        let file = std::fs::File::open(&args.file).map_err(|e| format!("{name}: {e}"))?;
-        Ok::<_, String>(std::io::BufReader::new(file))
-    };
+    let open = || std::fs::File::open(&args.file).map(std::io::BufReader::new);
     println!("replaying {name} (a relay)");
     let started = Instant::now();
     let report = match args.serve {
@@ -175,11 +172,16 @@ fn replay_relay(args: &ReplayArgs) -> Result<(), String> {
                 println!("stdin takes pause, play, speed X, seek RECORD");
             };
             let commands = Some(switchboard::spectate::stdin_commands());
-            runtime.block_on(switchboard_relay::record::watch_with(
-                open, config, listening, commands,
-            ))?
+            runtime
+                .block_on(switchboard_relay::record::watch_with(
+                    open, config, listening, commands,
+                ))
+                .map_err(|e| format!("{name}: {e}"))?
         }
-        None => switchboard_relay::record::replay(open()?).map_err(|e| format!("{name}: {e}"))?,
+        None => {
+            let file = open().map_err(|e| format!("{name}: {e}"))?;
+            switchboard_relay::record::replay(file).map_err(|e| format!("{name}: {e}"))?
+        }
     };
     if let Some(d) = report.divergence {
         return Err(format!(

@@ -11,6 +11,7 @@
 use std::io::Read;
 use std::time::Duration;
 
+use switchboard::record::{RecordError, ReplayError};
 use switchboard::socket::{EndpointEvent, EndpointHandle, PeerId};
 use switchboard::spectate::{listen, next_command, Listening, SpectateCommand, SpectateConfig};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -120,11 +121,12 @@ pub async fn watch(
     file: impl Read,
     config: SpectateConfig,
     listening: impl FnOnce(Listening),
-) -> Result<RelayReplay, String> {
+) -> Result<RelayReplay, ReplayError> {
     let mut once = Some(file);
     let open = move || {
-        once.take()
-            .ok_or_else(|| "this replay cannot go back: serve it with watch_with".to_string())
+        once.take().ok_or_else(|| {
+            std::io::Error::other("this replay cannot go back: serve it with watch_with")
+        })
     };
     watch_with(open, config, listening, None).await
 }
@@ -135,16 +137,16 @@ pub async fn watch(
 /// fed at once, then spectators are shown where the followed player stands:
 /// its welcome, the others in its zone where they are).
 pub async fn watch_with<R: Read>(
-    mut open: impl FnMut() -> Result<R, String>,
+    mut open: impl FnMut() -> std::io::Result<R>,
     config: SpectateConfig,
     listening: impl FnOnce(Listening),
     mut commands: Option<UnboundedReceiver<SpectateCommand>>,
-) -> Result<RelayReplay, String> {
-    let reopen = |open: &mut dyn FnMut() -> Result<R, String>| {
-        RelayReplayer::open(open()?).map_err(|e| e.to_string())
+) -> Result<RelayReplay, ReplayError> {
+    let reopen = |open: &mut dyn FnMut() -> std::io::Result<R>| {
+        RelayReplayer::open(open().map_err(RecordError::Io)?).map_err(ReplayError::Read)
     };
     let mut replayer = reopen(&mut open)?;
-    let (mut server, at) = listen(&config).map_err(|e| e.to_string())?;
+    let (mut server, at) = listen(&config).map_err(RecordError::Io)?;
     listening(at);
     let mut audience = Audience {
         handle: server.handle(),
@@ -154,7 +156,10 @@ pub async fn watch_with<R: Read>(
     };
     // The replay starts with its first spectator.
     while config.wait_for_spectator && audience.spectators.is_empty() {
-        let event = server.next_event().await.ok_or("the server stopped")?;
+        let event = server
+            .next_event()
+            .await
+            .ok_or_else(|| RecordError::Io(std::io::Error::other("the server stopped")))?;
         audience.take(replayer.relay(), event);
     }
     let valid = |speed: f64| speed.is_finite() && speed > 0.0;
@@ -171,7 +176,7 @@ pub async fn watch_with<R: Read>(
         stopped: None,
         divergence: None,
     };
-    'calls: while let Some(call) = replayer.next_call().map_err(|e| e.to_string())? {
+    'calls: while let Some(call) = replayer.next_call()? {
         report.calls += 1;
         if let Some(now_ms) = clock_of(&call.input) {
             let last = audience.clock_ms.replace(now_ms);

@@ -179,7 +179,7 @@ async fn relay_replay_served_seeks_back_and_the_spectator_watches_it_again() {
     let (commands, control) = tokio::sync::mpsc::unbounded_channel();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let file = path.clone();
-    let open = move || std::fs::File::open(&file).map_err(|e| e.to_string());
+    let open = move || std::fs::File::open(&file);
     let config = SpectateConfig {
         speed: 4.0,
         ..SpectateConfig::default()
