@@ -23,7 +23,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`prelude`] | what a game needs in one `use switchboard::prelude::*;` |
-//! | [`signal`] | [`Signal`], [`Connection`](signal::Connection), [`ScopedConnection`](signal::ScopedConnection): connect, disconnect, emit on the owner's thread |
+//! | [`signal`] | [`Signal`], [`SlotHandle`](signal::SlotHandle), [`ScopedSlot`](signal::ScopedSlot): connect, disconnect, emit on the owner's thread |
 //! | [`codec`] | (from `switchboard-proto`) the frame format: length prefix, flag byte, zlib when it pays, bincode; every size limit. The only module that names `bincode` or `flate2` |
 //! | [`message`] | (from `switchboard-proto`) the envelope [`Message`] `{channel, action, content}`; [`channels!`], [`actions!`] (typed: each action with its content type) and [`messages!`] (typed enums of several channels) |
 //! | [`socket`] | one connection ([`Socket`], [`SocketStream`]): the tokio driver of the connection rules of `switchboard_proto::connection` (the handshake, frames, ping and pong, close, the inflate budget: the same code `ConnectionCore` runs), its reader and writer, bounded queues (frames built straight onto them: `send_value`), the [`Pacer`](socket::Pacer) a busy server's writes go through; how a client's connection opens ([`Dialer`](socket::Dialer), [`Connector`](socket::Connector): `host:port`, `ws://`, and the address forms features plug in); the one accept loop of every server ([`Listener`](socket::Listener): caps in total and per address, pending handshakes, backoff, stop) and the one server-side WebSocket upgrade ([`accept_upgrade`](socket::accept_upgrade), [`UpgradeRules`](socket::UpgradeRules): head size, header count, origin, pages); the listening end of connections ([`Endpoint`], [`EndpointStream`], [`EndpointConfig::websocket`]; `ExtendedTcpSocket` and `ExtendedTcpServer` are the Qt-heritage aliases of [`Socket`] and [`Endpoint`]) admitting through the game server's gate (`switchboard_proto::limits::Gate`) |
@@ -109,7 +109,7 @@ pub mod spectate;
 pub mod tls;
 
 // What a game meets, at the root; the rest at its module's path
-// (`switchboard::socket::SocketHandle`, `switchboard::signal::Connection`).
+// (`switchboard::socket::SocketHandle`, `switchboard::signal::SlotHandle`).
 pub use client::{
     ClientConfig, ClientError, ClientEvent, ClientSignals, NetworkClient, ReconnectPolicy,
     RequestError, RequestStatus, RequestTicket, Welcomed,

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::codec::ContentError;
 use crate::message::{Action, Channel, DecodeError, Message, PeerId, TypedMessage};
-use crate::signal::{Connection, Signal};
+use crate::signal::{Signal, SlotHandle};
 
 /// A message as a subscriber receives it.
 #[derive(Debug, Clone)]
@@ -57,12 +57,12 @@ impl Router {
     }
 
     /// Connects `slot` to `channel`; it stays until the returned
-    /// [`Connection`] disconnects it (or [`unsubscribe`](Self::unsubscribe)).
+    /// [`SlotHandle`] disconnects it (or [`unsubscribe`](Self::unsubscribe)).
     pub fn subscribe<C: Channel>(
         &self,
         channel: C,
         slot: impl FnMut(&Delivery) + 'static,
-    ) -> Connection {
+    ) -> SlotHandle {
         let signal = self
             .channels
             .borrow_mut()

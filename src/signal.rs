@@ -7,10 +7,12 @@
 //! turns into emissions. That is why slots need not be `Send`, and why a
 //! `Signal` is not `Send` either.
 //!
-//! [`Signal::connect`] returns a [`Connection`]. As in Qt, the slot stays
+//! [`Signal::connect`] returns a [`SlotHandle`] (Qt's `QMetaObject::Connection`;
+//! in Switchboard "connection" always means a network connection). As in
+//! Qt, the slot stays
 //! connected for as long as the signal lives, whether or not the
-//! `Connection` is kept: [`Connection::disconnect`] removes it, and
-//! [`Connection::scoped`] turns it into a [`ScopedConnection`] that removes
+//! `SlotHandle` is kept: [`SlotHandle::disconnect`] removes it, and
+//! [`SlotHandle::scoped`] turns it into a [`ScopedSlot`] that removes
 //! it when dropped (a slot that lives as long as a screen or a system of the
 //! game, say). Disconnecting any slot, the
 //! running one included, from inside a slot is safe: a slot disconnected during
@@ -34,7 +36,7 @@ struct Slots<T> {
     next_id: Cell<u64>,
 }
 
-/// Type-erased access for [`Connection`], which does not know `T`.
+/// Type-erased access for [`SlotHandle`], which does not know `T`.
 trait SlotOwner {
     fn remove(&self, id: u64);
 }
@@ -76,9 +78,9 @@ impl<T: 'static> Signal<T> {
     }
 
     /// Connects `slot`; it runs on every later [`emit`](Self::emit) until it
-    /// is disconnected (through the returned [`Connection`]) or the signal
+    /// is disconnected (through the returned [`SlotHandle`]) or the signal
     /// is dropped.
-    pub fn connect(&self, slot: impl FnMut(&T) + 'static) -> Connection {
+    pub fn connect(&self, slot: impl FnMut(&T) + 'static) -> SlotHandle {
         let id = self.slots.next_id.get();
         self.slots.next_id.set(id + 1);
         let alive = Rc::new(Cell::new(true));
@@ -88,7 +90,7 @@ impl<T: 'static> Signal<T> {
             alive: alive.clone(),
         });
         let owner: Rc<dyn SlotOwner> = self.slots.clone();
-        Connection {
+        SlotHandle {
             owner: Rc::downgrade(&owner),
             id,
             alive,
@@ -133,21 +135,21 @@ impl<T: 'static> Signal<T> {
 /// The link between a signal and one slot. Dropping it leaves the slot
 /// connected; [`disconnect`](Self::disconnect) removes it, and
 /// [`scoped`](Self::scoped) ties the slot's life to a guard.
-pub struct Connection {
+pub struct SlotHandle {
     owner: Weak<dyn SlotOwner>,
     id: u64,
     alive: Rc<Cell<bool>>,
 }
 
-impl std::fmt::Debug for Connection {
+impl std::fmt::Debug for SlotHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection")
+        f.debug_struct("SlotHandle")
             .field("connected", &self.is_connected())
             .finish()
     }
 }
 
-impl Connection {
+impl SlotHandle {
     /// Whether the slot is still connected (false once disconnected, or once
     /// the signal is gone).
     pub fn is_connected(&self) -> bool {
@@ -164,24 +166,24 @@ impl Connection {
     }
 
     /// A guard that disconnects the slot when it is dropped.
-    pub fn scoped(self) -> ScopedConnection {
-        ScopedConnection(self)
+    pub fn scoped(self) -> ScopedSlot {
+        ScopedSlot(self)
     }
 }
 
-/// A [`Connection`] that disconnects its slot when dropped.
-#[must_use = "dropping a ScopedConnection disconnects its slot at once"]
+/// A [`SlotHandle`] that disconnects its slot when dropped.
+#[must_use = "dropping a ScopedSlot disconnects its slot at once"]
 #[derive(Debug)]
-pub struct ScopedConnection(Connection);
+pub struct ScopedSlot(SlotHandle);
 
-impl ScopedConnection {
-    /// The connection inside.
-    pub fn connection(&self) -> &Connection {
+impl ScopedSlot {
+    /// The handle inside.
+    pub fn handle(&self) -> &SlotHandle {
         &self.0
     }
 }
 
-impl Drop for ScopedConnection {
+impl Drop for ScopedSlot {
     fn drop(&mut self) {
         self.0.disconnect();
     }
@@ -231,7 +233,7 @@ mod tests {
     fn disconnect_another_slot_during_emit() {
         let signal = Signal::<()>::new();
         let second_ran = Rc::new(Cell::new(false));
-        let victim: Rc<RefCell<Option<Connection>>> = Rc::new(RefCell::new(None));
+        let victim: Rc<RefCell<Option<SlotHandle>>> = Rc::new(RefCell::new(None));
         let v = victim.clone();
         let _first = signal.connect(move |_| {
             if let Some(conn) = v.borrow().as_ref() {
@@ -253,7 +255,7 @@ mod tests {
     fn slot_disconnects_itself_during_emit() {
         let signal = Signal::<()>::new();
         let hits = Rc::new(Cell::new(0));
-        let me: Rc<RefCell<Option<ScopedConnection>>> = Rc::new(RefCell::new(None));
+        let me: Rc<RefCell<Option<ScopedSlot>>> = Rc::new(RefCell::new(None));
         let (h, m) = (hits.clone(), me.clone());
         *me.borrow_mut() = Some(
             signal
@@ -273,7 +275,7 @@ mod tests {
     fn slot_connected_during_emit_runs_next_time() {
         let signal = Rc::new(Signal::<()>::new());
         let late_hits = Rc::new(Cell::new(0));
-        let keep: Rc<RefCell<Vec<Connection>>> = Rc::new(RefCell::new(Vec::new()));
+        let keep: Rc<RefCell<Vec<SlotHandle>>> = Rc::new(RefCell::new(Vec::new()));
         let (s, l, k) = (Rc::downgrade(&signal), late_hits.clone(), keep.clone());
         let _adder = signal.connect(move |_| {
             if k.borrow().is_empty() {

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::manager::protocol::{self, Hello, Rejected, RequestFrame, Welcome};
+use crate::manager::protocol::{self, Rejected, RequestFrame, SessionHello, Welcome};
 use crate::manager::{GameLogic, ManagerAction};
 use crate::message::{Message, SESSION_CHANNEL};
 use crate::record::{Input, ReplayError, ReplayReport, Replayer};
@@ -104,7 +104,7 @@ impl Followed {
             content,
         } = input
         {
-            if let Ok(hello) = crate::codec::decode_value::<Hello>(content) {
+            if let Ok(hello) = crate::codec::decode_value::<SessionHello>(content) {
                 self.hellos.insert(PeerId(*peer), hello.name);
             }
         }

@@ -74,7 +74,7 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
 
 /// What a server sharing through Redis has: the game a checkpoint holds,
 /// and a named game's lease.
-struct Shared {
+struct RedisGame {
     resumed: Option<rules::StrategyLogic>,
     lease: Option<switchboard_redis::GameLease>,
 }
@@ -88,7 +88,7 @@ fn share_through_redis(
     url: &str,
     config: &mut switchboard::ManagerConfig,
     fresh: &rules::StrategyLogic,
-) -> Result<Shared, String> {
+) -> Result<RedisGame, String> {
     use switchboard::manager::{CheckpointHook, SharedSessionsHook};
     use switchboard_redis::{GameLease, RedisConfig, RedisSessions, RedisStore};
     let store = RedisStore::open(RedisConfig {
@@ -98,7 +98,7 @@ fn share_through_redis(
     .map_err(|e| e.to_string())?;
     config.shared_sessions = Some(SharedSessionsHook::new(RedisSessions::new(store.clone())));
     let Some(game) = &options.game else {
-        return Ok(Shared {
+        return Ok(RedisGame {
             resumed: None,
             lease: None,
         });
@@ -147,7 +147,7 @@ fn share_through_redis(
         }
     };
     config.checkpoints = Some(CheckpointHook::new(lease.clone()));
-    Ok(Shared {
+    Ok(RedisGame {
         resumed,
         lease: Some(lease),
     })

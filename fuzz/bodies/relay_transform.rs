@@ -4,7 +4,7 @@
 //! target and the corpus replay test.
 
 use serde_json::Value;
-use switchboard_relay::{Hello, Link, Relay, Transform};
+use switchboard_relay::{Link, Relay, RelayHello, Transform};
 
 pub fn run(data: &[u8]) {
     let mut relay = Relay::new();
@@ -21,12 +21,14 @@ pub fn run(data: &[u8]) {
         if who >= 253 {
             // A hello: bincode (253) or a JSON line's name (254, 255).
             let hello = if who == 253 {
-                switchboard::codec::decode_value::<Hello>(body).ok()
+                switchboard::codec::decode_value::<RelayHello>(body).ok()
             } else {
-                serde_json::from_slice::<Value>(body).ok().map(|v| Hello {
-                    name: v.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                    bot: v.get("bot").and_then(Value::as_bool).unwrap_or(false),
-                })
+                serde_json::from_slice::<Value>(body)
+                    .ok()
+                    .map(|v| RelayHello {
+                        name: v.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                        bot: v.get("bot").and_then(Value::as_bool).unwrap_or(false),
+                    })
             };
             if let Some(hello) = hello {
                 relay.describe(player, &hello.name, hello.bot);

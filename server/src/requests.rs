@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchboard::manager::protocol::{self, Hello, RequestFrame};
+use switchboard::manager::protocol::{self, RequestFrame, SessionHello};
 use switchboard::message::{TypedMessage, SESSION_CHANNEL};
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 use switchboard_load::{connect_from, source_address, Histogram};
@@ -150,7 +150,7 @@ async fn client(
             return counts;
         }
     };
-    let hello = Hello {
+    let hello = SessionHello {
         name: format!("load-{index}"),
         password: None,
         credentials: Vec::new(),

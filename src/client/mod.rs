@@ -30,7 +30,7 @@ use crate::manager::protocol::Refused;
 use crate::message::{Channel, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::session::ClientId;
-use crate::signal::{Connection, Signal};
+use crate::signal::{Signal, SlotHandle};
 use crate::socket::{Dialer, DisconnectReason, SendError, Socket, SocketConfig, SocketState};
 
 /// The signals of a client: each runs once per event, as the game takes the
@@ -200,13 +200,13 @@ impl NetworkClient {
     }
 
     /// Connects `slot` to every message on `channel`. The slot stays
-    /// connected until the returned [`Connection`] is disconnected (or made
-    /// [scoped](Connection::scoped)), or [`unsubscribe`](Self::unsubscribe).
+    /// connected until the returned [`SlotHandle`] is disconnected (or made
+    /// [scoped](SlotHandle::scoped)), or [`unsubscribe`](Self::unsubscribe).
     pub fn subscribe<C: Channel>(
         &self,
         channel: C,
         slot: impl FnMut(&Delivery) + 'static,
-    ) -> Connection {
+    ) -> SlotHandle {
         self.router.subscribe(channel, slot)
     }
 

@@ -14,7 +14,7 @@ use crate::record::Input;
 use crate::session::Refusal;
 use crate::socket::{EndpointEvent, EndpointHandle, EndpointStream, Pacer, PeerId};
 use crate::token::TokenGate;
-use switchboard_proto::manager::protocol::{self, Hello};
+use switchboard_proto::manager::protocol::{self, SessionHello};
 use switchboard_proto::reason::CloseCode;
 
 /// Events taken in one go before the deliveries they caused may leave.
@@ -249,7 +249,7 @@ impl<L: GameLogic> Runner<L> {
         if message.channel_id() != SESSION_CHANNEL || message.action_id() != protocol::HELLO {
             return Some(message);
         }
-        let Ok(mut hello) = message.content::<Hello>() else {
+        let Ok(mut hello) = message.content::<SessionHello>() else {
             // The core answers what does not decode.
             return Some(message);
         };

@@ -83,7 +83,7 @@ impl Counters {
 
 pub use switchboard_proto::connection::SocketStats;
 
-pub(crate) struct Shared {
+pub(crate) struct SocketInner {
     pub(crate) outbound: Mutex<OutQueue>,
     /// The connection's task: woken when the queue gains work for an idle
     /// writer, for an order or a close, and when the connection is killed.
@@ -103,7 +103,7 @@ pub(crate) struct Shared {
     pub(crate) config: Arc<SocketConfig>,
 }
 
-impl Shared {
+impl SocketInner {
     /// Ready once the connection is killed. Registers the task's waker, so
     /// the connection's task (the only one that waits on it) calls this
     /// first whenever it is polled.
@@ -127,7 +127,7 @@ impl Shared {
 /// its counters, from any thread.
 #[derive(Clone)]
 pub struct SocketHandle {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<SocketInner>,
 }
 
 impl std::fmt::Debug for SocketHandle {
@@ -150,7 +150,7 @@ impl SocketHandle {
         server: Option<Arc<Counters>>,
     ) -> Self {
         let config = config.into();
-        let shared = Shared {
+        let shared = SocketInner {
             outbound: Mutex::new(OutQueue::default()),
             task: AtomicWaker::new(),
             state: AtomicU8::new(CONNECTING),
@@ -296,7 +296,7 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
-        self.send_frame(Frame::Shared(message.as_bytes()))
+        self.send_frame(Frame::SocketInner(message.as_bytes()))
     }
 
     fn send_frame(&self, frame: Frame<'_>) -> Result<(), SendError> {
@@ -365,7 +365,7 @@ impl SocketHandle {
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
     pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
         self.admit(message.wire_len())?
-            .push(Frame::Shared(message.as_bytes()));
+            .push(Frame::SocketInner(message.as_bytes()));
         Ok(())
     }
 

@@ -56,7 +56,7 @@ fn build<R>(
     codec::put_varint_u16(buf, action);
     content(buf)?;
     match codec::finish_frame(buf, config)? {
-        Some(compressed) => then(Frame::Shared(&compressed)),
+        Some(compressed) => then(Frame::SocketInner(&compressed)),
         None => then(Frame::Borrowed(buf)),
     }
 }
@@ -67,7 +67,7 @@ fn build<R>(
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Frame<'a> {
     /// Encoded once; queues share it.
-    Shared(&'a Bytes),
+    SocketInner(&'a Bytes),
     /// Lent for the call; copied if it must wait.
     Borrowed(&'a [u8]),
 }
@@ -75,7 +75,7 @@ pub(crate) enum Frame<'a> {
 impl Frame<'_> {
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
-            Frame::Shared(bytes) => bytes,
+            Frame::SocketInner(bytes) => bytes,
             Frame::Borrowed(bytes) => bytes,
         }
     }
@@ -87,7 +87,7 @@ impl Frame<'_> {
     /// The frame from byte `from` on, as bytes that may wait in a queue.
     pub(crate) fn rest_from(&self, from: usize) -> Bytes {
         match self {
-            Frame::Shared(bytes) => bytes.slice(from..),
+            Frame::SocketInner(bytes) => bytes.slice(from..),
             Frame::Borrowed(bytes) => Bytes::copy_from_slice(&bytes[from..]),
         }
     }

@@ -123,7 +123,7 @@ fn subscriptions_stay_until_disconnected_and_scoped_ones_end_with_their_guard() 
     let mut client = NetworkClient::connect(server.local_addr(), ClientConfig::named("ann"));
     let (kept, scoped) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
     let k = kept.clone();
-    client.subscribe(Chan::Score, move |_| k.set(k.get() + 1)); // Connection dropped: stays
+    client.subscribe(Chan::Score, move |_| k.set(k.get() + 1)); // Slot handle dropped: stays
     let s = scoped.clone();
     let guard = client
         .subscribe(Chan::Score, move |_| s.set(s.get() + 1))

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use switchboard::manager::protocol::{self, Hello, Refused, Resume, Welcome};
+use switchboard::manager::protocol::{self, Refused, Resume, SessionHello, Welcome};
 use switchboard::manager::{
     ManagerAction, ManagerCore, ManagerEvent, ManagerRules, ShareError, ShareUpdate, SharedSession,
 };
@@ -58,7 +58,7 @@ fn addr(n: u8) -> SocketAddr {
 }
 
 fn hello(resume: Option<Resume>) -> Message {
-    let hello = Hello {
+    let hello = SessionHello {
         name: "ada".into(),
         password: None,
         credentials: Vec::new(),

@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::{Access, Caller};
-use crate::server::{Shared, EVENTS_EVERY};
+use crate::server::{AdminState, EVENTS_EVERY};
 use crate::source::{CounterKind, Snapshot};
 
 /// Points a second kept: 10 minutes.
@@ -147,7 +147,7 @@ fn mean(points: &[Point]) -> Point {
 }
 
 /// Samples the source a second into the history, until `stop`.
-pub(crate) async fn sample(shared: Arc<Shared>, stop: CancellationToken) {
+pub(crate) async fn sample(shared: Arc<AdminState>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(EVENTS_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -176,7 +176,7 @@ pub(crate) struct HistoryQuery {
 
 /// `GET /api/history`: `{"step_seconds": 1, "points": [...]}`, oldest first.
 pub(crate) async fn route(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     caller: Caller,
     Query(query): Query<HistoryQuery>,
 ) -> Response {

@@ -15,11 +15,11 @@ use axum::Json;
 use serde_json::json;
 
 use crate::access::{refuse, Access, Caller};
-use crate::server::Shared;
+use crate::server::AdminState;
 
 /// `GET /api/recording`: where the recording stands (its file's name,
 /// not its path).
-pub(crate) async fn status(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+pub(crate) async fn status(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
@@ -43,7 +43,7 @@ pub(crate) async fn status(State(shared): State<Arc<Shared>>, caller: Caller) ->
 
 /// `POST /api/recording/start`: starts one now (refused, with why, while
 /// one runs or where the mode cannot).
-pub(crate) async fn start(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+pub(crate) async fn start(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
@@ -57,7 +57,7 @@ pub(crate) async fn start(State(shared): State<Arc<Shared>>, caller: Caller) -> 
 }
 
 /// `POST /api/recording/stop`: stops it; the game goes on.
-pub(crate) async fn stop(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+pub(crate) async fn stop(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
@@ -70,7 +70,7 @@ pub(crate) async fn stop(State(shared): State<Arc<Shared>>, caller: Caller) -> R
 }
 
 /// `GET /api/recording/file`: the complete file, streamed.
-pub(crate) async fn download(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+pub(crate) async fn download(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }

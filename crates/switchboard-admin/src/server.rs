@@ -119,7 +119,7 @@ pub struct AdminServer {
     stop: CancellationToken,
 }
 
-pub(crate) struct Shared {
+pub(crate) struct AdminState {
     pub(crate) source: Arc<dyn AdminSource>,
     guard: Guard,
     started: Instant,
@@ -179,7 +179,7 @@ impl AdminServer {
         };
         let addr = listener.local_addr().map_err(listen_error)?;
         let tls = config.tls.for_address(addr).map_err(listen_error)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(AdminState {
             source,
             guard: Guard::new(
                 token,
@@ -235,7 +235,7 @@ impl Drop for AdminServer {
     }
 }
 
-impl Shared {
+impl AdminState {
     /// The mode's snapshot, with the process's CPU and memory added.
     pub(crate) async fn snapshot(&self) -> crate::source::Snapshot {
         let mut snapshot = self.source.snapshot().await;
@@ -270,7 +270,7 @@ async fn page() -> Response {
 
 /// Everything the page shows, as server-sent events: a `snapshot` event a
 /// second (mode, uptime, counters, clients).
-async fn events(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn events(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
@@ -294,7 +294,7 @@ async fn events(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
         .into_response()
 }
 
-async fn overview(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn overview(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
@@ -308,14 +308,14 @@ async fn overview(State(shared): State<Arc<Shared>>, caller: Caller) -> Response
     .into_response()
 }
 
-async fn clients(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn clients(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
     Json(shared.source.snapshot().await.clients).into_response()
 }
 
-async fn places(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn places(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
@@ -329,7 +329,7 @@ struct KickBody {
 }
 
 async fn kick(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     caller: Caller,
     Path(id): Path<String>,
     body: Option<Json<KickBody>>,
@@ -356,7 +356,7 @@ async fn kick(
     }
 }
 
-async fn prometheus(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn prometheus(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.read(&caller) {
         return response;
     }
@@ -378,7 +378,7 @@ struct NoticeBody {
 }
 
 async fn notice(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     caller: Caller,
     body: Option<Json<NoticeBody>>,
 ) -> Response {
@@ -406,7 +406,7 @@ struct BotsBody {
 }
 
 async fn spawn_bots(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     caller: Caller,
     body: Option<Json<BotsBody>>,
 ) -> Response {
@@ -433,7 +433,7 @@ async fn spawn_bots(
     }
 }
 
-async fn remove_bots(State(shared): State<Arc<Shared>>, caller: Caller) -> Response {
+async fn remove_bots(State(shared): State<Arc<AdminState>>, caller: Caller) -> Response {
     if let Access::Refused(response) = shared.control(&caller) {
         return response;
     }
@@ -451,7 +451,7 @@ struct LogQuery {
 }
 
 async fn log(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     caller: Caller,
     Query(query): Query<LogQuery>,
 ) -> Response {

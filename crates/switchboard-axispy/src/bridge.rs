@@ -35,7 +35,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::directory::Probe;
 use super::wire::{self, SERVER_ID};
-use super::{RoomAsk, Shared};
+use super::{ListenerState, RoomAsk};
 use switchboard_rooms::protocol::{EntityId, RoomAction};
 use switchboard_rooms::RoomView;
 
@@ -68,7 +68,7 @@ pub(super) struct Bridge {
     pub(super) ws: Socket,
     pub(super) addr: SocketAddr,
     pub(super) ask: RoomAsk,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ListenerState>,
     pub(super) conn: u64,
     pub(super) session: Option<SocketStream>,
     pub(super) me: Option<Me>,
@@ -110,7 +110,12 @@ pub(super) enum Pending {
 }
 
 impl Bridge {
-    pub(super) fn new(ws: Socket, addr: SocketAddr, ask: RoomAsk, shared: Arc<Shared>) -> Self {
+    pub(super) fn new(
+        ws: Socket,
+        addr: SocketAddr,
+        ask: RoomAsk,
+        shared: Arc<ListenerState>,
+    ) -> Self {
         let conn = shared
             .next_conn
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use switchboard::manager::protocol::{self as session, Hello, Resume, Welcome};
+use switchboard::manager::protocol::{self as session, Resume, SessionHello, Welcome};
 use switchboard::message::SESSION_CHANNEL;
 use switchboard::socket::{CloseCode, SocketConfig, SocketStream};
 use switchboard::ClientId;
@@ -137,7 +137,7 @@ impl Bridge {
             .expect("directory lock")
             .session(id)
             .map(|(client, token)| Resume { client, token });
-        let hello = Hello {
+        let hello = SessionHello {
             name: name.chars().take(32).collect(),
             password: None,
             credentials: Vec::new(),

@@ -254,7 +254,7 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// What the connections of one listener share.
-pub(crate) struct Shared {
+pub(crate) struct ListenerState {
     pub(crate) config: AxisPyConfig,
     pub(crate) manager: ManagerHandle,
     pub(crate) directory: Mutex<directory::Directory>,
@@ -284,7 +284,7 @@ impl AxisPyListener {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let tls = config.tls.for_address(addr)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ListenerState {
             directory: Mutex::new(directory::Directory::new(
                 manager.player_ids().clone(),
                 config.max_known_players,
@@ -316,7 +316,7 @@ impl AxisPyListener {
 
 async fn accept_loop(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<ListenerState>,
     tls: Option<TlsServer>,
     stop: CancellationToken,
 ) {

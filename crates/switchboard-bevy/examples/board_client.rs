@@ -46,7 +46,7 @@ fn main() -> AppExit {
             name,
             ..Play::default()
         })
-        .add_systems(OnEnter(Connection::Online), sit_down)
+        .add_systems(OnEnter(NetworkState::Online), sit_down)
         .add_systems(Update, (verdicts, updates, gone))
         .run()
 }
@@ -123,8 +123,8 @@ fn updates(mut received: MessageReader<Received<Board>>) {
     }
 }
 
-fn gone(state: Res<State<Connection>>, mut exit: MessageWriter<AppExit>) {
-    if *state.get() == Connection::Disconnected {
+fn gone(state: Res<State<NetworkState>>, mut exit: MessageWriter<AppExit>) {
+    if *state.get() == NetworkState::Disconnected {
         eprintln!("disconnected");
         exit.write(AppExit::error());
     }

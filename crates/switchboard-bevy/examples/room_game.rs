@@ -124,7 +124,7 @@ fn game(plugin: SwitchboardPlugin, player: Player) -> App {
     .add_plugins((plugin, RoomsPlugin))
     .replicate_smoothed::<NetTransform>("ship")
     .insert_resource(player)
-    .add_systems(OnEnter(Connection::Online), enter_lobby)
+    .add_systems(OnEnter(NetworkState::Online), enter_lobby)
     .add_systems(Update, (join_listed, launch, fly, report, quit));
     app
 }

@@ -187,32 +187,32 @@ impl Switchboard {
         }
     }
 
-    /// The connection as a [`Connection`] state, from the client's own
+    /// The connection as a [`NetworkState`], from the client's own
     /// accessors (after the frame's events were taken).
-    fn connection(&self) -> Connection {
+    fn connection(&self) -> NetworkState {
         let Some(client) = self.client.as_ref().map(|c| c.client()) else {
-            return Connection::Offline;
+            return NetworkState::Offline;
         };
         if client.is_finished() {
-            Connection::Disconnected
+            NetworkState::Disconnected
         } else if client.is_welcomed() {
-            Connection::Online
+            NetworkState::Online
         } else if client.client_id().is_some() {
-            Connection::Reconnecting
+            NetworkState::Reconnecting
         } else {
-            Connection::Connecting
+            NetworkState::Connecting
         }
     }
 }
 
-/// Where the connection stands, as a Bevy state: `OnEnter(Connection::Online)`
+/// Where the connection stands, as a Bevy state: `OnEnter(NetworkState::Online)`
 /// runs once per welcome (the first and every resumed session, even one
-/// lost and resumed between two frames), `in_state(Connection::Online)`
+/// lost and resumed between two frames), `in_state(NetworkState::Online)`
 /// gates systems that send. A state gone through between two frames is
 /// not entered (`Connecting`, when the welcome comes before the first
 /// frame ends).
 #[derive(States, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Connection {
+pub enum NetworkState {
     /// No client (before `connect`, after `close`).
     #[default]
     Offline,
@@ -287,7 +287,7 @@ pub enum SwitchboardSystems {
 }
 
 /// Switchboard in a Bevy app: the [`Switchboard`] resource, the
-/// [`Connection`] state, and each frame (in `PreUpdate`) every client event
+/// [`NetworkState`] state, and each frame (in `PreUpdate`) every client event
 /// as a [`SwitchboardEvent`] or [`RoomMessage`]. On `AppExit` the client
 /// says goodbye (waiting up to a second for it to leave) and the local
 /// server stops.
@@ -335,7 +335,7 @@ impl Plugin for SwitchboardPlugin {
         }
         let start = self.start.clone();
         app.insert_non_send(Switchboard::new())
-            .init_state::<Connection>()
+            .init_state::<NetworkState>()
             .add_message::<SwitchboardEvent>()
             .add_message::<RoomMessage>()
             .add_message::<LocalServerStopped>()
@@ -373,8 +373,8 @@ fn receive(
     mut events: MessageWriter<SwitchboardEvent>,
     mut rooms: MessageWriter<RoomMessage>,
     mut stopped: MessageWriter<LocalServerStopped>,
-    state: Res<State<Connection>>,
-    mut next: ResMut<NextState<Connection>>,
+    state: Res<State<NetworkState>>,
+    mut next: ResMut<NextState<NetworkState>>,
 ) {
     let net = &mut *net;
     let mut welcomed = false;
@@ -406,9 +406,9 @@ fn receive(
     // (connecting and welcomed between two frames goes straight to
     // `Online`), but every welcome enters `Online`, even from `Online`: a
     // connection lost and resumed between two frames runs
-    // `OnEnter(Connection::Online)` again.
+    // `OnEnter(NetworkState::Online)` again.
     let now = net.connection();
-    if *state.get() != now || (welcomed && now == Connection::Online) {
+    if *state.get() != now || (welcomed && now == NetworkState::Online) {
         next.set(now);
     }
 }

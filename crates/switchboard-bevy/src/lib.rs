@@ -15,7 +15,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `client` | [`SwitchboardPlugin`], the [`Switchboard`] resource (connect, start the local server, request, send, close), the [`Connection`] state, the messages [`SwitchboardEvent`], [`RoomMessage`], [`LocalServerStopped`] |
+//! | `client` | [`SwitchboardPlugin`], the [`Switchboard`] resource (connect, start the local server, request, send, close), the [`NetworkState`] state, the messages [`SwitchboardEvent`], [`RoomMessage`], [`LocalServerStopped`] |
 //! | `typed` | [`Received<M>`]: the game's messages decoded (`app.receive::<M>()`) |
 //! | `rooms` | [`RoomsPlugin`]: the room's entities mirrored ([`RoomEntity`], [`NetState`]), the game's own created and despawned ([`Replicate`]) |
 //! | `replicate` | `app.replicate::<C>(kind)`: a kind's component decoded, sent at its rate, and with `replicate_smoothed` interpolated ([`Smoothed`], [`NetTransform`]) |
@@ -48,7 +48,7 @@
 //! App::new()
 //!     .add_plugins(bevy_app::ScheduleRunnerPlugin::default())
 //!     .add_plugins(SwitchboardPlugin::connect("127.0.0.1:7000", ClientConfig::named("ann")))
-//!     .add_systems(OnEnter(Connection::Online), claim)
+//!     .add_systems(OnEnter(NetworkState::Online), claim)
 //!     .add_systems(Update, verdicts)
 //!     .run();
 //! ```
@@ -67,8 +67,8 @@ mod rooms;
 mod typed;
 
 pub use client::{
-    Connection, LocalServerStopped, RoomMessage, Switchboard, SwitchboardEvent, SwitchboardPlugin,
-    SwitchboardSystems,
+    LocalServerStopped, NetworkState, RoomMessage, Switchboard, SwitchboardEvent,
+    SwitchboardPlugin, SwitchboardSystems,
 };
 pub use replicate::{KindConfig, NetTransform, ReplicateAppExt, Replicated, Smoothed};
 pub use rooms::{NetState, Replicate, ReplicationRefused, RoomEntity, RoomMirror, RoomsPlugin};
@@ -80,7 +80,7 @@ pub use relay::{Relay, RelayAvatar, RelayEvent, RelayPlayer, RelayPlugin, RelayS
 /// What a Bevy game needs in one `use switchboard_bevy::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Connection, LocalServerStopped, NetTransform, ReceiveAppExt, Received, Replicate,
+        LocalServerStopped, NetTransform, NetworkState, ReceiveAppExt, Received, Replicate,
         ReplicateAppExt, RoomEntity, RoomMessage, RoomsPlugin, Switchboard, SwitchboardEvent,
         SwitchboardPlugin,
     };

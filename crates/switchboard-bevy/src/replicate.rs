@@ -21,7 +21,7 @@ use switchboard::codec;
 use switchboard::smoothing::{Interpolate, Pose, SmoothingConfig, SmoothingStats, SnapshotBuffer};
 use switchboard_rooms::EntityId;
 
-use crate::client::{Connection, Switchboard, SwitchboardSystems};
+use crate::client::{NetworkState, Switchboard, SwitchboardSystems};
 use crate::rooms::{NetState, Replicate, ReplicationRefused, RoomEntity, RoomMirror, SpawnAsked};
 
 /// How a kind replicates; each field says its default.
@@ -161,7 +161,7 @@ fn register<'a, C: Replicated>(
     )
     .add_systems(
         PostUpdate,
-        (ask_spawn::<C>, send_changes::<C>).run_if(in_state(Connection::Online)),
+        (ask_spawn::<C>, send_changes::<C>).run_if(in_state(NetworkState::Online)),
     )
 }
 

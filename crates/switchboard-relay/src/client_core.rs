@@ -1,7 +1,7 @@
 //! [`RelayClientCore`]: the relay's client side without IO, the one every
 //! Rust relay client drives (the bots, the load tester, the Bevy plugin).
 //!
-//! It says what to send when a connection opens (a [`Hello`], or the
+//! It says what to send when a connection opens (a [`RelayHello`], or the
 //! [`Handover`] ticket a redirect gave, then the [`RelayOptions`]), reads
 //! whatever the relay sends in any of its forms (one message, a
 //! [`Batch`](crate::Batch), a compact stream) into [`RelayClientEvent`]s,
@@ -20,7 +20,7 @@ use switchboard::codec;
 use switchboard::message::{Action, Message};
 
 use crate::compact::{CompactDecoder, CompactRecord};
-use crate::server::{Hello, RelayAction, RelayChannel, RelayOptions, Relayed};
+use crate::server::{RelayAction, RelayChannel, RelayHello, RelayOptions, Relayed};
 use crate::transform::Transform;
 use crate::wire::Reader;
 use crate::zones::{Handover, Redirect};
@@ -138,7 +138,7 @@ pub enum RelayClientEvent<'a> {
 /// The client side of one player's relay session, across its connections.
 #[derive(Debug)]
 pub struct RelayClientCore {
-    hello: Hello,
+    hello: RelayHello,
     options: RelayOptions,
     player_id: Option<u32>,
     /// A redirect's ticket, presented on the next connection.
@@ -152,7 +152,7 @@ impl RelayClientCore {
     /// with the relay's default options.
     pub fn new(name: impl Into<String>, bot: bool) -> Self {
         Self {
-            hello: Hello {
+            hello: RelayHello {
                 name: name.into(),
                 bot,
             },

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hub::{Link, Outgoing, Relay};
 use crate::json::{error_line, json_line_of, JsonEvent, JsonQueue};
-use crate::server::{Control, Hello, RelayAction, RelayChannel, RelayConfig};
+use crate::server::{Control, RelayAction, RelayChannel, RelayConfig, RelayHello};
 use crate::transform::Transform;
 use crate::zones::{Handover, ZoneOwner, Zones};
 use crate::StartRecordingError;
@@ -128,7 +128,7 @@ impl Dispatch {
                         }
                     }
                     (Some(_), Some(RelayAction::Hello)) => {
-                        if let Ok(hello) = message.content::<Hello>() {
+                        if let Ok(hello) = message.content::<RelayHello>() {
                             self.relay.describe(id, &hello.name, hello.bot);
                             let kind = if hello.bot { "a bot" } else { "a player" };
                             let name = crate::hub::display_name(&hello.name);

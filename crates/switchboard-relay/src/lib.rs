@@ -51,7 +51,7 @@ pub use hub::{
 };
 pub use log::RelayLogLine;
 pub use server::{
-    Batch, Hello, NotABool, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle,
+    Batch, NotABool, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayHello,
     RelayOptions, RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, TransformError, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};

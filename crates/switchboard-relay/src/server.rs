@@ -18,7 +18,7 @@ mod messages;
 
 pub use config::RelayConfig;
 pub use messages::{
-    Batch, Hello, NotABool, RelayAction, RelayChannel, RelayOptions, Relayed, RELAY_CHANNEL,
+    Batch, NotABool, RelayAction, RelayChannel, RelayHello, RelayOptions, Relayed, RELAY_CHANNEL,
 };
 
 pub(crate) enum Control {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use switchboard::harness::{Harness, Player};
 use switchboard::manager::protocol::{
-    self, ErrorCode, ErrorReply, Hello, Refused, RequestFrame, Resume, Welcome,
+    self, ErrorCode, ErrorReply, Refused, RequestFrame, Resume, SessionHello, Welcome,
 };
 use switchboard::session::{RateLimit, ReconnectToken};
 use switchboard::{
@@ -95,7 +95,7 @@ fn session_replies(
 }
 
 fn hello(resume: Option<Resume>) -> Message {
-    let hello = Hello {
+    let hello = SessionHello {
         name: "raw".into(),
         password: None,
         credentials: vec![],

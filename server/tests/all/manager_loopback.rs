@@ -232,14 +232,14 @@ fn request_without_answer_fails_with_a_timeout() {
 /// hello, and returns the session action the server answered with. Dropping
 /// the stream hangs up without a goodbye.
 async fn hello_from(from: u8, server: &ManagerHandle) -> (tokio::net::TcpStream, u16) {
-    use switchboard::manager::protocol::{self, Hello};
+    use switchboard::manager::protocol::{self, SessionHello};
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket
         .bind(std::net::SocketAddr::from(([127, 0, 0, from], 0)))
         .unwrap();
     let mut stream = socket.connect(server.local_addr()).await.unwrap();
     common::raw_handshake(&mut stream).await;
-    let hello = Hello {
+    let hello = SessionHello {
         name: "x".into(),
         password: None,
         credentials: vec![],

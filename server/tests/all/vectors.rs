@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use switchboard::codec::{self, CodecConfig};
 use switchboard::manager::protocol::{
-    ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Resume, Welcome,
+    ErrorCode, ErrorReply, Refused, Rejected, RequestFrame, Resume, SessionHello, Welcome,
 };
 use switchboard::session::ReconnectToken;
 use switchboard::ClientId;
@@ -111,7 +111,7 @@ fn vectors() -> Vec<Value> {
         value(
             "hello, new session",
             "Hello",
-            &Hello {
+            &SessionHello {
                 name: "ada".into(),
                 password: Some("sesame".into()),
                 credentials: vec![9, 9],
@@ -121,7 +121,7 @@ fn vectors() -> Vec<Value> {
         value(
             "hello, resuming",
             "Hello",
-            &Hello {
+            &SessionHello {
                 name: "ada".into(),
                 password: None,
                 credentials: vec![],
@@ -315,7 +315,7 @@ fn vectors() -> Vec<Value> {
         value(
             "relay hello",
             "RelayHello",
-            &switchboard_relay::Hello {
+            &switchboard_relay::RelayHello {
                 name: "ada".into(),
                 bot: false,
             },
@@ -417,7 +417,7 @@ fn check_decoding(vector: &Value) {
         "vec<u32>" => decodes_to::<Vec<u32>>(hex_text, value),
         "map<string,string>" => decodes_to::<BTreeMap<String, String>>(hex_text, value),
         "ClientId" => decodes_to::<ClientId>(hex_text, value),
-        "Hello" => decodes_to::<Hello>(hex_text, value),
+        "Hello" => decodes_to::<SessionHello>(hex_text, value),
         "Welcome" => decodes_to::<Welcome>(hex_text, value),
         "Refused" => decodes_to::<Refused>(hex_text, value),
         "RequestFrame" => decodes_to::<RequestFrame>(hex_text, value),
@@ -439,7 +439,7 @@ fn check_decoding(vector: &Value) {
         "RoomState" => decodes_to::<RoomState>(hex_text, value),
         "vec<RoomSummary>" => decodes_to::<Vec<RoomSummary>>(hex_text, value),
         "Entity" => decodes_to::<Entity>(hex_text, value),
-        "RelayHello" => decodes_to::<switchboard_relay::Hello>(hex_text, value),
+        "RelayHello" => decodes_to::<switchboard_relay::RelayHello>(hex_text, value),
         "Transform" => decodes_to::<Transform>(hex_text, value),
         "Relayed" => decodes_to::<Relayed>(hex_text, value),
         "Redirect" => decodes_to::<switchboard_relay::Redirect>(hex_text, value),

@@ -23,7 +23,7 @@ use super::{
 use crate::message::{Action, Channel, EncodedMessage, Message, TypedMessage};
 use crate::router::{Delivery, Router};
 use crate::runtime;
-use crate::signal::{Connection, Signal};
+use crate::signal::{Signal, SlotHandle};
 use switchboard_proto::connection::budget::AddressBudgets;
 use switchboard_proto::limits::{Gate, GateLimits};
 
@@ -255,7 +255,7 @@ impl Endpoint {
         &self,
         channel: C,
         slot: impl FnMut(&Delivery) + 'static,
-    ) -> Connection {
+    ) -> SlotHandle {
         self.router.subscribe(channel, slot)
     }
 

@@ -63,13 +63,13 @@ fn lines(app: &App) -> Vec<String> {
 fn a_bevy_client_joins_and_its_connection_is_a_bevy_state() {
     let server = board_server();
     let mut ann = board_app(SwitchboardPlugin::connect(server.addr(), config("ann")));
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut ann], |a| state(a[0]) == NetworkState::Online);
     let seen = seen(&ann);
     // Connecting from the first frame (the client starts at startup),
     // unless the welcome came before the first frame's end.
     assert!(
-        seen.states == [Connection::Connecting, Connection::Online]
-            || seen.states == [Connection::Online],
+        seen.states == [NetworkState::Connecting, NetworkState::Online]
+            || seen.states == [NetworkState::Online],
         "{:?}",
         seen.states
     );
@@ -87,7 +87,7 @@ fn requests_from_systems_get_their_verdicts_as_messages_with_reasons() {
     let mut ann = board_app(SwitchboardPlugin::connect(server.addr(), config("ann")));
     let mut bob = board_app(SwitchboardPlugin::connect(server.addr(), config("bob")));
     frames(&mut [&mut ann, &mut bob], |a| {
-        a.iter().all(|a| state(a) == Connection::Online)
+        a.iter().all(|a| state(a) == NetworkState::Online)
     });
 
     let claim = request(&mut ann, Board::Claim(1));
@@ -118,19 +118,21 @@ fn reconnect_after_a_cut_keeps_the_same_id_and_the_seat() {
     let server = board_server();
     let proxy = Proxy::start(server.addr());
     let mut ann = board_app(SwitchboardPlugin::connect(proxy.addr, config("ann")));
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut ann], |a| state(a[0]) == NetworkState::Online);
     let before = id(&ann).unwrap();
     let claim = request(&mut ann, Board::Claim(2));
     assert_eq!(verdict(&mut [&mut ann], 0, claim), RequestStatus::Accepted);
 
     proxy.cut();
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Reconnecting);
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut ann], |a| {
+        state(a[0]) == NetworkState::Reconnecting
+    });
+    frames(&mut [&mut ann], |a| state(a[0]) == NetworkState::Online);
     assert_eq!(id(&ann), Some(before), "the same id after the cut");
     let states = &seen(&ann).states;
     assert_eq!(
         &states[states.len() - 2..],
-        [Connection::Reconnecting, Connection::Online]
+        [NetworkState::Reconnecting, NetworkState::Online]
     );
     // The seat is still this player's: claiming it again is refused so.
     let again = request(&mut ann, Board::Claim(2));
@@ -144,7 +146,7 @@ fn reconnect_after_a_cut_keeps_the_same_id_and_the_seat() {
 fn the_local_server_starts_with_the_app_and_stops_when_it_exits() {
     let options = child("child_board_server");
     let mut ann = board_app(SwitchboardPlugin::local(options, config("ann")));
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut ann], |a| state(a[0]) == NetworkState::Online);
     let pid = {
         let net = ann.world().non_send::<Switchboard>();
         let server = net.local_server().expect("started by the plugin");
@@ -180,7 +182,7 @@ fn a_killed_local_server_is_told_to_the_game() {
         child("child_board_server"),
         config("ann"),
     ));
-    frames(&mut [&mut ann], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut ann], |a| state(a[0]) == NetworkState::Online);
     let pid = ann
         .world()
         .non_send::<Switchboard>()
@@ -199,7 +201,7 @@ fn a_late_frame_loses_nothing_and_keeps_the_order() {
     let mut ann = board_app(SwitchboardPlugin::connect(server.addr(), config("ann")));
     let mut bob = board_app(SwitchboardPlugin::connect(server.addr(), config("bob")));
     frames(&mut [&mut ann, &mut bob], |a| {
-        a.iter().all(|a| state(a) == Connection::Online)
+        a.iter().all(|a| state(a) == NetworkState::Online)
     });
     // Bob talks while ann's game is stuck (loading, a long frame).
     let said: Vec<String> = (0..40).map(|i| format!("line {i}")).collect();
@@ -219,13 +221,13 @@ fn a_late_frame_loses_nothing_and_keeps_the_order() {
 
 #[test]
 fn a_system_on_entering_online_runs_once_per_welcome_resumed_ones_too() {
-    // `OnEnter(Connection::Online)` runs once per welcome: a system there
+    // `OnEnter(NetworkState::Online)` runs once per welcome: a system there
     // sends what the game says on joining, and on coming back.
     let server = board_server();
     let proxy = Proxy::start(server.addr());
     let mut ann = board_app(SwitchboardPlugin::connect(proxy.addr, config("ann")));
     ann.add_systems(
-        bevy_state::prelude::OnEnter(Connection::Online),
+        bevy_state::prelude::OnEnter(NetworkState::Online),
         |mut net: NonSendMut<Switchboard>| {
             net.request(Board::Say("hello from OnEnter".into()))
                 .unwrap();
@@ -257,7 +259,7 @@ fn a_refused_client_is_disconnected_with_the_reason() {
         ..config("host")
     };
     let mut host = board_app(SwitchboardPlugin::local(options, host_config));
-    frames(&mut [&mut host], |a| state(a[0]) == Connection::Online);
+    frames(&mut [&mut host], |a| state(a[0]) == NetworkState::Online);
     let port = host
         .world()
         .non_send::<Switchboard>()
@@ -269,7 +271,7 @@ fn a_refused_client_is_disconnected_with_the_reason() {
         config("guest"),
     ));
     frames(&mut [&mut host, &mut guest], |a| {
-        state(a[1]) == Connection::Disconnected
+        state(a[1]) == NetworkState::Disconnected
     });
     let refused = seen(&guest).events.iter().find_map(|e| match e {
         ClientEvent::Refused(refused) => Some(refused.reason.clone()),

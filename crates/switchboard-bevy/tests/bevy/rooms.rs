@@ -20,7 +20,7 @@ fn rooms_app(addr: impl ToString, name: &str) -> App {
 }
 
 fn online(apps: &mut [&mut App]) {
-    frames(apps, |a| a.iter().all(|a| state(a) == Connection::Online));
+    frames(apps, |a| a.iter().all(|a| state(a) == NetworkState::Online));
 }
 
 /// Asks through the app's rooms client and runs frames until the verdict,
@@ -166,14 +166,14 @@ fn a_late_joiner_and_a_player_cut_off_get_the_rooms_entities() {
     // Bob is cut off; meanwhile ann's first ship goes and a fourth comes.
     proxy.cut();
     frames(&mut [&mut ann, &mut bob], |a| {
-        state(a[1]) == Connection::Reconnecting
+        state(a[1]) == NetworkState::Reconnecting
     });
     let first_id = ships(&mut ann)[0].0.id;
     let first = ann.world().resource::<RoomMirror>().entity(first_id);
     ann.world_mut().despawn(first.unwrap());
     ann.world_mut().spawn((ship_at(4.0), Replicate));
     frames(&mut [&mut ann, &mut bob], |a| {
-        state(a[1]) == Connection::Online && {
+        state(a[1]) == NetworkState::Online && {
             let xs: Vec<f32> = ships(a[1])
                 .iter()
                 .map(|(_, t, _)| t.unwrap().position[0])

@@ -74,7 +74,7 @@ pub struct Seen {
     /// Every client event.
     pub events: Vec<ClientEvent>,
     /// Every connection state entered.
-    pub states: Vec<Connection>,
+    pub states: Vec<NetworkState>,
     /// Every `LocalServerStopped`.
     pub stopped: Vec<String>,
 }
@@ -83,7 +83,7 @@ fn record(
     mut seen: ResMut<Seen>,
     mut events: MessageReader<SwitchboardEvent>,
     mut stopped: MessageReader<LocalServerStopped>,
-    state: Res<State<Connection>>,
+    state: Res<State<NetworkState>>,
 ) {
     seen.events.extend(events.read().map(|e| e.0.clone()));
     seen.stopped
@@ -120,8 +120,8 @@ pub fn frames(apps: &mut [&mut App], mut done: impl FnMut(&mut [&mut App]) -> bo
 }
 
 /// The app's connection state now.
-pub fn state(app: &App) -> Connection {
-    *app.world().resource::<State<Connection>>().get()
+pub fn state(app: &App) -> NetworkState {
+    *app.world().resource::<State<NetworkState>>().get()
 }
 
 /// The app's client id.

@@ -13,7 +13,7 @@ use switchboard_proto::join_code::CODE_ALPHABET;
 use switchboard_proto::limits::{address_key, prefix_key, KeyedLimiter, RateLimit};
 use tokio::sync::{mpsc, oneshot};
 
-use super::serve::Shared;
+use super::serve::RendezvousState;
 
 /// Letters in a code the relay gives: one of 32^8 (about 1.1 × 10^12).
 /// With every one of `max_codes` (10,000) codes held, a guesser allowed
@@ -201,7 +201,7 @@ fn bump(counts: &mut HashMap<IpAddr, usize>, key: IpAddr, up: bool) {
 
 /// A player counted for its address, given back when dropped.
 pub(super) struct Counted {
-    shared: Arc<Shared>,
+    shared: Arc<RendezvousState>,
     ip: IpAddr,
 }
 
@@ -235,7 +235,7 @@ impl Games {
     /// Counts a player from `ip` if under `max`.
     pub(super) fn count_player(
         &mut self,
-        shared: &Arc<Shared>,
+        shared: &Arc<RendezvousState>,
         ip: IpAddr,
         max: usize,
     ) -> Option<Counted> {
@@ -415,7 +415,7 @@ fn random_code() -> Result<String, String> {
 }
 
 /// Expires codes once a second until the relay stops.
-pub(super) async fn reap(shared: Arc<Shared>) {
+pub(super) async fn reap(shared: Arc<RendezvousState>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

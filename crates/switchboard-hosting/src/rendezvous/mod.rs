@@ -169,7 +169,7 @@ pub struct RendezvousStats {
 /// WebSocket port for players in browsers.
 #[derive(Debug)]
 pub struct RendezvousServer {
-    shared: Arc<serve::Shared>,
+    shared: Arc<serve::RendezvousState>,
     addr: SocketAddr,
     websocket: Option<SocketAddr>,
     fingerprint: Option<switchboard::tls::Fingerprint>,
@@ -198,7 +198,7 @@ impl RendezvousServer {
         };
         let fingerprint = tls.as_ref().map(switchboard::tls::TlsServer::fingerprint);
         let stop = CancellationToken::new();
-        let shared = Arc::new(serve::Shared::new(config, stop.clone()));
+        let shared = Arc::new(serve::RendezvousState::new(config, stop.clone()));
         let caps = shared.caps();
         tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone(), tls));
         if let Some(ws) = ws {

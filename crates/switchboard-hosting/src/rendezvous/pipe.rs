@@ -17,7 +17,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use super::games::Game;
-use super::serve::Shared;
+use super::serve::RendezvousState;
 
 /// A player's connection to the relay.
 pub(super) enum Player {
@@ -87,7 +87,12 @@ enum End {
 /// Pipes until both directions end, or one breaks: a side that closes has
 /// its close passed on (the other side's frames in flight still arrive);
 /// a side that breaks a rule ends the whole pipe.
-pub(super) async fn run(player: Player, host: Secured, game: &Arc<Game>, shared: &Arc<Shared>) {
+pub(super) async fn run(
+    player: Player,
+    host: Secured,
+    game: &Arc<Game>,
+    shared: &Arc<RendezvousState>,
+) {
     let max = shared.config.max_frame_len;
     let (mut host_read, mut host_write) = tokio::io::split(host);
     match player {
@@ -226,7 +231,12 @@ impl Framing {
 /// its cap by its head and passed on as it arrives (the relay never holds
 /// a whole long frame), until `from` ends (then `to` is shut down: the
 /// other side reads the end) or breaks a rule.
-async fn forward<R, W>(from: &mut R, to: &mut W, game: &Arc<Game>, shared: &Arc<Shared>) -> End
+async fn forward<R, W>(
+    from: &mut R,
+    to: &mut W,
+    game: &Arc<Game>,
+    shared: &Arc<RendezvousState>,
+) -> End
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -294,7 +304,7 @@ where
 }
 
 /// Counts `bytes` and waits while the code is past its bytes a second.
-async fn pace(game: &Game, shared: &Shared, bytes: usize) {
+async fn pace(game: &Game, shared: &RendezvousState, bytes: usize) {
     shared.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     let wait = game.charge(bytes, shared.config.bytes_per_second_per_code);
     if !wait.is_zero() {

@@ -26,7 +26,7 @@ use super::pipe::{self, frames};
 use super::{RendezvousConfig, RendezvousStats};
 
 /// What every connection task of one relay shares.
-pub(super) struct Shared {
+pub(super) struct RendezvousState {
     pub(super) config: RendezvousConfig,
     pub(super) stop: CancellationToken,
     games: Mutex<Games>,
@@ -37,13 +37,13 @@ pub(super) struct Shared {
     pub(super) bytes: AtomicU64,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for RendezvousState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
+        f.debug_struct("RendezvousState").finish_non_exhaustive()
     }
 }
 
-impl Shared {
+impl RendezvousState {
     /// The caps every listener of the relay shares: `max_connections` of
     /// every kind, and `max_pending_per_address` not yet classified.
     pub(super) fn caps(&self) -> ListenerCaps {
@@ -92,7 +92,7 @@ impl Shared {
 /// is what the listener speaks to other machines.
 pub(super) async fn accept(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<RendezvousState>,
     websocket: bool,
     caps: ListenerCaps,
     tls: Option<TlsServer>,
@@ -156,7 +156,7 @@ async fn secured(
 /// game's) and hands the connection to what it says it is. TLS first where
 /// the port speaks it; a host's control connection from another machine
 /// must be in TLS (its code's secret travels on it).
-async fn first_frame(arrival: Arrival, shared: &Arc<Shared>, tls: Option<&TlsServer>) {
+async fn first_frame(arrival: Arrival, shared: &Arc<RendezvousState>, tls: Option<&TlsServer>) {
     let (stream, addr, mut places) = arrival.into_parts();
     let read = async {
         let (mut stream, afar) = secured(stream, addr, tls).await.ok()?;
@@ -226,7 +226,7 @@ async fn first_frame(arrival: Arrival, shared: &Arc<Shared>, tls: Option<&TlsSer
 /// inside, so plain from another machine is answered 403.
 async fn websocket_player(
     arrival: Arrival,
-    shared: &Arc<Shared>,
+    shared: &Arc<RendezvousState>,
     rules: &UpgradeRules,
     tls: Option<&TlsServer>,
 ) {
@@ -254,7 +254,12 @@ async fn websocket_player(
 
 /// A player asks for the game of `code`: checked, announced to its host,
 /// then piped to the data connection the host opens.
-async fn join(mut player: pipe::Player, addr: SocketAddr, code: String, shared: &Arc<Shared>) {
+async fn join(
+    mut player: pipe::Player,
+    addr: SocketAddr,
+    code: String,
+    shared: &Arc<RendezvousState>,
+) {
     let config = &shared.config;
     let (game, counted) = {
         let mut games = shared.games();
@@ -315,7 +320,7 @@ async fn host_stream(
     game: &Arc<Game>,
     player: &pipe::Player,
     addr: SocketAddr,
-    shared: &Arc<Shared>,
+    shared: &Arc<RendezvousState>,
 ) -> Option<Secured> {
     // A host between two control connections (its line dropped, it is
     // connecting again) is waited for, as long as it has to answer.
@@ -352,7 +357,7 @@ async fn host(
     addr: SocketAddr,
     version: u16,
     keep: Option<(String, super::frames::Secret)>,
-    shared: &Arc<Shared>,
+    shared: &Arc<RendezvousState>,
 ) {
     let config = &shared.config;
     let game = if version != VERSION {

@@ -20,7 +20,7 @@ mod reconnect;
 use super::{ClientConfig, ClientError, RequestError, RequestStatus, RequestTicket, Welcomed};
 use crate::connection::SocketEvent;
 use crate::manager::protocol::{
-    self, ErrorReply, Hello, Refused, Rejected, RequestFrame, Resume, Welcome,
+    self, ErrorReply, Refused, Rejected, RequestFrame, Resume, SessionHello, Welcome,
 };
 use crate::message::{Message, TypedMessage, SESSION_CHANNEL};
 use crate::reason::DisconnectReason;
@@ -142,7 +142,7 @@ impl ClientCore {
     }
 
     fn open(&mut self) {
-        let hello = Hello {
+        let hello = SessionHello {
             name: self.config.name.clone(),
             password: self.config.password.clone(),
             credentials: self.config.credentials.clone(),

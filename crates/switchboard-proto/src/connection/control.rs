@@ -38,7 +38,7 @@ pub fn hello_frame(version: u16) -> Bytes {
 
 /// What a first frame says about the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hello {
+pub enum PeerHello {
     /// A Switchboard peer speaking our version.
     Compatible,
     /// A Switchboard peer speaking another version.
@@ -48,17 +48,17 @@ pub enum Hello {
 }
 
 /// Reads a peer's hello payload.
-pub fn parse_hello(payload: &[u8]) -> Hello {
+pub fn parse_hello(payload: &[u8]) -> PeerHello {
     match payload {
         [m0, m1, m2, m3, v0, v1] if [*m0, *m1, *m2, *m3] == MAGIC => {
             let version = u16::from_be_bytes([*v0, *v1]);
             if version == PROTOCOL_VERSION {
-                Hello::Compatible
+                PeerHello::Compatible
             } else {
-                Hello::OtherVersion(version)
+                PeerHello::OtherVersion(version)
             }
         }
-        _ => Hello::NotSwitchboard,
+        _ => PeerHello::NotSwitchboard,
     }
 }
 
@@ -90,12 +90,12 @@ pub fn check_first_frame(
         Ok(_) | Err(_) => return Err(DisconnectReason::NotSwitchboard),
     };
     match parse_hello(&frame.payload) {
-        Hello::Compatible => Ok(()),
-        Hello::OtherVersion(theirs) => Err(DisconnectReason::VersionMismatch {
+        PeerHello::Compatible => Ok(()),
+        PeerHello::OtherVersion(theirs) => Err(DisconnectReason::VersionMismatch {
             ours: PROTOCOL_VERSION,
             theirs,
         }),
-        Hello::NotSwitchboard => Err(DisconnectReason::NotSwitchboard),
+        PeerHello::NotSwitchboard => Err(DisconnectReason::NotSwitchboard),
     }
 }
 

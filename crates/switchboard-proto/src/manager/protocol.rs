@@ -32,7 +32,7 @@ pub const REQUEST_AGAIN: u16 = 8;
 
 /// The first message of a client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hello {
+pub struct SessionHello {
     /// The player's name (1..=32 characters, no control characters).
     pub name: String,
     /// The join password of a hosted game, if it has one.

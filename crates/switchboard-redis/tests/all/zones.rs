@@ -10,8 +10,8 @@ use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::{RedisZones, PRESENCE_TTL};
 use switchboard_relay::{
-    Handover, Hello, Redirect, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayServer,
-    Relayed, RunningRelay, Transform,
+    Handover, Redirect, RelayAction, RelayChannel, RelayConfig, RelayHandle, RelayHello,
+    RelayServer, Relayed, RunningRelay, Transform,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -125,7 +125,7 @@ impl Player {
     }
 
     async fn over(socket: SocketStream, to: SocketAddr, name: &str, websocket: bool) -> Player {
-        let hello = Hello {
+        let hello = RelayHello {
             name: name.into(),
             bot: false,
         };

@@ -89,8 +89,8 @@ fn a_connection_opens_with_the_hello_then_the_options_and_after_a_redirect_with_
         [Some(RelayAction::Hello), Some(RelayAction::Options)]
     );
     assert_eq!(
-        first[0].content::<Hello>().unwrap(),
-        Hello {
+        first[0].content::<RelayHello>().unwrap(),
+        RelayHello {
             name: "ann".into(),
             bot: false
         }

@@ -15,7 +15,7 @@ switchboard::framework_channel! {
 switchboard::actions! {
     /// What travels on the relay channel.
     pub enum RelayAction {
-        /// Client → relay: [`Hello`] (name, bot flag).
+        /// Client → relay: [`RelayHello`] (name, bot flag).
         Hello = 1,
         /// Client → relay: a [`Transform`].
         Transform = 2,
@@ -105,7 +105,7 @@ pub struct Batch {
 
 /// A native client's introduction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hello {
+pub struct RelayHello {
     /// Its name.
     pub name: String,
     /// Whether it is a bot.

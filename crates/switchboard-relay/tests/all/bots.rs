@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use common::{next_socket_event, WAIT};
 use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
 use switchboard_relay::{
-    self as relay, self, Bot, BotConfig, Hello, MovementState, RelayAction, RelayChannel,
-    RelayClient, RelayHandle, Script, Transform,
+    self as relay, self, Bot, BotConfig, MovementState, RelayAction, RelayChannel, RelayClient,
+    RelayHandle, RelayHello, Script, Transform,
 };
 
 /// A real (non-bot) player standing at `x` in town.
@@ -18,7 +18,7 @@ async fn real_player(relay: &RelayHandle, x: f32) -> SocketStream {
         next_socket_event(&mut client).await,
         SocketEvent::Connected
     ));
-    let hello = Hello {
+    let hello = RelayHello {
         name: "human".into(),
         bot: false,
     };

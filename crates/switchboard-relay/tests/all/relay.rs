@@ -254,7 +254,7 @@ async fn relay_hello_with_a_huge_name_is_cut_and_logged_short() {
     let relay = relay::RelayServer::builder().spawn().unwrap();
     let (client, id) = native_client(relay.native_addr(), "first").await;
     // 200 KB of name, a few hundred bytes on the wire once compressed.
-    let hello = relay::Hello {
+    let hello = relay::RelayHello {
         name: "\u{7}ab\n".repeat(50_000),
         bot: false,
     };

@@ -6,7 +6,9 @@ use std::time::Duration;
 use crate::common::{next_socket_event, WAIT};
 use serde_json::Value;
 use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
-use switchboard_relay::{self as relay, Hello, RelayAction, RelayChannel, RelayLimits, Transform};
+use switchboard_relay::{
+    self as relay, RelayAction, RelayChannel, RelayHello, RelayLimits, Transform,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -65,7 +67,7 @@ pub async fn native_client(addr: std::net::SocketAddr, name: &str) -> (SocketStr
         SocketEvent::Received(m) => m.content::<u32>().unwrap(),
         other => panic!("{other:?}"),
     };
-    let hello = Hello {
+    let hello = RelayHello {
         name: name.into(),
         bot: false,
     };

@@ -7,7 +7,7 @@ use crate::limits::address_key;
 use crate::session::{checked_name, MAX_NAME_CHARS};
 
 impl<L: GameLogic> ManagerCore<L> {
-    pub(super) fn on_hello(&mut self, peer: PeerId, hello: Hello, now: Instant) {
+    pub(super) fn on_hello(&mut self, peer: PeerId, hello: SessionHello, now: Instant) {
         if self.peers.get(&peer).is_some_and(|p| p.claiming.is_some()) {
             let detail = "a hello of this connection is already being answered".into();
             return self.error_reply(peer, 0, ErrorCode::UnknownSessionAction, detail, now);
@@ -100,7 +100,12 @@ impl<L: GameLogic> ManagerCore<L> {
         self.dispatch(out);
     }
 
-    fn admit(&mut self, peer: PeerId, hello: &Hello, now: Instant) -> Result<Admission, Refusal> {
+    fn admit(
+        &mut self,
+        peer: PeerId,
+        hello: &SessionHello,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
         let name =
             checked_name(&hello.name).map_err(|why| Refusal::InvalidName(why.to_string()))?;
         let from = self.peers.get(&peer).map(|p| p.addr.ip());
@@ -130,7 +135,13 @@ impl<L: GameLogic> ManagerCore<L> {
         self.sessions.admit_new(peer, name, from, now)
     }
 
-    pub(super) fn refuse(&mut self, peer: PeerId, hello: &Hello, refusal: Refusal, now: Instant) {
+    pub(super) fn refuse(
+        &mut self,
+        peer: PeerId,
+        hello: &SessionHello,
+        refusal: Refusal,
+        now: Instant,
+    ) {
         self.stats.refused_total += 1;
         // As much of the name as a valid one could hold.
         let name: String = hello.name.chars().take(MAX_NAME_CHARS).collect();

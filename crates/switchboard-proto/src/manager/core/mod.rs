@@ -31,7 +31,7 @@ use subtle::ConstantTimeEq;
 use super::config::ManagerRules;
 use super::logic::{Audience, GameLogic, JoinRequest, Outbox, Rejection, RejectionKind, Request};
 use super::protocol::{
-    self, ErrorCode, ErrorReply, Hello, Refused, Rejected, RequestFrame, Welcome,
+    self, ErrorCode, ErrorReply, Refused, Rejected, RequestFrame, SessionHello, Welcome,
 };
 use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ShareError, ShareUpdate};
@@ -66,7 +66,7 @@ struct Peer {
     /// Already told to go (late hello); waiting for its disconnect event.
     closing: bool,
     /// Its hello waits for the shared store's answer.
-    claiming: Option<Hello>,
+    claiming: Option<SessionHello>,
 }
 
 /// The manager's sessions, request validation and addressed updates, driven

@@ -44,7 +44,7 @@ impl<L: GameLogic> ManagerCore<L> {
     ) {
         let bad = ErrorCode::BadContent;
         match (message.action_id(), client) {
-            (protocol::HELLO, None) => match message.content::<Hello>() {
+            (protocol::HELLO, None) => match message.content::<SessionHello>() {
                 Ok(hello) => self.on_hello(peer, hello, now),
                 Err(err) => self.error_reply(peer, 0, bad, err.to_string(), now),
             },

@@ -15,7 +15,7 @@ impl<L: GameLogic> ManagerCore<L> {
 
     /// A resume of a session not held here: ask the store, and hold the
     /// hello until it answers.
-    pub(super) fn claim(&mut self, peer: PeerId, hello: Hello, now: Instant) {
+    pub(super) fn claim(&mut self, peer: PeerId, hello: SessionHello, now: Instant) {
         let Some(resume) = hello.resume.clone() else {
             return;
         };
