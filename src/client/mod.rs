@@ -281,4 +281,15 @@ impl NetworkClient {
             .as_ref()
             .map_or(SocketState::Closed, Socket::state)
     }
+
+    /// The current connection's counts now (frames and bytes each way,
+    /// round trip, what waits to be written): for a game's network
+    /// overlay. What arrived is counted as it is read off the socket,
+    /// before the game's next `poll()` takes it. Zero without a connection.
+    pub fn stats(&self) -> crate::socket::SocketStats {
+        self.socket
+            .as_ref()
+            .map(|socket| socket.handle().stats())
+            .unwrap_or_default()
+    }
 }

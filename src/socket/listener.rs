@@ -87,6 +87,11 @@ impl ListenerCaps {
     pub fn open(&self) -> usize {
         self.slots.as_ref().map_or(0, |(open, _)| open.open())
     }
+
+    /// Of those, connections still in their handshake (0 uncapped).
+    pub fn pending(&self) -> usize {
+        self.slots.as_ref().map_or(0, |(_, pending)| pending.open())
+    }
 }
 
 /// A connection let in: its stream (`TCP_NODELAY` set), the peer's

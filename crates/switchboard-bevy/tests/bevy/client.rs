@@ -204,6 +204,11 @@ fn a_late_frame_loses_nothing_and_keeps_the_order() {
         a.iter().all(|a| state(a) == NetworkState::Online)
     });
     // Bob talks while ann's game is stuck (loading, a long frame).
+    let frames_in = |app: &App| {
+        let net = app.world().non_send::<Switchboard>();
+        net.client().map_or(0, |c| c.stats().frames_in)
+    };
+    let before = frames_in(&ann);
     let said: Vec<String> = (0..40).map(|i| format!("line {i}")).collect();
     let mut last = None;
     for line in &said {
@@ -213,7 +218,16 @@ fn a_late_frame_loses_nothing_and_keeps_the_order() {
         verdict(&mut [&mut bob], 0, last.unwrap()),
         RequestStatus::Accepted
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Every line has reached ann's connection (read off the socket, not
+    // yet taken by a frame).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while frames_in(&ann) < before + said.len() as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lines never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     // One frame brings all of it.
     ann.update();
     assert_eq!(lines(&ann), said);

@@ -3,7 +3,7 @@
 //! received, a player who changes zone leaves the others' worlds, and a
 //! relay that goes away and comes back is joined again.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bevy_app::prelude::*;
 use bevy_ecs::prelude::*;
@@ -129,9 +129,16 @@ fn a_relay_that_goes_away_is_joined_again_when_it_comes_back() {
             .any(|e| matches!(e, RelayEvent::Disconnected(_)))
     });
     assert_eq!(id(&ann), None);
-    // A relay on the same port again: the plugin connects by itself.
-    std::thread::sleep(Duration::from_millis(100));
-    let again = RelayServer::builder().port(addr.port()).spawn().unwrap();
+    // A relay on the same port again (as soon as the port is free): the
+    // plugin connects by itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match RelayServer::builder().port(addr.port()).spawn() {
+            Ok(relay) => break relay,
+            Err(err) => assert!(Instant::now() < deadline, "the port stays taken: {err}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     frames(&mut [&mut ann], |a| id(a[0]).is_some());
     let welcomes = ann
         .world()

@@ -163,6 +163,12 @@ pub struct RendezvousStats {
     pub refused: u64,
     /// Bytes piped, both ways, since the start.
     pub bytes: u64,
+    /// Connections open now, of every kind.
+    pub connections: usize,
+    /// Of those, connections that have not yet said what they are (a
+    /// join, a host, a data connection): at most
+    /// [`RendezvousConfig::max_pending_per_address`] from one address.
+    pub unclassified: usize,
 }
 
 /// A running join-code relay: a TCP port for hosts and players, and a
@@ -170,6 +176,8 @@ pub struct RendezvousStats {
 #[derive(Debug)]
 pub struct RendezvousServer {
     shared: Arc<serve::RendezvousState>,
+    /// The listeners' caps: their counts are the open connections.
+    caps: switchboard::socket::ListenerCaps,
     addr: SocketAddr,
     websocket: Option<SocketAddr>,
     fingerprint: Option<switchboard::tls::Fingerprint>,
@@ -202,11 +210,18 @@ impl RendezvousServer {
         let caps = shared.caps();
         tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone(), tls));
         if let Some(ws) = ws {
-            tokio::spawn(serve::accept(ws, shared.clone(), true, caps, ws_tls));
+            tokio::spawn(serve::accept(
+                ws,
+                shared.clone(),
+                true,
+                caps.clone(),
+                ws_tls,
+            ));
         }
         tokio::spawn(games::reap(shared.clone()));
         Ok(Self {
             shared,
+            caps,
             addr,
             websocket,
             fingerprint,
@@ -233,7 +248,11 @@ impl RendezvousServer {
 
     /// The counters now.
     pub fn stats(&self) -> RendezvousStats {
-        self.shared.stats()
+        RendezvousStats {
+            connections: self.caps.open(),
+            unclassified: self.caps.pending(),
+            ..self.shared.stats()
+        }
     }
 
     /// Stops accepting and closes every connection.

@@ -78,6 +78,7 @@ impl RendezvousState {
             joined: self.joined.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            ..RendezvousStats::default()
         }
     }
 

@@ -293,6 +293,8 @@ async fn join_code_table_filled_by_many_addresses_gives_way_to_a_new_host() {
     let first = relay(config).await;
     let to = first.local_addr();
     let mut hoarders = Vec::new();
+    // No code is idle before this.
+    let first_at = Instant::now();
     for from in 2..6 {
         hoarders.push(hand_host(to, from).await.expect("a code"));
     }
@@ -300,8 +302,20 @@ async fn join_code_table_filled_by_many_addresses_gives_way_to_a_new_host() {
         hand_host(to, 6).await.is_none(),
         "full, none idle long enough"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let (_control, code, _) = hand_host(to, 7).await.expect("an idle code gave way");
+    // Once a code has been idle for `min_idle_to_evict`, a new host gets
+    // its place: asked again until then, never sooner.
+    let deadline = Instant::now() + WAIT;
+    let (_control, code, _) = loop {
+        if let Some(host) = hand_host(to, 7).await {
+            break host;
+        }
+        assert!(Instant::now() < deadline, "no idle code ever gave way");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        first_at.elapsed() >= Duration::from_millis(300),
+        "gave way before the idle time"
+    );
     assert_eq!(first.stats().codes, 4);
     assert_eq!(code.len(), 8, "codes of eight letters: {code}");
     // One network cannot take them all either.
