@@ -47,13 +47,16 @@ fn record_the_relay_over_real_sockets_and_replay_it_identically() {
 /// relay client over WebSocket (what a browser game is) connects and is
 /// welcomed as the first recorded bot, hears the others
 /// walking near it, is told it may only watch, and the replay, checked as
-/// it goes, ends with every answer identical.
+/// it goes, ends with every answer identical. At the recorded pace: the
+/// whole recording is about four seconds, and at four times its speed a
+/// loaded machine could end the replay before the spectator had taken its
+/// welcome (seen once in 3 runs of the suite).
 fn watch_the_relay_recording(path: &Path) {
     use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
     use switchboard_relay::{RelayAction, RelayChannel, Relayed, Transform};
     let args: Vec<String> = ["replay".to_string(), path.display().to_string()]
         .into_iter()
-        .chain(["--serve", "0", "--serve-ws", "0", "--speed", "4"].map(String::from))
+        .chain(["--serve", "0", "--serve-ws", "0", "--speed", "1"].map(String::from))
         .collect();
     let (mut served, lines) = support::start_lines(&args);
     support::ready_port(&lines);
