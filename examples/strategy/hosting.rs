@@ -6,14 +6,12 @@
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use switchboard_hosting::{
-    HostConfig, HostLink, HostStatus, HostTarget, PortMapConfig, PortMapper,
-};
+use switchboard_hosting::{HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig};
 
 /// The ports a hosted game keeps forwarded.
 #[derive(Default)]
 pub(crate) struct Mapping {
-    mappers: Arc<Mutex<Vec<PortMapper>>>,
+    mappers: Arc<Mutex<Vec<PortLease>>>,
 }
 
 impl Mapping {
@@ -28,7 +26,7 @@ impl Mapping {
             .iter()
             .map(|&(what, port)| {
                 let news = news.clone();
-                PortMapper::start_with(config.clone(), port, move |status| {
+                PortLease::start_thread_with(config.clone(), port, move |status| {
                     let _ = news.send(format!("port mapping ({what} port {port}): {status}"));
                 })
             })
@@ -94,10 +92,10 @@ impl Mapping {
     }
 }
 
-fn stop_all(mappers: &Mutex<Vec<PortMapper>>) {
+fn stop_all(mappers: &Mutex<Vec<PortLease>>) {
     let taken = std::mem::take(&mut *mappers.lock().unwrap_or_else(|e| e.into_inner()));
     for mapper in taken {
-        println!("port mapping: {}", mapper.stop());
+        println!("port mapping: {}", mapper.stop_blocking());
     }
 }
 

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use switchboard::socket::{BindScope, Dialer};
 use switchboard::tls::ServerTrust;
 
-use switchboard_hosting::{
-    HostConfig, HostLink, HostStatus, HostTarget, PortMapConfig, PortMapper,
-};
+use switchboard_hosting::{HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig};
 
 /// Port mapping options, shared by every server players join.
 #[derive(Debug, Clone, Args)]
@@ -38,7 +36,7 @@ pub(crate) struct MapArgs {
 
 /// The ports being kept mapped; [`PortMaps::stop`] removes them.
 #[derive(Debug, Default)]
-pub(crate) struct PortMaps(Vec<PortMapper>);
+pub(crate) struct PortMaps(Vec<PortLease>);
 
 impl MapArgs {
     /// A mapping is for a server the router can reach: not one on loopback.
@@ -68,7 +66,7 @@ impl MapArgs {
             config.upnp_search = search;
         }
         let mappers = ports.iter().map(|&(what, port)| {
-            PortMapper::start_with(config.clone(), port, move |status| {
+            PortLease::start_thread_with(config.clone(), port, move |status| {
                 // Whoever started the server may have stopped reading its
                 // stdout after the ready line: that is not a failure.
                 let line = format!("port mapping ({what} port {port}): {status}\n");
@@ -83,7 +81,9 @@ impl PortMaps {
     /// Removes every mapping (each bounded by the timeout); the outcome is
     /// printed like the other changes.
     pub(crate) fn stop(self) {
-        self.0.into_iter().for_each(|mapper| drop(mapper.stop()));
+        self.0
+            .into_iter()
+            .for_each(|mapper| drop(mapper.stop_blocking()));
     }
 }
 

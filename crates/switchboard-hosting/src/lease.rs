@@ -10,9 +10,11 @@
 //!  stop, or the handle dropped, at any point ──> remove the mapping ──> Stopped
 //! ```
 //!
-//! [`PortLease`] runs this as a task on the caller's tokio runtime;
-//! [`PortMapper`] on a thread of its own, for a game loop without tokio or
-//! a server whose runtime ends before the mapping must be removed.
+//! A [`PortLease`] runs this as a task on the caller's tokio runtime
+//! ([`PortLease::start`]) or on a thread of its own
+//! ([`PortLease::start_thread`]: for a game loop without tokio, or a
+//! server whose runtime ends before the mapping must be removed). Either
+//! way it is the same handle.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -67,49 +69,33 @@ impl std::fmt::Display for MapStatus {
     }
 }
 
-/// What both handles hold: the status as it changes, and the stop signal
-/// (dropped: the keeper removes the mapping and ends).
+/// Where the lease's keeper runs.
 #[derive(Debug)]
-struct Control {
-    status: watch::Receiver<MapStatus>,
-    stop: Option<oneshot::Sender<()>>,
+enum Keeper {
+    /// A task on the tokio runtime that started it.
+    Task(tokio::task::JoinHandle<()>),
+    /// A thread of its own, with a runtime of its own.
+    Thread(std::thread::JoinHandle<()>),
+    /// Its thread could not be started (the status says so).
+    None,
 }
 
-impl Control {
-    /// A handle's control, and what its keeper reports to and stops on.
-    fn new(
-        on_change: impl FnMut(&MapStatus) + Send + 'static,
-    ) -> (Self, Report, oneshot::Receiver<()>) {
-        let (status_tx, status) = watch::channel(MapStatus::Trying);
-        let (stop, stopped) = oneshot::channel();
-        let control = Self {
-            status,
-            stop: Some(stop),
-        };
-        (control, Report::new(status_tx, on_change), stopped)
-    }
-
-    fn status(&self) -> MapStatus {
-        self.status.borrow().clone()
-    }
-
-    fn stop(&mut self) {
-        drop(self.stop.take());
-    }
-}
-
-/// A port kept mapped by a task on the current tokio runtime. Stop it with
-/// [`PortLease::stop`]; dropping it stops it too (the removal then runs
-/// on as long as the runtime does).
+/// A port kept mapped: mapped, renewed before its lease runs out, mapped
+/// again when a renewal is refused, and removed when the lease is stopped
+/// or dropped (waiting at most [`PortMapConfig::timeout`] for the gateway).
 #[derive(Debug)]
 pub struct PortLease {
-    control: Control,
-    task: Option<tokio::task::JoinHandle<()>>,
+    status: watch::Receiver<MapStatus>,
+    /// Dropped: the keeper removes the mapping and ends.
+    stop: Option<oneshot::Sender<()>>,
+    keeper: Keeper,
 }
 
 impl PortLease {
-    /// Starts mapping the TCP port `local_port` of this machine. Must be
-    /// called within a tokio runtime.
+    /// Starts mapping the TCP port `local_port` of this machine, as a task
+    /// on the current tokio runtime (must be called within one). Dropping
+    /// the lease stops it; the removal then runs on as long as the runtime
+    /// does.
     pub fn start(config: PortMapConfig, local_port: u16) -> Self {
         Self::start_with(config, local_port, |_| {})
     }
@@ -121,79 +107,27 @@ impl PortLease {
         local_port: u16,
         on_change: impl FnMut(&MapStatus) + Send + 'static,
     ) -> Self {
-        let (control, report, stopped) = Control::new(on_change);
-        let task = tokio::spawn(keep(config, local_port, report, stopped));
-        Self {
-            control,
-            task: Some(task),
-        }
+        let (mut lease, report, stopped) = Self::new(on_change);
+        lease.keeper = Keeper::Task(tokio::spawn(keep(config, local_port, report, stopped)));
+        lease
     }
 
-    /// The status now.
-    pub fn status(&self) -> MapStatus {
-        self.control.status()
+    /// Starts mapping the TCP port `local_port` of this machine on a thread
+    /// of its own: for a game without tokio, and for a server that must
+    /// remove its mapping after its runtime has stopped. Dropping the lease
+    /// removes the mapping before the drop returns.
+    pub fn start_thread(config: PortMapConfig, local_port: u16) -> Self {
+        Self::start_thread_with(config, local_port, |_| {})
     }
 
-    /// Every change of status, as a `watch` receiver (to show it as it
-    /// changes).
-    pub fn watch(&self) -> watch::Receiver<MapStatus> {
-        self.control.status.clone()
-    }
-
-    /// Waits for the first answer: mapped, or why not.
-    pub async fn ready(&mut self) -> MapStatus {
-        // An error: the task is gone, and its last word is the status.
-        let _ = self
-            .control
-            .status
-            .wait_for(|status| *status != MapStatus::Trying)
-            .await;
-        self.status()
-    }
-
-    /// Removes the mapping (bounded by [`PortMapConfig::timeout`]) and
-    /// says what became of it.
-    pub async fn stop(mut self) -> MapStatus {
-        self.control.stop();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-        self.status()
-    }
-}
-
-impl Drop for PortLease {
-    fn drop(&mut self) {
-        // The task sees its stop sender gone and removes the mapping.
-        self.control.stop();
-    }
-}
-
-/// A port kept mapped by a thread of its own: for a game without tokio,
-/// and for a server that must remove its mapping after its runtime has
-/// stopped. Stopping it (or dropping it) removes the mapping, waiting at
-/// most [`PortMapConfig::timeout`] for the gateway.
-#[derive(Debug)]
-pub struct PortMapper {
-    control: Control,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl PortMapper {
-    /// Starts mapping the TCP port `local_port` of this machine, in the
-    /// background: the first answer takes at most a timeout per method.
-    pub fn start(config: PortMapConfig, local_port: u16) -> Self {
-        Self::start_with(config, local_port, |_| {})
-    }
-
-    /// [`PortMapper::start`], with `on_change` called on the mapper's
+    /// [`PortLease::start_thread`], with `on_change` called on the lease's
     /// thread at every change of status (to log or show it).
-    pub fn start_with(
+    pub fn start_thread_with(
         config: PortMapConfig,
         local_port: u16,
         on_change: impl FnMut(&MapStatus) + Send + 'static,
     ) -> Self {
-        let (control, mut report, stopped) = Control::new(on_change);
+        let (mut lease, mut report, stopped) = Self::new(on_change);
         let thread = std::thread::Builder::new()
             .name("switchboard-portmap".into())
             .spawn(move || {
@@ -207,27 +141,53 @@ impl PortMapper {
                     ))),
                 }
             });
-        let thread = match thread {
-            Ok(thread) => Some(thread),
+        lease.keeper = match thread {
+            Ok(thread) => Keeper::Thread(thread),
             Err(e) => {
                 tracing::error!(%e, "port mapping thread not started");
-                None
+                Keeper::None
             }
         };
-        Self { control, thread }
+        lease
+    }
+
+    /// A lease not yet kept, and what its keeper reports to and stops on.
+    fn new(
+        on_change: impl FnMut(&MapStatus) + Send + 'static,
+    ) -> (Self, Report, oneshot::Receiver<()>) {
+        let (status_tx, status) = watch::channel(MapStatus::Trying);
+        let (stop, stopped) = oneshot::channel();
+        let lease = Self {
+            status,
+            stop: Some(stop),
+            keeper: Keeper::None,
+        };
+        (lease, Report::new(status_tx, on_change), stopped)
     }
 
     /// The status now.
     pub fn status(&self) -> MapStatus {
-        self.control.status()
+        self.status.borrow().clone()
     }
 
-    /// Every change of status, as a `watch` receiver.
+    /// Every change of status, as a `watch` receiver (to show it as it
+    /// changes).
     pub fn watch(&self) -> watch::Receiver<MapStatus> {
-        self.control.status.clone()
+        self.status.clone()
     }
 
-    /// Blocks until the first answer (mapped, or why not), or `timeout`.
+    /// Waits for the first answer: mapped, or why not.
+    pub async fn ready(&mut self) -> MapStatus {
+        // An error: the keeper is gone, and its last word is the status.
+        let _ = self
+            .status
+            .wait_for(|status| *status != MapStatus::Trying)
+            .await;
+        self.status()
+    }
+
+    /// Blocks until the first answer (mapped, or why not), or `timeout`:
+    /// for a game loop without tokio.
     pub fn wait_ready(&self, timeout: Duration) -> MapStatus {
         let until = Instant::now() + timeout;
         loop {
@@ -239,22 +199,47 @@ impl PortMapper {
         }
     }
 
-    /// Removes the mapping and says what became of it.
-    pub fn stop(mut self) -> MapStatus {
+    /// Removes the mapping (bounded by [`PortMapConfig::timeout`]) and
+    /// says what became of it.
+    pub async fn stop(mut self) -> MapStatus {
+        drop(self.stop.take());
+        match std::mem::replace(&mut self.keeper, Keeper::None) {
+            Keeper::Task(task) => {
+                let _ = task.await;
+            }
+            Keeper::Thread(thread) => {
+                let _ = self
+                    .status
+                    .wait_for(|status| matches!(status, MapStatus::Stopped(_)))
+                    .await;
+                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            }
+            Keeper::None => {}
+        }
+        self.status()
+    }
+
+    /// Removes the mapping and says what became of it, blocking: for a
+    /// lease on its own thread ([`PortLease::start_thread`]). A lease on a
+    /// runtime's task is only told to stop (its removal runs on that
+    /// runtime): stop it with [`stop`](Self::stop) to wait for it.
+    pub fn stop_blocking(mut self) -> MapStatus {
         self.finish();
         self.status()
     }
 
+    /// Tells the keeper to stop, and waits for a thread of its own.
     fn finish(&mut self) {
-        self.control.stop();
-        if let Some(thread) = self.thread.take() {
+        drop(self.stop.take());
+        if let Keeper::Thread(thread) = std::mem::replace(&mut self.keeper, Keeper::None) {
             let _ = thread.join();
         }
     }
 }
 
-impl Drop for PortMapper {
+impl Drop for PortLease {
     fn drop(&mut self) {
+        // The keeper sees its stop sender gone and removes the mapping.
         self.finish();
     }
 }

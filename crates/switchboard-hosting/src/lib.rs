@@ -25,20 +25,20 @@
 //! | `rendezvous::games` | codes, secrets, players waiting for their host, per-address counts, each code's pace |
 //! | `rendezvous::serve` | what each connection says it is (a join, a host, a data connection) and what is done with it |
 //! | `rendezvous::pipe` | a player's frames to its host and back, each bounded and paced; refusals a client reads |
-//! | [`lease`] | [`PortLease`] (a task on the caller's tokio runtime) and [`PortMapper`] (its own thread, for games without tokio): map, renew, remove on stop or drop; a [`MapStatus`] to show |
+//! | [`lease`] | [`PortLease`], on the caller's tokio runtime or on a thread of its own (for games without tokio): map, renew, remove on stop or drop; a [`MapStatus`] to show |
 //!
 //! # Example
 //!
 //! ```no_run
-//! use switchboard_hosting::{PortMapConfig, PortMapper};
+//! use switchboard_hosting::{PortLease, PortMapConfig};
 //!
 //! // The game listens on 7100 on every interface; ask the router to
 //! // forward it, without blocking the game.
-//! let mapper = PortMapper::start(PortMapConfig::default(), 7100);
+//! let mapper = PortLease::start_thread(PortMapConfig::default(), 7100);
 //! // ... later, in the lobby:
 //! println!("{}", mapper.wait_ready(std::time::Duration::from_secs(10)));
 //! // "reachable at 203.0.113.7:7100 through UPnP" or why not.
-//! mapper.stop(); // the mapping is removed (also when `mapper` is dropped)
+//! mapper.stop_blocking(); // the mapping is removed (also when `mapper` is dropped)
 //! ```
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -47,7 +47,7 @@ pub mod lease;
 pub mod portmap;
 pub mod rendezvous;
 
-pub use lease::{MapStatus, PortLease, PortMapper};
+pub use lease::{MapStatus, PortLease};
 pub use portmap::{map_port, GatewayError, MapError, Mapping, Method, NoGateway, PortMapConfig};
 pub use rendezvous::{
     HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousConfig, RendezvousServer,

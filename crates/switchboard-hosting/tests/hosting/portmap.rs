@@ -1,7 +1,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use switchboard_hosting::{map_port, MapStatus, Method, PortLease, PortMapConfig, PortMapper};
+use switchboard_hosting::{map_port, MapStatus, Method, PortLease, PortMapConfig};
 
 use crate::fake_nat::{self, FakeNatGateway, Speaks};
 use crate::fake_upnp::{self, FakeIgd};
@@ -109,7 +109,7 @@ async fn nat_pmp_maps_when_the_gateway_does_not_speak_pcp() {
     let config = config(gateway.ip, search);
     // The game's own thread: no tokio on its side.
     let status = tokio::task::spawn_blocking(move || {
-        let mapper = PortMapper::start(config, 7102);
+        let mapper = PortLease::start_thread(config, 7102);
         let status = mapper.wait_ready(Duration::from_secs(5));
         drop(mapper); // removes the mapping
         status
@@ -352,4 +352,23 @@ async fn a_gateway_gone_or_silent_after_mapping_says_which_on_renew() {
     // thing tested (a silent router costs a lease renewal no more).
     assert!(started.elapsed() < 2 * TIMEOUT, "{:?}", started.elapsed());
     assert_eq!(refused.to_string(), "no answer within 0.5 s");
+}
+
+#[tokio::test]
+async fn a_lease_on_its_own_thread_is_stopped_from_async_code_and_removes_its_mapping() {
+    let gateway = FakeNatGateway::start(fake_nat::Behaviour::default()).await;
+    let (_silent, search) = silent_search().await;
+    let mut lease = PortLease::start_thread(config(gateway.ip, search), 7105);
+    let status = lease.ready().await;
+    assert_eq!(status.external(), Some("203.0.113.7:7105".parse().unwrap()));
+    let end = lease.stop().await;
+    assert_eq!(
+        end,
+        MapStatus::Stopped("the PCP mapping of 203.0.113.7:7105 was removed".into())
+    );
+    let removed = fake_nat::Seen::PcpMap {
+        internal_port: 7105,
+        lifetime: 0,
+    };
+    assert_eq!(gateway.seen().last(), Some(&removed));
 }
