@@ -88,7 +88,11 @@ pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
             ..MatchmakerConfig::default()
         };
         let addr = SocketAddr::new(ip, args.port);
-        let (matchmaker, handle) = Matchmaker::bind(addr, store, config)
+        let (matchmaker, handle) = Matchmaker::builder(store)
+            .config(config)
+            .bind(args.bind)
+            .port(args.port)
+            .build()
             .map_err(|e| format!("cannot bind the matchmaker to {addr}: {e}"))?;
         println!(
             "{}",

@@ -9,7 +9,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | the root | [`Matchmaker`], [`MatchmakerConfig`], [`MatchmakerHandle`], [`MatchmakerStats`]: the port, its limits, the answers |
+//! | the root | [`Matchmaker`] started by its [`MatchmakerBuilder`] as a [`RunningMatchmaker`], [`MatchmakerConfig`], [`MatchmakerHandle`], [`MatchmakerStats`]: the port, its limits, the answers |
 //! | `admin` | [`MatchmakerAdmin`]: the matchmaker as its admin server and `/metrics` see it |
 //!
 //! What it reads and counts in Redis is `switchboard_redis::RoomDirectory`'s.
@@ -23,11 +23,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::message::Message;
+use switchboard::runtime;
 use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    address_key, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
+    address_key, BindScope, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 use switchboard::token::TokenKey;
 use switchboard_rooms::directory::{Reservation, Seat};
@@ -142,9 +144,78 @@ enum Answer {
     Seat(Seat),
 }
 
+/// A matchmaker about to start, made by [`Matchmaker::builder`]: the same
+/// shape as the relay's and a game server's builders.
+#[derive(Debug)]
+pub struct MatchmakerBuilder {
+    store: RedisStore,
+    config: MatchmakerConfig,
+    scope: BindScope,
+    port: u16,
+}
+
+/// A matchmaker running in this process: reads like its
+/// [`MatchmakerHandle`]; `shutdown().await` (or `shutdown_blocking()`)
+/// stops it and closes its connections.
+pub type RunningMatchmaker = Running<MatchmakerHandle, ()>;
+
+impl StopHandle for MatchmakerHandle {
+    fn stop(&self) {
+        self.shutdown();
+    }
+}
+
+impl MatchmakerBuilder {
+    /// Its limits (default [`MatchmakerConfig::default`]).
+    pub fn config(mut self, config: MatchmakerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The port (default 0: a free one, read with `local_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Binds and returns the matchmaker and its handle, for tokio code that
+    /// runs it itself (`matchmaker.run(stop).await`). It does not need
+    /// Redis until the first request.
+    pub fn build(self) -> std::io::Result<(Matchmaker, MatchmakerHandle)> {
+        let addr = SocketAddr::new(self.scope.ip(), self.port);
+        Matchmaker::bind(addr, self.store, self.config)
+    }
+
+    /// Binds and runs the matchmaker on the background runtime (or the
+    /// current one).
+    pub fn spawn(self) -> std::io::Result<RunningMatchmaker> {
+        let (matchmaker, handle) = self.build()?;
+        let task = runtime::handle().spawn(matchmaker.run(std::future::pending::<()>()));
+        Ok(Running::new(handle, task))
+    }
+}
+
 impl Matchmaker {
-    /// Binds its port (it does not need Redis until the first request).
-    pub fn bind(
+    /// Starts describing a matchmaker in front of the room directory in
+    /// `store`: loopback, a free port, default limits, until told
+    /// otherwise.
+    pub fn builder(store: RedisStore) -> MatchmakerBuilder {
+        MatchmakerBuilder {
+            store,
+            config: MatchmakerConfig::default(),
+            scope: BindScope::Loopback,
+            port: 0,
+        }
+    }
+
+    /// Binds its port.
+    fn bind(
         addr: SocketAddr,
         store: RedisStore,
         config: MatchmakerConfig,

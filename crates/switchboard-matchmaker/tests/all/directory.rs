@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use switchboard::{ClientConfig, RequestStatus, RunningServer, ServerManager};
-use switchboard_matchmaker::{Matchmaker, MatchmakerConfig};
+use switchboard_matchmaker::{Matchmaker, MatchmakerConfig, RunningMatchmaker};
 use switchboard_redis::testing::RedisProcess;
 use switchboard_redis::RoomsPresence;
 use switchboard_rooms::directory::{self, Seat};
@@ -29,15 +29,8 @@ fn rooms_process(redis: &RedisProcess) -> RunningServer<RoomsLogic> {
     handle
 }
 
-fn matchmaker(redis: &RedisProcess) -> SocketAddr {
-    let (matchmaker, handle) = Matchmaker::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        redis.store(),
-        MatchmakerConfig::default(),
-    )
-    .unwrap();
-    switchboard::runtime::handle().spawn(matchmaker.run(std::future::pending()));
-    handle.local_addr()
+fn matchmaker(redis: &RedisProcess) -> RunningMatchmaker {
+    Matchmaker::builder(redis.store()).spawn().unwrap()
 }
 
 fn player(addr: &str, name: &str) -> RoomClient {
@@ -116,7 +109,8 @@ fn create(matchmaker: SocketAddr, host: &str, name: &str, max: u8) -> (RoomClien
 fn one_list_spans_the_processes_and_a_new_room_lands_on_the_least_loaded() {
     let redis = RedisProcess::start().unwrap();
     let (p1, p2) = (rooms_process(&redis), rooms_process(&redis));
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (_ann, first, first_addr) = create(matchmaker, "ann", "first", 4);
     // The first process now has a player, the other none.
     let (_bob, second, second_addr) = create(matchmaker, "bob", "second", 4);
@@ -142,7 +136,8 @@ fn one_list_spans_the_processes_and_a_new_room_lands_on_the_least_loaded() {
 fn a_join_goes_to_the_room_s_process_with_a_reserved_seat_and_capacity_holds_across() {
     let redis = RedisProcess::start().unwrap();
     let (_p1, _p2) = (rooms_process(&redis), rooms_process(&redis));
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (_ann, id, addr) = create(matchmaker, "ann", "duel", 2);
 
     let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
@@ -176,7 +171,8 @@ fn a_join_goes_to_the_room_s_process_with_a_reserved_seat_and_capacity_holds_acr
 fn a_locked_room_gets_no_reservation() {
     let redis = RedisProcess::start().unwrap();
     let _p1 = rooms_process(&redis);
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (mut ann, id, _) = create(matchmaker, "ann", "private club", 8);
     let ticket = ann.lock(true).unwrap();
     assert_eq!(verdict(&mut ann, ticket), RequestStatus::Accepted);
@@ -194,7 +190,8 @@ fn a_locked_room_gets_no_reservation() {
 fn redis_down_stops_new_rooms_and_lists_with_a_clear_error_while_games_go_on() {
     let mut redis = RedisProcess::start().unwrap();
     let _p1 = rooms_process(&redis);
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (mut ann, id, addr) = create(matchmaker, "ann", "game", 4);
     let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
     let mut bob = player(&addr, "bob");
@@ -232,7 +229,8 @@ fn matchmaker_request_flood_from_one_address_is_cut_off_and_garbage_gets_a_reaso
     use switchboard_rooms::protocol::RoomAction;
 
     let redis = RedisProcess::start().unwrap();
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let outcome = block_on(async move {
         let mut socket = SocketStream::connect(matchmaker, SocketConfig::default());
         // Garbage: an answer with the reason, the connection kept.
@@ -273,7 +271,8 @@ fn matchmaker_request_flood_from_one_address_is_cut_off_and_garbage_gets_a_reaso
 fn a_seat_taken_is_no_longer_held_so_a_leaver_s_seat_frees_at_once() {
     let redis = RedisProcess::start().unwrap();
     let _p1 = rooms_process(&redis);
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (_ann, id, addr) = create(matchmaker, "ann", "pair", 2);
     let seat = block_on(directory::reserve_seat(matchmaker, id, WAIT)).unwrap();
     let mut bob = player(&addr, "bob");
@@ -307,7 +306,8 @@ fn a_seat_taken_is_no_longer_held_so_a_leaver_s_seat_frees_at_once() {
 fn matchmaker_seat_hoarding_from_one_address_holds_at_most_its_cap() {
     let redis = RedisProcess::start().unwrap();
     let _process = rooms_process(&redis);
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let (_ann, id, _) = create(matchmaker, "ann", "hoarded", 4);
     // Asking again and again (under the request rate): each new
     // reservation past the cap gives the address's oldest seat back.
@@ -350,7 +350,8 @@ fn a_seat_on_a_tls_process_carries_its_fingerprint_and_the_player_pins_it() {
     let fingerprint = server.handle().tls().map(|tls| tls.fingerprint());
     assert_eq!(fingerprint, Some(identity.fingerprint()));
     serving.at_pinned(format!("{lan}:{}", server.local_addr().port()), fingerprint);
-    let matchmaker = matchmaker(&redis);
+    let running = matchmaker(&redis);
+    let matchmaker = running.local_addr();
     let seat = new_room_seat(matchmaker);
     assert_eq!(
         seat.tls,
