@@ -28,12 +28,9 @@ fn listener() -> SocketAddr {
             max_entity_state_bytes: 2048,
             ..AxisPyConfig::default()
         };
-        let listener = switchboard::runtime::handle()
-            .block_on(AxisPyListener::spawn(
-                "127.0.0.1:0".parse().expect("an address"),
-                config,
-                manager.handle(),
-            ))
+        let listener = AxisPyListener::builder(manager.handle())
+            .config(config)
+            .spawn()
             .expect("an AxisPy listener");
         let addr = listener.local_addr();
         // Both serve every fuzz input, for the process's life.

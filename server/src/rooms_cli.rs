@@ -110,17 +110,19 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
             serving.at_pinned(advertise.unwrap_or_else(|| bound.to_string()), fingerprint);
         }
         let Some(port) = axispy_port else { return };
-        let config = axispy_config;
-        let (addr, handle) = (SocketAddr::new(bind.ip(), port), handle.clone());
-        tokio::spawn(async move {
-            match switchboard_axispy::AxisPyListener::spawn(addr, config, handle).await {
-                Ok(listener) => {
-                    println!("AxisPy clients: ws://{}/<room>", listener.local_addr());
-                    std::future::pending::<()>().await
-                }
-                Err(err) => tracing::error!(%err, "AxisPy listener not started"),
+        let built = switchboard_axispy::AxisPyListener::builder(handle.clone())
+            .config(axispy_config)
+            .bind(bind)
+            .port(port)
+            .build();
+        match built {
+            Ok((listener, at)) => {
+                println!("AxisPy clients: ws://{}/<room>", at.local_addr());
+                // It serves as long as the rooms server runs.
+                tokio::spawn(listener.run());
             }
-        });
+            Err(err) => tracing::error!(%err, "AxisPy listener not started"),
+        }
     };
     run_manager("rooms", listen, config, logic, admin, axispy)
 }

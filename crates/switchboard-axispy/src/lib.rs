@@ -18,7 +18,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | the root | [`AxisPyListener`], [`AxisPyConfig`]: the listener, its limits, its counters |
+//! | the root | [`AxisPyListener`] started by its [`AxisPyBuilder`] as a [`RunningAxisPy`], [`AxisPyConfig`]: the listener, its limits, its counters |
 //! | `wire.rs` | the JSON envelope, room and player dicts, payloads to and from native clients |
 //! | `directory.rs` | AxisPy ids across connections: sessions, takeover rules, kicks |
 //! | `bridge.rs` | one connection: its loop |
@@ -40,9 +40,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use switchboard::lifecycle::{Running, StopHandle};
+use switchboard::runtime;
 use switchboard::session::RateLimit;
 use switchboard::socket::{
-    accept_upgrade, forbid, Listener, ListenerLimits, Upgrade, UpgradeRules,
+    accept_upgrade, forbid, BindScope, Listener, ListenerLimits, Upgrade, UpgradeRules,
 };
 use switchboard::tls::{secure, TlsServer, PLAINTEXT_REFUSED};
 use switchboard::ManagerHandle;
@@ -264,25 +266,81 @@ pub(crate) struct ListenerState {
     pub(crate) stats: Stats,
 }
 
-/// A running AxisPy listener.
+/// A running AxisPy listener's handle: where it listens, and the way to
+/// stop it.
 #[derive(Debug, Clone)]
 pub struct AxisPyListener {
     addr: SocketAddr,
     stop: CancellationToken,
 }
 
-impl AxisPyListener {
-    /// Listens on `addr` for AxisPy clients and joins them to the rooms of
-    /// the manager `manager` runs (its logic must be
-    /// [`RoomsLogic`](switchboard_rooms::RoomsLogic)). Runs on the current tokio
-    /// runtime until [`stop`](Self::stop).
-    pub async fn spawn(
-        addr: SocketAddr,
-        config: AxisPyConfig,
-        manager: ManagerHandle,
-    ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr).await?;
+/// An AxisPy listener about to start, made by [`AxisPyListener::builder`]:
+/// the same shape as the relay's and a game server's builders.
+#[derive(Debug)]
+pub struct AxisPyBuilder {
+    manager: ManagerHandle,
+    config: AxisPyConfig,
+    scope: BindScope,
+    port: u16,
+}
+
+/// The listener's accept loop, bound, ready to [`run`](Self::run).
+pub struct AxisPyServer {
+    listener: TcpListener,
+    shared: Arc<ListenerState>,
+    tls: Option<TlsServer>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for AxisPyServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AxisPyServer").finish_non_exhaustive()
+    }
+}
+
+/// An AxisPy listener running in this process: reads like its
+/// [`AxisPyListener`]; `shutdown().await` stops accepting (connections end
+/// with the manager).
+pub type RunningAxisPy = Running<AxisPyListener, ()>;
+
+impl StopHandle for AxisPyListener {
+    fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl AxisPyBuilder {
+    /// Its limits and TLS (default [`AxisPyConfig::default`]).
+    pub fn config(mut self, config: AxisPyConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The port (default 0: a free one, read with `local_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Binds and returns the accept loop and its handle, for tokio code
+    /// that runs it itself (`server.run().await`).
+    pub fn build(self) -> std::io::Result<(AxisPyServer, AxisPyListener)> {
+        let addr = SocketAddr::new(self.scope.ip(), self.port);
+        let listener = {
+            let _entered = runtime::handle().enter();
+            let listener = std::net::TcpListener::bind(addr)?;
+            listener.set_nonblocking(true)?;
+            TcpListener::from_std(listener)?
+        };
         let addr = listener.local_addr()?;
+        let config = self.config;
+        let manager = self.manager;
         let tls = config.tls.for_address(addr)?;
         let shared = Arc::new(ListenerState {
             directory: Mutex::new(directory::Directory::new(
@@ -298,9 +356,48 @@ impl AxisPyListener {
             stats: Stats::default(),
         });
         let stop = CancellationToken::new();
-        tokio::spawn(accept_loop(listener, shared, tls, stop.clone()));
         tracing::info!(%addr, "listening for AxisPy clients");
-        Ok(Self { addr, stop })
+        let handle = AxisPyListener {
+            addr,
+            stop: stop.clone(),
+        };
+        let server = AxisPyServer {
+            listener,
+            shared,
+            tls,
+            stop,
+        };
+        Ok((server, handle))
+    }
+
+    /// Binds and runs the listener on the background runtime (or the
+    /// current one).
+    pub fn spawn(self) -> std::io::Result<RunningAxisPy> {
+        let (server, handle) = self.build()?;
+        let task = runtime::handle().spawn(server.run());
+        Ok(Running::new(handle, task))
+    }
+}
+
+impl AxisPyServer {
+    /// Accepts AxisPy clients until its handle stops it.
+    pub async fn run(self) {
+        accept_loop(self.listener, self.shared, self.tls, self.stop).await;
+    }
+}
+
+impl AxisPyListener {
+    /// Starts describing a listener that joins AxisPy clients to the rooms
+    /// of the manager `manager` runs (its logic must be
+    /// [`RoomsLogic`](switchboard_rooms::RoomsLogic)): loopback, a free
+    /// port, default limits, until told otherwise.
+    pub fn builder(manager: ManagerHandle) -> AxisPyBuilder {
+        AxisPyBuilder {
+            manager,
+            config: AxisPyConfig::default(),
+            scope: BindScope::Loopback,
+            port: 0,
+        }
     }
 
     /// Where AxisPy clients connect (`ws://<this>/<room>`).

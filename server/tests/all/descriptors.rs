@@ -34,13 +34,10 @@ async fn one_address_holding_every_listeners_cap_leaves_a_bystander_every_way_in
         .config(config)
         .spawn()
         .unwrap();
-    let axispy = AxisPyListener::spawn(
-        "127.0.0.1:0".parse().unwrap(),
-        AxisPyConfig::default(),
-        manager.clone(),
-    )
-    .await
-    .unwrap();
+    let axispy = AxisPyListener::builder(manager.clone())
+        .config(AxisPyConfig::default())
+        .spawn()
+        .unwrap();
     let admin = switchboard_admin::AdminServer::spawn(
         switchboard_admin::AdminConfig::default(),
         std::sync::Arc::new(switchboard_admin::ManagerAdmin::new(

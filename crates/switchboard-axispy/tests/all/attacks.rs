@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use switchboard::{ClientConfig, ClientId, RunningServer, ServerManager};
-use switchboard_axispy::{AxisPyConfig, AxisPyListener};
+use switchboard_axispy::{AxisPyConfig, AxisPyListener, RunningAxisPy};
 use switchboard_rooms::{RoomClient, RoomsLogic};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -21,10 +21,11 @@ const SERVER_ID: &str = "00000000-0000-4000-8000-000000000000";
 
 type Socket = WebSocketStream<TcpStream>;
 
-async fn start(config: AxisPyConfig) -> (RunningServer<RoomsLogic>, AxisPyListener) {
+async fn start(config: AxisPyConfig) -> (RunningServer<RoomsLogic>, RunningAxisPy) {
     let manager = ServerManager::builder(RoomsLogic::new()).spawn().unwrap();
-    let listener = AxisPyListener::spawn("127.0.0.1:0".parse().unwrap(), config, manager.clone())
-        .await
+    let listener = AxisPyListener::builder(manager.clone())
+        .config(config)
+        .spawn()
         .unwrap();
     (manager, listener)
 }

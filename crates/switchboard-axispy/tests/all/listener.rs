@@ -90,13 +90,10 @@ impl AxisPy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_native_and_an_axispy_player_share_entities_rpcs_and_custom_messages() {
     let manager = ServerManager::builder(RoomsLogic::new()).spawn().unwrap();
-    let listener = AxisPyListener::spawn(
-        "127.0.0.1:0".parse().unwrap(),
-        AxisPyConfig::default(),
-        manager.clone(),
-    )
-    .await
-    .unwrap();
+    let listener = AxisPyListener::builder(manager.clone())
+        .config(AxisPyConfig::default())
+        .spawn()
+        .unwrap();
 
     // Ann (native) makes the room; Bob (AxisPy) joins it by its name.
     let mut ann = RoomClient::connect(manager.local_addr(), ClientConfig::named("ann"));
