@@ -43,6 +43,13 @@ impl<H: StopHandle, T: Send + 'static> Running<H, T> {
         }
     }
 
+    /// A running server: its handle, and `serving` (the server's run, till
+    /// its handle stops it) spawned on the background runtime (or the
+    /// current one). What every builder's `spawn` ends with.
+    pub fn spawn(handle: H, serving: impl Future<Output = T> + Send + 'static) -> Self {
+        Self::new(handle, runtime::handle().spawn(serving))
+    }
+
     /// A clone of its handle (for other tasks and threads).
     pub fn handle(&self) -> H {
         self.handle.clone()

@@ -159,8 +159,7 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
             let _entered = runtime.enter();
             self.build()?
         };
-        let task = runtime.spawn(manager.run(std::future::pending::<()>()));
-        Ok(Running::new(handle, task))
+        Ok(Running::spawn(handle, manager.run(std::future::pending())))
     }
 
     /// A dedicated server on this thread: its own runtime, the open-file

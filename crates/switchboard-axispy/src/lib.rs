@@ -374,8 +374,7 @@ impl AxisPyBuilder {
     /// current one).
     pub fn spawn(self) -> std::io::Result<RunningAxisPy> {
         let (server, handle) = self.build()?;
-        let task = runtime::handle().spawn(server.run());
-        Ok(Running::new(handle, task))
+        Ok(Running::spawn(handle, server.run()))
     }
 }
 

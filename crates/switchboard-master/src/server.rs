@@ -502,7 +502,6 @@ impl<R: Registry> MasterBuilder<R> {
         R: 'static,
     {
         let (server, handle) = self.build()?;
-        let task = runtime::handle().spawn(server.run(std::future::pending()));
-        Ok(Running::new(handle, task))
+        Ok(Running::spawn(handle, server.run(std::future::pending())))
     }
 }

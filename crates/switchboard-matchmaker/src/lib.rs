@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::message::Message;
-use switchboard::runtime;
 use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
@@ -196,8 +195,10 @@ impl MatchmakerBuilder {
     /// current one).
     pub fn spawn(self) -> std::io::Result<RunningMatchmaker> {
         let (matchmaker, handle) = self.build()?;
-        let task = runtime::handle().spawn(matchmaker.run(std::future::pending::<()>()));
-        Ok(Running::new(handle, task))
+        Ok(Running::spawn(
+            handle,
+            matchmaker.run(std::future::pending()),
+        ))
     }
 }
 

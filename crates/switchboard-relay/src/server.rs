@@ -380,7 +380,6 @@ impl RelayBuilder {
     /// one).
     pub fn spawn(self) -> std::io::Result<RunningRelay> {
         let (server, handle) = self.build()?;
-        let task = runtime::handle().spawn(server.run(std::future::pending::<()>()));
-        Ok(Running::new(handle, task))
+        Ok(Running::spawn(handle, server.run(std::future::pending())))
     }
 }
