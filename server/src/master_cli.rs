@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 use switchboard::socket::BindScope;
-use switchboard_master::{self as master, MasterConfig, MasterServer};
+use switchboard_master::{self as master, ListingPort, MasterBuilder, MasterConfig, MasterServer};
+use switchboard_torque::{TorqueConfig, TorquePort};
 
 use crate::{parse_scope, runtime, AdminArgs, RedisArgs};
 
@@ -54,47 +55,64 @@ pub(crate) fn run_master(args: MasterArgs) -> Result<(), String> {
         max_servers: args.max_servers,
         max_servers_per_address: args.max_per_address,
         heartbeats_per_minute: args.heartbeats_per_minute,
-        torque_port: args.torque_port,
-        torque_expiry: Duration::from_secs_f64(args.torque_expiry_secs.max(0.1)),
         tick_interval: Duration::from_secs_f64((args.expiry_secs / 10.0).clamp(0.05, 1.0)),
         ..MasterConfig::default()
     };
     switchboard::process::init_stderr_logging();
     switchboard::process::raise_open_files_limit();
-    let (scope, port) = (args.bind, args.port);
+    let torque = TorqueConfig {
+        expiry: Duration::from_secs_f64(args.torque_expiry_secs.max(0.1)),
+        ..TorqueConfig::default()
+    };
+    let builder = MasterServer::builder()
+        .bind(args.bind)
+        .port(args.port)
+        .config(config);
     runtime()?.block_on(async move {
         match args.redis.open()? {
             Some(store) => {
                 let registry = switchboard_redis::RedisRegistry::new(store);
-                serve_master(scope, port, config, registry, &args.admin).await
+                with_torque(
+                    builder.registry(registry),
+                    args.torque_port,
+                    torque,
+                    &args.admin,
+                )
+                .await
             }
-            None => {
-                let registry = master::MemoryRegistry::default();
-                serve_master(scope, port, config, registry, &args.admin).await
-            }
+            None => with_torque(builder, args.torque_port, torque, &args.admin).await,
         }
     })
 }
 
-async fn serve_master<R: master::Registry>(
-    scope: BindScope,
-    port: u16,
-    config: MasterConfig,
-    registry: R,
+/// Serves the master, with Torque's port when `--torque-port` asked for it.
+async fn with_torque<R: master::Registry>(
+    builder: MasterBuilder<R>,
+    torque_port: Option<u16>,
+    torque: TorqueConfig,
     admin: &AdminArgs,
 ) -> Result<(), String> {
-    let (server, handle) = MasterServer::builder()
-        .bind(scope)
-        .port(port)
-        .config(config)
-        .registry(registry)
+    match torque_port {
+        Some(port) => {
+            let builder = builder.listing_port(port, |master| TorquePort::new(torque, master));
+            serve_master(builder, admin).await
+        }
+        None => serve_master(builder, admin).await,
+    }
+}
+
+async fn serve_master<R: master::Registry, P: ListingPort<R>>(
+    builder: MasterBuilder<R, P>,
+    admin: &AdminArgs,
+) -> Result<(), String> {
+    let (server, handle) = builder
         .build()
         .map_err(|e| format!("cannot bind the master: {e}"))?;
     println!(
         "{}",
         switchboard::process::ready_line(handle.local_addr().port())
     );
-    if let Some(torque) = handle.torque_addr() {
+    if let Some(torque) = handle.listing_port_addr() {
         // After the ready line, whoever started the master may have
         // stopped reading: a closed stdout is not the master's failure.
         let _ = writeln!(

@@ -134,15 +134,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Which protocol a listed server speaks: a Torque game's (listed through
-/// the master's Torque port) or Switchboard's.
-fn protocol(info: &master::ServerInfo) -> &'static str {
-    let (key, value) = master::torque::PROTOCOL_TAG;
-    if info.tags.iter().any(|(k, v)| k == key && v == value) {
-        "torque"
-    } else {
-        "switchboard"
-    }
+/// Which protocol a listed server speaks: its `protocol` tag (`torque`
+/// for a Torque game's, listed through the master's Torque port), else
+/// Switchboard's.
+fn protocol(info: &master::ServerInfo) -> &str {
+    info.tags
+        .iter()
+        .find(|(k, _)| k == "protocol")
+        .map_or("switchboard", |(_, v)| v.as_str())
 }
 
 /// A master and three game servers registered with it, all in this process

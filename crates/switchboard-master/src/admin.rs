@@ -40,18 +40,12 @@ impl AdminSource for MasterAdmin {
                     addr: Some(listed.addr.to_string()),
                     // Grouped by game type on the page's places table.
                     place: Some(listed.info.game_type.clone()),
-                    // A Torque game's server, or a native one.
-                    kind: if listed
-                        .info
-                        .tags
-                        .iter()
-                        .any(|(k, v)| (k.as_str(), v.as_str()) == crate::torque::PROTOCOL_TAG)
-                    {
-                        "torque server"
-                    } else {
-                        "game server"
-                    }
-                    .into(),
+                    // A second port's server (its `protocol` tag: a
+                    // Torque game's), or a native one.
+                    kind: match listed.info.tags.iter().find(|(k, _)| k == "protocol") {
+                        Some((_, protocol)) => format!("{protocol} server"),
+                        None => "game server".into(),
+                    },
                     traffic: None,
                 })
                 .collect();
@@ -116,7 +110,7 @@ impl AdminSource for MasterAdmin {
                     s.lists_refused,
                 ),
             ];
-            counters.extend(torque_counters(s));
+            counters.extend(snapshot.port_counters);
             Snapshot {
                 clients,
                 counters,
@@ -128,73 +122,4 @@ impl AdminSource for MasterAdmin {
     fn kick(&self, _id: String, _reason: String) -> BoxFuture<'_, bool> {
         Box::pin(async { false })
     }
-}
-
-/// The Torque port's counters (all zero when it is off).
-fn torque_counters(s: &crate::MasterStats) -> Vec<Counter> {
-    [
-        (
-            "switchboard_master_torque_datagrams_total",
-            "Datagrams received on the Torque port.",
-            s.torque_datagrams,
-        ),
-        (
-            "switchboard_master_torque_dropped_total",
-            "Torque packets dropped: truncated, unknown, or over the limits.",
-            s.torque_dropped,
-        ),
-        (
-            "switchboard_master_torque_heartbeats_total",
-            "Torque heartbeats received.",
-            s.torque_heartbeats,
-        ),
-        (
-            "switchboard_master_torque_heartbeats_rate_limited_total",
-            "Torque heartbeats over the per-address rate.",
-            s.torque_rate_limited,
-        ),
-        (
-            "switchboard_master_torque_unsolicited_total",
-            "Torque info responses that answered no request.",
-            s.torque_unsolicited,
-        ),
-        (
-            "switchboard_master_torque_registered_total",
-            "Torque servers that got listed.",
-            s.torque_registered,
-        ),
-        (
-            "switchboard_master_torque_lists_total",
-            "Torque list requests answered.",
-            s.torque_lists,
-        ),
-        (
-            "switchboard_master_torque_pages_total",
-            "Torque list pages sent.",
-            s.torque_pages,
-        ),
-        (
-            "switchboard_master_torque_lists_refused_total",
-            "Torque requests over the per-address rate.",
-            s.torque_lists_refused,
-        ),
-        (
-            "switchboard_master_torque_cache_misses_total",
-            "Torque page re-requests for no cached query.",
-            s.torque_cache_misses,
-        ),
-        (
-            "switchboard_master_probes_total",
-            "Reachability probes made (hosts connected back to).",
-            s.probes,
-        ),
-        (
-            "switchboard_master_probes_refused_total",
-            "Probe requests answered without a connection (rate, in flight).",
-            s.probes_refused,
-        ),
-    ]
-    .into_iter()
-    .map(|(name, help, value)| Counter::total(name, help, value))
-    .collect()
 }

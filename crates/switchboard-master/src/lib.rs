@@ -25,7 +25,8 @@
 //! | `server` | [`MasterServer`]: the master's UDP sides (read on a task of their own into a bounded queue, so that no list request leaves heartbeats unread) and TCP side, started by its [`MasterBuilder`] as a [`RunningMaster`] |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
-//! | [`torque`] | Torque games on the master's Torque port: their packets byte for byte, their listing |
+//! | `port` | [`ListingPort`]: a second listing protocol on a UDP port of its own, over the same registry (Torque's, in `switchboard-torque`), and the [`Lister`] it is handed |
+//! | [`pending`] | [`Pending`](pending::Pending): challenges out, capped in all and per address |
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -34,12 +35,12 @@ mod admin;
 mod announce;
 mod browser;
 mod master;
-mod pending;
+pub mod pending;
+mod port;
 mod probe;
 pub mod protocol;
 mod registry;
 mod server;
-pub mod torque;
 
 use std::time::Duration;
 
@@ -47,6 +48,7 @@ pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
 pub use master::Master;
+pub use port::{Lister, ListingPort, NoPort};
 pub use probe::probe_reachable;
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ListingError, ProbeResult, ServerInfo};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
@@ -131,56 +133,6 @@ pub struct MasterConfig {
     pub probe_timeout: Duration,
     /// How often expiry runs (default 1 s).
     pub tick_interval: Duration,
-    /// A UDP port for Torque games (`docs/TORQUE.md`; default none: off;
-    /// 0 picks one, [`MasterHandle::torque_addr`]; the engine's customary
-    /// port is [`torque::CUSTOMARY_PORT`], 28002).
-    pub torque_port: Option<u16>,
-    /// A Torque server not heard from for this long is dropped (default
-    /// 180 s, above the engine's 120 s heartbeat).
-    pub torque_expiry: Duration,
-    /// Torque heartbeats per minute answered per source IP (default 30,
-    /// bursts of `heartbeat_burst`): each earns an info request to its
-    /// source, so a forged one is reflected at most this often.
-    pub torque_heartbeats_per_minute: f64,
-    /// Torque list, page and game types requests answered per minute per
-    /// source IP (default 120, bursts of a quarter of it). A request is
-    /// answered with one page at most.
-    pub torque_lists_per_minute: f64,
-    /// How many times its own size the first answer to a Torque client may
-    /// be until that client has asked again in a session (default 4: a
-    /// 23-byte list request draws a page 0 of at most 92 bytes; the client
-    /// re-requests the other pages, as it does for every page past the
-    /// first). Reflection from a forged source is bounded by this factor
-    /// at first and by the bytes per second below after.
-    pub torque_unproven_reply_factor: f64,
-    /// Bytes of Torque list pages and game types sent per second to one
-    /// address (default 16 KiB, bursts of four times it: a 10,000-server
-    /// list is about 61 KB). Past it a request is dropped and counted
-    /// ([`MasterStats::torque_bytes_refused`]).
-    pub torque_bytes_per_second_per_address: usize,
-    /// The same for an IPv4 /24 or an IPv6 /48 together (default 64 KiB,
-    /// bursts of four times it).
-    pub torque_bytes_per_second_per_prefix: usize,
-    /// The same for every destination together (default 4 MiB, bursts of
-    /// as much).
-    pub torque_bytes_per_second: usize,
-    /// Wrong keys answered to one Torque info request before it is dropped
-    /// (default 3). The key is 32 random bits.
-    pub torque_max_wrong_keys: u32,
-    /// How long an address whose info request was dropped for wrong keys
-    /// gets no new one (default 30 s; a listed server stays listed, its
-    /// heartbeats still refresh it). Counted in
-    /// [`MasterStats::torque_backed_off`].
-    pub torque_wrong_key_backoff: Duration,
-    /// How long the game and mission types answered to Torque clients are
-    /// reused before being read again (default 5 s).
-    pub torque_game_types_cache: Duration,
-    /// Server addresses held in all by the cached Torque queries (default
-    /// 100,000, about 3 MB): the oldest query goes first.
-    pub torque_cached_addresses: usize,
-    /// How long a Torque query's pages are kept for its re-requests
-    /// (default 30 s; the engine gives up on a master after 6 s).
-    pub torque_query_ttl: Duration,
 }
 
 impl Default for MasterConfig {
@@ -204,19 +156,6 @@ impl Default for MasterConfig {
             max_probes_in_flight_per_address: 2,
             probe_timeout: Duration::from_secs(3),
             tick_interval: Duration::from_secs(1),
-            torque_port: None,
-            torque_expiry: Duration::from_secs(180),
-            torque_heartbeats_per_minute: 30.0,
-            torque_lists_per_minute: 120.0,
-            torque_unproven_reply_factor: 4.0,
-            torque_bytes_per_second_per_address: 16 * 1024,
-            torque_bytes_per_second_per_prefix: 64 * 1024,
-            torque_bytes_per_second: 4 * 1024 * 1024,
-            torque_max_wrong_keys: 3,
-            torque_wrong_key_backoff: Duration::from_secs(30),
-            torque_game_types_cache: Duration::from_secs(5),
-            torque_cached_addresses: 100_000,
-            torque_query_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -263,41 +202,13 @@ pub struct MasterStats {
     /// Registry calls that failed (a shared store down or too slow): each
     /// left a heartbeat unanswered, a server unlisted or a list unserved.
     pub registry_errors: u64,
-    /// Datagrams received on the Torque port.
-    pub torque_datagrams: u64,
-    /// Torque packets dropped: truncated, of an unknown type, or with info
-    /// over the limits.
-    pub torque_dropped: u64,
-    /// Torque heartbeats received.
-    pub torque_heartbeats: u64,
-    /// Torque heartbeats over the per-address rate.
-    pub torque_rate_limited: u64,
-    /// Torque info responses that answered no request of ours.
-    pub torque_unsolicited: u64,
-    /// Torque servers that got listed.
-    pub torque_registered: u64,
-    /// Torque initial list requests answered.
-    pub torque_lists: u64,
-    /// Torque list pages sent.
-    pub torque_pages: u64,
-    /// Torque requests over the per-address rate.
-    pub torque_lists_refused: u64,
-    /// Torque page re-requests for no cached query.
-    pub torque_cache_misses: u64,
-    /// Torque info responses with a wrong key for the request out to
-    /// their address.
-    pub torque_wrong_keys: u64,
-    /// Torque heartbeats given no info request: their address answered
-    /// wrong keys.
-    pub torque_backed_off: u64,
-    /// Bytes of Torque list pages and game types sent.
-    pub torque_bytes_sent: u64,
-    /// Torque answers not sent: over the bytes per second of their
-    /// destination, its prefix or the master.
-    pub torque_bytes_refused: u64,
     /// Reachability probes made (a host connected back to).
     pub probes: u64,
     /// Probe requests answered without a connection (over the rate, or too
     /// many in flight).
     pub probes_refused: u64,
+    /// The second listing port's counters by name (Torque's, say:
+    /// `switchboard_master_torque_datagrams_total`); empty without one.
+    #[serde(default)]
+    pub port: Vec<(String, u64)>,
 }

@@ -7,15 +7,16 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::pending::Pending;
+use crate::port::{Lister, ListingPort, NoPort};
 use crate::protocol::{self, Datagram, ListPage, ListRequest, ServerInfo};
 use crate::registry::{Heard, Limits, Registry, RegistryError, Upserted};
-use crate::torque::TorqueState;
 use crate::{MasterConfig, MasterStats};
 use switchboard::session::{KeyedLimiter, Outage, RateLimit};
 
-/// The master's logic: datagrams in, datagrams out, time passed in.
-pub struct Master<R: Registry> {
-    pub(crate) config: MasterConfig,
+/// The master's logic: datagrams in, datagrams out, time passed in; `P`
+/// a second listing protocol on a port of its own ([`ListingPort`]).
+pub struct Master<R: Registry, P = NoPort> {
+    config: MasterConfig,
     pub(crate) registry: R,
     /// Challenges sent and not yet answered.
     pending: Pending,
@@ -35,13 +36,26 @@ pub struct Master<R: Registry> {
     /// and its goodbye is ignored (it expires instead). With it, when its
     /// heartbeat last refreshed it over its rate.
     answered: HashMap<SocketAddr, (u64, Option<Instant>)>,
-    /// The Torque port's side (`crate::torque`).
-    pub(crate) torque: TorqueState,
+    /// The second port's protocol; out of here only while it handles a
+    /// datagram (it is handed the master then).
+    port: Option<P>,
 }
 
 impl<R: Registry> Master<R> {
-    /// A master over `registry`.
+    /// A master over `registry`, serving its own protocol only.
     pub fn new(config: MasterConfig, registry: R) -> Self {
+        Self::with_port(config, registry, |_| NoPort)
+    }
+}
+
+impl<R: Registry, P: ListingPort<R>> Master<R, P> {
+    /// A master over `registry` with a second listing protocol, made from
+    /// the master's settings by `port`.
+    pub fn with_port(
+        config: MasterConfig,
+        registry: R,
+        port: impl FnOnce(&MasterConfig) -> P,
+    ) -> Self {
         let limit = RateLimit {
             per_second: config.heartbeats_per_minute / 60.0,
             burst: config.heartbeat_burst,
@@ -55,13 +69,34 @@ impl<R: Registry> Master<R> {
             limits: KeyedLimiter::with_max_keys(limit, config.max_limited_addresses),
             ip_limits: KeyedLimiter::with_max_keys(ip_limit, config.max_limited_addresses),
             deaf_until: None,
-            torque: TorqueState::new(&config),
+            port: Some(port(&config)),
             config,
             registry,
             stats: MasterStats::default(),
             outage: Outage::new("server list"),
             answered: HashMap::new(),
         }
+    }
+
+    /// Handles one datagram from `from` on the second port; returns the one
+    /// datagram to send back (always to `from`), if any.
+    pub async fn on_port_datagram(
+        &mut self,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Option<(SocketAddr, Vec<u8>)> {
+        let mut port = self.port.take()?;
+        let reply = port
+            .on_datagram(Lister { master: self }, from, bytes, now)
+            .await;
+        self.port = Some(port);
+        reply.map(|reply| (from, reply))
+    }
+
+    /// The second port's protocol (its own counters, say).
+    pub fn port(&self) -> Option<&P> {
+        self.port.as_ref()
     }
 
     /// Handles one datagram from `from`; returns what to send, and where.
@@ -173,7 +208,7 @@ impl<R: Registry> Master<R> {
 
     /// Refreshes the server listed here at `from` (heard over its rate),
     /// once a second at most.
-    pub(crate) async fn refresh_over_rate(
+    pub(super) async fn refresh_over_rate(
         &mut self,
         from: SocketAddr,
         now: Instant,
@@ -190,10 +225,10 @@ impl<R: Registry> Master<R> {
         self.checked(heard);
     }
 
-    /// Remembers the challenge (or Torque key) a listed server answered:
-    /// what its goodbye must carry, and that a heartbeat from its address
-    /// refreshes it over its rate.
-    pub(crate) fn remember_answered(&mut self, from: SocketAddr, challenge: u64) {
+    /// Remembers the challenge (or a second port's key) a listed server
+    /// answered: what its goodbye must carry, and that a heartbeat from its
+    /// address refreshes it over its rate.
+    pub(super) fn remember_answered(&mut self, from: SocketAddr, challenge: u64) {
         if self.answered.len() < self.config.max_servers || self.answered.contains_key(&from) {
             self.answered.insert(from, (challenge, None));
         }
@@ -201,15 +236,15 @@ impl<R: Registry> Master<R> {
 
     /// Tells the master that `count` datagrams could not be read (its
     /// queue was full): it then expires nothing for a whole expiry (the
-    /// Torque one when it has a Torque port), so that every server has
-    /// had a heartbeat heard before its silence counts.
+    /// second port's when it is longer), so that every server has had a
+    /// heartbeat heard before its silence counts.
     pub fn missed_datagrams(&mut self, count: u64, now: Instant) {
         if count == 0 {
             return;
         }
         self.stats.datagrams_missed += count;
-        let window = match self.config.torque_port {
-            Some(_) => self.config.expiry.max(self.config.torque_expiry),
+        let window = match &self.port {
+            Some(port) => self.config.expiry.max(port.expiry()),
             None => self.config.expiry,
         };
         self.deaf_until = Some(now + window);
@@ -269,7 +304,7 @@ impl<R: Registry> Master<R> {
         }
     }
 
-    pub(crate) fn registry_limits(&self) -> Limits {
+    pub(super) fn registry_limits(&self) -> Limits {
         Limits {
             max_servers: self.config.max_servers,
             max_servers_per_address: self.config.max_servers_per_address,
@@ -279,7 +314,7 @@ impl<R: Registry> Master<R> {
     }
 
     /// A registry call's result, its failure counted and logged.
-    pub(crate) fn checked<T>(&mut self, result: Result<T, RegistryError>) -> Option<T> {
+    pub(super) fn checked<T>(&mut self, result: Result<T, RegistryError>) -> Option<T> {
         self.registry_answered(&result);
         match result {
             Ok(value) => Some(value),
@@ -318,7 +353,9 @@ impl<R: Registry> Master<R> {
             }
         }
         self.pending.expire(now, self.config.query_timeout);
-        self.torque.tick(now, &self.config);
+        if let Some(port) = &mut self.port {
+            port.tick(now, &self.config);
+        }
         // Challenges of servers that expired are forgotten once the map is
         // full (a live server's next answer puts its own back).
         if self.answered.len() >= self.config.max_servers {
@@ -369,12 +406,20 @@ impl<R: Registry> Master<R> {
         self.registry.query(request).await
     }
 
-    /// The counters, and how many servers are listed.
+    /// The counters, and how many servers are listed; the second port's
+    /// by name in `port`.
     pub fn stats(&self) -> MasterStats {
+        let port = self.port_counters().into_iter();
         MasterStats {
             listed: self.registry.len() as u64,
+            port: port.map(|c| (c.name, c.value as u64)).collect(),
             ..self.stats.clone()
         }
+    }
+
+    /// The second port's counters (none without one).
+    pub fn port_counters(&self) -> Vec<switchboard::admin::Counter> {
+        self.port.as_ref().map_or_else(Vec::new, P::counters)
     }
 }
 

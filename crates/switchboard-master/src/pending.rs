@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 /// Why a challenge was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Full {
+pub enum Full {
     /// The address has `max_per_address` challenges out already.
     Address,
 }
 
+/// Challenges out: at most `max` in all and `max_per_address` to one
+/// address (an IPv6 /64 as one); a full table gives up its oldest.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub struct Pending {
     max: usize,
     max_per_address: usize,
     by_addr: HashMap<SocketAddr, (u64, Instant)>,
@@ -24,7 +26,9 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub(crate) fn new(max: usize, max_per_address: usize) -> Self {
+    /// An empty table holding at most `max` challenges, `max_per_address`
+    /// to one address.
+    pub fn new(max: usize, max_per_address: usize) -> Self {
         Self {
             max: max.max(1),
             max_per_address: max_per_address.max(1),
@@ -36,12 +40,7 @@ impl Pending {
 
     /// Records `challenge` sent to `to`; returns whether an older one was
     /// given up for it.
-    pub(crate) fn insert(
-        &mut self,
-        to: SocketAddr,
-        challenge: u64,
-        now: Instant,
-    ) -> Result<bool, Full> {
+    pub fn insert(&mut self, to: SocketAddr, challenge: u64, now: Instant) -> Result<bool, Full> {
         let ip = switchboard::socket::address_key(to.ip());
         let known = self.by_addr.contains_key(&to);
         if !known && self.per_address.get(&ip).copied().unwrap_or(0) >= self.max_per_address {
@@ -73,11 +72,12 @@ impl Pending {
     }
 
     /// The challenge sent to `from`, if one is out.
-    pub(crate) fn get(&self, from: SocketAddr) -> Option<u64> {
+    pub fn get(&self, from: SocketAddr) -> Option<u64> {
         self.by_addr.get(&from).map(|(challenge, _)| *challenge)
     }
 
-    pub(crate) fn remove(&mut self, from: SocketAddr) {
+    /// Forgets the challenge sent to `from` (answered, or given up).
+    pub fn remove(&mut self, from: SocketAddr) {
         if self.by_addr.remove(&from).is_some() {
             let ip = switchboard::socket::address_key(from.ip());
             if let Some(n) = self.per_address.get_mut(&ip) {
@@ -90,7 +90,7 @@ impl Pending {
     }
 
     /// Forgets challenges older than `timeout`.
-    pub(crate) fn expire(&mut self, now: Instant, timeout: Duration) {
+    pub fn expire(&mut self, now: Instant, timeout: Duration) {
         let late: Vec<SocketAddr> = self
             .by_addr
             .iter()

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::master::Master;
+use crate::port::{ListingPort, NoPort};
 use crate::probe;
 use crate::protocol::{
     ListRequest, Listed, MasterAction, MasterChannel, ProbeRequest, ProbeResult, MAX_DATAGRAM,
@@ -27,11 +28,6 @@ use switchboard::socket::{
     BindScope, ConnectionSlots, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 
-/// The longest Torque packet read: a list request with 255 buddies is
-/// under 1,100 bytes; longer ones are cut there (and dropped if that
-/// truncates them).
-const MAX_TORQUE_DATAGRAM: usize = 1500;
-
 /// A UDP socket bound to `addr`, on the runtime.
 fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     let udp = std::net::UdpSocket::bind(addr)
@@ -42,8 +38,8 @@ fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
 
 /// A datagram read off one of the master's UDP ports, and when.
 struct Inbound {
-    /// Read on the Torque port (else the native one).
-    torque: bool,
+    /// Read on the second port (else the native one).
+    on_port: bool,
     from: SocketAddr,
     /// Empty when it was longer than the port reads (a native datagram
     /// over [`MAX_DATAGRAM`]): the master drops it as malformed.
@@ -59,19 +55,20 @@ struct Inbound {
 /// knows it could not hear every server (`Master::missed_datagrams`).
 fn read_datagrams(
     native: Arc<UdpSocket>,
-    torque: Option<Arc<UdpSocket>>,
+    port: Option<(Arc<UdpSocket>, usize)>,
     queue: mpsc::Sender<Inbound>,
     missed: Arc<AtomicU64>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
-        let mut torque_buf = vec![0u8; MAX_TORQUE_DATAGRAM];
+        let (port, port_max) = port.unzip();
+        let mut port_buf = vec![0u8; port_max.unwrap_or(0)];
         loop {
             let inbound = tokio::select! {
                 received = native.recv_from(&mut buf) => match received {
                     // One byte more than the limit was read: too long.
                     Ok((len, from)) => Inbound {
-                        torque: false,
+                        on_port: false,
                         from,
                         bytes: if len > MAX_DATAGRAM { Vec::new() } else { buf[..len].to_vec() },
                         at: Instant::now(),
@@ -81,15 +78,15 @@ fn read_datagrams(
                         continue;
                     }
                 },
-                received = recv_torque(torque.as_deref(), &mut torque_buf) => match received {
+                received = recv_port(port.as_deref(), &mut port_buf) => match received {
                     Ok((len, from)) => Inbound {
-                        torque: true,
+                        on_port: true,
                         from,
-                        bytes: torque_buf[..len].to_vec(),
+                        bytes: port_buf[..len].to_vec(),
                         at: Instant::now(),
                     },
                     Err(err) => {
-                        tracing::debug!(%err, "Torque udp receive failed");
+                        tracing::debug!(%err, "udp receive failed on the second port");
                         continue;
                     }
                 },
@@ -105,8 +102,8 @@ fn read_datagrams(
     })
 }
 
-/// The next datagram on the Torque port; never, when there is none.
-async fn recv_torque(
+/// The next datagram on the second port; never, when there is none.
+async fn recv_port(
     socket: Option<&UdpSocket>,
     buf: &mut [u8],
 ) -> std::io::Result<(usize, SocketAddr)> {
@@ -120,11 +117,11 @@ async fn recv_torque(
 /// short reason (the store's error text stays in the server's log).
 const PUBLIC_UNAVAILABLE: &str = "server list unavailable; retry shortly";
 /// A bound master server, ready to [`run`](Self::run).
-pub struct MasterServer<R: Registry = MemoryRegistry> {
-    master: Master<R>,
+pub struct MasterServer<R: Registry = MemoryRegistry, P = NoPort> {
+    master: Master<R, P>,
     udp: Arc<UdpSocket>,
-    /// The Torque port, when `MasterConfig::torque_port` asked for one.
-    torque: Option<UdpSocket>,
+    /// The second port, when [`MasterBuilder::listing_port`] asked for one.
+    port: Option<UdpSocket>,
     tcp: EndpointStream,
     tick: std::time::Duration,
     stop: CancellationToken,
@@ -138,7 +135,7 @@ pub struct MasterHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
     snapshots: mpsc::Sender<oneshot::Sender<MasterSnapshot>>,
-    torque_addr: Option<SocketAddr>,
+    port_addr: Option<SocketAddr>,
 }
 
 /// What a master holds at one moment, for its operator.
@@ -148,6 +145,9 @@ pub struct MasterSnapshot {
     pub stats: MasterStats,
     /// The servers it lists (at most [`MasterSnapshot::MAX_SERVERS`]).
     pub servers: Vec<Listed>,
+    /// The second listing port's counters, with their help (none without
+    /// one).
+    pub port_counters: Vec<switchboard::admin::Counter>,
 }
 
 impl MasterSnapshot {
@@ -166,10 +166,10 @@ impl MasterHandle {
         self.stop.cancel();
     }
 
-    /// The Torque port's address, when `MasterConfig::torque_port` opened
-    /// one.
-    pub fn torque_addr(&self) -> Option<SocketAddr> {
-        self.torque_addr
+    /// The second listing port's address, when
+    /// [`MasterBuilder::listing_port`] opened one.
+    pub fn listing_port_addr(&self) -> Option<SocketAddr> {
+        self.port_addr
     }
 
     /// Its counters and listed servers now; `None` once it stopped.
@@ -190,26 +190,32 @@ impl MasterServer<MemoryRegistry> {
             scope: BindScope::Loopback,
             port: 0,
             registry: MemoryRegistry::default(),
+            listing_port: ListingPortSpec {
+                port: None,
+                make: Box::new(|_| NoPort),
+            },
         }
     }
 }
 
-impl<R: Registry> MasterServer<R> {
+impl<R: Registry, P: ListingPort<R>> MasterServer<R, P> {
     /// Binds UDP and TCP on `addr` (port 0: a free port, the same for both)
-    /// with `registry`.
+    /// with `registry`, and the second port when it has one.
     fn bind_with(
         addr: SocketAddr,
         config: MasterConfig,
         registry: R,
+        listing_port: ListingPortSpec<P>,
     ) -> std::io::Result<(Self, MasterHandle)> {
         let runtime = runtime::handle();
         let _entered = runtime.enter();
-        let torque = match config.torque_port {
+        let second = match listing_port.port {
             Some(port) => Some(udp_socket(SocketAddr::new(addr.ip(), port))?),
             None => None,
         };
-        let torque_addr = torque.as_ref().map(UdpSocket::local_addr).transpose()?;
-        let mut torque = torque;
+        let port_addr = second.as_ref().map(UdpSocket::local_addr).transpose()?;
+        let mut second = second;
+        let mut make = Some(listing_port.make);
         // A port free for TCP may be taken for UDP: try a few.
         let mut last_err = None;
         for _ in 0..8 {
@@ -229,13 +235,16 @@ impl<R: Registry> MasterServer<R> {
                         local_addr: tcp.local_addr(),
                         stop: stop.clone(),
                         snapshots: snapshots_tx,
-                        torque_addr,
+                        port_addr,
                     };
                     let tick = config.tick_interval;
+                    let make = make
+                        .take()
+                        .expect("the loop returns once it made the master");
                     let server = Self {
-                        master: Master::new(config, registry),
+                        master: Master::with_port(config, registry, make),
                         udp: Arc::new(udp),
-                        torque: torque.take(),
+                        port: second.take(),
                         tcp: tcp.into_stream(),
                         tick,
                         stop,
@@ -278,15 +287,16 @@ impl<R: Registry> MasterServer<R> {
             config.max_probes_in_flight,
             config.max_probes_in_flight_per_address,
         );
-        let torque = self.torque.take().map(Arc::new);
+        let second = self.port.take().map(Arc::new);
         let udp = self.udp.clone();
         let (queue, mut inbound) = mpsc::channel(config.max_queued_datagrams.max(1));
         let missed = Arc::new(AtomicU64::new(0));
-        let reader = read_datagrams(udp.clone(), torque.clone(), queue, missed.clone());
+        let reading = second.clone().map(|socket| (socket, P::MAX_DATAGRAM));
+        let reader = read_datagrams(udp.clone(), reading, queue, missed.clone());
         loop {
             tokio::select! {
                 Some(datagram) = inbound.recv() => {
-                    self.on_inbound(datagram, &udp, torque.as_deref()).await;
+                    self.on_inbound(datagram, &udp, second.as_deref()).await;
                 }
                 event = self.tcp.next_event() => match event {
                     Some(EndpointEvent::PeerConnected { peer, addr }) => {
@@ -343,7 +353,7 @@ impl<R: Registry> MasterServer<R> {
                     // What was heard comes before what expires: every
                     // heartbeat read so far refreshes its server first.
                     while let Ok(datagram) = inbound.try_recv() {
-                        self.on_inbound(datagram, &udp, torque.as_deref()).await;
+                        self.on_inbound(datagram, &udp, second.as_deref()).await;
                     }
                     let now = Instant::now();
                     self.master.missed_datagrams(missed.swap(0, Ordering::Relaxed), now);
@@ -361,16 +371,16 @@ impl<R: Registry> MasterServer<R> {
     }
 
     /// One datagram read by the reader task, answered on its own port.
-    async fn on_inbound(&mut self, datagram: Inbound, udp: &UdpSocket, torque: Option<&UdpSocket>) {
+    async fn on_inbound(&mut self, datagram: Inbound, udp: &UdpSocket, second: Option<&UdpSocket>) {
         let Inbound {
-            torque: on_torque,
+            on_port,
             from,
             bytes,
             at,
         } = datagram;
-        if on_torque {
-            let reply = self.master.on_torque_datagram(from, &bytes, at).await;
-            if let (Some((to, reply)), Some(socket)) = (reply, torque) {
+        if on_port {
+            let reply = self.master.on_port_datagram(from, &bytes, at).await;
+            if let (Some((to, reply)), Some(socket)) = (reply, second) {
                 let _ = socket.send_to(&reply, to).await;
             }
         } else if let Some((to, reply)) = self.master.on_datagram(from, &bytes, at).await {
@@ -433,18 +443,38 @@ impl<R: Registry> MasterServer<R> {
             }
         }
         servers.truncate(MasterSnapshot::MAX_SERVERS);
-        MasterSnapshot { stats, servers }
+        MasterSnapshot {
+            stats,
+            servers,
+            port_counters: self.master.port_counters(),
+        }
     }
 }
 
 /// A master about to start, made by [`MasterServer::builder`]: the same
 /// shape as a game server's `ServerManager::builder`.
 #[derive(Debug)]
-pub struct MasterBuilder<R> {
+pub struct MasterBuilder<R, P = NoPort> {
     config: MasterConfig,
     scope: BindScope,
     port: u16,
     registry: R,
+    listing_port: ListingPortSpec<P>,
+}
+
+/// The second port asked for, and how its protocol is made from the
+/// master's settings.
+struct ListingPortSpec<P> {
+    port: Option<u16>,
+    make: Box<dyn FnOnce(&MasterConfig) -> P + Send>,
+}
+
+impl<P> std::fmt::Debug for ListingPortSpec<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListingPort")
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A master running in this process: reads like its [`MasterHandle`];
@@ -457,8 +487,8 @@ impl StopHandle for MasterHandle {
     }
 }
 
-impl<R: Registry> MasterBuilder<R> {
-    /// The master's settings (expiry, limits, admin).
+impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
+    /// The master's settings (expiry, limits).
     pub fn config(mut self, config: MasterConfig) -> Self {
         self.config = config;
         self
@@ -479,20 +509,45 @@ impl<R: Registry> MasterBuilder<R> {
     /// Where the listed servers are kept (default in memory; the
     /// `switchboard-redis` crate's `RedisRegistry` shares them between
     /// masters).
-    pub fn registry<R2: Registry>(self, registry: R2) -> MasterBuilder<R2> {
+    pub fn registry<R2: Registry>(self, registry: R2) -> MasterBuilder<R2, P>
+    where
+        P: ListingPort<R2>,
+    {
         MasterBuilder {
             config: self.config,
             scope: self.scope,
             port: self.port,
             registry,
+            listing_port: self.listing_port,
+        }
+    }
+
+    /// A second listing protocol on UDP `port` of the same interfaces (0: a
+    /// free one, read with [`MasterHandle::listing_port_addr`]), made from
+    /// the master's settings by `make`: Torque's is
+    /// `switchboard_torque::TorquePort`.
+    pub fn listing_port<P2: ListingPort<R>>(
+        self,
+        port: u16,
+        make: impl FnOnce(&MasterConfig) -> P2 + Send + 'static,
+    ) -> MasterBuilder<R, P2> {
+        MasterBuilder {
+            config: self.config,
+            scope: self.scope,
+            port: self.port,
+            registry: self.registry,
+            listing_port: ListingPortSpec {
+                port: Some(port),
+                make: Box::new(make),
+            },
         }
     }
 
     /// Binds and returns the master and its handle, for tokio code that
     /// runs it itself (`server.run(stop).await`).
-    pub fn build(self) -> std::io::Result<(MasterServer<R>, MasterHandle)> {
+    pub fn build(self) -> std::io::Result<(MasterServer<R, P>, MasterHandle)> {
         let addr = SocketAddr::new(self.scope.ip(), self.port);
-        MasterServer::bind_with(addr, self.config, self.registry)
+        MasterServer::bind_with(addr, self.config, self.registry, self.listing_port)
     }
 
     /// Binds and runs the master on the background runtime (or the

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use switchboard::socket::address_key;
 
 /// A client's address and its query session.
-pub(super) type QueryKey = (SocketAddr, u16);
+pub(crate) type QueryKey = (SocketAddr, u16);
 
 /// One query's pages, and whether they are Torque3D's (type 40).
-pub(super) struct Cached {
-    pub(super) pages: Vec<Vec<SocketAddr>>,
-    pub(super) new_style: bool,
+pub(crate) struct Cached {
+    pub(crate) pages: Vec<Vec<SocketAddr>>,
+    pub(crate) new_style: bool,
     at: Instant,
 }
 
@@ -35,7 +35,7 @@ struct Client {
     order: VecDeque<(QueryKey, Instant)>,
 }
 
-pub(super) struct QueryCache {
+pub(crate) struct QueryCache {
     max_addresses: usize,
     held: usize,
     queries: HashMap<QueryKey, Cached>,
@@ -48,7 +48,7 @@ pub(super) struct QueryCache {
 }
 
 impl QueryCache {
-    pub(super) fn new(max_addresses: usize) -> Self {
+    pub(crate) fn new(max_addresses: usize) -> Self {
         Self {
             max_addresses: max_addresses.max(1),
             held: 0,
@@ -59,7 +59,7 @@ impl QueryCache {
         }
     }
 
-    pub(super) fn insert(
+    pub(crate) fn insert(
         &mut self,
         key: QueryKey,
         pages: Vec<Vec<SocketAddr>>,
@@ -92,7 +92,7 @@ impl QueryCache {
         self.queries.insert(key, cached);
     }
 
-    pub(super) fn get(&self, key: QueryKey) -> Option<&Cached> {
+    pub(crate) fn get(&self, key: QueryKey) -> Option<&Cached> {
         self.queries.get(&key)
     }
 
@@ -140,7 +140,7 @@ impl QueryCache {
         false
     }
 
-    pub(super) fn expire(&mut self, now: Instant, ttl: Duration) {
+    pub(crate) fn expire(&mut self, now: Instant, ttl: Duration) {
         while let Some(&(key, at)) = self.order.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;

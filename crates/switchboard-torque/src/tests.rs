@@ -7,9 +7,22 @@ use std::time::{Duration, Instant};
 
 use super::packet::{self, Header, Packet, TorqueError, TorqueFilter};
 use super::*;
-use crate::protocol::{ListRequest, MAX_PAGE};
-use crate::registry::MemoryRegistry;
-use crate::MasterConfig;
+use switchboard_master::protocol::{Filter, ListRequest, Listed, MAX_PAGE};
+use switchboard_master::{Limits, Master, MasterConfig, MemoryRegistry, Registry};
+
+/// A master in memory with the Torque port.
+type TorqueMaster = Master<MemoryRegistry, TorquePort>;
+
+fn torque_master(config: MasterConfig, torque: TorqueConfig) -> TorqueMaster {
+    Master::with_port(config, MemoryRegistry::default(), move |master| {
+        TorquePort::new(torque, master)
+    })
+}
+
+/// The Torque port's counters.
+fn torque_stats(master: &TorqueMaster) -> TorqueStats {
+    master.port().expect("a Torque port").stats().clone()
+}
 
 fn addr(last: u8, port: u16) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, last], port))
@@ -248,32 +261,27 @@ fn pages_stay_under_the_datagram_size_and_an_empty_list_is_one_empty_page() {
     );
 }
 
-fn master() -> Master<MemoryRegistry> {
-    Master::new(MasterConfig::default(), MemoryRegistry::default())
+fn master() -> TorqueMaster {
+    torque_master(MasterConfig::default(), TorqueConfig::default())
 }
 
 /// Heartbeat, info request, info response: the K the master chose.
-async fn register(
-    master: &mut Master<MemoryRegistry>,
-    from: SocketAddr,
-    game: &str,
-    now: Instant,
-) -> u32 {
+async fn register(master: &mut TorqueMaster, from: SocketAddr, game: &str, now: Instant) -> u32 {
     let (to, request) = master
-        .on_torque_datagram(from, &header(22, 0, 0, 0x0777), now)
+        .on_port_datagram(from, &header(22, 0, 0, 0x0777), now)
         .await
         .expect("an info request");
     assert_eq!(to, from, "to the heartbeat's source");
     assert_eq!((request.len(), request[0], request[1]), (6, 10, 0));
     let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
     assert!(master
-        .on_torque_datagram(from, &info_response(k, game, "DM", 3, 1), now)
+        .on_port_datagram(from, &info_response(k, game, "DM", 3, 1), now)
         .await
         .is_none());
     k
 }
 
-async fn native_list(master: &mut Master<MemoryRegistry>) -> Vec<Listed> {
+async fn native_list(master: &mut TorqueMaster) -> Vec<Listed> {
     let request = ListRequest {
         filter: Filter::default(),
         page: 0,
@@ -288,22 +296,22 @@ async fn a_torque_server_is_listed_only_after_answering_its_key_and_shows_in_the
     let mut master = master();
     let server = addr(1, 28000);
     let (_, request) = master
-        .on_torque_datagram(server, &header(22, 0, 0, 5), t0)
+        .on_port_datagram(server, &header(22, 0, 0, 5), t0)
         .await
         .unwrap();
     let k = u32::from_le_bytes([request[2], request[3], request[4], request[5]]);
     // The wrong key, or the right one from elsewhere: nothing listed.
     master
-        .on_torque_datagram(server, &info_response(k ^ 1, "FPS", "DM", 3, 0), t0)
+        .on_port_datagram(server, &info_response(k ^ 1, "FPS", "DM", 3, 0), t0)
         .await;
     master
-        .on_torque_datagram(addr(2, 28000), &info_response(k, "FPS", "DM", 3, 0), t0)
+        .on_port_datagram(addr(2, 28000), &info_response(k, "FPS", "DM", 3, 0), t0)
         .await;
     assert!(native_list(&mut master).await.is_empty());
-    assert_eq!(master.stats().torque_unsolicited, 1);
-    assert_eq!(master.stats().torque_wrong_keys, 1);
+    assert_eq!(torque_stats(&master).unsolicited, 1);
+    assert_eq!(torque_stats(&master).wrong_keys, 1);
     master
-        .on_torque_datagram(server, &info_response(k, "FPS", "DM", 3, 1), t0)
+        .on_port_datagram(server, &info_response(k, "FPS", "DM", 3, 1), t0)
         .await;
     let listed = native_list(&mut master).await;
     assert_eq!(listed.len(), 1);
@@ -323,7 +331,7 @@ async fn a_torque_server_is_listed_only_after_answering_its_key_and_shows_in_the
         "{:?}",
         info.tags
     );
-    assert_eq!(master.stats().torque_registered, 1);
+    assert_eq!(torque_stats(&master).registered, 1);
 }
 
 #[tokio::test]
@@ -334,7 +342,7 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
         heartbeat_burst: 1000.0,
         ..MasterConfig::default()
     };
-    let mut master = Master::new(config, MemoryRegistry::default());
+    let mut master = torque_master(config, TorqueConfig::default());
     for i in 0..300u16 {
         let from = SocketAddr::from(([10, 0, (i / 200) as u8, (i % 200) as u8], 28000));
         register(
@@ -356,10 +364,7 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
     // 200 FPS servers. A client not yet proven: page 0 within four times
     // the request, the rest on the page it re-requests.
     let request = list_request(0, 0x11, 0x22, "fps", 0);
-    let (to, first) = master
-        .on_torque_datagram(client, &request, t0)
-        .await
-        .unwrap();
+    let (to, first) = master.on_port_datagram(client, &request, t0).await.unwrap();
     assert_eq!(to, client);
     assert_eq!(
         &first[..6],
@@ -369,21 +374,21 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
     assert!(first.len() <= 4 * request.len(), "{} bytes", first.len());
     assert_eq!((first[6], first[7]), (0, 2));
     let (_, rest) = master
-        .on_torque_datagram(client, &re_request(0x98, 0x22, 1), t0)
+        .on_port_datagram(client, &re_request(0x98, 0x22, 1), t0)
         .await
         .unwrap();
     assert_eq!(count(&first) + count(&rest), 200);
     // Proven now (it asked again in its session): full pages. All 300
     // (game type "any"): two pages; only page 0 comes back.
     let (_, first) = master
-        .on_torque_datagram(client, &list_request(0, 0x12, 0x23, "any", 0), t0)
+        .on_port_datagram(client, &list_request(0, 0x12, 0x23, "any", 0), t0)
         .await
         .unwrap();
     assert_eq!((first[6], first[7]), (0, 2));
     assert!(count(&first) > 200);
     // Page 1 re-requested with a new key and zeroed filters: from the cache.
     let (_, second) = master
-        .on_torque_datagram(client, &re_request(0x99, 0x23, 1), t0)
+        .on_port_datagram(client, &re_request(0x99, 0x23, 1), t0)
         .await
         .unwrap();
     assert_eq!(&second[..6], &header(8, 0, 0x99, 0x23)[..]);
@@ -393,10 +398,10 @@ async fn a_list_request_gets_page_zero_and_re_requests_with_zeroed_filters_get_t
     let mut stranger = header(6, 0, 0x99, 0x55);
     stranger.push(1);
     assert!(master
-        .on_torque_datagram(client, &stranger, t0)
+        .on_port_datagram(client, &stranger, t0)
         .await
         .is_none());
-    assert_eq!(master.stats().torque_cache_misses, 1);
+    assert_eq!(torque_stats(&master).cache_misses, 1);
 }
 
 #[tokio::test]
@@ -406,7 +411,7 @@ async fn torque3d_asks_with_flag_4_and_gets_type_40_pages_and_44_re_requests() {
     register(&mut master, addr(1, 28000), "FPS", t0).await;
     let client = addr(99, 5000);
     let (_, page) = master
-        .on_torque_datagram(client, &list_request(4, 1, 2, "", 0), t0)
+        .on_port_datagram(client, &list_request(4, 1, 2, "", 0), t0)
         .await
         .unwrap();
     let mut expected = header(40, 4, 1, 2);
@@ -415,7 +420,7 @@ async fn torque3d_asks_with_flag_4_and_gets_type_40_pages_and_44_re_requests() {
     let mut again = header(44, 0, 3, 2);
     again.push(0);
     again.extend(zeroed_filters());
-    let (_, page) = master.on_torque_datagram(client, &again, t0).await.unwrap();
+    let (_, page) = master.on_port_datagram(client, &again, t0).await.unwrap();
     assert_eq!(page[0], 40, "a 44 is answered with a 40");
     assert_eq!(&page[2..6], &header(0, 0, 3, 2)[2..6]);
 }
@@ -429,12 +434,12 @@ async fn the_master_filters_and_answers_game_types_from_what_servers_reported() 
     let client = addr(99, 5000);
     // Two players at most: both servers have three.
     let (_, page) = master
-        .on_torque_datagram(client, &list_request(0, 1, 1, "any", 2), t0)
+        .on_port_datagram(client, &list_request(0, 1, 1, "any", 2), t0)
         .await
         .unwrap();
     assert_eq!(u16::from_le_bytes([page[8], page[9]]), 0);
     let (_, types) = master
-        .on_torque_datagram(client, &header(2, 0, 5, 6), t0)
+        .on_port_datagram(client, &header(2, 0, 5, 6), t0)
         .await
         .unwrap();
     let mut expected = header(4, 0, 5, 6);
@@ -475,7 +480,7 @@ async fn torque_heartbeat_flood_draws_a_bounded_number_of_info_requests() {
     for i in 0..10_000u32 {
         let now = t0 + Duration::from_millis(u64::from(i));
         requests += master
-            .on_torque_datagram(victim, &header(22, 0, 0, 1), now)
+            .on_port_datagram(victim, &header(22, 0, 0, 1), now)
             .await
             .is_some() as u32;
     }
@@ -483,7 +488,7 @@ async fn torque_heartbeat_flood_draws_a_bounded_number_of_info_requests() {
     let burst = MasterConfig::default().heartbeat_burst as u32;
     assert!(requests <= burst + 6, "{requests} info requests");
     assert_eq!(
-        master.stats().torque_rate_limited,
+        torque_stats(&master).rate_limited,
         u64::from(10_000 - requests)
     );
 }
@@ -503,15 +508,21 @@ async fn native_servers_reach_torque_clients_only_when_they_declare_it() {
             tags,
             ..ServerInfo::default()
         };
-        let limits = master.registry_limits();
+        let config = MasterConfig::default();
+        let limits = Limits {
+            max_servers: config.max_servers,
+            max_servers_per_address: config.max_servers_per_address,
+            expiry: config.expiry,
+            grace: Duration::ZERO,
+        };
         master
-            .registry
+            .registry_mut()
             .upsert(addr(last, 7000), info, t0, limits)
             .await
             .unwrap();
     }
     let (_, page) = master
-        .on_torque_datagram(addr(99, 1), &list_request(0, 1, 1, "any", 0), t0)
+        .on_port_datagram(addr(99, 1), &list_request(0, 1, 1, "any", 0), t0)
         .await
         .unwrap();
     assert_eq!(u16::from_le_bytes([page[8], page[9]]), 1);
@@ -519,3 +530,29 @@ async fn native_servers_reach_torque_clients_only_when_they_declare_it() {
 }
 
 mod abuse;
+mod figures;
+
+#[tokio::test]
+async fn the_torque_counters_reach_the_masters_stats_and_admin_page_by_name() {
+    let t0 = Instant::now();
+    let mut master = master();
+    register(&mut master, addr(1, 28000), "FPS", t0).await;
+    let stats = master.stats();
+    let count = |name: &str| {
+        stats
+            .port
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    };
+    assert_eq!(count("switchboard_master_torque_heartbeats_total"), Some(1));
+    assert_eq!(count("switchboard_master_torque_registered_total"), Some(1));
+    assert_eq!(count("switchboard_master_torque_datagrams_total"), Some(2));
+    assert_eq!(stats.listed, 1);
+    let counters = master.port_counters();
+    assert_eq!(counters.len(), stats.port.len());
+    assert!(counters.iter().all(|c| !c.help.is_empty()));
+    // A master without the port has none.
+    let native = Master::new(MasterConfig::default(), MemoryRegistry::default());
+    assert!(native.stats().port.is_empty());
+}
