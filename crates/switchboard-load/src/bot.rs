@@ -13,6 +13,11 @@ use switchboard::socket::{IdBuildHasher, SocketEvent, SocketStream};
 use switchboard_relay::client_core::{Heard, RelayClientCore, RelayClientEvent};
 use switchboard_relay::{Redirect, RelayAction, RelayChannel, Transform};
 
+/// How long a bot waits after the end with nothing arriving.
+const QUIET: Duration = Duration::from_millis(300);
+/// How long after the end a bot stops whatever still arrives.
+const DRAIN: Duration = Duration::from_secs(3);
+
 /// Bot `index` of `plan`, until the test ends: its latencies go into its
 /// group's `histogram`, its counts are returned.
 pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>) -> Counts {
@@ -83,7 +88,10 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     let mut check =
         tokio::time::interval_at(plan.start + Duration::from_secs(2), Duration::from_secs(1));
     let (end, epoch) = (plan.end, plan.epoch);
-    let stop = tokio::time::sleep_until(end + Duration::from_millis(300));
+    // After the last send, a bot stops once nothing arrived for `QUIET`
+    // (what was in flight has come), and at `DRAIN` after the end at the
+    // latest: a busy machine's late deliveries are counted, not missed.
+    let stop = tokio::time::sleep_until(end + QUIET);
     let send = tokio::time::sleep_until(plan.start + offset);
     tokio::pin!(stop, send);
     let mut sending = plan.interval.is_some();
@@ -128,6 +136,10 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                     seen.take(event, &mut socket, &mut core)
                 };
                 LIVE_RECEIVED.fetch_add(counts.received - received, Ordering::Relaxed);
+                let now = tokio::time::Instant::now();
+                if now + QUIET > stop.deadline() {
+                    stop.as_mut().reset((now + QUIET).min(end + DRAIN));
+                }
                 if let Next::Ended = next {
                     tracing::warn!(bot = index, "load bot disconnected");
                     counts.disconnected = true;

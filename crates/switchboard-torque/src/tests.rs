@@ -538,13 +538,7 @@ async fn the_torque_counters_reach_the_masters_stats_and_admin_page_by_name() {
     let mut master = master();
     register(&mut master, addr(1, 28000), "FPS", t0).await;
     let stats = master.stats();
-    let count = |name: &str| {
-        stats
-            .port
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| *v)
-    };
+    let count = |name: &str| stats.port.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
     assert_eq!(count("switchboard_master_torque_heartbeats_total"), Some(1));
     assert_eq!(count("switchboard_master_torque_registered_total"), Some(1));
     assert_eq!(count("switchboard_master_torque_datagrams_total"), Some(2));

@@ -3,6 +3,7 @@
 //! HTTP: for the tests of pages served by Switchboard's servers.
 #![allow(dead_code)]
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,13 @@ pub struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // The driver and every Chromium process it started share a process
+        // group of their own: all of it goes, even when a test panicked
+        // before `quit` (killing the driver alone left Chromium running,
+        // and its renderers took the CPU from the tests after).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
         // Chromium may still be quitting after its driver: a few tries.
@@ -97,6 +105,7 @@ impl Browser {
         let scratch = tempfile::tempdir().expect("a folder for Chromium");
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .process_group(0)
             .env("TMPDIR", scratch.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
