@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use switchboard::histogram::Histogram;
 use switchboard::{
     BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, SocketConfig, SocketEvent,
     SocketStream,
@@ -108,16 +109,12 @@ async fn attack(
 }
 
 /// Round trips of a 64-byte message until `rounds` are done or `stop`.
-async fn round_trips(
-    addr: std::net::SocketAddr,
-    rounds: usize,
-    stop: &AtomicBool,
-) -> Vec<Duration> {
+async fn round_trips(addr: std::net::SocketAddr, rounds: usize, stop: &AtomicBool) -> Histogram {
     let mut client = SocketStream::connect(addr, SocketConfig::default());
     while !matches!(client.next_event().await, Some(SocketEvent::Connected)) {}
     let message = Message::from_raw(16, 2, vec![7u8; 64].into());
-    let mut times = Vec::with_capacity(rounds);
-    while times.len() < rounds && !stop.load(Ordering::Relaxed) {
+    let mut times = Histogram::new();
+    while (times.count() as usize) < rounds && !stop.load(Ordering::Relaxed) {
         let start = Instant::now();
         client.send(&message).unwrap();
         loop {
@@ -127,14 +124,9 @@ async fn round_trips(
                 None => return times,
             }
         }
-        times.push(start.elapsed());
+        times.record(start.elapsed());
     }
     times
-}
-
-fn percentile(times: &mut [Duration], p: f64) -> Duration {
-    times.sort();
-    times[((times.len() as f64 * p) as usize).min(times.len() - 1)]
 }
 
 /// Round trips measured while the attack runs; how many bombs were sent
@@ -143,7 +135,7 @@ async fn under_attack(
     config: EndpointConfig,
     bombs: usize,
     rounds: usize,
-) -> (Vec<Duration>, usize, usize) {
+) -> (Histogram, usize, usize) {
     let inflated = Arc::new(AtomicUsize::new(0));
     let addr = echo_server(config, inflated.clone());
     let sent = Arc::new(AtomicUsize::new(0));
@@ -174,10 +166,10 @@ fn main() {
     runtime.block_on(async {
         let quiet_addr = echo_server(EndpointConfig::default(), Arc::default());
         let stop = AtomicBool::new(false);
-        let mut quiet = round_trips(quiet_addr, rounds, &stop).await;
-        let (q50, q99) = (percentile(&mut quiet, 0.5), percentile(&mut quiet, 0.99));
+        let quiet = round_trips(quiet_addr, rounds, &stop).await;
+        let (q50, q99) = (quiet.percentile(0.5), quiet.percentile(0.99));
         println!("bombs of {} bytes, each inflating to 4 MiB, from one address (at least {bombs})", bomb().len());
-        println!("quiet                      p50 {:>8.1} us  p99 {:>8.1} us  ({} rounds)", q50.as_secs_f64() * 1e6, q99.as_secs_f64() * 1e6, quiet.len());
+        println!("quiet                      p50 {:>8.1} us  p99 {:>8.1} us  ({} rounds)", q50.as_secs_f64() * 1e6, q99.as_secs_f64() * 1e6, quiet.count());
         let budgets = [
             ("with the inflate budget", EndpointConfig::default()),
             ("budget lifted (before)", {
@@ -188,15 +180,15 @@ fn main() {
         ];
         for (name, config) in budgets {
             let started = Instant::now();
-            let (mut times, sent, inflated) = under_attack(config, bombs, rounds).await;
+            let (times, sent, inflated) = under_attack(config, bombs, rounds).await;
             let took = started.elapsed();
-            let (p50, p99) = (percentile(&mut times, 0.5), percentile(&mut times, 0.99));
+            let (p50, p99) = (times.percentile(0.5), times.percentile(0.99));
             println!(
                 "{name:<26} p50 {:>8.1} us  p99 {:>8.1} us  p99 ratio {:.2}x  ({} rounds, {sent} bombs sent, {inflated} inflated, {took:.1?})",
                 p50.as_secs_f64() * 1e6,
                 p99.as_secs_f64() * 1e6,
                 p99.as_secs_f64() / q99.as_secs_f64(),
-                times.len(),
+                times.count(),
             );
         }
     });

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
+use switchboard::histogram::Histogram;
 use switchboard::{
     BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, SocketConfig, SocketEvent,
     SocketStream,
@@ -246,12 +247,8 @@ async fn switchboard_throughput(messages: usize, sending: Sending) -> f64 {
     messages as f64 / elapsed.as_secs_f64()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 /// Raw baseline round trip: write 4+64 bytes, the other side echoes them.
-async fn raw_round_trips(rounds: usize) -> Vec<Duration> {
+async fn raw_round_trips(rounds: usize) -> Histogram {
     let (mut client, mut server) = raw_pair().await;
     let echo = tokio::spawn(async move {
         let mut buf = [0u8; 4 + PAYLOAD];
@@ -263,21 +260,20 @@ async fn raw_round_trips(rounds: usize) -> Vec<Duration> {
     let mut frame = (PAYLOAD as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&[7u8; PAYLOAD]);
     let mut buf = [0u8; 4 + PAYLOAD];
-    let mut times = Vec::with_capacity(rounds);
+    let mut times = Histogram::new();
     for _ in 0..rounds {
         let start = Instant::now();
         client.write_all(&frame).await.unwrap();
         client.read_exact(&mut buf).await.unwrap();
-        times.push(start.elapsed());
+        times.record(start.elapsed());
     }
     echo.await.unwrap();
-    times.sort();
     times
 }
 
 /// Switchboard round trip: client sends, the server's owner echoes it back
 /// through its handle, the client's event stream receives it.
-async fn switchboard_round_trips(rounds: usize) -> Vec<Duration> {
+async fn switchboard_round_trips(rounds: usize) -> Histogram {
     let (mut client, mut server, peer) = switchboard_pair().await;
     let handle = server.handle();
     let echo = tokio::spawn(async move {
@@ -292,7 +288,7 @@ async fn switchboard_round_trips(rounds: usize) -> Vec<Duration> {
         server
     });
     let message = Message::from_raw(1, 1, Bytes::from(vec![7u8; PAYLOAD]));
-    let mut times = Vec::with_capacity(rounds);
+    let mut times = Histogram::new();
     for _ in 0..rounds {
         let start = Instant::now();
         client.send(&message).unwrap();
@@ -300,10 +296,9 @@ async fn switchboard_round_trips(rounds: usize) -> Vec<Duration> {
             Some(SocketEvent::Received(_)) => {}
             other => panic!("{other:?}"),
         }
-        times.push(start.elapsed());
+        times.record(start.elapsed());
     }
     drop(echo.await.unwrap());
-    times.sort();
     times
 }
 
@@ -387,8 +382,8 @@ async fn suite(messages: usize, rounds: usize) {
 
     let raw_rt = raw_round_trips(rounds).await;
     let sb_rt = switchboard_round_trips(rounds).await;
-    let (raw50, raw99) = (percentile(&raw_rt, 0.5), percentile(&raw_rt, 0.99));
-    let (sb50, sb99) = (percentile(&sb_rt, 0.5), percentile(&sb_rt, 0.99));
+    let (raw50, raw99) = (raw_rt.percentile(0.5), raw_rt.percentile(0.99));
+    let (sb50, sb99) = (sb_rt.percentile(0.5), sb_rt.percentile(0.99));
     println!("round trip, {PAYLOAD}-byte messages, {rounds} rounds:");
     println!(
         "  raw tokio TCP   p50 {:>8.1} us   p99 {:>8.1} us",

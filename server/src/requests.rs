@@ -13,10 +13,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use switchboard::histogram::Histogram;
 use switchboard::manager::protocol::{self, RequestFrame, SessionHello};
 use switchboard::message::{TypedMessage, SESSION_CHANNEL};
 use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
-use switchboard_load::{connect_from, source_address, Histogram};
+use switchboard_load::{connect_from, source_address};
 use tokio::time::Instant;
 
 use crate::board::Board;
@@ -235,7 +236,7 @@ fn on_event(
                 .and_then(|id| sent_at.remove(&id));
             if let Some(sent) = sent {
                 counts.accepted += 1;
-                histogram.record(now.saturating_duration_since(sent).as_micros() as u64);
+                histogram.record(now.saturating_duration_since(sent));
             }
         }
         protocol::REJECTED | protocol::ERROR => counts.refused += 1,

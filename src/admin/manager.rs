@@ -283,9 +283,8 @@ fn request_counters(stats: &crate::ServerStats) -> Vec<Counter> {
     counters.extend(Counter::histogram_micros(
         "switchboard_manager_request_duration_seconds",
         "Time the server took to validate and apply a request, in seconds.",
-        &crate::manager::RequestTimes::BOUNDS_MICROS,
-        &times.counts,
-        times.sum_micros,
+        &crate::manager::REQUEST_TIME_BOUNDS_MICROS,
+        times,
     ));
     counters
 }

@@ -308,24 +308,24 @@ impl Counter {
         out
     }
 
-    /// The series of a histogram called `name` from counts in microseconds:
-    /// `counts[i]` observations at or under `bounds_micros[i]` (and above
-    /// the bound before it), the one past the last bound for the slower
-    /// ones; `sum_micros` their total. Shown in seconds.
+    /// The series of a histogram called `name` from `times`
+    /// ([`Histogram`](crate::histogram::Histogram)) cut at `bounds_micros`
+    /// (ascending), shown in seconds.
     pub fn histogram_micros(
         name: &str,
         help: &str,
         bounds_micros: &[u64],
-        counts: &[u64],
-        sum_micros: u64,
+        times: &crate::histogram::Histogram,
     ) -> Vec<Self> {
+        let counts = times.counts_at(bounds_micros);
         let buckets: Vec<(f64, u64)> = bounds_micros
             .iter()
-            .zip(counts)
+            .zip(&counts)
             .map(|(bound, count)| (*bound as f64 / 1e6, *count))
             .collect();
-        let over = counts.get(bounds_micros.len()).copied().unwrap_or(0);
-        Self::histogram(name, help, &buckets, over, sum_micros as f64 / 1e6)
+        let over = counts[bounds_micros.len()];
+        let sum = times.sum_micros() as f64 / 1e6;
+        Self::histogram(name, help, &buckets, over, sum)
     }
 
     /// The metric family this series belongs to (a histogram's series

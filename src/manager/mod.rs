@@ -41,7 +41,7 @@ pub use switchboard_proto::manager::logic::{
     Audience, GameLogic, JoinRequest, Outbox, Place, Rejection, RejectionKind, Request,
 };
 pub use switchboard_proto::manager::stats::{
-    ClientStats, RequestTimes, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL,
+    ClientStats, ServerStats, MAX_CHANNEL_KEYS, OTHER_CHANNEL, REQUEST_TIME_BOUNDS_MICROS,
 };
 
 use crate::runtime;

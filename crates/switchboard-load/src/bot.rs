@@ -338,7 +338,8 @@ impl Seen<'_, '_> {
             if self.watch.is_none() {
                 self.counts.lost += (seq - last).saturating_sub(since + 1);
             }
-            self.histogram.record(self.now_us.saturating_sub(sent_us));
+            self.histogram
+                .record_micros(self.now_us.saturating_sub(sent_us));
         }
     }
 }

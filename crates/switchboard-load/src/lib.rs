@@ -25,7 +25,6 @@
 //! | the root | [`LoadConfig`], [`run`], [`LoadReport`]: the test, its groups of bots, the totals |
 //! | `bot` | one bot: connects, sends stamped transforms, takes in what it hears |
 //! | `stamp` | the stamp in a transform's extra field |
-//! | [`histogram`](Histogram) | latencies in log-linear buckets, percentiles |
 //! | [`walk`](Walk) | the moving mode: where each bot walks, what it should hear |
 
 #![warn(missing_docs)]
@@ -42,11 +41,10 @@ use tokio::time::Instant;
 use switchboard::socket::{SocketConfig, SocketStream};
 
 mod bot;
-mod histogram;
 mod stamp;
 mod walk;
 
-pub use histogram::Histogram;
+use switchboard::histogram::Histogram;
 pub use walk::Walk;
 
 /// Bots that share one task: their futures are polled together, so a read

@@ -21,7 +21,7 @@
 //! | [`entropy`] | where randomness comes from: passed in ([`entropy::Seeded`] for tests and replays) |
 //! | [`record`] | recordings of a server's session (every input with its time, every random byte drawn, a summary of every output) and [`replay`](record::replay), which checks that the same inputs give the same outputs; a recording started mid-game begins with a snapshot of the core ([`ManagerCore::capture`](manager::core::ManagerCore::capture), its instants written by [`record::clock`]) |
 //! | [`join_code`] | the join-code address `CODE@host:port` a listing names and a dialer reads (the relay's frames are `switchboard-hosting`'s) |
-//! | [`histogram`] | [`Histogram`](histogram::Histogram): times counted in buckets of microseconds |
+//! | [`histogram`] | [`Histogram`](histogram::Histogram): the one histogram of times (log-linear, percentiles within 1 %, cut at a metric's bounds for `/metrics`) |
 //! | `harness` | (feature `harness`) client cores and a manager core on an in-memory network, with a clock the test moves; `harness::netsim`: a simulated network link with a seed |
 //!
 //! A game whose loop is not tokio's drives a client with

@@ -181,9 +181,8 @@ impl AdminSource for RelayAdmin {
             counters.extend(Counter::histogram_micros(
                 "switchboard_relay_queue_wait_seconds",
                 "How long the oldest message of each round waited for the relay to take it.",
-                waits.bounds_micros(),
-                waits.counts(),
-                waits.sum_micros(),
+                &crate::hub::QUEUE_WAIT_BOUNDS_MICROS,
+                waits,
             ));
             // Places are the clients grouped by zone (the admin server
             // does it).

@@ -415,7 +415,7 @@ pub(crate) async fn run(
         ids: HashMap::default(),
         handle: native.handle(),
         pacer: Pacer::new(config.pacing, started),
-        waits: Histogram::new(&crate::hub::QUEUE_WAIT_BOUNDS_MICROS),
+        waits: Histogram::new(),
         config,
         started,
         log,
@@ -438,7 +438,7 @@ pub(crate) async fn run(
                     hub.deliver_all(out);
                 }
                 let wait = native.take_queue_wait();
-                hub.waits.observe(wait);
+                hub.waits.record(wait);
                 hub.pacer.took(wait);
             }
             Some(event) = json.recv() => {

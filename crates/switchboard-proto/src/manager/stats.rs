@@ -77,7 +77,9 @@ pub struct ServerStats {
     pub errors_by_code: BTreeMap<String, u64>,
     /// How long the server took to handle each request (validate, apply,
     /// queue the updates and the answer).
-    pub request_time: RequestTimes,
+    /// ([`Histogram`](crate::histogram::Histogram): percentiles, and
+    /// the `/metrics` buckets at [`REQUEST_TIME_BOUNDS_MICROS`].)
+    pub request_time: crate::histogram::Histogram,
     /// Where the clients are, as the game describes it
     /// ([`GameLogic::places`](super::logic::GameLogic::places)).
     pub places: Vec<super::logic::Place>,
@@ -101,61 +103,28 @@ pub(crate) fn count_channel(map: &mut BTreeMap<u16, u64>, channel: u16) {
     *map.entry(key).or_default() += 1;
 }
 
-/// A histogram of request handling times, in microseconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestTimes {
-    /// Requests at or under each of [`RequestTimes::BOUNDS_MICROS`] (not
-    /// cumulative), the last slot for the slower ones.
-    pub counts: [u64; RequestTimes::BOUNDS_MICROS.len() + 1],
-    /// Their total time, microseconds.
-    pub sum_micros: u64,
-}
-
-impl Default for RequestTimes {
-    fn default() -> Self {
-        Self {
-            counts: [0; RequestTimes::BOUNDS_MICROS.len() + 1],
-            sum_micros: 0,
-        }
-    }
-}
-
-impl RequestTimes {
-    /// The buckets' upper bounds: 10 µs to 100 ms.
-    pub const BOUNDS_MICROS: [u64; 10] = [10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000];
-
-    /// Counts one request that took `took`.
-    pub fn observe(&mut self, took: Duration) {
-        let (slot, micros) = crate::histogram::slot(&Self::BOUNDS_MICROS, took);
-        self.counts[slot] += 1;
-        self.sum_micros = self.sum_micros.saturating_add(micros);
-    }
-
-    /// Requests counted.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-}
+/// The buckets of [`ServerStats::request_time`] on `/metrics`
+/// (`switchboard_manager_request_duration_seconds`): 10 µs to 100 ms.
+pub const REQUEST_TIME_BOUNDS_MICROS: [u64; 10] =
+    [10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn request_times_fall_in_their_buckets_and_add_up() {
-        let mut times = RequestTimes::default();
+    fn request_times_fall_in_the_metrics_buckets_and_add_up() {
+        let mut stats = ServerStats::default();
         for micros in [5, 10, 11, 700, 200_000] {
-            times.observe(Duration::from_micros(micros));
+            stats.request_time.record(Duration::from_micros(micros));
         }
-        assert_eq!(times.counts[0], 2, "at or under 10 µs");
-        assert_eq!(times.counts[1], 1, "at or under 25 µs");
-        assert_eq!(times.counts[6], 1, "at or under 1 ms");
-        assert_eq!(
-            times.counts[RequestTimes::BOUNDS_MICROS.len()],
-            1,
-            "over 100 ms"
-        );
-        assert_eq!((times.count(), times.sum_micros), (5, 200_726));
+        let counts = stats.request_time.counts_at(&REQUEST_TIME_BOUNDS_MICROS);
+        assert_eq!(counts[0], 2, "at or under 10 µs");
+        assert_eq!(counts[1], 1, "at or under 25 µs");
+        assert_eq!(counts[6], 1, "at or under 1 ms");
+        assert_eq!(counts[REQUEST_TIME_BOUNDS_MICROS.len()], 1, "over 100 ms");
+        let times = &stats.request_time;
+        assert_eq!((times.count(), times.sum_micros()), (5, 200_726));
     }
 
     #[test]

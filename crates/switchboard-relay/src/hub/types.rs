@@ -84,13 +84,13 @@ pub struct RelayStats {
     /// standing still.
     pub view_recomputes: u64,
     /// How long the oldest message of each round of the relay's loop
-    /// waited between its connection's task and the relay, buckets of
-    /// [`QUEUE_WAIT_BOUNDS_MICROS`] (filled in by the relay's task; a
+    /// waited between its connection's task and the relay (on `/metrics`
+    /// in buckets of [`QUEUE_WAIT_BOUNDS_MICROS`]; filled in by the relay's task; a
     /// [`Relay`](super::Relay) without one leaves it empty). A relay that keeps up takes
     /// messages within microseconds; one short of CPU sees this grow.
     pub queue_wait: switchboard::histogram::Histogram,
 }
 
-/// The buckets of [`RelayStats::queue_wait`]: 10 µs to 250 ms.
+/// The `/metrics` buckets of [`RelayStats::queue_wait`]: 10 µs to 250 ms.
 pub const QUEUE_WAIT_BOUNDS_MICROS: [u64; 10] =
     [10, 50, 100, 250, 500, 1_000, 2_500, 10_000, 50_000, 250_000];

@@ -101,7 +101,7 @@ impl<L: GameLogic> ManagerCore<L> {
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
             self.stats
                 .request_time
-                .observe(clock().saturating_duration_since(started));
+                .record(clock().saturating_duration_since(started));
         }
     }
 
