@@ -11,8 +11,8 @@ pub mod ticket;
 
 pub use switchboard_proto::entropy::{Entropy, Seeded};
 pub use switchboard_proto::limits::{
-    doubling, prefix_key, Backoff, BackoffPolicy, KeyedLimiter, LogLimiter, Outage, RateLimit,
-    RateLimiter,
+    doubling, prefix_key, Backoff, BackoffPolicy, Clock, KeyedLimiter, LogLimiter, Millis, Outage,
+    RateLimit, RateLimiter, Strikes, TokenBucket,
 };
 pub use switchboard_proto::session::{
     checked_name, Admission, ClientId, IdClaim, IdRefusal, PlayerIds, ReconnectToken, Refusal,

@@ -12,12 +12,14 @@ mod gate;
 mod outage;
 mod rate;
 mod slots;
+mod strikes;
 
 pub use backoff::{doubling, Backoff, BackoffPolicy};
 pub use gate::{Gate, GateLimits, Turned};
 pub use outage::Outage;
-pub use rate::{KeyedLimiter, LogLimiter, RateLimit, RateLimiter};
+pub use rate::{Clock, KeyedLimiter, LogLimiter, Millis, RateLimit, RateLimiter, TokenBucket};
 pub use slots::{ConnectionSlot, ConnectionSlots, SlotRefusal};
+pub use strikes::Strikes;
 
 /// The address a limit counts: an IPv4 address, or an IPv6 /64 (one
 /// subscriber's network), an IPv4-mapped IPv6 address counting as IPv4.

@@ -6,6 +6,8 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use super::address_key;
 
 /// One limit: a sustained rate and a burst.
@@ -24,7 +26,7 @@ pub struct RateLimit {
 #[derive(Debug)]
 pub struct KeyedLimiter<K> {
     limit: RateLimit,
-    buckets: HashMap<K, Bucket>,
+    buckets: HashMap<K, TokenBucket>,
     max_keys: usize,
 }
 
@@ -60,30 +62,25 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
                 }
             }
         }
-        let bucket = self
-            .buckets
+        let limit = &self.limit;
+        self.buckets
             .entry(key)
-            .or_insert_with(|| Bucket::new(self.limit, now));
-        bucket.refill(now);
-        if bucket.level < n {
-            return false;
-        }
-        bucket.level -= n;
-        true
+            .or_insert_with(|| TokenBucket::full(limit, now))
+            .take(limit, n, now)
     }
 
     /// Forgets keys unused for `idle` (a full bucket is what a new key gets
     /// anyway), so that the table stays bounded by recent senders.
     pub fn forget_idle(&mut self, now: Instant, idle: Duration) {
-        self.buckets
-            .retain(|_, b| now.saturating_duration_since(b.at) < idle);
+        self.buckets.retain(|_, b| now.since(b.at) < idle);
     }
 
     /// Forgets keys whose buckets are full again.
     fn forget_refilled(&mut self, now: Instant) {
+        let limit = &self.limit;
         self.buckets.retain(|_, b| {
-            b.refill(now);
-            b.level < b.limit.burst
+            b.refill(limit, now);
+            b.level < limit.burst
         });
     }
 
@@ -137,34 +134,138 @@ impl LogLimiter {
     }
 }
 
-/// A client's two buckets: messages and bytes.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RateLimiter {
-    messages: Bucket,
-    bytes: Bucket,
+/// A time the limits count in: the OS clock's [`Instant`], or
+/// [`Millis`] on a clock of the caller's own (the relay's, so that a replay
+/// gives the same verdicts). Written in a snapshot as such: an `Instant` as
+/// an offset from the snapshot's moment (`record::clock`), `Millis` as is.
+pub trait Clock: Copy + Ord + std::fmt::Debug {
+    /// How long after `earlier` this is (zero if before).
+    fn since(self, earlier: Self) -> Duration;
+    /// Writes it in a snapshot.
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+    /// Reads it from a snapshot.
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
 }
 
+impl Clock for Instant {
+    fn since(self, earlier: Self) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::record::clock::instant::serialize(self, s)
+    }
+
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::record::clock::instant::deserialize(d)
+    }
+}
+
+/// Milliseconds on a clock of the caller's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Millis(pub u64);
+
+impl Clock for Millis {
+    fn since(self, earlier: Self) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        u64::deserialize(d).map(Millis)
+    }
+}
+
+fn write_at<T: Clock, S: Serializer>(at: &T, s: S) -> Result<S::Ok, S::Error> {
+    at.write(s)
+}
+
+fn read_at<'de, T: Clock, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    T::read(d)
+}
+
+/// The one token bucket: up to a [`RateLimit`]'s burst, refilled at its
+/// rate, on a [`Clock`]; the limit is the caller's (one per kind of unit,
+/// not one per bucket). Behind [`RateLimiter`], [`KeyedLimiter`] and the
+/// relay's per-player budget.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct Bucket {
-    limit: RateLimit,
+#[serde(bound = "T: Clock")]
+pub struct TokenBucket<T: Clock = Instant> {
     level: f64,
-    #[serde(with = "crate::record::clock::instant")]
-    at: Instant,
+    #[serde(serialize_with = "write_at", deserialize_with = "read_at")]
+    at: T,
 }
 
-impl Bucket {
-    fn new(limit: RateLimit, now: Instant) -> Self {
+impl<T: Clock> TokenBucket<T> {
+    /// A full bucket at `now`.
+    pub fn full(limit: &RateLimit, now: T) -> Self {
         Self {
-            limit,
             level: limit.burst,
             at: now,
         }
     }
 
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.level = (self.level + elapsed * self.limit.per_second).min(self.limit.burst);
-        self.at = now;
+    /// Refills it for the time since it was last refilled (never back in
+    /// time: an earlier `now` refills nothing).
+    pub fn refill(&mut self, limit: &RateLimit, now: T) {
+        let elapsed = now.since(self.at).as_secs_f64();
+        self.level = (self.level + elapsed * limit.per_second).min(limit.burst);
+        self.at = self.at.max(now);
+    }
+
+    /// Refills it, then spends `n` units if it has them all; otherwise
+    /// spends nothing.
+    pub fn take(&mut self, limit: &RateLimit, n: f64, now: T) -> bool {
+        self.refill(limit, now);
+        if self.level < n {
+            return false;
+        }
+        self.level -= n;
+        true
+    }
+
+    /// Units in it, as of its last refill.
+    pub fn level(&self) -> f64 {
+        self.level
+    }
+
+    /// When it was last refilled.
+    pub fn at(&self) -> T {
+        self.at
+    }
+
+    /// How long until it holds `n` units at `limit`'s rate (at most an
+    /// hour).
+    pub fn wait_for(&self, limit: &RateLimit, n: f64) -> Duration {
+        let seconds = (n - self.level).max(0.0) / limit.per_second.max(f64::MIN_POSITIVE);
+        Duration::from_secs_f64(seconds.min(3600.0))
+    }
+}
+
+/// A client's two buckets: messages and bytes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RateLimiter {
+    messages: Limited,
+    bytes: Limited,
+}
+
+/// A bucket with its limit (as a snapshot writes them: the limit, then the
+/// bucket).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Limited {
+    limit: RateLimit,
+    bucket: TokenBucket,
+}
+
+impl Limited {
+    fn new(limit: RateLimit, now: Instant) -> Self {
+        Self {
+            bucket: TokenBucket::full(&limit, now),
+            limit,
+        }
     }
 }
 
@@ -172,31 +273,32 @@ impl RateLimiter {
     /// Full buckets at `now`.
     pub fn new(messages: RateLimit, bytes: RateLimit, now: Instant) -> Self {
         Self {
-            messages: Bucket::new(messages, now),
-            bytes: Bucket::new(bytes, now),
+            messages: Limited::new(messages, now),
+            bytes: Limited::new(bytes, now),
         }
     }
 
     /// Spends one message of `len` bytes if both buckets allow it; otherwise
     /// spends nothing and returns false.
     pub fn allow(&mut self, len: usize, now: Instant) -> bool {
-        self.messages.refill(now);
-        self.bytes.refill(now);
-        if self.messages.level < 1.0 || self.bytes.level < len as f64 {
+        let (messages, bytes) = (&mut self.messages, &mut self.bytes);
+        messages.bucket.refill(&messages.limit, now);
+        bytes.bucket.refill(&bytes.limit, now);
+        if messages.bucket.level < 1.0 || bytes.bucket.level < len as f64 {
             return false;
         }
-        self.messages.level -= 1.0;
-        self.bytes.level -= len as f64;
+        messages.bucket.level -= 1.0;
+        bytes.bucket.level -= len as f64;
         true
     }
 
     /// How long until one more message of `len` bytes would be allowed.
     pub fn retry_after(&self, len: usize) -> Duration {
-        let wait = |bucket: &Bucket, need: f64| {
-            ((need - bucket.level).max(0.0) / bucket.limit.per_second.max(f64::MIN_POSITIVE))
-                .min(3600.0)
-        };
-        Duration::from_secs_f64(wait(&self.messages, 1.0).max(wait(&self.bytes, len as f64)))
+        let (messages, bytes) = (&self.messages, &self.bytes);
+        messages
+            .bucket
+            .wait_for(&messages.limit, 1.0)
+            .max(bytes.bucket.wait_for(&bytes.limit, len as f64))
     }
 }
 

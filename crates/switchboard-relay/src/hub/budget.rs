@@ -3,6 +3,10 @@
 //! all on the relay's millisecond clock (no OS clock: a replay gives the
 //! same verdicts).
 
+use std::time::Duration;
+
+use switchboard::session::{Millis, RateLimit, Strikes, TokenBucket};
+
 use super::Relay;
 
 /// The relay's limits per player; each field says its default.
@@ -35,39 +39,34 @@ impl Default for RelayLimits {
 /// A player's transform budget and strikes, on the relay's millisecond clock.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Budget {
-    level: f64,
-    at_ms: u64,
-    strikes: std::collections::VecDeque<u64>,
+    bucket: TokenBucket<Millis>,
+    strikes: Strikes<Millis>,
+}
+
+impl RelayLimits {
+    fn transforms(&self) -> RateLimit {
+        RateLimit {
+            per_second: self.transforms_per_second,
+            burst: self.transform_burst,
+        }
+    }
 }
 
 impl Relay {
     /// Spends one transform of `id`'s budget at `now_ms`; past the budget,
     /// a strike, and past the strikes, the player is marked abusive.
     pub(super) fn spend(&mut self, id: u32, now_ms: u64) -> bool {
-        let limits = self.limits;
-        let budget = self.budgets.entry(id).or_insert(Budget {
-            level: limits.transform_burst,
-            at_ms: now_ms,
-            strikes: std::collections::VecDeque::new(),
+        let (limits, now) = (self.limits, Millis(now_ms));
+        let rate = limits.transforms();
+        let budget = self.budgets.entry(id).or_insert_with(|| Budget {
+            bucket: TokenBucket::full(&rate, now),
+            strikes: Strikes::new(),
         });
-        let elapsed = now_ms.saturating_sub(budget.at_ms) as f64 / 1000.0;
-        budget.level =
-            (budget.level + elapsed * limits.transforms_per_second).min(limits.transform_burst);
-        budget.at_ms = budget.at_ms.max(now_ms);
-        if budget.level >= 1.0 {
-            budget.level -= 1.0;
+        if budget.bucket.take(&rate, 1.0, now) {
             return true;
         }
-        budget.strikes.push_back(now_ms);
-        while budget
-            .strikes
-            .front()
-            .is_some_and(|t| now_ms.saturating_sub(*t) > limits.strike_window_ms)
-        {
-            budget.strikes.pop_front();
-        }
-        if budget.strikes.len() > limits.max_strikes as usize {
-            budget.strikes.clear();
+        let window = Duration::from_millis(limits.strike_window_ms);
+        if budget.strikes.strike(now, limits.max_strikes, window) {
             self.abusive
                 .push((id, "too many transforms: over the rate limit".into()));
         }

@@ -37,7 +37,7 @@ use super::stats::{ClientStats, ServerStats};
 use super::{LogEntry, LogLevel, ShareError, ShareUpdate};
 use crate::connection::SocketStats;
 use crate::entropy::Entropy;
-use crate::limits::{Backoff, LogLimiter, RateLimiter};
+use crate::limits::{Backoff, LogLimiter, RateLimiter, Strikes};
 use crate::message::{Message, PeerId, TypedMessage, SESSION_CHANNEL};
 use crate::reason::{CloseCode, DisconnectReason};
 use crate::session::{Admission, ClientId, ReconnectToken, Refusal, Sessions, SharedSession};
@@ -60,8 +60,7 @@ struct Peer {
     #[serde(with = "crate::record::clock::instant")]
     last_activity: Instant,
     limiter: RateLimiter,
-    #[serde(with = "crate::record::clock::deque")]
-    strikes: VecDeque<Instant>,
+    strikes: Strikes,
     client: Option<ClientId>,
     /// Already told to go (late hello); waiting for its disconnect event.
     closing: bool,
@@ -386,7 +385,7 @@ impl<L: GameLogic> ManagerCore<L> {
                 connected_at: now,
                 last_activity: now,
                 limiter: RateLimiter::new(self.config.message_rate, self.config.byte_rate, now),
-                strikes: VecDeque::new(),
+                strikes: Strikes::new(),
                 client: None,
                 closing: false,
                 claiming: None,

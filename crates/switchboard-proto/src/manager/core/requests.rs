@@ -236,20 +236,11 @@ impl<L: GameLogic> ManagerCore<L> {
         let reply = protocol::session_message(protocol::ERROR, &ErrorReply { id, code, detail });
         self.send(peer, reply.clone());
         let window = self.config.strike_window;
-        let max = self.config.max_strikes as usize;
+        let max = self.config.max_strikes;
         let Some(state) = self.peers.get_mut(&peer) else {
             return reply;
         };
-        state.strikes.push_back(now);
-        while state
-            .strikes
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > window)
-        {
-            state.strikes.pop_front();
-        }
-        if state.strikes.len() > max {
-            state.strikes.clear();
+        if state.strikes.strike(now, max, window) {
             let text = format!("{peer}: disconnected after too many invalid messages");
             self.peer_log(peer, LogLevel::Warn, text, now);
             self.close(peer, CloseCode::ABUSE, "too many invalid messages");
