@@ -345,6 +345,20 @@ mod tests {
     }
 
     #[test]
+    fn a_limiter_in_a_snapshot_keeps_the_bytes_it_had_before_the_one_token_bucket() {
+        // Before: each bucket was written as its limit, its level, then its
+        // instant (an offset from the snapshot's moment, nanoseconds).
+        let t0 = Instant::now();
+        let mut limiter = RateLimiter::new(MSGS, BYTES, t0);
+        assert!(limiter.allow(100, t0));
+        let bytes = crate::record::clock::encode_at(t0, &limiter).unwrap();
+        let before = (MSGS, 4.0f64, 0i64, BYTES, 900.0f64, 0i64);
+        assert_eq!(bytes, crate::codec::encode_value(&before).unwrap());
+        let back: RateLimiter = crate::record::clock::decode_at(t0, &bytes).unwrap();
+        assert_eq!(back.retry_after(1000), limiter.retry_after(1000));
+    }
+
+    #[test]
     fn bytes_limit_counts_size() {
         let t0 = Instant::now();
         let mut limiter = RateLimiter::new(MSGS, BYTES, t0);

@@ -73,3 +73,26 @@ impl Relay {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_in_a_snapshot_keeps_the_bytes_it_had_before_the_one_token_bucket() {
+        // Before: a budget was written as its level, its millisecond, then
+        // its strikes' milliseconds.
+        let rate = RelayLimits::default().transforms();
+        let mut budget = Budget {
+            bucket: TokenBucket::full(&rate, Millis(1_000)),
+            strikes: Strikes::new(),
+        };
+        assert!(budget.bucket.take(&rate, 1.0, Millis(1_000)));
+        budget
+            .strikes
+            .strike(Millis(1_200), 100, Duration::from_secs(10));
+        let bytes = switchboard::codec::encode_value(&budget).unwrap();
+        let before = (rate.burst - 1.0, 1_000u64, vec![1_200u64]);
+        assert_eq!(bytes, switchboard::codec::encode_value(&before).unwrap());
+    }
+}
