@@ -6,8 +6,55 @@
 //! logic, or the panic that stopped it, as an error.
 
 use std::future::Future;
+use std::net::SocketAddr;
 
 use crate::runtime;
+use crate::socket::BindScope;
+
+/// Where a server listens: which interfaces and which port. Every server's
+/// builder holds one and sets it the same way (`bind(scope)`, `port(port)`,
+/// or `listen(options)` for both), so that a command line read once
+/// starts any server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// Which interfaces (default loopback: this machine only).
+    pub scope: BindScope,
+    /// The port (default 0: a free one, read from the server's handle).
+    pub port: u16,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        Self {
+            scope: BindScope::Loopback,
+            port: 0,
+        }
+    }
+}
+
+impl ListenOptions {
+    /// On `scope`, port `port`.
+    pub fn new(scope: BindScope, port: u16) -> Self {
+        Self { scope, port }
+    }
+
+    /// The address to bind.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.scope.ip(), self.port)
+    }
+}
+
+/// A TCP listener on `addr`, registered with the background runtime (or the
+/// current one): what a builder's `build` binds, from code that is not
+/// async. The error names the address.
+pub fn tcp_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
+    let listener = std::net::TcpListener::bind(addr).map_err(named)?;
+    listener.set_nonblocking(true)?;
+    let _entered = runtime::handle().enter();
+    tokio::net::TcpListener::from_std(listener)
+}
 
 /// A server's cloneable handle, as far as stopping goes: asks it to stop
 /// gracefully and returns at once.

@@ -144,7 +144,7 @@ impl AdminArgs {
     async fn start(
         &self,
         source: impl switchboard_admin::AdminSource,
-    ) -> Result<Option<switchboard_admin::AdminServer>, String> {
+    ) -> Result<Option<switchboard_admin::RunningAdmin>, String> {
         let Some(port) = self.admin_port else {
             return Ok(None);
         };
@@ -161,7 +161,6 @@ impl AdminArgs {
             }
         };
         let config = switchboard_admin::AdminConfig {
-            addr: SocketAddr::new(self.admin_bind.ip(), port),
             token,
             max_connections: self.admin_max_connections,
             tls: self.tls.clone(),
@@ -170,8 +169,11 @@ impl AdminArgs {
         let source = switchboard_admin::WithCounters::new(source, || {
             switchboard_redis::calls().map_or_else(Vec::new, |calls| calls.counters())
         });
-        let admin = switchboard_admin::AdminServer::spawn(config, std::sync::Arc::new(source))
-            .await
+        let admin = switchboard_admin::AdminServer::builder(std::sync::Arc::new(source))
+            .bind(self.admin_bind)
+            .port(port)
+            .config(config)
+            .spawn()
             .map_err(|e| e.to_string())?;
         // The page's URL: the API is under /api/, the metrics at /metrics.
         // Whoever started the server may have stopped reading its stdout

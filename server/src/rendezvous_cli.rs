@@ -59,11 +59,14 @@ pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
     );
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
-        let ip = args.bind.ip();
-        let ws = args.ws_port.map(|port| SocketAddr::new(ip, port));
-        let relay = RendezvousServer::bind(SocketAddr::new(ip, args.port), ws, config)
-            .await
-            .map_err(|e| format!("cannot listen on {ip}:{}: {e}", args.port))?;
+        let mut builder = RendezvousServer::builder()
+            .bind(args.bind)
+            .port(args.port)
+            .config(config);
+        if let Some(port) = args.ws_port {
+            builder = builder.websocket_port(port);
+        }
+        let relay = builder.spawn().map_err(|e| e.to_string())?;
         println!(
             "{}",
             switchboard::process::ready_line(relay.local_addr().port())
@@ -81,7 +84,7 @@ pub(crate) fn run_rendezvous(args: RendezvousArgs) -> Result<(), String> {
         }
         switchboard::process::wait_for_signal().await;
         let stats = relay.stats();
-        relay.shutdown();
+        let _ = relay.shutdown().await;
         tracing::info!(?stats, "join-code relay stopped");
         Ok(())
     })

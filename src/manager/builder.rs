@@ -7,6 +7,7 @@
 //! WebSocket; the listing, the shared sessions and checkpoints are
 //! [`ManagerConfig`] fields, set with [`ServerBuilder::config`].
 
+use crate::lifecycle::ListenOptions;
 use std::io::Write;
 
 use tokio_util::sync::CancellationToken;
@@ -43,8 +44,7 @@ type OnStart<'a> = Box<dyn FnOnce(&ManagerHandle) + 'a>;
 pub struct ServerBuilder<'a, L: GameLogic> {
     logic: L,
     config: ManagerConfig,
-    scope: BindScope,
-    port: u16,
+    listen: ListenOptions,
     websocket_port: Option<u16>,
     watch_stdin: bool,
     on_start: Option<OnStart<'a>>,
@@ -53,8 +53,7 @@ pub struct ServerBuilder<'a, L: GameLogic> {
 impl<L: GameLogic> std::fmt::Debug for ServerBuilder<'_, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerBuilder")
-            .field("scope", &self.scope)
-            .field("port", &self.port)
+            .field("listen", &self.listen)
             .field("websocket_port", &self.websocket_port)
             .finish()
     }
@@ -67,8 +66,7 @@ impl<L: GameLogic> ServerManager<L> {
         ServerBuilder {
             logic,
             config: ManagerConfig::default(),
-            scope: BindScope::Loopback,
-            port: 0,
+            listen: ListenOptions::default(),
             websocket_port: None,
             watch_stdin: false,
             on_start: None,
@@ -89,13 +87,20 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
     /// Which interfaces to listen on (default loopback: nothing outside
     /// this machine reaches a server unless asked).
     pub fn bind(mut self, scope: BindScope) -> Self {
-        self.scope = scope;
+        self.listen.scope = scope;
         self
     }
 
     /// The TCP port (default 0: a free one, read with `local_addr`).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once (a command line's `--bind` and
+    /// `--port`, read once for any server).
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -140,7 +145,7 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
                 .get_or_insert_with(WebSocketConfig::default);
             websocket.port = port;
         }
-        (self.logic, self.config, self.scope, self.port)
+        (self.logic, self.config, self.listen.scope, self.listen.port)
     }
 
     /// Binds and returns the manager and its handle, for tokio code that

@@ -3,8 +3,10 @@
 //!
 //! A server mode (the relay, the board game, the master, the rooms server)
 //! implements [`AdminSource`] (in `switchboard::admin`, with no HTTP in it,
-//! so a mode that reports compiles no HTTP server); [`AdminServer::spawn`]
-//! serves it:
+//! so a mode that reports compiles no HTTP server); an admin server serves
+//! it, started as every server is, from a builder:
+//! `AdminServer::builder(source).bind(scope).port(port).config(config).spawn()`
+//! gives a [`RunningAdmin`] (`local_addr()`; dropping it stops it).
 //!
 //! | route | what | token |
 //! |---|---|---|
@@ -29,7 +31,7 @@
 //! | [`source`], [`manager`] | (from `switchboard::admin`) [`AdminSource`], [`Snapshot`], [`AdminClient`], [`Counter`]: what a mode reports; [`ManagerAdmin`], [`WithCounters`] |
 //! | [`metrics`] | the Prometheus text format |
 //! | [`history`] | [`History`](history::History): the last 10 minutes and the last day, kept on the server |
-//! | [`server`] | [`AdminServer`], [`AdminConfig`]: the routes |
+//! | [`server`] | [`AdminServer`] and its [`AdminBuilder`], [`AdminHandle`], [`AdminConfig`]: the routes |
 //! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
 //! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
 //! | `recording` | the recording's status, start, stop and download routes |
@@ -45,7 +47,7 @@ mod recording;
 pub mod server;
 
 pub use access::MIN_TOKEN_CHARS;
-pub use server::{AdminConfig, AdminError, AdminServer};
+pub use server::{AdminBuilder, AdminConfig, AdminError, AdminHandle, AdminServer, RunningAdmin};
 pub use switchboard::admin::{
     manager, new_recording_path, source, start_recording_in, AdminClient, AdminPlace, AdminSource,
     Counter, CounterKind, LogLine, ManagerAdmin, Snapshot, Traffic, WithCounters,

@@ -11,7 +11,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
+use switchboard::lifecycle::{ListenOptions, Running, StopHandle};
 use switchboard::session::BackoffPolicy;
+use switchboard::socket::BindScope;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::{refuse, Access, Caller, Guard, MIN_TOKEN_CHARS};
@@ -19,13 +21,11 @@ use crate::history::History;
 use crate::source::AdminSource;
 use crate::{listener, metrics, recording};
 
-/// Where the admin server listens and who may use it; each field says its
-/// default.
+/// Who may use the admin server, and its limits; each field says its
+/// default. Where it listens is its builder's (`bind`, `port`): off
+/// loopback it needs a `token`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminConfig {
-    /// The address (default `127.0.0.1:0`: loopback, a free port). An
-    /// address other than loopback needs a `token`.
-    pub addr: SocketAddr,
     /// The token every control needs (and, off loopback, every read),
     /// sent as `Authorization: Bearer <token>` (default none: reads on
     /// loopback only, controls off). At least [`MIN_TOKEN_CHARS`]
@@ -76,7 +76,6 @@ pub struct AdminConfig {
 impl Default for AdminConfig {
     fn default() -> Self {
         Self {
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             allowed_hosts: Vec::new(),
             max_connections: 64,
@@ -111,12 +110,72 @@ pub enum AdminError {
     },
 }
 
-/// A running admin server; dropping it (or [`shutdown`](Self::shutdown))
-/// stops it.
-#[derive(Debug)]
+/// An admin server bound and ready to [`run`](Self::run), made by
+/// [`AdminBuilder::build`]; [`AdminServer::builder`] starts describing one.
 pub struct AdminServer {
+    listener: tokio::net::TcpListener,
+    app: Router,
+    state: Arc<AdminState>,
+    config: AdminConfig,
+    tls: Option<switchboard::tls::TlsServer>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for AdminServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminServer")
+            .field("listener", &self.listener)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle to a running admin server: its address, and the way to stop it.
+#[derive(Debug, Clone)]
+pub struct AdminHandle {
     addr: SocketAddr,
     stop: CancellationToken,
+}
+
+impl AdminHandle {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops it.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl StopHandle for AdminHandle {
+    fn stop(&self) {
+        self.shutdown();
+    }
+}
+
+/// An admin server running in this process: reads like its
+/// [`AdminHandle`]; dropping it (or `shutdown().await`) stops it.
+pub type RunningAdmin = Running<AdminHandle, ()>;
+
+/// An admin server about to start, made by [`AdminServer::builder`]: the
+/// same shape as every server's builder (`bind`, `port`, `listen`,
+/// `config`, then `build` or `spawn`).
+pub struct AdminBuilder {
+    source: Arc<dyn AdminSource>,
+    config: AdminConfig,
+    listen: ListenOptions,
+}
+
+impl std::fmt::Debug for AdminBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminBuilder")
+            .field("source", &self.source.mode())
+            .field("config", &self.config)
+            .field("listen", &self.listen)
+            .finish()
+    }
 }
 
 pub(crate) struct AdminState {
@@ -140,26 +199,79 @@ const MAX_BODY: usize = 4096;
 pub const MAX_BOTS_PER_REQUEST: usize = 500;
 
 impl AdminServer {
-    /// Listens on `config.addr` and serves `source` on the current tokio
-    /// runtime.
-    pub async fn spawn(
-        config: AdminConfig,
-        source: Arc<dyn AdminSource>,
-    ) -> Result<AdminServer, AdminError> {
-        Self::start(config, source, &tokio::runtime::Handle::current())
+    /// Starts describing an admin server for `source`: loopback, a free
+    /// port, default settings, until told otherwise.
+    pub fn builder(source: Arc<dyn AdminSource>) -> AdminBuilder {
+        AdminBuilder {
+            source,
+            config: AdminConfig::default(),
+            listen: ListenOptions::default(),
+        }
     }
 
-    /// Listens on `config.addr` and serves `source` on `runtime`, from
-    /// code that is not async (a server's `bind`).
-    pub fn start(
-        config: AdminConfig,
-        source: Arc<dyn AdminSource>,
-        runtime: &tokio::runtime::Handle,
-    ) -> Result<AdminServer, AdminError> {
-        let loopback = config.addr.ip().is_loopback();
+    /// Serves until `shutdown` completes or its handle stops it.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let AdminServer {
+            listener,
+            app,
+            state,
+            config,
+            tls,
+            stop,
+        } = self;
+        let serving = async {
+            tokio::join!(
+                crate::history::sample(state, stop.clone()),
+                listener::serve(listener, app, config, tls, stop.clone()),
+            );
+        };
+        tokio::select! {
+            _ = serving => {}
+            _ = shutdown => stop.cancel(),
+            _ = stop.cancelled() => {}
+        }
+    }
+}
+
+impl AdminBuilder {
+    /// Who may use it, and its limits.
+    pub fn config(mut self, config: AdminConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback; any other needs a
+    /// token).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.listen.scope = scope;
+        self
+    }
+
+    /// The port (default 0: a free one, read with `local_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once.
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// Binds, and returns the server and its handle, for tokio code that
+    /// runs it itself (`server.run(stop).await`).
+    pub fn build(self) -> Result<(AdminServer, AdminHandle), AdminError> {
+        let AdminBuilder {
+            source,
+            config,
+            listen,
+        } = self;
+        let addr = listen.addr();
+        let loopback = listen.scope == BindScope::Loopback;
         let token = config.token.clone().filter(|t| !t.is_empty());
         if !loopback && token.is_none() {
-            return Err(AdminError::NeedsToken(config.addr));
+            return Err(AdminError::NeedsToken(addr));
         }
         if token
             .as_ref()
@@ -167,19 +279,11 @@ impl AdminServer {
         {
             return Err(AdminError::WeakToken);
         }
-        let listen_error = |source| AdminError::Listen {
-            addr: config.addr,
-            source,
-        };
-        let listener = std::net::TcpListener::bind(config.addr).map_err(listen_error)?;
-        listener.set_nonblocking(true).map_err(listen_error)?;
-        let listener = {
-            let _entered = runtime.enter();
-            tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
-        };
+        let listen_error = |source| AdminError::Listen { addr, source };
+        let listener = switchboard::lifecycle::tcp_listener(addr).map_err(listen_error)?;
         let addr = listener.local_addr().map_err(listen_error)?;
         let tls = config.tls.for_address(addr).map_err(listen_error)?;
-        let shared = Arc::new(AdminState {
+        let state = Arc::new(AdminState {
             source,
             guard: Guard::new(
                 token,
@@ -208,30 +312,28 @@ impl AdminServer {
             .route("/api/recording/file", get(recording::download))
             .route("/metrics", get(prometheus))
             .layer(DefaultBodyLimit::max(MAX_BODY))
-            .with_state(shared.clone());
+            .with_state(state.clone());
+        tracing::info!(%addr, https = tls.is_some(), "admin server listening");
         let stop = CancellationToken::new();
-        runtime.spawn(crate::history::sample(shared, stop.clone()));
-        let stopped = stop.clone();
-        let https = tls.is_some();
-        runtime.spawn(listener::serve(listener, app, config, tls, stopped));
-        tracing::info!(%addr, https, "admin server listening");
-        Ok(AdminServer { addr, stop })
+        let handle = AdminHandle {
+            addr,
+            stop: stop.clone(),
+        };
+        let server = AdminServer {
+            listener,
+            app,
+            state,
+            config,
+            tls,
+            stop,
+        };
+        Ok((server, handle))
     }
 
-    /// Where it listens.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops it.
-    pub fn shutdown(&self) {
-        self.stop.cancel();
-    }
-}
-
-impl Drop for AdminServer {
-    fn drop(&mut self) {
-        self.stop.cancel();
+    /// Binds and serves on the background runtime (or the current one).
+    pub fn spawn(self) -> Result<RunningAdmin, AdminError> {
+        let (server, handle) = self.build()?;
+        Ok(Running::spawn(handle, server.run(std::future::pending())))
     }
 }
 

@@ -39,9 +39,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard::lifecycle::ListenOptions;
 
 use switchboard::lifecycle::{Running, StopHandle};
-use switchboard::runtime;
 use switchboard::session::RateLimit;
 use switchboard::socket::{
     accept_upgrade, forbid, BindScope, Listener, ListenerLimits, Upgrade, UpgradeRules,
@@ -280,8 +280,7 @@ pub struct AxisPyListener {
 pub struct AxisPyBuilder {
     manager: ManagerHandle,
     config: AxisPyConfig,
-    scope: BindScope,
-    port: u16,
+    listen: ListenOptions,
 }
 
 /// The listener's accept loop, bound, ready to [`run`](Self::run).
@@ -318,26 +317,28 @@ impl AxisPyBuilder {
 
     /// Which interfaces to listen on (default loopback).
     pub fn bind(mut self, scope: BindScope) -> Self {
-        self.scope = scope;
+        self.listen.scope = scope;
         self
     }
 
     /// The port (default 0: a free one, read with `local_addr`).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once (a command line's `--bind` and
+    /// `--port`, read once for any server).
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
         self
     }
 
     /// Binds and returns the accept loop and its handle, for tokio code
     /// that runs it itself (`server.run().await`).
     pub fn build(self) -> std::io::Result<(AxisPyServer, AxisPyListener)> {
-        let addr = SocketAddr::new(self.scope.ip(), self.port);
-        let listener = {
-            let _entered = runtime::handle().enter();
-            let listener = std::net::TcpListener::bind(addr)?;
-            listener.set_nonblocking(true)?;
-            TcpListener::from_std(listener)?
-        };
+        let addr = self.listen.addr();
+        let listener = switchboard::lifecycle::tcp_listener(addr)?;
         let addr = listener.local_addr()?;
         let config = self.config;
         let manager = self.manager;
@@ -394,8 +395,7 @@ impl AxisPyListener {
         AxisPyBuilder {
             manager,
             config: AxisPyConfig::default(),
-            scope: BindScope::Loopback,
-            port: 0,
+            listen: ListenOptions::default(),
         }
     }
 

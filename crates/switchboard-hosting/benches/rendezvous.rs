@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard::prelude::*;
-use switchboard_hosting::{
-    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
-};
+use switchboard_hosting::{HostConfig, HostLink, HostStatus, HostTarget, RendezvousServer};
 
 channels! { enum Chan { Score = 16 } }
 actions! { #[derive(Debug)] enum Score in Chan::Score { Add(u32) = 1, Total(u32) = 2 } }
@@ -107,10 +105,7 @@ fn main() {
         .unwrap();
     let handle = server.handle();
     let (relay, _link, code) = runtime.block_on(async move {
-        let any = "127.0.0.1:0".parse().unwrap();
-        let relay = RendezvousServer::bind(any, None, RendezvousConfig::default())
-            .await
-            .unwrap();
+        let relay = RendezvousServer::builder().spawn().unwrap();
         let attach = move |stream, addr| handle.attach(stream, addr).is_some();
         let config = HostConfig::new(relay.local_addr().to_string());
         let mut link = HostLink::start(config, HostTarget::Attach(Arc::new(attach)));

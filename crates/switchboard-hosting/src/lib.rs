@@ -20,7 +20,7 @@
 //! | `portmap::gateway` | the default gateway and the local address the gateway sees |
 //! | `portmap::pcp` | PCP and NAT-PMP through `crab_nat` |
 //! | `portmap::upnp` | UPnP IGD through `igd-next` |
-//! | [`rendezvous`] | the join-code relay: [`RendezvousServer`] and its limits ([`RendezvousConfig`]); [`HostLink`], a host's side (a control connection out, a data connection per player, given to the game's server) |
+//! | [`rendezvous`] | the join-code relay: [`RendezvousServer`] (from its builder, as a [`RunningRendezvous`]) and its limits ([`RendezvousConfig`]); [`HostLink`], a host's side (a control connection out, a data connection per player, given to the game's server) |
 //! | [`rendezvous::frames`] | the relay's own frames: a player's join, a host's registration, its code, incoming players, data connections (`docs/PROTOCOL.md` section 12) |
 //! | `rendezvous::games` | codes, secrets, players waiting for their host, per-address counts, each code's pace |
 //! | `rendezvous::serve` | what each connection says it is (a join, a host, a data connection) and what is done with it |
@@ -50,6 +50,6 @@ pub mod rendezvous;
 pub use lease::{MapStatus, PortLease};
 pub use portmap::{map_port, GatewayError, MapError, Mapping, Method, NoGateway, PortMapConfig};
 pub use rendezvous::{
-    HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousConfig, RendezvousServer,
-    RendezvousStats,
+    HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousBuilder, RendezvousConfig,
+    RendezvousHandle, RendezvousServer, RendezvousStats, RunningRendezvous,
 };

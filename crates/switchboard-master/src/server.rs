@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use switchboard::lifecycle::ListenOptions;
 
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
@@ -187,8 +188,7 @@ impl MasterServer<MemoryRegistry> {
     pub fn builder() -> MasterBuilder<MemoryRegistry> {
         MasterBuilder {
             config: MasterConfig::default(),
-            scope: BindScope::Loopback,
-            port: 0,
+            listen: ListenOptions::default(),
             registry: MemoryRegistry::default(),
             listing_port: ListingPortSpec {
                 port: None,
@@ -456,8 +456,7 @@ impl<R: Registry, P: ListingPort<R>> MasterServer<R, P> {
 #[derive(Debug)]
 pub struct MasterBuilder<R, P = NoPort> {
     config: MasterConfig,
-    scope: BindScope,
-    port: u16,
+    listen: ListenOptions,
     registry: R,
     listing_port: ListingPortSpec<P>,
 }
@@ -496,13 +495,20 @@ impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
 
     /// Which interfaces to listen on (default loopback).
     pub fn bind(mut self, scope: BindScope) -> Self {
-        self.scope = scope;
+        self.listen.scope = scope;
         self
     }
 
     /// The port, UDP and TCP (default 0: a free one, read with `local_addr`).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once (a command line's `--bind` and
+    /// `--port`, read once for any server).
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -515,8 +521,7 @@ impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
     {
         MasterBuilder {
             config: self.config,
-            scope: self.scope,
-            port: self.port,
+            listen: self.listen,
             registry,
             listing_port: self.listing_port,
         }
@@ -533,8 +538,7 @@ impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
     ) -> MasterBuilder<R, P2> {
         MasterBuilder {
             config: self.config,
-            scope: self.scope,
-            port: self.port,
+            listen: self.listen,
             registry: self.registry,
             listing_port: ListingPortSpec {
                 port: Some(port),
@@ -546,7 +550,7 @@ impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
     /// Binds and returns the master and its handle, for tokio code that
     /// runs it itself (`server.run(stop).await`).
     pub fn build(self) -> std::io::Result<(MasterServer<R, P>, MasterHandle)> {
-        let addr = SocketAddr::new(self.scope.ip(), self.port);
+        let addr = self.listen.addr();
         MasterServer::bind_with(addr, self.config, self.registry, self.listing_port)
     }
 

@@ -22,6 +22,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard::lifecycle::ListenOptions;
 
 use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::message::Message;
@@ -149,8 +150,7 @@ enum Answer {
 pub struct MatchmakerBuilder {
     store: RedisStore,
     config: MatchmakerConfig,
-    scope: BindScope,
-    port: u16,
+    listen: ListenOptions,
 }
 
 /// A matchmaker running in this process: reads like its
@@ -173,13 +173,20 @@ impl MatchmakerBuilder {
 
     /// Which interfaces to listen on (default loopback).
     pub fn bind(mut self, scope: BindScope) -> Self {
-        self.scope = scope;
+        self.listen.scope = scope;
         self
     }
 
     /// The port (default 0: a free one, read with `local_addr`).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once (a command line's `--bind` and
+    /// `--port`, read once for any server).
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -187,7 +194,7 @@ impl MatchmakerBuilder {
     /// runs it itself (`matchmaker.run(stop).await`). It does not need
     /// Redis until the first request.
     pub fn build(self) -> std::io::Result<(Matchmaker, MatchmakerHandle)> {
-        let addr = SocketAddr::new(self.scope.ip(), self.port);
+        let addr = self.listen.addr();
         Matchmaker::bind(addr, self.store, self.config)
     }
 
@@ -210,8 +217,7 @@ impl Matchmaker {
         MatchmakerBuilder {
             store,
             config: MatchmakerConfig::default(),
-            scope: BindScope::Loopback,
-            port: 0,
+            listen: ListenOptions::default(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! over newline-delimited JSON, one hub task that owns the [`Relay`].
 
 use std::net::SocketAddr;
+use switchboard::lifecycle::ListenOptions;
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -10,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 use crate::hub::{RelayClient, RelayStats};
 use crate::json::JsonEvent;
 use switchboard::lifecycle::{Running, StopHandle};
-use switchboard::runtime;
 use switchboard::socket::{BindScope, EndpointStream};
 
 mod config;
@@ -203,12 +203,10 @@ impl RelayServer {
     ) -> std::io::Result<(RelayServer, RelayHandle)> {
         let native = EndpointStream::bind(scope, port, config.server.clone())?;
         let json = match config.json_port {
-            Some(port) => {
-                let _entered = runtime::handle().enter();
-                let listener = std::net::TcpListener::bind(SocketAddr::new(scope.ip(), port))?;
-                listener.set_nonblocking(true)?;
-                Some(TcpListener::from_std(listener)?)
-            }
+            Some(port) => Some(switchboard::lifecycle::tcp_listener(SocketAddr::new(
+                scope.ip(),
+                port,
+            ))?),
             None => None,
         };
         let json_addr = json.as_ref().map(|l| l.local_addr()).transpose()?;
@@ -252,8 +250,7 @@ impl RelayServer {
     pub fn builder() -> RelayBuilder {
         RelayBuilder {
             config: RelayConfig::default(),
-            scope: BindScope::Loopback,
-            port: 0,
+            listen: ListenOptions::default(),
             websocket_port: None,
         }
     }
@@ -304,8 +301,7 @@ impl RelayServer {
 #[derive(Debug)]
 pub struct RelayBuilder {
     config: RelayConfig,
-    scope: BindScope,
-    port: u16,
+    listen: ListenOptions,
     websocket_port: Option<u16>,
 }
 
@@ -331,13 +327,20 @@ impl RelayBuilder {
 
     /// Which interfaces to listen on (default loopback).
     pub fn bind(mut self, scope: BindScope) -> Self {
-        self.scope = scope;
+        self.listen.scope = scope;
         self
     }
 
     /// The native port (default 0: a free one, read with `native_addr`).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once (a command line's `--bind` and
+    /// `--port`, read once for any server).
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -373,7 +376,7 @@ impl RelayBuilder {
                 .get_or_insert_with(Default::default);
             websocket.port = port;
         }
-        RelayServer::bind(self.scope, self.port, self.config)
+        RelayServer::bind(self.listen.scope, self.listen.port, self.config)
     }
 
     /// Binds and runs the relay on the background runtime (or the current

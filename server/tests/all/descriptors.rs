@@ -38,14 +38,10 @@ async fn one_address_holding_every_listeners_cap_leaves_a_bystander_every_way_in
         .config(AxisPyConfig::default())
         .spawn()
         .unwrap();
-    let admin = switchboard_admin::AdminServer::spawn(
-        switchboard_admin::AdminConfig::default(),
-        std::sync::Arc::new(switchboard_admin::ManagerAdmin::new(
-            "rooms",
-            manager.clone(),
-        )),
-    )
-    .await
+    let admin = switchboard_admin::AdminServer::builder(std::sync::Arc::new(
+        switchboard_admin::ManagerAdmin::new("rooms", manager.clone()),
+    ))
+    .spawn()
     .unwrap();
     let game = manager.local_addr();
     let ws = manager.websocket_addr().unwrap();

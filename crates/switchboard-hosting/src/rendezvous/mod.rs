@@ -28,6 +28,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchboard::lifecycle::{ListenOptions, Running, StopHandle};
+use switchboard::socket::BindScope;
 use switchboard::tls::TlsSettings;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -171,10 +173,22 @@ pub struct RendezvousStats {
     pub unclassified: usize,
 }
 
-/// A running join-code relay: a TCP port for hosts and players, and a
-/// WebSocket port for players in browsers.
+/// A join-code relay bound and ready to [`run`](Self::run): a TCP port for
+/// hosts and players, and a WebSocket port for players in browsers. Made
+/// by [`RendezvousBuilder::build`]; [`RendezvousServer::builder`] starts
+/// describing one.
 #[derive(Debug)]
 pub struct RendezvousServer {
+    tcp: TcpListener,
+    tls: Option<switchboard::tls::TlsServer>,
+    websocket: Option<(TcpListener, Option<switchboard::tls::TlsServer>)>,
+    handle: RendezvousHandle,
+}
+
+/// A handle to a join-code relay: its addresses, counters, and the way to
+/// stop it.
+#[derive(Debug, Clone)]
+pub struct RendezvousHandle {
     shared: Arc<serve::RendezvousState>,
     /// The listeners' caps: their counts are the open connections.
     caps: switchboard::socket::ListenerCaps,
@@ -184,51 +198,141 @@ pub struct RendezvousServer {
     stop: CancellationToken,
 }
 
+/// A join-code relay running in this process: reads like its
+/// [`RendezvousHandle`]; dropping it (or `shutdown().await`) stops it.
+pub type RunningRendezvous = Running<RendezvousHandle, ()>;
+
+/// A join-code relay about to start, made by [`RendezvousServer::builder`]:
+/// the same shape as every server's builder.
+#[derive(Debug, Default)]
+pub struct RendezvousBuilder {
+    config: RendezvousConfig,
+    listen: ListenOptions,
+    websocket_port: Option<u16>,
+}
+
 impl RendezvousServer {
-    /// Listens on `addr` (hosts and TCP players) and, if given, on
-    /// `websocket` (WebSocket players), on the current tokio runtime.
-    pub async fn bind(
-        addr: SocketAddr,
-        websocket: Option<SocketAddr>,
-        config: RendezvousConfig,
-    ) -> std::io::Result<Self> {
-        let tcp = TcpListener::bind(addr).await?;
-        let ws = match websocket {
-            Some(addr) => Some(TcpListener::bind(addr).await?),
-            None => None,
+    /// Starts describing a join-code relay: loopback, a free port, no
+    /// WebSocket port, default limits, until told otherwise.
+    pub fn builder() -> RendezvousBuilder {
+        RendezvousBuilder::default()
+    }
+
+    /// Serves until `shutdown` completes or its handle stops it; every
+    /// connection is closed then.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let RendezvousServer {
+            tcp,
+            tls,
+            websocket,
+            handle,
+        } = self;
+        let (shared, caps, stop) = (handle.shared, handle.caps, handle.stop);
+        let websocket = async {
+            if let Some((ws, ws_tls)) = websocket {
+                serve::accept(ws, shared.clone(), true, caps.clone(), ws_tls).await;
+            }
         };
+        let stopped = async {
+            tokio::select! {
+                () = shutdown => stop.cancel(),
+                () = stop.cancelled() => {}
+            }
+        };
+        tokio::join!(
+            serve::accept(tcp, shared.clone(), false, caps.clone(), tls),
+            websocket,
+            games::reap(shared.clone()),
+            stopped,
+        );
+    }
+}
+
+impl RendezvousBuilder {
+    /// Its limits, and how it speaks to other machines.
+    pub fn config(mut self, config: RendezvousConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Which interfaces to listen on (default loopback).
+    pub fn bind(mut self, scope: BindScope) -> Self {
+        self.listen.scope = scope;
+        self
+    }
+
+    /// The port for hosts and TCP players (default 0: a free one, read
+    /// with `local_addr`).
+    pub fn port(mut self, port: u16) -> Self {
+        self.listen.port = port;
+        self
+    }
+
+    /// Where to listen, both at once.
+    pub fn listen(mut self, listen: ListenOptions) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// Also a port for WebSocket players (`ws://ADDR/CODE`; 0: a free one,
+    /// read with `websocket_addr`).
+    pub fn websocket_port(mut self, port: u16) -> Self {
+        self.websocket_port = Some(port);
+        self
+    }
+
+    /// Binds, and returns the relay and its handle, for tokio code that runs
+    /// it itself (`server.run(stop).await`).
+    pub fn build(self) -> std::io::Result<(RendezvousServer, RendezvousHandle)> {
+        let RendezvousBuilder {
+            config,
+            listen,
+            websocket_port,
+        } = self;
+        let tcp = switchboard::lifecycle::tcp_listener(listen.addr())?;
         let addr = tcp.local_addr()?;
-        let websocket = ws.as_ref().map(TcpListener::local_addr).transpose()?;
         let tls = config.tls.for_address(addr)?;
-        let ws_tls = match websocket {
-            Some(ws) => config.tls.for_address(ws)?,
+        let websocket = match websocket_port {
+            Some(port) => {
+                let ws = switchboard::lifecycle::tcp_listener(SocketAddr::new(addr.ip(), port))?;
+                let ws_tls = config.tls.for_address(ws.local_addr()?)?;
+                Some((ws, ws_tls))
+            }
             None => None,
         };
+        let websocket_addr = websocket
+            .as_ref()
+            .map(|(ws, _)| ws.local_addr())
+            .transpose()?;
         let fingerprint = tls.as_ref().map(switchboard::tls::TlsServer::fingerprint);
         let stop = CancellationToken::new();
         let shared = Arc::new(serve::RendezvousState::new(config, stop.clone()));
-        let caps = shared.caps();
-        tokio::spawn(serve::accept(tcp, shared.clone(), false, caps.clone(), tls));
-        if let Some(ws) = ws {
-            tokio::spawn(serve::accept(
-                ws,
-                shared.clone(),
-                true,
-                caps.clone(),
-                ws_tls,
-            ));
-        }
-        tokio::spawn(games::reap(shared.clone()));
-        Ok(Self {
+        let handle = RendezvousHandle {
+            caps: shared.caps(),
             shared,
-            caps,
             addr,
-            websocket,
+            websocket: websocket_addr,
             fingerprint,
             stop,
-        })
+        };
+        let server = RendezvousServer {
+            tcp,
+            tls,
+            websocket,
+            handle: handle.clone(),
+        };
+        Ok((server, handle))
     }
 
+    /// Binds and runs the relay on the background runtime (or the current
+    /// one).
+    pub fn spawn(self) -> std::io::Result<RunningRendezvous> {
+        let (server, handle) = self.build()?;
+        Ok(Running::spawn(handle, server.run(std::future::pending())))
+    }
+}
+
+impl RendezvousHandle {
     /// The fingerprint of the certificate the relay presents to other
     /// machines (`None`: plain, on loopback or by the operator's choice):
     /// hosts pin it.
@@ -261,8 +365,8 @@ impl RendezvousServer {
     }
 }
 
-impl Drop for RendezvousServer {
-    fn drop(&mut self) {
-        self.stop.cancel();
+impl StopHandle for RendezvousHandle {
+    fn stop(&self) {
+        self.shutdown();
     }
 }

@@ -9,7 +9,8 @@ use switchboard::prelude::*;
 use switchboard::ClientEvent;
 use switchboard_hosting::rendezvous::frames::Frame;
 use switchboard_hosting::{
-    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousServer,
+    HostConfig, HostLink, HostStatus, HostTarget, RendezvousConfig, RendezvousHandle,
+    RendezvousServer, RunningRendezvous,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -37,10 +38,11 @@ impl GameLogic for Points {
 pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// A relay (TCP and WebSocket) with `config`.
-pub(crate) async fn relay(config: RendezvousConfig) -> RendezvousServer {
-    let any = "127.0.0.1:0".parse().unwrap();
-    RendezvousServer::bind(any, Some(any), config)
-        .await
+pub(crate) async fn relay(config: RendezvousConfig) -> RunningRendezvous {
+    RendezvousServer::builder()
+        .websocket_port(0)
+        .config(config)
+        .spawn()
         .unwrap()
 }
 
@@ -373,7 +375,7 @@ async fn join_code_hoarding_by_one_address_is_refused_with_the_reason() {
 /// bytes it sent before closing, or `None` if it kept the connection open
 /// for `wait`.
 pub(crate) async fn relay_answer(
-    relay: &RendezvousServer,
+    relay: &RendezvousHandle,
     bytes: &[u8],
     wait: Duration,
 ) -> Option<Vec<u8>> {

@@ -14,7 +14,9 @@ use switchboard::prelude::*;
 use switchboard::socket::Dialer;
 use switchboard::tls::{Fingerprint, ServerIdentity, ServerTrust, TlsServer, TlsSettings};
 use switchboard::ClientEvent;
-use switchboard_hosting::{HostConfig, HostStatus, JoinCodes, RendezvousConfig, RendezvousServer};
+use switchboard_hosting::{
+    HostConfig, HostStatus, JoinCodes, RendezvousConfig, RendezvousServer, RunningRendezvous,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -145,16 +147,18 @@ async fn join_code_host_posed_as_by_another_key_is_refused() {
 /// A relay with an identity of its own, bound to every interface, and the
 /// address other machines reach it at (this machine's on its network):
 /// `None` on a machine without one.
-async fn public_relay() -> Option<(RendezvousServer, IpAddr, Fingerprint)> {
+async fn public_relay() -> Option<(RunningRendezvous, IpAddr, Fingerprint)> {
     let ip = switchboard::socket::lan_address()?;
     let identity = ServerIdentity::generate().unwrap();
     let config = RendezvousConfig {
         tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
         ..RendezvousConfig::default()
     };
-    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
-    let relay = RendezvousServer::bind(any, Some(any), config)
-        .await
+    let relay = RendezvousServer::builder()
+        .bind(switchboard::socket::BindScope::AllInterfaces)
+        .websocket_port(0)
+        .config(config)
+        .spawn()
         .unwrap();
     assert_eq!(relay.tls_fingerprint(), Some(identity.fingerprint()));
     Some((relay, ip, identity.fingerprint()))

@@ -207,10 +207,9 @@ async fn an_embedded_master_is_served_by_an_admin_server_started_beside_it() {
     let source = std::sync::Arc::new(switchboard_master::MasterAdmin::new(
         master.handle().clone(),
     ));
-    let admin =
-        switchboard_admin::AdminServer::spawn(switchboard_admin::AdminConfig::default(), source)
-            .await
-            .unwrap();
+    let admin = switchboard_admin::AdminServer::builder(source)
+        .spawn()
+        .unwrap();
     let addr = admin.local_addr();
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream

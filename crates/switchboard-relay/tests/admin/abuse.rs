@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::common;
 use super::support::{self, http_on, relay_with_admin};
-use switchboard_admin::AdminServer;
+use switchboard_admin::AdminHandle;
 use switchboard_relay as relay;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -94,7 +94,7 @@ async fn admin_reads_refuse_a_dns_rebinding_host() {
 }
 
 /// A notice posted from 127.0.0.`from` with `token`: (status, body).
-async fn notice_from(admin: &AdminServer, from: u8, token: &str) -> (u16, String) {
+async fn notice_from(admin: &AdminHandle, from: u8, token: &str) -> (u16, String) {
     let at = admin.local_addr();
     let stream = tcp_from(from, at).await;
     let body = "{\"text\":\"x\"}";
@@ -138,8 +138,9 @@ async fn admin_token_shorter_than_sixteen_characters_is_refused_at_start() {
         ..switchboard_admin::AdminConfig::default()
     };
     let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
-    let err = switchboard_admin::AdminServer::spawn(config, source)
-        .await
+    let err = switchboard_admin::AdminServer::builder(source)
+        .config(config)
+        .spawn()
         .unwrap_err();
     assert!(
         matches!(err, switchboard_admin::AdminError::WeakToken),

@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use common::{next_socket_event, WAIT};
 use support::{at, http_on, native_client, relay_with_admin, until_in_zone};
+use switchboard::socket::BindScope;
 use switchboard::{CloseCode, DisconnectReason, SocketEvent};
-use switchboard_admin::{AdminConfig, AdminServer};
+use switchboard_admin::{AdminConfig, AdminHandle, AdminServer};
 use switchboard_relay::{self as relay, RelayAction, RelayAdmin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
 async fn http(
-    admin: &AdminServer,
+    admin: &AdminHandle,
     method: &str,
     path: &str,
     token: Option<&str>,
@@ -154,23 +155,17 @@ async fn operator_spawns_bots_with_a_script_sends_a_notice_and_removes_the_bots(
 #[tokio::test]
 async fn admin_server_off_loopback_needs_a_token_and_without_one_controls_are_off() {
     let relay = relay::RelayServer::builder().spawn().unwrap();
-    let exposed = AdminConfig {
-        addr: "0.0.0.0:0".parse().unwrap(),
-        token: None,
-        ..AdminConfig::default()
-    };
-    let refused = AdminServer::spawn(exposed, Arc::new(RelayAdmin::new(relay.clone()))).await;
+    let refused = AdminServer::builder(Arc::new(RelayAdmin::new(relay.clone())))
+        .bind(BindScope::AllInterfaces)
+        .spawn();
     assert!(matches!(
         refused,
         Err(switchboard_admin::AdminError::NeedsToken(_))
     ));
     // On loopback without a token: reads yes, controls no.
-    let admin = AdminServer::spawn(
-        AdminConfig::default(),
-        Arc::new(RelayAdmin::new(relay.clone())),
-    )
-    .await
-    .unwrap();
+    let admin = AdminServer::builder(Arc::new(RelayAdmin::new(relay.clone())))
+        .spawn()
+        .unwrap();
     assert_eq!(http(&admin, "GET", "/api/clients", None, "").await.0, 200);
     let (status, body) = http(&admin, "POST", "/api/clients/1/kick", None, "{}").await;
     assert_eq!(status, 403, "{body}");
@@ -183,17 +178,15 @@ async fn admin_server_off_loopback_speaks_https_and_refuses_plaintext_from_other
     let relay = relay::RelayServer::builder().spawn().unwrap();
     let identity = ServerIdentity::generate().unwrap();
     let token = "s3cret-admin-token";
-    let admin = AdminServer::spawn(
-        AdminConfig {
-            addr: "0.0.0.0:0".parse().unwrap(),
+    let admin = AdminServer::builder(Arc::new(RelayAdmin::new(relay.clone())))
+        .bind(BindScope::AllInterfaces)
+        .config(AdminConfig {
             token: Some(token.into()),
             tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
             ..AdminConfig::default()
-        },
-        Arc::new(RelayAdmin::new(relay.clone())),
-    )
-    .await
-    .unwrap();
+        })
+        .spawn()
+        .unwrap();
     let port = admin.local_addr().port();
     let here = format!("127.0.0.1:{port}");
     // HTTPS, the server pinned: the token crosses encrypted.
@@ -336,7 +329,10 @@ async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_r
         token: Some("record-admin-t0ken".into()),
         ..AdminConfig::default()
     };
-    let admin = AdminServer::spawn(admin_config, source).await.unwrap();
+    let admin = AdminServer::builder(source)
+        .config(admin_config)
+        .spawn()
+        .unwrap();
     let (ann, _) = native_client(relay.native_addr(), "ann").await;
     for step in 0..5 {
         ann.send(&at("hall", step as f32)).unwrap();
@@ -399,12 +395,12 @@ async fn record_relay_stopped_downloaded_and_started_again_from_the_admin_page_r
 }
 
 /// A call to the admin page with the recording test's token.
-async fn as_operator(admin: &AdminServer, method: &str, path: &str) -> (u16, String) {
+async fn as_operator(admin: &AdminHandle, method: &str, path: &str) -> (u16, String) {
     http(admin, method, path, Some("record-admin-t0ken"), "").await
 }
 
 /// The complete recording, from the admin page (once it is complete).
-async fn download(admin: &AdminServer) -> Vec<u8> {
+async fn download(admin: &AdminHandle) -> Vec<u8> {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let addr = admin.local_addr();

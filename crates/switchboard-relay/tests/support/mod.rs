@@ -111,7 +111,7 @@ pub fn at(zone: &str, x: f32) -> Message {
 /// given).
 pub async fn relay_with_admin(
     token: Option<&str>,
-) -> (relay::RunningRelay, switchboard_admin::AdminServer) {
+) -> (relay::RunningRelay, switchboard_admin::RunningAdmin) {
     let config = switchboard_admin::AdminConfig {
         token: token.map(str::to_string),
         ..switchboard_admin::AdminConfig::default()
@@ -123,11 +123,12 @@ pub async fn relay_with_admin(
 #[allow(dead_code)]
 pub async fn relay_with_admin_config(
     config: switchboard_admin::AdminConfig,
-) -> (relay::RunningRelay, switchboard_admin::AdminServer) {
+) -> (relay::RunningRelay, switchboard_admin::RunningAdmin) {
     let relay = relay::RelayServer::builder().spawn().unwrap();
     let source = std::sync::Arc::new(relay::RelayAdmin::new(relay.clone()));
-    let admin = switchboard_admin::AdminServer::spawn(config, source)
-        .await
+    let admin = switchboard_admin::AdminServer::builder(source)
+        .config(config)
+        .spawn()
         .unwrap();
     (relay, admin)
 }

@@ -120,11 +120,11 @@ async fn join_code_host_and_two_players_one_over_websocket_one_cut_and_back() {
     use strategy::protocol::{GameAct, LobbyAct};
     use strategy::scenario::NationId;
     use switchboard::RequestStatus;
-    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+    use switchboard_hosting::RendezvousServer;
 
-    let any = "127.0.0.1:0".parse().unwrap();
-    let relay = RendezvousServer::bind(any, Some(any), RendezvousConfig::default())
-        .await
+    let relay = RendezvousServer::builder()
+        .websocket_port(0)
+        .spawn()
         .unwrap();
     let saves = scratch::Scratch::new("hosting-relay");
     // The host: the game's own binary, its server a child process, linked
@@ -235,14 +235,11 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upnp_host_checked_by_its_master_plays_direct_and_falls_back_on_the_relay_when_unreachable()
 {
-    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+    use switchboard_hosting::RendezvousServer;
     use switchboard_master::MasterServer;
     let master = MasterServer::builder().spawn().unwrap();
     let at = master.local_addr();
-    let any = "127.0.0.1:0".parse().unwrap();
-    let relay = RendezvousServer::bind(any, None, RendezvousConfig::default())
-        .await
-        .unwrap();
+    let relay = RendezvousServer::builder().spawn().unwrap();
     let to = relay.local_addr();
     // The router forwards the game's own port: the master connects back.
     let igd = fake_upnp::FakeIgd::start(fake_upnp::Behaviour::default()).await;
@@ -286,13 +283,10 @@ async fn upnp_host_checked_by_its_master_plays_direct_and_falls_back_on_the_rela
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_code_of_a_hosted_game_is_in_its_listing_and_a_browser_joins_with_it() {
-    use switchboard_hosting::{RendezvousConfig, RendezvousServer};
+    use switchboard_hosting::RendezvousServer;
     use switchboard_master::{fetch_list, Filter, MasterServer};
     let master = MasterServer::builder().spawn().unwrap();
-    let any = "127.0.0.1:0".parse().unwrap();
-    let relay = RendezvousServer::bind(any, None, RendezvousConfig::default())
-        .await
-        .unwrap();
+    let relay = RendezvousServer::builder().spawn().unwrap();
     let saves = scratch::Scratch::new("hosting-listed-code");
     // Hosted on loopback only: the relay is its only way in.
     let (master_at, relay_at) = (
