@@ -34,6 +34,7 @@
 //! | [`manager`] | [`ManagerCore`](manager::ManagerCore) (from `switchboard-proto`: sessions, requests decoded into the game's type and validated by its [`GameLogic`], addressed updates; no IO) and [`ServerManager`], its tokio driver, started by one [`ServerBuilder`] (in process, dedicated, as a child) whose [`RunningServer`] gives the logic back at shutdown |
 //! | [`client`] | [`ClientCore`](client::ClientCore) (from `switchboard-proto`: hello, welcome, reconnect with backoff and jitter, request verdicts; no IO) and [`NetworkClient`], its driver: one event path (`drain()`, `poll()`, `Stream`) with signals and channel slots run as events are taken |
 //! | [`record`] | (from `switchboard-proto`) recordings of a server's session and their exact replay; `ManagerConfig::record` turns recording on, `ManagerHandle::start_recording` starts one mid-game (from a snapshot) |
+//! | [`recorder`] | [`Recorder`](recorder::Recorder): the one writer of a recording file (a bounded queue, a thread, a batch or a second at a time, the end or why it stopped), for the manager's sessions and the relay's calls |
 //! | [`spectate`] | a recording served live: spectators connect with the game's own client and watch one recorded player's view, paced as recorded |
 //! | `harness` | (from `switchboard-proto`, feature `harness`) client cores and a manager core on an in-memory network with a clock the test moves; `harness::netsim`, a simulated link with a seed |
 //! | [`smoothing`] | [`SnapshotBuffer`](smoothing::SnapshotBuffer): snapshots rendered interpolated at an adaptive delay; [`Predictor`](smoothing::Predictor): the player's own entity moved at once and reconciled (no IO) |
@@ -96,6 +97,7 @@ pub mod manager;
 pub use switchboard_proto::message;
 pub mod prelude;
 pub mod process;
+pub mod recorder;
 pub use switchboard_proto::record;
 pub use switchboard_proto::token;
 pub mod router;

@@ -55,7 +55,7 @@ pub struct ServerManager<L: GameLogic> {
     server: EndpointStream,
     config: ManagerConfig,
     core: ManagerCore<L>,
-    recorder: Option<record::Recorder>,
+    recorder: Option<record::SessionRecorder>,
     control: Control,
 }
 
@@ -148,7 +148,7 @@ impl<L: GameLogic> ServerManager<L> {
         let (log, _) = broadcast::channel(256);
         let current = record::Current::default();
         let recorder = match &config.record {
-            Some(record) => Some(record::Recorder::start::<L>(
+            Some(record) => Some(record::SessionRecorder::start::<L>(
                 record,
                 &config.rules,
                 None,

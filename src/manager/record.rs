@@ -11,14 +11,12 @@
 //! (`ManagerCore::capture`), which the replay puts back before the first
 //! input.
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::record::{write_record, Header, Input, Output, Record};
-use flate2::write::ZlibEncoder;
+use crate::record::{Header, Input, Output, Record};
+use crate::recorder::{Recorder, Recording};
 use switchboard_proto::manager::core::{Snapshot, SnapshotError};
 
 use super::{ManagerAction, ManagerEvent, ManagerRules};
@@ -84,7 +82,7 @@ impl RecordConfig {
 /// What the driver hands the writer: cheap to make on the hot path (a
 /// message is a shared buffer; outputs are summarized on the writer's
 /// thread).
-enum Item {
+pub(crate) enum Item {
     Received {
         after_nanos: u64,
         peer: PeerId,
@@ -108,69 +106,42 @@ pub struct RecordingStatus {
     pub stopped: Option<String>,
 }
 
-/// The queue's sending end, shared by the recorder, the core's entropy and
-/// the manager's handle; `None` once the recording stopped.
-pub(crate) struct Queue {
-    path: PathBuf,
-    tx: Mutex<Option<SyncSender<Item>>>,
-    stopped: Mutex<Option<String>>,
-    complete: std::sync::atomic::AtomicBool,
-}
+/// A manager's session as a [`Recording`]: inputs, random draws and
+/// outputs, the messages and actions summarized on the writer's thread.
+pub(crate) struct Session;
 
-impl std::fmt::Debug for Queue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Queue").field("path", &self.path).finish()
-    }
-}
+impl Recording for Session {
+    type Item = Item;
+    type Record = Record;
+    const SERVER: &'static str = "game";
 
-impl Queue {
-    /// Stops the recording now, saying `why` in the file; `false` if it
-    /// had stopped already.
-    pub(crate) fn stop(&self, why: &str) -> bool {
-        let mut tx = self.tx.lock().expect("recording queue lock");
-        if tx.is_none() {
-            return false;
-        }
-        // The reason first: the writer reads it once the queue closes.
-        *self.stopped.lock().expect("recording reason lock") = Some(why.to_string());
-        *tx = None;
-        true
-    }
-
-    /// Where the recording stands.
-    pub(crate) fn status(&self) -> RecordingStatus {
-        RecordingStatus {
-            path: self.path.clone(),
-            recording: self.tx.lock().expect("recording queue lock").is_some(),
-            complete: self.complete.load(std::sync::atomic::Ordering::Acquire),
-            stopped: self.stopped.lock().expect("recording reason lock").clone(),
+    fn record(item: Item) -> Record {
+        match item {
+            Item::Received {
+                after_nanos,
+                peer,
+                message,
+            } => Record::Input {
+                after_nanos,
+                input: Input::of(&ManagerEvent::Received { peer, message }),
+            },
+            Item::Record(record) => record,
+            Item::Outputs(actions) => Record::Outputs(Output::of(&actions)),
         }
     }
 
-    /// Queues `item`; on a full queue, stops the recording.
-    fn send(&self, item: Item) {
-        let mut tx = self.tx.lock().expect("recording queue lock");
-        let Some(sender) = tx.as_ref() else { return };
-        match sender.try_send(item) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                let why = "its queue was full: the disk is slower than the game".to_string();
-                tracing::warn!("recording stopped: {why}");
-                *self.stopped.lock().expect("recording reason lock") = Some(why);
-                *tx = None;
-            }
-            Err(TrySendError::Disconnected(_)) => *tx = None,
-        }
+    fn last(stopped: Option<String>) -> Record {
+        stopped.map_or(Record::End, Record::Stopped)
     }
 }
 
 /// The recording now, if any: shared by the manager's handle (status,
 /// stop), the core's entropy (draws) and the driver (which starts one).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Current(Arc<Mutex<Option<Arc<Queue>>>>);
+pub(crate) struct Current(Arc<Mutex<Option<Arc<Recorder<Session>>>>>);
 
 impl Current {
-    fn queue(&self) -> Option<Arc<Queue>> {
+    fn queue(&self) -> Option<Arc<Recorder<Session>>> {
         self.0.lock().expect("current recording lock").clone()
     }
 
@@ -184,7 +155,7 @@ impl Current {
         self.queue().is_some_and(|queue| queue.stop(why))
     }
 
-    fn set(&self, queue: Arc<Queue>) {
+    fn set(&self, queue: Arc<Recorder<Session>>) {
         *self.0.lock().expect("current recording lock") = Some(queue);
     }
 
@@ -195,14 +166,14 @@ impl Current {
     }
 }
 
-/// The driver's side of a recording.
-pub(crate) struct Recorder {
-    queue: Arc<Queue>,
+/// The driver's side of a recording: the file's writer, and when the last
+/// input came.
+pub(crate) struct SessionRecorder {
+    file: Arc<Recorder<Session>>,
     last: Option<Instant>,
-    writer: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Recorder {
+impl SessionRecorder {
     /// Creates the file, writes the header (and the snapshot the recording
     /// starts from, taken at the given moment, if it starts mid-game),
     /// starts the writer, and makes it `current`.
@@ -212,40 +183,19 @@ impl Recorder {
         snapshot: Option<(Snapshot, Instant)>,
         current: &Current,
     ) -> std::io::Result<Self> {
-        let file = std::fs::File::create(&config.path)?;
-        let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
-        write_record(
-            &mut out,
-            &Header::new::<L>(rules.clone(), config.initial_state.clone()),
-        )?;
+        let header = Header::new::<L>(rules.clone(), config.initial_state.clone());
+        // After a snapshot, the first input comes as long after it as it
+        // did: the replay's clock starts at the snapshot.
         let last = snapshot.as_ref().map(|(_, at)| *at);
-        if let Some((snapshot, _)) = snapshot {
-            write_record(&mut out, &Record::Snapshot(snapshot))?;
-        }
-        let (tx, rx) = sync_channel(config.queue.max(1));
-        let queue = Arc::new(Queue {
-            path: config.path.clone(),
-            tx: Mutex::new(Some(tx)),
-            stopped: Mutex::new(None),
-            complete: std::sync::atomic::AtomicBool::new(false),
-        });
-        let stopped = queue.clone();
-        let path = config.path.display().to_string();
-        let writer = std::thread::Builder::new()
-            .name("switchboard-record".into())
-            .spawn(move || {
-                if let Err(err) = write_all(rx, out, &stopped) {
-                    tracing::warn!(%path, %err, "the recording could not be written");
-                }
-            })?;
-        current.set(queue.clone());
-        Ok(Self {
-            queue,
-            // After a snapshot, the first input comes as long after it as
-            // it did: the replay's clock starts at the snapshot.
-            last,
-            writer: Some(writer),
-        })
+        let first = snapshot.map(|(snapshot, _)| Record::Snapshot(snapshot));
+        let file = Arc::new(Recorder::create(
+            &config.path,
+            &header,
+            first,
+            config.queue,
+        )?);
+        current.set(file.clone());
+        Ok(Self { file, last })
     }
 
     /// Nanoseconds since the last input: exact, so that the replay's clock
@@ -273,27 +223,25 @@ impl Recorder {
                 input: Input::of(other),
             }),
         };
-        self.queue.send(item);
+        self.file.send(item);
     }
 
     /// An input that is not a network event (the clock's work, a kick).
     pub(crate) fn input(&mut self, input: Input, now: Instant) {
         let after_nanos = self.after(now);
-        self.queue
+        self.file
             .send(Item::Record(Record::Input { after_nanos, input }));
     }
 
     /// What the core did about the last input.
     pub(crate) fn outputs(&mut self, actions: &[ManagerAction]) {
-        self.queue.send(Item::Outputs(actions.to_vec()));
+        self.file.send(Item::Outputs(actions.to_vec()));
     }
 
     /// Stops recording and waits until the file is complete.
-    pub(crate) async fn finish(mut self) {
-        *self.queue.tx.lock().expect("recording queue lock") = None;
-        if let Some(writer) = self.writer.take() {
-            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-        }
+    pub(crate) async fn finish(self) {
+        let file = self.file;
+        let _ = tokio::task::spawn_blocking(move || file.finish()).await;
     }
 }
 
@@ -307,46 +255,4 @@ impl Entropy for RecordedEntropy {
             queue.send(Item::Record(Record::Drawn(bytes.to_vec())));
         }
     }
-}
-
-/// The writer thread: every item, summarized and written, then why the
-/// recording stopped early (if it did), then the end of the stream.
-fn write_all(
-    rx: Receiver<Item>,
-    mut out: ZlibEncoder<BufWriter<std::fs::File>>,
-    queue: &Queue,
-) -> std::io::Result<()> {
-    loop {
-        let item = match rx.recv_timeout(std::time::Duration::from_secs(1)) {
-            Ok(item) => item,
-            // Quiet: what was written so far reaches the file, so that a
-            // server that dies leaves a recording up to its last second.
-            Err(RecvTimeoutError::Timeout) => {
-                out.flush()?;
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let record = match item {
-            Item::Received {
-                after_nanos,
-                peer,
-                message,
-            } => Record::Input {
-                after_nanos,
-                input: Input::of(&ManagerEvent::Received { peer, message }),
-            },
-            Item::Record(record) => record,
-            Item::Outputs(actions) => Record::Outputs(Output::of(&actions)),
-        };
-        write_record(&mut out, &record)?;
-    }
-    let stopped = queue.stopped.lock().expect("recording reason lock").clone();
-    let last = stopped.map_or(Record::End, Record::Stopped);
-    write_record(&mut out, &last)?;
-    out.finish()?.flush()?;
-    queue
-        .complete
-        .store(true, std::sync::atomic::Ordering::Release);
-    Ok(())
 }

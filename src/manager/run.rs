@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::listing::{ListingStatus, ListingUpdates};
-use super::record::Recorder;
+use super::record::SessionRecorder;
 use super::run_shared::Stores;
 use super::{Control, GameLogic, LogEntry, LogLevel};
 use super::{ManagerAction, ManagerConfig, ManagerCore, ManagerEvent};
@@ -30,7 +30,7 @@ pub(super) struct Runner<L: GameLogic> {
     config: ManagerConfig,
     core: ManagerCore<L>,
     /// Where every input goes, when the session is recorded.
-    recorder: Option<Recorder>,
+    recorder: Option<SessionRecorder>,
     control: Control,
     listing: Option<Box<dyn ListingUpdates>>,
     /// When queued updates leave (see [`Pacer`]).
@@ -46,7 +46,7 @@ impl<L: GameLogic> Runner<L> {
         server: EndpointStream,
         config: ManagerConfig,
         core: ManagerCore<L>,
-        recorder: Option<Recorder>,
+        recorder: Option<SessionRecorder>,
         control: Control,
     ) -> Self {
         Self {
@@ -152,7 +152,7 @@ impl<L: GameLogic> Runner<L> {
         }
         let now = now();
         let snapshot = self.core.capture(now)?;
-        let recorder = Recorder::start::<L>(
+        let recorder = SessionRecorder::start::<L>(
             &config,
             &self.config.rules,
             Some((snapshot, now)),

@@ -10,19 +10,18 @@
 //!
 //! A file is a zlib stream of length-prefixed bincode values, as the
 //! manager's recordings are: a [`RelayHeader`], then [`RelayRecord`]s,
-//! `End` (or `Stopped`) last. It is written by a thread of its own through
-//! a bounded queue, in batches of 256 calls (or a second's, when calls are
-//! few): when the queue is full the recording stops, says why, and the
-//! relay goes on.
+//! `End` (or `Stopped`) last. It is written by the one recorder
+//! (`switchboard::recorder::Recorder`, as the manager's): a thread of its
+//! own behind a bounded queue, in batches of 256 calls (or a second's, when
+//! calls are few); when the queue is full the recording stops, says why,
+//! and the relay goes on.
 
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use flate2::write::ZlibEncoder;
 use serde::{Deserialize, Serialize};
-use switchboard::record::{fnv1a, write_record};
+use switchboard::record::fnv1a;
+use switchboard::recorder::{Recorder, Recording};
 
 #[cfg(doc)]
 use crate::hub::Relay;
@@ -227,26 +226,37 @@ impl Answer<'_> {
     }
 }
 
-/// Records a relay's calls to a file, off the relay's path.
-#[derive(Debug)]
-pub struct RelayRecorder {
-    queue: Mutex<Queue>,
-    stopped: Arc<Mutex<Option<String>>>,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    path: PathBuf,
+/// A relay's calls as a [`Recording`]: each input with the hash of what
+/// the relay answered (made on the relay's path: the answer is borrowed).
+pub struct Calls;
+
+impl Recording for Calls {
+    type Item = RelayRecord;
+    type Record = RelayRecord;
+    const SERVER: &'static str = "relay";
+
+    fn record(item: RelayRecord) -> RelayRecord {
+        item
+    }
+
+    fn last(stopped: Option<String>) -> RelayRecord {
+        stopped.map_or(RelayRecord::End, RelayRecord::Stopped)
+    }
 }
 
-/// Records go to the writer in batches: one hand-over (and one wake-up of
-/// its thread) per [`BATCH`] calls, or per second when calls are few.
+/// Records a relay's calls to a file, off the relay's path: the one
+/// [`Recorder`] (`status`, `stop`, `finish`, `path`, `stopped`), begun
+/// with a relay's header.
 #[derive(Debug)]
-struct Queue {
-    tx: Option<SyncSender<Vec<RelayRecord>>>,
-    batch: Vec<RelayRecord>,
-    sent_at: std::time::Instant,
-}
+pub struct RelayRecorder(Recorder<Calls>);
 
-/// Calls per hand-over to the writer.
-const BATCH: usize = 256;
+impl std::ops::Deref for RelayRecorder {
+    type Target = Recorder<Calls>;
+
+    fn deref(&self) -> &Recorder<Calls> {
+        &self.0
+    }
+}
 
 /// The relay's recording now (the last one, once stopped), if there has
 /// been one: shared by its handle (status, stop, start) and its task.
@@ -283,134 +293,15 @@ impl RelayRecorder {
         snapshot: Option<Vec<u8>>,
         queue: usize,
     ) -> std::io::Result<Self> {
-        let path = path.into();
-        let file = std::fs::File::create(&path)?;
-        let mut out = ZlibEncoder::new(BufWriter::new(file), flate2::Compression::fast());
-        write_record(&mut out, &header)?;
-        if let Some(snapshot) = snapshot {
-            write_record(&mut out, &RelayRecord::Snapshot(snapshot))?;
-        }
-        let (tx, rx) = sync_channel::<Vec<RelayRecord>>(queue.div_ceil(BATCH).max(1));
-        let stopped = Arc::new(Mutex::new(None));
-        let writer = std::thread::Builder::new()
-            .name("relay-recorder".into())
-            .spawn(move || write_all(out, rx))?;
-        Ok(Self {
-            queue: Mutex::new(Queue {
-                tx: Some(tx),
-                batch: Vec::with_capacity(BATCH),
-                sent_at: std::time::Instant::now(),
-            }),
-            stopped,
-            writer: Mutex::new(Some(writer)),
-            path,
-        })
-    }
-
-    /// Where it writes.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Why it stopped early, if it did.
-    pub fn stopped(&self) -> Option<String> {
-        self.stopped.lock().expect("stopped lock").clone()
-    }
-
-    /// Where it stands, for the admin page.
-    pub fn status(&self) -> switchboard::manager::RecordingStatus {
-        let recording = self.queue.lock().expect("queue lock").tx.is_some();
-        let complete = self
-            .writer
-            .lock()
-            .expect("writer lock")
-            .as_ref()
-            .is_none_or(std::thread::JoinHandle::is_finished);
-        switchboard::manager::RecordingStatus {
-            path: self.path.clone(),
-            recording,
-            complete: !recording && complete,
-            stopped: self.stopped(),
-        }
-    }
-
-    /// Stops recording (the file ends with `Stopped(why)`); the relay goes
-    /// on. `false` if it had stopped already.
-    pub fn stop(&self, why: &str) -> bool {
-        let mut queue = self.queue.lock().expect("queue lock");
-        let Some(tx) = queue.tx.take() else {
-            return false;
-        };
-        let mut last = std::mem::take(&mut queue.batch);
-        last.push(RelayRecord::Stopped(why.to_string()));
-        let _ = tx.send(last);
-        *self.stopped.lock().expect("stopped lock") = Some(why.to_string());
-        true
+        let first = snapshot.map(RelayRecord::Snapshot);
+        Recorder::create(path, &header, first, queue).map(Self)
     }
 
     pub(crate) fn call(&self, input: RelayInput, answer: Answer<'_>) {
-        let mut queue = self.queue.lock().expect("queue lock");
-        if queue.tx.is_none() {
-            return;
-        }
-        queue.batch.push(RelayRecord::Call {
+        self.0.send(RelayRecord::Call {
             input,
             answer: answer.hash(),
         });
-        if queue.batch.len() < BATCH && queue.sent_at.elapsed() < std::time::Duration::from_secs(1)
-        {
-            return;
-        }
-        let batch = std::mem::replace(&mut queue.batch, Vec::with_capacity(BATCH));
-        queue.sent_at = std::time::Instant::now();
-        let Some(tx) = queue.tx.as_ref() else { return };
-        if let Err(TrySendError::Full(batch)) = tx.try_send(batch) {
-            let why = "its queue was full: the disk is slower than the relay".to_string();
-            tracing::warn!("relay recording stopped: {why}");
-            let mut last = batch;
-            last.push(RelayRecord::Stopped(why.clone()));
-            let _ = tx.send(last);
-            *self.stopped.lock().expect("stopped lock") = Some(why);
-            queue.tx = None;
-        }
-    }
-
-    /// Ends the recording (its last record) and waits for the file.
-    pub fn finish(&self) {
-        let mut queue = self.queue.lock().expect("queue lock");
-        if let Some(tx) = queue.tx.take() {
-            let mut last = std::mem::take(&mut queue.batch);
-            last.push(RelayRecord::End);
-            let _ = tx.send(last);
-        }
-        drop(queue);
-        if let Some(writer) = self.writer.lock().expect("writer lock").take() {
-            let _ = writer.join();
-        }
-    }
-}
-
-impl Drop for RelayRecorder {
-    fn drop(&mut self) {
-        self.finish();
-    }
-}
-
-fn write_all(mut out: ZlibEncoder<BufWriter<std::fs::File>>, rx: Receiver<Vec<RelayRecord>>) {
-    'batches: for batch in rx {
-        for record in batch {
-            let last = matches!(record, RelayRecord::End | RelayRecord::Stopped(_));
-            if let Err(err) = write_record(&mut out, &record) {
-                tracing::error!(%err, "relay recording: cannot write");
-                return;
-            }
-            if last {
-                break 'batches;
-            }
-        }
-    }
-    if let Err(err) = out.finish().and_then(|mut file| file.flush()) {
-        tracing::error!(%err, "relay recording: cannot finish the file");
     }
 }
 

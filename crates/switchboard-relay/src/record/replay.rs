@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use flate2::read::ZlibDecoder;
-use switchboard::record::{read_value, RecordError};
+use switchboard::record::{read_value, RecordError, ReplayError};
 
 use super::{Answer, RelayHeader, RelayInput, RelayRecord, FORMAT, MAGIC};
 use crate::hub::{Outgoing, Relay};
@@ -45,14 +45,14 @@ pub fn is_relay_recording(path: &Path) -> bool {
 /// Replays a relay recording on a fresh core; stops at the first call
 /// whose answer differs. A cut or corrupted file is an error, never a
 /// panic.
-pub fn replay(file: impl Read) -> Result<RelayReplay, RecordError> {
-    let mut replayer = RelayReplayer::open(file)?;
+pub fn replay(file: impl Read) -> Result<RelayReplay, ReplayError> {
+    let mut replayer = RelayReplayer::new(file)?;
     let mut report = RelayReplay {
         calls: 0,
         stopped: None,
         divergence: None,
     };
-    while let Some(call) = replayer.next_call()? {
+    while let Some(call) = replayer.next_step()? {
         report.calls += 1;
         if let Some(divergence) = call.divergence() {
             report.divergence = Some(divergence);
@@ -111,8 +111,9 @@ impl<R: Read> std::fmt::Debug for RelayReplayer<R> {
 }
 
 impl<R: Read> RelayReplayer<R> {
-    /// Reads the header and builds the core it describes.
-    pub fn open(file: R) -> Result<Self, RecordError> {
+    /// Reads the header and builds the core it describes (the shape of
+    /// the manager's `Replayer`: `new`, `next_step`, `core`).
+    pub fn new(file: R) -> Result<Self, ReplayError> {
         let mut stream = ZlibDecoder::new(file);
         let header: RelayHeader = read_value(&mut stream, 0)?
             .ok_or_else(|| RecordError::NotARecording("it is empty".into()))?;
@@ -120,7 +121,8 @@ impl<R: Read> RelayReplayer<R> {
             return Err(RecordError::NotARecording(format!(
                 "not a relay recording of format {FORMAT} (magic {:?}, format {})",
                 header.magic, header.format
-            )));
+            ))
+            .into());
         }
         let mut relay = Relay::with_limits(header.limits);
         if let Some(interest) = header.interest {
@@ -139,12 +141,12 @@ impl<R: Read> RelayReplayer<R> {
     }
 
     /// The core, as far as the replay has gone.
-    pub fn relay(&self) -> &Relay {
+    pub fn core(&self) -> &Relay {
         &self.relay
     }
 
     /// The next call, made on the core; `None` after the last record.
-    pub fn next_call(&mut self) -> Result<Option<ReplayedCall>, RecordError> {
+    pub fn next_step(&mut self) -> Result<Option<ReplayedCall>, ReplayError> {
         while !self.done {
             self.number += 1;
             let number = self.number;
@@ -169,7 +171,8 @@ impl<R: Read> RelayReplayer<R> {
                     return Err(RecordError::Corrupt {
                         record: number,
                         reason: "a snapshot after the recording began".into(),
-                    })
+                    }
+                    .into())
                 }
                 RelayRecord::Call { input, answer } => {
                     let (replayed, out) = self.relay.replay_call(&input);

@@ -143,7 +143,7 @@ pub async fn watch_with<R: Read>(
     mut commands: Option<UnboundedReceiver<SpectateCommand>>,
 ) -> Result<RelayReplay, ReplayError> {
     let reopen = |open: &mut dyn FnMut() -> std::io::Result<R>| {
-        RelayReplayer::open(open().map_err(RecordError::Io)?).map_err(ReplayError::Read)
+        RelayReplayer::new(open().map_err(RecordError::Io)?)
     };
     let mut replayer = reopen(&mut open)?;
     let (mut server, at) = listen(&config).map_err(RecordError::Io)?;
@@ -160,7 +160,7 @@ pub async fn watch_with<R: Read>(
             .next_event()
             .await
             .ok_or_else(|| RecordError::Io(std::io::Error::other("the server stopped")))?;
-        audience.take(replayer.relay(), event);
+        audience.take(replayer.core(), event);
     }
     let valid = |speed: f64| speed.is_finite() && speed > 0.0;
     let mut speed = if valid(config.speed) {
@@ -176,7 +176,7 @@ pub async fn watch_with<R: Read>(
         stopped: None,
         divergence: None,
     };
-    'calls: while let Some(call) = replayer.next_call()? {
+    'calls: while let Some(call) = replayer.next_step()? {
         report.calls += 1;
         if let Some(now_ms) = clock_of(&call.input) {
             let last = audience.clock_ms.replace(now_ms);
@@ -186,7 +186,7 @@ pub async fn watch_with<R: Read>(
                 let held = paused.then(|| Instant::now() + Duration::from_secs(3600));
                 tokio::select! {
                     _ = tokio::time::sleep_until(held.unwrap_or(due)) => {}
-                    Some(event) = server.next_event() => audience.take(replayer.relay(), event),
+                    Some(event) = server.next_event() => audience.take(replayer.core(), event),
                     command = next_command(&mut commands) => match command {
                         SpectateCommand::Pause => paused = true,
                         // Goes on from here, the call's wait anew.
@@ -214,7 +214,7 @@ pub async fn watch_with<R: Read>(
             report.divergence = Some(divergence);
             break;
         }
-        audience.follow(replayer.relay(), config.follow.as_deref());
+        audience.follow(replayer.core(), config.follow.as_deref());
         if call.record < skip_to {
             continue;
         }
@@ -224,7 +224,7 @@ pub async fn watch_with<R: Read>(
         let everyone = audience.spectators.clone();
         if std::mem::take(&mut regreet) {
             // Where the followed player stands after a seek.
-            audience.greet(replayer.relay(), &everyone);
+            audience.greet(replayer.core(), &everyone);
         }
         for (to, event) in &call.out {
             let own_welcome = matches!(event, RelayEvent::Welcome { .. });
