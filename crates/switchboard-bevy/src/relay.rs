@@ -327,11 +327,20 @@ fn on_message(
     // live beside it: its events are taken in after it read the message.
     let mut heard = Vec::new();
     let mut broken = None;
+    let zone = &relay.settings.zone;
     relay.core.received(message, |event| match event {
+        // Only the pose is kept (no copy of the transform's zone or
+        // unknown fields); one from the zone we just left (in flight when
+        // the avatar moved) is dropped here.
         RelayClientEvent::Transform(transform) => match transform.decode() {
-            Some((id, time, transform)) => {
-                heard.push(Heard::Moved(id, time, transform.into_owned()))
+            Some((id, time, transform)) if transform.zone == *zone => {
+                let pose = NetTransform {
+                    position: transform.position,
+                    rotation: transform.rotation,
+                };
+                heard.push(Heard::Moved(id, time, pose));
             }
+            Some(_) => {}
             None => tracing::warn!("a relayed transform did not decode"),
         },
         RelayClientEvent::Welcome(id) => heard.push(Heard::Welcome(id)),
@@ -347,8 +356,8 @@ fn on_message(
     });
     for event in heard {
         match event {
-            Heard::Moved(id, time, transform) => {
-                on_relayed(relay, (id, time), &transform, now, commands, others)
+            Heard::Moved(id, time, pose) => {
+                on_relayed(relay, (id, time), pose, now, commands, others)
             }
             Heard::Welcome(id) => {
                 relay.failures = 0;
@@ -372,7 +381,7 @@ fn on_message(
 
 /// What one message told, in order, once the core has read it.
 enum Heard {
-    Moved(u32, u64, Transform),
+    Moved(u32, u64, NetTransform),
     Welcome(u32),
     Left(u32),
     Said(RelayEvent),
@@ -384,20 +393,15 @@ enum Heard {
 fn on_relayed(
     relay: &mut Relay,
     (player_id, server_time_ms): (u32, u64),
-    transform: &Transform,
+    pose: NetTransform,
     now: Duration,
     commands: &mut Commands,
     others: &mut Query<&mut Smoothed<NetTransform>>,
 ) {
-    // Our own echo, or one from the zone we just left (in flight when the
-    // avatar moved).
-    if Some(player_id) == relay.core.player_id() || transform.zone != relay.settings.zone {
+    // Our own echo.
+    if Some(player_id) == relay.core.player_id() {
         return;
     }
-    let pose = NetTransform {
-        position: transform.position,
-        rotation: transform.rotation,
-    };
     let server_ms = server_time_ms as f64;
     match relay.players.get(&player_id) {
         Some(&entity) => {

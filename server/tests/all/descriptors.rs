@@ -12,7 +12,7 @@ use switchboard::{
 };
 use switchboard_axispy::{AxisPyConfig, AxisPyListener};
 use switchboard_rooms::{RoomClient, RoomsLogic};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -114,18 +114,12 @@ async fn one_address_holding_every_listeners_cap_leaves_a_bystander_every_way_in
     })
     .await;
     assert_eq!(accepted, Ok(true));
-    let mut stream = TcpStream::connect(admin.local_addr()).await.unwrap();
-    let request = format!(
-        "GET /api/overview HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        admin.local_addr()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut response))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let at = admin.local_addr().to_string();
+    let overview = tokio::task::spawn_blocking(move || {
+        crate::support::http(&at, "GET", "/api/overview", None, "")
+    });
+    let (status, body) = tokio::time::timeout(WAIT, overview).await.unwrap().unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let deadline = Instant::now() + WAIT;
     while !native.client().is_welcomed() {
         assert!(
