@@ -44,6 +44,35 @@ impl ListenOptions {
     }
 }
 
+/// The setters every server's builder has for where it listens, over its
+/// `listen: ListenOptions` field: `bind(scope)` (default loopback),
+/// `port(port)` (documented by the argument: which port it is, and where a
+/// free one is read), and `listen(options)` for both at once.
+#[macro_export]
+macro_rules! listen_setters {
+    ($port_doc:literal) => {
+        /// Which interfaces to listen on (default loopback: nothing outside
+        /// this machine reaches it unless asked).
+        pub fn bind(mut self, scope: $crate::socket::BindScope) -> Self {
+            self.listen.scope = scope;
+            self
+        }
+
+        #[doc = $port_doc]
+        pub fn port(mut self, port: u16) -> Self {
+            self.listen.port = port;
+            self
+        }
+
+        /// Where to listen, both at once (a command line's `--bind` and
+        /// `--port`, read once for any server).
+        pub fn listen(mut self, listen: $crate::lifecycle::ListenOptions) -> Self {
+            self.listen = listen;
+            self
+        }
+    };
+}
+
 /// A TCP listener on `addr`, registered with the background runtime (or the
 /// current one): what a builder's `build` binds, from code that is not
 /// async. The error names the address.

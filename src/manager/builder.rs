@@ -84,25 +84,7 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
         self
     }
 
-    /// Which interfaces to listen on (default loopback: nothing outside
-    /// this machine reaches a server unless asked).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The TCP port (default 0: a free one, read with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once (a command line's `--bind` and
-    /// `--port`, read once for any server).
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    crate::listen_setters!("The TCP port (default 0: a free one, read with `local_addr`).");
 
     /// Also listen for WebSockets (browsers) on `port`, on the same
     /// interfaces (0: a free one, read with `websocket_addr`); the rest of

@@ -240,24 +240,7 @@ impl AdminBuilder {
         self
     }
 
-    /// Which interfaces to listen on (default loopback; any other needs a
-    /// token).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The port (default 0: a free one, read with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once.
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!("The port (default 0: a free one, read with `local_addr`). Off loopback the server needs a token.");
 
     /// Binds, and returns the server and its handle, for tokio code that
     /// runs it itself (`server.run(stop).await`).

@@ -44,7 +44,7 @@ use switchboard::lifecycle::ListenOptions;
 use switchboard::lifecycle::{Running, StopHandle};
 use switchboard::session::RateLimit;
 use switchboard::socket::{
-    accept_upgrade, forbid, BindScope, Listener, ListenerLimits, Upgrade, UpgradeRules,
+    accept_upgrade, forbid, Listener, ListenerLimits, Upgrade, UpgradeRules,
 };
 use switchboard::tls::{secure, TlsServer, PLAINTEXT_REFUSED};
 use switchboard::ManagerHandle;
@@ -315,24 +315,7 @@ impl AxisPyBuilder {
         self
     }
 
-    /// Which interfaces to listen on (default loopback).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The port (default 0: a free one, read with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once (a command line's `--bind` and
-    /// `--port`, read once for any server).
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!("The port (default 0: a free one, read with `local_addr`).");
 
     /// Binds and returns the accept loop and its handle, for tokio code
     /// that runs it itself (`server.run().await`).

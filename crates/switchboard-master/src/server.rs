@@ -26,7 +26,7 @@ use switchboard::message::Message;
 use switchboard::runtime;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    BindScope, ConnectionSlots, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
+    ConnectionSlots, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 
 /// A UDP socket bound to `addr`, on the runtime.
@@ -493,24 +493,9 @@ impl<R: Registry, P: ListingPort<R>> MasterBuilder<R, P> {
         self
     }
 
-    /// Which interfaces to listen on (default loopback).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The port, UDP and TCP (default 0: a free one, read with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once (a command line's `--bind` and
-    /// `--port`, read once for any server).
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!(
+        "The port, UDP and TCP (default 0: a free one, read with `local_addr`)."
+    );
 
     /// Where the listed servers are kept (default in memory; the
     /// `switchboard-redis` crate's `RedisRegistry` shares them between

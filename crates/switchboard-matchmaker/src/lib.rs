@@ -29,7 +29,7 @@ use switchboard::message::Message;
 use switchboard::session::ticket::unix_ms;
 use switchboard::session::{KeyedLimiter, RateLimit};
 use switchboard::socket::{
-    address_key, BindScope, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
+    address_key, Endpoint, EndpointConfig, EndpointEvent, EndpointStream, PeerId,
 };
 use switchboard::token::TokenKey;
 use switchboard_rooms::directory::{Reservation, Seat};
@@ -171,24 +171,7 @@ impl MatchmakerBuilder {
         self
     }
 
-    /// Which interfaces to listen on (default loopback).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The port (default 0: a free one, read with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once (a command line's `--bind` and
-    /// `--port`, read once for any server).
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!("The port (default 0: a free one, read with `local_addr`).");
 
     /// Binds and returns the matchmaker and its handle, for tokio code that
     /// runs it itself (`matchmaker.run(stop).await`). It does not need

@@ -325,24 +325,9 @@ impl RelayBuilder {
         self
     }
 
-    /// Which interfaces to listen on (default loopback).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The native port (default 0: a free one, read with `native_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once (a command line's `--bind` and
-    /// `--port`, read once for any server).
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!(
+        "The native port (default 0: a free one, read with `native_addr`)."
+    );
 
     /// Also listen for WebSockets on `port` (0: a free one).
     pub fn websocket_port(mut self, port: u16) -> Self {

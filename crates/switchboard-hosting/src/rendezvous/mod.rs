@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard::lifecycle::{ListenOptions, Running, StopHandle};
-use switchboard::socket::BindScope;
 use switchboard::tls::TlsSettings;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -255,24 +254,9 @@ impl RendezvousBuilder {
         self
     }
 
-    /// Which interfaces to listen on (default loopback).
-    pub fn bind(mut self, scope: BindScope) -> Self {
-        self.listen.scope = scope;
-        self
-    }
-
-    /// The port for hosts and TCP players (default 0: a free one, read
-    /// with `local_addr`).
-    pub fn port(mut self, port: u16) -> Self {
-        self.listen.port = port;
-        self
-    }
-
-    /// Where to listen, both at once.
-    pub fn listen(mut self, listen: ListenOptions) -> Self {
-        self.listen = listen;
-        self
-    }
+    switchboard::listen_setters!(
+        "The port for hosts and TCP players (default 0: a free one, read with `local_addr`)."
+    );
 
     /// Also a port for WebSocket players (`ws://ADDR/CODE`; 0: a free one,
     /// read with `websocket_addr`).
