@@ -17,12 +17,15 @@ pub struct ListingStatus {
 /// Something that lists a running server. The manager starts it once it
 /// listens, on its own tokio runtime, and updates it on every tick.
 pub trait Listing: Send + Sync + 'static {
-    /// Starts listing the server that listens on `addr`. An error is logged
-    /// and the server runs unlisted.
+    /// Starts listing the server that listens on `addr`, as full as
+    /// `status` says and with `tags` (its TLS fingerprint, say) from its
+    /// very first announcement. An error is logged and the server runs
+    /// unlisted.
     fn start(
         &self,
         addr: SocketAddr,
         status: ListingStatus,
+        tags: &[(String, String)],
     ) -> std::io::Result<Box<dyn ListingUpdates>>;
 }
 

@@ -178,7 +178,11 @@ impl<L: GameLogic> Runner<L> {
             return;
         };
         let addr = self.handle.local_addr();
-        match hook.0.start(addr, self.status()) {
+        // The tags waiting (the TLS fingerprint) go in the first
+        // announcement, not a tick later: a player reading the list then
+        // must find the key to pin.
+        let tags = std::mem::take(&mut *self.control.tags.lock().expect("tags lock"));
+        match hook.0.start(addr, self.status(), &tags) {
             Ok(updates) => self.listing = Some(updates),
             Err(err) => {
                 tracing::warn!(%addr, %err, "cannot list the server");

@@ -91,14 +91,46 @@ impl Announce {
 }
 
 impl Listing for Announce {
+    /// The status and tags are in the info before the first heartbeat.
     fn start(
         &self,
         addr: SocketAddr,
         status: ListingStatus,
+        tags: &[(String, String)],
     ) -> std::io::Result<Box<dyn ListingUpdates>> {
-        let mut announcer = Announcer::serve(std::net::UdpSocket::bind(addr)?, self.clone())?;
-        announcer.update(status);
+        let mut announce = self.clone();
+        show_status(&mut announce.info, status);
+        for (key, value) in tags {
+            show_tag(&mut announce.info, key, value);
+        }
+        let announcer = Announcer::serve(std::net::UdpSocket::bind(addr)?, announce)?;
         Ok(Box::new(announcer))
+    }
+}
+
+/// Shows `status` in `info`: its player count, and its capacity when the
+/// game did not set one.
+fn show_status(info: &mut ServerInfo, status: ListingStatus) {
+    info.players = status.players.min(u16::MAX as usize) as u16;
+    if info.max_players == 0 {
+        info.max_players = status.capacity.min(u16::MAX as usize) as u16;
+    }
+    info.max_players = info.max_players.max(info.players);
+    info.bots = info.bots.min(info.players);
+}
+
+/// Sets a tag of `info`: the key's value replaced, or the tag added while
+/// the info keeps within its limits (16 tags, 64 bytes each; past them the
+/// tag is not shown, and the log says so).
+fn show_tag(info: &mut ServerInfo, key: &str, value: &str) {
+    let mut changed = info.clone();
+    match changed.tags.iter_mut().find(|(k, _)| k == key) {
+        Some((_, v)) => *v = value.to_string(),
+        None => changed.tags.push((key.to_string(), value.to_string())),
+    }
+    match changed.check() {
+        Ok(()) => *info = changed,
+        Err(err) => tracing::warn!(key, %err, "listing tag not shown"),
     }
 }
 
@@ -106,31 +138,12 @@ impl ListingUpdates for Announcer {
     /// Keeps what the server announces current: its player count, and its
     /// capacity when the game did not set one.
     fn update(&mut self, status: ListingStatus) {
-        self.change(|info| {
-            info.players = status.players.min(u16::MAX as usize) as u16;
-            if info.max_players == 0 {
-                info.max_players = status.capacity.min(u16::MAX as usize) as u16;
-            }
-            info.max_players = info.max_players.max(info.players);
-            info.bots = info.bots.min(info.players);
-        });
+        self.change(|info| show_status(info, status));
     }
 
-    /// Sets a tag of what is announced: the key's value replaced, or the
-    /// tag added while the info keeps within its limits (16 tags, 64 bytes
-    /// each; past them the tag is not shown, and the log says so).
+    /// Sets a tag of what is announced (within the info's limits).
     fn set_tag(&mut self, key: &str, value: &str) {
-        self.change(|info| {
-            let mut changed = info.clone();
-            match changed.tags.iter_mut().find(|(k, _)| k == key) {
-                Some((_, v)) => *v = value.to_string(),
-                None => changed.tags.push((key.to_string(), value.to_string())),
-            }
-            match changed.check() {
-                Ok(()) => *info = changed,
-                Err(err) => tracing::warn!(key, %err, "listing tag not shown"),
-            }
-        });
+        self.change(|info| show_tag(info, key, value));
     }
 }
 
@@ -301,5 +314,43 @@ mod tests {
         assert_eq!(name, ENV_ANNOUNCE);
         assert_eq!(Announce::decode_hex(&hex), Some(announce));
         assert_eq!(Announce::decode_hex("zz"), None);
+    }
+
+    #[tokio::test]
+    async fn the_first_info_a_master_gets_carries_the_tags_and_status_given_at_start() {
+        // The fingerprint was set a tick after the listing started: a
+        // master that asked at once listed the server without it.
+        let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let announce = Announce::new(vec![master.local_addr().unwrap()], ServerInfo::default());
+        let status = ListingStatus {
+            players: 3,
+            capacity: 8,
+        };
+        let tags = [("tls".to_string(), "sha256-of-its-key".to_string())];
+        let _announcer = announce
+            .start("127.0.0.1:0".parse().unwrap(), status, &tags)
+            .unwrap();
+        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        let within = Duration::from_secs(10);
+        let (_, game) = tokio::time::timeout(within, master.recv_from(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        let query = protocol::encode(&Datagram::InfoQuery {
+            challenge: 9,
+            padding: Vec::new(),
+        });
+        master.send_to(&query, game).await.unwrap();
+        let info = loop {
+            let (len, _) = tokio::time::timeout(within, master.recv_from(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            if let Ok(Datagram::InfoReply { challenge: 9, info }) = protocol::decode(&buf[..len]) {
+                break info;
+            }
+        };
+        assert_eq!(info.tags, tags.to_vec());
+        assert_eq!((info.players, info.max_players), (3, 8));
     }
 }
