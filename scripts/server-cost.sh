@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# What TLS costs a server, against plain, on the path users take
-# (docs/PERFORMANCE.md "What TLS costs"): the relay's and the board
+# What a server costs on the path users take: the relay's and the board
 # server's CPU per delivery, and the memory of an idle connection, with
-# the release binary's own load testers (`bots`, `requests`), plain and
-# TLS alternated, then the ratios of the means.
+# the release binary's own load testers (`bots`, `requests`), two sides
+# alternated (ABBA), then the ratios of the means. The two sides are plain
+# and TLS (docs/PERFORMANCE.md "What TLS costs"), or, with BEFORE set to
+# another build's binary, that build against this one, both plain (a
+# refactor's before and after, in one sitting).
 #
 #   cargo build --release -p switchboard-server
-#   scripts/tls-cost.sh [BIN] [ROUNDS] [KINDS]
+#   scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
+#   BEFORE=/tmp/old-switchboard-server scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #
 # BIN defaults to target/release/switchboard-server, ROUNDS to 2, KINDS to
 # every kind: `relay-apart` (300 bots × 10 Hz, immediate; the relay on CPU
@@ -26,9 +29,11 @@ ulimit -n 20000 2>/dev/null || true
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
 
-# run KIND MODE: one run, one line "KIND MODE us_per_delivery|bytes_per_connection"
+# run KIND SIDE: one run, one line "KIND SIDE us_per_delivery|bytes_per_connection"
+# (SIDE: plain or tls with BIN; before or after, plain, with BEFORE and BIN)
 run() {
-    local kind=$1 mode=$2 dir server=() bots=() spid bpid fp tls=()
+    local kind=$1 mode=$2 dir server=() bots=() spid bpid fp tls=() BIN=$BIN
+    [ "$mode" = before ] && BIN=$BEFORE
     dir=$(mktemp -d)
     case $kind in
         relay-apart | tick) server=(taskset -c 0) bots=(taskset -c 1) ;;
@@ -80,26 +85,31 @@ PY
     rm -rf "$dir"
 }
 
-for _ in $(seq "$ROUNDS"); do
+if [ -n "${BEFORE:-}" ]; then SIDES=(before after); else SIDES=(plain tls); fi
+for round in $(seq "$ROUNDS"); do
     for kind in $KINDS; do
-        for mode in plain tls; do
-            line=$(run "$kind" "$mode")
+        # A B, then B A: neither side always runs first.
+        order=("${SIDES[@]}")
+        [ $((round % 2)) = 0 ] && order=("${SIDES[1]}" "${SIDES[0]}")
+        for side in "${order[@]}"; do
+            line=$(run "$kind" "$side")
             echo "$line" | tee -a "$RESULTS"
         done
     done
 done
-python3 - "$RESULTS" <<'PY'
+python3 - "$RESULTS" "${SIDES[@]}" <<'PY'
 import sys
 from collections import defaultdict
+results, a, b = sys.argv[1:]
 runs = defaultdict(list)
-for line in open(sys.argv[1]):
-    kind, mode, value = line.split()
-    runs[kind, mode].append(float(value))
-print(f"\n{'kind':<16}{'plain':>24}{'TLS':>24}{'TLS / plain':>14}")
+for line in open(results):
+    kind, side, value = line.split()
+    runs[kind, side].append(float(value))
+print(f"\n{'kind':<16}{a:>24}{b:>24}{f'{b} / {a}':>16}")
 for kind in dict.fromkeys(k for k, _ in runs):
-    plain, tls = runs[kind, "plain"], runs[kind, "tls"]
+    first, second = runs[kind, a], runs[kind, b]
     unit = "B" if kind == "idle" else "us"
     fmt = lambda xs: ", ".join(f"{x:.0f}" if unit == "B" else f"{x:.2f}" for x in xs) + f" {unit}"
-    ratio = (sum(tls) / len(tls)) / (sum(plain) / len(plain))
-    print(f"{kind:<16}{fmt(plain):>24}{fmt(tls):>24}{ratio:>13.2f}x")
+    ratio = (sum(second) / len(second)) / (sum(first) / len(first))
+    print(f"{kind:<16}{fmt(first):>24}{fmt(second):>24}{ratio:>15.2f}x")
 PY
