@@ -61,7 +61,7 @@ thread_local! {
 /// A server's TLS session over a TCP stream, shared by its holders: each
 /// clone reads, writes and flushes the same session. Reads and writes
 /// through one clone at a time per direction (the connection's reader
-/// reads, its writer writes); [`try_send`](Self::try_send) writes from any
+/// reads, its writer writes); `try_send` writes from any
 /// thread without waiting.
 #[derive(Clone)]
 pub struct TlsStream(Arc<Session>);

@@ -22,7 +22,8 @@
 //! | [`protocol`] | the datagrams and the list request/pages, byte for byte |
 //! | `master` | [`Master`]: heartbeats, challenges, goodbyes, expiry, per-IP limits (no IO) |
 //! | `registry` | [`Registry`], [`MemoryRegistry`]: where the listed servers are kept |
-//! | `server` | [`MasterServer`]: the master's UDP sides (read on a task of their own into a bounded queue, so that no list request leaves heartbeats unread) and TCP side, started by its [`MasterBuilder`] as a [`RunningMaster`] |
+//! | `server` | [`MasterServer`]: the master's UDP sides (read on a task of their own into a bounded queue, so that no list request leaves heartbeats unread) and TCP side |
+//! | `builder` | [`MasterBuilder`]: where it listens, its settings, registry and second listing port; started as a [`RunningMaster`] |
 //! | `announce` | [`Announce`]: a game server's heartbeats and answers; its listing hook for `ManagerConfig::listing` |
 //! | `browser` | [`fetch_list`], [`ping_servers`], [`query_info`]: the browser's side |
 //! | `port` | [`ListingPort`]: a second listing protocol on a UDP port of its own, over the same registry (Torque's, in `switchboard-torque`), and the [`Lister`] it is handed |
@@ -34,6 +35,7 @@
 mod admin;
 mod announce;
 mod browser;
+mod builder;
 mod master;
 pub mod pending;
 mod port;
@@ -47,12 +49,13 @@ use std::time::Duration;
 pub use admin::MasterAdmin;
 pub use announce::{Announce, Announcer, ENV_ANNOUNCE};
 pub use browser::{fetch_list, master_stats, ping_servers, query_info, Browsed, MAX_LISTED};
+pub use builder::{MasterBuilder, RunningMaster};
 pub use master::Master;
 pub use port::{Lister, ListingPort, NoPort};
 pub use probe::probe_reachable;
 pub use protocol::{Filter, ListPage, ListRequest, Listed, ListingError, ProbeResult, ServerInfo};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
-pub use server::{MasterBuilder, MasterHandle, MasterServer, MasterSnapshot, RunningMaster};
+pub use server::{MasterHandle, MasterServer, MasterSnapshot};
 
 /// The master's port unless told otherwise, UDP and TCP.
 pub const DEFAULT_PORT: u16 = 27900;
