@@ -34,6 +34,7 @@
 //! | [`server`] | [`AdminServer`] and its [`AdminBuilder`], [`AdminHandle`], [`AdminConfig`]: the routes |
 //! | `access` | who may read and control: the token, guesses slowed per address, the `Host` header |
 //! | `listener` | the accept loop: connections capped in total and per address, header-read and idle timeouts |
+//! | `routes` | the page, the live stream, the reads and the controls, each checking the caller's access |
 //! | `recording` | the recording's status, start, stop and download routes |
 
 #![warn(missing_docs)]
@@ -44,6 +45,7 @@ pub mod history;
 mod listener;
 pub mod metrics;
 mod recording;
+mod routes;
 pub mod server;
 
 pub use access::MIN_TOKEN_CHARS;
