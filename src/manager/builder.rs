@@ -46,6 +46,7 @@ pub struct ServerBuilder<'a, L: GameLogic> {
     config: ManagerConfig,
     listen: ListenOptions,
     websocket_port: Option<u16>,
+    quic_port: Option<u16>,
     watch_stdin: bool,
     on_start: Option<OnStart<'a>>,
 }
@@ -55,6 +56,7 @@ impl<L: GameLogic> std::fmt::Debug for ServerBuilder<'_, L> {
         f.debug_struct("ServerBuilder")
             .field("listen", &self.listen)
             .field("websocket_port", &self.websocket_port)
+            .field("quic_port", &self.quic_port)
             .finish()
     }
 }
@@ -68,6 +70,7 @@ impl<L: GameLogic> ServerManager<L> {
             config: ManagerConfig::default(),
             listen: ListenOptions::default(),
             websocket_port: None,
+            quic_port: None,
             watch_stdin: false,
             on_start: None,
         }
@@ -91,6 +94,14 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
     /// its settings are `config.server.websocket`'s, or the defaults.
     pub fn websocket_port(mut self, port: u16) -> Self {
         self.websocket_port = Some(port);
+        self
+    }
+
+    /// Also listen for QUIC on UDP `port`, on the same interfaces (0: a free
+    /// one, read with `quic_addr`); the rest of its settings are
+    /// `config.server.quic`'s, or the defaults.
+    pub fn quic_port(mut self, port: u16) -> Self {
+        self.quic_port = Some(port);
         self
     }
 
@@ -126,6 +137,13 @@ impl<'a, L: GameLogic> ServerBuilder<'a, L> {
                 .websocket
                 .get_or_insert_with(WebSocketConfig::default);
             websocket.port = port;
+        }
+        if let Some(port) = self.quic_port {
+            self.config
+                .server
+                .quic
+                .get_or_insert_with(crate::socket::quic::QuicConfig::default)
+                .port = port;
         }
         (self.logic, self.config, self.listen.scope, self.listen.port)
     }

@@ -101,6 +101,7 @@ type StartRecording = (
 pub struct ManagerHandle {
     local_addr: SocketAddr,
     websocket_addr: Option<SocketAddr>,
+    quic_addr: Option<SocketAddr>,
     server: crate::socket::EndpointHandle,
     shutdown: CancellationToken,
     farewell: Farewell,
@@ -163,6 +164,7 @@ impl<L: GameLogic> ServerManager<L> {
         let handle = ManagerHandle {
             local_addr: server.local_addr(),
             websocket_addr: server.websocket_addr(),
+            quic_addr: server.quic_addr(),
             server: server.handle(),
             shutdown: shutdown.clone(),
             farewell: farewell.clone(),
@@ -223,6 +225,12 @@ impl ManagerHandle {
     /// (`config.server.websocket`).
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.websocket_addr
+    }
+
+    /// The address of the QUIC port (UDP), if the manager has one
+    /// (`config.server.quic`): clients dial `quic://` it.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.quic_addr
     }
 
     /// The TLS the manager's ports speak to other machines (`None`: plain,

@@ -19,7 +19,7 @@ use super::listener::{Listener, ListenerLimits};
 use super::server::{EndpointEvent, Incoming, PeerId, ServerShared};
 use super::websocket::{self, Upgrade, UpgradeRules};
 use super::{CloseCode, DisconnectReason, SocketHandle};
-use switchboard_proto::limits::{address_key, Turned};
+use switchboard_proto::limits::{address_key, ConnectionSlot, Turned};
 
 /// A peer's connection event as the server reports it.
 fn server_event(origin: Origin, event: SocketEvent) -> EndpointEvent {
@@ -52,7 +52,7 @@ impl Drop for Leave {
 /// Waits until the gate may take a newcomer: its pending table has room,
 /// or its oldest entry has had its grace. `false` if the server shut down
 /// meanwhile.
-async fn room_in_gate(shared: &ServerShared) -> bool {
+pub(super) async fn room_in_gate(shared: &ServerShared) -> bool {
     loop {
         // Registered before looking, so that a place freed in between is
         // not missed.
@@ -165,16 +165,16 @@ where
 
 /// A connection let in: its id, handle, the reporter that keeps the peer
 /// table and the gate up to date, and its span.
-struct Admitted {
-    peer: PeerId,
-    handle: SocketHandle,
-    reporter: Reporter<EndpointEvent>,
-    span: tracing::Span,
+pub(super) struct Admitted {
+    pub(super) peer: PeerId,
+    pub(super) handle: SocketHandle,
+    pub(super) reporter: Reporter<EndpointEvent>,
+    pub(super) span: tracing::Span,
 }
 
 /// Why a connection was turned away at accept, and when it may come back.
 #[derive(Debug, Clone, Copy)]
-struct TurnedAway {
+pub(super) struct TurnedAway {
     why: &'static str,
     retry_after: Duration,
 }
@@ -222,27 +222,14 @@ fn tell_turned_away(
     transport: &Transport,
     turned: TurnedAway,
 ) {
-    if let Some(skipped) = shared
-        .turned_away_log
-        .lock()
-        .expect("log limiter lock")
-        .admit(addr.ip(), std::time::Instant::now())
-    {
-        tracing::info!(
-            %addr,
-            why = turned.why,
-            retry_after_ms = turned.retry_after.as_millis() as u64,
-            skipped,
-            "connection turned away at accept (logged once per address every ten minutes)"
-        );
-    }
-    let Ok(telling) = shared.turned_away_telling.take(addr.ip()) else {
+    let Some(Telling {
+        place: telling,
+        hello,
+        close,
+    }) = telling(shared, addr, turned)
+    else {
         return;
     };
-    let reason = with_retry_after(turned.why, turned.retry_after);
-    let codec = &shared.socket_config.codec;
-    let hello = control::hello_frame(crate::PROTOCOL_VERSION);
-    let close = control::close_frame(CloseCode::SERVER_FULL, &reason, codec);
     let linger = shared.socket_config.close_timeout;
     let websocket = match transport {
         Transport::Tcp => None,
@@ -277,6 +264,47 @@ fn tell_turned_away(
     });
 }
 
+/// What tells a turned-away connection why: its place among those being
+/// told, a hello and a close frame.
+pub(super) struct Telling {
+    pub(super) place: ConnectionSlot,
+    pub(super) hello: bytes::Bytes,
+    pub(super) close: bytes::Bytes,
+}
+
+/// Logs a connection turned away at accept (at INFO, once per address every
+/// ten minutes) and, while fewer than `max_turned_away_told` are being
+/// told, what tells it why: a close of code `SERVER_FULL` whose reason ends
+/// with its retry-after. `None`: it is closed without a word.
+pub(super) fn telling(
+    shared: &ServerShared,
+    addr: SocketAddr,
+    turned: TurnedAway,
+) -> Option<Telling> {
+    if let Some(skipped) = shared
+        .turned_away_log
+        .lock()
+        .expect("log limiter lock")
+        .admit(addr.ip(), std::time::Instant::now())
+    {
+        tracing::info!(
+            %addr,
+            why = turned.why,
+            retry_after_ms = turned.retry_after.as_millis() as u64,
+            skipped,
+            "connection turned away at accept (logged once per address every ten minutes)"
+        );
+    }
+    let place = shared.turned_away_telling.take(addr.ip()).ok()?;
+    let reason = with_retry_after(turned.why, turned.retry_after);
+    let codec = &shared.socket_config.codec;
+    Some(Telling {
+        place,
+        hello: control::hello_frame(crate::PROTOCOL_VERSION),
+        close: control::close_frame(CloseCode::SERVER_FULL, &reason, codec),
+    })
+}
+
 /// Writes `frames` to a plain peer and closes, reading and dropping what
 /// the peer sent meanwhile (its hello) until it hangs up: a socket closed
 /// with unread bytes is reset, and the peer would read the reset instead.
@@ -291,7 +319,7 @@ pub(super) async fn tell_plain(stream: &mut TcpStream, frames: &[u8]) -> std::io
 
 /// Lets a new connection from `addr` in, or says why not: the address's
 /// inflate budget, then the gate's limits.
-fn admit(
+pub(super) fn admit(
     shared: &Arc<ServerShared>,
     events: &mpsc::Sender<Batch<EndpointEvent>>,
     addr: SocketAddr,

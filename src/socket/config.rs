@@ -95,6 +95,14 @@ pub struct EndpointConfig {
     /// binary message, and join the same peer table under the same limits
     /// (the per-address ones count both listeners' connections together).
     pub websocket: Option<WebSocketConfig>,
+    /// A QUIC port beside the TCP one (default none): UDP on the same
+    /// address, the same protocol on one QUIC stream per connection, and
+    /// the sequenced channels as datagrams
+    /// ([`SocketConfig::sequenced_channels`]); the same peer table and
+    /// limits (the per-address ones count every port's connections
+    /// together). Its TLS is the TCP port's identity, or on loopback a
+    /// certificate made at start. See [`quic`](super::quic).
+    pub quic: Option<super::quic::QuicConfig>,
     /// How it speaks to other machines (default: TLS 1.3 with the
     /// server's own identity from the default data directory; see
     /// [`TlsSettings`](crate::tls::TlsSettings)). A server bound to
@@ -122,6 +130,7 @@ impl Default for EndpointConfig {
             max_turned_away_told: 1024,
             max_queued_bytes_per_peer: 1024 * 1024,
             websocket: None,
+            quic: None,
             tls: crate::tls::TlsSettings::default(),
         }
     }

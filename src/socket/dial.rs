@@ -1,6 +1,6 @@
 //! How a client's connection opens, by the form of its address: `host:port`
 //! (TCP), `tls://host:port`, `ws://host:port/` and `wss://host:port/`
-//! (WebSocket) are the socket's own; any other form is a [`Connector`]'s,
+//! (WebSocket), `quic://host:port` (QUIC) are the socket's own; any other form is a [`Connector`]'s,
 //! plugged in by the feature that owns it (the hosting crate's join codes,
 //! `CODE@relay:port`; the next transports). The socket knows no feature's
 //! protocol: a connector hands it a byte stream with its own first bytes
@@ -37,6 +37,9 @@ pub enum Transport {
     Tcp(TcpStream),
     /// Any other byte stream.
     Stream(Box<dyn ByteStream>),
+    /// A QUIC connection (`quic://host:port`): its stream, and datagrams
+    /// for the sequenced channels.
+    Quic(super::quic::QuicTransport),
 }
 
 impl std::fmt::Debug for Transport {
@@ -44,6 +47,7 @@ impl std::fmt::Debug for Transport {
         match self {
             Transport::Tcp(stream) => f.debug_tuple("Tcp").field(stream).finish(),
             Transport::Stream(_) => f.write_str("Stream(..)"),
+            Transport::Quic(quic) => f.debug_tuple("Quic").field(quic).finish(),
         }
     }
 }
@@ -55,6 +59,7 @@ impl Transport {
         match self {
             Transport::Tcp(stream) => Box::new(stream),
             Transport::Stream(stream) => stream,
+            Transport::Quic(quic) => Box::new(quic.into_stream()),
         }
     }
 }
@@ -141,6 +146,9 @@ impl Dialer {
         if let Some(server) = addr.strip_prefix("tls://") {
             return Socket::connect_with(tls_opening(self.tls.clone(), server), config);
         }
+        if let Some(server) = addr.strip_prefix("quic://") {
+            return Socket::connect_with(self.open_quic(server, &config), config);
+        }
         if addr.starts_with("wss://") {
             return Socket::connect_with(wss_opening(self.tls.clone(), addr, &config), config);
         }
@@ -186,6 +194,13 @@ impl Dialer {
             let _ = stream.set_nodelay(true);
             Ok(Transport::Tcp(stream))
         })
+    }
+
+    /// Opens a QUIC connection to `server` (`host:port`) and its stream,
+    /// checked by this dialer's trust (a server on this machine is not),
+    /// without starting the protocol: for a tool that speaks it by hand.
+    pub fn open_quic(&self, server: &str, config: &SocketConfig) -> Opening {
+        super::quic::opening(self.tls().cloned(), server, config)
     }
 
     /// Whether this dialer speaks plain to `addr`, another machine (and

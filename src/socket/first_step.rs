@@ -125,7 +125,11 @@ async fn upgrade_and_run<S>(
 
 /// A connection that failed before its protocol began: closed, counted as
 /// a failed handshake. Dropping the reporter takes it out of the gate.
-fn fail(handle: &SocketHandle, mut reporter: Reporter<EndpointEvent>, reason: DisconnectReason) {
+pub(super) fn fail(
+    handle: &SocketHandle,
+    mut reporter: Reporter<EndpointEvent>,
+    reason: DisconnectReason,
+) {
     handle.set_closed();
     if let Some(hook) = reporter.on_handshake_failure.take() {
         hook(&reason);

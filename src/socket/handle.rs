@@ -101,6 +101,8 @@ pub(crate) struct SocketInner {
     pub(crate) inflate: Mutex<Option<switchboard_proto::connection::budget::SharedBudget>>,
     /// Shared by every connection of a server.
     pub(crate) config: Arc<SocketConfig>,
+    /// A QUIC connection's datagrams, for its sequenced channels.
+    pub(crate) datagrams: std::sync::OnceLock<Arc<super::quic::Datagrams>>,
 }
 
 impl SocketInner {
@@ -164,6 +166,7 @@ impl SocketHandle {
             peer_addr: Mutex::new(None),
             inflate: Mutex::new(None),
             config,
+            datagrams: std::sync::OnceLock::new(),
         };
         Self {
             shared: Arc::new(shared),
@@ -181,6 +184,12 @@ impl SocketHandle {
     /// allocated for a small message.
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
         let content = message.content_bytes();
+        if self.sent_as_datagram(message.channel_id(), message.action_id(), |buf| {
+            buf.extend_from_slice(content);
+            Ok(())
+        })? {
+            return Ok(());
+        }
         with_frame(
             &self.shared.config.codec,
             message.channel_id(),
@@ -205,6 +214,9 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
+        if self.value_as_datagram(channel, action, value)? {
+            return Ok(());
+        }
         let Some(mut out) = self.push_value(channel, action, value)? else {
             return self.with_value_frame(channel, action, value, |frame| self.send_frame(frame));
         };
@@ -241,6 +253,9 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<(), SendError> {
+        if self.value_as_datagram(channel, action, value)? {
+            return Ok(());
+        }
         if self.push_value(channel, action, value)?.is_some() {
             return Ok(());
         }
@@ -296,6 +311,9 @@ impl SocketHandle {
     /// disconnected as a slow consumer and this returns
     /// [`SendError::SlowConsumer`].
     pub fn send_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
+        if self.encoded_as_datagram(message) {
+            return Ok(());
+        }
         self.send_frame(Frame::SocketInner(message.as_bytes()))
     }
 
@@ -364,6 +382,9 @@ impl SocketHandle {
     /// peer once: one system call per peer per tick instead of one per
     /// message. The same limits as [`send_encoded`](Self::send_encoded).
     pub fn queue_encoded(&self, message: &EncodedMessage) -> Result<(), SendError> {
+        if self.encoded_as_datagram(message) {
+            return Ok(());
+        }
         self.admit(message.wire_len())?
             .push(Frame::SocketInner(message.as_bytes()));
         Ok(())
@@ -489,8 +510,12 @@ impl SocketHandle {
         self.shared.state.store(CLOSED, Ordering::Release);
     }
 
-    /// The peer's address, once known (never for in-memory streams).
+    /// The peer's address, once known (never for in-memory streams); over
+    /// QUIC, its address now (a peer that moved has a new one).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
+        if let Some(link) = self.shared.datagrams.get() {
+            return Some(link.remote_address());
+        }
         *self.shared.peer_addr.lock().expect("peer_addr lock")
     }
 

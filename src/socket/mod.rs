@@ -28,6 +28,7 @@ mod listener;
 mod names;
 mod outqueue;
 mod pacer;
+pub mod quic;
 mod server;
 mod websocket;
 
@@ -52,6 +53,7 @@ pub use names::{
 };
 pub use pacer::{Pacer, PacerConfig};
 pub use server::{Endpoint, EndpointEvent, EndpointHandle, EndpointStream, Incoming, PeerId};
+pub use switchboard_proto::connection::datagram::ChannelSet;
 pub use switchboard_proto::limits::address_key;
 pub use switchboard_proto::limits::{ConnectionSlot, ConnectionSlots, SlotRefusal};
 pub use switchboard_proto::reason::{
@@ -77,6 +79,7 @@ enum Opened {
         Box<tokio_tungstenite::WebSocketStream<TcpStream>>,
         std::net::SocketAddr,
     ),
+    Quic(quic::QuicTransport),
 }
 
 impl Opened {
@@ -171,6 +174,7 @@ impl Socket {
             opening.await.map(|transport| match transport {
                 Transport::Tcp(stream) => Opened::Tcp(stream),
                 Transport::Stream(stream) => Opened::Stream(stream),
+                Transport::Quic(quic) => Opened::Quic(quic),
             })
         })
     }
@@ -239,6 +243,11 @@ impl Socket {
                 }
                 Ok(Opened::Stream(stream)) => {
                     connection::run(stream, task_handle, reporter).await;
+                }
+                Ok(Opened::Quic(quic)) => {
+                    task_handle.set_peer_addr(quic.link.remote_address());
+                    connection::run_quic(quic.link, quic.send, quic.recv, task_handle, reporter)
+                        .await;
                 }
                 Ok(Opened::WebSocket(ws, addr)) => {
                     task_handle.set_peer_addr(addr);

@@ -33,14 +33,7 @@ impl TlsClient {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        let provider = super::provider();
-        let verifier = Arc::new(self.trust.verifier(server, &provider));
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(std::io::Error::other)?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier.clone())
-            .with_no_client_auth();
+        let (config, verifier) = self.config(server, Vec::new())?;
         let name = server_name(server)?;
         let connecting = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, stream);
         match connecting.await {
@@ -54,9 +47,30 @@ impl TlsClient {
     }
 }
 
+impl TlsClient {
+    /// The rustls settings for one server (`host:port` as dialed), offering
+    /// `alpn`, and the verifier that will say which certificate it saw.
+    pub(crate) fn config(
+        &self,
+        server: &str,
+        alpn: Vec<Vec<u8>>,
+    ) -> std::io::Result<(rustls::ClientConfig, Arc<super::Verifier>)> {
+        let provider = super::provider();
+        let verifier = Arc::new(self.trust.verifier(server, &provider));
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(std::io::Error::other)?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier.clone())
+            .with_no_client_auth();
+        config.alpn_protocols = alpn;
+        Ok((config, verifier))
+    }
+}
+
 /// The name to check a CA-issued certificate against: the host of
 /// `host:port` (of a join code, the relay's).
-fn server_name(server: &str) -> std::io::Result<ServerName<'static>> {
+pub(crate) fn server_name(server: &str) -> std::io::Result<ServerName<'static>> {
     let host = super::host_of(server);
     ServerName::try_from(host.to_string()).map_err(|_| {
         std::io::Error::new(

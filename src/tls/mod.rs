@@ -43,11 +43,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+pub(crate) use client::server_name;
 pub use client::TlsClient;
 pub use identity::{default_data_dir, Fingerprint, ServerIdentity, IDENTITY_FILE};
 pub use server::{accept, secure, Accepted, Secured, TlsServer, PLAINTEXT_REFUSED};
 pub use session::TlsStream;
 pub use settings::TlsSettings;
+pub(crate) use trust::Verifier;
 pub use trust::{KnownHosts, ServerTrust};
 
 /// What can go wrong with TLS settings and identities.
@@ -169,7 +171,7 @@ pub fn is_loopback_host(addr: &str) -> bool {
 
 /// The host of `host:port`, `[v6]:port`, a bare host or a bare IPv6
 /// address; of a join code's `CODE@host:port`, the relay's host.
-fn host_of(addr: &str) -> &str {
+pub(crate) fn host_of(addr: &str) -> &str {
     let addr = addr.rsplit_once('@').map_or(addr, |(_, at)| at);
     match addr.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),

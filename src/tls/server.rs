@@ -60,6 +60,14 @@ impl TlsServer {
         self.fingerprint
     }
 
+    /// Its rustls settings with `alpn` as the only protocol offered: what a
+    /// QUIC listener serves (`socket::quic`), the same identity as on TCP.
+    pub(crate) fn with_alpn(&self, alpn: &[u8]) -> rustls::ServerConfig {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        config
+    }
+
     /// Runs the server's side of a TLS handshake over `stream`.
     pub async fn handshake(&self, stream: TcpStream) -> std::io::Result<TlsStream> {
         TlsStream::accept(stream, self.config.clone()).await

@@ -22,6 +22,7 @@ mod harness;
 mod hostile_server;
 mod lifecycle;
 mod pacing;
+mod quic;
 mod shared_sessions;
 mod socket;
 mod std_loop_client;

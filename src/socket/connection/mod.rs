@@ -179,6 +179,48 @@ pub(crate) fn run_tls<E: Send + 'static>(
     run_halves(session.clone(), session, handle, reporter)
 }
 
+/// Runs a connection over a QUIC stream, with the connection's datagrams
+/// read beside it (`quic::receive`: messages of sequenced channels) and
+/// lent to the handle for sending them. The stream's task decides the
+/// connection's life; its end closes the QUIC connection.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice in every connection's task"
+)]
+pub(crate) fn run_quic<E: Send + 'static>(
+    link: Arc<super::quic::Datagrams>,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    handle: SocketHandle,
+    reporter: Reporter<E>,
+) -> impl Future<Output = ()> {
+    async move {
+        handle.set_datagrams(link.clone());
+        let datagrams = super::quic::receive(
+            link.clone(),
+            handle.clone(),
+            reporter.events.clone(),
+            reporter.wrap,
+            reporter.credit.clone(),
+        );
+        let linger = handle.config().close_timeout;
+        let stream = run_halves(recv, send, handle, reporter);
+        tokio::select! {
+            biased;
+            () = stream => {}
+            () = datagrams => {}
+        }
+        // Closing a QUIC connection drops what it has not yet delivered: a
+        // server lets its client close first (the client has read the
+        // server's last bytes by then), within `close_timeout`; a client
+        // closes once its stream has ended.
+        if !link.is_client() {
+            let _ = timeout(linger, link.connection().closed()).await;
+        }
+        link.connection().close(0u32.into(), b"closed");
+    }
+}
+
 /// Runs a connection over an upgraded WebSocket: the same task as TCP, over
 /// byte halves that carry one frame per binary message.
 pub(crate) fn run_ws<S, E>(

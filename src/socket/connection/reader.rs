@@ -40,6 +40,8 @@ impl Readable for crate::tls::TlsStream {
 
 impl<T: AsyncRead> Readable for tokio::io::ReadHalf<T> {}
 
+impl Readable for quinn::RecvStream {}
+
 /// The reader half: reads the socket itself (the framed reader of the
 /// handshake handed over its stream and buffer) and takes whole frames
 /// straight from the buffer, many per read.

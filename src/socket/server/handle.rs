@@ -45,6 +45,17 @@ impl EndpointHandle {
         self.shared.websocket_addr
     }
 
+    /// The address of the QUIC port (UDP), if the server has one.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.shared.quic_addr
+    }
+
+    /// QUIC clients sent a Retry to prove their address before a handshake
+    /// (under load, or always: `QuicConfig::address_validation`).
+    pub fn quic_retries(&self) -> u64 {
+        self.shared.quic_retries.load(Ordering::Relaxed)
+    }
+
     /// Runs a connection over `stream` as if the peer at `addr` had
     /// connected to a listener: the same handshake, limits (`addr`'s
     /// per-address ones included) and events. For compatibility listeners

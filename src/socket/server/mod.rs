@@ -77,6 +77,8 @@ pub(super) struct ServerShared {
     pub(super) local_addr: SocketAddr,
     /// Where the WebSocket listener listens, if there is one.
     pub(super) websocket_addr: Option<SocketAddr>,
+    /// Where the QUIC port listens, if there is one.
+    pub(super) quic_addr: Option<SocketAddr>,
     pub(super) config: EndpointConfig,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: TaskTracker,
@@ -87,6 +89,8 @@ pub(super) struct ServerShared {
     /// Log lines about turned-away connections, per address.
     pub(super) turned_away_log: Mutex<switchboard_proto::limits::LogLimiter>,
     pub(super) handshake_failures: AtomicU64,
+    /// QUIC clients sent a Retry to prove their address.
+    pub(super) quic_retries: AtomicU64,
     /// Every connection's traffic, added up as it happens.
     pub(crate) traffic: Arc<crate::socket::handle::Counters>,
     /// Pending and open connections, per address.
@@ -171,11 +175,16 @@ impl Endpoint {
             Some(ws) => Some(listen(SocketAddr::new(addr.ip(), ws.port), &runtime)?),
             None => None,
         };
+        let quic = match &config.quic {
+            Some(quic) => Some(super::quic::bind(addr, tls.as_ref(), quic, &config.socket)?),
+            None => None,
+        };
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         let shared = Arc::new(ServerShared {
             peers: RwLock::new(PeerTable::default()),
             local_addr: listener.local_addr()?,
             websocket_addr: ws_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+            quic_addr: quic.as_ref().map(|q| q.local_addr()).transpose()?,
             config: config.clone(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -201,6 +210,7 @@ impl Endpoint {
             })),
             room: Notify::new(),
             handshake_failures: AtomicU64::new(0),
+            quic_retries: AtomicU64::new(0),
             traffic: Arc::default(),
             budgets: Mutex::new(AddressBudgets::new(
                 config.socket.max_inflated_per_second,
@@ -217,6 +227,13 @@ impl Endpoint {
             let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
             shared.tasks.spawn_on(accept, &runtime);
             tracing::info!(%addr, "listening for WebSockets");
+        }
+        if let (Some(endpoint), Some(quic)) = (quic, &config.quic) {
+            let addr = shared.quic_addr;
+            let accept =
+                super::quic::accept_loop(endpoint, shared.clone(), tx.clone(), quic.clone());
+            shared.tasks.spawn_on(accept, &runtime);
+            tracing::info!(?addr, "listening for QUIC");
         }
         let accept = accept_loop(listener, shared.clone(), tx, Transport::Tcp);
         shared.tasks.spawn_on(accept, &runtime);
@@ -237,6 +254,11 @@ impl Endpoint {
     /// The address of the WebSocket listener, if the server has one.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.owner.0.websocket_addr()
+    }
+
+    /// The address of the QUIC port (UDP), if the server has one.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.owner.0.quic_addr()
     }
 
     /// A `Send` handle for sending to peers from anywhere.
@@ -357,6 +379,11 @@ impl EndpointStream {
     /// The address of the WebSocket listener, if the server has one.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.owner.0.websocket_addr()
+    }
+
+    /// The address of the QUIC port (UDP), if the server has one.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.owner.0.quic_addr()
     }
 
     /// Waits for the next event.

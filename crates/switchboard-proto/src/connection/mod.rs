@@ -5,7 +5,8 @@
 //! ([`budget`]), the keep-alive rule ([`keepalive`]), an open connection's
 //! life, its close and linger ([`lifecycle`]), how a connection ends
 //! ([`ending`]), the slow-consumer rule
-//! ([`SocketConfig::queue_has_room`]), and
+//! ([`SocketConfig::queue_has_room`]), messages as sequenced datagrams
+//! ([`datagram`]), and
 //! [`ConnectionCore`], the whole connection as a state machine without IO.
 //! The tokio driver in `switchboard` reads through the same [`inbound`],
 //! [`control`] and [`keepalive`] rules; `tests/conformance` in `switchboard`
@@ -14,6 +15,7 @@
 pub mod budget;
 pub mod control;
 mod core;
+pub mod datagram;
 pub mod ending;
 pub mod inbound;
 pub mod keepalive;
@@ -87,6 +89,14 @@ pub struct SocketConfig {
     /// would inflate past what is left is not inflated further: the
     /// connection is closed with a protocol error saying so.
     pub max_inflated_per_second: usize,
+    /// The channels this end sends as unreliable, sequenced datagrams
+    /// where the transport has them (QUIC; default none): state that only
+    /// the newest value of matters (transforms, a tick's snapshot). A lost
+    /// one delays nothing behind it, and the receiver drops any older than
+    /// the newest it has of that channel. Over TCP and WebSocket, and for a
+    /// message too big for one datagram, they travel reliably on the
+    /// stream like every other channel ([`datagram`]).
+    pub sequenced_channels: datagram::ChannelSet,
 }
 
 impl SocketConfig {
@@ -110,6 +120,7 @@ impl Default for SocketConfig {
             event_queue_len: 4096,
             close_timeout: Duration::from_secs(2),
             max_inflated_per_second: 8 * 1024 * 1024,
+            sequenced_channels: datagram::ChannelSet::default(),
         }
     }
 }

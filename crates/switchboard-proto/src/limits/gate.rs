@@ -88,6 +88,13 @@ impl<T> Gate<T> {
         (ends > now).then_some(ends)
     }
 
+    /// Whether the server is busy: half its pending handshakes taken (then
+    /// the per-address pending cap applies, and a QUIC port validates
+    /// addresses before it spends a handshake).
+    pub fn busy(&self) -> bool {
+        2 * self.pending.len() >= self.limits.max_pending.max(1)
+    }
+
     /// A connection from `ip` was accepted as `ticket` at `now`. Returns
     /// the connection it evicted, if the pending table was full.
     pub fn admit(
@@ -99,7 +106,7 @@ impl<T> Gate<T> {
     ) -> Result<Option<T>, Turned> {
         let ip = address_key(ip);
         let (pending, open) = self.per_address.get(&ip).copied().unwrap_or_default();
-        let busy = 2 * self.pending.len() >= self.limits.max_pending.max(1);
+        let busy = self.busy();
         let crowded =
             2 * (self.open.len() + self.pending.len()) >= self.limits.max_connections.max(1);
         if busy && pending >= self.limits.max_pending_per_address.max(1) {

@@ -1,0 +1,154 @@
+//! QUIC beside TCP (quinn): the same connection, its reliable part on one
+//! QUIC stream and its sequenced channels as QUIC datagrams.
+//!
+//! A client opens one bidirectional stream and the connection's protocol
+//! runs over it exactly as over TCP: the hello, every frame, ping and pong,
+//! the close (`connection::run_quic`). The channels a sender declares
+//! sequenced ([`SocketConfig::sequenced_channels`](super::SocketConfig))
+//! leave as datagrams instead (`datagrams`: one message each, newest wins
+//! at the receiver), or on the stream when one does not fit the path.
+//!
+//! A server's QUIC port ([`EndpointConfig::quic`](super::EndpointConfig))
+//! admits through the same gate as its TCP and WebSocket ports (`accept`):
+//! the caps per address and in total, pending handshakes. Under load
+//! (half the pending handshakes taken) a client whose address is not yet
+//! validated is sent a Retry first, so a spoofed source gets one small
+//! packet for its Initial and nothing more; quinn never sends an
+//! unvalidated address more than three times what it received (RFC 9000,
+//! section 8).
+//!
+//! TLS 1.3 is part of QUIC: a server serves the identity of its TLS
+//! settings, or, bound to loopback (or plaintext by the operator's
+//! choice), a certificate made at start. A client checks the server by
+//! its dialer's [`ServerTrust`](crate::tls::ServerTrust) as over TCP,
+//! except a server on this machine, whose certificate it cannot know
+//! and to which nothing leaves the machine.
+
+mod accept;
+mod datagrams;
+mod dial;
+mod handle;
+
+pub(super) use accept::accept_loop;
+pub use datagrams::DatagramStats;
+pub(crate) use datagrams::{receive, Datagrams};
+pub(super) use dial::opening;
+pub use dial::QuicTransport;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::SocketConfig;
+use crate::tls::{ServerIdentity, TlsServer};
+
+/// The protocol a Switchboard QUIC connection negotiates (ALPN).
+pub const ALPN: &[u8] = b"switchboard";
+
+/// When a server's QUIC port makes a client prove its address (a Retry:
+/// one more round trip) before it spends a handshake on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AddressValidation {
+    /// When half of `EndpointConfig::max_pending_handshakes` are taken
+    /// (default): a burst of spoofed Initials costs the server one small
+    /// Retry each, and players pay the round trip only then.
+    #[default]
+    UnderLoad,
+    /// Always.
+    Always,
+}
+
+/// A server's QUIC port: UDP beside its TCP port, the same peers, limits
+/// and identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicConfig {
+    /// The UDP port (0: a free one; read it with
+    /// `Endpoint::quic_addr`).
+    pub port: u16,
+    /// When a client must prove its address first (default under load).
+    pub address_validation: AddressValidation,
+    /// Datagrams a client may send per second (default 240, and as many
+    /// at once). Past it they are dropped and counted, as a lost datagram
+    /// would be; the game's and the relay's own budgets apply to what gets
+    /// through.
+    pub max_datagrams_per_second: u32,
+    /// Bytes of a connection's datagrams that may wait to be read, each
+    /// way (default 64 KiB): past it the oldest are dropped (newer state
+    /// supersedes them).
+    pub datagram_buffer: usize,
+}
+
+impl Default for QuicConfig {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            address_validation: AddressValidation::default(),
+            max_datagrams_per_second: 240,
+            datagram_buffer: 64 * 1024,
+        }
+    }
+}
+
+impl QuicConfig {
+    /// QUIC on `port`, every other setting its default.
+    pub fn on(port: u16) -> Self {
+        Self {
+            port,
+            ..Self::default()
+        }
+    }
+}
+
+/// quinn's transport settings for one of our connections: one stream, no
+/// unidirectional ones, datagrams within `datagram_buffer`, and an idle
+/// timeout past the connection's own (its pings keep QUIC's path alive;
+/// its idle rule decides).
+fn transport(socket: &SocketConfig, datagram_buffer: usize) -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_concurrent_bidi_streams(1u32.into());
+    transport.max_concurrent_uni_streams(0u32.into());
+    transport.datagram_receive_buffer_size(Some(datagram_buffer));
+    transport.datagram_send_buffer_size(datagram_buffer);
+    let idle = socket.idle_timeout + socket.close_timeout;
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+    // A client behind a NAT keeps its mapping through silence.
+    transport.keep_alive_interval(Some(socket.keepalive_interval.min(Duration::from_secs(10))));
+    transport
+}
+
+/// The QUIC settings of a server whose TCP port speaks `tls` (`None`: on
+/// loopback, or plaintext by the operator's choice; then a certificate made
+/// now).
+fn server_config(
+    tls: Option<&TlsServer>,
+    quic: &QuicConfig,
+    socket: &SocketConfig,
+) -> std::io::Result<quinn::ServerConfig> {
+    let made;
+    let tls = match tls {
+        Some(tls) => tls,
+        None => {
+            let identity = ServerIdentity::generate().map_err(std::io::Error::other)?;
+            made = TlsServer::new(&identity).map_err(std::io::Error::other)?;
+            &made
+        }
+    };
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(ALPN))
+        .map_err(std::io::Error::other)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport(socket, quic.datagram_buffer)));
+    Ok(config)
+}
+
+/// A server's QUIC endpoint on `addr`'s IP and `quic.port`.
+pub(super) fn bind(
+    addr: SocketAddr,
+    tls: Option<&TlsServer>,
+    quic: &QuicConfig,
+    socket: &SocketConfig,
+) -> std::io::Result<quinn::Endpoint> {
+    let config = server_config(tls, quic, socket)?;
+    let _guard = crate::runtime::handle().enter();
+    quinn::Endpoint::server(config, SocketAddr::new(addr.ip(), quic.port))
+}
