@@ -28,6 +28,7 @@ mod master_cli;
 #[cfg(target_os = "linux")]
 mod netem_cli;
 mod netsim_cli;
+mod quic_cli;
 mod relay_cli;
 mod rendezvous_cli;
 mod replay_cli;
@@ -236,6 +237,8 @@ struct GameArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    quic: quic_cli::QuicArgs,
+    #[command(flatten)]
     tls: tls_cli::TlsArgs,
     #[command(flatten)]
     tokens: token_cli::TokenArgs,
@@ -310,6 +313,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
+    args.quic.apply(&mut config.server);
     args.tls.apply(&mut config.server, args.bind)?;
     config.connect_tokens = args.tokens.rules()?;
     args.redis.share_sessions(&mut config)?;
@@ -398,6 +402,7 @@ fn run_manager<L: switchboard::GameLogic>(
             handle.tls().is_some(),
             web::Pages::Client,
         );
+        quic_cli::announce(handle.quic_addr());
         let mut ports = vec![("game", handle.local_addr().port())];
         ports.extend(handle.websocket_addr().map(|ws| ("WebSocket", ws.port())));
         *held.lock().unwrap_or_else(|e| e.into_inner()) = map.start(&ports);

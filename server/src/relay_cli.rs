@@ -77,6 +77,8 @@ pub(crate) struct RelayArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    quic: crate::quic_cli::QuicArgs,
+    #[command(flatten)]
     tls: crate::tls_cli::TlsArgs,
     #[command(flatten)]
     map: crate::hosting_cli::MapArgs,
@@ -120,6 +122,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         config.server.max_pending_handshakes = 1024;
         config.server.max_connections = 20_000;
         args.ws.apply(&mut config.server, web::Pages::RelayDemo);
+        args.quic.apply(&mut config.server);
         args.tls.apply(&mut config.server, args.bind)?;
         let mut admin = args.admin;
         admin.tls = config.server.tls.clone();
@@ -168,6 +171,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             relay.tls().is_some(),
             web::Pages::RelayDemo,
         );
+        crate::quic_cli::announce(relay.quic_addr());
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }

@@ -47,6 +47,8 @@ pub(crate) struct RoomsArgs {
     #[command(flatten)]
     ws: web::WsArgs,
     #[command(flatten)]
+    quic: crate::quic_cli::QuicArgs,
+    #[command(flatten)]
     tls: crate::tls_cli::TlsArgs,
     #[command(flatten)]
     tokens: crate::token_cli::TokenArgs,
@@ -66,6 +68,7 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
     args.ws.apply(&mut config.server, web::Pages::Client);
+    args.quic.apply(&mut config.server);
     args.tls.apply(&mut config.server, args.bind)?;
     let mut logic = switchboard_rooms::RoomsLogic::new();
     config.record = args.record.map(switchboard::manager::RecordConfig::to);

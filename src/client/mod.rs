@@ -282,6 +282,20 @@ impl NetworkClient {
             .map_or(SocketState::Closed, Socket::state)
     }
 
+    /// Moves the current QUIC connection onto `socket`, a new UDP socket
+    /// (the player's device changed networks): the connection and the
+    /// session go on from the new address, with no reconnect. An error
+    /// without a QUIC connection (see `SocketHandle::rebind`).
+    pub fn rebind(&self, socket: std::net::UdpSocket) -> std::io::Result<()> {
+        match &self.socket {
+            Some(current) => current.handle().rebind(socket),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "no connection to move",
+            )),
+        }
+    }
+
     /// The current connection's counts now (frames and bytes each way,
     /// round trip, what waits to be written): for a game's network
     /// overlay. What arrived is counted as it is read off the socket,

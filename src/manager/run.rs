@@ -115,7 +115,10 @@ impl<L: GameLogic> Runner<L> {
                 }
                 Some(reply) = self.control.stats_rx.recv() => {
                     let handle = &self.handle;
-                    let mut stats = self.core.snapshot(now(), |peer| Some(handle.peer(peer)?.stats()));
+                    let mut stats = self.core.snapshot(now(), |peer| {
+                        let socket = handle.peer(peer)?;
+                        Some((socket.stats(), socket.peer_addr()))
+                    });
                     stats.traffic = handle.traffic();
                     let _ = reply.send(stats);
                 }

@@ -23,6 +23,7 @@ mod hostile_server;
 mod lifecycle;
 mod pacing;
 mod quic;
+mod quic_sessions;
 mod shared_sessions;
 mod socket;
 mod std_loop_client;

@@ -195,3 +195,68 @@ fn proxy_runtime() -> &'static tokio::runtime::Runtime {
             .unwrap()
     })
 }
+
+/// A UDP forwarder in front of a server's QUIC port, that can go dark: a
+/// QUIC client behind it loses its path as a player whose network dropped.
+#[allow(dead_code)]
+pub struct UdpProxy {
+    /// Where clients send.
+    pub addr: std::net::SocketAddr,
+    dark: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[allow(dead_code)]
+impl UdpProxy {
+    /// Forwards a fresh loopback port to `upstream`: each client address
+    /// gets a socket of its own towards it.
+    pub fn start(upstream: std::net::SocketAddr) -> UdpProxy {
+        use std::collections::HashMap;
+        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        let runtime = proxy_runtime();
+        let front = Arc::new(
+            runtime
+                .block_on(tokio::net::UdpSocket::bind("127.0.0.1:0"))
+                .unwrap(),
+        );
+        let addr = front.local_addr().unwrap();
+        let dark = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let is_dark = dark.clone();
+        runtime.spawn(async move {
+            let mut backs: HashMap<std::net::SocketAddr, Arc<tokio::net::UdpSocket>> =
+                HashMap::new();
+            let mut buf = vec![0u8; 65536];
+            while let Ok((n, from)) = front.recv_from(&mut buf).await {
+                if is_dark.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let back = match backs.get(&from) {
+                    Some(back) => back.clone(),
+                    None => {
+                        let back =
+                            Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+                        back.connect(upstream).await.unwrap();
+                        let (front, back2, dark) = (front.clone(), back.clone(), is_dark.clone());
+                        tokio::spawn(async move {
+                            let mut buf = vec![0u8; 65536];
+                            while let Ok(n) = back2.recv(&mut buf).await {
+                                if !dark.load(Ordering::Relaxed) {
+                                    let _ = front.send_to(&buf[..n], from).await;
+                                }
+                            }
+                        });
+                        backs.insert(from, back.clone());
+                        back
+                    }
+                };
+                let _ = back.send(&buf[..n]).await;
+            }
+        });
+        UdpProxy { addr, dark }
+    }
+
+    /// Drops every datagram from now on, both ways.
+    pub fn go_dark(&self) {
+        self.dark.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -45,6 +45,7 @@ pub struct RelayHandle {
     native_addr: SocketAddr,
     tls: Option<switchboard::tls::TlsServer>,
     websocket_addr: Option<SocketAddr>,
+    quic_addr: Option<SocketAddr>,
     json_addr: Option<SocketAddr>,
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
@@ -100,6 +101,11 @@ impl RelayHandle {
     /// (`config.server.websocket`): the same protocol as native clients.
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         self.websocket_addr
+    }
+
+    /// Where QUIC clients connect (`config.server.quic`; UDP), if anywhere.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.quic_addr
     }
 
     /// The TLS the relay's ports speak to other machines (`None`: plain,
@@ -226,6 +232,7 @@ impl RelayServer {
             native_addr: native.local_addr(),
             tls: native.handle().tls(),
             websocket_addr: native.websocket_addr(),
+            quic_addr: native.quic_addr(),
             json_addr,
             stop: stop.clone(),
             control: control_tx,

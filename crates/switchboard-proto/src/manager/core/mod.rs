@@ -337,12 +337,12 @@ impl<L: GameLogic> ManagerCore<L> {
     }
 
     /// The counters and connected clients; `socket` adds a connection's
-    /// transport counters (frames, bytes, round trip) where the driver has
-    /// them.
+    /// transport counters (frames, bytes, round trip) and its address now
+    /// (a QUIC peer that moved has a new one) where the driver has them.
     pub fn snapshot(
         &self,
         now: Instant,
-        socket: impl Fn(PeerId) -> Option<SocketStats>,
+        socket: impl Fn(PeerId) -> Option<(SocketStats, Option<SocketAddr>)>,
     ) -> ServerStats {
         let mut stats = self.stats.clone();
         stats.sessions = self.sessions.len();
@@ -353,7 +353,7 @@ impl<L: GameLogic> ManagerCore<L> {
             .iter()
             .filter_map(|(peer, state)| {
                 let client = state.client?;
-                let counters = socket(*peer).unwrap_or_default();
+                let (counters, addr) = socket(*peer).unwrap_or_default();
                 Some(ClientStats {
                     id: client,
                     name: self
@@ -361,7 +361,7 @@ impl<L: GameLogic> ManagerCore<L> {
                         .get(client)
                         .map(|s| s.name.clone())
                         .unwrap_or_default(),
-                    addr: state.addr,
+                    addr: addr.unwrap_or(state.addr),
                     connected_for: now.saturating_duration_since(state.connected_at),
                     idle_for: now.saturating_duration_since(state.last_activity),
                     messages_in: counters.frames_in,
