@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use super::{listing, load_scenario, websocket, where_to_join, Options};
+use super::{listing, load_scenario, quic, websocket, where_to_join, Options};
 use strategy::rules;
 
 /// A dedicated server: no local player, a lobby, on `--bind`; stops on
@@ -21,6 +21,7 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
         ..switchboard::ManagerConfig::default()
     };
     config.server.websocket = websocket(options);
+    config.server.quic = quic(options);
     config.record = options
         .record
         .as_ref()
@@ -51,6 +52,9 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
             let _ = writeln!(out, "{}", where_to_join(scope, handle.local_addr().port()));
             if let Some(addr) = handle.websocket_addr() {
                 let _ = writeln!(out, "WebSocket clients: ws://{addr}/");
+            }
+            if let Some(addr) = handle.quic_addr() {
+                let _ = writeln!(out, "QUIC clients: quic://{addr}");
             }
             if let Some(lease) = held {
                 // Another server took the game over (this one was cut off):

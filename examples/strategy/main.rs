@@ -75,6 +75,11 @@ struct Options {
     /// JavaScript clients.
     #[arg(long)]
     ws_port: Option<u16>,
+    /// Also take players over QUIC on this UDP port (host or dedicated
+    /// server): `quic://host:port`, the same game with nothing held back by
+    /// a lost packet.
+    #[arg(long)]
+    quic_port: Option<u16>,
     /// A join password.
     #[arg(long)]
     password: Option<String>,
@@ -181,6 +186,7 @@ fn main() {
             listing: Announce::from_env().map(Announce::hook),
             server: switchboard::socket::EndpointConfig {
                 websocket: websocket(&options),
+                quic: quic(&options),
                 ..Default::default()
             },
             ..Default::default()
@@ -252,6 +258,13 @@ fn join(options: &Options) -> Result<(), String> {
     })
 }
 
+/// The QUIC listener `--quic-port` asks for.
+fn quic(options: &Options) -> Option<switchboard::socket::quic::QuicConfig> {
+    options
+        .quic_port
+        .map(switchboard::socket::quic::QuicConfig::on)
+}
+
 /// The WebSocket listener `--ws-port` asks for.
 fn websocket(options: &Options) -> Option<switchboard::WebSocketConfig> {
     options.ws_port.map(switchboard::WebSocketConfig::on_port)
@@ -298,6 +311,9 @@ fn local_game(options: &Options) -> Result<(), String> {
     }
     if let Some(port) = options.ws_port {
         args.extend(["--ws-port".to_string(), port.to_string()]);
+    }
+    if let Some(port) = options.quic_port {
+        args.extend(["--quic-port".to_string(), port.to_string()]);
     }
     // A hosted game others can find: its child server lists itself.
     let env = (options.host && !options.masters.is_empty())

@@ -321,20 +321,30 @@ fn a_disconnected_player_never_stalls_the_turn() {
 }
 
 #[test]
-fn dedicated_server_with_two_bots_joining_by_address() {
+fn dedicated_server_with_two_bots_joining_by_address_one_over_quic() {
     let saves = temp_dir("dedicated");
     let mut server = Command::new(BIN)
-        .args(["--serve", "--port", "0", "--saves"])
+        .args(["--serve", "--port", "0", "--quic-port", "0", "--saves"])
         .arg(&*saves)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let stdout = std::io::BufReader::new(server.stdout.take().unwrap());
-    let port: u16 = std::io::BufRead::lines(stdout)
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("SWITCHBOARD READY 1 ")?.trim().parse().ok())
-        .expect("ready line");
+    let (mut port, mut quic) = (None, None);
+    for line in std::io::BufRead::lines(stdout).map_while(Result::ok) {
+        if let Some(ready) = line.strip_prefix("SWITCHBOARD READY 1 ") {
+            port = ready.trim().parse::<u16>().ok();
+        }
+        if let Some(url) = line.strip_prefix("QUIC clients: ") {
+            quic = Some(url.to_string());
+        }
+        if port.is_some() && quic.is_some() {
+            break;
+        }
+    }
+    let port = port.expect("ready line");
+    let quic = quic.expect("the QUIC line");
     let addr = format!("127.0.0.1:{port}");
     // Whichever bot joins first hosts, and starts the game once both are
     // seated and ready.
@@ -357,7 +367,7 @@ fn dedicated_server_with_two_bots_joining_by_address() {
     let guest = Command::new(BIN)
         .args([
             "--join",
-            &addr,
+            &quic,
             "--name",
             "bob",
             "--text",
