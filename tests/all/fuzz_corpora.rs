@@ -1,7 +1,7 @@
 //! Replays the corpora of this crate's fuzz targets (`fuzz/corpus/NAME`,
 //! kept small with `cargo fuzz cmin`) through the same bodies the fuzzer
 //! runs, so CI keeps every input the fuzzer found interesting green. One
-//! test binary for the five (each binary costs CI a link). See
+//! test binary for the six (each binary costs CI a link). See
 //! `fuzz/README.md` to fuzz further.
 
 #[path = "../../fuzz/bodies/connection_reader.rs"]
@@ -10,6 +10,8 @@ mod connection_reader;
 mod corpus;
 #[path = "../../fuzz/bodies/frame_decoder.rs"]
 mod frame_decoder;
+#[path = "../../fuzz/bodies/quic_datagrams.rs"]
+mod quic_datagrams;
 #[path = "../../fuzz/bodies/record_reader.rs"]
 mod record_reader;
 #[path = "../../fuzz/bodies/session.rs"]
@@ -30,6 +32,11 @@ fn fuzz_corpus_of_connection_reader_replays_without_a_panic() {
 #[test]
 fn fuzz_corpus_of_frame_decoder_replays_without_a_panic() {
     corpus::replay(&corpora(), "frame_decoder", frame_decoder::run);
+}
+
+#[test]
+fn fuzz_corpus_of_quic_datagrams_replays_without_a_panic() {
+    corpus::replay(&corpora(), "quic_datagrams", quic_datagrams::run);
 }
 
 #[test]
