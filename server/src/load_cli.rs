@@ -183,6 +183,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         options: switchboard_relay::RelayOptions {
             batch: args.batch,
             compact: args.compact,
+            datagrams: false,
         },
         stamp_every: args.stamp_every,
         tls: args.tls.client_for(args.addr.ip()),

@@ -208,6 +208,7 @@ impl Plugin for RelayPlugin {
                 RelayOptions {
                     batch: false,
                     compact: self.settings.compact,
+                    datagrams: false,
                 },
             ),
             retry: None,

@@ -145,6 +145,67 @@ pub struct RelayClientCore {
     handover: Option<Handover>,
     /// This connection's compact stream, when it asked for one.
     compact: Option<CompactDecoder>,
+    /// With datagrams: what arrives out of order is sorted here.
+    view: View,
+}
+
+/// A datagram client's view (`RelayOptions::datagrams`): others'
+/// transforms come as they come, so each player's newest is kept by the
+/// relay's clock, and a player who left is not brought back by one of its
+/// transforms that was overtaken by its `Left`.
+#[derive(Debug, Default)]
+struct View {
+    /// Each player's newest transform's time, or the time it left at.
+    newest: std::collections::HashMap<u32, u64>,
+    /// The relay's clock in the newest batch read.
+    now_ms: u64,
+}
+
+/// How long a player who left is remembered, and how old a transform may
+/// be: nothing in flight is older.
+const VIEW_MEMORY_MS: u64 = 10_000;
+
+/// Players remembered before those who left long ago are forgotten.
+const VIEW_PRUNE_AT: usize = 4_096;
+
+impl View {
+    /// Whether a transform of `player` sent at `at` is newer than what the
+    /// client has of it; it is kept as the newest if so.
+    fn take(&mut self, player: u32, at: u64) -> bool {
+        if at.saturating_add(VIEW_MEMORY_MS) < self.now_ms {
+            return false;
+        }
+        match self.newest.get_mut(&player) {
+            Some(newest) if at <= *newest => false,
+            Some(newest) => {
+                *newest = at;
+                true
+            }
+            None => {
+                self.prune();
+                self.newest.insert(player, at);
+                true
+            }
+        }
+    }
+
+    /// `player` left when the relay's clock said `at`: its transforms sent
+    /// before that are stale.
+    fn left(&mut self, player: u32, at: u64) {
+        self.prune();
+        self.newest.insert(player, at);
+    }
+
+    fn clock(&mut self, at: u64) {
+        self.now_ms = self.now_ms.max(at);
+    }
+
+    fn prune(&mut self) {
+        if self.newest.len() >= VIEW_PRUNE_AT {
+            let horizon = self.now_ms.saturating_sub(VIEW_MEMORY_MS);
+            self.newest.retain(|_, at| *at >= horizon);
+        }
+    }
 }
 
 impl RelayClientCore {
@@ -160,6 +221,7 @@ impl RelayClientCore {
             player_id: None,
             handover: None,
             compact: None,
+            view: View::default(),
         }
     }
 
@@ -207,16 +269,27 @@ impl RelayClientCore {
     pub fn lost(&mut self) {
         self.player_id = None;
         self.compact = None;
+        self.view = View::default();
+    }
+
+    /// Whether this client asked for datagrams: its own transforms then go
+    /// on [`RelayMovesChannel`](crate::RelayMovesChannel), the rest on the
+    /// relay channel.
+    pub fn datagrams(&self) -> bool {
+        self.options.datagrams && !self.options.compact
     }
 
     /// Reads `message` into events, in the order the relay wrote them.
     /// Messages of other channels are not the relay's: nothing.
     pub fn received(&mut self, message: &Message, mut each: impl FnMut(RelayClientEvent<'_>)) {
-        if message.channel_id() != crate::server::RELAY_CHANNEL {
-            return;
-        }
+        let view = match message.channel_id() {
+            crate::server::RELAY_CHANNEL => false,
+            switchboard::message::RELAY_VIEW_CHANNEL => true,
+            _ => return,
+        };
         match message.action::<RelayAction>() {
-            Some(RelayAction::Batch) => self.batch(message.content_bytes(), &mut each),
+            Some(RelayAction::Batch) => self.batch(message.content_bytes(), view, &mut each),
+            _ if view => tracing::debug!("relay view message that is not a batch"),
             Some(RelayAction::Compact) => self.compact(message.content_bytes(), &mut each),
             _ => self.one(message.action_id(), message.content_bytes(), &mut each),
         }
@@ -274,16 +347,43 @@ impl RelayClientCore {
     }
 
     /// A [`Batch`](crate::Batch): its messages one by one.
-    fn batch(&mut self, content: &[u8], each: &mut impl FnMut(RelayClientEvent<'_>)) {
-        let Some(messages) = batch_messages(content) else {
+    /// On the view channel (`view`), only others' transforms, each kept if
+    /// newer than what the client has of its sender.
+    fn batch(&mut self, content: &[u8], view: bool, each: &mut impl FnMut(RelayClientEvent<'_>)) {
+        let Some((at, messages)) = batch_messages(content) else {
             each(RelayClientEvent::Broken(
                 "a batch's head did not decode".into(),
             ));
             return;
         };
+        let sorted = self.options.datagrams;
+        if sorted {
+            self.view.clock(at);
+        }
         let batch = RelayAction::Batch.id();
         let compact = RelayAction::Compact.id();
+        let relayed = RelayAction::Relayed.id();
+        let left = RelayAction::Left.id();
         for (action, content) in messages.filter(|(a, _)| *a != batch && *a != compact) {
+            if view && action != relayed {
+                continue;
+            }
+            if sorted && action == relayed {
+                let Some(peek) = peek_encoded(content, "") else {
+                    each(RelayClientEvent::Broken(
+                        "a transform did not decode".into(),
+                    ));
+                    continue;
+                };
+                if !self.view.take(peek.player_id, peek.server_time_ms) {
+                    continue;
+                }
+            }
+            if sorted && action == left {
+                if let Ok(id) = codec::decode_value::<u32>(content) {
+                    self.view.left(id, at);
+                }
+            }
             self.one(action, content, each);
         }
     }
@@ -351,18 +451,19 @@ fn peek_encoded<'a>(content: &'a [u8], field: &str) -> Option<Peek<'a>> {
     })
 }
 
-/// The messages of a `Batch`'s content, (action, content) each, read in
-/// place; `None` if its head does not decode. The iterator stops at the
+/// A `Batch`'s relay clock and its messages, (action, content) each, read
+/// in place; `None` if its head does not decode. The iterator stops at the
 /// first entry that does not.
-pub(crate) fn batch_messages(content: &[u8]) -> Option<impl Iterator<Item = (u16, &[u8])>> {
+pub(crate) fn batch_messages(content: &[u8]) -> Option<(u64, impl Iterator<Item = (u16, &[u8])>)> {
     let mut at = Reader(content);
     at.varint()?; // tick
-    at.varint()?; // server_time_ms
+    let server_time_ms = at.varint()?;
     let count = at.varint()?;
-    Some((0..count).map_while(move |_| {
+    let messages = (0..count).map_while(move |_| {
         let action = u16::try_from(at.varint()?).ok()?;
         Some((action, at.text()?))
-    }))
+    });
+    Some((server_time_ms, messages))
 }
 
 #[cfg(test)]

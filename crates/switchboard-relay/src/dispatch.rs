@@ -103,15 +103,21 @@ impl Dispatch {
                     );
                     Vec::new()
                 };
+                // A datagram client's own transforms come on the moves
+                // channel (`RelayOptions::datagrams`).
+                let moves = message.channel_id() == switchboard::message::RELAY_MOVES_CHANNEL;
                 match (
                     message.channel::<RelayChannel>(),
                     message.action::<RelayAction>(),
                 ) {
-                    (Some(_), Some(RelayAction::Transform)) => match message.content::<Transform>()
-                    {
-                        Ok(transform) => self.route_native(incoming.peer, id, transform, now_ms),
-                        Err(err) => error(&err.to_string()),
-                    },
+                    (relay, Some(RelayAction::Transform)) if relay.is_some() || moves => {
+                        match message.content::<Transform>() {
+                            Ok(transform) => {
+                                self.route_native(incoming.peer, id, transform, now_ms)
+                            }
+                            Err(err) => error(&err.to_string()),
+                        }
+                    }
                     (Some(_), Some(RelayAction::Handover)) => match message.content::<Handover>() {
                         Ok(ticket) => self.take_handover(incoming.peer, id, &ticket),
                         Err(err) => error(&err.to_string()),

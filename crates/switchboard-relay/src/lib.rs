@@ -52,7 +52,8 @@ pub use hub::{
 pub use log::RelayLogLine;
 pub use server::{
     Batch, NotABool, RelayAction, RelayBuilder, RelayChannel, RelayConfig, RelayHandle, RelayHello,
-    RelayOptions, RelayServer, Relayed, RunningRelay, RELAY_CHANNEL,
+    RelayMovesChannel, RelayOptions, RelayServer, RelayViewChannel, Relayed, RunningRelay,
+    RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, TransformError, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
 pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};

@@ -18,7 +18,8 @@ mod messages;
 
 pub use config::RelayConfig;
 pub use messages::{
-    Batch, NotABool, RelayAction, RelayChannel, RelayHello, RelayOptions, Relayed, RELAY_CHANNEL,
+    Batch, NotABool, RelayAction, RelayChannel, RelayHello, RelayMovesChannel, RelayOptions,
+    RelayViewChannel, Relayed, RELAY_CHANNEL,
 };
 
 pub(crate) enum Control {

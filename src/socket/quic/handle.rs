@@ -54,8 +54,7 @@ impl SocketHandle {
     /// The datagrams to send a message of `channel` on: a QUIC connection's
     /// that is open, for a channel its settings declare sequenced.
     fn datagram_route(&self, channel: u16) -> Option<&Datagrams> {
-        let sequenced = &self.shared.config.sequenced_channels;
-        if sequenced.is_empty() || !sequenced.contains(channel) {
+        if !datagram::goes_as_datagram(channel, &self.shared.config.sequenced_channels) {
             return None;
         }
         let link = self.shared.datagrams.get()?;
@@ -96,11 +95,21 @@ impl SocketHandle {
     /// once for many peers: its frame's payload, when the frame is not
     /// compressed (a compressed one is too big for a datagram anyway).
     pub(crate) fn encoded_as_datagram(&self, message: &EncodedMessage) -> bool {
-        if self.shared.config.sequenced_channels.is_empty() || !self.is_quic() {
+        if !self.is_quic() {
             return false;
         }
         let frame = message.as_bytes();
-        if frame.get(codec::HEADER_LEN - 1) != Some(&0) {
+        // The channel is the payload's first varint: one byte below 251,
+        // which every channel that goes as a datagram but an application's
+        // past 250 is.
+        let goes = match frame.get(codec::HEADER_LEN) {
+            Some(&channel) if channel < 251 => {
+                datagram::goes_as_datagram(channel.into(), &self.shared.config.sequenced_channels)
+            }
+            Some(_) => !self.shared.config.sequenced_channels.is_empty(),
+            None => false,
+        };
+        if !goes || frame.get(codec::HEADER_LEN - 1) != Some(&0) {
             return false;
         }
         let Ok(decoded) = Message::decode(frame.slice(codec::HEADER_LEN..)) else {

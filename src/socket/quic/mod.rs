@@ -34,6 +34,9 @@ pub use datagrams::DatagramStats;
 pub(crate) use datagrams::{receive, Datagrams};
 pub(super) use dial::opening;
 pub use dial::QuicTransport;
+/// The datagram layout and the receiver's newest-wins rule
+/// (`docs/PROTOCOL.md` §11a).
+pub use switchboard_proto::connection::datagram;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

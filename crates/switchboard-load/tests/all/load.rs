@@ -194,10 +194,12 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
     let batch = switchboard_relay::RelayOptions {
         batch: true,
         compact: false,
+        datagrams: false,
     };
     let compact = switchboard_relay::RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     };
     let (batched, plain, compact) =
         tokio::join!(ticked(batch), ticked(Default::default()), ticked(compact));

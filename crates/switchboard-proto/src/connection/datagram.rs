@@ -27,7 +27,7 @@
 use bytes::{Buf, Bytes};
 
 use crate::codec::{self, ContentError};
-use crate::message::{Message, FIRST_APP_CHANNEL};
+use crate::message::{Message, FIRST_APP_CHANNEL, RELAY_MOVES_CHANNEL, RELAY_VIEW_CHANNEL};
 
 /// Bytes before the envelope: the sequence.
 pub const SEQUENCE_LEN: usize = 4;
@@ -36,6 +36,17 @@ pub const SEQUENCE_LEN: usize = 4;
 /// datagram on one more channel is refused ([`DatagramError::TooManyChannels`]):
 /// a peer cannot make the receiver remember without bound.
 pub const MAX_SEQUENCED_CHANNELS: usize = 32;
+
+/// The framework's channels that travel as datagrams: the relay's
+/// (`RELAY_MOVES_CHANNEL` sequenced, `RELAY_VIEW_CHANNEL` as they come).
+/// Every other framework channel travels only on the stream.
+pub const FRAMEWORK_DATAGRAM_CHANNELS: [u16; 2] = [RELAY_MOVES_CHANNEL, RELAY_VIEW_CHANNEL];
+
+/// Whether a message of `channel` travels as a datagram where the
+/// transport has them: the sender's `sequenced` channels, and the relay's.
+pub fn goes_as_datagram(channel: u16, sequenced: &ChannelSet) -> bool {
+    FRAMEWORK_DATAGRAM_CHANNELS.contains(&channel) || sequenced.contains(channel)
+}
 
 /// The channels a sender sends as sequenced datagrams: a small sorted set
 /// (a game declares a few). Empty by default: every message is reliable.
@@ -85,8 +96,9 @@ pub enum DatagramError {
     /// Its envelope does not decode.
     #[error("a datagram's envelope does not decode: {0}")]
     Envelope(ContentError),
-    /// On a framework channel (0..=15): ping, pong, close and the
-    /// framework's messages travel only on the stream.
+    /// On a framework channel (0..=15) other than the relay's two
+    /// ([`FRAMEWORK_DATAGRAM_CHANNELS`]): ping, pong, close and the
+    /// framework's other messages travel only on the stream.
     #[error("a datagram on framework channel {0}")]
     FrameworkChannel(u16),
     /// On one more channel than the receiver keeps sequences for.
@@ -124,7 +136,7 @@ pub fn decode(mut datagram: Bytes) -> Result<(u32, Message), DatagramError> {
     }
     let sequence = datagram.get_u32();
     let message = Message::decode(datagram).map_err(DatagramError::Envelope)?;
-    if message.is_framework() {
+    if message.is_framework() && !FRAMEWORK_DATAGRAM_CHANNELS.contains(&message.channel_id()) {
         return Err(DatagramError::FrameworkChannel(message.channel_id()));
     }
     Ok((sequence, message))
@@ -137,7 +149,8 @@ pub fn is_newer(a: u32, b: u32) -> bool {
 }
 
 /// The receiver's rule: per channel, only a datagram newer than the newest
-/// taken is delivered.
+/// taken is delivered (on `RELAY_VIEW_CHANNEL`, every one: its receiver
+/// keeps each sender's newest itself).
 #[derive(Debug, Default)]
 pub struct Newest {
     /// `(channel, newest sequence taken)`, at most
@@ -150,6 +163,11 @@ impl Newest {
     /// (`Ok(true)`; it is now the channel's newest), is stale (`Ok(false)`:
     /// an older or repeated one, dropped), or is refused.
     pub fn take(&mut self, channel: u16, sequence: u32) -> Result<bool, DatagramError> {
+        if channel == RELAY_VIEW_CHANNEL {
+            // Many senders' transforms: the relay client orders them per
+            // sender.
+            return Ok(true);
+        }
         if let Some((_, newest)) = self.channels.iter_mut().find(|(c, _)| *c == channel) {
             if !is_newer(sequence, *newest) {
                 return Ok(false);
@@ -217,6 +235,22 @@ mod tests {
         assert_eq!(newest.take(22, u32::MAX), Ok(true));
         assert_eq!(newest.take(22, 0), Ok(true));
         assert_eq!(newest.take(22, u32::MAX - 1), Ok(false));
+    }
+
+    #[test]
+    fn the_relay_s_channels_go_as_datagrams_and_its_view_as_it_comes() {
+        let none = ChannelSet::default();
+        assert!(goes_as_datagram(RELAY_MOVES_CHANNEL, &none));
+        assert!(goes_as_datagram(RELAY_VIEW_CHANNEL, &none));
+        assert!(!goes_as_datagram(3, &none) && !goes_as_datagram(20, &none));
+        assert!(goes_as_datagram(20, &ChannelSet::of([20])));
+        let moves = Message::from_raw(RELAY_MOVES_CHANNEL, 2, Bytes::new());
+        assert_eq!(decode(encode(1, &moves)).unwrap().1, moves);
+        let mut newest = Newest::default();
+        assert_eq!(newest.take(RELAY_MOVES_CHANNEL, 5), Ok(true));
+        assert_eq!(newest.take(RELAY_MOVES_CHANNEL, 4), Ok(false));
+        assert_eq!(newest.take(RELAY_VIEW_CHANNEL, 5), Ok(true));
+        assert_eq!(newest.take(RELAY_VIEW_CHANNEL, 4), Ok(true), "as it comes");
     }
 
     #[test]

@@ -33,6 +33,18 @@ pub const ROOMS_CHANNEL: u16 = 2;
 /// The channel of the real-time relay (the `switchboard-relay` crate).
 pub const RELAY_CHANNEL: u16 = 3;
 
+/// The relay's transforms from a client that asked for datagrams
+/// (`RelayOptions::datagrams`): a sequenced channel, as QUIC datagrams
+/// where the connection has them (newest wins: one sender, its own
+/// transform).
+pub const RELAY_MOVES_CHANNEL: u16 = 4;
+
+/// The relay's batches of others' transforms to a client that asked for
+/// datagrams: QUIC datagrams where the connection has them, delivered as
+/// they come (many senders share it: the relay client keeps each player's
+/// newest, by the relay's clock).
+pub const RELAY_VIEW_CHANNEL: u16 = 5;
+
 /// A one-value [`Channel`] for a framework feature's reserved channel
 /// (which [`channels!`](crate::channels) refuses, being below 16): what the
 /// rooms and relay crates use for [`ROOMS_CHANNEL`] and [`RELAY_CHANNEL`].

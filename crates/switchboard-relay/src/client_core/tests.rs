@@ -80,6 +80,7 @@ fn a_connection_opens_with_the_hello_then_the_options_and_after_a_redirect_with_
     let compact = RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     };
     let mut core = RelayClientCore::new("ann", false).with_options(compact);
     let first = core.opened();
@@ -162,6 +163,7 @@ fn every_form_the_relay_writes_reads_as_the_same_events_in_order() {
     let mut core = RelayClientCore::new("ann", false).with_options(RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     });
     core.opened();
     let mut encoder = CompactEncoder::new(DEFAULT_PRECISION);
@@ -208,6 +210,7 @@ fn compact_records_not_asked_for_or_damaged_and_garbage_break_the_stream_without
     let mut core = RelayClientCore::new("ann", false).with_options(RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     });
     core.opened();
     assert_eq!(take(&mut core, &compact(&[0xff; 9])), [Got::Broken]);
@@ -231,14 +234,12 @@ fn a_batchs_messages_read_in_place() {
         messages: vec![(4, vec![1, 2, 3]), (5, vec![9; 300])],
     };
     let bytes = codec::encode_value(&batch).unwrap();
-    let read: Vec<(u16, Vec<u8>)> = batch_messages(&bytes)
-        .unwrap()
-        .map(|(a, c)| (a, c.to_vec()))
-        .collect();
-    assert_eq!(read, batch.messages);
+    let (at, messages) = batch_messages(&bytes).unwrap();
+    let read: Vec<(u16, Vec<u8>)> = messages.map(|(a, c)| (a, c.to_vec())).collect();
+    assert_eq!((at, read), (70_000, batch.messages));
     for cut in 0..bytes.len() {
         // A cut batch reads as fewer messages, never a panic.
-        let n = batch_messages(&bytes[..cut]).map_or(0, Iterator::count);
+        let n = batch_messages(&bytes[..cut]).map_or(0, |(_, m)| m.count());
         assert!(n < 2, "{cut}");
     }
 }
@@ -285,4 +286,72 @@ fn peek_reads_every_shape_of_relayeds_layout_and_nothing_from_a_cut_one() {
         let got = Heard::Encoded(&bytes[..cut]).peek("emote");
         assert!(got.is_none() || got == whole, "{cut}");
     }
+}
+
+/// A `Batch` message on `channel` at the relay's time `at`.
+fn batch_on(channel: u16, at: u64, messages: Vec<(RelayAction, Vec<u8>)>) -> Message {
+    let batch = Batch {
+        tick: 0,
+        server_time_ms: at,
+        messages: messages.into_iter().map(|(a, c)| (a.id(), c)).collect(),
+    };
+    let content = codec::encode_value(&batch).unwrap();
+    Message::from_raw(channel, RelayAction::Batch.id(), content.into())
+}
+
+/// Player `id`'s transform at `x`, stamped `at`, on the view channel.
+fn seen(id: u32, x: f32, at: u64) -> Message {
+    let relayed = Relayed {
+        player_id: id,
+        server_time_ms: at,
+        transform: Transform {
+            position: [x, 0.0, 0.0],
+            ..Transform::default()
+        },
+    };
+    let content = codec::encode_value(&relayed).unwrap();
+    let view = switchboard::message::RELAY_VIEW_CHANNEL;
+    batch_on(view, at, vec![(RelayAction::Relayed, content)])
+}
+
+#[test]
+fn a_datagram_client_keeps_each_player_s_newest_and_no_one_comes_back_from_before_leaving() {
+    let mut core = RelayClientCore::new("ann", false).with_options(RelayOptions {
+        datagrams: true,
+        ..RelayOptions::default()
+    });
+    core.opened();
+    let moved = |x| vec![Got::Moved(7, [x, 0.0, 0.0], None)];
+    assert_eq!(take(&mut core, &seen(7, 1.0, 100)), moved(1.0));
+    assert_eq!(
+        take(&mut core, &seen(8, 5.0, 95)),
+        vec![Got::Moved(8, [5.0, 0.0, 0.0], None)],
+        "each player its own"
+    );
+    assert_eq!(take(&mut core, &seen(7, 0.5, 90)), vec![], "overtaken");
+    assert_eq!(take(&mut core, &seen(7, 1.0, 100)), vec![], "repeated");
+    // Player 7 leaves at 120 (on the stream); its transform of 110 comes
+    // after, late: it does not bring 7 back.
+    let left = codec::encode_value(&7u32).unwrap();
+    let leaving = batch_on(RELAY_CHANNEL, 120, vec![(RelayAction::Left, left)]);
+    assert_eq!(take(&mut core, &leaving), vec![Got::Left(7)]);
+    assert_eq!(take(&mut core, &seen(7, 2.0, 110)), vec![]);
+    // Back in view later.
+    assert_eq!(take(&mut core, &seen(7, 3.0, 130)), moved(3.0));
+    // Far behind the relay's clock: nothing in flight is that old.
+    assert_eq!(
+        take(&mut core, &seen(9, 1.0, 130 + VIEW_MEMORY_MS + 10)).len(),
+        1
+    );
+    assert_eq!(
+        take(&mut core, &seen(10, 1.0, 5)),
+        vec![],
+        "too old to matter"
+    );
+    // On the view channel, only transforms count.
+    let welcome = codec::encode_value(&99u32).unwrap();
+    let view = switchboard::message::RELAY_VIEW_CHANNEL;
+    let odd = batch_on(view, 200, vec![(RelayAction::Welcome, welcome)]);
+    assert_eq!(take(&mut core, &odd), vec![]);
+    assert_eq!(core.player_id(), None);
 }

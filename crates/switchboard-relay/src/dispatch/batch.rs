@@ -17,12 +17,28 @@ use crate::server::{RelayAction, RelayChannel, RelayOptions};
 /// What waits for one player.
 #[derive(Debug)]
 enum Waiting {
-    /// (action, content) of each message, the content shared by every
-    /// recipient.
-    Plain(Vec<(u16, Bytes)>, usize),
+    /// Messages one by one, as they would have gone alone.
+    Plain(Held),
     /// Compact records, and the baselines they are written against.
     Compact(Box<CompactEncoder>),
 }
+
+/// A plain batch waiting: (action, content) of each message, the content
+/// shared by every recipient.
+#[derive(Debug, Default)]
+struct Held {
+    messages: Vec<(u16, Bytes)>,
+    /// Others' transforms, apart, for a player who takes them as datagrams
+    /// (`None`: they wait in `messages` with the rest).
+    view: Option<Vec<(u16, Bytes)>>,
+    bytes: usize,
+}
+
+/// The content bytes of others' transforms one `RELAY_VIEW_CHANNEL` batch
+/// carries: with its head and QUIC's, within the 1,200 bytes every QUIC path
+/// takes. A single transform past it still goes alone (on the stream, if
+/// no datagram holds it).
+const VIEW_BATCH_BYTES: usize = 1_000;
 
 /// The players who asked for batches, and what waits for each.
 #[derive(Debug)]
@@ -155,15 +171,23 @@ impl Batches {
     /// compact stream already running goes on (its baselines are the
     /// client's); one turned off or on starts afresh.
     pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions) {
-        match (self.waiting.get(&peer), options.compact, options.batch) {
+        // Datagrams come in batches.
+        let batch = options.batch || options.datagrams;
+        match (self.waiting.get(&peer), options.compact, batch) {
             (Some(Waiting::Compact(_)), true, _) => {}
             (_, true, _) => {
                 let encoder = Box::new(CompactEncoder::new(self.precision));
                 self.waiting.insert(peer, Waiting::Compact(encoder));
             }
-            (Some(Waiting::Plain(..)), false, true) => {}
+            (Some(Waiting::Plain(held)), false, true)
+                if held.view.is_some() == options.datagrams => {}
             (_, false, true) => {
-                self.waiting.insert(peer, Waiting::Plain(Vec::new(), 0));
+                let view = options.datagrams.then(Vec::new);
+                let held = Held {
+                    view,
+                    ..Held::default()
+                };
+                self.waiting.insert(peer, Waiting::Plain(held));
             }
             (_, false, false) => {
                 self.waiting.remove(&peer);
@@ -208,12 +232,16 @@ impl Batches {
     /// (the caller queues it as usual).
     pub(super) fn push(&mut self, peer: PeerId, forms: &mut Forms<'_>) -> bool {
         let held = match self.waiting.get_mut(&peer) {
-            Some(Waiting::Plain(waiting, bytes)) => {
+            Some(Waiting::Plain(held)) => {
                 if let Some((action, content)) = forms.plain() {
-                    waiting.push((*action, content.clone()));
-                    *bytes += content.len();
+                    let to = match &mut held.view {
+                        Some(view) if *action == RelayAction::Relayed.id() => view,
+                        _ => &mut held.messages,
+                    };
+                    to.push((*action, content.clone()));
+                    held.bytes += content.len();
                 }
-                *bytes
+                held.bytes
             }
             Some(Waiting::Compact(encoder)) => {
                 forms.compact(encoder, &mut self.versions);
@@ -252,18 +280,19 @@ impl Batches {
             ..handle.config().socket.codec.clone()
         };
         let codec = &codec;
+        let stamp = (tick, server_time_ms);
         for peer in due {
             let encoded = match self.waiting.get_mut(peer) {
-                Some(Waiting::Plain(waiting, bytes)) if !waiting.is_empty() => {
-                    // `Batch`'s layout, the contents borrowed: the same
-                    // bytes as `Vec<(u16, Vec<u8>)>`.
-                    let messages: Vec<(u16, &[u8])> =
-                        waiting.iter().map(|(a, c)| (*a, c.as_ref())).collect();
-                    let batch = (tick, server_time_ms, messages);
-                    let encoded =
-                        EncodedMessage::of(RelayChannel, RelayAction::Batch, &batch, codec);
-                    waiting.clear();
-                    *bytes = 0;
+                Some(Waiting::Plain(held)) => {
+                    held.bytes = 0;
+                    if let Some(view) = &mut held.view {
+                        queue_view(handle, *peer, stamp, view, codec);
+                    }
+                    if held.messages.is_empty() {
+                        continue;
+                    }
+                    let encoded = batch_of(RelayChannel, stamp, &held.messages, codec);
+                    held.messages.clear();
                     encoded
                 }
                 Some(Waiting::Compact(encoder)) if !encoder.is_empty() => {
@@ -290,9 +319,75 @@ impl Batches {
     }
 }
 
+/// One `Batch` of `messages` on `channel`, stamped with the tick and the
+/// time: `Batch`'s layout with the contents borrowed (the same bytes as
+/// `Vec<(u16, Vec<u8>)>`).
+fn batch_of<C: switchboard::Channel>(
+    channel: C,
+    (tick, server_time_ms): (u64, u64),
+    messages: &[(u16, Bytes)],
+    codec: &switchboard::codec::CodecConfig,
+) -> Result<EncodedMessage, switchboard::socket::SendError> {
+    let messages: Vec<(u16, &[u8])> = messages.iter().map(|(a, c)| (*a, c.as_ref())).collect();
+    EncodedMessage::of(
+        channel,
+        RelayAction::Batch,
+        &(tick, server_time_ms, messages),
+        codec,
+    )
+}
+
+/// Others' transforms waiting for a datagram player, as `Batch`es on
+/// `RELAY_VIEW_CHANNEL` of at most [`VIEW_BATCH_BYTES`] of contents each, so
+/// that each fits a datagram (a lost one loses only its own).
+fn queue_view(
+    handle: &EndpointHandle,
+    peer: PeerId,
+    stamp: (u64, u64),
+    view: &mut Vec<(u16, Bytes)>,
+    codec: &switchboard::codec::CodecConfig,
+) {
+    let mut start = 0;
+    while start < view.len() {
+        let mut end = start + 1;
+        let mut bytes = view[start].1.len();
+        while end < view.len() && bytes + view[end].1.len() <= VIEW_BATCH_BYTES {
+            bytes += view[end].1.len();
+            end += 1;
+        }
+        // A transform is within the relay's limits, so it encodes; one
+        // that did not is the sender's loss, as a lost datagram is.
+        if let Ok(encoded) = batch_of(
+            crate::server::RelayViewChannel,
+            stamp,
+            &view[start..end],
+            codec,
+        ) {
+            handle.queue_encoded_to_many([peer], &encoded);
+        }
+        start = end;
+    }
+    view.clear();
+}
+
 #[cfg(test)]
 mod tests {
     use crate::server::Batch;
+
+    #[test]
+    fn a_view_batch_as_a_datagram_is_the_vector_of_protocol_md() {
+        let codec = switchboard::codec::CodecConfig::default();
+        let view = vec![(4u16, bytes::Bytes::from_static(&[1, 2, 3]))];
+        let encoded = super::batch_of(crate::server::RelayViewChannel, (7, 350), &view, &codec);
+        let frame = encoded.unwrap().as_bytes().clone();
+        let payload = frame.slice(switchboard::codec::HEADER_LEN..);
+        let message = switchboard::Message::decode(payload).unwrap();
+        let datagram = switchboard::socket::quic::datagram::encode(0, &message);
+        assert_eq!(
+            &datagram[..],
+            &[0, 0, 0, 0, 5, 11, 7, 0xfb, 0x5e, 1, 1, 4, 3, 1, 2, 3]
+        );
+    }
 
     #[test]
     fn a_batch_of_borrowed_contents_reads_back_as_the_batch_type() {

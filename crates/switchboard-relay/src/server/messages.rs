@@ -12,6 +12,18 @@ switchboard::framework_channel! {
     RelayChannel = RELAY_CHANNEL, "Relay"
 }
 
+switchboard::framework_channel! {
+    /// `RELAY_MOVES_CHANNEL`: a datagram client's own transforms
+    /// ([`RelayOptions::datagrams`]), as a [`Channel`](switchboard::Channel).
+    RelayMovesChannel = switchboard::message::RELAY_MOVES_CHANNEL, "RelayMoves"
+}
+
+switchboard::framework_channel! {
+    /// `RELAY_VIEW_CHANNEL`: others' transforms in batches to a datagram
+    /// client ([`RelayOptions::datagrams`]), as a [`Channel`](switchboard::Channel).
+    RelayViewChannel = switchboard::message::RELAY_VIEW_CHANNEL, "RelayView"
+}
+
 switchboard::actions! {
     /// What travels on the relay channel.
     pub enum RelayAction {
@@ -63,6 +75,13 @@ pub struct RelayOptions {
     /// [`CompactDecoder`](crate::compact::CompactDecoder)). Takes precedence
     /// over `batch`.
     pub compact: bool,
+    /// Like `batch`, and others' transforms in batches of their own on
+    /// `RELAY_VIEW_CHANNEL`, which a QUIC connection carries as datagrams
+    /// (a lost one delays nothing behind it); this client's own transforms
+    /// may come on `RELAY_MOVES_CHANNEL`. What else the relay says (welcome,
+    /// left, notices) stays on the stream. `compact` takes precedence (its
+    /// records are differences, which must all arrive).
+    pub datagrams: bool,
 }
 
 impl RelayOptions {
@@ -78,6 +97,7 @@ impl RelayOptions {
         Ok(RelayOptions {
             batch: flag(0)?,
             compact: flag(1)?,
+            datagrams: flag(2)?,
         })
     }
 }
@@ -131,12 +151,13 @@ mod tests {
     #[test]
     fn options_read_appended_fields_as_off_and_a_byte_that_is_not_a_bool_as_an_error() {
         assert_eq!(RelayOptions::read(&[]), Ok(RelayOptions::default()));
-        let both = RelayOptions {
+        let all = RelayOptions {
             batch: true,
             compact: true,
+            datagrams: true,
         };
         // A newer client's fields past these are ignored.
-        assert_eq!(RelayOptions::read(&[1, 1, 7, 9]), Ok(both));
+        assert_eq!(RelayOptions::read(&[1, 1, 1, 9]), Ok(all));
         let err = RelayOptions::read(&[0, 2]).unwrap_err();
         assert_eq!(err, NotABool(2));
         assert_eq!(err.to_string(), "relay options: 2 is not a bool");

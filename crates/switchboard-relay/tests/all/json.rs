@@ -385,6 +385,7 @@ async fn json_and_compact_native_clients_see_each_other() {
     let options = relay::RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     };
     native
         .send_value(RelayChannel, RelayAction::Options, &options)

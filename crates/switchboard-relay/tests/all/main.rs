@@ -18,5 +18,6 @@ mod browser;
 mod compact_vectors;
 mod fuzz_corpora;
 mod json;
+mod quic;
 mod record;
 mod relay;

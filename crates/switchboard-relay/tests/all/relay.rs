@@ -344,6 +344,7 @@ async fn a_compact_client_changing_zone_is_told_it_left_those_it_held() {
     let options = relay::RelayOptions {
         batch: false,
         compact: true,
+        datagrams: false,
     };
     me.send_value(RelayChannel, RelayAction::Options, &options)
         .unwrap();

@@ -1,0 +1,116 @@
+//! The relay over QUIC: a player who asked for datagrams and a TCP player
+//! in one zone, in tick mode.
+
+use crate::common::{next_socket_event, WAIT};
+use crate::support::{at, native_client};
+
+use std::time::{Duration, Instant};
+
+use switchboard::socket::quic::QuicConfig;
+use switchboard::socket::PacerConfig;
+use switchboard::{Message, SocketConfig, SocketEvent, SocketStream};
+use switchboard_relay::client_core::{RelayClientCore, RelayClientEvent};
+use switchboard_relay::{
+    RelayAction, RelayConfig, RelayMovesChannel, RelayOptions, RelayServer, Relayed, Transform,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_player_and_a_tcp_player_in_one_zone_see_each_other_with_transforms_as_datagrams() {
+    let mut config = RelayConfig {
+        // Tick mode at 20 Hz: each player's deliveries leave once a tick.
+        pacing: PacerConfig {
+            max_wait: Duration::from_millis(50),
+            ..PacerConfig::default()
+        },
+        ..RelayConfig::default()
+    };
+    config.server.quic = Some(QuicConfig::on(0));
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
+    let mut quic = SocketStream::dial(&url, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut quic).await,
+        SocketEvent::Connected
+    ));
+    let mut core = RelayClientCore::new("quic", false).with_options(RelayOptions {
+        datagrams: true,
+        ..RelayOptions::default()
+    });
+    assert!(core.datagrams());
+    for message in core.opened() {
+        quic.send(&message).unwrap();
+    }
+    let mut quic_id = None;
+    while quic_id.is_none() {
+        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
+            core.received(&message, |event| {
+                if let RelayClientEvent::Welcome(id) = event {
+                    quic_id = Some(id);
+                }
+            });
+        }
+    }
+    let (mut tcp, tcp_id) = native_client(relay.native_addr(), "tcp").await;
+
+    // What each heard of the other: positions, in the order delivered.
+    let (mut quic_heard, mut tcp_heard) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + WAIT;
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    let mut x = 0.0f32;
+    while quic_heard.len() < 20 || tcp_heard.len() < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the QUIC player heard {} and the TCP player {}",
+            quic_heard.len(),
+            tcp_heard.len()
+        );
+        tokio::select! {
+            _ = ticker.tick() => {
+                x += 1.0;
+                let mine = Transform {
+                    position: [x, 0.0, 0.0],
+                    zone: "arena".into(),
+                    ..Transform::default()
+                };
+                quic.send_value(RelayMovesChannel, RelayAction::Transform, &mine).unwrap();
+                tcp.send(&at("arena", x)).unwrap();
+            }
+            Some(SocketEvent::Received(message)) = quic.next_event() => {
+                core.received(&message, |event| match event {
+                    RelayClientEvent::Transform(heard) => {
+                        let peek = heard.peek("").unwrap();
+                        assert_eq!(peek.player_id, tcp_id, "only the other player");
+                        quic_heard.push(peek.position[0]);
+                    }
+                    other => panic!("{other:?}"),
+                });
+            }
+            Some(SocketEvent::Received(message)) = tcp.next_event() => {
+                if message.action::<RelayAction>() == Some(RelayAction::Relayed) {
+                    let relayed = message.content::<Relayed>().unwrap();
+                    assert_eq!(Some(relayed.player_id), quic_id);
+                    tcp_heard.push(relayed.transform.position[0]);
+                }
+            }
+        }
+    }
+    // Newest wins: nothing older than what was delivered before it.
+    for heard in [&quic_heard, &tcp_heard] {
+        assert!(heard.windows(2).all(|w| w[0] < w[1]), "{heard:?}");
+    }
+    let stats = quic.handle().datagram_stats().expect("a QUIC connection");
+    assert!(stats.sent >= 20, "its transforms as datagrams: {stats:?}");
+    assert!(stats.delivered >= 1, "its view as datagrams: {stats:?}");
+    assert_eq!(stats.refused, 0, "{stats:?}");
+    // What else the relay says stays on the stream: a message the relay
+    // cannot use gets its error there.
+    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
+        .unwrap();
+    loop {
+        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
+            if message.action::<RelayAction>() == Some(RelayAction::Error) {
+                break;
+            }
+        }
+    }
+}
