@@ -21,6 +21,11 @@ pub(crate) struct BotsArgs {
     /// (`relay --ws-port`): the same load over WebSocket.
     #[arg(long)]
     ws_addr: Option<SocketAddr>,
+    /// Connect to the relay's QUIC port at this address instead (`relay
+    /// --quic-port`): the bots ask for datagrams, so their transforms and
+    /// what they hear travel as QUIC datagrams.
+    #[arg(long)]
+    quic_addr: Option<SocketAddr>,
     /// Bots.
     #[arg(long, default_value_t = 100)]
     count: usize,
@@ -164,6 +169,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
         addr: args.addr,
         also: args.also.clone(),
         websocket: args.ws_addr,
+        quic: args.quic_addr,
         bots: count,
         rate: args.rate,
         zone_size: args.zone_size,
@@ -274,6 +280,9 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             "lost {}  disconnects {}  errors {}  handovers {}",
             report.lost, report.disconnects, report.errors, report.handovers
         );
+        if report.datagrams_received > 0 {
+            println!("QUIC datagrams     {} received", report.datagrams_received);
+        }
         if args.walk {
             println!(
                 "walking checks     {} neighbours checked, {} not heard, {} heard from too far",

@@ -122,6 +122,13 @@ impl Dialer {
         self
     }
 
+    /// Checks servers off this machine with `tls`, a client already made
+    /// (its trust and its known hosts), as [`trust`](Self::trust) does.
+    pub fn with_tls(mut self, tls: TlsClient) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Speaks plaintext to other machines too (`host:port`, `ws://`), each
     /// time with a warning in the log: everything (the password, the
     /// reconnect token, every message) travels in the clear. `tls://` and
@@ -200,7 +207,19 @@ impl Dialer {
     /// checked by this dialer's trust (a server on this machine is not),
     /// without starting the protocol: for a tool that speaks it by hand.
     pub fn open_quic(&self, server: &str, config: &SocketConfig) -> Opening {
-        super::quic::opening(self.tls().cloned(), server, config)
+        super::quic::opening(self.tls().cloned(), server, config, None)
+    }
+
+    /// [`open_quic`](Self::open_quic) from a UDP socket bound to `from`
+    /// (one of this machine's addresses): a load tester's bots spread over
+    /// loopback addresses, as players come from many.
+    pub fn open_quic_from(
+        &self,
+        server: &str,
+        config: &SocketConfig,
+        from: std::net::IpAddr,
+    ) -> Opening {
+        super::quic::opening(self.tls().cloned(), server, config, Some(from))
     }
 
     /// Whether this dialer speaks plain to `addr`, another machine (and

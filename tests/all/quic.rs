@@ -312,7 +312,7 @@ fn attack_datagrams_that_are_not_messages_are_refused_and_the_connection_goes_on
         &[1, 2],                   // too short
         &[0, 0, 0, 1, 0, 1],       // a ping, on the system channel
         &[0, 0, 0, 2, 251, 1],     // an envelope cut off
-        &[0, 0, 0, 3, 5, 1, b'x'], // a framework channel
+        &[0, 0, 0, 3, 3, 1, b'x'], // a framework channel that is stream-only
     ];
     for datagram in bad {
         connection

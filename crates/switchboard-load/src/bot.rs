@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::stamp::{self, Stamp};
 use crate::walk::{Checked, Ids, Walk};
-use crate::{open, Histogram, Plan, LIVE_RECEIVED, LIVE_SENT};
+use crate::{open, Histogram, Plan, Via, LIVE_RECEIVED, LIVE_SENT};
 use switchboard::socket::{IdBuildHasher, SocketEvent, SocketStream};
 use switchboard_relay::client_core::{Heard, RelayClientCore, RelayClientEvent};
-use switchboard_relay::{Redirect, RelayAction, RelayChannel, Transform};
+use switchboard_relay::{Redirect, RelayAction, RelayChannel, RelayMovesChannel, Transform};
 
 /// How long a bot waits after the end with nothing arriving.
 const QUIET: Duration = Duration::from_millis(300);
@@ -27,8 +27,12 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
     tokio::time::sleep_until(plan.epoch + Duration::from_millis(20 * (index / 50) as u64)).await;
     let addr = plan.relay_of(index);
     let websocket = plan.websocket;
-    let to = websocket.unwrap_or(addr);
-    let reopen = || open(index, to, websocket.is_some(), plan.tls.as_ref());
+    let (to, via) = match (plan.quic, websocket) {
+        (Some(quic), _) => (quic, Via::Quic),
+        (None, Some(ws)) => (ws, Via::WebSocket),
+        (None, None) => (addr, Via::Tcp),
+    };
+    let reopen = || open(index, to, via, plan.tls.as_ref());
     let Some(first) = reopen().await else {
         counts.disconnected = true;
         return counts;
@@ -114,7 +118,13 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 } else {
                     transform.extra.remove(stamp::FIELD);
                 }
-                if socket.send_value(RelayChannel, RelayAction::Transform, &transform).is_ok() {
+                // A datagram bot's own transforms go on the moves channel.
+                let sent = if core.datagrams() {
+                    socket.send_value(RelayMovesChannel, RelayAction::Transform, &transform)
+                } else {
+                    socket.send_value(RelayChannel, RelayAction::Transform, &transform)
+                };
+                if sent.is_ok() {
                     counts.sent += 1;
                     LIVE_SENT.fetch_add(1, Ordering::Relaxed);
                 }
@@ -147,12 +157,14 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 }
                 if let Next::Redirect(to) = next {
                     // The zone lives on another relay: go there, keep the id.
-                    let (next, ws) = match (&to.websocket, websocket.is_some()) {
-                        (Some(ws), true) => (ws.parse(), true),
-                        _ => (to.addr.parse(), false),
+                    // (A QUIC bot goes on over TCP: a redirect names no
+                    // QUIC address yet.)
+                    let (next, via) = match (&to.websocket, via) {
+                        (Some(ws), Via::WebSocket) => (ws.parse(), Via::WebSocket),
+                        _ => (to.addr.parse(), Via::Tcp),
                     };
                     let next = match next {
-                        Ok(next) => open(index, next, ws, plan.tls.as_ref()).await,
+                        Ok(next) => open(index, next, via, plan.tls.as_ref()).await,
                         Err(_) => None,
                     };
                     let Some(next) = next else {
@@ -173,6 +185,7 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         }
     }
     counts.wire_bytes += socket.handle().stats().bytes_in;
+    counts.datagrams += socket.handle().datagram_stats().map_or(0, |d| d.delivered);
     socket.close("load test done");
     if let Some(watch) = watch {
         counts.checked = watch.checked;
@@ -194,6 +207,8 @@ pub(crate) struct Counts {
     pub(crate) connected: bool,
     pub(crate) disconnected: bool,
     pub(crate) handovers: u64,
+    /// Datagrams its QUIC connection delivered.
+    pub(crate) datagrams: u64,
     /// What a walking bot's checks found.
     pub(crate) checked: Checked,
 }

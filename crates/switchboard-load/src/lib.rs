@@ -95,6 +95,11 @@ pub struct LoadConfig {
     /// instead (the same protocol, one frame per WebSocket message), to
     /// compare what a WebSocket client costs.
     pub websocket: Option<SocketAddr>,
+    /// The relay's QUIC address: when set, the bots connect there instead
+    /// and ask for datagrams (`RelayOptions::datagrams`): their transforms
+    /// and what they hear travel as QUIC datagrams. Takes precedence over
+    /// `websocket`.
+    pub quic: Option<SocketAddr>,
     /// More relays of the same service (`RelayConfig::zones`): bot `i`
     /// connects to the `i`-th address of `addr` and these, in turn, and
     /// follows its zone's relay when redirected.
@@ -193,6 +198,9 @@ pub struct LoadReport {
     pub disconnects: u64,
     /// Bots handed over to their zone's relay (several relays).
     pub handovers: u64,
+    /// Datagrams the bots' QUIC connections delivered (0 over TCP and
+    /// WebSocket).
+    pub datagrams_received: u64,
     /// Errors reported by the relay or the connections.
     pub errors: u64,
     /// Walking: neighbour checks made (a bot that stayed well inside
@@ -213,6 +221,7 @@ static LIVE_RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 struct Plan {
     addr: SocketAddr,
     websocket: Option<SocketAddr>,
+    quic: Option<SocketAddr>,
     also: Vec<SocketAddr>,
     interval: Option<Duration>,
     zone_size: usize,
@@ -249,6 +258,7 @@ struct Totals {
     errors: u64,
     connected: usize,
     handovers: u64,
+    datagrams: u64,
     checked: walk::Checked,
 }
 
@@ -263,6 +273,7 @@ impl Totals {
         self.connected += usize::from(counts.connected);
         self.disconnects += u64::from(counts.disconnected);
         self.handovers += counts.handovers;
+        self.datagrams += counts.datagrams;
         self.checked.checks += counts.checked.checks;
         self.checked.unheard += counts.checked.unheard;
         self.checked.too_far += counts.checked.too_far;
@@ -281,12 +292,16 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
     let plan = Arc::new(Plan {
         addr: config.addr,
         websocket: config.websocket,
+        quic: config.quic,
         also: config.also.clone(),
         interval: (config.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / config.rate)),
         zone_size: config.zone_size,
         phases: config.phases,
         walk: config.walk.clone(),
-        options: config.options,
+        options: switchboard_relay::RelayOptions {
+            datagrams: config.options.datagrams || config.quic.is_some(),
+            ..config.options
+        },
         stamp_every: u64::from(config.stamp_every.max(1)),
         tls: config.tls.clone(),
         ids: walk::Ids::new(config.bots),
@@ -346,6 +361,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         disconnects: t.disconnects,
         errors: t.errors,
         handovers: t.handovers,
+        datagrams_received: t.datagrams,
         neighbour_checks: t.checked.checks,
         unheard_neighbours: t.checked.unheard,
         heard_too_far: t.checked.too_far,
@@ -357,12 +373,36 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
 /// Attempts a load bot makes to join a relay that turns it away for now.
 const JOIN_ATTEMPTS: u32 = 10;
 
+/// How a bot connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Tcp,
+    WebSocket,
+    Quic,
+}
+
 async fn open(
     index: usize,
     to: SocketAddr,
-    websocket: bool,
+    via: Via,
     tls: Option<&switchboard::tls::TlsClient>,
 ) -> Option<SocketStream> {
+    let config = SocketConfig::default();
+    if via == Via::Quic {
+        // From a loopback address of its own, as over TCP.
+        let dialer = switchboard::socket::Dialer::default();
+        let dialer = match tls {
+            Some(tls) => dialer.with_tls(tls.clone()),
+            None => dialer,
+        };
+        let server = to.to_string();
+        let opening = match source_address(index, to) {
+            Some(from) => dialer.open_quic_from(&server, &config, from.ip()),
+            None => dialer.open_quic(&server, &config),
+        };
+        return Some(switchboard::Socket::connect_with(opening, config).into_stream());
+    }
+    let websocket = via == Via::WebSocket;
     let url = format!("ws://{to}/");
     let connected = match source_address(index, to) {
         Some(from) => connect_from(from, to).await,
@@ -376,7 +416,6 @@ async fn open(
         }
     };
     let _ = stream.set_nodelay(true);
-    let config = SocketConfig::default();
     match (tls, websocket) {
         (None, true) => Some(SocketStream::connect_ws_over(&url, stream, config)),
         (None, false) => Some(SocketStream::from_stream(stream, config)),

@@ -52,6 +52,7 @@ pub(in crate::socket) fn opening(
     tls: Option<TlsClient>,
     server: &str,
     config: &SocketConfig,
+    from: Option<std::net::IpAddr>,
 ) -> Opening {
     let server = server.to_string();
     let transport = transport(config, CLIENT_DATAGRAM_BUFFER);
@@ -73,10 +74,10 @@ pub(in crate::socket) fn opening(
             .map_err(std::io::Error::other)?;
         let mut client = quinn::ClientConfig::new(Arc::new(crypto));
         client.transport_config(Arc::new(transport));
-        let local: SocketAddr = if addr.is_ipv6() {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        let local: SocketAddr = match from {
+            Some(ip) => (ip, 0).into(),
+            None if addr.is_ipv6() => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+            None => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
         };
         let endpoint = quinn::Endpoint::client(local)?;
         let host = crate::tls::host_of(&server);

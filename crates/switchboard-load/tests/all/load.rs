@@ -34,6 +34,7 @@ fn plan_for(
     LoadConfig {
         addr,
         websocket: None,
+        quic: None,
         also: Vec::new(),
         bots,
         rate,
@@ -222,6 +223,34 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
         compact.wire_bytes_per_delivery < batched.wire_bytes_per_delivery * 0.7,
         "{compact:?}\n{batched:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_bots_in_tick_mode_get_every_transform_as_datagrams() {
+    let mut config = switchboard_relay::RelayConfig {
+        pacing: switchboard::socket::PacerConfig::tick(10.0),
+        ..Default::default()
+    };
+    config.server.quic = Some(switchboard::socket::quic::QuicConfig::on(0));
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let config = LoadConfig {
+        quic: relay.quic_addr(),
+        ..plan(&relay, 40, 20.0, 10, 2)
+    };
+    let report = load::run(config, |_, _, _| {}).await;
+    assert_eq!(
+        (report.bots_connected, report.disconnects),
+        (40, 0),
+        "{report:?}"
+    );
+    // The bots' view came as datagrams: a batch a tick or more each.
+    assert!(report.datagrams_received >= 40 * 15, "{report:?}");
+    // On loopback nothing is lost: every transform reaches the other 9 of
+    // its zone, each within a tick or so.
+    assert_eq!(report.sent, 40 * 40, "{report:?}");
+    assert_eq!(report.received, report.sent * 9, "{report:?}");
+    assert_eq!((report.lost, report.errors), (0, 0), "{report:?}");
+    assert!(report.latency_ms_p99 < 200.0, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
