@@ -96,6 +96,10 @@ pub(crate) struct RequestsArgs {
     /// The board server's address (`switchboard-server --port P`).
     #[arg(long, default_value = "127.0.0.1:7000")]
     addr: SocketAddr,
+    /// Connect to the server's QUIC port at this address instead
+    /// (`--quic-port`): the requests travel on the QUIC connection's stream.
+    #[arg(long)]
+    quic_addr: Option<SocketAddr>,
     /// Clients.
     #[arg(long, default_value_t = 100)]
     count: usize,
@@ -338,6 +342,7 @@ pub(crate) fn run_requests(args: RequestsArgs) -> Result<(), String> {
     let runtime = runtime()?;
     let load = switchboard_server::requests::RequestLoad {
         addr: args.addr,
+        quic: args.quic_addr,
         clients: count,
         rate: args.rate,
         duration: Duration::from_secs_f64(args.seconds),

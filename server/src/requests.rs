@@ -16,8 +16,8 @@ use std::time::Duration;
 use switchboard::histogram::Histogram;
 use switchboard::manager::protocol::{self, RequestFrame, SessionHello};
 use switchboard::message::{TypedMessage, SESSION_CHANNEL};
-use switchboard::socket::{SocketConfig, SocketEvent, SocketStream};
-use switchboard_load::{connect_from, source_address};
+use switchboard::socket::SocketEvent;
+use switchboard_load::{open, Via};
 use tokio::time::Instant;
 
 use crate::board::Board;
@@ -27,6 +27,9 @@ use crate::board::Board;
 pub struct RequestLoad {
     /// The board server.
     pub addr: SocketAddr,
+    /// The board server's QUIC address: when set, the clients connect
+    /// there instead (their requests on the QUIC connection's stream).
+    pub quic: Option<SocketAddr>,
     /// Clients.
     pub clients: usize,
     /// Requests a second per client.
@@ -131,25 +134,13 @@ async fn client(
     histogram: &mut Histogram,
 ) -> Counts {
     let mut counts = Counts::default();
-    let connected = match source_address(index, load.addr) {
-        Some(from) => connect_from(from, load.addr).await,
-        None => tokio::net::TcpStream::connect(load.addr).await,
+    let (to, via) = match load.quic {
+        Some(quic) => (quic, Via::Quic),
+        None => (load.addr, Via::Tcp),
     };
-    let opened = match (connected, &load.tls) {
-        (Ok(stream), None) => Ok(SocketStream::from_stream(stream, SocketConfig::default())),
-        (Ok(stream), Some(tls)) => tls
-            .handshake(stream, &load.addr.to_string())
-            .await
-            .map(|(stream, _)| SocketStream::from_stream(stream, SocketConfig::default())),
-        (Err(err), _) => Err(err),
-    };
-    let mut socket = match opened {
-        Ok(socket) => socket,
-        Err(err) => {
-            tracing::warn!(%err, "load client could not connect");
-            counts.disconnected = true;
-            return counts;
-        }
+    let Some(mut socket) = open(index, to, via, load.tls.as_ref()).await else {
+        counts.disconnected = true;
+        return counts;
     };
     let hello = SessionHello {
         name: format!("load-{index}"),

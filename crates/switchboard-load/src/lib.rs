@@ -24,6 +24,7 @@
 //! |---|---|
 //! | the root | [`LoadConfig`], [`run`], [`LoadReport`]: the test, its groups of bots, the totals |
 //! | `bot` | one bot: connects, sends stamped transforms, takes in what it hears |
+//! | `connect` | [`open`]: a connection over TCP, TLS, WebSocket or QUIC, from a loopback address of its own (the `requests` tester's too) |
 //! | `stamp` | the stamp in a transform's extra field |
 //! | [`walk`](Walk) | the moving mode: where each bot walks, what it should hear |
 
@@ -38,12 +39,12 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use switchboard::socket::{SocketConfig, SocketStream};
-
 mod bot;
+mod connect;
 mod stamp;
 mod walk;
 
+pub use connect::{connect_from, open, source_address, Via};
 use switchboard::histogram::Histogram;
 pub use walk::Walk;
 
@@ -52,39 +53,6 @@ pub use walk::Walk;
 /// wake-up, and their latencies go into one histogram that stays in the
 /// cache (a histogram per bot, 10 MiB for 1,000 bots, did not).
 const GROUP: usize = 25;
-
-/// Bots that share one source address when the relay is on loopback.
-const BOTS_PER_ADDRESS: usize = 4;
-
-/// Where bot `index` connects from: against a relay on IPv4 loopback, the
-/// bots spread over the loopback network (127.0.x.y), a few per address,
-/// as players come from many homes; the relay's per-address limits then
-/// apply as they would in production. Elsewhere, the system's choice.
-pub fn source_address(index: usize, relay: SocketAddr) -> Option<SocketAddr> {
-    if !(relay.is_ipv4() && relay.ip().is_loopback()) {
-        return None;
-    }
-    let host = index / BOTS_PER_ADDRESS;
-    let ip = std::net::Ipv4Addr::new(
-        127,
-        1 + (host / 250 / 256) as u8,
-        (host / 250 % 256) as u8,
-        2 + (host % 250) as u8,
-    );
-    Some(SocketAddr::new(ip.into(), 0))
-}
-
-/// Connects to `to` from the local address `from` (no delay on).
-pub async fn connect_from(
-    from: SocketAddr,
-    to: SocketAddr,
-) -> std::io::Result<tokio::net::TcpStream> {
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.bind(from)?;
-    let stream = socket.connect(to).await?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,70 +336,5 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
     }
 }
 
-/// A bot's connection to `to` (from its own source address against a
-/// loopback relay), over WebSocket when `websocket` is set.
 /// Attempts a load bot makes to join a relay that turns it away for now.
 const JOIN_ATTEMPTS: u32 = 10;
-
-/// How a bot connects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
-    Tcp,
-    WebSocket,
-    Quic,
-}
-
-async fn open(
-    index: usize,
-    to: SocketAddr,
-    via: Via,
-    tls: Option<&switchboard::tls::TlsClient>,
-) -> Option<SocketStream> {
-    let config = SocketConfig::default();
-    if via == Via::Quic {
-        // From a loopback address of its own, as over TCP.
-        let dialer = switchboard::socket::Dialer::default();
-        let dialer = match tls {
-            Some(tls) => dialer.with_tls(tls.clone()),
-            None => dialer,
-        };
-        let server = to.to_string();
-        let opening = match source_address(index, to) {
-            Some(from) => dialer.open_quic_from(&server, &config, from.ip()),
-            None => dialer.open_quic(&server, &config),
-        };
-        return Some(switchboard::Socket::connect_with(opening, config).into_stream());
-    }
-    let websocket = via == Via::WebSocket;
-    let url = format!("ws://{to}/");
-    let connected = match source_address(index, to) {
-        Some(from) => connect_from(from, to).await,
-        None => tokio::net::TcpStream::connect(to).await,
-    };
-    let stream = match connected {
-        Ok(stream) => stream,
-        Err(err) => {
-            tracing::warn!(bot = index, %to, %err, "load bot could not connect");
-            return None;
-        }
-    };
-    let _ = stream.set_nodelay(true);
-    match (tls, websocket) {
-        (None, true) => Some(SocketStream::connect_ws_over(&url, stream, config)),
-        (None, false) => Some(SocketStream::from_stream(stream, config)),
-        (Some(_), true) => {
-            tracing::warn!(
-                bot = index,
-                "the load tester speaks TLS over TCP only, not wss://"
-            );
-            None
-        }
-        (Some(tls), false) => match tls.handshake(stream, &to.to_string()).await {
-            Ok((stream, _)) => Some(SocketStream::from_stream(stream, config)),
-            Err(err) => {
-                tracing::warn!(bot = index, %to, %err, "load bot's TLS failed");
-                None
-            }
-        },
-    }
-}

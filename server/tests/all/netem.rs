@@ -157,22 +157,39 @@ fn a_player_through_a_12_second_outage_is_back_with_its_id_and_no_request_made_m
     );
 }
 
-/// The load tester's report of bots in the client namespace against a
-/// relay in the server namespace.
-fn relay_lateness(loss: f64) -> Option<serde_json::Value> {
-    let link = link(LinkConfig {
+/// How the bots reach a relay across the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    /// TCP, in TLS.
+    Tcp,
+    /// QUIC, the transforms as datagrams.
+    Quic,
+}
+
+/// The relay's (and the board server's) QUIC port: each link has a server
+/// namespace of its own, so a fixed port is free.
+const QUIC_PORT: u16 = 7202;
+
+/// 25 ± 2 ms each way and `loss`: the links of the CI runs.
+fn lossy(loss: f64) -> LinkConfig {
+    LinkConfig {
         delay: Duration::from_millis(25),
         jitter: Duration::from_millis(2),
         loss,
         seed: 11,
         ..LinkConfig::default()
-    })?;
-    let (_relay, port, pinned) = serve(&link, &["relay"]);
-    let out = link
-        .client_command(BIN)
-        .args(["bots", "--addr", &format!("{SERVER_ADDR}:{port}")])
-        .args(["--trust", &pinned.to_string()])
-        .args([
+    }
+}
+
+/// The load tester's report of 8 bots × 20 Hz in one zone in the client
+/// namespace against a relay in the server namespace, 6 s.
+fn relay_lateness(loss: f64, over: Over) -> Option<serde_json::Value> {
+    let link = link(lossy(loss))?;
+    Some(bots_across(
+        &link,
+        over,
+        &[],
+        &[
             "--count",
             "8",
             "--rate",
@@ -181,16 +198,39 @@ fn relay_lateness(loss: f64) -> Option<serde_json::Value> {
             "8",
             "--seconds",
             "6",
-            "--json",
-        ])
-        .output()
-        .unwrap();
+        ],
+    ))
+}
+
+/// `bots BOTS` in the link's client namespace against `relay RELAY` in its
+/// server namespace (a QUIC port open too), over TCP or QUIC: the load
+/// tester's JSON report.
+fn bots_across(link: &Link, over: Over, relay: &[&str], bots: &[&str]) -> serde_json::Value {
+    let quic_port = QUIC_PORT.to_string();
+    let (_relay, port, pinned) = serve(
+        link,
+        &[&["relay", "--quic-port", quic_port.as_str()], relay].concat(),
+    );
+    let mut command = link.client_command(BIN);
+    command
+        .args(["bots", "--addr", &format!("{SERVER_ADDR}:{port}")])
+        .args(["--trust", &pinned.to_string(), "--json"])
+        .args(bots);
+    if over == Over::Quic {
+        command.args(["--quic-addr", &format!("{SERVER_ADDR}:{QUIC_PORT}")]);
+    }
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(serde_json::from_slice(&out.stdout).expect("the load tester's JSON"))
+    serde_json::from_slice(&out.stdout).expect("the load tester's JSON")
+}
+
+/// A report's value at `key` as a number (NaN when missing).
+fn number(report: &serde_json::Value, key: &str) -> f64 {
+    report[key].as_f64().unwrap_or(f64::NAN)
 }
 
 #[test]
@@ -200,13 +240,13 @@ fn relay_transforms_over_tcp_through_one_and_five_percent_loss_arrive_late_but_a
     // (each its own namespaces, relay and bots).
     let runs: Vec<_> = [0.0, 0.01, 0.05]
         .into_iter()
-        .map(|loss| std::thread::spawn(move || (loss, relay_lateness(loss))))
+        .map(|loss| std::thread::spawn(move || (loss, relay_lateness(loss, Over::Tcp))))
         .collect();
     let mut rows = Vec::new();
     for run in runs {
         let (loss, report) = run.join().unwrap();
         let Some(report) = report else { return };
-        let ms = |key: &str| report[key].as_f64().unwrap_or(f64::NAN);
+        let ms = |key: &str| number(&report, key);
         println!(
             "relay over TCP, 8 bots x 20 Hz, 25 +- 2 ms each way, {:.0} % loss: lateness p50 {:.1} ms, p95 {:.1}, p99 {:.1}, max {:.1}; lost {}",
             loss * 100.0,
@@ -229,6 +269,58 @@ fn relay_transforms_over_tcp_through_one_and_five_percent_loss_arrive_late_but_a
     assert!(
         rows[2].1 > 100.0,
         "at 5 % loss retransmissions hold transforms back: {rows:?}"
+    );
+}
+
+#[test]
+fn relay_transforms_as_quic_datagrams_through_five_percent_loss_are_dropped_not_late() {
+    // The same bots and link as over TCP, side by side in one run: over
+    // QUIC datagrams a lost transform is gone and the next one on time.
+    let runs: Vec<_> = [Over::Tcp, Over::Quic]
+        .into_iter()
+        .map(|over| std::thread::spawn(move || (over, relay_lateness(0.05, over))))
+        .collect();
+    let mut p99 = Vec::new();
+    for run in runs {
+        let (over, report) = run.join().unwrap();
+        let Some(report) = report else { return };
+        println!(
+            "relay over {over:?}, 8 bots x 20 Hz, 25 +- 2 ms each way, 5 % loss: lateness p50 {:.1} ms, p95 {:.1}, p99 {:.1}, max {:.1}; received {}, lost {}, datagrams {}",
+            number(&report, "latency_ms_p50"),
+            number(&report, "latency_ms_p95"),
+            number(&report, "latency_ms_p99"),
+            number(&report, "latency_ms_max"),
+            report["received"],
+            report["lost"],
+            report["datagrams_received"],
+        );
+        assert_eq!(report["bots_connected"], 8, "{report}");
+        assert_eq!(report["disconnects"], 0, "{report}");
+        assert_eq!(report["errors"], 0, "{report}");
+        p99.push(number(&report, "latency_ms_p99"));
+        if over == Over::Quic {
+            let (received, lost) = (number(&report, "received"), number(&report, "lost"));
+            assert!(
+                number(&report, "datagrams_received") > 0.0,
+                "the transforms came as datagrams: {report}"
+            );
+            // Two crossings at 5 % each: about one in ten never arrives.
+            let share = lost / (received + lost);
+            assert!(
+                (0.03..0.2).contains(&share),
+                "lost ones are dropped, not retransmitted: {share} {report}"
+            );
+        }
+    }
+    let (tcp, quic) = (p99[0], p99[1]);
+    // Two crossings: a 50 ms floor, 4 ms of jitter.
+    assert!(
+        quic < 75.0,
+        "over datagrams nothing waits for a lost one: p99 {quic} ms (TCP {tcp} ms)"
+    );
+    assert!(
+        tcp > 100.0,
+        "over TCP retransmissions hold transforms back: {tcp} ms"
     );
 }
 
