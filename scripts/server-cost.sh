@@ -5,17 +5,21 @@
 # alternated (ABBA), then the ratios of the means. The two sides are plain
 # and TLS (docs/PERFORMANCE.md "What TLS costs"), or, with BEFORE set to
 # another build's binary, that build against this one, both plain (a
-# refactor's before and after, in one sitting).
+# refactor's before and after, in one sitting). With SIDES="tls quic" the
+# two sides are TLS over TCP and QUIC (the bots on the relay's QUIC port,
+# their transforms as datagrams; docs/PERFORMANCE.md "What QUIC costs").
 #
 #   cargo build --release -p switchboard-server
 #   scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #   BEFORE=/tmp/old-switchboard-server scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
+#   SIDES="tls quic" scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #
 # BIN defaults to target/release/switchboard-server, ROUNDS to 2, KINDS to
 # every kind: `relay-apart` (300 bots × 10 Hz, immediate; the relay on CPU
 # 0, the bots on CPU 1), `relay-together` (both on CPU 0), `relay` (where
 # the scheduler puts them), `tick` (1,000 bots × 20 Hz, `--tick-hz 20`,
-# `--compact`, apart), `manager` (`requests`, 300 clients), `idle` (10,000
+# `--compact`, apart), `tick-full` (the same without `--compact`: what
+# QUIC datagrams carry), `manager` (`requests`, 300 clients), `idle` (10,000
 # connections, resident growth). CPU is the server's, from /proc: user and
 # system time. Each run takes 12 s (idle 30 s); needs `taskset`, and an
 # open-file limit of 20,000 for `idle`.
@@ -32,39 +36,42 @@ trap 'rm -f "$RESULTS"' EXIT
 # run KIND SIDE: one run, one line "KIND SIDE us_per_delivery|bytes_per_connection"
 # (SIDE: plain or tls with BIN; before or after, plain, with BEFORE and BIN)
 run() {
-    local kind=$1 mode=$2 dir server=() bots=() spid bpid fp tls=() BIN=$BIN
+    local kind=$1 mode=$2 dir server=() bots=() spid bpid fp tls=() quic=() BIN=$BIN
     [ "$mode" = before ] && BIN=$BEFORE
     dir=$(mktemp -d)
     case $kind in
-        relay-apart | tick) server=(taskset -c 0) bots=(taskset -c 1) ;;
+        relay-apart | tick | tick-full) server=(taskset -c 0) bots=(taskset -c 1) ;;
         relay-together) server=(taskset -c 0) bots=(taskset -c 0) ;;
     esac
     case $kind in
-        tick) "${server[@]}" "$BIN" relay --bind all --port "$PORT" --threads 1 --tick-hz 20 --data-dir "$dir" >"$dir/out" 2>&1 & ;;
-        manager) "$BIN" --bind all --port "$PORT" --data-dir "$dir" >"$dir/out" 2>&1 & ;;
-        *) "${server[@]}" "$BIN" relay --bind all --port "$PORT" --threads 1 --data-dir "$dir" >"$dir/out" 2>&1 & ;;
+        tick | tick-full) "${server[@]}" "$BIN" relay --bind all --port "$PORT" --quic-port "$PORT" --threads 1 --tick-hz 20 --data-dir "$dir" >"$dir/out" 2>&1 & ;;
+        manager) "$BIN" --bind all --port "$PORT" --quic-port "$PORT" --data-dir "$dir" >"$dir/out" 2>&1 & ;;
+        *) "${server[@]}" "$BIN" relay --bind all --port "$PORT" --quic-port "$PORT" --threads 1 --data-dir "$dir" >"$dir/out" 2>&1 & ;;
     esac
     spid=$!
     for _ in $(seq 100); do grep -q sha256 "$dir/out" 2>/dev/null && break; sleep 0.1; done
     fp=$(grep -o "sha256 [0-9a-f:]*" "$dir/out" | head -1 | cut -d' ' -f2)
     [ "$mode" = tls ] && tls=(--tls --trust "$fp")
+    [ "$mode" = quic ] && quic=(--quic-addr "127.0.0.1:$PORT")
     local cpu0 rss0 rss1=""
     cpu0=$(awk '{print $14 + $15}' "/proc/$spid/stat")
     rss0=$(awk '/VmRSS/{print $2}' "/proc/$spid/status")
     case $kind in
         tick) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count 1000 --rate 20 --zone-size 20 \
-            --seconds 12 --threads 1 --compact --json "${tls[@]}" >"$dir/report" 2>/dev/null ;;
+            --seconds 12 --threads 1 --compact --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
+        tick-full) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count 1000 --rate 20 --zone-size 20 \
+            --seconds 12 --threads 1 --batch --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
         manager) "$BIN" requests --addr "127.0.0.1:$PORT" --count 300 --rate 0.5 --seconds 12 \
-            --json "${tls[@]}" >"$dir/report" 2>/dev/null ;;
+            --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
         idle)
             "$BIN" bots --addr "127.0.0.1:$PORT" --count "$IDLE" --rate 0 --seconds 30 --threads 1 \
-                --json "${tls[@]}" >"$dir/report" 2>/dev/null &
+                --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null &
             bpid=$!
             sleep 25
             rss1=$(awk '/VmRSS/{print $2}' "/proc/$spid/status")
             wait "$bpid" ;;
         *) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count 300 --rate 10 --zone-size 20 \
-            --seconds 12 --threads 1 --json "${tls[@]}" >"$dir/report" 2>/dev/null ;;
+            --seconds 12 --threads 1 --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
     esac
     local cpu1
     cpu1=$(awk '{print $14 + $15}' "/proc/$spid/stat")
@@ -85,7 +92,7 @@ PY
     rm -rf "$dir"
 }
 
-if [ -n "${BEFORE:-}" ]; then SIDES=(before after); else SIDES=(plain tls); fi
+if [ -n "${BEFORE:-}" ]; then SIDES=(before after); elif [ -n "${SIDES:-}" ]; then read -ra SIDES <<<"$SIDES"; else SIDES=(plain tls); fi
 for round in $(seq "$ROUNDS"); do
     for kind in $KINDS; do
         # A B, then B A: neither side always runs first.

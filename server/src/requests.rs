@@ -17,7 +17,7 @@ use switchboard::histogram::Histogram;
 use switchboard::manager::protocol::{self, RequestFrame, SessionHello};
 use switchboard::message::{TypedMessage, SESSION_CHANNEL};
 use switchboard::socket::SocketEvent;
-use switchboard_load::{open, Via};
+use switchboard_load::{admitted, Via};
 use tokio::time::Instant;
 
 use crate::board::Board;
@@ -138,9 +138,15 @@ async fn client(
         Some(quic) => (quic, Via::Quic),
         None => (load.addr, Via::Tcp),
     };
-    let Some(mut socket) = open(index, to, via, load.tls.as_ref()).await else {
-        counts.disconnected = true;
-        return counts;
+    // A server busy with handshakes (many clients behind one address)
+    // asks some to come back later: they do.
+    let mut socket = match admitted(index, to, via, load.tls.as_ref()).await {
+        Ok(socket) => socket,
+        Err(reason) => {
+            tracing::warn!(client = index, %reason, "load client could not join");
+            counts.disconnected = true;
+            return counts;
+        }
     };
     let hello = SessionHello {
         name: format!("load-{index}"),

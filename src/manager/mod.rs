@@ -86,6 +86,14 @@ type ListingTags = Arc<std::sync::Mutex<Vec<(String, String)>>>;
 /// `tls=3f1c...` (64 hex digits), for a server browser to pin it by.
 pub const TLS_TAG: &str = "tls";
 
+/// The listing tag a server with a WebSocket port lists that port in:
+/// `ws=7201` (with [`TLS_TAG`], `wss://`).
+pub const WS_TAG: &str = "ws";
+
+/// The listing tag a server with a QUIC port lists that UDP port in:
+/// `quic=7202` (the identity of [`TLS_TAG`]'s fingerprint).
+pub const QUIC_TAG: &str = "quic";
+
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
 
@@ -138,10 +146,20 @@ impl<L: GameLogic> ServerManager<L> {
         let tags = ListingTags::default();
         // A listed server beyond loopback lists the key players pin it by
         // (as trusted as the listing: see docs/SECURITY.md).
-        if let Some(fingerprint) = server.handle().tls_fingerprint() {
-            tags.lock()
-                .expect("tags lock")
-                .push((TLS_TAG.to_string(), fingerprint.to_string()));
+        // And every other way in: a player picks the transport it has.
+        {
+            let mut tags = tags.lock().expect("tags lock");
+            if let Some(fingerprint) = server.handle().tls_fingerprint() {
+                tags.push((TLS_TAG.to_string(), fingerprint.to_string()));
+            }
+            for (tag, addr) in [
+                (WS_TAG, server.websocket_addr()),
+                (QUIC_TAG, server.quic_addr()),
+            ] {
+                if let Some(addr) = addr {
+                    tags.push((tag.to_string(), addr.port().to_string()));
+                }
+            }
         }
         let (stats_tx, stats_rx) = mpsc::channel(16);
         let (kick_tx, kick_rx) = mpsc::channel(16);

@@ -357,15 +357,15 @@ fn attack_more_datagrams_than_the_rate_allows_are_dropped_not_delivered() {
     for sequence in 0..200u32 {
         let mut datagram = sequence.to_be_bytes().to_vec();
         datagram.extend_from_slice(&[STATE as u8, 1, b'z']);
-        // The client's own buffer may drop some: what matters is that the
-        // server never delivers more than its rate.
+        // The client's own send buffer (4 KiB) drops some: what matters
+        // is that the server never delivers more than its rate.
         let _ = connection.send_datagram(Bytes::from(datagram));
     }
     let handle = server.handle().peer(peer).unwrap();
     let deadline = Instant::now() + WAIT;
     let stats = loop {
         let stats = handle.datagram_stats().unwrap();
-        if stats.dropped > 0 && stats.delivered + stats.dropped + stats.stale >= 150 {
+        if stats.dropped > 0 && stats.delivered + stats.dropped + stats.stale >= 60 {
             break stats;
         }
         assert!(Instant::now() < deadline, "{stats:?}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::stamp::{self, Stamp};
 use crate::walk::{Checked, Ids, Walk};
-use crate::{open, Histogram, Plan, Via, LIVE_RECEIVED, LIVE_SENT};
+use crate::{admitted, open, Histogram, Plan, Via, LIVE_RECEIVED, LIVE_SENT};
 use switchboard::socket::{IdBuildHasher, SocketEvent, SocketStream};
 use switchboard_relay::client_core::{Heard, RelayClientCore, RelayClientEvent};
 use switchboard_relay::{Redirect, RelayAction, RelayChannel, RelayMovesChannel, Transform};
@@ -32,14 +32,9 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
         (None, Some(ws)) => (ws, Via::WebSocket),
         (None, None) => (addr, Via::Tcp),
     };
-    let reopen = || open(index, to, via, plan.tls.as_ref());
-    let Some(first) = reopen().await else {
-        counts.disconnected = true;
-        return counts;
-    };
     // A relay busy with handshakes (many bots behind one address) asks
     // some to come back later: they do.
-    let mut socket = match first.until_admitted(reopen, crate::JOIN_ATTEMPTS).await {
+    let mut socket = match admitted(index, to, via, plan.tls.as_ref()).await {
         Ok(socket) => socket,
         Err(reason) => {
             tracing::warn!(bot = index, %reason, "load bot could not join");

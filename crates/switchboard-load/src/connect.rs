@@ -109,3 +109,24 @@ pub async fn open(
         },
     }
 }
+
+/// Attempts a load client makes to join a server that turns it away for
+/// now.
+const JOIN_ATTEMPTS: u32 = 10;
+
+/// [`open`], then the connection once it is open: a server busy with
+/// handshakes (many clients behind one address) asks some to come back
+/// later, and they do, up to 10 attempts. Why not, when it did not open.
+pub async fn admitted(
+    index: usize,
+    to: SocketAddr,
+    via: Via,
+    tls: Option<&switchboard::tls::TlsClient>,
+) -> Result<SocketStream, String> {
+    let reopen = || open(index, to, via, tls);
+    let first = reopen().await.ok_or("could not connect")?;
+    first
+        .until_admitted(reopen, JOIN_ATTEMPTS)
+        .await
+        .map_err(|reason| reason.to_string())
+}

@@ -44,7 +44,7 @@ mod connect;
 mod stamp;
 mod walk;
 
-pub use connect::{connect_from, open, source_address, Via};
+pub use connect::{admitted, connect_from, open, source_address, Via};
 use switchboard::histogram::Histogram;
 pub use walk::Walk;
 
@@ -335,6 +335,3 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         heard_too_far: t.checked.too_far,
     }
 }
-
-/// Attempts a load bot makes to join a relay that turns it away for now.
-const JOIN_ATTEMPTS: u32 = 10;

@@ -53,7 +53,10 @@ pub use builder::{MasterBuilder, RunningMaster};
 pub use master::Master;
 pub use port::{Lister, ListingPort, NoPort};
 pub use probe::probe_reachable;
-pub use protocol::{Filter, ListPage, ListRequest, Listed, ListingError, ProbeResult, ServerInfo};
+pub use protocol::{
+    Filter, ListPage, ListRequest, Listed, ListedTransport, ListingError, Offered, ProbeResult,
+    ServerInfo,
+};
 pub use registry::{page_of, Heard, Limits, MemoryRegistry, Registry, RegistryError, Upserted};
 pub use server::{MasterHandle, MasterServer, MasterSnapshot};
 

@@ -265,3 +265,54 @@ async fn a_server_beyond_loopback_lists_the_fingerprint_players_pin_it_by() {
         listed[0].info.tags
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_server_says_which_transports_it_offers_and_a_player_joins_by_one() {
+    let (_master_proc, master) = start_master(0, &["--heartbeats-per-minute", "600"]);
+    let data = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(support::BIN);
+    command
+        .args([
+            "--bind",
+            "all",
+            "--port",
+            "0",
+            "--ws-port",
+            "0",
+            "--quic-port",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(data.path())
+        .args([
+            "--register-with",
+            &master.to_string(),
+            "--heartbeat-secs",
+            "0.2",
+        ]);
+    let (_game, port, printed) = support::start_command_tls(command);
+    let listed = wait_for(master, Filter::default(), 1).await;
+    let offered = listed[0].transports();
+    let names: Vec<_> = offered.iter().map(|o| o.transport.name()).collect();
+    assert_eq!(names, ["tcp", "ws", "quic"], "{:?}", listed[0].info.tags);
+    assert_eq!(offered[0].addr.port(), port);
+    assert!(
+        offered.iter().all(|o| o.fingerprint == Some(printed)),
+        "one identity pins them all: {offered:?}"
+    );
+    let quic = &offered[2];
+    assert_eq!(quic.url(), format!("quic://{}", quic.addr));
+    // A player dials what the listing says, pinning what it lists.
+    let dialer = switchboard::socket::Dialer::default()
+        .trust(switchboard::tls::ServerTrust::pinned(printed));
+    let mut player = switchboard::NetworkClient::connect_via(
+        dialer,
+        quic.url(),
+        switchboard::ClientConfig::named("lister"),
+    );
+    support::wait_until("welcomed over QUIC", Duration::from_secs(10), || {
+        player.poll();
+        player.is_welcomed()
+    });
+    assert!(player.server_addr().starts_with("quic://"));
+}

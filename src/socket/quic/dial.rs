@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{transport, Datagrams, ALPN};
+use super::{transport, Datagrams, QuicConfig, ALPN};
 use crate::socket::dial::{Opening, Transport};
 use crate::socket::SocketConfig;
 use crate::tls::{is_loopback, ServerTrust, TlsClient};
@@ -39,8 +39,9 @@ impl QuicTransport {
     }
 }
 
-/// Bytes of datagrams a client keeps waiting each way (a server's is its
-/// `QuicConfig::datagram_buffer`).
+/// Bytes of datagrams a client keeps waiting to be read (a server's is its
+/// `QuicConfig::datagram_buffer`; to be sent, the default of
+/// `QuicConfig::datagram_send_buffer`).
 const CLIENT_DATAGRAM_BUFFER: usize = 256 * 1024;
 
 /// Opens a QUIC connection to `server` (`host:port`) and its stream. The
@@ -55,7 +56,13 @@ pub(in crate::socket) fn opening(
     from: Option<std::net::IpAddr>,
 ) -> Opening {
     let server = server.to_string();
-    let transport = transport(config, CLIENT_DATAGRAM_BUFFER);
+    let transport = transport(
+        config,
+        &QuicConfig {
+            datagram_buffer: CLIENT_DATAGRAM_BUFFER,
+            ..QuicConfig::default()
+        },
+    );
     Box::pin(async move {
         let addr = resolve(&server).await?;
         let tls = match tls {

@@ -138,11 +138,11 @@ fn lines_of(mut command: Command) -> (Child, std::sync::mpsc::Receiver<String>) 
         .unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let (lines, received) = std::sync::mpsc::channel();
+    // Reads to the end even once nobody listens: a closed pipe would kill
+    // a server at its next line (`println!` panics on EPIPE).
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                return;
-            }
+            let _ = lines.send(line);
         }
     });
     (child, received)
