@@ -6,7 +6,9 @@
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use switchboard_hosting::{HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig};
+use switchboard_hosting::{
+    HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig, Protocol,
+};
 
 /// The ports a hosted game keeps forwarded.
 #[derive(Default)]
@@ -15,18 +17,23 @@ pub(crate) struct Mapping {
 }
 
 impl Mapping {
-    /// Starts a mapper for each `(what, port)`. Each change of status comes
-    /// as a line on `news` ("port mapping (game port 7100): reachable at ...").
+    /// Starts a mapper for each `(what, port, protocol)`. Each change of
+    /// status comes as a line on `news` ("port mapping (game port 7100):
+    /// reachable at ...").
     pub(crate) fn start(
         config: PortMapConfig,
-        ports: &[(&'static str, u16)],
+        ports: &[(&'static str, u16, Protocol)],
         news: &mpsc::Sender<String>,
     ) -> Self {
         let mappers = ports
             .iter()
-            .map(|&(what, port)| {
+            .map(|&(what, port, protocol)| {
                 let news = news.clone();
-                PortLease::start_thread_with(config.clone(), port, move |status| {
+                let config = PortMapConfig {
+                    protocol,
+                    ..config.clone()
+                };
+                PortLease::start_thread_with(config, port, move |status| {
                     let _ = news.send(format!("port mapping ({what} port {port}): {status}"));
                 })
             })

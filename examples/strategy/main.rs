@@ -402,8 +402,19 @@ fn reach_plan(options: &Options, server: &LocalServer) -> reach::Plan {
         }
         config
     });
-    let mut ports = vec![("game", server.port())];
-    ports.extend(options.ws_port.map(|port| ("WebSocket", port)));
+    use switchboard_hosting::Protocol;
+    let mut ports = vec![("game", server.port(), Protocol::Tcp)];
+    ports.extend(
+        options
+            .ws_port
+            .map(|port| ("WebSocket", port, Protocol::Tcp)),
+    );
+    ports.extend(
+        options
+            .quic_port
+            .filter(|port| *port != 0)
+            .map(|port| ("QUIC", port, Protocol::Udp)),
+    );
     reach::Plan {
         map,
         ports,

@@ -17,8 +17,8 @@ use crate::hosting::{Mapping, RelayLink};
 pub(crate) struct Plan {
     /// Ask the router (with this config) to forward `ports`, or not at all.
     pub(crate) map: Option<PortMapConfig>,
-    /// `(what, port)`: the game's port first.
-    pub(crate) ports: Vec<(&'static str, u16)>,
+    /// `(what, port, protocol)`: the game's port first.
+    pub(crate) ports: Vec<(&'static str, u16, switchboard_hosting::Protocol)>,
     /// Masters that can check a mapped port from outside.
     pub(crate) masters: Vec<SocketAddr>,
     /// A join-code relay to fall back on.

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use switchboard::socket::{BindScope, Dialer};
 use switchboard::tls::ServerTrust;
 
-use switchboard_hosting::{HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig};
+use switchboard_hosting::{
+    HostConfig, HostLink, HostStatus, HostTarget, PortLease, PortMapConfig, Protocol,
+};
 
 /// Port mapping options, shared by every server players join.
 #[derive(Debug, Clone, Args)]
@@ -50,9 +52,10 @@ impl MapArgs {
         Ok(())
     }
 
-    /// Starts mapping each `(what, port)` if `--map-port` was given;
-    /// every change is printed ("port mapping (game): reachable at ...").
-    pub(crate) fn start(&self, ports: &[(&'static str, u16)]) -> PortMaps {
+    /// Starts mapping each `(what, port, protocol)` if `--map-port` was
+    /// given (the QUIC port as UDP, the others as TCP); every change is
+    /// printed ("port mapping (game port 7000): reachable at ...").
+    pub(crate) fn start(&self, ports: &[(&'static str, u16, Protocol)]) -> PortMaps {
         if !self.map_port {
             return PortMaps::default();
         }
@@ -65,8 +68,12 @@ impl MapArgs {
         if let Some(search) = self.upnp_search {
             config.upnp_search = search;
         }
-        let mappers = ports.iter().map(|&(what, port)| {
-            PortLease::start_thread_with(config.clone(), port, move |status| {
+        let mappers = ports.iter().map(|&(what, port, protocol)| {
+            let config = PortMapConfig {
+                protocol,
+                ..config.clone()
+            };
+            PortLease::start_thread_with(config, port, move |status| {
                 // Whoever started the server may have stopped reading its
                 // stdout after the ready line: that is not a failure.
                 let line = format!("port mapping ({what} port {port}): {status}\n");
@@ -146,4 +153,17 @@ impl LinkArgs {
         );
         Some(link)
     }
+}
+
+/// The ports a server maps: its game (or relay) port and WebSocket port as
+/// TCP, its QUIC port as UDP.
+pub(crate) fn ports_to_map(
+    main: (&'static str, u16),
+    websocket: Option<SocketAddr>,
+    quic: Option<SocketAddr>,
+) -> Vec<(&'static str, u16, Protocol)> {
+    let mut ports = vec![(main.0, main.1, Protocol::Tcp)];
+    ports.extend(websocket.map(|ws| ("WebSocket", ws.port(), Protocol::Tcp)));
+    ports.extend(quic.map(|quic| ("QUIC", quic.port(), Protocol::Udp)));
+    ports
 }

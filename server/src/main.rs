@@ -403,8 +403,11 @@ fn run_manager<L: switchboard::GameLogic>(
             web::Pages::Client,
         );
         quic_cli::announce(handle.quic_addr());
-        let mut ports = vec![("game", handle.local_addr().port())];
-        ports.extend(handle.websocket_addr().map(|ws| ("WebSocket", ws.port())));
+        let ports = hosting_cli::ports_to_map(
+            ("game", handle.local_addr().port()),
+            handle.websocket_addr(),
+            handle.quic_addr(),
+        );
         *held.lock().unwrap_or_else(|e| e.into_inner()) = map.start(&ports);
         // Kept for as long as the server runs (its task ends with it).
         if let Some(link) = link.start(handle) {

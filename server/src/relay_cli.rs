@@ -175,9 +175,16 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }
-        let mut ports = vec![("relay", relay.native_addr().port())];
-        ports.extend(relay.websocket_addr().map(|ws| ("WebSocket", ws.port())));
-        ports.extend(relay.json_addr().map(|json| ("JSON", json.port())));
+        let mut ports = crate::hosting_cli::ports_to_map(
+            ("relay", relay.native_addr().port()),
+            relay.websocket_addr(),
+            relay.quic_addr(),
+        );
+        ports.extend(
+            relay
+                .json_addr()
+                .map(|json| ("JSON", json.port(), switchboard_hosting::Protocol::Tcp)),
+        );
         let maps = args.map.start(&ports);
         let source = switchboard_relay::RelayAdmin::new(relay.clone())
             .with_recordings(admin.record_dir.clone());

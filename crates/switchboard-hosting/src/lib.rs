@@ -48,7 +48,9 @@ pub mod portmap;
 pub mod rendezvous;
 
 pub use lease::{MapStatus, PortLease};
-pub use portmap::{map_port, GatewayError, MapError, Mapping, Method, NoGateway, PortMapConfig};
+pub use portmap::{
+    map_port, GatewayError, MapError, Mapping, Method, NoGateway, PortMapConfig, Protocol,
+};
 pub use rendezvous::{
     HostConfig, HostLink, HostStatus, HostTarget, JoinCodes, RendezvousBuilder, RendezvousConfig,
     RendezvousHandle, RendezvousServer, RendezvousStats, RunningRendezvous,

@@ -62,7 +62,7 @@ async fn upnp_board_server_says_where_the_internet_joins_and_ctrl_c_removes_the_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pcp_relay_maps_its_native_and_websocket_ports_and_sigterm_removes_both() {
+async fn pcp_relay_maps_its_native_websocket_and_quic_ports_and_sigterm_removes_them() {
     let gateway = fake_nat::FakeNatGateway::start(fake_nat::Behaviour::default()).await;
     let args: Vec<String> = [
         "relay",
@@ -71,6 +71,8 @@ async fn pcp_relay_maps_its_native_and_websocket_ports_and_sigterm_removes_both(
         "--port",
         "0",
         "--ws-port",
+        "0",
+        "--quic-port",
         "0",
         "--map-port",
         "--gateway",
@@ -83,20 +85,24 @@ async fn pcp_relay_maps_its_native_and_websocket_ports_and_sigterm_removes_both(
     .collect();
     let (mut child, lines) = start(&args);
     let port = ready_port(&lines);
-    let mut mapped: Vec<String> = (0..2)
+    let mut mapped: Vec<String> = (0..3)
         .map(|_| line_starting(&lines, "port mapping"))
         .collect();
     mapped.sort();
-    assert_eq!(
-        mapped[1],
-        format!("port mapping (relay port {port}): reachable at 203.0.113.7:{port} through PCP")
-    );
     assert!(
-        mapped[0].starts_with("port mapping (WebSocket port "),
+        mapped[0].starts_with("port mapping (QUIC port "),
         "{mapped:?}"
     );
+    assert!(
+        mapped[1].starts_with("port mapping (WebSocket port "),
+        "{mapped:?}"
+    );
+    assert_eq!(
+        mapped[2],
+        format!("port mapping (relay port {port}): reachable at 203.0.113.7:{port} through PCP")
+    );
     signal(&child, libc::SIGTERM);
-    let removed: Vec<String> = (0..2)
+    let removed: Vec<String> = (0..3)
         .map(|_| line_starting(&lines, "port mapping"))
         .collect();
     assert!(
@@ -109,7 +115,11 @@ async fn pcp_relay_maps_its_native_and_websocket_ports_and_sigterm_removes_both(
         .iter()
         .filter(|s| matches!(s, fake_nat::Seen::PcpMap { lifetime: 0, .. }))
         .count();
-    assert_eq!(deletions, 2, "{:?}", gateway.seen());
+    assert_eq!(deletions, 3, "{:?}", gateway.seen());
+    // The QUIC port is UDP, mapped and removed as such.
+    let mut protocols = gateway.protocols();
+    protocols.sort();
+    assert_eq!(protocols, ["TCP", "TCP", "TCP", "TCP", "UDP", "UDP"]);
 }
 
 #[test]

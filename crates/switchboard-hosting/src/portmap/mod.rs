@@ -38,9 +38,31 @@ impl fmt::Display for Method {
     }
 }
 
+/// Which of a port's protocols is forwarded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// A TCP port: the game port, the WebSocket port.
+    #[default]
+    Tcp,
+    /// A UDP port: the QUIC port.
+    Udp,
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+        })
+    }
+}
+
 /// How a host asks for its port to be forwarded.
 #[derive(Debug, Clone)]
 pub struct PortMapConfig {
+    /// Whether the port is TCP (default) or UDP.
+    pub protocol: Protocol,
     /// The methods tried, in order; the first that works is kept.
     /// Default: PCP, NAT-PMP, UPnP (PCP's RFC asks clients to try it first).
     pub methods: Vec<Method>,
@@ -74,6 +96,7 @@ pub struct PortMapConfig {
 impl Default for PortMapConfig {
     fn default() -> Self {
         Self {
+            protocol: Protocol::Tcp,
             methods: vec![Method::Pcp, Method::NatPmp, Method::Upnp],
             gateway: None,
             upnp_search: SocketAddr::new(Ipv4Addr::new(239, 255, 255, 250).into(), 1900),
@@ -187,8 +210,9 @@ impl Mapping {
     }
 }
 
-/// Tries each method of `config` in turn for the TCP port `local_port` of
-/// this machine, asking for the same port outside.
+/// Tries each method of `config` in turn for the port `local_port` of this
+/// machine (TCP or UDP: `config.protocol`), asking for the same port
+/// outside.
 pub async fn map_port(config: &PortMapConfig, local_port: u16) -> Result<Mapping, MapError> {
     let mut attempts = Vec::new();
     let Some(port) = std::num::NonZeroU16::new(local_port) else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crab_nat::{natpmp, pcp, InternetProtocol, PortMappingOptions, TimeoutConfig};
 
-use super::{gateway, Inner, Mapping, Method, PortMapConfig};
+use super::{gateway, Inner, Mapping, Method, PortMapConfig, Protocol};
 
 /// Maps `port` with `method` (PCP or NAT-PMP) on `gateway`.
 pub(super) async fn map(
@@ -22,9 +22,13 @@ pub(super) async fn map(
         lifetime_seconds: Some(config.lease.as_secs().clamp(1, u32::MAX.into()) as u32),
         timeout_config: Some(retries(config.timeout)),
     };
+    let protocol = match config.protocol {
+        Protocol::Tcp => InternetProtocol::Tcp,
+        Protocol::Udp => InternetProtocol::Udp,
+    };
     let (mapping, external_ip) = if method == Method::Pcp {
         let client = gateway::local_address(gateway)?;
-        let request = pcp::BaseMapRequest::new(gateway, client, InternetProtocol::Tcp, port);
+        let request = pcp::BaseMapRequest::new(gateway, client, protocol, port);
         let mapping = pcp::port_mapping(request, None, None, options)
             .await
             .map_err(|e| match e {
@@ -41,7 +45,7 @@ pub(super) async fn map(
         };
         (mapping, external_ip)
     } else {
-        let mapping = natpmp::port_mapping(gateway, InternetProtocol::Tcp, port, options)
+        let mapping = natpmp::port_mapping(gateway, protocol, port, options)
             .await
             .map_err(|e| plain(&crab_nat::MappingFailure::NatPmp(e)))?;
         // NAT-PMP grants the port; the address is a question of its own.

@@ -11,7 +11,7 @@ use igd_next::aio::tokio::Tokio;
 use igd_next::aio::Gateway;
 use igd_next::{AddAnyPortError, AddPortError, PortMappingProtocol, SearchOptions};
 
-use super::{gateway, Inner, Mapping, Method, PortMapConfig};
+use super::{gateway, Inner, Mapping, Method, PortMapConfig, Protocol};
 
 /// A mapping on a UPnP gateway: what renewing and removing it need.
 #[derive(Debug)]
@@ -19,6 +19,7 @@ pub(super) struct UpnpMapping {
     gateway: Gateway<Tokio>,
     local: SocketAddr,
     external_port: u16,
+    protocol: PortMappingProtocol,
     /// Seconds asked for and granted; 0 for a permanent mapping.
     lease_secs: u32,
     description: String,
@@ -29,7 +30,7 @@ impl UpnpMapping {
     pub(super) async fn renew(&mut self) -> Result<Duration, String> {
         self.gateway
             .add_port(
-                PortMappingProtocol::TCP,
+                self.protocol,
                 self.external_port,
                 self.local,
                 self.lease_secs,
@@ -42,7 +43,7 @@ impl UpnpMapping {
 
     pub(super) async fn remove(self) -> Result<(), String> {
         self.gateway
-            .remove_port(PortMappingProtocol::TCP, self.external_port)
+            .remove_port(self.protocol, self.external_port)
             .await
             .map_err(|e| format!("the gateway refused to remove it: {e}"))
     }
@@ -79,31 +80,23 @@ pub(super) async fn map(config: &PortMapConfig, port: NonZeroU16) -> Result<Mapp
     let mut lease_secs = config.lease.as_secs().clamp(1, u32::MAX.into()) as u32;
     let description = config.description.as_str();
     let mut external_port = port.get();
+    let protocol = match config.protocol {
+        Protocol::Tcp => PortMappingProtocol::TCP,
+        Protocol::Udp => PortMappingProtocol::UDP,
+    };
     let mut added = gateway
-        .add_port(
-            PortMappingProtocol::TCP,
-            external_port,
-            local,
-            lease_secs,
-            description,
-        )
+        .add_port(protocol, external_port, local, lease_secs, description)
         .await;
     if let Err(AddPortError::OnlyPermanentLeasesSupported) = added {
         // Older routers: permanent only. Removed on stop like the others.
         lease_secs = 0;
         added = gateway
-            .add_port(
-                PortMappingProtocol::TCP,
-                external_port,
-                local,
-                0,
-                description,
-            )
+            .add_port(protocol, external_port, local, 0, description)
             .await;
     }
     if let Err(AddPortError::PortInUse) = added {
         external_port = gateway
-            .add_any_port(PortMappingProtocol::TCP, local, lease_secs, description)
+            .add_any_port(protocol, local, lease_secs, description)
             .await
             .map_err(|e| match e {
                 AddAnyPortError::NoPortsAvailable => {
@@ -118,9 +111,7 @@ pub(super) async fn map(config: &PortMapConfig, port: NonZeroU16) -> Result<Mapp
         Ok(ip) => ip,
         Err(e) => {
             let why = format!("mapped, but the external address is unknown: {e}");
-            let _ = gateway
-                .remove_port(PortMappingProtocol::TCP, external_port)
-                .await;
+            let _ = gateway.remove_port(protocol, external_port).await;
             return Err(why);
         }
     };
@@ -132,6 +123,7 @@ pub(super) async fn map(config: &PortMapConfig, port: NonZeroU16) -> Result<Mapp
             gateway,
             local,
             external_port,
+            protocol,
             lease_secs,
             description: config.description.clone(),
         }),

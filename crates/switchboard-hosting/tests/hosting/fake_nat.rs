@@ -63,6 +63,7 @@ pub enum Seen {
 pub struct FakeNatGateway {
     pub ip: IpAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    protocols: Arc<Mutex<Vec<&'static str>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -81,7 +82,9 @@ impl FakeNatGateway {
     pub async fn start_at(ip: Ipv4Addr, behaviour: Behaviour) -> Self {
         let socket = UdpSocket::bind((ip, 5351)).await.expect("bind 5351");
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let protocols = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
+        let asked_for = protocols.clone();
         let task = tokio::spawn(async move {
             let mut buf = [0u8; 1100];
             loop {
@@ -90,6 +93,7 @@ impl FakeNatGateway {
                 };
                 let (event, answer) = answer(&behaviour, &buf[..n]);
                 log.lock().unwrap().push(event);
+                asked_for.lock().unwrap().extend(protocol_of(&buf[..n]));
                 if let Some(answer) = answer {
                     let _ = socket.send_to(&answer, from).await;
                 }
@@ -98,12 +102,30 @@ impl FakeNatGateway {
         Self {
             ip: ip.into(),
             seen,
+            protocols,
             task,
         }
     }
 
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The protocol of each mapping asked for (and deleted), in order.
+    pub fn protocols(&self) -> Vec<&'static str> {
+        self.protocols.lock().unwrap().clone()
+    }
+}
+
+/// The protocol a mapping request names: PCP's protocol byte (RFC 6887
+/// section 11.1: 6 TCP, 17 UDP), NAT-PMP's opcode (RFC 6886 section 3.3:
+/// 1 UDP, 2 TCP).
+fn protocol_of(request: &[u8]) -> Option<&'static str> {
+    let name = |tcp: bool| if tcp { "TCP" } else { "UDP" };
+    match request.first() {
+        Some(2) if request.len() >= 60 && request[1] == 1 => Some(name(request[36] == 6)),
+        Some(0) if request.len() == 12 => Some(name(request[1] == 2)),
+        _ => None,
     }
 }
 

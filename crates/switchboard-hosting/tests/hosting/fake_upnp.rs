@@ -55,6 +55,7 @@ pub struct FakeIgd {
     /// Where the SSDP search goes (`PortMapConfig::upnp_search`).
     pub search: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    protocols: Arc<Mutex<Vec<String>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -83,21 +84,31 @@ impl FakeIgd {
             }
         });
         let log = seen.clone();
+        let protocols = Arc::new(Mutex::new(Vec::new()));
+        let asked_for = protocols.clone();
         let http_task = tokio::spawn(async move {
             while let Ok((stream, _)) = http.accept().await {
                 let (log, behaviour) = (log.clone(), behaviour.clone());
-                tokio::spawn(async move { serve(stream, &behaviour, &log).await });
+                let asked_for = asked_for.clone();
+                tokio::spawn(async move { serve(stream, &behaviour, &log, &asked_for).await });
             }
         });
         Self {
             search,
             seen,
+            protocols,
             tasks: vec![ssdp_task, http_task],
         }
     }
 
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The `NewProtocol` of each mapping call (add, add any, delete), in
+    /// order.
+    pub fn protocols(&self) -> Vec<String> {
+        self.protocols.lock().unwrap().clone()
     }
 }
 
@@ -108,7 +119,12 @@ impl Drop for FakeIgd {
 }
 
 /// One request on a connection, answered, then the connection closed.
-async fn serve(mut stream: TcpStream, b: &Behaviour, log: &Mutex<Vec<Seen>>) {
+async fn serve(
+    mut stream: TcpStream,
+    b: &Behaviour,
+    log: &Mutex<Vec<Seen>>,
+    protocols: &Mutex<Vec<String>>,
+) {
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
     let (head, body) = loop {
@@ -137,6 +153,11 @@ async fn serve(mut stream: TcpStream, b: &Behaviour, log: &Mutex<Vec<Seen>>) {
             let action = header(&head, "soapaction")
                 .and_then(|v| v.trim_matches('"').split('#').nth(1).map(str::to_string))
                 .unwrap_or_default();
+            if let Some(at) = body.find("<NewProtocol>") {
+                let rest = &body[at + "<NewProtocol>".len()..];
+                let end = rest.find('<').unwrap_or(rest.len());
+                protocols.lock().unwrap().push(rest[..end].to_string());
+            }
             soap(&action, &body, b, log)
         }
         _ => (404, String::new()),

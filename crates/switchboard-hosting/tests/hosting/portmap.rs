@@ -1,7 +1,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use switchboard_hosting::{map_port, MapStatus, Method, PortLease, PortMapConfig};
+use switchboard_hosting::{map_port, MapStatus, Method, PortLease, PortMapConfig, Protocol};
 
 use crate::fake_nat::{self, FakeNatGateway, Speaks};
 use crate::fake_upnp::{self, FakeIgd};
@@ -371,4 +371,48 @@ async fn a_lease_on_its_own_thread_is_stopped_from_async_code_and_removes_its_ma
         lifetime: 0,
     };
     assert_eq!(gateway.seen().last(), Some(&removed));
+}
+
+#[tokio::test]
+async fn a_udp_port_for_quic_is_mapped_as_udp_by_pcp_nat_pmp_and_upnp() {
+    let udp = |config: PortMapConfig| PortMapConfig {
+        protocol: Protocol::Udp,
+        ..config
+    };
+    let (_silent, search) = silent_search().await;
+    // PCP.
+    let pcp = FakeNatGateway::start(fake_nat::Behaviour::default()).await;
+    let mapping = map_port(&udp(config(pcp.ip, search)), 7120).await.unwrap();
+    assert_eq!(mapping.method(), Method::Pcp);
+    mapping.remove(TIMEOUT).await.unwrap();
+    assert_eq!(pcp.protocols(), ["UDP", "UDP"], "mapped and removed");
+    // NAT-PMP.
+    let nat_pmp = FakeNatGateway::start(fake_nat::Behaviour {
+        speaks: fake_nat::Speaks::NatPmp,
+        ..fake_nat::Behaviour::default()
+    })
+    .await;
+    let mapping = map_port(&udp(config(nat_pmp.ip, search)), 7121)
+        .await
+        .unwrap();
+    assert_eq!(mapping.method(), Method::NatPmp);
+    mapping.remove(TIMEOUT).await.unwrap();
+    assert_eq!(
+        nat_pmp.protocols(),
+        ["UDP", "UDP", "UDP"],
+        "PCP asked first, then NAT-PMP mapped and removed"
+    );
+    // UPnP.
+    let igd = FakeIgd::start(fake_upnp::Behaviour::default()).await;
+    let mapping = map_port(&udp(config(no_gateway(), igd.search)), 7122)
+        .await
+        .unwrap();
+    assert_eq!(mapping.method(), Method::Upnp);
+    mapping.remove(TIMEOUT).await.unwrap();
+    assert_eq!(igd.protocols(), ["UDP", "UDP"], "added and deleted");
+    // And a TCP port is still TCP.
+    let tcp = FakeNatGateway::start(fake_nat::Behaviour::default()).await;
+    let mapping = map_port(&config(tcp.ip, search), 7123).await.unwrap();
+    mapping.remove(TIMEOUT).await.unwrap();
+    assert_eq!(tcp.protocols(), ["TCP", "TCP"]);
 }
