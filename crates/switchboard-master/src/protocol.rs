@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use switchboard::codec;
 
+mod listed;
+pub use listed::{Listed, ListedTransport, Offered, JOIN_TAG};
+
 /// The first bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SWMS";
 /// The datagram format version (2: heartbeats carry padding).
@@ -285,128 +288,6 @@ pub struct ListRequest {
 
 /// The most servers in one page.
 pub const MAX_PAGE: u16 = 100;
-
-/// One listed server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Listed {
-    /// Where it answered from (its game address).
-    pub addr: std::net::SocketAddr,
-    /// What it said about itself.
-    pub info: ServerInfo,
-}
-
-/// The tag a server hosted through a join-code relay lists its code in:
-/// `join=K7PQ2M@relay.example.org:7400` (`docs/HOSTING.md`).
-pub const JOIN_TAG: &str = "join";
-
-impl Listed {
-    /// Where a player connects to it: the join code at its relay when it
-    /// lists one (a game hosted behind a router), else its address.
-    pub fn join_addr(&self) -> String {
-        self.info
-            .tags
-            .iter()
-            .find(|(key, value)| {
-                key == JOIN_TAG && switchboard_proto::join_code::split_join_addr(value).is_some()
-            })
-            .map_or_else(|| self.addr.to_string(), |(_, value)| value.clone())
-    }
-
-    /// The TLS fingerprint it lists (`switchboard::manager::TLS_TAG`), if
-    /// any: a player pins the server by it, as far as it trusts the master
-    /// the list came from (docs/SECURITY.md).
-    pub fn fingerprint(&self) -> Option<switchboard::tls::Fingerprint> {
-        self.info
-            .tags
-            .iter()
-            .find(|(key, _)| key == switchboard::manager::TLS_TAG)
-            .and_then(|(_, value)| value.parse().ok())
-    }
-
-    /// Every way into it, TCP first: its game port (TCP), and the
-    /// WebSocket and QUIC ports it lists (`switchboard::manager::WS_TAG`,
-    /// `QUIC_TAG`), each with the fingerprint a player pins it by (one
-    /// identity serves them all). A tag that is not a port is skipped.
-    pub fn transports(&self) -> Vec<Offered> {
-        let fingerprint = self.fingerprint();
-        let tagged = |tag: &str| {
-            self.info
-                .tags
-                .iter()
-                .find(|(key, _)| key == tag)
-                .and_then(|(_, value)| value.parse::<u16>().ok())
-                .filter(|port| *port != 0)
-                .map(|port| std::net::SocketAddr::new(self.addr.ip(), port))
-        };
-        let mut offered = vec![Offered {
-            transport: ListedTransport::Tcp,
-            addr: self.addr,
-            fingerprint,
-        }];
-        for (transport, tag) in [
-            (ListedTransport::WebSocket, switchboard::manager::WS_TAG),
-            (ListedTransport::Quic, switchboard::manager::QUIC_TAG),
-        ] {
-            offered.extend(tagged(tag).map(|addr| Offered {
-                transport,
-                addr,
-                fingerprint,
-            }));
-        }
-        offered
-    }
-}
-
-/// A transport a listed server offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ListedTransport {
-    /// The game port: the framed protocol over TCP (in TLS with a
-    /// fingerprint).
-    Tcp,
-    /// The same frames, one per WebSocket message.
-    WebSocket,
-    /// QUIC: a stream for the frames, datagrams for sequenced channels.
-    Quic,
-}
-
-impl ListedTransport {
-    /// Its name in a listing: `tcp`, `ws`, `quic`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Tcp => "tcp",
-            Self::WebSocket => "ws",
-            Self::Quic => "quic",
-        }
-    }
-}
-
-/// One way into a listed server ([`Listed::transports`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Offered {
-    /// Which transport.
-    pub transport: ListedTransport,
-    /// Where.
-    pub addr: std::net::SocketAddr,
-    /// The fingerprint its TLS identity has, if it lists one.
-    pub fingerprint: Option<switchboard::tls::Fingerprint>,
-}
-
-impl Offered {
-    /// The address a client dials (`Dialer`, `NetworkClient::connect`):
-    /// `tls://host:port` or `host:port`, `wss://` or `ws://host:port/`,
-    /// `quic://host:port`.
-    pub fn url(&self) -> String {
-        let secure = self.fingerprint.is_some();
-        match (self.transport, secure) {
-            (ListedTransport::Tcp, true) => format!("tls://{}", self.addr),
-            (ListedTransport::Tcp, false) => self.addr.to_string(),
-            (ListedTransport::WebSocket, true) => format!("wss://{}/", self.addr),
-            (ListedTransport::WebSocket, false) => format!("ws://{}/", self.addr),
-            (ListedTransport::Quic, _) => format!("quic://{}", self.addr),
-        }
-    }
-}
 
 /// A page of servers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
