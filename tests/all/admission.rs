@@ -213,3 +213,47 @@ async fn attached_connections_are_admitted_under_the_address_they_name() {
     let near = SocketAddr::new(IpAddr::from([203, 0, 113, 8]), 5000);
     assert!(handle.attach(theirs, near).is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_turned_away_at_accept_hears_why_and_is_never_connected() {
+    // Regression: the hello and the close came as `Connected` then
+    // `Disconnected`, so `until_admitted` took a turned-away connection
+    // for an admitted one and never came back.
+    let server = start_server(EndpointConfig::default());
+    let addr = server.local_addr();
+    // The pending table half full from 127.0.0.2: the server is busy and
+    // the address past its cap.
+    let mut silent = Vec::new();
+    for _ in 0..40 {
+        silent.push(tcp_from(2, addr).await);
+    }
+    let stream = tcp_from(2, addr).await;
+    let mut client = SocketStream::from_stream(stream, SocketConfig::default());
+    let first = tokio::time::timeout(WAIT, client.next_event()).await;
+    match first {
+        Ok(Some(SocketEvent::Disconnected(switchboard::DisconnectReason::ClosedByPeer {
+            code,
+            reason,
+        }))) => {
+            assert_eq!(code, switchboard::CloseCode::SERVER_FULL);
+            assert!(
+                switchboard::socket::retry_after_of(&reason).is_some(),
+                "{reason}"
+            );
+        }
+        other => panic!("the first event should say why: {other:?}"),
+    }
+    // Told to come back, a joiner does, and gets in once the silent ones
+    // are gone.
+    let open = move || async move {
+        let stream = tcp_from(2, addr).await;
+        Some(SocketStream::from_stream(stream, SocketConfig::default()))
+    };
+    let first = open().await.unwrap();
+    let joining = tokio::spawn(first.until_admitted(open, 5));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(silent);
+    let admitted = tokio::time::timeout(WAIT, joining).await.unwrap().unwrap();
+    assert!(admitted.is_ok(), "{admitted:?}");
+    assert!(server.handle().refused() >= 1);
+}

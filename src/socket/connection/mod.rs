@@ -305,6 +305,25 @@ where
         return None;
     }
     *reader.decoder_mut().0.config_mut() = config.codec.clone();
+    if let Some(close) = control::close_behind_hello(reader.read_buffer(), &config.codec) {
+        // Turned away (a busy server tells a client why at accept, its
+        // close right behind its hello): the connection never opened, and
+        // its owner hears why first (`SocketStream::until_admitted` comes
+        // back after the retry-after).
+        handle.set_direct(None);
+        handle.set_closed();
+        let reason = DisconnectReason::ClosedByPeer {
+            code: close.code,
+            reason: close.reason,
+        };
+        match reporter.on_handshake_failure.take() {
+            Some(hook) => hook(&reason),
+            None => {
+                Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
+            }
+        }
+        return None;
+    }
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
         send_close_now(&mut writer, &reason, config).await;
         handle.set_direct(None);

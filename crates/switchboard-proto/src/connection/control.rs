@@ -99,6 +99,28 @@ pub fn check_first_frame(
     }
 }
 
+/// The close frame a peer sent right behind its hello, if it is among
+/// `buffered` (what was read past the hello): a server turning a client
+/// away at accept writes the two at once, and the client should hear why
+/// before it counts as connected. Only looks: `buffered` is not consumed.
+pub fn close_behind_hello(buffered: &[u8], config: &CodecConfig) -> Option<CloseFrame> {
+    if buffered.is_empty() {
+        return None;
+    }
+    let mut copy = bytes::BytesMut::from(buffered);
+    let frame = codec::FrameDecoder::new(config.clone())
+        .decode(&mut copy)
+        .ok()??;
+    if frame.compressed {
+        return None;
+    }
+    let (channel, action, used) = crate::message::decode_envelope(&frame.payload).ok()?;
+    if channel != SYSTEM_CHANNEL || action != ACTION_CLOSE {
+        return None;
+    }
+    codec::decode_value::<CloseFrame>(&frame.payload[used..]).ok()
+}
+
 fn system_frame<T: Serialize>(action: u16, content: &T, config: &CodecConfig) -> Bytes {
     let content = codec::encode_value(content).expect("system content always encodes");
     Message::from_raw(SYSTEM_CHANNEL, action, Bytes::from(content))
