@@ -294,14 +294,7 @@ where
     if let Err(reason) = handshake {
         send_close_now(&mut writer, &reason, config).await;
         tracing::debug!(peer = ?handle.peer_addr(), %reason, "handshake failed");
-        handle.set_direct(None);
-        handle.set_closed();
-        match reporter.on_handshake_failure.take() {
-            Some(hook) => hook(&reason),
-            None => {
-                Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
-            }
-        }
+        never_opened(handle, reporter, reason).await;
         return None;
     }
     *reader.decoder_mut().0.config_mut() = config.codec.clone();
@@ -310,18 +303,11 @@ where
         // close right behind its hello): the connection never opened, and
         // its owner hears why first (`SocketStream::until_admitted` comes
         // back after the retry-after).
-        handle.set_direct(None);
-        handle.set_closed();
         let reason = DisconnectReason::ClosedByPeer {
             code: close.code,
             reason: close.reason,
         };
-        match reporter.on_handshake_failure.take() {
-            Some(hook) => hook(&reason),
-            None => {
-                Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
-            }
-        }
+        never_opened(handle, reporter, reason).await;
         return None;
     }
     if let Some(reason) = reporter.refuse.take().and_then(|refuse| refuse()) {
@@ -339,6 +325,23 @@ where
     }
     let parts = reader.into_parts();
     Some((parts.io, parts.read_buf, parts.codec.0, writer))
+}
+
+/// A connection that ended in its handshake: closed, and its owner told
+/// why (or the server's hook, which counts it).
+async fn never_opened<E>(
+    handle: &SocketHandle,
+    reporter: &mut Reporter<E>,
+    reason: DisconnectReason,
+) {
+    handle.set_direct(None);
+    handle.set_closed();
+    match reporter.on_handshake_failure.take() {
+        Some(hook) => hook(&reason),
+        None => {
+            Box::pin(reporter.report(SocketEvent::Disconnected(reason))).await;
+        }
+    }
 }
 
 fn kill_reason(handle: &SocketHandle) -> DisconnectReason {
