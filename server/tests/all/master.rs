@@ -242,21 +242,33 @@ async fn a_server_stopped_with_sigterm_leaves_the_list_at_once() {
     eprintln!("delisted {took:?} after SIGTERM");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_beyond_loopback_lists_the_fingerprint_players_pin_it_by() {
-    let (_master_proc, master) = start_master(0, &["--heartbeats-per-minute", "600"]);
+/// A board server bound to all addresses (so in TLS, with a fingerprint)
+/// with `extra` arguments, listed on `master` every 0.2 s: the process, its
+/// port, its fingerprint and its data directory (kept while the test runs).
+fn start_listed_beyond_loopback(
+    master: SocketAddr,
+    extra: &[&str],
+) -> (Proc, u16, switchboard::tls::Fingerprint, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
     let mut command = std::process::Command::new(support::BIN);
     command
         .args(["--bind", "all", "--port", "0", "--data-dir"])
         .arg(data.path())
+        .args(extra)
         .args([
             "--register-with",
             &master.to_string(),
             "--heartbeat-secs",
             "0.2",
         ]);
-    let (_game, _, printed) = support::start_command_tls(command);
+    let (game, port, printed) = support::start_command_tls(command);
+    (game, port, printed, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_beyond_loopback_lists_the_fingerprint_players_pin_it_by() {
+    let (_master_proc, master) = start_master(0, &["--heartbeats-per-minute", "600"]);
+    let (_game, _, printed, _data) = start_listed_beyond_loopback(master, &[]);
     let listed = wait_for(master, Filter::default(), 1).await;
     assert_eq!(
         listed[0].fingerprint(),
@@ -269,28 +281,8 @@ async fn a_server_beyond_loopback_lists_the_fingerprint_players_pin_it_by() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listed_server_says_which_transports_it_offers_and_a_player_joins_by_one() {
     let (_master_proc, master) = start_master(0, &["--heartbeats-per-minute", "600"]);
-    let data = tempfile::tempdir().unwrap();
-    let mut command = std::process::Command::new(support::BIN);
-    command
-        .args([
-            "--bind",
-            "all",
-            "--port",
-            "0",
-            "--ws-port",
-            "0",
-            "--quic-port",
-            "0",
-        ])
-        .arg("--data-dir")
-        .arg(data.path())
-        .args([
-            "--register-with",
-            &master.to_string(),
-            "--heartbeat-secs",
-            "0.2",
-        ]);
-    let (_game, port, printed) = support::start_command_tls(command);
+    let (_game, port, printed, _data) =
+        start_listed_beyond_loopback(master, &["--ws-port", "0", "--quic-port", "0"]);
     let listed = wait_for(master, Filter::default(), 1).await;
     let offered = listed[0].transports();
     let names: Vec<_> = offered.iter().map(|o| o.transport.name()).collect();

@@ -213,11 +213,26 @@ fn bots_across(link: &Link, over: Over, relay: &[&str], bots: &[&str]) -> serde_
         link,
         &[&["relay", "--quic-port", quic_port.as_str()], relay].concat(),
     );
+    tester_across(link, over, "bots", port, pinned, bots)
+}
+
+/// `switchboard-server TOOL` (`bots`, `requests`) with `ARGS` in the link's
+/// client namespace against the server at `port` (pinned by `pinned`) in
+/// its server namespace, over TCP or, with `--quic-addr`, its QUIC port:
+/// the tester's JSON report.
+fn tester_across(
+    link: &Link,
+    over: Over,
+    tool: &str,
+    port: u16,
+    pinned: Fingerprint,
+    args: &[&str],
+) -> serde_json::Value {
     let mut command = link.client_command(BIN);
     command
-        .args(["bots", "--addr", &format!("{SERVER_ADDR}:{port}")])
+        .args([tool, "--addr", &format!("{SERVER_ADDR}:{port}")])
         .args(["--trust", &pinned.to_string(), "--json"])
-        .args(bots);
+        .args(args);
     if over == Over::Quic {
         command.args(["--quic-addr", &format!("{SERVER_ADDR}:{QUIC_PORT}")]);
     }
@@ -227,7 +242,7 @@ fn bots_across(link: &Link, over: Over, relay: &[&str], bots: &[&str]) -> serde_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("the load tester's JSON")
+    serde_json::from_slice(&out.stdout).expect("the tester's JSON")
 }
 
 /// A report's value at `key` as a number (NaN when missing).

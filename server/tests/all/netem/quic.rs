@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use super::{bots_across, link, number, relay_lateness, serve, Over, QUIC_PORT};
-use crate::support::BIN;
-use switchboard_netem::{Link, LinkConfig, SERVER_ADDR};
+use super::{bots_across, link, number, relay_lateness, serve, tester_across, Over, QUIC_PORT};
+use switchboard_netem::{Link, LinkConfig};
 
 #[test]
 fn relay_transforms_as_quic_datagrams_through_five_percent_loss_are_dropped_not_late() {
@@ -153,19 +152,12 @@ fn measure_requests_over_the_quic_stream_and_tcp_through_100_ms_round_trip_and_l
 fn requests_across(link: &Link, over: Over) -> serde_json::Value {
     let quic_port = QUIC_PORT.to_string();
     let (_server, port, pinned) = serve(link, &["--quic-port", quic_port.as_str()]);
-    let mut command = link.client_command(BIN);
-    command
-        .args(["requests", "--addr", &format!("{SERVER_ADDR}:{port}")])
-        .args(["--trust", &pinned.to_string(), "--json"])
-        .args(["--count", "30", "--rate", "2", "--seconds", "20"]);
-    if over == Over::Quic {
-        command.args(["--quic-addr", &format!("{SERVER_ADDR}:{QUIC_PORT}")]);
-    }
-    let out = command.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the requests tester's JSON")
+    tester_across(
+        link,
+        over,
+        "requests",
+        port,
+        pinned,
+        &["--count", "30", "--rate", "2", "--seconds", "20"],
+    )
 }
