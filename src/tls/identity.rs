@@ -118,8 +118,27 @@ impl ServerIdentity {
     /// A fresh ECDSA P-256 key and a self-signed certificate for it, valid
     /// for ten years (clients trust it by its fingerprint, not its dates).
     pub fn generate() -> Result<Self, TlsError> {
-        let (certificate, key) = generate_pem()?;
+        Self::generate_valid(TEN_YEARS.0, TEN_YEARS.1)
+    }
+
+    /// A fresh ECDSA P-256 key and a self-signed certificate valid from
+    /// `not_before` to `not_after`: what a browser accepts by its hash
+    /// (WebTransport's `serverCertificateHashes`: at most 14 days).
+    pub fn generate_valid(
+        not_before: time::OffsetDateTime,
+        not_after: time::OffsetDateTime,
+    ) -> Result<Self, TlsError> {
+        let (certificate, key) = generate_pem(not_before, not_after)?;
         Self::from_pem(certificate.as_bytes(), key.as_bytes())
+    }
+
+    /// Its chain and key as rustls serves them.
+    pub(crate) fn certified_key(&self) -> Result<rustls::sign::CertifiedKey, TlsError> {
+        Ok(rustls::sign::CertifiedKey::from_der(
+            self.chain.clone(),
+            self.key.clone_key(),
+            &super::provider(),
+        )?)
     }
 
     /// The identity kept in `dir` ([`IDENTITY_FILE`]), made and written
@@ -138,7 +157,7 @@ impl ServerIdentity {
             Err(err) => return Err(io(err)),
         }
         std::fs::create_dir_all(dir).map_err(io)?;
-        let (certificate, key) = generate_pem()?;
+        let (certificate, key) = generate_pem(TEN_YEARS.0, TEN_YEARS.1)?;
         let pem = format!("{key}{certificate}");
         // Written aside, then linked into place: a link fails if the file
         // is there, so a racing process's identity wins and is read back.
@@ -222,8 +241,18 @@ pub fn default_data_dir() -> PathBuf {
     }
 }
 
+/// A server's own long-lived certificate's dates (clients trust it by its
+/// fingerprint, not its dates).
+const TEN_YEARS: (time::OffsetDateTime, time::OffsetDateTime) = (
+    time::macros::datetime!(2025-01-01 0:00 UTC),
+    time::macros::datetime!(2035-01-01 0:00 UTC),
+);
+
 /// A key and its self-signed certificate, as PEM text (certificate, key).
-fn generate_pem() -> Result<(String, String), TlsError> {
+fn generate_pem(
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<(String, String), TlsError> {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
         .map_err(|err| TlsError::Generate(err.to_string()))?;
     let mut params = rcgen::CertificateParams::new(vec!["switchboard.invalid".to_string()])
@@ -231,8 +260,8 @@ fn generate_pem() -> Result<(String, String), TlsError> {
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "Switchboard server");
-    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    params.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    params.not_before = not_before;
+    params.not_after = not_after;
     let certificate = params
         .self_signed(&key)
         .map_err(|err| TlsError::Generate(err.to_string()))?;

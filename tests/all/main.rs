@@ -30,3 +30,4 @@ mod std_loop_client;
 mod tls;
 mod wakeups;
 mod websocket;
+mod webtransport;

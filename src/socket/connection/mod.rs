@@ -187,13 +187,18 @@ pub(crate) fn run_tls<E: Send + 'static>(
     clippy::manual_async_fn,
     reason = "an async fn would store its arguments twice in every connection's task"
 )]
-pub(crate) fn run_quic<E: Send + 'static>(
+pub(crate) fn run_quic<R, W, E>(
     link: Arc<super::quic::Datagrams>,
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
+    send: W,
+    recv: R,
     handle: SocketHandle,
     reporter: Reporter<E>,
-) -> impl Future<Output = ()> {
+) -> impl Future<Output = ()>
+where
+    R: Readable,
+    W: AsyncWrite + Unpin,
+    E: Send + 'static,
+{
     async move {
         handle.set_datagrams(link.clone());
         let datagrams = super::quic::receive(

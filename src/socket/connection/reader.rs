@@ -42,6 +42,8 @@ impl<T: AsyncRead> Readable for tokio::io::ReadHalf<T> {}
 
 impl Readable for quinn::RecvStream {}
 
+impl Readable for wtransport::RecvStream {}
+
 /// The reader half: reads the socket itself (the framed reader of the
 /// handshake handed over its stream and buffer) and takes whole frames
 /// straight from the buffer, many per read.

@@ -5,9 +5,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::{AddressValidation, Datagrams, QuicConfig};
+use super::{webtransport, AddressValidation, Carrier, Datagrams, QuicConfig};
 use crate::socket::accept::{admit, room_in_gate, telling, Admitted, Telling, TurnedAway};
 use crate::socket::connection;
 use crate::socket::events::Batch;
@@ -22,6 +23,7 @@ pub(in crate::socket) async fn accept_loop(
     events: mpsc::Sender<Batch<EndpointEvent>>,
     config: QuicConfig,
 ) {
+    let config = Arc::new(config);
     let addr = endpoint.local_addr().ok();
     while room_in_gate(&shared).await {
         let incoming = tokio::select! {
@@ -50,12 +52,12 @@ pub(in crate::socket) async fn accept_loop(
                     span,
                     ..
                 } = admitted;
-                let run = run(incoming, handle, reporter, config.max_datagrams_per_second);
+                let run = run(incoming, handle, reporter, config.clone());
                 shared
                     .tasks
                     .spawn(tracing::Instrument::instrument(run, span));
             }
-            Err(turned) => tell_turned_away(&shared, incoming, turned),
+            Err(turned) => tell_turned_away(&shared, incoming, turned, config.clone()),
         }
     }
     // Nothing new; the connections still open end with the server's own
@@ -80,6 +82,34 @@ fn validate(shared: &ServerShared, config: &QuicConfig) -> bool {
     }
 }
 
+/// A connection whose handshake is done and whose stream the client opened.
+enum Opened {
+    /// A native client (ALPN `switchboard`).
+    Quic(quinn::Connection, quinn::SendStream, quinn::RecvStream),
+    /// A browser (ALPN `h3`): its WebTransport session and stream.
+    WebTransport(
+        wtransport::Connection,
+        wtransport::SendStream,
+        wtransport::RecvStream,
+    ),
+}
+
+/// The QUIC handshake, and a browser's WebTransport session, up to the
+/// client's stream.
+async fn opening(incoming: quinn::Incoming, config: &QuicConfig) -> std::io::Result<Opened> {
+    let mut connecting = incoming.accept()?;
+    if let Some(web) = &config.webtransport {
+        if webtransport::is_webtransport(&mut connecting).await {
+            let (session, send, recv) =
+                webtransport::open(connecting, &web.allowed_origins).await?;
+            return Ok(Opened::WebTransport(session, send, recv));
+        }
+    }
+    let connection = connecting.await?;
+    let (send, recv) = connection.accept_bi().await?;
+    Ok(Opened::Quic(connection, send, recv))
+}
+
 /// One connection: the QUIC handshake and the client's stream within the
 /// handshake timeout (unless the gate evicts it first), then the
 /// connection's task over the stream, its datagrams beside it.
@@ -87,26 +117,26 @@ async fn run(
     incoming: quinn::Incoming,
     handle: crate::socket::SocketHandle,
     reporter: connection::Reporter<EndpointEvent>,
-    datagrams_per_second: u32,
+    config: Arc<QuicConfig>,
 ) {
     let deadline = tokio::time::Instant::now() + handle.config().handshake_timeout;
-    let opening = async {
-        let connection = incoming.accept()?.await?;
-        let (send, recv) = connection.accept_bi().await?;
-        Ok::<_, quinn::ConnectionError>((connection, send, recv))
-    };
     let opened = tokio::select! {
-        opened = tokio::time::timeout_at(deadline, opening) => match opened {
+        opened = tokio::time::timeout_at(deadline, opening(incoming, &config)) => match opened {
             Ok(Ok(opened)) => Ok(opened),
-            Ok(Err(err)) => Err(DisconnectReason::ConnectionLost(std::io::Error::from(err).into())),
+            Ok(Err(err)) => Err(DisconnectReason::ConnectionLost(err.into())),
             Err(_) => Err(DisconnectReason::HandshakeTimeout),
         },
         // Evicted as the oldest pending handshake.
         () = handle.shared.killed() => Err(DisconnectReason::HandshakeTimeout),
     };
+    let limit = Some(config.max_datagrams_per_second);
     match opened {
-        Ok((quic, send, recv)) => {
-            let link = Datagrams::new(quic, None, Some(datagrams_per_second));
+        Ok(Opened::Quic(quic, send, recv)) => {
+            let link = Datagrams::new(Carrier::Quic(quic), None, limit);
+            connection::run_quic(link, send, recv, handle, reporter).await;
+        }
+        Ok(Opened::WebTransport(session, send, recv)) => {
+            let link = Datagrams::new(Carrier::WebTransport(session), None, limit);
             connection::run_quic(link, send, recv, handle, reporter).await;
         }
         Err(reason) => fail(&handle, reporter, reason),
@@ -119,7 +149,12 @@ async fn run(
 /// address is sent a Retry first (telling costs a handshake, which a
 /// spoofed source must not get); one with no place to tell it is refused
 /// without a handshake.
-fn tell_turned_away(shared: &Arc<ServerShared>, incoming: quinn::Incoming, turned: TurnedAway) {
+fn tell_turned_away(
+    shared: &Arc<ServerShared>,
+    incoming: quinn::Incoming,
+    turned: TurnedAway,
+    config: Arc<QuicConfig>,
+) {
     if !incoming.remote_address_validated() {
         if incoming.may_retry() {
             retry(shared, incoming);
@@ -140,14 +175,26 @@ fn tell_turned_away(shared: &Arc<ServerShared>, incoming: quinn::Incoming, turne
     let linger = shared.socket_config.close_timeout;
     shared.tasks.spawn(async move {
         let _place = place;
+        let said = [&hello[..], &close[..]].concat();
         let told = async {
-            let connection = incoming.accept()?.await?;
-            let (mut send, _recv) = connection.accept_bi().await?;
-            send.write_all(&[&hello[..], &close[..]].concat()).await?;
-            send.finish()?;
-            connection.closed().await;
+            match opening(incoming, &config).await? {
+                Opened::Quic(quic, mut send, _recv) => {
+                    say(&mut send, &said).await?;
+                    quic.closed().await;
+                }
+                Opened::WebTransport(session, mut send, _recv) => {
+                    say(&mut send, &said).await?;
+                    session.closed().await;
+                }
+            }
             std::io::Result::Ok(())
         };
         let _ = tokio::time::timeout(linger, told).await;
     });
+}
+
+/// Writes `bytes` and the stream's end.
+async fn say(send: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
+    send.write_all(bytes).await?;
+    send.shutdown().await
 }

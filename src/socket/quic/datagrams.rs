@@ -49,11 +49,68 @@ fn add(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+/// What carries a connection's datagrams: a native QUIC connection, or a
+/// browser's WebTransport session on one (whose datagrams start with the
+/// session's id, which `wtransport` adds and strips).
+#[derive(Debug)]
+pub(crate) enum Carrier {
+    /// ALPN `switchboard`.
+    Quic(quinn::Connection),
+    /// ALPN `h3`: a WebTransport session.
+    WebTransport(wtransport::Connection),
+}
+
+impl Carrier {
+    /// The QUIC connection underneath.
+    pub(crate) fn quic(&self) -> &quinn::Connection {
+        match self {
+            Self::Quic(connection) => connection,
+            Self::WebTransport(session) => session.quic_connection(),
+        }
+    }
+
+    fn max_datagram_size(&self) -> Option<usize> {
+        match self {
+            Self::Quic(connection) => connection.max_datagram_size(),
+            Self::WebTransport(session) => session.max_datagram_size(),
+        }
+    }
+
+    /// `Ok(true)`: sent; `Ok(false)`: the connection is lost (its stream's
+    /// end says so); `Err(())`: it cannot go as a datagram.
+    fn send_datagram(&self, bytes: Vec<u8>) -> Result<bool, ()> {
+        match self {
+            Self::Quic(connection) => match connection.send_datagram(Bytes::from(bytes)) {
+                Ok(()) => Ok(true),
+                Err(quinn::SendDatagramError::ConnectionLost(_)) => Ok(false),
+                Err(_) => Err(()),
+            },
+            Self::WebTransport(session) => match session.send_datagram(bytes) {
+                Ok(()) => Ok(true),
+                Err(wtransport::error::SendDatagramError::NotConnected) => Ok(false),
+                Err(_) => Err(()),
+            },
+        }
+    }
+
+    /// The next datagram's payload; `None` once the connection is lost.
+    async fn read_datagram(&self) -> Option<Bytes> {
+        match self {
+            Self::Quic(connection) => connection.read_datagram().await.ok(),
+            Self::WebTransport(session) => session
+                .receive_datagram()
+                .await
+                .ok()
+                .map(|datagram| datagram.payload()),
+        }
+    }
+}
+
 /// One QUIC connection's datagrams, shared by its handle (which sends) and
 /// the task that receives.
 #[derive(Debug)]
 pub(crate) struct Datagrams {
-    connection: quinn::Connection,
+    connection: Carrier,
     /// The client's endpoint (its UDP socket), kept for a rebind, and the
     /// runtime it runs on; `None` on a server, whose endpoint is every
     /// connection's.
@@ -68,7 +125,7 @@ pub(crate) struct Datagrams {
 impl Datagrams {
     /// Called on the connection's runtime.
     pub(crate) fn new(
-        connection: quinn::Connection,
+        connection: Carrier,
         endpoint: Option<quinn::Endpoint>,
         per_second: Option<u32>,
     ) -> Arc<Self> {
@@ -103,14 +160,14 @@ impl Datagrams {
             add(&self.counters.sent_on_stream);
             return Ok(false);
         }
-        Ok(match self.connection.send_datagram(Bytes::from(buf)) {
-            Ok(()) => {
-                add(&self.counters.sent);
+        Ok(match self.connection.send_datagram(buf) {
+            Ok(sent) => {
+                if sent {
+                    add(&self.counters.sent);
+                }
                 true
             }
-            // Lost with the connection: the stream's end says so.
-            Err(quinn::SendDatagramError::ConnectionLost(_)) => true,
-            Err(_) => {
+            Err(()) => {
                 add(&self.counters.sent_on_stream);
                 false
             }
@@ -139,7 +196,7 @@ impl Datagrams {
 
     /// The peer's address now (it changes when the peer migrates).
     pub(crate) fn remote_address(&self) -> std::net::SocketAddr {
-        self.connection.remote_address()
+        self.connection.quic().remote_address()
     }
 
     /// Moves a client's connection to `socket`, a new UDP socket (a phone
@@ -162,9 +219,14 @@ impl Datagrams {
         self.endpoint.is_some()
     }
 
-    /// The connection itself (the driver closes it at the end).
+    /// The QUIC connection itself (the driver closes it at the end).
     pub(crate) fn connection(&self) -> &quinn::Connection {
-        &self.connection
+        self.connection.quic()
+    }
+
+    /// Whether a browser's WebTransport session carries it.
+    pub(crate) fn is_webtransport(&self) -> bool {
+        matches!(self.connection, Carrier::WebTransport(_))
     }
 }
 
@@ -185,7 +247,7 @@ pub(crate) async fn receive<E>(
         .as_ref()
         .map(|limit| TokenBucket::full(limit, Instant::now()));
     let counters = &link.counters;
-    while let Ok(bytes) = link.connection.read_datagram().await {
+    while let Some(bytes) = link.connection.read_datagram().await {
         let len = bytes.len() as u64;
         handle.shared.counters.read(0, len);
         if handle.state() != SocketState::Open {

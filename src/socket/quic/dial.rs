@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{transport, Datagrams, QuicConfig, ALPN};
+use super::{transport, Carrier, Datagrams, QuicConfig, ALPN};
 use crate::socket::dial::{Opening, Transport};
 use crate::socket::SocketConfig;
 use crate::tls::{is_loopback, ServerTrust, TlsClient};
@@ -60,6 +60,8 @@ pub(in crate::socket) fn opening(
         config,
         &QuicConfig {
             datagram_buffer: CLIENT_DATAGRAM_BUFFER,
+            // A client takes no streams from its server.
+            webtransport: None,
             ..QuicConfig::default()
         },
     );
@@ -102,7 +104,7 @@ pub(in crate::socket) fn opening(
             return Err(std::io::Error::other("no certificate seen"));
         }
         let (send, recv) = connection.open_bi().await?;
-        let link = Datagrams::new(connection, Some(endpoint), None);
+        let link = Datagrams::new(Carrier::Quic(connection), Some(endpoint), None);
         Ok(Transport::Quic(QuicTransport { link, send, recv }))
     })
 }

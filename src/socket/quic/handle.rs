@@ -24,6 +24,15 @@ impl SocketHandle {
         self.shared.datagrams.get().is_some()
     }
 
+    /// Whether the connection is a browser's WebTransport session (on the
+    /// QUIC port; [`is_quic`](Self::is_quic) too).
+    pub fn is_webtransport(&self) -> bool {
+        self.shared
+            .datagrams
+            .get()
+            .is_some_and(|link| link.is_webtransport())
+    }
+
     /// What the connection's datagrams did (QUIC only; `None` over TCP and
     /// WebSocket).
     pub fn datagram_stats(&self) -> Option<DatagramStats> {

@@ -28,10 +28,11 @@ mod accept;
 mod datagrams;
 mod dial;
 mod handle;
+pub mod webtransport;
 
 pub(super) use accept::accept_loop;
 pub use datagrams::DatagramStats;
-pub(crate) use datagrams::{receive, Datagrams};
+pub(crate) use datagrams::{receive, Carrier, Datagrams};
 pub(super) use dial::opening;
 pub use dial::QuicTransport;
 /// The datagram layout and the receiver's newest-wins rule
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use super::SocketConfig;
 use crate::tls::{ServerIdentity, TlsServer};
+use webtransport::ShortLivedCertificates;
 
 /// The protocol a Switchboard QUIC connection negotiates (ALPN).
 pub const ALPN: &[u8] = b"switchboard";
@@ -86,6 +88,9 @@ pub struct QuicConfig {
     /// game, a datagram waiting here is late, and the next one makes it
     /// worthless (at 5 % loss and 64 KiB, transforms waited up to 0.8 s).
     pub datagram_send_buffer: usize,
+    /// WebTransport for browsers on the same port (default on: see
+    /// [`webtransport`]); `None`, native QUIC clients only.
+    pub webtransport: Option<webtransport::WebTransportConfig>,
 }
 
 impl Default for QuicConfig {
@@ -96,6 +101,7 @@ impl Default for QuicConfig {
             max_datagrams_per_second: 240,
             datagram_buffer: 64 * 1024,
             datagram_send_buffer: 4 * 1024,
+            webtransport: Some(webtransport::WebTransportConfig::default()),
         }
     }
 }
@@ -111,9 +117,12 @@ impl QuicConfig {
 }
 
 /// quinn's transport settings for one of our connections: one stream, no
-/// unidirectional ones, datagrams within `quic`'s buffers, BBR, and an
-/// idle timeout past the connection's own (its pings keep QUIC's path
-/// alive; its idle rule decides).
+/// unidirectional ones (with WebTransport on the port: the two
+/// bidirectional and three unidirectional streams a browser's HTTP/3
+/// session opens; a stream the server never reads holds at most its
+/// window, and all of them together the connection's), datagrams within
+/// `quic`'s buffers, BBR, and an idle timeout past the connection's own
+/// (its pings keep QUIC's path alive; its idle rule decides).
 ///
 /// BBR, not quinn's default Cubic: Cubic reads every loss as congestion,
 /// and at 5 % random loss (a mobile link) it shrank the window until a
@@ -121,8 +130,15 @@ impl QuicConfig {
 /// p99 304 ms against 190 ms with BBR; docs/PERFORMANCE.md).
 fn transport(socket: &SocketConfig, quic: &QuicConfig) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
-    transport.max_concurrent_bidi_streams(1u32.into());
-    transport.max_concurrent_uni_streams(0u32.into());
+    let (bidi, uni) = if quic.webtransport.is_some() {
+        (2u32, 3u32)
+    } else {
+        (1, 0)
+    };
+    transport.max_concurrent_bidi_streams(bidi.into());
+    transport.max_concurrent_uni_streams(uni.into());
+    transport.receive_window((2 * STREAM_WINDOW).into());
+    transport.stream_receive_window(STREAM_WINDOW.into());
     transport.datagram_receive_buffer_size(Some(quic.datagram_buffer));
     transport.datagram_send_buffer_size(quic.datagram_send_buffer);
     transport.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
@@ -133,14 +149,18 @@ fn transport(socket: &SocketConfig, quic: &QuicConfig) -> quinn::TransportConfig
     transport
 }
 
+/// Bytes a peer may send on one stream ahead of the server's reading
+/// (quinn's default; the connection's window is twice this).
+const STREAM_WINDOW: u32 = 1_250_000;
+
 /// The QUIC settings of a server whose TCP port speaks `tls` (`None`: on
 /// loopback, or plaintext by the operator's choice; then a certificate made
-/// now).
+/// now), and with WebTransport, the certificates it serves browsers.
 fn server_config(
     tls: Option<&TlsServer>,
     quic: &QuicConfig,
     socket: &SocketConfig,
-) -> std::io::Result<quinn::ServerConfig> {
+) -> std::io::Result<(quinn::ServerConfig, Option<Arc<ShortLivedCertificates>>)> {
     let made;
     let tls = match tls {
         Some(tls) => tls,
@@ -150,21 +170,36 @@ fn server_config(
             &made
         }
     };
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(ALPN))
-        .map_err(std::io::Error::other)?;
+    let mut rustls = tls.with_alpn(ALPN);
+    let certificates = match &quic.webtransport {
+        Some(webtransport) => {
+            let certificates = ShortLivedCertificates::new(webtransport)?;
+            rustls.alpn_protocols.push(webtransport::H3_ALPN.to_vec());
+            rustls.cert_resolver = Arc::new(webtransport::ByProtocol {
+                native: rustls.cert_resolver.clone(),
+                webtransport: certificates.clone(),
+            });
+            Some(certificates)
+        }
+        None => None,
+    };
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::try_from(rustls).map_err(std::io::Error::other)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport(socket, quic)));
-    Ok(config)
+    Ok((config, certificates))
 }
 
-/// A server's QUIC endpoint on `addr`'s IP and `quic.port`.
+/// A server's QUIC endpoint on `addr`'s IP and `quic.port`, and with
+/// WebTransport, the certificates it serves browsers.
 pub(super) fn bind(
     addr: SocketAddr,
     tls: Option<&TlsServer>,
     quic: &QuicConfig,
     socket: &SocketConfig,
-) -> std::io::Result<quinn::Endpoint> {
-    let config = server_config(tls, quic, socket)?;
+) -> std::io::Result<(quinn::Endpoint, Option<Arc<ShortLivedCertificates>>)> {
+    let (config, certificates) = server_config(tls, quic, socket)?;
     let _guard = crate::runtime::handle().enter();
-    quinn::Endpoint::server(config, SocketAddr::new(addr.ip(), quic.port))
+    let endpoint = quinn::Endpoint::server(config, SocketAddr::new(addr.ip(), quic.port))?;
+    Ok((endpoint, certificates))
 }

@@ -50,6 +50,19 @@ impl EndpointHandle {
         self.shared.quic_addr
     }
 
+    /// The hashes a page passes as WebTransport's `serverCertificateHashes`
+    /// to reach the QUIC port from a browser at `https://<quic_addr>/`: the
+    /// certificate it serves now and the next (`QuicConfig::webtransport`;
+    /// empty without it). They change as the port rotates its certificates:
+    /// read them when a page asks.
+    pub fn webtransport_hashes(&self) -> Vec<crate::tls::Fingerprint> {
+        self.shared
+            .webtransport
+            .as_ref()
+            .map(|certificates| certificates.hashes().to_vec())
+            .unwrap_or_default()
+    }
+
     /// QUIC clients sent a Retry to prove their address before a handshake
     /// (under load, or always: `QuicConfig::address_validation`).
     pub fn quic_retries(&self) -> u64 {

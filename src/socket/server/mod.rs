@@ -79,6 +79,8 @@ pub(super) struct ServerShared {
     pub(super) websocket_addr: Option<SocketAddr>,
     /// Where the QUIC port listens, if there is one.
     pub(super) quic_addr: Option<SocketAddr>,
+    /// The certificates the QUIC port serves browsers (WebTransport).
+    pub(super) webtransport: Option<Arc<super::quic::webtransport::ShortLivedCertificates>>,
     pub(super) config: EndpointConfig,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: TaskTracker,
@@ -175,9 +177,13 @@ impl Endpoint {
             Some(ws) => Some(listen(SocketAddr::new(addr.ip(), ws.port), &runtime)?),
             None => None,
         };
-        let quic = match &config.quic {
-            Some(quic) => Some(super::quic::bind(addr, tls.as_ref(), quic, &config.socket)?),
-            None => None,
+        let (quic, webtransport) = match &config.quic {
+            Some(quic) => {
+                let (endpoint, certificates) =
+                    super::quic::bind(addr, tls.as_ref(), quic, &config.socket)?;
+                (Some(endpoint), certificates)
+            }
+            None => (None, None),
         };
         let (tx, events) = EventQueue::new(config.socket.event_queue_len);
         let shared = Arc::new(ServerShared {
@@ -185,6 +191,7 @@ impl Endpoint {
             local_addr: listener.local_addr()?,
             websocket_addr: ws_listener.as_ref().map(|l| l.local_addr()).transpose()?,
             quic_addr: quic.as_ref().map(|q| q.local_addr()).transpose()?,
+            webtransport,
             config: config.clone(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -233,6 +240,12 @@ impl Endpoint {
             let accept =
                 super::quic::accept_loop(endpoint, shared.clone(), tx.clone(), quic.clone());
             shared.tasks.spawn_on(accept, &runtime);
+            if let (Some(certificates), Some(web)) = (&shared.webtransport, &quic.webtransport) {
+                let rotating = certificates
+                    .clone()
+                    .rotating(web.rotate_every, shared.shutdown.clone());
+                shared.tasks.spawn_on(rotating, &runtime);
+            }
             tracing::info!(?addr, "listening for QUIC");
         }
         let accept = accept_loop(listener, shared.clone(), tx, Transport::Tcp);

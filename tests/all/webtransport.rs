@@ -1,0 +1,171 @@
+//! WebTransport on the QUIC port, from a client that checks the server as a
+//! browser does (`wtransport`'s `serverCertificateHashes`: only a
+//! certificate with one of the hashes, ECDSA P-256, valid for at most 14
+//! days): the session's stream is a connection like any other, sequenced
+//! channels travel as its datagrams; a wrong hash, and an origin the server
+//! does not allow, are refused.
+
+use crate::common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use switchboard::socket::quic::webtransport::WebTransportConfig;
+use switchboard::socket::quic::QuicConfig;
+use switchboard::{
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, PeerId, SocketConfig,
+};
+use wtransport::tls::Sha256Digest;
+
+const STATE: u16 = 20;
+const CHAT: u16 = 21;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    switchboard::runtime::handle().block_on(f)
+}
+
+/// A loopback server whose QUIC port speaks WebTransport by `web`, and
+/// whose `STATE` channel is sequenced.
+fn server_with(web: WebTransportConfig) -> EndpointStream {
+    let config = EndpointConfig {
+        quic: Some(QuicConfig {
+            webtransport: Some(web),
+            ..QuicConfig::default()
+        }),
+        socket: SocketConfig {
+            sequenced_channels: switchboard::socket::ChannelSet::of([STATE]),
+            ..SocketConfig::default()
+        },
+        ..EndpointConfig::default()
+    };
+    EndpointStream::bind(BindScope::Loopback, 0, config).expect("bind")
+}
+
+/// A browser-like session to the server's QUIC port, trusting `hashes`,
+/// with `origin` as its `Origin` header.
+async fn session(
+    server: &EndpointStream,
+    hashes: &[[u8; 32]],
+    origin: Option<&str>,
+) -> Result<wtransport::Connection, wtransport::error::ConnectingError> {
+    let config = wtransport::ClientConfig::builder()
+        .with_bind_default()
+        .with_server_certificate_hashes(hashes.iter().map(|h| Sha256Digest::new(*h)))
+        .build();
+    let client = wtransport::Endpoint::client(config).expect("client endpoint");
+    let url = format!("https://{}/", server.quic_addr().unwrap());
+    let mut request = wtransport::endpoint::ConnectOptions::builder(url);
+    if let Some(origin) = origin {
+        request = request.add_header("origin", origin);
+    }
+    client.connect(request.build()).await
+}
+
+fn served_hashes(server: &EndpointStream) -> Vec<[u8; 32]> {
+    server
+        .handle()
+        .webtransport_hashes()
+        .iter()
+        .map(|h| h.0)
+        .collect()
+}
+
+async fn next_message(server: &mut EndpointStream) -> (PeerId, Message) {
+    loop {
+        match next_server_event(server).await {
+            EndpointEvent::Received(incoming) => return (incoming.peer, incoming.message),
+            EndpointEvent::PeerDisconnected { reason, .. } => panic!("disconnected: {reason}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn a_webtransport_session_is_a_connection_and_sequenced_channels_are_its_datagrams() {
+    let mut server = server_with(WebTransportConfig::default());
+    let hashes = served_hashes(&server);
+    assert_eq!(hashes.len(), 2, "the certificate served now and the next");
+    block_on(async {
+        let session = session(&server, &hashes, None).await.expect("session");
+        let (mut send, mut recv) = session.open_bi().await.unwrap().await.unwrap();
+        raw_handshake(&mut tokio::io::join(&mut recv, &mut send)).await;
+        let peer = loop {
+            if let EndpointEvent::PeerConnected { peer, .. } = next_server_event(&mut server).await
+            {
+                break peer;
+            }
+        };
+        // The stream: a frame as over TCP.
+        let mut chat = vec![CHAT as u8, 1];
+        chat.extend_from_slice(b"hi");
+        send.write_all(&raw_frame(0, &chat)).await.unwrap();
+        let (from, got) = next_message(&mut server).await;
+        assert_eq!((from, got.channel_id()), (peer, CHAT));
+        assert_eq!(got.content_bytes().as_ref(), b"hi");
+        // A datagram from the page: sequence, channel, action, content.
+        session
+            .send_datagram([0, 0, 0, 7, STATE as u8, 1, b'p'])
+            .unwrap();
+        let (_, got) = next_message(&mut server).await;
+        assert_eq!(
+            (got.channel_id(), got.content_bytes().as_ref()),
+            (STATE, &b"p"[..])
+        );
+        // A sequenced message from the server comes as a datagram.
+        let side = server.handle().peer(peer).unwrap();
+        assert!(side.is_webtransport());
+        side.send(&Message::from_raw(STATE, 2, Bytes::from_static(b"s")))
+            .unwrap();
+        let datagram = tokio::time::timeout(WAIT, session.receive_datagram())
+            .await
+            .expect("a datagram in time")
+            .unwrap();
+        assert_eq!(&datagram.payload()[..], &[0, 0, 0, 0, STATE as u8, 2, b's']);
+        assert_eq!(side.datagram_stats().unwrap().delivered, 1);
+    });
+}
+
+#[test]
+fn a_session_trusting_another_hash_is_refused() {
+    let server = server_with(WebTransportConfig::default());
+    let err = block_on(session(&server, &[[7; 32]], None)).unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_page_from_an_origin_not_allowed_is_refused() {
+    let server = server_with(WebTransportConfig {
+        allowed_origins: vec!["https://game.example".into()],
+        ..WebTransportConfig::default()
+    });
+    let hashes = served_hashes(&server);
+    block_on(async {
+        let err = session(&server, &hashes, Some("https://evil.example"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("rejected"), "{err}");
+        session(&server, &hashes, Some("https://game.example"))
+            .await
+            .expect("the allowed origin");
+    });
+}
+
+#[test]
+fn after_a_rotation_a_page_holding_the_hashes_it_was_given_still_connects() {
+    let server = server_with(WebTransportConfig::rotating(
+        Duration::from_secs(7200),
+        Duration::from_secs(2),
+    ));
+    let given = served_hashes(&server);
+    // Wait for the rotation: the hashes served move on by one.
+    let deadline = std::time::Instant::now() + WAIT;
+    while served_hashes(&server)[0] != given[1] {
+        assert!(std::time::Instant::now() < deadline, "no rotation");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    block_on(session(&server, &given, None)).expect("the next certificate's hash was given");
+}
