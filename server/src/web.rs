@@ -16,6 +16,10 @@ const CLIENT_MODULES: &[(&str, &str)] = &[
     ("frame.js", include_str!("../../clients/js/src/frame.js")),
     ("socket.js", include_str!("../../clients/js/src/socket.js")),
     (
+        "webtransport.js",
+        include_str!("../../clients/js/src/webtransport.js"),
+    ),
+    (
         "session.js",
         include_str!("../../clients/js/src/session.js"),
     ),

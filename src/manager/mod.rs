@@ -251,6 +251,13 @@ impl ManagerHandle {
         self.quic_addr
     }
 
+    /// The hashes a browser page trusts the QUIC port's WebTransport by
+    /// (`serverCertificateHashes`; empty without it): see
+    /// [`EndpointHandle::webtransport_hashes`](crate::socket::EndpointHandle::webtransport_hashes).
+    pub fn webtransport_hashes(&self) -> Vec<crate::tls::Fingerprint> {
+        self.server.webtransport_hashes()
+    }
+
     /// The TLS the manager's ports speak to other machines (`None`: plain,
     /// on loopback or by the operator's choice): for what serves beside it
     /// (a join code's host link) to present the same identity.

@@ -61,7 +61,8 @@ pub use switchboard_proto::reason::{
     SocketError,
 };
 pub use websocket::{
-    accept_upgrade, forbid, Upgrade, UpgradeRules, WebPage, WebSocketConfig, MAX_HEADERS,
+    accept_upgrade, forbid, Upgrade, UpgradeRules, WebPage, WebSocketConfig, WebTransportOffer,
+    MAX_HEADERS,
 };
 
 use crate::message::{Action, Channel, Message};

@@ -65,6 +65,71 @@ export function splitFrame(frame, limits = DEFAULT_LIMITS) {
   return { compressed: (flags & FLAG_COMPRESSED) !== 0, body: frame.subarray(HEADER_LEN) };
 }
 
+/**
+ * Splits a byte stream (TCP, a WebTransport stream) into whole frames, each
+ * handed to `onFrame` as an ArrayBuffer of its own, never buffering past the
+ * frame limit: a header announcing a longer frame is handed on alone (with
+ * one byte, so that `splitFrame` names the limit it breaks) and the stream
+ * is not read further.
+ */
+export class FrameSplitter {
+  constructor(limits, onFrame) {
+    this.limits = limits;
+    this.onFrame = onFrame;
+    this.chunks = [];
+    this.length = 0;
+    this.stopped = false;
+  }
+
+  /** Takes `chunk` (a Uint8Array) and hands on every frame now whole. */
+  push(chunk) {
+    if (this.stopped) return;
+    this.chunks.push(chunk);
+    this.length += chunk.length;
+    while (this.length >= 4 && !this.stopped) {
+      const head = this.peek(4);
+      const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0, false);
+      if (length > this.limits.maxFrameLen) {
+        this.stopped = true;
+        this.onFrame(new Uint8Array([...head, 0]).buffer);
+        return;
+      }
+      if (this.length < 4 + length) return;
+      this.onFrame(this.take(4 + length));
+    }
+  }
+
+  /** Hands on nothing more (the connection ended). */
+  stop() {
+    this.stopped = true;
+  }
+
+  peek(n) {
+    if (this.chunks[0].length < n) this.chunks = [this.joined()];
+    return this.chunks[0].subarray(0, n);
+  }
+
+  /** The first `n` buffered bytes, as an ArrayBuffer of their own (one copy). */
+  take(n) {
+    const all = this.chunks.length === 1 ? this.chunks[0] : this.joined();
+    const out = all.buffer.slice(all.byteOffset, all.byteOffset + n);
+    const rest = all.subarray(n);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.length = rest.length;
+    return out;
+  }
+
+  joined() {
+    const all = new Uint8Array(this.length);
+    let at = 0;
+    for (const chunk of this.chunks) {
+      all.set(chunk, at);
+      at += chunk.length;
+    }
+    return all;
+  }
+}
+
 /** The payload of one whole frame, inflated if need be. */
 export async function decodeFrame(frame, limits = DEFAULT_LIMITS) {
   const { compressed, body } = splitFrame(frame, limits);

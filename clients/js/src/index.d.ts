@@ -131,11 +131,43 @@ export interface SocketOptions {
   idleTimeoutMs?: number;
   handshakeTimeoutMs?: number;
   limits?: Limits;
+  /** The server's WebTransport (`webTransportOffer()`), tried before the WebSocket `url`. */
+  webtransport?: WebTransportOffer | null;
+  /** Application channels (16 and up) sent as datagrams over WebTransport; 4 and 5 always. */
+  sequencedChannels?: number[];
+}
+
+/** How a page reaches its server's WebTransport. */
+export interface WebTransportOffer {
+  /** `https://host:port/` of the QUIC port. */
+  url: string;
+  /** SHA-256 hashes (hex) of the certificates to trust. */
+  hashes?: string[];
+  /** Give up opening after this long, in ms (3000), and use WebSocket. */
+  openTimeoutMs?: number;
+}
+
+/** `GET /webtransport` on the page's server: null without WebTransport (browser or server). */
+export function webTransportOffer(base?: string | URL): Promise<WebTransportOffer | null>;
+
+/** The relay's moves and view channels: datagrams wherever the transport has them. */
+export const DATAGRAM_CHANNELS: readonly number[];
+
+export interface DatagramStats {
+  sent: number;
+  sentOnStream: number;
+  delivered: number;
+  stale: number;
+  refused: number;
 }
 
 export class SwitchboardSocket extends Emitter {
   constructor(url: string, options?: SocketOptions);
   state: 'connecting' | 'open' | 'closing' | 'closed';
+  /** What carries the connection. */
+  readonly transport: 'webtransport' | 'websocket';
+  /** What the connection's datagrams did (WebTransport). */
+  datagramStats: DatagramStats;
   /** The last measured round trip, in milliseconds. */
   rttMs: number | null;
   on(event: 'open', slot: () => void): () => void;

@@ -4,6 +4,7 @@
 export * from './bincode.js';
 export * from './frame.js';
 export * from './socket.js';
+export * from './webtransport.js';
 export * from './session.js';
 export * from './rooms.js';
 export * from './relay.js';

@@ -16,7 +16,7 @@ import { connect as connectTls } from 'node:tls';
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
-import { DEFAULT_LIMITS } from './frame.js';
+import { DEFAULT_LIMITS, FrameSplitter } from './frame.js';
 
 /**
  * A transport class for `SwitchboardSocket`'s `transport` option: frames
@@ -40,9 +40,7 @@ export function tcpTransport(options = {}) {
   return class TcpTransport {
     constructor(url, limits = DEFAULT_LIMITS) {
       this.binaryType = 'arraybuffer';
-      this.limits = limits;
-      this.buffered = [];
-      this.bufferedLen = 0;
+      this.frames = new FrameSplitter(limits, (data) => this.onmessage?.({ data }));
       this.closed = false;
       const { tls, host, port } = target(url, options.insecurePlaintext === true);
       this.server = `${host}:${port}`;
@@ -66,7 +64,7 @@ export function tcpTransport(options = {}) {
         });
       }
       this.socket.setNoDelay(true);
-      this.socket.on('data', (chunk) => this.receive(chunk));
+      this.socket.on('data', (chunk) => this.frames.push(chunk));
       this.socket.on('error', (err) => {
         this.error = this.explain(err, tls);
       });
@@ -97,41 +95,6 @@ export function tcpTransport(options = {}) {
       this.socket.destroy();
     }
 
-    /** Splits the byte stream into whole frames, never buffering past the frame limit. */
-    receive(chunk) {
-      if (this.broken) return;
-      this.buffered.push(chunk);
-      this.bufferedLen += chunk.length;
-      while (this.bufferedLen >= 4) {
-        const head = this.peek(4);
-        const length = head.readUInt32BE(0);
-        if (length > this.limits.maxFrameLen) {
-          // Never buffered: the header alone goes on, and the socket closes
-          // with the limit it breaks named.
-          this.broken = true;
-          return this.onmessage?.({ data: new Uint8Array([...head, 0]).buffer });
-        }
-        if (this.bufferedLen < 4 + length) return;
-        this.onmessage?.({ data: this.take(4 + length) });
-        if (this.closed) return;
-      }
-    }
-
-    peek(n) {
-      if (this.buffered[0].length < n) this.buffered = [Buffer.concat(this.buffered)];
-      return this.buffered[0].subarray(0, n);
-    }
-
-    /** The first `n` buffered bytes, as an ArrayBuffer of their own (one copy). */
-    take(n) {
-      const all = this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered);
-      const out = all.buffer.slice(all.byteOffset, all.byteOffset + n);
-      const rest = all.subarray(n);
-      this.buffered = rest.length > 0 ? [rest] : [];
-      this.bufferedLen = rest.length;
-      return out;
-    }
-
     send(frame) {
       if (!this.closed) this.socket.write(frame);
     }
@@ -143,6 +106,7 @@ export function tcpTransport(options = {}) {
     finish({ reason }) {
       if (this.closed) return;
       this.closed = true;
+      this.frames.stop();
       this.onclose?.(this.refusal ? { refused: true, reason: this.refusal } : { reason });
     }
   };

@@ -6,11 +6,17 @@
 //   await relay.ready;                       // resolves with your player id
 //   relay.move({ position: [1, 0, 2], zone: 'town' });
 
-import { array, bool, decode, f32, fixedBytes, map, option, string, struct, u32, u64 } from './bincode.js';
+import { array, bool, bytes, decode, f32, fixedBytes, map, option, string, struct, tuple, u16, u32, u64, vec } from './bincode.js';
 import { CompactDecoder } from './compact.js';
 import { Emitter, SwitchboardSocket } from './socket.js';
 
 export const RELAY_CHANNEL = 3;
+/** Your own transforms, as datagrams over WebTransport (section 10). */
+export const RELAY_MOVES_CHANNEL = 4;
+/** Others' transforms, as datagrams over WebTransport (section 10). */
+export const RELAY_VIEW_CHANNEL = 5;
+/** How old a transform may be, behind the newest batch, and how long a player who left is remembered. */
+const VIEW_MEMORY_MS = 10_000;
 export const RelayAction = Object.freeze({
   hello: 1,
   transform: 2,
@@ -27,8 +33,10 @@ export const RelayAction = Object.freeze({
 });
 
 export const RelayHello = struct({ name: string, bot: bool });
-/** What a client asks of the relay (sent after the hello). */
-export const RelayOptions = struct({ batch: bool, compact: bool });
+/** What a client asks of the relay (sent after the hello); fields are only ever appended. */
+export const RelayOptions = struct({ batch: bool, compact: bool, datagrams: bool });
+/** Several relay messages in one (action 11): each as it would have come alone. */
+export const Batch = struct({ tick: u64, server_time_ms: u64, messages: vec(tuple(u16, bytes)) });
 export const MovementState = struct({
   moving: bool,
   sprinting: bool,
@@ -72,12 +80,15 @@ const EVENTS = new Map([
  * close. `players` holds the last transform of everyone in your zone.
  * With `compact: true` the relay sends transforms as compact records
  * (a few bytes each instead of about fifty; positions to the relay's
- * precision, 1 cm by default): the events are the same.
+ * precision, 1 cm by default): the events are the same. Over WebTransport
+ * (`socket: { webtransport }`) transforms travel as datagrams both ways
+ * (`datagrams`, on by default there unless `compact`): a lost one delays
+ * nothing behind it, and a late one older than what you have is dropped.
  */
 export class RelayClient extends Emitter {
   /**
    * @param {string} url `ws://host:port/` of the relay's WebSocket port
-   * @param {{name?: string, bot?: boolean, compact?: boolean, socket?: object}} [options]
+   * @param {{name?: string, bot?: boolean, compact?: boolean, datagrams?: boolean, socket?: object}} [options]
    */
   constructor(url, options = {}) {
     super();
@@ -100,20 +111,31 @@ export class RelayClient extends Emitter {
     });
   }
 
-  /** Asks the relay for compact transforms, if this client wants them. */
+  /** Whether transforms travel on the datagram channels (4 and 5). */
+  get datagrams() {
+    const compact = this.options.compact ?? false;
+    return !compact && (this.options.datagrams ?? this.socket.transport === 'webtransport');
+  }
+
+  /** Asks the relay for compact transforms or datagrams, if this client wants them. */
   askOptions() {
-    if (!this.options.compact) return;
-    this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, { batch: false, compact: true });
+    const compact = this.options.compact ?? false;
+    const datagrams = this.datagrams;
+    if (!compact && !datagrams) return;
+    this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, { batch: false, compact, datagrams });
   }
 
   /** Connects to `url`, says `greet` once open, and takes its events. */
   attach(url, greet) {
     const socket = new SwitchboardSocket(url, this.options.socket);
     this.socket = socket;
-    // A new connection's compact stream starts from nothing.
+    // A new connection's compact stream and view start from nothing.
     this.compact = new CompactDecoder();
+    this.view = { newest: new Map(), nowMs: 0 };
     socket.on('open', greet);
     socket.on('message', ({ channel, action, content }) => {
+      if (channel !== RELAY_CHANNEL && channel !== RELAY_VIEW_CHANNEL) return;
+      if (action === RelayAction.batch) return this.takeBatch(content, channel === RELAY_VIEW_CHANNEL);
       if (channel !== RELAY_CHANNEL) return;
       if (action === RelayAction.compact) return this.takeCompact(content);
       this.take(action, content);
@@ -135,6 +157,47 @@ export class RelayClient extends Emitter {
     if (kind === 'relayed') this.players.set(value.player_id, value);
     if (kind === 'left') this.players.delete(value);
     this.emit(kind, value);
+  }
+
+  /**
+   * A batch: its messages one by one. On the view channel only others'
+   * transforms, each kept if newer than what this client has of its sender
+   * (datagrams come in any order), and none of a player from before it left.
+   */
+  takeBatch(content, view) {
+    let batch;
+    try {
+      batch = decode(Batch, content);
+    } catch (err) {
+      this.socket.close(`a relay batch: ${err.message}`);
+      return;
+    }
+    const at = batch.server_time_ms;
+    this.view.nowMs = Math.max(this.view.nowMs, at);
+    for (const [action, message] of batch.messages) {
+      if (view && action !== RelayAction.relayed) continue;
+      if (action === RelayAction.relayed) {
+        const relayed = decode(Relayed, message);
+        if (!this.newer(relayed.player_id, relayed.server_time_ms)) continue;
+        this.show('relayed', relayed);
+        continue;
+      }
+      if (action === RelayAction.left) this.view.newest.set(decode(u32, message), at);
+      if (action !== RelayAction.batch && action !== RelayAction.compact) this.take(action, message);
+    }
+  }
+
+  /** Whether `player`'s transform stamped `at` is newer than what this client has; it is if so. */
+  newer(player, at) {
+    const { newest, nowMs } = this.view;
+    if (at + VIEW_MEMORY_MS < nowMs) return false;
+    const known = newest.get(player);
+    if (known !== undefined && at <= known) return false;
+    if (known === undefined && newest.size >= 4096) {
+      for (const [id, when] of newest) if (when < nowMs - VIEW_MEMORY_MS) newest.delete(id);
+    }
+    newest.set(player, at);
+    return true;
   }
 
   /** A compact frame: its transforms, leavings and other messages, in order. */
@@ -182,7 +245,8 @@ export class RelayClient extends Emitter {
    * zone 'default', no movement state, no extra fields.
    */
   move({ position, rotation = [0, 0, 0], zone = 'default', state = null, extra = {} }) {
-    this.socket.send(RELAY_CHANNEL, RelayAction.transform, Transform, { position, rotation, zone, state, extra });
+    const channel = this.datagrams ? RELAY_MOVES_CHANNEL : RELAY_CHANNEL;
+    this.socket.send(channel, RelayAction.transform, Transform, { position, rotation, zone, state, extra });
   }
 
   close(reason = 'bye') {

@@ -12,17 +12,26 @@ import {
   DEFAULT_LIMITS,
   FrameError,
   decodeEnvelope,
+  encodeEnvelope,
   encodeFrame,
   encodeMessage,
   inflate,
   splitFrame,
 } from './frame.js';
+import { WebTransportTransport } from './webtransport.js';
 
 export const PROTOCOL_VERSION = 1;
 const MAGIC = [0x53, 0x57, 0x42, 0x44]; // "SWBD"
 
 /** Channel 0's actions. */
 export const SYSTEM = Object.freeze({ channel: 0, ping: 1, pong: 2, close: 3 });
+
+/** The relay's moves and view channels: datagrams wherever the transport has them (section 11a). */
+export const DATAGRAM_CHANNELS = Object.freeze([4, 5]);
+/** Channel 5, the relay's view: many senders, no newest-wins by the transport. */
+const VIEW_CHANNEL = 5;
+/** Channels a receiver keeps a newest sequence for (section 11a). */
+const MAX_SEQUENCED_CHANNELS = 32;
 
 /** Close codes (section 4). */
 export const CloseCode = Object.freeze({
@@ -98,8 +107,15 @@ export class SwitchboardSocket extends Emitter {
    *   of `switchboard-client/node` returns, for the TCP port (TLS off this machine)
    * @param {number} [options.keepaliveMs] ping after this long without sending (5000)
    * @param {number} [options.idleTimeoutMs] give up after this long without hearing anything (15000)
-   * @param {number} [options.handshakeTimeoutMs] (5000)
+   * @param {number} [options.handshakeTimeoutMs] (5000; from the WebSocket's start when WebTransport fell back)
    * @param {{maxFrameLen: number, maxDecompressedLen: number}} [options.limits]
+   * @param {{url: string, hashes?: string[], openTimeoutMs?: number}} [options.webtransport]
+   *   the server's WebTransport (what `webTransportOffer()` resolves with):
+   *   tried first where the browser has WebTransport, `url` (WebSocket) if it
+   *   does not open
+   * @param {number[]} [options.sequencedChannels] application channels (16 and
+   *   up) whose messages only the newest of matters: datagrams over
+   *   WebTransport (the relay's channels 4 and 5 always are)
    */
   constructor(url, options = {}) {
     super();
@@ -111,36 +127,129 @@ export class SwitchboardSocket extends Emitter {
     /** Frames received but not yet handled, while one is being inflated. */
     this.inbox = Promise.resolve();
     this.inflating = 0;
-    if (options.transport) {
-      this.ws = new options.transport(url, this.limits);
-    } else {
+    /** Channels sent as datagrams where the transport has them. */
+    this.sequenced = new Set([...DATAGRAM_CHANNELS, ...(options.sequencedChannels ?? [])]);
+    this.datagramStats = { sent: 0, sentOnStream: 0, delivered: 0, stale: 0, refused: 0 };
+    const webSocket = () => {
+      if (options.transport) return new options.transport(url, this.limits);
       const WS = options.WebSocket ?? globalThis.WebSocket;
       if (!WS) throw new Error('no WebSocket class: pass options.WebSocket (node < 22: run with --experimental-websocket)');
-      this.ws = new WS(url);
-    }
-    this.ws.binaryType = 'arraybuffer';
-    this.ws.onopen = () => {
-      this.lastSent = this.lastHeard = Date.now();
-      this.ws.send(helloFrame());
+      return new WS(url);
     };
-    this.ws.onmessage = (event) => this.receive(new Uint8Array(event.data));
-    this.ws.onerror = () => {};
+    const web = options.webtransport;
+    if (web && typeof globalThis.WebTransport === 'function') {
+      // WebTransport first; WebSocket if it cannot open (UDP blocked, an
+      // old server), with one API either way.
+      this.fallback = webSocket;
+      this.use(new WebTransportTransport(web.url, this.limits, web));
+    } else {
+      this.use(webSocket());
+    }
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 5000;
+    this.armHandshake();
+  }
+
+  armHandshake() {
+    clearTimeout(this.handshakeTimer);
+    this.handshakeTimer = setTimeout(() => {
+      if (this.state === 'connecting') this.fail(CloseCode.TIMEOUT, 'handshake timed out');
+    }, this.handshakeTimeoutMs);
+  }
+
+  /** Which transport carries the connection: 'webtransport', 'websocket' (or a node transport's). */
+  get transport() {
+    return this.ws instanceof WebTransportTransport ? 'webtransport' : 'websocket';
+  }
+
+  /** Wires `transport`'s events to this socket. */
+  use(transport) {
+    this.ws = transport;
+    transport.binaryType = 'arraybuffer';
+    transport.onopen = () => {
+      this.lastSent = this.lastHeard = Date.now();
+      transport.send(helloFrame());
+    };
+    transport.onmessage = (event) => this.receive(new Uint8Array(event.data));
+    transport.ondatagram = (bytes) => this.takeDatagram(bytes);
+    transport.onerror = () => {};
     // A transport that refused the server (its identity not trusted) says
     // why, and that is final; a lost connection may be retried.
-    this.ws.onclose = (event) =>
+    transport.onclose = (event) => {
+      if (event?.neverOpened && this.fallback && this.state === 'connecting') {
+        const next = this.fallback;
+        this.fallback = null;
+        this.use(next());
+        return this.armHandshake();
+      }
       this.finish(
         event?.refused
           ? { code: CloseCode.REFUSED, reason: event.reason, byPeer: false }
           : { code: null, reason: event?.reason || 'connection lost', byPeer: false, lost: true },
       );
-    this.handshakeTimer = setTimeout(() => {
-      if (this.state === 'connecting') this.fail(CloseCode.TIMEOUT, 'handshake timed out');
-    }, options.handshakeTimeoutMs ?? 5000);
+    };
   }
 
-  /** Sends `value` encoded with `schema` on `channel` / `action`. */
+  /**
+   * Sends `value` encoded with `schema` on `channel` / `action`: as a
+   * datagram on a sequenced channel when the transport has datagrams and it
+   * fits, else as a frame.
+   */
   send(channel, action, schema, value) {
+    if (this.state === 'open' && this.ws.sendDatagram && this.sequenced.has(channel)) {
+      const envelope = encodeEnvelope(channel, action, schema, value);
+      const datagram = new Uint8Array(4 + envelope.length);
+      new DataView(datagram.buffer).setUint32(0, this.nextSequence ?? 0, false);
+      this.nextSequence = ((this.nextSequence ?? 0) + 1) >>> 0;
+      datagram.set(envelope, 4);
+      if (this.ws.sendDatagram(datagram)) {
+        this.datagramStats.sent++;
+        this.lastSent = Date.now();
+        return;
+      }
+      this.datagramStats.sentOnStream++;
+      return this.sendFrame(encodeFrame(envelope));
+    }
     this.sendFrame(encodeMessage(channel, action, schema, value));
+  }
+
+  /**
+   * One datagram: delivered as a message if it is newest on its channel
+   * (any order on the relay's view channel); anything that is not a message
+   * of a channel that may come so is counted and dropped, never fatal.
+   */
+  takeDatagram(bytes) {
+    if (this.state !== 'open') return;
+    this.lastHeard = Date.now();
+    let message;
+    try {
+      if (bytes.length < 6) throw new FrameError('short');
+      message = decodeEnvelope(bytes.subarray(4));
+    } catch {
+      this.datagramStats.refused++;
+      return;
+    }
+    const { channel } = message;
+    if (channel < 16 && !DATAGRAM_CHANNELS.includes(channel)) {
+      this.datagramStats.refused++;
+      return;
+    }
+    if (channel !== VIEW_CHANNEL) {
+      const sequence = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, false);
+      this.newest ??= new Map();
+      const newest = this.newest.get(channel);
+      if (newest === undefined && this.newest.size >= MAX_SEQUENCED_CHANNELS) {
+        this.datagramStats.refused++;
+        return;
+      }
+      // Newer: not the same, and less than half the sequence space ahead.
+      if (newest !== undefined && (sequence === newest || ((sequence - newest) >>> 0) >= 2 ** 31)) {
+        this.datagramStats.stale++;
+        return;
+      }
+      this.newest.set(channel, sequence);
+    }
+    this.datagramStats.delivered++;
+    this.emit('message', { ...message, datagram: true });
   }
 
   /** Sends a whole frame as it is. */

@@ -414,6 +414,7 @@ async fn accept_loop(
         allowed_origins: Some(config.allowed_origins.clone()),
         max_message: config.max_message_bytes,
         pages: Vec::new(),
+        webtransport: None,
     });
     Listener::new(listener, "AxisPy", limits, stop)
         .serve(|arrival| {

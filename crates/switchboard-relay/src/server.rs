@@ -48,6 +48,7 @@ pub struct RelayHandle {
     websocket_addr: Option<SocketAddr>,
     quic_addr: Option<SocketAddr>,
     json_addr: Option<SocketAddr>,
+    server: switchboard::socket::EndpointHandle,
     stop: CancellationToken,
     control: mpsc::Sender<Control>,
     log: crate::log::RelayLog,
@@ -107,6 +108,13 @@ impl RelayHandle {
     /// Where QUIC clients connect (`config.server.quic`; UDP), if anywhere.
     pub fn quic_addr(&self) -> Option<SocketAddr> {
         self.quic_addr
+    }
+
+    /// The hashes a browser page trusts the QUIC port's WebTransport by
+    /// (`serverCertificateHashes`; empty without it): see
+    /// [`EndpointHandle::webtransport_hashes`](switchboard::socket::EndpointHandle::webtransport_hashes).
+    pub fn webtransport_hashes(&self) -> Vec<switchboard::tls::Fingerprint> {
+        self.server.webtransport_hashes()
     }
 
     /// The TLS the relay's ports speak to other machines (`None`: plain,
@@ -235,6 +243,7 @@ impl RelayServer {
             websocket_addr: native.websocket_addr(),
             quic_addr: native.quic_addr(),
             json_addr,
+            server: native.handle(),
             stop: stop.clone(),
             control: control_tx,
             log: log.clone(),

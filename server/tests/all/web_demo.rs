@@ -19,6 +19,8 @@ struct Relay {
     child: Child,
     native: SocketAddr,
     websocket: SocketAddr,
+    /// Its QUIC port, when started with `--quic-port`.
+    quic: Option<SocketAddr>,
 }
 
 impl Drop for Relay {
@@ -45,8 +47,13 @@ fn start_relay_with(args: &[&str]) -> Relay {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut native = None;
     let mut websocket = None;
-    while native.is_none() || websocket.is_none() {
+    let mut quic = None;
+    let quic_wanted = args.contains(&"--quic-port");
+    while native.is_none() || websocket.is_none() || (quic_wanted && quic.is_none()) {
         let line = lines.next().expect("the relay's lines").unwrap();
+        if let Some(url) = line.strip_prefix("QUIC clients: quic://") {
+            quic = Some(url.parse().unwrap());
+        }
         if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
             native = Some(SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap())));
         }
@@ -56,10 +63,13 @@ fn start_relay_with(args: &[&str]) -> Relay {
             websocket = Some(addr.trim_end_matches('/').parse().unwrap());
         }
     }
+    // The rest of its lines, drained so that it never blocks on them.
+    std::thread::spawn(move || lines.for_each(drop));
     Relay {
         child,
         native: native.unwrap(),
         websocket: websocket.unwrap(),
+        quic,
     }
 }
 
@@ -271,5 +281,130 @@ async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_ju
         "raw arrivals jump after a stall: {figures}"
     );
     browser.screenshot("relay-demo-smooth.png").await;
+    browser.quit().await;
+}
+
+/// A native player over QUIC that asked for datagrams, in `zone`: it walks
+/// along x (20 transforms a second, as datagrams) and keeps the ids of the
+/// players whose transforms it heard, and how its datagrams went.
+struct QuicPlayer {
+    heard: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<u32>>>,
+    stats: std::sync::Arc<std::sync::Mutex<Option<switchboard::socket::quic::DatagramStats>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for QuicPlayer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn quic_player(addr: SocketAddr, zone: &str) -> QuicPlayer {
+    use switchboard::{SocketConfig, SocketEvent, SocketStream};
+    use switchboard_relay::client_core::{RelayClientCore, RelayClientEvent};
+    use switchboard_relay::{RelayAction, RelayMovesChannel, RelayOptions, Transform};
+
+    let heard: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<u32>>> =
+        std::sync::Arc::default();
+    let stats: std::sync::Arc<std::sync::Mutex<Option<switchboard::socket::quic::DatagramStats>>> =
+        std::sync::Arc::default();
+    let zone = zone.to_string();
+    let (seen, counted) = (std::sync::Arc::clone(&heard), std::sync::Arc::clone(&stats));
+    let task = tokio::spawn(async move {
+        let mut quic = SocketStream::dial(format!("quic://{addr}"), SocketConfig::default());
+        let mut core = RelayClientCore::new("native quic", false).with_options(RelayOptions {
+            datagrams: true,
+            ..RelayOptions::default()
+        });
+        let mut ticker = tokio::time::interval(Duration::from_millis(50));
+        let mut x = 10.0f32;
+        let mut open = false;
+        loop {
+            tokio::select! {
+                _ = ticker.tick(), if open => {
+                    x = if x > 90.0 { 10.0 } else { x + 0.5 };
+                    let mine = Transform {
+                        position: [x, 0.0, 20.0],
+                        zone: zone.clone(),
+                        ..Transform::default()
+                    };
+                    quic.send_value(RelayMovesChannel, RelayAction::Transform, &mine).unwrap();
+                    *counted.lock().unwrap() = quic.handle().datagram_stats();
+                }
+                event = quic.next_event() => match event {
+                    Some(SocketEvent::Connected) => {
+                        open = true;
+                        for message in core.opened() {
+                            quic.send(&message).unwrap();
+                        }
+                    }
+                    Some(SocketEvent::Received(message)) => core.received(&message, |event| {
+                        if let RelayClientEvent::Transform(heard) = event {
+                            seen.lock().unwrap().insert(heard.peek("").unwrap().player_id);
+                        }
+                    }),
+                    Some(_) => {}
+                    None => return,
+                },
+            }
+        }
+    });
+    QuicPlayer { heard, stats, task }
+}
+
+/// The relay's demo over WebTransport: the page learns the relay's QUIC
+/// port and certificate hashes from `/webtransport`, plays over a
+/// WebTransport session (its moves and its view as datagrams), and a native
+/// QUIC player in the same zone and the page see each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_demo_over_webtransport_and_a_native_quic_player_see_each_other() {
+    let relay = start_relay_with(&["--bind", "loopback", "--quic-port", "0"]);
+    let browser = open_demo(&relay, "zone=wt&name=chromium").await;
+    let status = browser
+        .run(
+            "return document.getElementById('status').textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("connected over WebTransport"),
+        "{status}"
+    );
+    let player = quic_player(relay.quic.expect("the QUIC port"), "wt");
+    // The page sees the native player move.
+    let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
+    let first = until(&browser, "the QUIC player's dot", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    until(&browser, "the QUIC player's dot moves", dots, |v| {
+        v.as_array().is_some_and(|a| a.len() == 1) && *v != first
+    })
+    .await;
+    // The native player hears the page.
+    let page_id = browser.run("return window.demo.relay.id;", json!([])).await;
+    let page_id = page_id.as_u64().expect("the page's player id") as u32;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !player.heard.lock().unwrap().contains(&page_id) {
+        assert!(
+            Instant::now() < deadline,
+            "the QUIC player never heard the page"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Both ways as datagrams: the page's moves and its view, the native
+    // player's moves.
+    let page = browser
+        .run("return window.demo.relay.socket.datagramStats;", json!([]))
+        .await;
+    assert!(page["sent"].as_u64().unwrap() > 0, "{page}");
+    assert!(page["delivered"].as_u64().unwrap() > 0, "{page}");
+    assert_eq!(page["refused"], 0, "{page}");
+    let native = player.stats.lock().unwrap().expect("QUIC datagram stats");
+    assert!(native.sent > 0 && native.delivered > 0, "{native:?}");
+    browser.screenshot("relay-demo-webtransport.png").await;
     browser.quit().await;
 }

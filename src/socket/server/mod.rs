@@ -229,7 +229,13 @@ impl Endpoint {
         });
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
             let addr = ws_listener.local_addr()?;
-            let rules = super::websocket::UpgradeRules::of(ws, &config.socket.codec);
+            let mut rules = super::websocket::UpgradeRules::of(ws, &config.socket.codec);
+            if let (Some(certificates), Some(quic)) = (&shared.webtransport, shared.quic_addr) {
+                rules.webtransport = Some(super::websocket::WebTransportOffer::new(
+                    quic.port(),
+                    certificates.clone(),
+                ));
+            }
             let transport = Transport::WebSocket(Arc::new(rules));
             let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
             shared.tasks.spawn_on(accept, &runtime);

@@ -72,6 +72,18 @@ where
                     let path = request.path.unwrap_or("/").to_string();
                     break (path, key, head[len..].to_vec());
                 }
+                Route::WebTransport(offer) => {
+                    let json = offer.json();
+                    respond(
+                        &mut stream,
+                        Status::OK,
+                        "application/json",
+                        &[],
+                        json.as_bytes(),
+                    )
+                    .await?;
+                    return Ok(Upgrade::Served);
+                }
                 Route::Page(index) => {
                     let page = &config.pages[index];
                     respond(&mut stream, Status::OK, &page.content_type, &[], &page.body).await?;
@@ -102,15 +114,17 @@ where
 }
 
 /// What a request asks for.
-enum Route {
+enum Route<'a> {
     /// A valid upgrade, with its `Sec-WebSocket-Key`.
     Upgrade(String),
     /// The page at this index of `config.pages`.
     Page(usize),
+    /// `/webtransport`: how to reach the server's WebTransport.
+    WebTransport(&'a super::WebTransportOffer),
     Refuse(Status, &'static str),
 }
 
-fn route(request: &httparse::Request<'_, '_>, config: &UpgradeRules) -> Route {
+fn route<'a>(request: &httparse::Request<'_, '_>, config: &'a UpgradeRules) -> Route<'a> {
     if request.method != Some("GET") {
         return Route::Refuse(Status::METHOD_NOT_ALLOWED, "only GET is served");
     }
@@ -126,6 +140,9 @@ fn route(request: &httparse::Request<'_, '_>, config: &UpgradeRules) -> Route {
     if !upgrade {
         let path = request.path.unwrap_or("/");
         let path = path.split('?').next().unwrap_or(path);
+        if let (Some(offer), "/webtransport") = (&config.webtransport, path) {
+            return Route::WebTransport(offer);
+        }
         return match config.pages.iter().position(|page| page.path == path) {
             Some(index) => Route::Page(index),
             None => Route::Refuse(Status::NOT_FOUND, "no such page"),

@@ -118,6 +118,53 @@ pub struct UpgradeRules {
     pub max_message: usize,
     /// Pages served to a plain `GET`; any other path gets 404.
     pub pages: Vec<WebPage>,
+    /// What `GET /webtransport` answers, when the server's QUIC port
+    /// speaks WebTransport: how a page served here reaches it.
+    pub webtransport: Option<WebTransportOffer>,
+}
+
+/// How a page reaches a server's WebTransport (on its QUIC port), answered
+/// to `GET /webtransport` as `{"port": 7202, "hashes": ["<64 hex>", ...]}`:
+/// the page connects to `https://<its own host>:<port>/` with
+/// `serverCertificateHashes` of those hashes (the certificate served now,
+/// then the next; read when asked, so always current).
+#[derive(Debug, Clone)]
+pub struct WebTransportOffer {
+    /// The QUIC port (UDP).
+    pub port: u16,
+    certificates: std::sync::Arc<crate::socket::quic::webtransport::ShortLivedCertificates>,
+}
+
+impl PartialEq for WebTransportOffer {
+    fn eq(&self, other: &Self) -> bool {
+        self.port == other.port && std::sync::Arc::ptr_eq(&self.certificates, &other.certificates)
+    }
+}
+
+impl Eq for WebTransportOffer {}
+
+impl WebTransportOffer {
+    pub(crate) fn new(
+        port: u16,
+        certificates: std::sync::Arc<crate::socket::quic::webtransport::ShortLivedCertificates>,
+    ) -> Self {
+        Self { port, certificates }
+    }
+
+    /// The answer's JSON.
+    pub fn json(&self) -> String {
+        let hashes: Vec<String> = self
+            .certificates
+            .hashes()
+            .iter()
+            .map(|hash| format!("\"{hash}\""))
+            .collect();
+        format!(
+            r#"{{"port":{},"hashes":[{}]}}"#,
+            self.port,
+            hashes.join(",")
+        )
+    }
 }
 
 impl UpgradeRules {
@@ -130,6 +177,7 @@ impl UpgradeRules {
                 .then(|| config.allowed_origins.clone()),
             max_message: codec.max_frame_len.saturating_add(HEADER_LEN),
             pages: config.pages.clone(),
+            webtransport: None,
         }
     }
 
@@ -152,6 +200,7 @@ pub(crate) fn tungstenite_config(codec: &CodecConfig) -> tungstenite::protocol::
         allowed_origins: None,
         max_message: codec.max_frame_len.saturating_add(HEADER_LEN),
         pages: Vec::new(),
+        webtransport: None,
     };
     rules.tungstenite()
 }

@@ -110,6 +110,7 @@ pub(super) async fn accept(
         allowed_origins: None,
         max_message: shared.config.max_frame_len.saturating_add(5),
         pages: Vec::new(),
+        webtransport: None,
     });
     Listener::with_caps(listener, name, caps, shared.stop.clone())
         .counting_refusals_in(shared.refused.clone())
