@@ -94,6 +94,17 @@ pub const WS_TAG: &str = "ws";
 /// `quic=7202` (the identity of [`TLS_TAG`]'s fingerprint).
 pub const QUIC_TAG: &str = "quic";
 
+/// The listing tag a server whose QUIC port speaks WebTransport lists the
+/// hash of the certificate it serves browsers now in: `wt=9a0e...` (64 hex
+/// digits; a page passes it as `serverCertificateHashes` to
+/// `https://host:<quic port>/`). The port rotates its certificates: the
+/// listing follows within a tick.
+pub const WT_TAG: &str = "wt";
+
+/// The listing tag of the hash of the certificate a WebTransport port will
+/// serve next ([`WT_TAG`]): a page that keeps both works across a rotation.
+pub const WT_NEXT_TAG: &str = "wt_next";
+
 /// The operator's kick: who, why, and the answer (whether it was there).
 type Kick = (ClientId, String, oneshot::Sender<bool>);
 

@@ -39,6 +39,8 @@ pub(super) struct Runner<L: GameLogic> {
     stores: Stores,
     /// The connect tokens new players must bring, if the server asks any.
     tokens: Option<TokenGate>,
+    /// The WebTransport certificate hashes last listed.
+    listed_hashes: Vec<crate::tls::Fingerprint>,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -60,6 +62,7 @@ impl<L: GameLogic> Runner<L> {
             control,
             listing: None,
             stores: Stores::default(),
+            listed_hashes: Vec::new(),
         }
     }
 
@@ -181,6 +184,7 @@ impl<L: GameLogic> Runner<L> {
             return;
         };
         let addr = self.handle.local_addr();
+        self.list_webtransport_hashes();
         // The tags waiting (the TLS fingerprint) go in the first
         // announcement, not a tick later: a player reading the list then
         // must find the key to pin.
@@ -336,6 +340,9 @@ impl<L: GameLogic> Runner<L> {
             actions.into_iter(),
         );
         let status = self.status();
+        if self.listing.is_some() {
+            self.list_webtransport_hashes();
+        }
         let tags = std::mem::take(&mut *self.control.tags.lock().expect("tags lock"));
         if let Some(listing) = &mut self.listing {
             listing.update(status);
@@ -343,6 +350,21 @@ impl<L: GameLogic> Runner<L> {
                 listing.set_tag(&key, &value);
             }
         }
+    }
+
+    /// Queues the WebTransport certificate hashes as listing tags when they
+    /// are new ([`WT_TAG`](super::WT_TAG), [`WT_NEXT_TAG`](super::WT_NEXT_TAG)).
+    fn list_webtransport_hashes(&mut self) {
+        let hashes = self.handle.webtransport_hashes();
+        if hashes == self.listed_hashes {
+            return;
+        }
+        let mut tags = self.control.tags.lock().expect("tags lock");
+        for (tag, hash) in [super::WT_TAG, super::WT_NEXT_TAG].into_iter().zip(&hashes) {
+            tags.push((tag.to_string(), hash.to_string()));
+        }
+        drop(tags);
+        self.listed_hashes = hashes;
     }
 
     fn publish(&self, entry: LogEntry) {

@@ -165,7 +165,7 @@ export class SwitchboardSocket extends Emitter {
   constructor(url: string, options?: SocketOptions);
   state: 'connecting' | 'open' | 'closing' | 'closed';
   /** What carries the connection. */
-  readonly transport: 'webtransport' | 'websocket';
+  readonly transport: 'webtransport' | 'websocket' | 'tcp';
   /** What the connection's datagrams did (WebTransport). */
   datagramStats: DatagramStats;
   /** The last measured round trip, in milliseconds. */

@@ -40,6 +40,7 @@ export function tcpTransport(options = {}) {
   return class TcpTransport {
     constructor(url, limits = DEFAULT_LIMITS) {
       this.binaryType = 'arraybuffer';
+      this.kind = 'tcp';
       this.frames = new FrameSplitter(limits, (data) => this.onmessage?.({ data }));
       this.closed = false;
       const { tls, host, port } = target(url, options.insecurePlaintext === true);

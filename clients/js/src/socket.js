@@ -156,9 +156,10 @@ export class SwitchboardSocket extends Emitter {
     }, this.handshakeTimeoutMs);
   }
 
-  /** Which transport carries the connection: 'webtransport', 'websocket' (or a node transport's). */
+  /** Which transport carries the connection: 'webtransport', 'websocket', or a node transport's kind ('tcp'). */
   get transport() {
-    return this.ws instanceof WebTransportTransport ? 'webtransport' : 'websocket';
+    if (this.ws instanceof WebTransportTransport) return 'webtransport';
+    return this.ws.kind ?? 'websocket';
   }
 
   /** Wires `transport`'s events to this socket. */

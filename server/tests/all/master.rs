@@ -286,12 +286,38 @@ async fn a_listed_server_says_which_transports_it_offers_and_a_player_joins_by_o
     let listed = wait_for(master, Filter::default(), 1).await;
     let offered = listed[0].transports();
     let names: Vec<_> = offered.iter().map(|o| o.transport.name()).collect();
-    assert_eq!(names, ["tcp", "ws", "quic"], "{:?}", listed[0].info.tags);
+    assert_eq!(
+        names,
+        ["tcp", "ws", "quic", "webtransport"],
+        "{:?}",
+        listed[0].info.tags
+    );
     assert_eq!(offered[0].addr.port(), port);
     assert!(
-        offered.iter().all(|o| o.fingerprint == Some(printed)),
+        offered[..3].iter().all(|o| o.fingerprint == Some(printed)),
         "one identity pins them all: {offered:?}"
     );
+    // Browsers: WebTransport on the QUIC port, trusted by the hashes of its
+    // short-lived certificates, which a client checking them as a browser
+    // does accepts.
+    let web = &offered[3];
+    assert_eq!(web.url(), format!("https://{}/", offered[2].addr));
+    let hashes = listed[0].webtransport_hashes();
+    assert_eq!(hashes.len(), 2);
+    assert_eq!(web.fingerprint, Some(hashes[0]));
+    let config = wtransport::ClientConfig::builder()
+        .with_bind_default()
+        .with_server_certificate_hashes(
+            hashes
+                .iter()
+                .map(|h| wtransport::tls::Sha256Digest::new(h.0)),
+        )
+        .build();
+    wtransport::Endpoint::client(config)
+        .unwrap()
+        .connect(web.url())
+        .await
+        .expect("a WebTransport session trusting the listed hashes");
     let quic = &offered[2];
     assert_eq!(quic.url(), format!("quic://{}", quic.addr));
     // A player dials what the listing says, pinning what it lists.

@@ -408,3 +408,33 @@ async fn relay_demo_over_webtransport_and_a_native_quic_player_see_each_other() 
     browser.screenshot("relay-demo-webtransport.png").await;
     browser.quit().await;
 }
+
+/// Where WebTransport cannot open (UDP blocked: a port that never answers),
+/// the socket falls back to WebSocket within its open timeout, and the game
+/// sees one `open`, as if WebSocket had been asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_whose_webtransport_never_answers_falls_back_to_websocket() {
+    let relay = start_relay();
+    let browser = open_demo(&relay, "zone=fallback&name=chromium&transport=ws").await;
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let script = format!(
+        "import('/js/index.js').then(({{ SwitchboardSocket }}) => {{
+           const socket = new SwitchboardSocket(`ws://${{location.host}}/`, {{
+             webtransport: {{ url: 'https://{}/', hashes: ['{}'], openTimeoutMs: 1500 }},
+           }});
+           window.opened = [];
+           socket.on('open', () => window.opened.push(socket.transport));
+         }});",
+        silent.local_addr().unwrap(),
+        "ab".repeat(32)
+    );
+    browser.run(&script, json!([])).await;
+    until(
+        &browser,
+        "the socket open over WebSocket",
+        "return window.opened;",
+        |v| *v == json!(["websocket"]),
+    )
+    .await;
+    browser.quit().await;
+}

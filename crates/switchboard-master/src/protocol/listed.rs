@@ -36,11 +36,7 @@ impl Listed {
     /// any: a player pins the server by it, as far as it trusts the master
     /// the list came from (docs/SECURITY.md).
     pub fn fingerprint(&self) -> Option<switchboard::tls::Fingerprint> {
-        self.info
-            .tags
-            .iter()
-            .find(|(key, _)| key == switchboard::manager::TLS_TAG)
-            .and_then(|(_, value)| value.parse().ok())
+        self.tag(switchboard::manager::TLS_TAG)
     }
 
     /// Every way into it, TCP first: its game port (TCP), and the
@@ -73,7 +69,39 @@ impl Listed {
                 fingerprint,
             }));
         }
+        // WebTransport on the QUIC port, trusted by its short-lived
+        // certificate's hash.
+        let hash = self.tag(switchboard::manager::WT_TAG);
+        if let (Some(addr), Some(hash)) = (tagged(switchboard::manager::QUIC_TAG), hash) {
+            offered.push(Offered {
+                transport: ListedTransport::WebTransport,
+                addr,
+                fingerprint: Some(hash),
+            });
+        }
         offered
+    }
+
+    /// The hashes of the certificates its WebTransport serves browsers
+    /// (`switchboard::manager::WT_TAG`, then `WT_NEXT_TAG`): what a page
+    /// passes as `serverCertificateHashes`. Empty without WebTransport.
+    pub fn webtransport_hashes(&self) -> Vec<switchboard::tls::Fingerprint> {
+        [
+            switchboard::manager::WT_TAG,
+            switchboard::manager::WT_NEXT_TAG,
+        ]
+        .into_iter()
+        .filter_map(|tag| self.tag(tag))
+        .collect()
+    }
+
+    /// A tag's value read as a fingerprint, if it is one.
+    fn tag(&self, tag: &str) -> Option<switchboard::tls::Fingerprint> {
+        self.info
+            .tags
+            .iter()
+            .find(|(key, _)| key == tag)
+            .and_then(|(_, value)| value.parse().ok())
     }
 }
 
@@ -88,6 +116,10 @@ pub enum ListedTransport {
     WebSocket,
     /// QUIC: a stream for the frames, datagrams for sequenced channels.
     Quic,
+    /// WebTransport on the QUIC port, for browsers: the same stream and
+    /// datagrams in an HTTP/3 session; its fingerprint is the hash of the
+    /// certificate it serves browsers now.
+    WebTransport,
 }
 
 impl ListedTransport {
@@ -97,6 +129,7 @@ impl ListedTransport {
             Self::Tcp => "tcp",
             Self::WebSocket => "ws",
             Self::Quic => "quic",
+            Self::WebTransport => "webtransport",
         }
     }
 }
@@ -115,7 +148,7 @@ pub struct Offered {
 impl Offered {
     /// The address a client dials (`Dialer`, `NetworkClient::connect`):
     /// `tls://host:port` or `host:port`, `wss://` or `ws://host:port/`,
-    /// `quic://host:port`.
+    /// `quic://host:port`; for a browser's WebTransport `https://host:port/`.
     pub fn url(&self) -> String {
         let secure = self.fingerprint.is_some();
         match (self.transport, secure) {
@@ -124,6 +157,7 @@ impl Offered {
             (ListedTransport::WebSocket, true) => format!("wss://{}/", self.addr),
             (ListedTransport::WebSocket, false) => format!("ws://{}/", self.addr),
             (ListedTransport::Quic, _) => format!("quic://{}", self.addr),
+            (ListedTransport::WebTransport, _) => format!("https://{}/", self.addr),
         }
     }
 }
