@@ -3,7 +3,8 @@
 //! one does not fit); a client that moves to a new socket keeps its
 //! connection; the server is checked as over TCP off this machine; and the
 //! attacks on the UDP port (a flood from one address, datagrams that are
-//! not messages, more datagrams than the rate allows).
+//! not messages, more datagrams than the rate allows, streams the server
+//! never reads).
 
 use crate::common;
 
@@ -373,4 +374,35 @@ fn attack_more_datagrams_than_the_rate_allows_are_dropped_not_delivered() {
     };
     // A burst of 10, and whatever a second refilled while they arrived.
     assert!(stats.delivered <= 20, "{stats:?}");
+}
+
+#[test]
+fn attack_streams_the_server_never_reads_hold_at_most_their_window() {
+    // A native client opens one of the unidirectional streams the port
+    // allows for WebTransport's sake, and pours bytes into it: the server
+    // never reads it, so the client's writes stall at the stream's window.
+    let mut server = quic_server(QuicConfig::default(), EndpointConfig::default());
+    let (connection, _send, _recv) = raw_client(&server);
+    let _peer = server_peer(&mut server);
+    const WINDOW: usize = 1_250_000;
+    let chunk = vec![0u8; 64 * 1024];
+    let accepted = block_on(async {
+        let mut extra = connection.open_uni().await.unwrap();
+        let mut accepted = 0;
+        while let Ok(written) =
+            tokio::time::timeout(Duration::from_millis(500), extra.write(&chunk)).await
+        {
+            accepted += written.expect("the stream stays open");
+            assert!(
+                accepted <= WINDOW,
+                "{accepted} bytes taken on an unread stream"
+            );
+        }
+        accepted
+    });
+    assert!(
+        accepted >= WINDOW - chunk.len(),
+        "stalled early: {accepted}"
+    );
+    assert_eq!(server.handle().peer_count(), 1, "the connection goes on");
 }

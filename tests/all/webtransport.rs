@@ -127,7 +127,7 @@ fn a_webtransport_session_is_a_connection_and_sequenced_channels_are_its_datagra
 }
 
 #[test]
-fn a_session_trusting_another_hash_is_refused() {
+fn attack_a_man_in_the_middle_with_another_certificate_is_refused_by_its_hash() {
     let server = server_with(WebTransportConfig::default());
     let err = block_on(session(&server, &[[7; 32]], None)).unwrap_err();
     assert!(
@@ -137,7 +137,7 @@ fn a_session_trusting_another_hash_is_refused() {
 }
 
 #[test]
-fn a_page_from_an_origin_not_allowed_is_refused() {
+fn attack_a_page_from_another_origin_opening_sessions_is_refused() {
     let server = server_with(WebTransportConfig {
         allowed_origins: vec!["https://game.example".into()],
         ..WebTransportConfig::default()
