@@ -150,17 +150,17 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot bind the relay: {e}"))?;
         if let Some(serving) = serving {
             // Clients reach this relay at the advertised host (default
-            // 127.0.0.1), on its native and WebSocket ports.
+            // 127.0.0.1), on its native, WebSocket and QUIC ports.
             let port = relay.native_addr().port();
             let addr = args
                 .advertise
                 .clone()
                 .unwrap_or_else(|| format!("127.0.0.1:{port}"));
             let host = addr.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host);
-            match relay.websocket_addr() {
-                Some(ws) => serving.at_with_websocket(&addr, format!("{host}:{}", ws.port())),
-                None => serving.at(addr),
-            }
+            let at_host = |port: u16| format!("{host}:{port}");
+            let websocket = relay.websocket_addr().map(|ws| at_host(ws.port()));
+            let quic = relay.quic_addr().map(|quic| at_host(quic.port()));
+            serving.at_all(addr, websocket, quic);
         }
         println!(
             "{}",

@@ -314,6 +314,10 @@ export class RoomClient extends Emitter {
 // ---- relay.js ----
 
 export const RELAY_CHANNEL: 3;
+/** Your own transforms, as datagrams over WebTransport. */
+export const RELAY_MOVES_CHANNEL: 4;
+/** Others' transforms, as datagrams over WebTransport. */
+export const RELAY_VIEW_CHANNEL: 5;
 export interface MovementState {
   moving: boolean;
   sprinting: boolean;
@@ -336,8 +340,13 @@ export interface Relayed {
 }
 
 export class RelayClient extends Emitter {
-  /** `compact`: ask the relay for compact transforms (the same events, a few bytes each). */
-  constructor(url: string, options?: { name?: string; bot?: boolean; compact?: boolean; socket?: SocketOptions });
+  /**
+   * `compact`: ask the relay for compact transforms (the same events, a few bytes each).
+   * `datagrams`: transforms as datagrams both ways (default: over WebTransport, unless `compact`).
+   */
+  constructor(url: string, options?: { name?: string; bot?: boolean; compact?: boolean; datagrams?: boolean; socket?: SocketOptions });
+  /** Whether transforms travel on the datagram channels (4 and 5). */
+  readonly datagrams: boolean;
   id: number | null;
   /** The last transform of everyone in your zone, by player id. */
   players: Map<number, Relayed>;
@@ -394,7 +403,10 @@ export const RoomState: Schema<RoomState>;
 export const RoomSummary: Schema<RoomSummary>;
 export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact', number>>;
 export const RelayHello: Schema<{ name: string; bot: boolean }>;
-export const RelayOptions: Schema<{ batch: boolean; compact: boolean }>;
+export const RelayOptions: Schema<{ batch: boolean; compact: boolean; datagrams: boolean }>;
+export const Batch: Schema<{ tick: number; server_time_ms: number; messages: [number, Uint8Array][] }>;
+/** A relay's redirect, with the other relay's QUIC address when sent to a player on QUIC or WebTransport. */
+export function readRedirect(bytes: Uint8Array): { addr: string; websocket: string | null; ticket: unknown; quic: string | null };
 export const MovementState: Schema<MovementState>;
 export const Transform: Schema<Transform>;
 export const Relayed: Schema<Relayed>;

@@ -6,7 +6,7 @@
 //   await relay.ready;                       // resolves with your player id
 //   relay.move({ position: [1, 0, 2], zone: 'town' });
 
-import { array, bool, bytes, decode, f32, fixedBytes, map, option, string, struct, tuple, u16, u32, u64, vec } from './bincode.js';
+import { DecodeError, Reader, array, bool, bytes, decode, f32, fixedBytes, map, option, string, struct, tuple, u16, u32, u64, vec } from './bincode.js';
 import { CompactDecoder } from './compact.js';
 import { Emitter, SwitchboardSocket } from './socket.js';
 
@@ -64,6 +64,18 @@ export const Handover = struct({
   mac: fixedBytes(32),
 });
 export const Redirect = struct({ addr: string, websocket: option(string), ticket: Handover });
+
+/**
+ * A redirect as the relay sends it: to a player on QUIC or WebTransport with
+ * the other relay's QUIC address appended (`quic`, null otherwise).
+ */
+export function readRedirect(bytes) {
+  const r = new Reader(bytes);
+  const redirect = Redirect.read(r);
+  redirect.quic = r.done() ? null : option(string).read(r);
+  if (!r.done()) throw new DecodeError(`${bytes.length - r.pos} bytes left after a redirect`);
+  return redirect;
+}
 
 const EVENTS = new Map([
   [RelayAction.welcome, ['welcome', u32]],
@@ -125,9 +137,9 @@ export class RelayClient extends Emitter {
     this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, { batch: false, compact, datagrams });
   }
 
-  /** Connects to `url`, says `greet` once open, and takes its events. */
-  attach(url, greet) {
-    const socket = new SwitchboardSocket(url, this.options.socket);
+  /** Connects to `url` (with `socketOptions`), says `greet` once open, and takes its events. */
+  attach(url, greet, socketOptions = this.options.socket) {
+    const socket = new SwitchboardSocket(url, socketOptions);
     this.socket = socket;
     // A new connection's compact stream and view start from nothing.
     this.compact = new CompactDecoder();
@@ -146,7 +158,7 @@ export class RelayClient extends Emitter {
 
   /** One relay message, as it came alone or out of a compact frame. */
   take(action, content) {
-    if (action === RelayAction.redirect) return this.follow(decode(Redirect, content));
+    if (action === RelayAction.redirect) return this.follow(readRedirect(content));
     const event = EVENTS.get(action);
     if (!event) return;
     this.show(event[0], decode(event[1], content));
@@ -226,16 +238,19 @@ export class RelayClient extends Emitter {
    * The zone lives on another relay of the service: go there with the
    * ticket, keeping the id (a `redirect` event, then `welcome` again). A
    * relay without a WebSocket address to give serves the player itself.
+   * Over WebSocket: this page holds no certificate hashes of the other
+   * relay's WebTransport.
    */
   follow(redirect) {
     if (!redirect.websocket) return;
     const previous = this.socket;
     this.players.clear();
     this.handedOver = true;
-    this.attach(`ws://${redirect.websocket}/`, () => {
+    const greet = () => {
       this.socket.send(RELAY_CHANNEL, RelayAction.handover, Handover, redirect.ticket);
       this.askOptions();
-    });
+    };
+    this.attach(`ws://${redirect.websocket}/`, greet, { ...this.options.socket, webtransport: null });
     previous.close('handed over');
     this.emit('redirect', redirect);
   }

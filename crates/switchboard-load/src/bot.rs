@@ -151,11 +151,11 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                     break;
                 }
                 if let Next::Redirect(to) = next {
-                    // The zone lives on another relay: go there, keep the id.
-                    // (A QUIC bot goes on over TCP: a redirect names no
-                    // QUIC address yet.)
-                    let (next, via) = match (&to.websocket, via) {
-                        (Some(ws), Via::WebSocket) => (ws.parse(), Via::WebSocket),
+                    // The zone lives on another relay: go there, keep the id,
+                    // on the same transport where that relay has it.
+                    let (next, via) = match (&to.websocket, &to.quic, via) {
+                        (Some(ws), _, Via::WebSocket) => (ws.parse(), Via::WebSocket),
+                        (_, Some(quic), Via::Quic) => (quic.parse(), Via::Quic),
                         _ => (to.addr.parse(), Via::Tcp),
                     };
                     let next = match next {

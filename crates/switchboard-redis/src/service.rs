@@ -110,12 +110,14 @@ impl Kind {
             .arg("players")
             .arg(players)
             .ignore();
-        if let Some(websocket) = &reach.websocket {
-            pipe.cmd("HSET")
-                .arg(&process_key)
-                .arg("ws")
-                .arg(websocket)
-                .ignore();
+        for (field, value) in [("ws", &reach.websocket), ("quic", &reach.quic)] {
+            if let Some(value) = value {
+                pipe.cmd("HSET")
+                    .arg(&process_key)
+                    .arg(field)
+                    .arg(value)
+                    .ignore();
+            }
         }
         if let Some(fingerprint) = &reach.fingerprint {
             pipe.cmd("HSET")
@@ -171,12 +173,14 @@ fn from_hex(hex: &str) -> Option<[u8; 32]> {
 }
 
 /// Where clients reach a process: its TCP address, and its WebSocket
-/// listener's if it has one (`host:port`, as clients dial them); the
-/// fingerprint of the key it presents to other machines, if it speaks TLS.
+/// listener's and QUIC port's if it has them (`host:port`, as clients dial
+/// them); the fingerprint of the key it presents to other machines, if it
+/// speaks TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reach {
     pub(crate) addr: String,
     pub(crate) websocket: Option<String>,
+    pub(crate) quic: Option<String>,
     pub(crate) fingerprint: Option<switchboard::tls::Fingerprint>,
 }
 
@@ -203,6 +207,7 @@ impl Serving {
         let _ = self.0.send(Reach {
             addr: addr.into(),
             websocket: None,
+            quic: None,
             fingerprint,
         });
     }
@@ -210,9 +215,17 @@ impl Serving {
     /// The process takes clients at `addr`, and WebSocket clients at
     /// `websocket` (`host:port`): a relay hands browsers over there.
     pub fn at_with_websocket(self, addr: impl Into<String>, websocket: impl Into<String>) {
+        self.at_all(addr, Some(websocket.into()), None);
+    }
+
+    /// The process takes clients at `addr`, WebSocket clients at
+    /// `websocket` and QUIC clients at `quic` (`host:port`, UDP) where it
+    /// has them: a relay hands each player over on the transport it uses.
+    pub fn at_all(self, addr: impl Into<String>, websocket: Option<String>, quic: Option<String>) {
         let _ = self.0.send(Reach {
             addr: addr.into(),
-            websocket: Some(websocket.into()),
+            websocket,
+            quic,
             fingerprint: None,
         });
     }

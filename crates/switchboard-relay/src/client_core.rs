@@ -335,9 +335,14 @@ impl RelayClientCore {
                 }
             }
             Some(RelayAction::Redirect) => {
-                if let Some(redirect) = decoded::<Redirect>(content, each) {
-                    self.handover = Some(redirect.ticket.clone());
-                    each(RelayClientEvent::Redirect(redirect));
+                // With the other relay's QUIC address when this client is
+                // on QUIC.
+                match Redirect::read(content) {
+                    Ok(redirect) => {
+                        self.handover = Some(redirect.ticket.clone());
+                        each(RelayClientEvent::Redirect(redirect));
+                    }
+                    Err(err) => each(RelayClientEvent::Broken(err.to_string())),
                 }
             }
             // What a relay does not send a client (its own requests, a

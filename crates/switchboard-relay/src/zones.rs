@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use switchboard::codec::{self, ContentError};
 use switchboard::session::ticket::{self, unix_ms};
 use tokio::sync::mpsc;
 
@@ -41,6 +42,8 @@ pub struct ZoneOwner {
     pub addr: String,
     /// Its WebSocket listener's address (`host:port`), if it has one.
     pub websocket: Option<String>,
+    /// Its QUIC port's address (`host:port`, UDP), if it has one.
+    pub quic: Option<String>,
 }
 
 /// Where zones live: one assignment for the whole service.
@@ -135,6 +138,33 @@ pub struct Redirect {
     pub websocket: Option<String>,
     /// What to present there (`RelayAction::Handover`), instead of a hello.
     pub ticket: Handover,
+    /// Where QUIC players connect instead (`host:port`, UDP), so that they
+    /// stay on QUIC. On the wire only to a player connected over QUIC (or
+    /// WebTransport), after the other fields ([`encode`](Self::encode)): a
+    /// client of before it reads the fields it knows, whole.
+    #[serde(skip)]
+    pub quic: Option<String>,
+}
+
+impl Redirect {
+    /// Its content for a player connected over QUIC (`quic`: the QUIC
+    /// address appended) or any other.
+    pub fn encode(&self, quic: bool) -> Result<Vec<u8>, ContentError> {
+        let mut content = codec::encode_value(self)?;
+        if quic {
+            codec::encode_value_into(&self.quic, &mut content)?;
+        }
+        Ok(content)
+    }
+
+    /// Reads a redirect with or without the QUIC address.
+    pub fn read(content: &[u8]) -> Result<Redirect, ContentError> {
+        let (mut redirect, used) = codec::decode_value_prefix::<Redirect>(content)?;
+        if used < content.len() {
+            redirect.quic = codec::decode_value(&content[used..])?;
+        }
+        Ok(redirect)
+    }
 }
 
 impl Handover {
@@ -238,6 +268,7 @@ impl Zones {
             process: self.routing.process,
             addr: String::new(),
             websocket: None,
+            quic: None,
         }
     }
 

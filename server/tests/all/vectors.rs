@@ -353,6 +353,8 @@ fn vectors() -> Vec<Value> {
                     nonce: [7; 16],
                     mac: [0xAB; 32],
                 },
+                // Only on the wire to a QUIC client (`Redirect::encode`).
+                quic: None,
             },
         ),
     ];

@@ -29,12 +29,15 @@ async fn relay_with(redis: &RedisProcess, websocket: bool) -> RunningRelay {
         ..RelayConfig::default()
     };
     config.server.websocket = Some(switchboard::WebSocketConfig::on_port(0));
+    config.server.quic = Some(switchboard::socket::quic::QuicConfig::on(0));
     let relay = RelayServer::builder().config(config).spawn().unwrap();
     let addr = relay.native_addr().to_string();
-    match relay.websocket_addr() {
-        Some(ws) if websocket => serving.at_with_websocket(addr, ws.to_string()),
-        _ => serving.at(addr),
-    }
+    let ws = relay.websocket_addr().filter(|_| websocket);
+    serving.at_all(
+        addr,
+        ws.map(|a| a.to_string()),
+        relay.quic_addr().map(|a| a.to_string()),
+    );
     relay
 }
 
@@ -94,10 +97,31 @@ struct Player {
     heard: Vec<u32>,
     handed_over: Option<Handover>,
     errors: Vec<String>,
-    /// Over WebSocket (follows redirects there).
-    websocket: bool,
+    /// The transport it plays over (and follows redirects on).
+    over: Over,
     /// Welcomed by the relay it was handed over to.
     rewelcomed: bool,
+}
+
+/// How a player connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    Tcp,
+    /// The relay's WebSocket port (as a browser).
+    WebSocket,
+    /// The relay's QUIC port.
+    Quic,
+}
+
+impl Over {
+    fn dial(self, to: SocketAddr) -> SocketStream {
+        let config = SocketConfig::default();
+        match self {
+            Over::Tcp => SocketStream::connect(to, config),
+            Over::WebSocket => SocketStream::connect_ws(&format!("ws://{to}/"), config),
+            Over::Quic => SocketStream::dial(format!("quic://{to}"), config),
+        }
+    }
 }
 
 fn transform(zone: &str) -> Transform {
@@ -109,22 +133,16 @@ fn transform(zone: &str) -> Transform {
 
 impl Player {
     async fn connect(to: SocketAddr, name: &str) -> Player {
-        Self::over(
-            SocketStream::connect(to, SocketConfig::default()),
-            to,
-            name,
-            false,
-        )
-        .await
+        Self::over(Over::Tcp, to, name).await
     }
 
     /// A player over the relay's WebSocket port (as a browser).
     async fn connect_ws(to: SocketAddr, name: &str) -> Player {
-        let socket = SocketStream::connect_ws(&format!("ws://{to}/"), SocketConfig::default());
-        Self::over(socket, to, name, true).await
+        Self::over(Over::WebSocket, to, name).await
     }
 
-    async fn over(socket: SocketStream, to: SocketAddr, name: &str, websocket: bool) -> Player {
+    async fn over(over: Over, to: SocketAddr, name: &str) -> Player {
+        let socket = over.dial(to);
         let hello = RelayHello {
             name: name.into(),
             bot: false,
@@ -139,7 +157,7 @@ impl Player {
             heard: Vec::new(),
             handed_over: None,
             errors: Vec::new(),
-            websocket,
+            over,
             rewelcomed: false,
         };
         player.until(|p| p.id != 0).await;
@@ -199,16 +217,13 @@ impl Player {
             }
             Some(RelayAction::Error) => self.errors.push(message.content().unwrap()),
             Some(RelayAction::Redirect) => {
-                let redirect: Redirect = message.content().unwrap();
-                let to: SocketAddr = match (&redirect.websocket, self.websocket) {
-                    (Some(ws), true) => ws.parse().unwrap(),
+                let redirect = Redirect::read(message.content_bytes()).unwrap();
+                let to: SocketAddr = match (&redirect.websocket, &redirect.quic, self.over) {
+                    (Some(ws), _, Over::WebSocket) => ws.parse().unwrap(),
+                    (_, Some(quic), Over::Quic) => quic.parse().unwrap(),
                     _ => redirect.addr.parse().unwrap(),
                 };
-                self.socket = if self.websocket {
-                    SocketStream::connect_ws(&format!("ws://{to}/"), SocketConfig::default())
-                } else {
-                    SocketStream::connect(to, SocketConfig::default())
-                };
+                self.socket = self.over.dial(to);
                 self.socket
                     .send_value(RelayChannel, RelayAction::Handover, &redirect.ticket)
                     .unwrap();
@@ -359,4 +374,24 @@ async fn a_websocket_player_is_handed_over_to_the_zone_s_relay_websocket_with_it
         .filter(|p| p.handed_over.is_some())
         .count();
     assert_eq!(handed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_player_is_handed_over_to_the_zone_s_relay_over_quic_with_its_id() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    until_published(&redis, &[&one, &two]).await;
+    let (one_quic, two_quic) = (one.quic_addr().unwrap(), two.quic_addr().unwrap());
+    let mut ann = Player::over(Over::Quic, one_quic, "ann").await;
+    let mut bob = Player::over(Over::Quic, two_quic, "bob").await;
+    let ids = (ann.id, bob.id);
+    meet(&mut ann, &mut bob, "quay").await;
+    assert_eq!(ann.on, bob.on, "both on the zone's relay");
+    assert!(
+        [one_quic, two_quic].contains(&ann.on),
+        "on its QUIC port, not its TCP one: {}",
+        ann.on
+    );
+    assert!(ann.socket.handle().is_quic() && bob.socket.handle().is_quic());
+    assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
 }

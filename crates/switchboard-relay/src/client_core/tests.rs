@@ -72,7 +72,25 @@ fn redirect() -> Redirect {
             nonce: [3; 16],
             mac: [4; 32],
         },
+        quic: Some("10.0.0.2:7302".into()),
     }
+}
+
+#[test]
+fn a_redirect_names_the_quic_address_only_to_a_quic_player_and_reads_either_way() {
+    let to = redirect();
+    let plain = to.encode(false).unwrap();
+    // What a client of before the QUIC address reads, whole.
+    let old: Redirect = codec::decode_value(&plain).unwrap();
+    assert_eq!((old.addr.as_str(), old.quic), ("10.0.0.2:7300", None));
+    assert_eq!(Redirect::read(&plain).unwrap().quic, None);
+    let quic = to.encode(true).unwrap();
+    assert_eq!(quic.len(), plain.len() + 1 + 1 + "10.0.0.2:7302".len());
+    assert_eq!(Redirect::read(&quic).unwrap(), to);
+    // Anything more after it is not a redirect.
+    let mut longer = quic.clone();
+    longer.push(0);
+    assert!(Redirect::read(&longer).is_err());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::zones::{Redirect, Verdict};
+use switchboard::message::{Action as _, Channel as _};
 
 impl Dispatch {
     /// A native player's transform: relayed here, or the player handed
@@ -52,8 +53,8 @@ impl Dispatch {
 
     /// Sends `id` to `owner` with a ticket that keeps its id there; it
     /// leaves here (those who saw it are told). A player that cannot follow
-    /// (a JSON client; a WebSocket client when the zone's relay has no
-    /// WebSocket listener) is served here instead.
+    /// (a JSON client; a browser, on WebSocket or WebTransport, when the
+    /// zone's relay has no WebSocket listener) is served here instead.
     fn hand_over(
         &mut self,
         id: u32,
@@ -64,7 +65,10 @@ impl Dispatch {
         let peer = match (&self.zones, self.routes.get(&id)) {
             (Some(_), Some(Route::Native(peer)))
                 if owner.websocket.is_some()
-                    || !self.handle.peer(*peer).is_some_and(|h| h.is_websocket()) =>
+                    || !self
+                        .handle
+                        .peer(*peer)
+                        .is_some_and(|h| h.is_websocket() || h.is_webtransport()) =>
             {
                 *peer
             }
@@ -82,11 +86,19 @@ impl Dispatch {
             addr: owner.addr.clone(),
             websocket: owner.websocket.clone(),
             ticket: zones.ticket(id, &name, bot, owner),
+            quic: owner.quic.clone(),
         };
         zones.forget(id);
-        let _ = self
-            .handle
-            .send_value_to(peer, RelayChannel, RelayAction::Redirect, &redirect);
+        // A player on QUIC is told the other relay's QUIC address too.
+        if let Some(handle) = self.handle.peer(peer) {
+            if let Ok(content) = redirect.encode(handle.is_quic()) {
+                let _ = handle.send(&switchboard::Message::from_raw(
+                    RelayChannel.id(),
+                    RelayAction::Redirect.id(),
+                    content.into(),
+                ));
+            }
+        }
         self.handle
             .close_peer(peer, "handed over to the relay of its zone");
         self.log.info(format!(
