@@ -235,6 +235,18 @@ impl Dialer {
     }
 }
 
+/// A server turned the connection away for now before it opened (a
+/// WebSocket listener's 503 with its `Retry-After`, or a TLS port's
+/// plaintext hello and `SERVER_FULL` close): the opening's error, which
+/// the connection reports as `ClosedByPeer` with `SERVER_FULL`, as a TCP
+/// client that is told at accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
+pub(crate) struct TurnedAway {
+    /// The server's words, with the retry-after.
+    pub(crate) why: String,
+}
+
 /// An opening that fails at once, saying `why`.
 fn failed(why: String) -> Opening {
     Box::pin(async move { Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)) })

@@ -43,6 +43,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 pub use config::{lan_address, BindScope, EndpointConfig, SocketConfig};
 pub use connection::SocketEvent;
 pub use control::{CloseFrame, ACTION_CLOSE, ACTION_PING, ACTION_PONG, MAGIC};
+pub(crate) use dial::TurnedAway;
 pub use dial::{ByteStream, Connector, Dialer, Opening, Transport};
 pub use handle::{SocketHandle, SocketState, SocketStats};
 pub use ids::{IdBuildHasher, IdHasher};
@@ -260,7 +261,7 @@ impl Socket {
                     // for now said so as a TCP one does.
                     let turned = err
                         .get_ref()
-                        .and_then(|e| e.downcast_ref::<websocket::TurnedAway>())
+                        .and_then(|e| e.downcast_ref::<TurnedAway>())
                         .cloned();
                     let reason = match turned {
                         Some(turned) => DisconnectReason::ClosedByPeer {

@@ -1,10 +1,12 @@
 //! The client's side: its handshake, checked by a [`ServerTrust`], with
 //! errors that name their cause.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{Fingerprint, ServerTrust};
 
@@ -24,27 +26,146 @@ impl TlsClient {
     /// as dialed: the known-hosts entry, and the name a CA-issued
     /// certificate must carry) over `stream`. The error says what went
     /// wrong in words a player can act on: a server that answered in
-    /// plaintext, a key that changed, a key nothing trusts.
+    /// plaintext, a key that changed, a key nothing trusts. A server that
+    /// turned the client away before TLS (a hello and a close frame, in
+    /// plaintext: a busy server tells why at accept) is heard: its close
+    /// comes back as the error, `SERVER_FULL` with its retry-after as a
+    /// connection turned away for now (which `Socket::connect_with` reports
+    /// as `ClosedByPeer`, and a client retries).
     pub async fn handshake<S>(
         &self,
         stream: S,
         server: &str,
-    ) -> std::io::Result<(tokio_rustls::client::TlsStream<S>, Fingerprint)>
+    ) -> std::io::Result<(ClientTlsStream<S>, Fingerprint)>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
         let (config, verifier) = self.config(server, Vec::new())?;
         let name = server_name(server)?;
-        let connecting = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, stream);
+        let recorded = Recorded {
+            inner: stream,
+            first: Some(Vec::new()),
+        };
+        let connecting = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, recorded)
+            .into_fallible();
         match connecting.await {
-            Ok(stream) => {
+            Ok(mut stream) => {
+                stream.get_mut().0.first = None;
                 let seen = verifier.seen.lock().expect("seen lock").take();
                 let seen = seen.ok_or_else(|| std::io::Error::other("no certificate seen"))?;
                 Ok((stream, seen))
             }
-            Err(err) => Err(explain(err, server)),
+            Err((err, recorded)) => {
+                let first = recorded.first.unwrap_or_default();
+                Err(plain_refusal(&first, server).unwrap_or_else(|| explain(err, server)))
+            }
         }
     }
+}
+
+/// A client's TLS stream ([`TlsClient::handshake`]).
+pub type ClientTlsStream<S> = tokio_rustls::client::TlsStream<Recorded<S>>;
+
+/// Bytes of a server's first answer kept while a handshake runs.
+const KEPT: usize = 1024;
+
+/// A client's stream under its TLS: while the handshake runs it keeps a
+/// copy of the first bytes read (up to 1 KiB), so that a server that
+/// answered in plaintext can be heard; after it, it only passes bytes on.
+#[derive(Debug)]
+pub struct Recorded<S> {
+    inner: S,
+    first: Option<Vec<u8>>,
+}
+
+impl<S> Recorded<S> {
+    /// The stream underneath.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Recorded<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Some(first) = &mut this.first {
+            let read = &buf.filled()[before..];
+            let room = KEPT.saturating_sub(first.len());
+            first.extend_from_slice(&read[..read.len().min(room)]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Recorded<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// What a server that answered in plaintext said, if it was a Switchboard
+/// hello and a close frame turning the client away: the close as the
+/// handshake's error (a busy server's `SERVER_FULL`, with its retry-after,
+/// as turned away for now; a join-code relay's refusal in its words).
+/// `None` for a plain server that only could not read the TLS hello.
+fn plain_refusal(first: &[u8], server: &str) -> Option<std::io::Error> {
+    use switchboard_proto::connection::control;
+    let config = crate::codec::CodecConfig::default();
+    let mut buffered = bytes::BytesMut::from(first);
+    let hello = crate::codec::FrameDecoder::new(config.clone())
+        .decode(&mut buffered)
+        .ok()??;
+    if control::parse_hello(&hello.payload) == control::PeerHello::NotSwitchboard {
+        return None;
+    }
+    let close = control::close_behind_hello(&buffered, &config)?;
+    use crate::socket::CloseCode;
+    match close.code {
+        CloseCode::SERVER_FULL => {
+            return Some(std::io::Error::other(crate::socket::TurnedAway {
+                why: close.reason,
+            }))
+        }
+        // A plain server that read the TLS hello as a bad frame: "answered
+        // in plaintext" says what to do.
+        CloseCode::PROTOCOL_ERROR | CloseCode::VERSION_MISMATCH => return None,
+        _ => {}
+    }
+    Some(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("{server} refused: {} ({})", close.reason, close.code),
+    ))
 }
 
 impl TlsClient {

@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 pub(crate) use client::server_name;
-pub use client::TlsClient;
+pub use client::{ClientTlsStream, Recorded, TlsClient};
 pub use identity::{default_data_dir, Fingerprint, ServerIdentity, IDENTITY_FILE};
 pub use server::{accept, secure, Accepted, Secured, TlsServer, PLAINTEXT_REFUSED};
 pub use session::TlsStream;

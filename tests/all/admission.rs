@@ -257,3 +257,45 @@ async fn a_client_turned_away_at_accept_hears_why_and_is_never_connected() {
     assert!(admitted.is_ok(), "{admitted:?}");
     assert!(server.handle().refused() >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_turned_away_at_accept_hears_the_retry_after_not_plaintext() {
+    // Regression: a busy TLS server tells a client it turns away in
+    // plaintext (a hello and a close, before any TLS); the client's TLS
+    // read that as "a plain server", and the retry-after was lost.
+    use switchboard::tls::{ServerIdentity, ServerTrust, TlsClient, TlsServer, TlsSettings};
+    let identity = ServerIdentity::generate().unwrap();
+    let config = EndpointConfig {
+        tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
+        ..EndpointConfig::default()
+    };
+    let server =
+        switchboard::EndpointStream::bind(switchboard::BindScope::AllInterfaces, 0, config)
+            .expect("bind");
+    let addr = SocketAddr::new(loopback(1), server.local_addr().port());
+    let mut silent = Vec::new();
+    for _ in 0..40 {
+        silent.push(tcp_from(2, addr).await);
+    }
+    let stream = tcp_from(2, addr).await;
+    let tls = TlsClient::new(ServerTrust::pinned(identity.fingerprint()));
+    let opening: switchboard::socket::Opening = Box::pin(async move {
+        let (stream, _) = tls.handshake(stream, &addr.to_string()).await?;
+        Ok(switchboard::socket::Transport::Stream(Box::new(stream)))
+    });
+    let mut client =
+        switchboard::Socket::connect_with(opening, SocketConfig::default()).into_stream();
+    match tokio::time::timeout(WAIT, client.next_event()).await {
+        Ok(Some(SocketEvent::Disconnected(switchboard::DisconnectReason::ClosedByPeer {
+            code,
+            reason,
+        }))) => {
+            assert_eq!(code, switchboard::CloseCode::SERVER_FULL);
+            assert!(
+                switchboard::socket::retry_after_of(&reason).is_some(),
+                "{reason}"
+            );
+        }
+        other => panic!("the first event should say why: {other:?}"),
+    }
+}

@@ -100,13 +100,17 @@ pub async fn open(
             );
             None
         }
-        (Some(tls), false) => match tls.handshake(stream, &to.to_string()).await {
-            Ok((stream, _)) => Some(SocketStream::from_stream(stream, config)),
-            Err(err) => {
-                tracing::warn!(bot = index, %to, %err, "load bot's TLS failed");
-                None
-            }
-        },
+        (Some(tls), false) => {
+            // The handshake inside the connection's opening: a busy server
+            // that turns the client away before TLS (in plaintext) is heard
+            // as a close with its retry-after, which `admitted` waits out.
+            let (tls, server) = (tls.clone(), to.to_string());
+            let opening: switchboard::socket::Opening = Box::pin(async move {
+                let (stream, _) = tls.handshake(stream, &server).await?;
+                Ok(switchboard::socket::Transport::Stream(Box::new(stream)))
+            });
+            Some(switchboard::Socket::connect_with(opening, config).into_stream())
+        }
     }
 }
 

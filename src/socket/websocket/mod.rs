@@ -32,6 +32,7 @@ use tokio_tungstenite::tungstenite::{self, Message as WsMessage};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::codec::{CodecConfig, HEADER_LEN};
+use crate::socket::TurnedAway;
 
 pub use http::{accept_upgrade, forbid, Upgrade, MAX_HEADERS};
 
@@ -464,13 +465,6 @@ where
 /// A WebSocket listener's "503 Service Unavailable" with its
 /// `Retry-After`: the server turned the connection away for now, as it
 /// does a TCP one with a close of code `SERVER_FULL`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{why}")]
-pub(crate) struct TurnedAway {
-    /// The server's words (the response's body), with the retry-after.
-    pub(crate) why: String,
-}
-
 impl TurnedAway {
     fn from_response(response: &tungstenite::http::Response<Option<Vec<u8>>>) -> Self {
         let seconds = response

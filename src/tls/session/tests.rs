@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-type Client = tokio_rustls::client::TlsStream<TcpStream>;
+type Client = crate::tls::ClientTlsStream<TcpStream>;
 
 /// A session and the client at its other end.
 async fn pair() -> (TlsStream, Client) {
@@ -203,7 +203,7 @@ async fn small_slices_of_one_direct_send_travel_as_one_record_and_leave_no_buffe
     assert_eq!(length, plain.len() + 1 + 16, "one record holds all three");
     let mut more = [0u8; 1];
     assert!(
-        matches!(tcp.try_read(&mut more), Err(err) if err.kind() == io::ErrorKind::WouldBlock),
+        matches!(tcp.get_ref().try_read(&mut more), Err(err) if err.kind() == io::ErrorKind::WouldBlock),
         "nothing follows the one record"
     );
 
