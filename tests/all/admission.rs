@@ -22,6 +22,24 @@ async fn tcp_from(from: u8, to: SocketAddr) -> TcpStream {
     socket.connect(to).await.unwrap()
 }
 
+/// Asserts that `client`'s first event is the server turning it away for
+/// now: `SERVER_FULL`, with a retry-after.
+async fn expect_told_to_come_back(client: &mut SocketStream) {
+    match tokio::time::timeout(WAIT, client.next_event()).await {
+        Ok(Some(SocketEvent::Disconnected(switchboard::DisconnectReason::ClosedByPeer {
+            code,
+            reason,
+        }))) => {
+            assert_eq!(code, switchboard::CloseCode::SERVER_FULL);
+            assert!(
+                switchboard::socket::retry_after_of(&reason).is_some(),
+                "{reason}"
+            );
+        }
+        other => panic!("the first event should say why: {other:?}"),
+    }
+}
+
 /// Whether a Switchboard client from `127.0.0.<from>` completes its
 /// handshake within `within`.
 async fn gets_in(from: u8, to: SocketAddr, within: Duration) -> bool {
@@ -229,20 +247,7 @@ async fn a_client_turned_away_at_accept_hears_why_and_is_never_connected() {
     }
     let stream = tcp_from(2, addr).await;
     let mut client = SocketStream::from_stream(stream, SocketConfig::default());
-    let first = tokio::time::timeout(WAIT, client.next_event()).await;
-    match first {
-        Ok(Some(SocketEvent::Disconnected(switchboard::DisconnectReason::ClosedByPeer {
-            code,
-            reason,
-        }))) => {
-            assert_eq!(code, switchboard::CloseCode::SERVER_FULL);
-            assert!(
-                switchboard::socket::retry_after_of(&reason).is_some(),
-                "{reason}"
-            );
-        }
-        other => panic!("the first event should say why: {other:?}"),
-    }
+    expect_told_to_come_back(&mut client).await;
     // Told to come back, a joiner does, and gets in once the silent ones
     // are gone.
     let open = move || async move {
@@ -285,17 +290,5 @@ async fn a_tls_client_turned_away_at_accept_hears_the_retry_after_not_plaintext(
     });
     let mut client =
         switchboard::Socket::connect_with(opening, SocketConfig::default()).into_stream();
-    match tokio::time::timeout(WAIT, client.next_event()).await {
-        Ok(Some(SocketEvent::Disconnected(switchboard::DisconnectReason::ClosedByPeer {
-            code,
-            reason,
-        }))) => {
-            assert_eq!(code, switchboard::CloseCode::SERVER_FULL);
-            assert!(
-                switchboard::socket::retry_after_of(&reason).is_some(),
-                "{reason}"
-            );
-        }
-        other => panic!("the first event should say why: {other:?}"),
-    }
+    expect_told_to_come_back(&mut client).await;
 }

@@ -71,17 +71,6 @@ fn connect(
     (client, handle, peer)
 }
 
-/// The next message the server receives, within the deadline.
-async fn next_message(server: &mut EndpointStream) -> (PeerId, Message) {
-    loop {
-        match next_server_event(server).await {
-            EndpointEvent::Received(incoming) => return (incoming.peer, incoming.message),
-            EndpointEvent::PeerDisconnected { reason, .. } => panic!("disconnected: {reason}"),
-            _ => {}
-        }
-    }
-}
-
 fn message(channel: u16, action: u16, content: &[u8]) -> Message {
     Message::from_raw(channel, action, Bytes::copy_from_slice(content))
 }

@@ -14,7 +14,7 @@ use common::*;
 use switchboard::socket::quic::webtransport::WebTransportConfig;
 use switchboard::socket::quic::QuicConfig;
 use switchboard::{
-    BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, PeerId, SocketConfig,
+    BindScope, EndpointConfig, EndpointEvent, EndpointStream, Message, SocketConfig,
 };
 use wtransport::tls::Sha256Digest;
 
@@ -69,16 +69,6 @@ fn served_hashes(server: &EndpointStream) -> Vec<[u8; 32]> {
         .iter()
         .map(|h| h.0)
         .collect()
-}
-
-async fn next_message(server: &mut EndpointStream) -> (PeerId, Message) {
-    loop {
-        match next_server_event(server).await {
-            EndpointEvent::Received(incoming) => return (incoming.peer, incoming.message),
-            EndpointEvent::PeerDisconnected { reason, .. } => panic!("disconnected: {reason}"),
-            _ => {}
-        }
-    }
 }
 
 #[test]

@@ -118,6 +118,24 @@ pub async fn next_socket_event(stream: &mut SocketStream) -> SocketEvent {
 }
 
 /// The next event of a server stream, or a test failure after [`WAIT`].
+/// The next message the server receives, within the deadline (a
+/// disconnection first fails the test).
+pub async fn next_message(
+    server: &mut EndpointStream,
+) -> (switchboard::PeerId, switchboard::Message) {
+    loop {
+        match next_server_event(server).await {
+            switchboard::EndpointEvent::Received(incoming) => {
+                return (incoming.peer, incoming.message)
+            }
+            switchboard::EndpointEvent::PeerDisconnected { reason, .. } => {
+                panic!("disconnected: {reason}")
+            }
+            _ => {}
+        }
+    }
+}
+
 pub async fn next_server_event(stream: &mut EndpointStream) -> EndpointEvent {
     tokio::time::timeout(WAIT, stream.next_event())
         .await

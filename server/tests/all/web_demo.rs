@@ -91,6 +91,17 @@ async fn until(
     }
 }
 
+/// Asserts that the page's status line says `words`.
+async fn assert_status(browser: &Browser, words: &str) {
+    let status = browser
+        .run(
+            "return document.getElementById('status').textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(status.as_str().unwrap().contains(words), "{status}");
+}
+
 /// The relay's demo page at `?query`, once it is connected.
 async fn open_demo(relay: &Relay, query: &str) -> Browser {
     let browser = Browser::start().await;
@@ -202,19 +213,7 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
         },
     )
     .await;
-    let status = browser
-        .run(
-            "return document.getElementById('status').textContent;",
-            json!([]),
-        )
-        .await;
-    assert!(
-        status
-            .as_str()
-            .unwrap()
-            .contains("connected over WebSocket as player"),
-        "{status}"
-    );
+    assert_status(&browser, "connected over WebSocket as player").await;
 
     let shot = browser.screenshot("relay-demo.png").await;
     assert!(shot.exists());
@@ -360,19 +359,7 @@ fn quic_player(addr: SocketAddr, zone: &str) -> QuicPlayer {
 async fn relay_demo_over_webtransport_and_a_native_quic_player_see_each_other() {
     let relay = start_relay_with(&["--bind", "loopback", "--quic-port", "0"]);
     let browser = open_demo(&relay, "zone=wt&name=chromium").await;
-    let status = browser
-        .run(
-            "return document.getElementById('status').textContent;",
-            json!([]),
-        )
-        .await;
-    assert!(
-        status
-            .as_str()
-            .unwrap()
-            .contains("connected over WebTransport"),
-        "{status}"
-    );
+    assert_status(&browser, "connected over WebTransport as player").await;
     let player = quic_player(relay.quic.expect("the QUIC port"), "wt");
     // The page sees the native player move.
     let dots = "return [...document.querySelectorAll('#players li')].map(li => li.textContent);";
