@@ -159,3 +159,33 @@ fn after_a_rotation_a_page_holding_the_hashes_it_was_given_still_connects() {
     }
     block_on(session(&server, &given, None)).expect("the next certificate's hash was given");
 }
+
+#[test]
+fn attack_a_session_that_never_opens_its_stream_is_closed_at_the_handshake_timeout() {
+    // A page that opens sessions and nothing in them holds a place in the
+    // gate only as long as any other handshake.
+    let config = EndpointConfig {
+        quic: Some(QuicConfig::default()),
+        socket: SocketConfig {
+            handshake_timeout: Duration::from_millis(500),
+            ..SocketConfig::default()
+        },
+        ..EndpointConfig::default()
+    };
+    let server = EndpointStream::bind(BindScope::Loopback, 0, config).expect("bind");
+    let hashes = served_hashes(&server);
+    block_on(async {
+        let idle = session(&server, &hashes, None).await.expect("session");
+        let started = std::time::Instant::now();
+        tokio::time::timeout(WAIT, idle.closed())
+            .await
+            .expect("the server closes it");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    });
+    assert!(server.handle().handshake_failures() >= 1);
+    assert_eq!(server.handle().peer_count(), 0);
+}
