@@ -402,7 +402,7 @@ fn run_manager<L: switchboard::GameLogic>(
             handle.tls().is_some(),
             web::Pages::Client,
         );
-        quic_cli::announce(handle.quic_addr(), &handle.webtransport_hashes());
+        quic_cli::announce(handle.quic_addr(), handle.webtransport());
         let ports = hosting_cli::ports_to_map(
             ("game", handle.local_addr().port()),
             handle.websocket_addr(),

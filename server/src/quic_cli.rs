@@ -3,7 +3,7 @@
 
 use clap::Args;
 use switchboard::socket::quic::QuicConfig;
-use switchboard::tls::Fingerprint;
+use switchboard::socket::WebTransportOffer;
 use switchboard::EndpointConfig;
 
 /// `--quic-port`.
@@ -34,15 +34,17 @@ impl QuicArgs {
 
 /// Prints where QUIC clients connect, if they can, and where browsers
 /// reach the same port over WebTransport, trusting which certificates.
-pub(crate) fn announce(addr: Option<std::net::SocketAddr>, hashes: &[Fingerprint]) {
+pub(crate) fn announce(addr: Option<std::net::SocketAddr>, web: Option<WebTransportOffer>) {
     let Some(addr) = addr else { return };
     println!("QUIC clients: quic://{addr}");
-    if let Some((now, next)) = hashes.split_first() {
-        let next: Vec<String> = next.iter().map(ToString::to_string).collect();
-        println!(
+    let Some(web) = web else { return };
+    let hashes: Vec<String> = web.hashes().iter().map(ToString::to_string).collect();
+    match hashes.split_first() {
+        Some((now, next)) => println!(
             "WebTransport (browsers): https://{addr}/ trusting the certificate hash {now} \
              (next {}; a page served here reads them from /webtransport)",
             next.join(", ")
-        );
+        ),
+        None => println!("WebTransport (browsers): https://{addr}/ (the server's certificate)"),
     }
 }

@@ -171,7 +171,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             relay.tls().is_some(),
             web::Pages::RelayDemo,
         );
-        crate::quic_cli::announce(relay.quic_addr(), &relay.webtransport_hashes());
+        crate::quic_cli::announce(relay.quic_addr(), relay.webtransport());
         if let Some(json) = relay.json_addr() {
             println!("JSON clients: {json}");
         }

@@ -43,6 +43,15 @@ impl TlsArgs {
         scope: BindScope,
     ) -> Result<(), String> {
         server.tls = self.settings(scope)?;
+        // The operator's certificate (a CA-issued one for the server's
+        // name) is one browsers trust: WebTransport serves it too.
+        let web = server
+            .quic
+            .as_mut()
+            .and_then(|quic| quic.webtransport.as_mut());
+        if let (Some(web), Some(_), false) = (web, &self.tls_cert, scope == BindScope::Loopback) {
+            web.certificate = switchboard::socket::quic::webtransport::BrowserCertificate::Identity;
+        }
         Ok(())
     }
 

@@ -97,9 +97,14 @@ pub const QUIC_TAG: &str = "quic";
 /// The listing tag a server whose QUIC port speaks WebTransport lists the
 /// hash of the certificate it serves browsers now in: `wt=9a0e...` (64 hex
 /// digits; a page passes it as `serverCertificateHashes` to
-/// `https://host:<quic port>/`). The port rotates its certificates: the
-/// listing follows within a tick.
+/// `https://host:<quic port>/`), or [`WT_CA`] when it serves a certificate
+/// browsers trust. The port rotates its certificates: the listing follows
+/// within a tick.
 pub const WT_TAG: &str = "wt";
+
+/// [`WT_TAG`]'s value for a port that serves browsers the server's own
+/// CA-issued certificate (`BrowserCertificate::Identity`): no hashes.
+pub const WT_CA: &str = "ca";
 
 /// The listing tag of the hash of the certificate a WebTransport port will
 /// serve next ([`WT_TAG`]): a page that keeps both works across a rotation.
@@ -262,11 +267,11 @@ impl ManagerHandle {
         self.quic_addr
     }
 
-    /// The hashes a browser page trusts the QUIC port's WebTransport by
-    /// (`serverCertificateHashes`; empty without it): see
-    /// [`EndpointHandle::webtransport_hashes`](crate::socket::EndpointHandle::webtransport_hashes).
-    pub fn webtransport_hashes(&self) -> Vec<crate::tls::Fingerprint> {
-        self.server.webtransport_hashes()
+    /// How a browser page reaches the QUIC port's WebTransport (its port
+    /// and the certificate hashes to trust; `None` without it): see
+    /// [`EndpointHandle::webtransport`](crate::socket::EndpointHandle::webtransport).
+    pub fn webtransport(&self) -> Option<crate::socket::WebTransportOffer> {
+        self.server.webtransport()
     }
 
     /// The TLS the manager's ports speak to other machines (`None`: plain,

@@ -40,7 +40,7 @@ pub(super) struct Runner<L: GameLogic> {
     /// The connect tokens new players must bring, if the server asks any.
     tokens: Option<TokenGate>,
     /// The WebTransport certificate hashes last listed.
-    listed_hashes: Vec<crate::tls::Fingerprint>,
+    listed_hashes: Vec<String>,
 }
 
 impl<L: GameLogic> Runner<L> {
@@ -353,15 +353,22 @@ impl<L: GameLogic> Runner<L> {
     }
 
     /// Queues the WebTransport certificate hashes as listing tags when they
-    /// are new ([`WT_TAG`](super::WT_TAG), [`WT_NEXT_TAG`](super::WT_NEXT_TAG)).
+    /// are new ([`WT_TAG`](super::WT_TAG), [`WT_NEXT_TAG`](super::WT_NEXT_TAG);
+    /// [`WT_CA`](super::WT_CA) for a certificate browsers trust).
     fn list_webtransport_hashes(&mut self) {
-        let hashes = self.handle.webtransport_hashes();
+        let Some(offer) = self.handle.webtransport() else {
+            return;
+        };
+        let hashes: Vec<String> = match offer.hashes() {
+            hashes if hashes.is_empty() => vec![super::WT_CA.to_string()],
+            hashes => hashes.iter().map(ToString::to_string).collect(),
+        };
         if hashes == self.listed_hashes {
             return;
         }
         let mut tags = self.control.tags.lock().expect("tags lock");
-        for (tag, hash) in [super::WT_TAG, super::WT_NEXT_TAG].into_iter().zip(&hashes) {
-            tags.push((tag.to_string(), hash.to_string()));
+        for (tag, value) in [super::WT_TAG, super::WT_NEXT_TAG].into_iter().zip(&hashes) {
+            tags.push((tag.to_string(), value.clone()));
         }
         drop(tags);
         self.listed_hashes = hashes;

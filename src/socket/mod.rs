@@ -53,6 +53,7 @@ pub use names::{
     ExtendedTcpServer, ExtendedTcpSocket, ServerConfig, ServerEvent, ServerHandle, ServerStream,
 };
 pub use pacer::{Pacer, PacerConfig};
+pub use quic::webtransport::WebTransportOffer;
 pub use server::{Endpoint, EndpointEvent, EndpointHandle, EndpointStream, Incoming, PeerId};
 pub use switchboard_proto::connection::datagram::ChannelSet;
 pub use switchboard_proto::limits::address_key;
@@ -62,8 +63,7 @@ pub use switchboard_proto::reason::{
     SocketError,
 };
 pub use websocket::{
-    accept_upgrade, forbid, Upgrade, UpgradeRules, WebPage, WebSocketConfig, WebTransportOffer,
-    MAX_HEADERS,
+    accept_upgrade, forbid, Upgrade, UpgradeRules, WebPage, WebSocketConfig, MAX_HEADERS,
 };
 
 use crate::message::{Action, Channel, Message};

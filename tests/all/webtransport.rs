@@ -189,3 +189,65 @@ fn attack_a_session_that_never_opens_its_stream_is_closed_at_the_handshake_timeo
     assert!(server.handle().handshake_failures() >= 1);
     assert_eq!(server.handle().peer_count(), 0);
 }
+
+#[test]
+fn a_server_with_a_ca_issued_certificate_serves_it_to_browsers_and_gives_no_hashes() {
+    use switchboard::socket::quic::webtransport::BrowserCertificate;
+    use switchboard::tls::{ServerIdentity, TlsServer, TlsSettings};
+    // An authority, and the server's certificate from it for 127.0.0.1
+    // (as a domain's from a public one).
+    let p256 = &rcgen::PKCS_ECDSA_P256_SHA256;
+    let ca_key = rcgen::KeyPair::generate_for(p256).unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate_for(p256).unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let chain = format!("{}{}", leaf.pem(), ca.pem());
+    let identity =
+        ServerIdentity::from_pem(chain.as_bytes(), key.serialize_pem().as_bytes()).unwrap();
+    let config = EndpointConfig {
+        tls: TlsSettings::serving(TlsServer::new(&identity).unwrap()),
+        quic: Some(QuicConfig {
+            webtransport: Some(WebTransportConfig {
+                certificate: BrowserCertificate::Identity,
+                ..WebTransportConfig::default()
+            }),
+            ..QuicConfig::default()
+        }),
+        ..EndpointConfig::default()
+    };
+    let server = EndpointStream::bind(BindScope::AllInterfaces, 0, config).expect("bind");
+    let port = server.quic_addr().unwrap().port();
+    assert!(served_hashes(&server).is_empty());
+    assert_eq!(
+        server.handle().webtransport().unwrap().json(),
+        format!(r#"{{"port":{port},"hashes":[]}}"#)
+    );
+    // A browser-like client that trusts the authority (no hashes) opens a
+    // session.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    #[allow(deprecated, reason = "ring's provider, as the library's own TLS builds on")]
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let config = wtransport::ClientConfig::builder()
+        .with_bind_default()
+        .with_custom_tls(tls)
+        .build();
+    block_on(async {
+        wtransport::Endpoint::client(config)
+            .unwrap()
+            .connect(format!("https://127.0.0.1:{port}/"))
+            .await
+            .expect("a session trusting the authority")
+    });
+}

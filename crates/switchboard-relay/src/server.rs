@@ -110,11 +110,11 @@ impl RelayHandle {
         self.quic_addr
     }
 
-    /// The hashes a browser page trusts the QUIC port's WebTransport by
-    /// (`serverCertificateHashes`; empty without it): see
-    /// [`EndpointHandle::webtransport_hashes`](switchboard::socket::EndpointHandle::webtransport_hashes).
-    pub fn webtransport_hashes(&self) -> Vec<switchboard::tls::Fingerprint> {
-        self.server.webtransport_hashes()
+    /// How a browser page reaches the QUIC port's WebTransport (its port
+    /// and the certificate hashes to trust; `None` without it): see
+    /// [`EndpointHandle::webtransport`](switchboard::socket::EndpointHandle::webtransport).
+    pub fn webtransport(&self) -> Option<switchboard::socket::WebTransportOffer> {
+        self.server.webtransport()
     }
 
     /// The TLS the relay's ports speak to other machines (`None`: plain,

@@ -172,6 +172,12 @@ fn server_config(
     };
     let mut rustls = tls.with_alpn(ALPN);
     let certificates = match &quic.webtransport {
+        Some(webtransport)
+            if webtransport.certificate == webtransport::BrowserCertificate::Identity =>
+        {
+            rustls.alpn_protocols.push(webtransport::H3_ALPN.to_vec());
+            None
+        }
         Some(webtransport) => {
             let certificates = ShortLivedCertificates::new(webtransport)?;
             rustls.alpn_protocols.push(webtransport::H3_ALPN.to_vec());

@@ -32,11 +32,27 @@ pub const MAX_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(14 * 24 * 360
 /// are a little behind.
 const BACKDATE: Duration = Duration::from_secs(3600);
 
+/// The certificate a QUIC port serves browsers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BrowserCertificate {
+    /// Short-lived self-signed certificates the server makes and rotates,
+    /// trusted by their hashes (`serverCertificateHashes`): for a server
+    /// without a certificate browsers trust (default).
+    #[default]
+    ShortLived,
+    /// The server's own TLS identity (`TlsSettings::identity`, `--tls-cert`):
+    /// for a CA-issued certificate for the name pages connect to, which
+    /// browsers check as for any https site. No hashes are given out.
+    Identity,
+}
+
 /// WebTransport on a server's QUIC port: browsers connect to
 /// `https://host:port/` with the hashes of
 /// [`EndpointHandle::webtransport_hashes`](crate::socket::EndpointHandle::webtransport_hashes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebTransportConfig {
+    /// Which certificate browsers get (default short-lived ones).
+    pub certificate: BrowserCertificate,
     /// How long each certificate is valid (default 13 days; at most
     /// [`MAX_CERTIFICATE_LIFETIME`], and at least two rotations and an hour).
     pub certificate_lifetime: Duration,
@@ -50,6 +66,7 @@ pub struct WebTransportConfig {
 impl Default for WebTransportConfig {
     fn default() -> Self {
         Self {
+            certificate: BrowserCertificate::default(),
             certificate_lifetime: Duration::from_secs(13 * 24 * 3600),
             rotate_every: Duration::from_secs(6 * 24 * 3600),
             allowed_origins: Vec::new(),
@@ -170,6 +187,67 @@ fn make(lifetime: Duration) -> std::io::Result<Served> {
         key: Arc::new(key),
         hash: identity.fingerprint(),
     })
+}
+
+/// How a page reaches a server's WebTransport (on its QUIC port): answered
+/// to `GET /webtransport` on its WebSocket port as `{"port": 7202,
+/// "hashes": ["<64 hex>", ...]}`; the page connects to `https://<its own
+/// host>:<port>/`, with `serverCertificateHashes` of those hashes (the
+/// certificate served now, then the next; read when asked, so always
+/// current), or none when the port serves a certificate browsers trust.
+#[derive(Debug, Clone)]
+pub struct WebTransportOffer {
+    /// The QUIC port (UDP).
+    pub port: u16,
+    certificates: Option<Arc<ShortLivedCertificates>>,
+}
+
+impl PartialEq for WebTransportOffer {
+    fn eq(&self, other: &Self) -> bool {
+        let same = match (&self.certificates, &other.certificates) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.port == other.port && same
+    }
+}
+
+impl Eq for WebTransportOffer {}
+
+impl WebTransportOffer {
+    pub(crate) fn new(port: u16, certificates: Option<Arc<ShortLivedCertificates>>) -> Self {
+        Self { port, certificates }
+    }
+
+    /// The hashes a page trusts the port's certificate by: the one served
+    /// now, then the next; none when it serves a certificate browsers
+    /// trust ([`BrowserCertificate::Identity`]).
+    pub fn hashes(&self) -> Vec<Fingerprint> {
+        self.certificates
+            .as_ref()
+            .map(|certificates| certificates.hashes().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The answer's JSON.
+    pub fn json(&self) -> String {
+        let hashes: Vec<String> = self
+            .hashes()
+            .iter()
+            .map(|hash| format!("\"{hash}\""))
+            .collect();
+        format!(
+            r#"{{"port":{},"hashes":[{}]}}"#,
+            self.port,
+            hashes.join(",")
+        )
+    }
+
+    /// The short-lived certificates, if the port serves them.
+    pub(crate) fn certificates(&self) -> Option<&Arc<ShortLivedCertificates>> {
+        self.certificates.as_ref()
+    }
 }
 
 /// Picks a connection's certificate by the protocol its client offers:

@@ -50,16 +50,22 @@ impl EndpointHandle {
         self.shared.quic_addr
     }
 
+    /// How a page reaches the QUIC port's WebTransport (`QuicConfig::webtransport`;
+    /// `None` without it): its port and the hashes to trust.
+    pub fn webtransport(&self) -> Option<crate::socket::WebTransportOffer> {
+        self.shared.webtransport.clone()
+    }
+
     /// The hashes a page passes as WebTransport's `serverCertificateHashes`
     /// to reach the QUIC port from a browser at `https://<quic_addr>/`: the
-    /// certificate it serves now and the next (`QuicConfig::webtransport`;
-    /// empty without it). They change as the port rotates its certificates:
-    /// read them when a page asks.
+    /// certificate it serves now and the next (empty without WebTransport,
+    /// or when it serves a certificate browsers trust). They change as the
+    /// port rotates its certificates: read them when a page asks.
     pub fn webtransport_hashes(&self) -> Vec<crate::tls::Fingerprint> {
         self.shared
             .webtransport
             .as_ref()
-            .map(|certificates| certificates.hashes().to_vec())
+            .map(|offer| offer.hashes())
             .unwrap_or_default()
     }
 

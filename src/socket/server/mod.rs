@@ -80,7 +80,7 @@ pub(super) struct ServerShared {
     /// Where the QUIC port listens, if there is one.
     pub(super) quic_addr: Option<SocketAddr>,
     /// The certificates the QUIC port serves browsers (WebTransport).
-    pub(super) webtransport: Option<Arc<super::quic::webtransport::ShortLivedCertificates>>,
+    pub(super) webtransport: Option<super::quic::webtransport::WebTransportOffer>,
     pub(super) config: EndpointConfig,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: TaskTracker,
@@ -191,7 +191,18 @@ impl Endpoint {
             local_addr: listener.local_addr()?,
             websocket_addr: ws_listener.as_ref().map(|l| l.local_addr()).transpose()?,
             quic_addr: quic.as_ref().map(|q| q.local_addr()).transpose()?,
-            webtransport,
+            webtransport: match (
+                &quic,
+                config.quic.as_ref().and_then(|q| q.webtransport.as_ref()),
+            ) {
+                (Some(endpoint), Some(_)) => {
+                    Some(super::quic::webtransport::WebTransportOffer::new(
+                        endpoint.local_addr()?.port(),
+                        webtransport,
+                    ))
+                }
+                _ => None,
+            },
             config: config.clone(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -230,12 +241,7 @@ impl Endpoint {
         if let (Some(ws_listener), Some(ws)) = (ws_listener, &config.websocket) {
             let addr = ws_listener.local_addr()?;
             let mut rules = super::websocket::UpgradeRules::of(ws, &config.socket.codec);
-            if let (Some(certificates), Some(quic)) = (&shared.webtransport, shared.quic_addr) {
-                rules.webtransport = Some(super::websocket::WebTransportOffer::new(
-                    quic.port(),
-                    certificates.clone(),
-                ));
-            }
+            rules.webtransport = shared.webtransport.clone();
             let transport = Transport::WebSocket(Arc::new(rules));
             let accept = accept_loop(ws_listener, shared.clone(), tx.clone(), transport);
             shared.tasks.spawn_on(accept, &runtime);
@@ -246,7 +252,8 @@ impl Endpoint {
             let accept =
                 super::quic::accept_loop(endpoint, shared.clone(), tx.clone(), quic.clone());
             shared.tasks.spawn_on(accept, &runtime);
-            if let (Some(certificates), Some(web)) = (&shared.webtransport, &quic.webtransport) {
+            let certificates = shared.webtransport.as_ref().and_then(|w| w.certificates());
+            if let (Some(certificates), Some(web)) = (certificates, &quic.webtransport) {
                 let rotating = certificates
                     .clone()
                     .rotating(web.rotate_every, shared.shutdown.clone());

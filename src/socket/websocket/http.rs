@@ -120,7 +120,7 @@ enum Route<'a> {
     /// The page at this index of `config.pages`.
     Page(usize),
     /// `/webtransport`: how to reach the server's WebTransport.
-    WebTransport(&'a super::WebTransportOffer),
+    WebTransport(&'a crate::socket::WebTransportOffer),
     Refuse(Status, &'static str),
 }
 

@@ -121,51 +121,7 @@ pub struct UpgradeRules {
     pub pages: Vec<WebPage>,
     /// What `GET /webtransport` answers, when the server's QUIC port
     /// speaks WebTransport: how a page served here reaches it.
-    pub webtransport: Option<WebTransportOffer>,
-}
-
-/// How a page reaches a server's WebTransport (on its QUIC port), answered
-/// to `GET /webtransport` as `{"port": 7202, "hashes": ["<64 hex>", ...]}`:
-/// the page connects to `https://<its own host>:<port>/` with
-/// `serverCertificateHashes` of those hashes (the certificate served now,
-/// then the next; read when asked, so always current).
-#[derive(Debug, Clone)]
-pub struct WebTransportOffer {
-    /// The QUIC port (UDP).
-    pub port: u16,
-    certificates: std::sync::Arc<crate::socket::quic::webtransport::ShortLivedCertificates>,
-}
-
-impl PartialEq for WebTransportOffer {
-    fn eq(&self, other: &Self) -> bool {
-        self.port == other.port && std::sync::Arc::ptr_eq(&self.certificates, &other.certificates)
-    }
-}
-
-impl Eq for WebTransportOffer {}
-
-impl WebTransportOffer {
-    pub(crate) fn new(
-        port: u16,
-        certificates: std::sync::Arc<crate::socket::quic::webtransport::ShortLivedCertificates>,
-    ) -> Self {
-        Self { port, certificates }
-    }
-
-    /// The answer's JSON.
-    pub fn json(&self) -> String {
-        let hashes: Vec<String> = self
-            .certificates
-            .hashes()
-            .iter()
-            .map(|hash| format!("\"{hash}\""))
-            .collect();
-        format!(
-            r#"{{"port":{},"hashes":[{}]}}"#,
-            self.port,
-            hashes.join(",")
-        )
-    }
+    pub webtransport: Option<crate::socket::quic::webtransport::WebTransportOffer>,
 }
 
 impl UpgradeRules {

@@ -70,13 +70,21 @@ impl Listed {
             }));
         }
         // WebTransport on the QUIC port, trusted by its short-lived
-        // certificate's hash.
-        let hash = self.tag(switchboard::manager::WT_TAG);
-        if let (Some(addr), Some(hash)) = (tagged(switchboard::manager::QUIC_TAG), hash) {
+        // certificate's hash, or (`ca`) as any https site.
+        let wt = self
+            .info
+            .tags
+            .iter()
+            .find(|(key, _)| key == switchboard::manager::WT_TAG);
+        let trusted = wt.and_then(|(_, value)| match value.as_str() {
+            switchboard::manager::WT_CA => Some(None),
+            hash => hash.parse().ok().map(Some),
+        });
+        if let (Some(addr), Some(fingerprint)) = (tagged(switchboard::manager::QUIC_TAG), trusted) {
             offered.push(Offered {
                 transport: ListedTransport::WebTransport,
                 addr,
-                fingerprint: Some(hash),
+                fingerprint,
             });
         }
         offered
@@ -118,7 +126,8 @@ pub enum ListedTransport {
     Quic,
     /// WebTransport on the QUIC port, for browsers: the same stream and
     /// datagrams in an HTTP/3 session; its fingerprint is the hash of the
-    /// certificate it serves browsers now.
+    /// certificate it serves browsers now (none: a certificate browsers
+    /// trust, `wt=ca`).
     WebTransport,
 }
 
