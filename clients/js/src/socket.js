@@ -128,7 +128,8 @@ export class SwitchboardSocket extends Emitter {
     this.inbox = Promise.resolve();
     this.inflating = 0;
     /** Channels sent as datagrams where the transport has them. */
-    this.sequenced = new Set([...DATAGRAM_CHANNELS, ...(options.sequencedChannels ?? [])]);
+    this.sequenced = new Set([...DATAGRAM_CHANNELS, ...(options.sequencedChannels ?? []).filter((c) => c >= 16)]);
+    this.nextSequence = 0;
     this.datagramStats = { sent: 0, sentOnStream: 0, delivered: 0, stale: 0, refused: 0 };
     const webSocket = () => {
       if (options.transport) return new options.transport(url, this.limits);
@@ -199,8 +200,8 @@ export class SwitchboardSocket extends Emitter {
     if (this.state === 'open' && this.ws.sendDatagram && this.sequenced.has(channel)) {
       const envelope = encodeEnvelope(channel, action, schema, value);
       const datagram = new Uint8Array(4 + envelope.length);
-      new DataView(datagram.buffer).setUint32(0, this.nextSequence ?? 0, false);
-      this.nextSequence = ((this.nextSequence ?? 0) + 1) >>> 0;
+      new DataView(datagram.buffer).setUint32(0, this.nextSequence, false);
+      this.nextSequence = (this.nextSequence + 1) >>> 0;
       datagram.set(envelope, 4);
       if (this.ws.sendDatagram(datagram)) {
         this.datagramStats.sent++;
