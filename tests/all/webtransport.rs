@@ -231,7 +231,10 @@ fn a_server_with_a_ca_issued_certificate_serves_it_to_browsers_and_gives_no_hash
     // session.
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.der().clone()).unwrap();
-    #[allow(deprecated, reason = "ring's provider, as the library's own TLS builds on")]
+    #[allow(
+        deprecated,
+        reason = "ring's provider, as the library's own TLS builds on"
+    )]
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
