@@ -184,10 +184,15 @@ impl SocketHandle {
     /// allocated for a small message.
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
         let content = message.content_bytes();
-        if self.sent_as_datagram(message.channel_id(), message.action_id(), |buf| {
-            buf.extend_from_slice(content);
-            Ok(())
-        })? {
+        if self.sent_as_datagram(
+            message.channel_id(),
+            message.action_id(),
+            content.len(),
+            |buf| {
+                buf.extend_from_slice(content);
+                Ok(())
+            },
+        )? {
             return Ok(());
         }
         with_frame(

@@ -142,11 +142,13 @@ impl Datagrams {
     }
 
     /// Sends one message whose envelope `write` puts after the sequence
-    /// (`datagram::put_head` layout) as a datagram. `false`: it does not fit
+    /// (`datagram::put_head` layout; `capacity`: about how many bytes) as a
+    /// datagram. `false`: it does not fit
     /// the path (or the peer takes no datagrams); the caller sends it on the
     /// stream.
     pub(crate) fn send_with(
         &self,
+        capacity: usize,
         write: impl FnOnce(&mut Vec<u8>, u32) -> Result<(), ContentError>,
     ) -> Result<bool, ContentError> {
         let Some(max) = self.connection.max_datagram_size() else {
@@ -154,7 +156,9 @@ impl Datagrams {
             return Ok(false);
         };
         let sequence = self.next_sequence.fetch_add(1, Ordering::Relaxed);
-        let mut buf = Vec::with_capacity(64);
+        // Made as big as it will be: a view of a thousand bytes grown from
+        // a small buffer was reallocated four times.
+        let mut buf = Vec::with_capacity(capacity.min(max + datagram::MAX_HEAD_LEN));
         write(&mut buf, sequence)?;
         if buf.len() > max {
             add(&self.counters.sent_on_stream);

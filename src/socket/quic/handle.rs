@@ -71,18 +71,20 @@ impl SocketHandle {
     }
 
     /// Sends a message of `channel` and `action`, whose content `content`
-    /// writes, as a datagram if its channel goes so. `false`: it goes on the
-    /// stream (not sequenced, not QUIC, or too big for the path).
+    /// writes (about `content_len` bytes: the datagram's buffer is made that
+    /// big at once), as a datagram if its channel goes so. `false`: it goes
+    /// on the stream (not sequenced, not QUIC, or too big for the path).
     pub(crate) fn sent_as_datagram(
         &self,
         channel: u16,
         action: u16,
+        content_len: usize,
         content: impl FnOnce(&mut Vec<u8>) -> Result<(), ContentError>,
     ) -> Result<bool, ContentError> {
         let Some(link) = self.datagram_route(channel) else {
             return Ok(false);
         };
-        link.send_with(|buf, sequence| {
+        link.send_with(datagram::MAX_HEAD_LEN + content_len, |buf, sequence| {
             datagram::put_head(buf, sequence, channel, action);
             content(buf)
         })
@@ -95,7 +97,8 @@ impl SocketHandle {
         action: A,
         value: &T,
     ) -> Result<bool, ContentError> {
-        self.sent_as_datagram(channel.id(), action.id(), |buf| {
+        // A game's state of a few dozen bytes: one allocation.
+        self.sent_as_datagram(channel.id(), action.id(), 64, |buf| {
             codec::encode_value_into(value, buf)
         })
     }
@@ -125,10 +128,15 @@ impl SocketHandle {
             return false;
         };
         let content = decoded.content_bytes();
-        self.sent_as_datagram(decoded.channel_id(), decoded.action_id(), |buf| {
-            buf.extend_from_slice(content);
-            Ok(())
-        })
+        self.sent_as_datagram(
+            decoded.channel_id(),
+            decoded.action_id(),
+            content.len(),
+            |buf| {
+                buf.extend_from_slice(content);
+                Ok(())
+            },
+        )
         .unwrap_or(false)
     }
 }

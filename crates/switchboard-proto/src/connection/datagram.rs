@@ -106,6 +106,10 @@ pub enum DatagramError {
     TooManyChannels,
 }
 
+/// The longest head [`put_head`] writes: the sequence and two varints of
+/// up to three bytes.
+pub const MAX_HEAD_LEN: usize = SEQUENCE_LEN + 6;
+
 /// Writes a datagram's head (the sequence and the envelope) into `buf`; the
 /// caller appends the content.
 pub fn put_head(buf: &mut Vec<u8>, sequence: u32, channel: u16, action: u16) {
@@ -117,7 +121,7 @@ pub fn put_head(buf: &mut Vec<u8>, sequence: u32, channel: u16, action: u16) {
 /// One message as a datagram.
 pub fn encode(sequence: u32, message: &Message) -> Bytes {
     let content = message.content_bytes();
-    let mut buf = Vec::with_capacity(SEQUENCE_LEN + 6 + content.len());
+    let mut buf = Vec::with_capacity(MAX_HEAD_LEN + content.len());
     put_head(
         &mut buf,
         sequence,
