@@ -179,6 +179,7 @@ impl AdminSource for ManagerAdmin {
                     stats.logs_skipped_total,
                 ),
             ];
+            counters.extend(super::endpoint_counters(&self.handle.endpoint()));
             let t = &stats.traffic;
             counters.extend([
                 Counter::total(

@@ -12,11 +12,13 @@
 //! | `extra` | [`WithCounters`]: a source with counters its process adds (its calls to Redis) |
 //! | `recording` | [`start_recording_in`], [`new_recording_path`]: a recording the operator starts, in a file the server names |
 
+mod endpoint;
 mod extra;
 pub mod manager;
 mod recording;
 pub mod source;
 
+pub use endpoint::endpoint_counters;
 pub use extra::WithCounters;
 pub use manager::ManagerAdmin;
 pub use recording::{new_recording_path, start_recording_in};

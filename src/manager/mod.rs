@@ -267,6 +267,12 @@ impl ManagerHandle {
         self.quic_addr
     }
 
+    /// The listening end of its connections (for what the metrics say of
+    /// every port: [`endpoint_counters`](crate::admin::endpoint_counters)).
+    pub fn endpoint(&self) -> crate::socket::EndpointHandle {
+        self.server.clone()
+    }
+
     /// How a browser page reaches the QUIC port's WebTransport (its port
     /// and the certificate hashes to trust; `None` without it): see
     /// [`EndpointHandle::webtransport`](crate::socket::EndpointHandle::webtransport).

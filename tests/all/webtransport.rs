@@ -105,6 +105,16 @@ fn a_webtransport_session_is_a_connection_and_sequenced_channels_are_its_datagra
         // A sequenced message from the server comes as a datagram.
         let side = server.handle().peer(peer).unwrap();
         assert!(side.is_webtransport());
+        // The metrics count it as what it is.
+        let open: Vec<_> = switchboard::admin::endpoint_counters(&server.handle())
+            .into_iter()
+            .filter(|c| c.name == "switchboard_endpoint_connections" && c.value > 0.0)
+            .map(|c| c.labels)
+            .collect();
+        assert_eq!(
+            open,
+            [vec![("transport".to_string(), "webtransport".to_string())]]
+        );
         side.send(&Message::from_raw(STATE, 2, Bytes::from_static(b"s")))
             .unwrap();
         let datagram = tokio::time::timeout(WAIT, session.receive_datagram())

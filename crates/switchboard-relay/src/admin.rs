@@ -177,6 +177,7 @@ impl AdminSource for RelayAdmin {
                     stats.view_recomputes,
                 ),
             ];
+            counters.extend(switchboard::admin::endpoint_counters(&relay.endpoint()));
             let waits = &stats.queue_wait;
             counters.extend(Counter::histogram_micros(
                 "switchboard_relay_queue_wait_seconds",

@@ -110,6 +110,13 @@ impl RelayHandle {
         self.quic_addr
     }
 
+    /// The listening end of its native, WebSocket and QUIC connections (for
+    /// what the metrics say of every port:
+    /// [`endpoint_counters`](switchboard::admin::endpoint_counters)).
+    pub fn endpoint(&self) -> switchboard::socket::EndpointHandle {
+        self.server.clone()
+    }
+
     /// How a browser page reaches the QUIC port's WebTransport (its port
     /// and the certificate hashes to trust; `None` without it): see
     /// [`EndpointHandle::webtransport`](switchboard::socket::EndpointHandle::webtransport).

@@ -57,6 +57,7 @@ fn check_conventions(mode: &str, prefix: &str, samples: &Samples) {
             standard
                 || name.starts_with(prefix)
                 || name.starts_with("switchboard_redis_")
+                || name.starts_with("switchboard_endpoint_")
                 || name.starts_with("process_"),
             "{mode}: {name} outside {prefix}*"
         );

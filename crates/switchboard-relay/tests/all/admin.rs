@@ -59,6 +59,13 @@ async fn admin_api_lists_clients_exports_metrics_and_kicks_only_with_the_token()
         "{metrics}"
     );
     assert!(metrics.contains("switchboard_relay_zones 1\n"));
+    // Every port's series: ann came over TCP.
+    assert!(
+        metrics.contains("switchboard_endpoint_connections{transport=\"tcp\"} 1\n")
+            && metrics.contains("switchboard_endpoint_connections{transport=\"webtransport\"} 0\n")
+            && metrics.contains("switchboard_endpoint_handshake_failures_total 0\n"),
+        "{metrics}"
+    );
     assert!(metrics.contains("switchboard_up{mode=\"relay\"} 1\n"));
 
     // A kick without the token, or with a wrong one: 401, and nothing changes.
