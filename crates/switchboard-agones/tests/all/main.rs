@@ -1,0 +1,3 @@
+//! The SDK client against a fake SDK server over real gRPC.
+
+mod sdk;
