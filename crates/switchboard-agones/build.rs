@@ -18,5 +18,7 @@ fn main() {
                 "proto/sdk",
             ],
         )
-        .expect("the Agones protos compile (protoc: Debian's protobuf-compiler and libprotobuf-dev)");
+        .expect(
+            "the Agones protos compile (protoc: Debian's protobuf-compiler and libprotobuf-dev)",
+        );
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod agones_cli;
 mod hosting_cli;
 mod load_cli;
 mod master_cli;
@@ -250,6 +251,8 @@ struct GameArgs {
     link: hosting_cli::LinkArgs,
     #[command(flatten)]
     admin: AdminArgs,
+    #[command(flatten)]
+    agones: agones_cli::AgonesArgs,
 }
 
 fn parse_scope(text: &str) -> Result<BindScope, String> {
@@ -297,6 +300,7 @@ fn main() -> ExitCode {
 
 fn run_game(args: GameArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
+    let agones = args.agones.connect()?;
     let password = match &args.password_file {
         Some(path) => Some(read_password(path)?),
         None => {
@@ -349,6 +353,7 @@ fn run_game(args: GameArgs) -> Result<(), String> {
         watch_stdin: args.watch_stdin,
         map: args.map.clone(),
         link: args.link.clone().with_identity(&args.tls)?,
+        agones: agones.map(|a| (a, agones_cli::ManagerReport::default())),
     };
     run_manager("board", listen, config, logic, admin, |_| {})
 }
@@ -357,16 +362,17 @@ fn run_game(args: GameArgs) -> Result<(), String> {
 /// Redis, the runtime's own.
 const RESERVED_FILES: u64 = 64;
 
-/// Where a manager listens, whether it stops with its stdin, and how
+/// Where a manager listens, whether it stops with its stdin, how
 /// players on the internet reach it (the router's port mapping, a
-/// join-code relay).
-#[derive(Debug, Clone)]
+/// join-code relay), and its Agones sidecar when it runs in a fleet.
+#[derive(Debug)]
 struct Listen {
     bind: BindScope,
     port: u16,
     watch_stdin: bool,
     map: hosting_cli::MapArgs,
     link: hosting_cli::LinkArgs,
+    agones: Option<(switchboard_agones::Agones, agones_cli::ManagerReport)>,
 }
 
 /// Runs a `ServerManager` with `logic` until a signal (or stdin's end):
@@ -386,11 +392,15 @@ fn run_manager<L: switchboard::GameLogic>(
         watch_stdin,
         map,
         link,
+        agones,
     } = listen;
     map.check(bind)?;
     // Mapped once the ports are known; removed after the server stops.
     let maps = std::sync::Arc::new(std::sync::Mutex::new(hosting_cli::PortMaps::default()));
     let held = maps.clone();
+    // Ready once listening; its life on Agones ends with the server.
+    let fleet = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let in_fleet = fleet.clone();
     let server = switchboard::ServerManager::builder(logic)
         .config(config)
         .bind(bind)
@@ -417,6 +427,10 @@ fn run_manager<L: switchboard::GameLogic>(
             });
         }
         started(handle);
+        if let Some((agones, shape)) = agones {
+            let running = agones_cli::serve_manager(agones, handle, shape);
+            *in_fleet.lock().unwrap_or_else(|e| e.into_inner()) = Some(running);
+        }
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone())
             .with_recordings(admin.record_dir.clone());
         tokio::spawn(async move {
@@ -431,6 +445,7 @@ fn run_manager<L: switchboard::GameLogic>(
         });
     });
     let ran = started.run().map(drop).map_err(|e| e.to_string());
+    drop(fleet.lock().unwrap_or_else(|e| e.into_inner()).take());
     std::mem::take(&mut *maps.lock().unwrap_or_else(|e| e.into_inner())).stop();
     ran
 }

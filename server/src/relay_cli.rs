@@ -84,11 +84,14 @@ pub(crate) struct RelayArgs {
     map: crate::hosting_cli::MapArgs,
     #[command(flatten)]
     admin: AdminArgs,
+    #[command(flatten)]
+    agones: crate::agones_cli::AgonesArgs,
 }
 
 pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     args.map.check(args.bind)?;
+    let agones = args.agones.connect()?;
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
@@ -189,7 +192,12 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         let source = switchboard_relay::RelayAdmin::new(relay.clone())
             .with_recordings(admin.record_dir.clone());
         let _admin = admin.start(source).await?;
-        switchboard::process::wait_for_signal().await;
+        let over = std::sync::Arc::new(tokio::sync::Notify::new());
+        let _fleet = agones.map(|agones| crate::agones_cli::serve_relay(agones, &relay, &over));
+        tokio::select! {
+            _ = switchboard::process::wait_for_signal() => {}
+            _ = over.notified() => {}
+        }
         let stopped = relay.shutdown().await.map_err(|e| e.to_string());
         // The mappers run on threads of their own: this waits for them (a
         // timeout at most), the relay being stopped already.

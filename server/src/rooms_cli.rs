@@ -58,12 +58,15 @@ pub(crate) struct RoomsArgs {
     link: hosting_cli::LinkArgs,
     #[command(flatten)]
     admin: AdminArgs,
+    #[command(flatten)]
+    agones: crate::agones_cli::AgonesArgs,
 }
 
 /// `switchboard-server rooms`: rooms, lobby and RPC as a dedicated server,
 /// alone or as one of a directory's rooms processes (`--redis`).
 pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
+    let agones = args.agones.connect()?;
     let mut config = ManagerConfig::default();
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
@@ -90,6 +93,13 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
         watch_stdin: args.watch_stdin,
         map: args.map.clone(),
         link: args.link.clone(),
+        agones: agones.map(|agones| {
+            let rooms = switchboard_rooms::RoomLimits::default().max_rooms as u64;
+            let shape = crate::agones_cli::ManagerReport {
+                rooms_capacity: Some(rooms),
+            };
+            (agones, shape)
+        }),
     };
     let mut axispy_config = switchboard_axispy::AxisPyConfig {
         grace: Duration::from_secs(args.grace_secs),

@@ -56,7 +56,8 @@ pub struct AgonesConfig {
     /// `AGONES_SDK_GRPC_PORT` variable Agones sets, else 9357.
     pub port: Option<u16>,
     /// How long [`Agones::connect`] waits for the SDK server before it
-    /// fails (default 5 s).
+    /// fails (default 30 s, the SDK's own: the sidecar may start after the
+    /// game server).
     pub connect_timeout: Duration,
     /// How often the server is probed and, when it answers within the
     /// interval, Health is sent (default 2 s: the Fleet's
@@ -72,7 +73,7 @@ impl Default for AgonesConfig {
     fn default() -> Self {
         Self {
             port: None,
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(30),
             health_interval: Duration::from_secs(2),
             empty_shutdown_after: Some(Duration::from_secs(60)),
         }

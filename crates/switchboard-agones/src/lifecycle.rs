@@ -27,6 +27,10 @@ use crate::AgonesConfig;
 pub struct Report {
     /// The players connected now, by id.
     pub players: BTreeSet<String>,
+    /// How many players are connected, when the server does not know them
+    /// by id (a relay): counted in a Counter or a label, not listed.
+    /// `None`: as many as `players`.
+    pub player_count: Option<usize>,
     /// Rooms open now (a rooms server), if the server has rooms.
     pub rooms: Option<u64>,
     /// The most rooms the server opens, if it has rooms.
@@ -191,16 +195,17 @@ impl Lifecycle {
             return Vec::new();
         }
         let mut actions = vec![Action::Health];
-        if !report.players.is_empty() && !self.allocated {
+        let count = report.player_count.unwrap_or(report.players.len());
+        let empty = count == 0;
+        if !empty && !self.allocated {
             self.allocated = true;
             actions.push(Action::Allocate);
         }
-        if !report.players.is_empty() {
+        if !empty {
             self.began.get_or_insert(now);
         }
-        self.report_players(&report.players, &mut actions);
+        self.report_players(&report.players, count, &mut actions);
         self.report_rooms(report, &mut actions);
-        let empty = report.players.is_empty();
         self.empty_since = match (empty, self.began) {
             (true, Some(_)) => self.empty_since.or(Some(now)),
             _ => None,
@@ -216,7 +221,7 @@ impl Lifecycle {
         actions
     }
 
-    fn report_players(&mut self, now: &BTreeSet<String>, actions: &mut Vec<Action>) {
+    fn report_players(&mut self, now: &BTreeSet<String>, count: usize, actions: &mut Vec<Action>) {
         match self.players_sink {
             Sink::List => {
                 for gone in self.players.difference(now) {
@@ -228,9 +233,9 @@ impl Lifecycle {
                 self.players.clone_from(now);
             }
             sink => {
-                if self.player_count != Some(now.len()) {
-                    self.player_count = Some(now.len());
-                    actions.push(count_action(sink, PLAYERS, now.len() as u64));
+                if self.player_count != Some(count) {
+                    self.player_count = Some(count);
+                    actions.push(count_action(sink, PLAYERS, count as u64));
                 }
             }
         }

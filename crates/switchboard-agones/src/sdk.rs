@@ -56,7 +56,10 @@ impl Agones {
         let port = match config.port {
             Some(port) => port,
             None => match std::env::var("AGONES_SDK_GRPC_PORT") {
-                Ok(text) => text.trim().parse().map_err(|_| AgonesError::BadPort(text))?,
+                Ok(text) => text
+                    .trim()
+                    .parse()
+                    .map_err(|_| AgonesError::BadPort(text))?,
                 Err(_) => DEFAULT_PORT,
             },
         };
@@ -67,15 +70,16 @@ impl Agones {
             .build()?;
         let timeout = config.connect_timeout;
         let unreachable = AgonesError::Unreachable { port, timeout };
-        let (sdk, server) = runtime.block_on(async {
-            let mut sdk = tokio::time::timeout(timeout, Sdk::new(Some(port), None))
-                .await
-                .ok()
-                .and_then(Result::ok)?;
-            let server = sdk.get_gameserver().await.ok()?;
-            Some((sdk, server))
-        })
-        .ok_or(unreachable)?;
+        let (sdk, server) = runtime
+            .block_on(async {
+                let mut sdk = tokio::time::timeout(timeout, Sdk::new(Some(port), None))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)?;
+                let server = sdk.get_gameserver().await.ok()?;
+                Some((sdk, server))
+            })
+            .ok_or(unreachable)?;
         Ok(Self {
             runtime,
             sdk,
@@ -206,7 +210,10 @@ async fn perform(sdk: &mut Sdk, action: &Action) -> Result<(), agones::errors::E
         Action::RemovePlayer(id) => sdk.beta().clone().delete_list_value(PLAYERS, id).await,
         Action::SetCounter(name, count) => sdk.beta().clone().set_counter_count(name, *count).await,
         Action::SetCounterCapacity(name, capacity) => {
-            sdk.beta().clone().set_counter_capacity(name, *capacity).await
+            sdk.beta()
+                .clone()
+                .set_counter_capacity(name, *capacity)
+                .await
         }
         Action::SetLabel(key, value) => sdk.set_label(*key, value.clone()).await,
     }

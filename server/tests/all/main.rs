@@ -12,6 +12,7 @@ mod webdriver;
 
 mod admin;
 mod admin_redis;
+mod agones;
 mod cli;
 mod descriptors;
 mod hosting;

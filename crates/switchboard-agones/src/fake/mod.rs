@@ -3,6 +3,9 @@
 //! record the way Agones's sidecar does (states, labels prefixed with
 //! `agones.dev/sdk-`, Lists and Counters with their capacities and errors).
 
+// tonic's services answer with a `Status` by value, as its traits ask.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -132,7 +135,13 @@ fn game_server(seen: &Seen, capacities: &BTreeMap<String, i64>) -> GameServer {
                 .iter()
                 .map(|(k, values)| {
                     let capacity = capacities.get(k).copied().unwrap_or(1000);
-                    (k.clone(), ListStatus { capacity, values: values.clone() })
+                    (
+                        k.clone(),
+                        ListStatus {
+                            capacity,
+                            values: values.clone(),
+                        },
+                    )
                 })
                 .collect(),
             ..GsStatus::default()
@@ -176,8 +185,12 @@ impl FakeSdk {
         let addr = listener.local_addr()?;
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let router = tonic::transport::Server::builder()
-            .add_service(proto::sdk_server::SdkServer::new(SdkService(shared.clone())))
-            .add_service(beta::sdk_server::SdkServer::new(BetaService(shared.clone())));
+            .add_service(proto::sdk_server::SdkServer::new(SdkService(
+                shared.clone(),
+            )))
+            .add_service(beta::sdk_server::SdkServer::new(BetaService(
+                shared.clone(),
+            )));
         let task = tokio::spawn(async move {
             if let Err(err) = router.serve_with_incoming(incoming).await {
                 tracing::warn!(%err, "the fake Agones SDK server stopped");
@@ -224,7 +237,9 @@ impl FakeSdk {
             }
             // Health pings change nothing a watcher sees: look again often.
             let wake = (tokio::time::Instant::now() + Duration::from_millis(50)).min(until);
-            if tokio::time::timeout_at(wake, updates.changed()).await.is_err()
+            if tokio::time::timeout_at(wake, updates.changed())
+                .await
+                .is_err()
                 && tokio::time::Instant::now() >= until
             {
                 return Err(self.seen());
@@ -312,10 +327,7 @@ impl proto::sdk_server::Sdk for SdkService {
         self.set_label(request).await
     }
 
-    async fn reserve(
-        &self,
-        _: Request<proto::Duration>,
-    ) -> Result<Response<Empty>, Status> {
+    async fn reserve(&self, _: Request<proto::Duration>) -> Result<Response<Empty>, Status> {
         self.0.change(|seen| seen.state = "Reserved".into());
         Ok(empty())
     }
@@ -403,7 +415,9 @@ impl beta::sdk_server::Sdk for BetaService {
         &self,
         _: Request<beta::UpdateListRequest>,
     ) -> Result<Response<beta::List>, Status> {
-        Err(Status::unimplemented("the fake does not update whole Lists"))
+        Err(Status::unimplemented(
+            "the fake does not update whole Lists",
+        ))
     }
 
     async fn add_list_value(

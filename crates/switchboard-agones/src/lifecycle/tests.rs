@@ -10,7 +10,9 @@ fn server(state: &str, lists: &[&str], counters: &[&str]) -> GameServer {
         status.lists.insert(list.to_string(), Default::default());
     }
     for counter in counters {
-        status.counters.insert(counter.to_string(), Default::default());
+        status
+            .counters
+            .insert(counter.to_string(), Default::default());
     }
     GameServer {
         object_meta: Some(agones::ObjectMeta::default()),
@@ -38,7 +40,10 @@ fn no_health_when_the_server_does_not_answer_its_probe() {
     let mut life = Lifecycle::new(&config(None), &server("Ready", &[], &[]));
     let now = Instant::now();
     assert_eq!(life.on_tick(now, None), Vec::<Action>::new());
-    assert_eq!(life.on_tick(now, Some(&report(&[]))), vec![Action::Health, Action::SetLabel(PLAYERS, "0".into())]);
+    assert_eq!(
+        life.on_tick(now, Some(&report(&[]))),
+        vec![Action::Health, Action::SetLabel(PLAYERS, "0".into())]
+    );
     assert_eq!(life.on_tick(now, Some(&report(&[]))), vec![Action::Health]);
     assert_eq!(life.on_tick(now, None), Vec::<Action>::new());
 }
@@ -63,7 +68,10 @@ fn players_go_into_the_players_list_as_they_join_and_leave() {
             Action::AddPlayer("3".into())
         ]
     );
-    assert_eq!(life.on_tick(now, Some(&report(&["2", "3"]))), vec![Action::Health]);
+    assert_eq!(
+        life.on_tick(now, Some(&report(&["2", "3"]))),
+        vec![Action::Health]
+    );
 }
 
 #[test]
@@ -91,7 +99,10 @@ fn players_are_counted_in_a_counter_or_a_label_when_there_is_no_list() {
         labelled.on_tick(now, Some(&report(&["1"]))),
         vec![Action::Health, Action::SetLabel(PLAYERS, "1".into())]
     );
-    assert_eq!(labelled.on_tick(now, Some(&report(&["7"]))), vec![Action::Health]);
+    assert_eq!(
+        labelled.on_tick(now, Some(&report(&["7"]))),
+        vec![Action::Health]
+    );
 }
 
 #[test]
@@ -110,7 +121,10 @@ fn rooms_and_their_capacity_go_into_the_rooms_counter() {
             Action::SetCounter(ROOMS, 3)
         ]
     );
-    assert_eq!(life.on_tick(Instant::now(), Some(&rooms)), vec![Action::Health]);
+    assert_eq!(
+        life.on_tick(Instant::now(), Some(&rooms)),
+        vec![Action::Health]
+    );
 }
 
 #[test]
@@ -131,7 +145,8 @@ fn an_allocation_is_read_from_labels_and_annotations_once() {
     let meta = allocated.object_meta.as_mut().unwrap();
     meta.labels.insert(SCENARIO_KEY.into(), "plains".into());
     meta.labels.insert(PLAYERS_KEY.into(), "2".into());
-    meta.annotations.insert(SCENARIO_KEY.into(), "islands".into());
+    meta.annotations
+        .insert(SCENARIO_KEY.into(), "islands".into());
     meta.annotations.insert(GAME_KEY.into(), "cup-final".into());
     let now = Instant::now();
     assert_eq!(life.on_game_server(now, &server("Ready", &[], &[])), None);
@@ -152,7 +167,10 @@ fn shutdown_when_the_game_ended() {
     let actions = life.on_tick(Instant::now(), Some(&ended));
     assert_eq!(actions.last(), Some(&Action::Shutdown));
     assert!(life.is_shut_down());
-    assert_eq!(life.on_tick(Instant::now(), Some(&ended)), Vec::<Action>::new());
+    assert_eq!(
+        life.on_tick(Instant::now(), Some(&ended)),
+        Vec::<Action>::new()
+    );
 }
 
 #[test]
@@ -161,15 +179,28 @@ fn shutdown_after_staying_empty_for_the_configured_time_once_the_match_began() {
     let at = |secs| start + Duration::from_secs(secs);
     let mut life = Lifecycle::new(&config(Some(30)), &server("Ready", &[PLAYERS], &[]));
     // Ready and empty for ever: no match yet, no shutdown.
-    assert!(!life.on_tick(at(100), Some(&report(&[]))).contains(&Action::Shutdown));
+    assert!(!life
+        .on_tick(at(100), Some(&report(&[])))
+        .contains(&Action::Shutdown));
     // The match begins with a player, who leaves at 110.
     life.on_tick(at(101), Some(&report(&["1"])));
-    assert!(!life.on_tick(at(110), Some(&report(&[]))).contains(&Action::Shutdown));
+    assert!(!life
+        .on_tick(at(110), Some(&report(&[])))
+        .contains(&Action::Shutdown));
     // Someone comes back before the 30 s: the clock starts again.
-    assert!(!life.on_tick(at(139), Some(&report(&["2"]))).contains(&Action::Shutdown));
-    assert!(!life.on_tick(at(140), Some(&report(&[]))).contains(&Action::Shutdown));
-    assert!(!life.on_tick(at(169), Some(&report(&[]))).contains(&Action::Shutdown));
-    assert_eq!(life.on_tick(at(170), Some(&report(&[]))).last(), Some(&Action::Shutdown));
+    assert!(!life
+        .on_tick(at(139), Some(&report(&["2"])))
+        .contains(&Action::Shutdown));
+    assert!(!life
+        .on_tick(at(140), Some(&report(&[])))
+        .contains(&Action::Shutdown));
+    assert!(!life
+        .on_tick(at(169), Some(&report(&[])))
+        .contains(&Action::Shutdown));
+    assert_eq!(
+        life.on_tick(at(170), Some(&report(&[]))).last(),
+        Some(&Action::Shutdown)
+    );
 }
 
 #[test]
@@ -179,7 +210,10 @@ fn an_allocated_server_nobody_joins_shuts_down_after_the_empty_time() {
     life.on_game_server(start, &server("Allocated", &[], &[]));
     life.on_tick(start, Some(&report(&[])));
     let later = start + Duration::from_secs(30);
-    assert_eq!(life.on_tick(later, Some(&report(&[]))).last(), Some(&Action::Shutdown));
+    assert_eq!(
+        life.on_tick(later, Some(&report(&[]))).last(),
+        Some(&Action::Shutdown)
+    );
 }
 
 #[test]
@@ -188,5 +222,31 @@ fn without_an_empty_time_only_the_game_s_end_shuts_down() {
     let mut life = Lifecycle::new(&config(None), &server("Allocated", &[], &[]));
     life.on_tick(start, Some(&report(&["1"])));
     let much_later = start + Duration::from_secs(86_400);
-    assert!(!life.on_tick(much_later, Some(&report(&[]))).contains(&Action::Shutdown));
+    assert!(!life
+        .on_tick(much_later, Some(&report(&[])))
+        .contains(&Action::Shutdown));
+}
+
+#[test]
+fn players_known_only_by_count_are_counted_and_begin_the_match() {
+    let mut life = Lifecycle::new(&config(Some(10)), &server("Ready", &[], &[PLAYERS]));
+    let start = Instant::now();
+    let counted = |n| Report {
+        player_count: Some(n),
+        ..Report::default()
+    };
+    assert_eq!(
+        life.on_tick(start, Some(&counted(3))),
+        vec![
+            Action::Health,
+            Action::Allocate,
+            Action::SetCounter(PLAYERS, 3)
+        ]
+    );
+    life.on_tick(start, Some(&counted(0)));
+    let later = start + Duration::from_secs(10);
+    assert_eq!(
+        life.on_tick(later, Some(&counted(0))).last(),
+        Some(&Action::Shutdown)
+    );
 }

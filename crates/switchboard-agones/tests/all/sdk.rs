@@ -43,8 +43,15 @@ fn without_a_sidecar_connect_fails_with_a_clear_error() {
     .unwrap_err();
     assert!(matches!(err, AgonesError::Unreachable { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("sidecar") && text.contains(&port.to_string()), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        text.contains("sidecar") && text.contains(&port.to_string()),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
