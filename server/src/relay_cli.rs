@@ -92,6 +92,11 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     args.map.check(args.bind)?;
     let agones = args.agones.connect()?;
+    // In a fleet, players reach the relay at the node's mapped port.
+    let advertise = args
+        .advertise
+        .clone()
+        .or_else(|| agones.as_ref()?.public_addr("game"));
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
@@ -155,8 +160,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             // Clients reach this relay at the advertised host (default
             // 127.0.0.1), on its native, WebSocket and QUIC ports.
             let port = relay.native_addr().port();
-            let addr = args
-                .advertise
+            let addr = advertise
                 .clone()
                 .unwrap_or_else(|| format!("127.0.0.1:{port}"));
             let host = addr.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host);

@@ -67,6 +67,11 @@ pub(crate) struct RoomsArgs {
 pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let agones = args.agones.connect()?;
+    // In a fleet, players reach the server at the node's mapped port.
+    let advertise = args
+        .advertise
+        .clone()
+        .or_else(|| agones.as_ref()?.public_addr("game"));
     let mut config = ManagerConfig::default();
     config.rules.sessions.grace_period = Duration::from_secs(args.grace_secs);
     config.rules.sessions.max_sessions = args.max_sessions;
@@ -115,7 +120,6 @@ pub(crate) fn run_rooms(args: RoomsArgs) -> Result<(), String> {
     admin.fit_listeners(caps);
     let axispy_port = args.axispy_port;
     let bind = listen.bind;
-    let advertise = args.advertise.clone();
     let axispy = move |handle: &switchboard::ManagerHandle| {
         if let Some(serving) = serving {
             let bound = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), handle.local_addr().port());

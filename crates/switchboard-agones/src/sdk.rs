@@ -93,6 +93,22 @@ impl Agones {
         &self.server
     }
 
+    /// Where players reach the port the Fleet names `port_name`: the
+    /// node's address and the port Agones mapped (`HOST:PORT`), from the
+    /// GameServer's status; `None` before Agones placed the server.
+    pub fn public_addr(&self, port_name: &str) -> Option<String> {
+        let status = self.server.status.as_ref()?;
+        let port = status.ports.iter().find(|p| p.name == port_name)?.port;
+        (!status.address.is_empty() && port > 0).then(|| {
+            let host = &status.address;
+            if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        })
+    }
+
     /// Marks the server Ready and runs its life: every health interval,
     /// `probe` (answered by the server's own loop; `None` or no answer
     /// within the interval sends no Health), players and rooms reported,

@@ -52,6 +52,7 @@ fn players_and_rooms() -> GameServerSetup {
     GameServerSetup {
         lists: vec![("players".into(), 100)],
         counters: vec![("rooms".into(), 0)],
+        ..GameServerSetup::default()
     }
 }
 

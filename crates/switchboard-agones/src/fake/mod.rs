@@ -41,6 +41,8 @@ pub struct GameServerSetup {
     pub lists: Vec<(String, i64)>,
     /// Counters, by name, with their capacities (`rooms`, say).
     pub counters: Vec<(String, i64)>,
+    /// The ports Agones mapped, by the Fleet's names (`game`, say).
+    pub ports: Vec<(String, i32)>,
 }
 
 /// What the fake SDK server has seen so far.
@@ -91,13 +93,15 @@ struct Shared {
     updates: watch::Sender<GameServer>,
     /// Lists' capacities, by name.
     capacities: BTreeMap<String, i64>,
+    /// The ports Agones mapped.
+    ports: Vec<(String, i32)>,
 }
 
 impl Shared {
     fn change<T>(&self, change: impl FnOnce(&mut Seen) -> T) -> T {
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let out = change(&mut record.seen);
-        let server = game_server(&record.seen, &self.capacities);
+        let server = game_server(&record.seen, &self.capacities, &self.ports);
         drop(record);
         self.updates.send_replace(server);
         out
@@ -113,7 +117,11 @@ impl Shared {
 }
 
 /// The GameServer record as the SDK server hands it out.
-fn game_server(seen: &Seen, capacities: &BTreeMap<String, i64>) -> GameServer {
+fn game_server(
+    seen: &Seen,
+    capacities: &BTreeMap<String, i64>,
+    ports: &[(String, i32)],
+) -> GameServer {
     GameServer {
         object_meta: Some(ObjectMeta {
             name: "switchboard-fake".into(),
@@ -125,6 +133,13 @@ fn game_server(seen: &Seen, capacities: &BTreeMap<String, i64>) -> GameServer {
         status: Some(GsStatus {
             state: seen.state.clone(),
             address: "127.0.0.1".into(),
+            ports: ports
+                .iter()
+                .map(|(name, port)| proto::game_server::status::Port {
+                    name: name.clone(),
+                    port: *port,
+                })
+                .collect(),
             counters: seen
                 .counters
                 .iter()
@@ -175,11 +190,13 @@ impl FakeSdk {
             ..Seen::default()
         };
         let capacities = setup.lists.into_iter().collect();
-        let (updates, _) = watch::channel(game_server(&seen, &capacities));
+        let ports = setup.ports;
+        let (updates, _) = watch::channel(game_server(&seen, &capacities, &ports));
         let shared = Arc::new(Shared {
             record: Mutex::new(Record { seen }),
             updates,
             capacities,
+            ports,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

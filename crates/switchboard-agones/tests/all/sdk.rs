@@ -18,8 +18,24 @@ fn runtime() -> tokio::runtime::Runtime {
 fn players_list() -> GameServerSetup {
     GameServerSetup {
         lists: vec![("players".into(), 10)],
-        counters: vec![],
+        ..GameServerSetup::default()
     }
+}
+
+#[test]
+fn the_public_address_is_the_node_s_and_the_mapped_port() {
+    let rt = runtime();
+    let setup = GameServerSetup {
+        ports: vec![("game".into(), 7654), ("quic".into(), 7655)],
+        ..GameServerSetup::default()
+    };
+    let fake = rt.block_on(FakeSdk::start(setup)).unwrap();
+    let agones = Agones::connect(config(fake.port())).unwrap();
+    assert_eq!(
+        agones.public_addr("game").as_deref(),
+        Some("127.0.0.1:7654")
+    );
+    assert_eq!(agones.public_addr("websocket"), None);
 }
 
 fn config(port: u16) -> AgonesConfig {
