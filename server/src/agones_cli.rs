@@ -26,6 +26,11 @@ pub(crate) struct AgonesArgs {
     /// start after the game server) before failing.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     agones_connect_secs: f64,
+    /// With --agones: seconds between health pings (each sent only when
+    /// the server answered its probe within that time). The Fleet's
+    /// `health.periodSeconds` should be at least twice this.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    agones_health_secs: f64,
 }
 
 impl AgonesArgs {
@@ -40,6 +45,10 @@ impl AgonesArgs {
                 .then(|| Duration::from_secs(self.agones_empty_shutdown)),
             connect_timeout: Duration::try_from_secs_f64(self.agones_connect_secs)
                 .map_err(|_| "--agones-connect-secs: not a duration")?,
+            health_interval: Duration::try_from_secs_f64(self.agones_health_secs)
+                .ok()
+                .filter(|d| *d >= Duration::from_millis(50))
+                .ok_or("--agones-health-secs: 0.05 or more")?,
             ..AgonesConfig::default()
         };
         Agones::connect(config).map(Some).map_err(|e| e.to_string())
