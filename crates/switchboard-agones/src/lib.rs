@@ -32,12 +32,15 @@
 //! - `sdk` ([`Agones`]): the official SDK client driving those rules on a
 //!   small runtime of its own: connect (a clear error without a sidecar),
 //!   Ready, the health loop, WatchGameServer.
-//! - `fake` (feature `fake`): an SDK server served from Agones's own
-//!   protos over real gRPC, for tests without Kubernetes.
+//! - [`allocator`]: the client of Agones's allocator service (gRPC over
+//!   mutual TLS), for a matchmaker that asks for a game server per match.
+//! - `fake` (feature `fake`): an SDK server and an allocator served from
+//!   Agones's own protos over real gRPC, for tests without Kubernetes.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod allocator;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod lifecycle;
@@ -103,6 +106,12 @@ pub enum AgonesError {
         /// What it said.
         message: String,
     },
+    /// The allocator service could not be asked, or refused (its words).
+    #[error("the Agones allocator: {0}")]
+    Allocator(String),
+    /// The fleet has no game server free for a new match.
+    #[error("no game server free in the fleet; retry shortly")]
+    NoServerFree,
     /// The client's own runtime could not start.
     #[error("the Agones client's runtime: {0}")]
     Runtime(#[from] std::io::Error),

@@ -1,10 +1,13 @@
 //! Agones without Kubernetes, for tests (feature `fake`): an SDK server
-//! ([`FakeSdk`]) served from Agones's own protos over real gRPC on loopback, holding a GameServer
+//! ([`FakeSdk`]) and an allocator ([`FakeAllocator`]) served from Agones's
+//! own protos over real gRPC on loopback, the SDK server holding a GameServer
 //! record the way Agones's sidecar does (states, labels prefixed with
 //! `agones.dev/sdk-`, Lists and Counters with their capacities and errors).
 
 // tonic's services answer with a `Status` by value, as its traits ask.
 #![allow(clippy::result_large_err)]
+
+mod allocator;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -26,6 +29,7 @@ pub mod proto {
     }
 }
 
+pub use allocator::{Asked, FakeAllocator, FakePki};
 use proto::game_server::status::{CounterStatus, ListStatus};
 use proto::game_server::{ObjectMeta, Status as GsStatus};
 use proto::{beta, Empty, GameServer, KeyValue};
