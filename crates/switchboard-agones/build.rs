@@ -10,7 +10,9 @@ fn main() {
         .build_client(true)
         .build_server(fake)
         .compile_protos(&["proto/allocation/allocation.proto"], &INCLUDES)
-        .expect("the Agones protos compile (protoc: Debian's protobuf-compiler and libprotobuf-dev)");
+        .expect(
+            "the Agones protos compile (protoc: Debian's protobuf-compiler and libprotobuf-dev)",
+        );
     if !fake {
         return;
     }

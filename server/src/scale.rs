@@ -72,6 +72,60 @@ pub(crate) struct MatchmakerArgs {
     redis: RedisArgs,
     #[command(flatten)]
     admin: crate::AdminArgs,
+    #[command(flatten)]
+    allocator: AllocatorArgs,
+}
+
+/// `--agones-allocator`: new matches on game servers the fleet's Agones
+/// allocator hands over (docs/DEPLOY.md).
+#[derive(Debug, clap::Args)]
+struct AllocatorArgs {
+    /// Agones's allocator service (`https://HOST:PORT`): each new room goes
+    /// to a game server it allocates from the fleet (a server with a room
+    /// free first, else a Ready one), over mutual TLS.
+    #[arg(long, value_name = "URL", requires_all = ["agones_allocator_ca", "agones_allocator_cert", "agones_allocator_key"])]
+    agones_allocator: Option<String>,
+    /// The CA the allocator's certificate is checked against (PEM).
+    #[arg(long, value_name = "PEM")]
+    agones_allocator_ca: Option<std::path::PathBuf>,
+    /// This matchmaker's client certificate for the allocator (PEM).
+    #[arg(long, value_name = "PEM")]
+    agones_allocator_cert: Option<std::path::PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, value_name = "PEM")]
+    agones_allocator_key: Option<std::path::PathBuf>,
+    /// The name on the allocator's certificate, when not the URL's host.
+    #[arg(long, value_name = "NAME")]
+    agones_allocator_name: Option<String>,
+    /// The fleet to allocate from.
+    #[arg(long, value_name = "NAME", default_value = "switchboard-rooms")]
+    agones_fleet: String,
+    /// The fleet's namespace.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    agones_namespace: String,
+}
+
+impl AllocatorArgs {
+    /// The allocator's client, if asked for (inside the runtime).
+    fn client(self) -> Result<Option<switchboard_agones::allocator::Allocator>, String> {
+        let (Some(url), Some(ca), Some(cert), Some(key)) = (
+            self.agones_allocator,
+            self.agones_allocator_ca,
+            self.agones_allocator_cert,
+            self.agones_allocator_key,
+        ) else {
+            return Ok(None);
+        };
+        let config = switchboard_agones::allocator::AllocatorConfig {
+            server_name: self.agones_allocator_name,
+            namespace: self.agones_namespace,
+            fleet: self.agones_fleet,
+            ..switchboard_agones::allocator::AllocatorConfig::new(url, ca, cert, key)
+        };
+        switchboard_agones::allocator::Allocator::new(config)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }
 
 pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
@@ -88,7 +142,11 @@ pub(crate) fn run_matchmaker(mut args: MatchmakerArgs) -> Result<(), String> {
             ..MatchmakerConfig::default()
         };
         let addr = SocketAddr::new(ip, args.port);
-        let (matchmaker, handle) = Matchmaker::builder(store)
+        let mut builder = Matchmaker::builder(store);
+        if let Some(allocator) = args.allocator.client()? {
+            builder = builder.allocator(allocator);
+        }
+        let (matchmaker, handle) = builder
             .config(config)
             .bind(args.bind)
             .port(args.port)

@@ -99,7 +99,8 @@ impl Allocator {
     /// called inside a tokio runtime.
     pub fn new(config: AllocatorConfig) -> Result<Self, AgonesError> {
         let read = |path: &PathBuf| {
-            std::fs::read(path).map_err(|e| AgonesError::Allocator(format!("{}: {e}", path.display())))
+            std::fs::read(path)
+                .map_err(|e| AgonesError::Allocator(format!("{}: {e}", path.display())))
         };
         let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(read(&config.ca)?))
@@ -107,7 +108,8 @@ impl Allocator {
         if let Some(name) = &config.server_name {
             tls = tls.domain_name(name.clone());
         }
-        let bad = |e: tonic::transport::Error| AgonesError::Allocator(format!("{}: {e}", config.url));
+        let bad =
+            |e: tonic::transport::Error| AgonesError::Allocator(format!("{}: {e}", config.url));
         let channel = Channel::from_shared(config.url.clone())
             .map_err(|e| AgonesError::Allocator(format!("{}: {e}", config.url)))?
             .tls_config(tls)

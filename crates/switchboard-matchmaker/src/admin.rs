@@ -55,6 +55,11 @@ impl AdminSource for MatchmakerAdmin {
                 s.directory_errors,
             ),
             total(
+                "switchboard_matchmaker_allocations_total",
+                "Game servers the Agones allocator handed over for new matches.",
+                s.allocations,
+            ),
+            total(
                 "switchboard_matchmaker_rate_limited_total",
                 "Connections closed for asking too often.",
                 s.rate_limited,

@@ -1,8 +1,9 @@
 //! The matchmaker: one request/answer port (Switchboard frames on the
 //! rooms channel) in front of the room directory in Redis. It lists the
-//! rooms of every process, sends a new room to the least-loaded process,
-//! and reserves a seat in an existing room on the process that holds it
-//! (`switchboard_rooms::directory`). It keeps no state of its own: run as
+//! rooms of every process, sends a new room to the least-loaded process
+//! (or, on Agones, to the game server the fleet's allocator hands it:
+//! [`MatchmakerBuilder::allocator`]), and reserves a seat in an existing
+//! room on the process that holds it (`switchboard_rooms::directory`). It keeps no state of its own: run as
 //! many as you like (`switchboard-server matchmaker --redis URL`).
 //!
 //! ## Layout
@@ -36,6 +37,7 @@ use switchboard_rooms::directory::{Reservation, Seat};
 use switchboard_rooms::protocol::{RoomAction, RoomId, RoomSummary};
 use tokio_util::sync::CancellationToken;
 
+use switchboard_agones::allocator::Allocator;
 use switchboard_redis::{ProcessReach, RedisStore, RoomDirectory, SeatAsk, StoreError};
 
 mod admin;
@@ -92,6 +94,8 @@ pub struct MatchmakerStats {
     /// Of those, refused because the room directory (Redis) could not be
     /// reached.
     pub directory_errors: u64,
+    /// Game servers the Agones allocator handed over for new matches.
+    pub allocations: u64,
     /// Connections closed for asking more often than
     /// [`MatchmakerConfig::requests_per_minute`].
     pub rate_limited: u64,
@@ -133,6 +137,8 @@ pub struct Matchmaker {
     /// The room directory's outages, told once each.
     outage: switchboard::session::Outage,
     stats: Arc<Mutex<MatchmakerStats>>,
+    /// New matches on game servers Agones allocates, when set.
+    allocator: Option<Allocator>,
 }
 
 /// Why a request gets no seat or list: told to the client.
@@ -151,6 +157,7 @@ pub struct MatchmakerBuilder {
     store: RedisStore,
     config: MatchmakerConfig,
     listen: ListenOptions,
+    allocator: Option<Allocator>,
 }
 
 /// A matchmaker running in this process: reads like its
@@ -173,12 +180,24 @@ impl MatchmakerBuilder {
 
     switchboard::listen_setters!("The port (default 0: a free one, read with `local_addr`).");
 
+    /// Places each new match on a game server the fleet's Agones allocator
+    /// hands over (a server with a room free first, else a Ready one)
+    /// instead of on the least-loaded listed process; the server must be
+    /// one of the directory's rooms processes (it advertises the address
+    /// Agones gives, `switchboard-server rooms --agones --redis`).
+    pub fn allocator(mut self, allocator: Allocator) -> Self {
+        self.allocator = Some(allocator);
+        self
+    }
+
     /// Binds and returns the matchmaker and its handle, for tokio code that
     /// runs it itself (`matchmaker.run(stop).await`). It does not need
     /// Redis until the first request.
     pub fn build(self) -> std::io::Result<(Matchmaker, MatchmakerHandle)> {
         let addr = self.listen.addr();
-        Matchmaker::bind(addr, self.store, self.config)
+        let (mut matchmaker, handle) = Matchmaker::bind(addr, self.store, self.config)?;
+        matchmaker.allocator = self.allocator;
+        Ok((matchmaker, handle))
     }
 
     /// Binds and runs the matchmaker on the background runtime (or the
@@ -201,6 +220,7 @@ impl Matchmaker {
             store,
             config: MatchmakerConfig::default(),
             listen: ListenOptions::default(),
+            allocator: None,
         }
     }
 
@@ -229,6 +249,7 @@ impl Matchmaker {
             key: None,
             outage: switchboard::session::Outage::new("room directory"),
             stats,
+            allocator: None,
         };
         Ok((matchmaker, handle))
     }
@@ -348,17 +369,48 @@ impl Matchmaker {
     }
 
     /// A reservation to create a room on the live process with the fewest
-    /// players.
+    /// players, or on the game server Agones allocates.
     async fn seat_in_new_room(&mut self) -> Result<Seat, Refusal> {
         let key = self.key().await?;
-        let reach = self
-            .directory
-            .least_loaded()
-            .await
-            .map_err(directory_unavailable)?
-            .ok_or_else(|| "no rooms server is running".to_string())?;
+        let reach = match self.allocator.clone() {
+            Some(allocator) => self.allocated(&allocator).await?,
+            None => self
+                .directory
+                .least_loaded()
+                .await
+                .map_err(directory_unavailable)?
+                .ok_or_else(|| "no rooms server is running".to_string())?,
+        };
         let reservation = Reservation::seal_new(&key, None, reach.process, self.expiry());
         Ok(seat(reach, reservation))
+    }
+
+    /// The rooms process of a game server the allocator hands over.
+    async fn allocated(&mut self, allocator: &Allocator) -> Result<ProcessReach, Refusal> {
+        let server = allocator
+            .allocate(&Default::default())
+            .await
+            .map_err(|err| {
+                tracing::warn!(%err, "no game server allocated");
+                err.to_string()
+            })?;
+        self.count(|s| s.allocations += 1);
+        let addr = server.addr("game").ok_or_else(|| {
+            format!(
+                "the allocated server {} has no port named game",
+                server.name
+            )
+        })?;
+        self.directory
+            .reach_at(&addr)
+            .await
+            .map_err(directory_unavailable)?
+            .ok_or_else(|| {
+                format!(
+                    "the allocated server {} ({addr}) is not in the room directory yet; retry shortly",
+                    server.name
+                )
+            })
     }
 
     /// A seat in `room` for `asker`, counted in Redis with the room's

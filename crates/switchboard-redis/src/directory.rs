@@ -204,6 +204,33 @@ impl RoomDirectory {
         Ok(None)
     }
 
+    /// The live process that takes players at `addr` (as it published
+    /// itself: `host:port`); `None` if none does. One call per process: for
+    /// a matchmaker placing a match on a server it was handed by address
+    /// (an Agones allocation).
+    pub async fn reach_at(&self, addr: &str) -> Result<Option<ProcessReach>, StoreError> {
+        let processes = ROOMS.key(&self.store, "processes");
+        let all: Vec<u32> = self
+            .store
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(&processes)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        for process in all {
+            if let Some(reach) = self.reach(process).await? {
+                if reach.addr == addr {
+                    return Ok(Some(reach));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Holds a seat in `ask.room`, counted in Redis with the room's
     /// members and against the asker's live seats: the number of the
     /// room's process, or why not (no such room, locked, started, full).

@@ -9,9 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
@@ -57,12 +55,20 @@ impl FakePki {
         let local = vec!["localhost".to_string(), "127.0.0.1".to_string()];
         let server = leaf(local, ExtendedKeyUsagePurpose::ServerAuth, &ca, &ca_key)?;
         let client = leaf(vec![], ExtendedKeyUsagePurpose::ClientAuth, &ca, &ca_key)?;
-        let stranger = leaf(vec![], ExtendedKeyUsagePurpose::ClientAuth, &other, &other_key)?;
+        let stranger = leaf(
+            vec![],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &other,
+            &other_key,
+        )?;
         Ok(Self {
             ca: write("ca.crt", ca.pem()),
             server: (write("server.crt", server.0), write("server.key", server.1)),
             client: (write("client.crt", client.0), write("client.key", client.1)),
-            stranger: (write("stranger.crt", stranger.0), write("stranger.key", stranger.1)),
+            stranger: (
+                write("stranger.crt", stranger.0),
+                write("stranger.key", stranger.1),
+            ),
         })
     }
 }
@@ -103,10 +109,8 @@ pub struct FakeAllocator {
 impl FakeAllocator {
     /// Serves `free` (handed out in order) with the certificates of `pki`.
     pub async fn start(pki: &FakePki, free: Vec<AllocatedServer>) -> std::io::Result<Self> {
-        let identity = Identity::from_pem(
-            std::fs::read(&pki.server.0)?,
-            std::fs::read(&pki.server.1)?,
-        );
+        let identity =
+            Identity::from_pem(std::fs::read(&pki.server.0)?, std::fs::read(&pki.server.1)?);
         let tls = ServerTlsConfig::new()
             .identity(identity)
             .client_ca_root(Certificate::from_pem(std::fs::read(&pki.ca)?));
@@ -146,7 +150,11 @@ impl FakeAllocator {
 
     /// The allocations asked so far.
     pub fn asked(&self) -> Vec<Asked> {
-        self.book.lock().unwrap_or_else(|e| e.into_inner()).asked.clone()
+        self.book
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .asked
+            .clone()
     }
 }
 

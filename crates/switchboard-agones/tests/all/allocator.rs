@@ -8,12 +8,20 @@ fn server(name: &str, port: u16) -> AllocatedServer {
     AllocatedServer {
         name: name.into(),
         address: "10.0.0.7".into(),
-        ports: [("game".to_string(), port), ("websocket".to_string(), port + 1)].into(),
+        ports: [
+            ("game".to_string(), port),
+            ("websocket".to_string(), port + 1),
+        ]
+        .into(),
     }
 }
 
 fn labels() -> BTreeMap<String, String> {
-    [("switchboard.dev/scenario".to_string(), "islands".to_string())].into()
+    [(
+        "switchboard.dev/scenario".to_string(),
+        "islands".to_string(),
+    )]
+    .into()
 }
 
 #[tokio::test]
@@ -56,7 +64,11 @@ async fn a_client_whose_certificate_the_allocator_does_not_trust_is_refused() {
     let mut config = fake.config(&pki);
     config.cert = pki.stranger.0.clone();
     config.key = pki.stranger.1.clone();
-    let err = Allocator::new(config).unwrap().allocate(&labels()).await.unwrap_err();
+    let err = Allocator::new(config)
+        .unwrap()
+        .allocate(&labels())
+        .await
+        .unwrap_err();
     assert!(matches!(err, AgonesError::Allocator(_)), "{err:?}");
     assert!(fake.asked().is_empty(), "refused before any allocation");
 }

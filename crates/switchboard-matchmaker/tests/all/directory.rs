@@ -396,3 +396,46 @@ fn a_seat_on_a_tls_process_carries_its_fingerprint_and_the_player_pins_it() {
     assert!(why.contains("not the pinned"), "{why}");
     assert!(!eve.is_welcomed());
 }
+
+#[test]
+fn a_new_match_goes_to_the_game_server_agones_allocates_over_mutual_tls() {
+    use switchboard_agones::allocator::{AllocatedServer, Allocator};
+    use switchboard_agones::fake::{FakeAllocator, FakePki};
+
+    let redis = RedisProcess::start().unwrap();
+    let (_p1, p2) = (rooms_process(&redis), rooms_process(&redis));
+    let dir = tempfile::tempdir().unwrap();
+    let pki = FakePki::write(dir.path()).unwrap();
+    let second = AllocatedServer {
+        name: "switchboard-rooms-x7k2p".into(),
+        address: "127.0.0.1".into(),
+        ports: [("game".to_string(), p2.local_addr().port())].into(),
+    };
+    let fake = block_on(FakeAllocator::start(&pki, vec![second])).unwrap();
+    let allocator = {
+        let _runtime = switchboard::runtime::handle().enter();
+        Allocator::new(fake.config(&pki)).unwrap()
+    };
+    let running = Matchmaker::builder(redis.store())
+        .allocator(allocator)
+        .spawn()
+        .unwrap();
+    let matchmaker = running.local_addr();
+    // The key is there once a rooms process joined; the seat is on the
+    // allocated server, which takes the reservation.
+    let seat = new_room_seat(matchmaker);
+    assert_eq!(seat.addr, p2.local_addr().to_string());
+    let mut host = player(&seat.addr, "ann");
+    let ticket = host
+        .create_reserved(&seat.reservation, &room("final", 2))
+        .unwrap();
+    assert_eq!(verdict(&mut host, ticket), RequestStatus::Accepted);
+    assert_eq!(fake.asked().len(), 1);
+    assert_eq!(running.stats().allocations, 1);
+    // The fleet has no server left: the match is refused with the reason.
+    let refused = block_on(directory::reserve_new_room(matchmaker, WAIT)).unwrap_err();
+    assert!(
+        refused.to_string().contains("no game server free"),
+        "{refused}"
+    );
+}
