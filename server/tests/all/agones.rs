@@ -32,20 +32,22 @@ impl Fleet {
         let mut command = Command::new(support::BIN);
         command
             .args(args)
-            .args(["--agones", "--port", "0"])
+            .arg("--agones")
             .env("AGONES_SDK_GRPC_PORT", self.sdk.port().to_string());
         command
     }
 
     fn start(&self, args: &[&str]) -> (Proc, u16) {
-        support::start_command(self.command(args))
+        let mut command = self.command(args);
+        command.args(["--port", "0"]);
+        support::start_command(command)
     }
 
     /// Started with a fast health interval (0.2 s): what the test shows
     /// does not need Agones's 2 s.
     fn start_fast(&self, args: &[&str]) -> (Proc, u16) {
         let mut command = self.command(args);
-        command.args(["--agones-health-secs", "0.2"]);
+        command.args(["--port", "0", "--agones-health-secs", "0.2"]);
         support::start_command(command)
     }
 
@@ -239,4 +241,73 @@ fn sigterm_drains_tells_the_players_and_exits_zero() {
     });
     let reason = reason.borrow().clone().unwrap();
     assert!(reason.contains("server shutting down"), "{reason}");
+}
+
+#[test]
+fn the_matchmaker_places_a_new_room_on_the_rooms_server_agones_allocates() {
+    use switchboard_agones::allocator::AllocatedServer;
+    use switchboard_agones::fake::{FakeAllocator, FakePki};
+
+    let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
+    // Agones mapped the rooms server's game port: it advertises the
+    // node's address and that port in the room directory.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let game_port = free.local_addr().unwrap().port();
+    drop(free);
+    let fleet = Fleet::new(GameServerSetup {
+        ports: vec![("game".into(), i32::from(game_port))],
+        ..players_and_rooms()
+    });
+    let mut rooms = fleet.command(&["rooms", "--redis", &redis.url()]);
+    rooms.args(["--port", &game_port.to_string()]);
+    let (_rooms, port) = support::start_command(rooms);
+    assert_eq!(port, game_port);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = FakePki::write(dir.path()).unwrap();
+    let allocated = AllocatedServer {
+        name: "switchboard-rooms-x7k2p".into(),
+        address: "127.0.0.1".into(),
+        ports: [("game".to_string(), game_port)].into(),
+    };
+    let allocator = fleet
+        .runtime
+        .block_on(FakeAllocator::start(&pki, vec![allocated]))
+        .unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (_matchmaker, matchmaker_port) = support::start(&[
+        "matchmaker",
+        "--port",
+        "0",
+        "--redis",
+        &redis.url(),
+        "--agones-allocator",
+        &allocator.url(),
+        "--agones-allocator-ca",
+        &path(&pki.ca),
+        "--agones-allocator-cert",
+        &path(&pki.client.0),
+        "--agones-allocator-key",
+        &path(&pki.client.1),
+    ]);
+    let matchmaker = format!("127.0.0.1:{matchmaker_port}").parse().unwrap();
+    let seat = fleet
+        .runtime
+        .block_on(switchboard_rooms::directory::reserve_new_room(matchmaker, WAIT))
+        .expect("a seat on the allocated server");
+    assert_eq!(seat.addr, format!("127.0.0.1:{game_port}"));
+    let mut host = switchboard_rooms::RoomClient::connect(&seat.addr, ClientConfig::named("ann"));
+    let room = switchboard_rooms::CreateRoom {
+        name: "final".into(),
+        max_players: 2,
+        metadata: Default::default(),
+        private: false,
+    };
+    support::wait_until("ann welcomed", WAIT, || {
+        host.poll();
+        host.client().is_welcomed()
+    });
+    let ticket = host.create_reserved(&seat.reservation, &room).unwrap();
+    assert!(host.wait(ticket, WAIT).is_accepted());
+    assert_eq!(allocator.asked().len(), 1);
+    fleet.wait_for("the room counted", |s| s.counters["rooms"].0 == 1);
 }
