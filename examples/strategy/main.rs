@@ -36,6 +36,8 @@ use switchboard::socket::BindScope;
 use switchboard_master::{Announce, ServerInfo};
 
 mod dedicated;
+#[cfg(feature = "agones")]
+mod fleet;
 mod hosting;
 mod reach;
 
@@ -163,6 +165,11 @@ struct Options {
     /// key once its host confirmed the new fingerprint), then goes on.
     #[arg(long, value_name = "HOST:PORT")]
     forget_host: Option<String>,
+    /// With `--serve`: on an Agones fleet (a build with the `agones`
+    /// feature; docs/DEPLOY.md).
+    #[cfg(feature = "agones")]
+    #[command(flatten)]
+    agones: switchboard_agones::AgonesArgs,
 }
 
 /// A built-in scenario by name, or a scenario file.
@@ -209,7 +216,7 @@ fn main() {
         };
         strategy::replay::serve(path, config, &options.saves, load_scenario)
     } else if options.serve {
-        dedicated::serve(&options)
+        serve(&options)
     } else if options.join.is_some() || options.game.is_some() {
         join(&options)
     } else {
@@ -259,6 +266,21 @@ fn join(options: &Options) -> Result<(), String> {
 }
 
 /// The QUIC listener `--quic-port` asks for.
+/// The dedicated server, on an Agones fleet with `--agones`.
+fn serve(options: &Options) -> Result<(), String> {
+    #[cfg(feature = "agones")]
+    if let Some(agones) = options.agones.connect()? {
+        if options.game.is_some() || options.record.is_some() || options.redis.is_some() {
+            return Err(
+                "--agones serves one match a server: not with --game, --redis or --record".into(),
+            );
+        }
+        switchboard::process::init_stderr_logging();
+        return fleet::serve(options, agones);
+    }
+    dedicated::serve(options)
+}
+
 fn quic(options: &Options) -> Option<switchboard::socket::quic::QuicConfig> {
     options
         .quic_port

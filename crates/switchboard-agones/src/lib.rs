@@ -32,6 +32,8 @@
 //! - `sdk` ([`Agones`]): the official SDK client driving those rules on a
 //!   small runtime of its own: connect (a clear error without a sidecar),
 //!   Ready, the health loop, WatchGameServer.
+//! - `cli` ([`AgonesArgs`]): `--agones` and its options, one for every
+//!   binary that serves on a fleet.
 //! - [`allocator`]: the client of Agones's allocator service (gRPC over
 //!   mutual TLS), for a matchmaker that asks for a game server per match.
 //! - `fake` (feature `fake`): an SDK server and an allocator served from
@@ -41,6 +43,7 @@
 #![warn(unreachable_pub)]
 
 pub mod allocator;
+mod cli;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod lifecycle;
@@ -48,6 +51,7 @@ mod sdk;
 
 use std::time::Duration;
 
+pub use cli::AgonesArgs;
 pub use lifecycle::{Action, Allocation, Lifecycle, Report};
 pub use sdk::{Agones, Event, Running};
 

@@ -484,7 +484,29 @@ impl GameLogic for StrategyLogic {
     fn restore(&mut self, state: &[u8], now: std::time::Instant) -> Result<(), String> {
         self.restore_at(state, now)
     }
+
+    /// The game, for the operator (and a fleet's probe, `fleet.rs`): its
+    /// scenario, players, turn and winner ([`WINNER_FACT`], empty while
+    /// the game goes on).
+    fn places(&self) -> Vec<switchboard::manager::Place> {
+        let s = &self.scenario;
+        let winner = winner(s).and_then(|n| s.nation(n)).map(|n| n.name.clone());
+        let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+        vec![switchboard::manager::Place {
+            name: s.name.clone(),
+            members: self.players.keys().copied().collect(),
+            facts: vec![
+                ("started".into(), yes_no(self.started)),
+                ("turn".into(), s.turn.to_string()),
+                (WINNER_FACT.into(), winner.unwrap_or_default()),
+            ],
+        }]
+    }
 }
+
+/// The fact of [`StrategyLogic`]'s place that names the winner once the
+/// game is over.
+pub const WINNER_FACT: &str = "winner";
 
 #[cfg(test)]
 mod tests;

@@ -154,3 +154,28 @@ fn a_completed_turn_is_checkpointed_and_resumes_with_the_same_players_on_the_sam
     damaged[last] ^= 0xFF;
     assert!(StrategyLogic::resume(&damaged, std::env::temp_dir()).is_err());
 }
+
+#[test]
+fn the_game_s_place_names_its_winner_once_the_game_is_over() {
+    let fact = |logic: &StrategyLogic| {
+        let places = logic.places();
+        let (_, value) = places[0]
+            .facts
+            .iter()
+            .find(|(fact, _)| fact == WINNER_FACT)
+            .cloned()
+            .expect("a winner fact");
+        value
+    };
+    assert_eq!(
+        fact(&StrategyLogic::new(valley(), false, std::env::temp_dir())),
+        ""
+    );
+    let mut s = ServerScenario::new("t", 4, 2).unwrap();
+    let a = s.add_nation("A", false).unwrap();
+    s.add_nation("B", false).unwrap();
+    s.place_unit(a, UnitKind::Infantry, 0, 0).unwrap();
+    let won = StrategyLogic::new(s.clone(), false, std::env::temp_dir());
+    assert_eq!(winner(&s), Some(a));
+    assert_eq!(fact(&won), "A");
+}

@@ -292,7 +292,9 @@ fn the_matchmaker_places_a_new_room_on_the_rooms_server_agones_allocates() {
     let matchmaker = format!("127.0.0.1:{matchmaker_port}").parse().unwrap();
     let seat = fleet
         .runtime
-        .block_on(switchboard_rooms::directory::reserve_new_room(matchmaker, WAIT))
+        .block_on(switchboard_rooms::directory::reserve_new_room(
+            matchmaker, WAIT,
+        ))
         .expect("a seat on the allocated server");
     assert_eq!(seat.addr, format!("127.0.0.1:{game_port}"));
     let mut host = switchboard_rooms::RoomClient::connect(&seat.addr, ClientConfig::named("ann"));

@@ -14,6 +14,8 @@ mod scratch;
 
 mod e2e;
 mod failover;
+#[cfg(feature = "agones")]
+mod fleet;
 mod fuzz_scenario_file;
 mod hosting;
 mod record;

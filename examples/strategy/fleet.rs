@@ -1,0 +1,150 @@
+//! `strategy --serve --agones` (feature `agones`): one match a game server
+//! on an Agones fleet (`docs/DEPLOY.md`). Ready once it listens with the
+//! default scenario; when a GameServerAllocation labels it with
+//! `switchboard.dev/scenario`, it starts that game (a built-in scenario or
+//! a save in `--saves`) on the same port; players are reported by id; the
+//! game won (or the server empty for `--agones-empty-shutdown`), it asks
+//! Agones to shut it down and stops.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use strategy::rules::{self, WINNER_FACT};
+use switchboard::ManagerHandle;
+use switchboard_agones::{Agones, Allocation, Event, Report};
+
+use super::{listing, quic, websocket, where_to_join, Options};
+
+/// What the life on Agones asks of the server loop, and the server it
+/// probes.
+#[derive(Default)]
+struct Shared {
+    /// The manager serving now.
+    current: Option<ManagerHandle>,
+    /// The scenario it serves.
+    scenario: String,
+    /// The scenario an allocation asked for, to start in place of this one.
+    next: Option<String>,
+}
+
+/// Serves matches until Agones's Shutdown or a signal.
+pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut agones = Some(agones);
+    let mut _fleet = None;
+    let mut scenario = options.scenario.clone();
+    let mut port = options.port;
+    loop {
+        let logic =
+            rules::StrategyLogic::new(load(options, &scenario)?, true, options.saves.clone());
+        let mut config = switchboard::ManagerConfig {
+            rules: switchboard::ManagerRules {
+                password: options.password.clone(),
+                ..Default::default()
+            },
+            listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
+            ..switchboard::ManagerConfig::default()
+        };
+        config.server.websocket = websocket(options);
+        config.server.quic = quic(options);
+        lock(&shared).scenario.clone_from(&scenario);
+        let on_fleet = shared.clone();
+        let first = &mut agones;
+        let life = &mut _fleet;
+        let asked = port;
+        let bound = &mut port;
+        switchboard::ServerManager::builder(logic)
+            .config(config)
+            .bind(options.bind)
+            .port(asked)
+            .on_start(|handle| {
+                *bound = handle.local_addr().port();
+                let mut out = std::io::stdout();
+                let _ = writeln!(out, "{}", where_to_join(options.bind, *bound));
+                lock(&on_fleet).current = Some(handle.clone());
+                // Ready once, when the first server listens; the life on
+                // Agones spans the restarts.
+                if let Some(agones) = first.take() {
+                    *life = Some(live(agones, on_fleet.clone()));
+                }
+            })
+            .run()
+            .map_err(|e| format!("server: {e}"))?;
+        let mut state = lock(&shared);
+        state.current = None;
+        match state.next.take() {
+            Some(next) => {
+                tracing::info!(scenario = %next, "starting the match's scenario");
+                scenario = next;
+            }
+            None => return Ok(()),
+        }
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A built-in scenario, or a save of `--saves` (never another path: the
+/// name comes from an allocation's label).
+fn load(options: &Options, name: &str) -> Result<strategy::scenario::ServerScenario, String> {
+    if let Some(scenario) = strategy::scenario::builtin(name) {
+        return Ok(scenario);
+    }
+    if name == options.scenario {
+        return super::load_scenario(name);
+    }
+    rules::check_save_name(name)?;
+    let path = options.saves.join(format!("{name}.swst"));
+    strategy::scenario::ServerScenario::load(&path).map_err(|e| format!("{name}: {e}"))
+}
+
+/// The server's life on Agones: its probe is the serving manager's stats
+/// (players by id, the game over once its place names a winner).
+fn live(agones: Agones, shared: Arc<Mutex<Shared>>) -> switchboard_agones::Running {
+    let probed = shared.clone();
+    agones.serve(
+        move || {
+            let handle = lock(&probed).current.clone();
+            async move {
+                let stats = handle?.stats().await?;
+                let won = |place: &switchboard::manager::Place| {
+                    place
+                        .facts
+                        .iter()
+                        .any(|(fact, value)| fact == WINNER_FACT && !value.is_empty())
+                };
+                Some(Report {
+                    players: stats.clients.iter().map(|c| c.id.to_string()).collect(),
+                    ended: stats.places.iter().any(won),
+                    ..Report::default()
+                })
+            }
+        },
+        move |event| {
+            let mut state = lock(&shared);
+            let Some(handle) = state.current.clone() else {
+                return;
+            };
+            match event {
+                Event::Allocated(Allocation {
+                    scenario: Some(scenario),
+                    ..
+                }) if scenario != state.scenario => {
+                    state.next = Some(scenario);
+                    handle.shutdown_with("the match's game is starting; join again");
+                }
+                Event::Allocated(allocation) => {
+                    tracing::info!(?allocation, "allocated: the game as it is");
+                }
+                Event::Shutdown => handle.shutdown_with("the match is over"),
+                Event::Failed(err) => {
+                    tracing::error!(%err, "Agones: stopping");
+                    handle.shutdown_with("the server could not join its fleet");
+                }
+                _ => {}
+            }
+        },
+    )
+}
