@@ -25,6 +25,8 @@ struct Shared {
     scenario: String,
     /// The scenario an allocation asked for, to start in place of this one.
     next: Option<String>,
+    /// Why the life on Agones failed (Ready refused): the exit's reason.
+    failed: Option<String>,
 }
 
 /// Serves matches until Agones's Shutdown or a signal.
@@ -77,7 +79,7 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
                 tracing::info!(scenario = %next, "starting the match's scenario");
                 scenario = next;
             }
-            None => return Ok(()),
+            None => return state.failed.take().map_or(Ok(()), Err),
         }
     }
 }
@@ -141,6 +143,7 @@ fn live(agones: Agones, shared: Arc<Mutex<Shared>>) -> switchboard_agones::Runni
                 Event::Shutdown => handle.shutdown_with("the match is over"),
                 Event::Failed(err) => {
                     tracing::error!(%err, "Agones: stopping");
+                    state.failed = Some(err.to_string());
                     handle.shutdown_with("the server could not join its fleet");
                 }
                 _ => {}

@@ -7,6 +7,26 @@
 pub(crate) use switchboard_agones::AgonesArgs;
 use switchboard_agones::{Agones, Event, Report, Running};
 
+/// Why the server's life on Agones failed (Ready refused), kept for the
+/// exit status: the server stops, and exits 1 saying why.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Failure(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Failure {
+    fn set(&self, err: &switchboard_agones::AgonesError) {
+        tracing::error!(%err, "Agones: stopping");
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(err.to_string());
+    }
+
+    /// `ran`, unless the life on Agones failed.
+    pub(crate) fn or(&self, ran: Result<(), String>) -> Result<(), String> {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(err) => Err(err),
+            None => ran,
+        }
+    }
+}
+
 /// What a manager's probe reports beside its players: its rooms (a rooms
 /// server) and whether its game is over.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,6 +41,7 @@ pub(crate) fn serve_manager(
     agones: Agones,
     handle: &switchboard::ManagerHandle,
     shape: ManagerReport,
+    failure: Failure,
 ) -> Running {
     let probed = handle.clone();
     let stopped = handle.clone();
@@ -40,7 +61,7 @@ pub(crate) fn serve_manager(
         move |event| match event {
             Event::Shutdown => stopped.shutdown_with("the match is over"),
             Event::Failed(err) => {
-                tracing::error!(%err, "Agones: stopping");
+                failure.set(&err);
                 stopped.shutdown_with("the server could not join its fleet");
             }
             Event::Allocated(allocation) => {
@@ -58,6 +79,7 @@ pub(crate) fn serve_relay(
     agones: Agones,
     relay: &switchboard_relay::RelayHandle,
     over: &std::sync::Arc<tokio::sync::Notify>,
+    failure: Failure,
 ) -> Running {
     let probed = relay.clone();
     let over = over.clone();
@@ -75,7 +97,7 @@ pub(crate) fn serve_relay(
         move |event| match event {
             Event::Shutdown => over.notify_one(),
             Event::Failed(err) => {
-                tracing::error!(%err, "Agones: stopping");
+                failure.set(&err);
                 over.notify_one();
             }
             Event::Allocated(allocation) => {

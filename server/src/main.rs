@@ -401,6 +401,8 @@ fn run_manager<L: switchboard::GameLogic>(
     // Ready once listening; its life on Agones ends with the server.
     let fleet = std::sync::Arc::new(std::sync::Mutex::new(None));
     let in_fleet = fleet.clone();
+    let failure = agones_cli::Failure::default();
+    let failed = failure.clone();
     let server = switchboard::ServerManager::builder(logic)
         .config(config)
         .bind(bind)
@@ -428,7 +430,7 @@ fn run_manager<L: switchboard::GameLogic>(
         }
         started(handle);
         if let Some((agones, shape)) = agones {
-            let running = agones_cli::serve_manager(agones, handle, shape);
+            let running = agones_cli::serve_manager(agones, handle, shape, failed);
             *in_fleet.lock().unwrap_or_else(|e| e.into_inner()) = Some(running);
         }
         let source = switchboard_admin::ManagerAdmin::new(mode, handle.clone())
@@ -446,6 +448,7 @@ fn run_manager<L: switchboard::GameLogic>(
     });
     let ran = started.run().map(drop).map_err(|e| e.to_string());
     drop(fleet.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let ran = failure.or(ran);
     std::mem::take(&mut *maps.lock().unwrap_or_else(|e| e.into_inner())).stop();
     ran
 }

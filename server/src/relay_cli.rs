@@ -92,11 +92,10 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     args.map.check(args.bind)?;
     let agones = args.agones.connect()?;
-    // In a fleet, players reach the relay at the node's mapped port.
-    let advertise = args
-        .advertise
-        .clone()
-        .or_else(|| agones.as_ref()?.public_addr("game"));
+    // In a fleet, players reach the relay at the node's mapped ports.
+    let mapped = |name: &str| agones.as_ref()?.public_addr(name);
+    let advertise = args.advertise.clone().or_else(|| mapped("game"));
+    let (mapped_ws, mapped_quic) = (mapped("websocket"), mapped("quic"));
     let runtime = runtime_with(args.threads)?;
     runtime.block_on(async move {
         let mut config = switchboard_relay::RelayConfig {
@@ -165,8 +164,12 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
                 .unwrap_or_else(|| format!("127.0.0.1:{port}"));
             let host = addr.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host);
             let at_host = |port: u16| format!("{host}:{port}");
-            let websocket = relay.websocket_addr().map(|ws| at_host(ws.port()));
-            let quic = relay.quic_addr().map(|quic| at_host(quic.port()));
+            let websocket = relay
+                .websocket_addr()
+                .map(|ws| mapped_ws.clone().unwrap_or_else(|| at_host(ws.port())));
+            let quic = relay
+                .quic_addr()
+                .map(|quic| mapped_quic.clone().unwrap_or_else(|| at_host(quic.port())));
             serving.at_all(addr, websocket, quic);
         }
         println!(
@@ -197,7 +200,9 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             .with_recordings(admin.record_dir.clone());
         let _admin = admin.start(source).await?;
         let over = std::sync::Arc::new(tokio::sync::Notify::new());
-        let _fleet = agones.map(|agones| crate::agones_cli::serve_relay(agones, &relay, &over));
+        let failure = crate::agones_cli::Failure::default();
+        let _fleet = agones
+            .map(|agones| crate::agones_cli::serve_relay(agones, &relay, &over, failure.clone()));
         tokio::select! {
             _ = switchboard::process::wait_for_signal() => {}
             _ = over.notified() => {}
@@ -206,7 +211,7 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
         // The mappers run on threads of their own: this waits for them (a
         // timeout at most), the relay being stopped already.
         maps.stop();
-        stopped
+        failure.or(stopped)
     })
 }
 

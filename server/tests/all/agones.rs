@@ -107,6 +107,15 @@ fn without_a_sidecar_agones_fails_at_start_with_a_clear_error() {
 }
 
 #[test]
+fn a_server_whose_ready_agones_refuses_stops_and_exits_1() {
+    let fleet = Fleet::new(GameServerSetup::default());
+    fleet.sdk.refuse_ready();
+    let (mut server, _port) = fleet.start(&[]);
+    let status = exit_status(&mut server, "Ready refused");
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
 fn ready_after_listening_then_health_every_two_seconds() {
     let fleet = Fleet::new(GameServerSetup::default());
     let (_server, port) = fleet.start(&[]);

@@ -69,6 +69,8 @@ pub struct Seen {
     pub lists: BTreeMap<String, Vec<String>>,
     /// Counters' counts and capacities, by name.
     pub counters: BTreeMap<String, (i64, i64)>,
+    /// Ready is refused (a GameServer being deleted, say).
+    pub refuse_ready: bool,
 }
 
 impl Seen {
@@ -237,6 +239,11 @@ impl FakeSdk {
         });
     }
 
+    /// Refuses every Ready from now on.
+    pub fn refuse_ready(&self) {
+        self.shared.change(|seen| seen.refuse_ready = true);
+    }
+
     /// What it has seen so far.
     pub fn seen(&self) -> Seen {
         self.shared.seen()
@@ -287,6 +294,11 @@ struct SdkService(Arc<Shared>);
 #[tonic::async_trait]
 impl proto::sdk_server::Sdk for SdkService {
     async fn ready(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        if self.0.seen().refuse_ready {
+            return Err(Status::failed_precondition(
+                "the GameServer is being deleted",
+            ));
+        }
         self.0.change(|seen| {
             seen.ready += 1;
             if seen.state != "Allocated" {
