@@ -12,16 +12,7 @@ use strategy::rules;
 pub(super) fn serve(options: &Options) -> Result<(), String> {
     switchboard::process::init_stderr_logging();
     let scenario = load_scenario(&options.scenario)?;
-    let mut config = switchboard::ManagerConfig {
-        rules: switchboard::ManagerRules {
-            password: options.password.clone(),
-            ..Default::default()
-        },
-        listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
-        ..switchboard::ManagerConfig::default()
-    };
-    config.server.websocket = websocket(options);
-    config.server.quic = quic(options);
+    let mut config = config(options);
     config.record = options
         .record
         .as_ref()
@@ -74,6 +65,22 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
         }
     }
     served
+}
+
+/// A dedicated server's manager: the join password, the masters it is
+/// listed on, its WebSocket and QUIC ports.
+pub(super) fn config(options: &Options) -> switchboard::ManagerConfig {
+    let mut config = switchboard::ManagerConfig {
+        rules: switchboard::ManagerRules {
+            password: options.password.clone(),
+            ..Default::default()
+        },
+        listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
+        ..switchboard::ManagerConfig::default()
+    };
+    config.server.websocket = websocket(options);
+    config.server.quic = quic(options);
+    config
 }
 
 /// What a server sharing through Redis has: the game a checkpoint holds,

@@ -13,7 +13,7 @@ use strategy::rules::{self, WINNER_FACT};
 use switchboard::ManagerHandle;
 use switchboard_agones::{Agones, Allocation, Event, Report};
 
-use super::{listing, quic, websocket, where_to_join, Options};
+use super::{where_to_join, Options};
 
 /// What the life on Agones asks of the server loop, and the server it
 /// probes.
@@ -39,16 +39,7 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
     loop {
         let logic =
             rules::StrategyLogic::new(load(options, &scenario)?, true, options.saves.clone());
-        let mut config = switchboard::ManagerConfig {
-            rules: switchboard::ManagerRules {
-                password: options.password.clone(),
-                ..Default::default()
-            },
-            listing: (!options.masters.is_empty()).then(|| listing(options, true).hook()),
-            ..switchboard::ManagerConfig::default()
-        };
-        config.server.websocket = websocket(options);
-        config.server.quic = quic(options);
+        let config = super::dedicated::config(options);
         lock(&shared).scenario.clone_from(&scenario);
         let on_fleet = shared.clone();
         let first = &mut agones;

@@ -58,17 +58,7 @@ pub(crate) fn serve_manager(
                 })
             }
         },
-        move |event| match event {
-            Event::Shutdown => stopped.shutdown_with("the match is over"),
-            Event::Failed(err) => {
-                failure.set(&err);
-                stopped.shutdown_with("the server could not join its fleet");
-            }
-            Event::Allocated(allocation) => {
-                tracing::info!(?allocation, "allocated to a match");
-            }
-            _ => {}
-        },
+        on_event(failure, move |reason| stopped.shutdown_with(reason)),
     )
 }
 
@@ -94,16 +84,21 @@ pub(crate) fn serve_relay(
                 })
             }
         },
-        move |event| match event {
-            Event::Shutdown => over.notify_one(),
-            Event::Failed(err) => {
-                failure.set(&err);
-                over.notify_one();
-            }
-            Event::Allocated(allocation) => {
-                tracing::info!(?allocation, "allocated to a match");
-            }
-            _ => {}
-        },
+        on_event(failure, move |_| over.notify_one()),
     )
+}
+
+/// What a server that runs its match as it is does on each event: logs
+/// an allocation; stops, telling its players `reason`, at Shutdown or when
+/// Ready was refused (kept in `failure`).
+fn on_event(failure: Failure, stop: impl Fn(&str) + Send + 'static) -> impl FnMut(Event) + Send {
+    move |event| match event {
+        Event::Shutdown => stop("the match is over"),
+        Event::Failed(err) => {
+            failure.set(&err);
+            stop("the server could not join its fleet");
+        }
+        Event::Allocated(allocation) => tracing::info!(?allocation, "allocated to a match"),
+        _ => {}
+    }
 }

@@ -110,6 +110,8 @@ pub struct Lifecycle {
     rooms: Option<u64>,
     rooms_capacity: Option<u64>,
     allocated: bool,
+    /// Whether the allocation was told (once).
+    allocation_told: bool,
     /// When the match began: allocated, or its first player joined.
     began: Option<Instant>,
     /// Since when the server has had no player after the match began.
@@ -144,7 +146,9 @@ impl Lifecycle {
             .and_then(|l| l.get(PLAYERS))
             .map(|l| l.values.iter().cloned().collect())
             .unwrap_or_default();
-        let mut lifecycle = Self {
+        // Allocated already: this process restarted during its match.
+        let allocated = status.is_some_and(|s| s.state == "Allocated");
+        Self {
             empty_shutdown_after: config.empty_shutdown_after,
             players_sink,
             rooms_sink,
@@ -152,13 +156,12 @@ impl Lifecycle {
             player_count: None,
             rooms: None,
             rooms_capacity: None,
-            allocated: false,
-            began: None,
+            allocated,
+            allocation_told: false,
+            began: allocated.then(Instant::now),
             empty_since: None,
             shutdown: false,
-        };
-        let _ = lifecycle.on_game_server(Instant::now(), server);
-        lifecycle
+        }
     }
 
     /// Whether the GameServer is Allocated (by Agones or by this server).
@@ -171,14 +174,16 @@ impl Lifecycle {
         self.shutdown
     }
 
-    /// An update of the GameServer record (from WatchGameServer): the
-    /// allocation it carries the first time it says Allocated.
+    /// An update of the GameServer record (from WatchGameServer, or as it
+    /// was at connect): the allocation it carries the first time it says
+    /// Allocated.
     pub fn on_game_server(&mut self, now: Instant, server: &GameServer) -> Option<Allocation> {
         let state = server.status.as_ref().map(|s| s.state.as_str());
-        if state != Some("Allocated") || self.allocated {
+        if state != Some("Allocated") || self.allocation_told {
             return None;
         }
         self.allocated = true;
+        self.allocation_told = true;
         self.began.get_or_insert(now);
         Some(allocation_of(server))
     }

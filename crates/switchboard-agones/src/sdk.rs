@@ -121,8 +121,14 @@ impl Agones {
     {
         let lifecycle = Lifecycle::new(&self.config, &self.server);
         let interval = self.config.health_interval;
-        self.runtime
-            .spawn(live(self.sdk, lifecycle, interval, probe, events));
+        self.runtime.spawn(live(
+            self.sdk,
+            self.server,
+            lifecycle,
+            interval,
+            probe,
+            events,
+        ));
         Running {
             runtime: Some(self.runtime),
         }
@@ -146,6 +152,7 @@ impl Drop for Running {
 
 async fn live<P, F>(
     mut sdk: Sdk,
+    server: GameServer,
     mut lifecycle: Lifecycle,
     interval: Duration,
     mut probe: P,
@@ -159,6 +166,11 @@ async fn live<P, F>(
         return;
     }
     tracing::info!("Agones: Ready");
+    // Allocated already (this process restarted during its match): told
+    // at once.
+    if let Some(allocation) = lifecycle.on_game_server(Instant::now(), &server) {
+        events(Event::Allocated(allocation));
+    }
     let mut health = sdk.health_check();
     let mut watch = sdk.watch_gameserver().await.ok();
     let mut tick = tokio::time::interval(interval);

@@ -173,19 +173,7 @@ impl RoomDirectory {
     /// The live process with the fewest players; `None` if none is live.
     /// A process whose presence expired is taken out of the running.
     pub async fn least_loaded(&self) -> Result<Option<ProcessReach>, StoreError> {
-        let processes = ROOMS.key(&self.store, "processes");
-        let by_load: Vec<u32> = self
-            .store
-            .run(|mut c| async move {
-                redis::cmd("ZRANGE")
-                    .arg(&processes)
-                    .arg(0)
-                    .arg(-1)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        for process in by_load {
+        for process in self.processes().await? {
             if let Some(reach) = self.reach(process).await? {
                 return Ok(Some(reach));
             }
@@ -209,9 +197,20 @@ impl RoomDirectory {
     /// a matchmaker placing a match on a server it was handed by address
     /// (an Agones allocation).
     pub async fn reach_at(&self, addr: &str) -> Result<Option<ProcessReach>, StoreError> {
+        for process in self.processes().await? {
+            if let Some(reach) = self.reach(process).await? {
+                if reach.addr == addr {
+                    return Ok(Some(reach));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The processes of the service, the least loaded first.
+    async fn processes(&self) -> Result<Vec<u32>, StoreError> {
         let processes = ROOMS.key(&self.store, "processes");
-        let all: Vec<u32> = self
-            .store
+        self.store
             .run(|mut c| async move {
                 redis::cmd("ZRANGE")
                     .arg(&processes)
@@ -220,15 +219,7 @@ impl RoomDirectory {
                     .query_async(&mut c)
                     .await
             })
-            .await?;
-        for process in all {
-            if let Some(reach) = self.reach(process).await? {
-                if reach.addr == addr {
-                    return Ok(Some(reach));
-                }
-            }
-        }
-        Ok(None)
+            .await
     }
 
     /// Holds a seat in `ask.room`, counted in Redis with the room's

@@ -69,8 +69,6 @@ pub struct Seen {
     pub lists: BTreeMap<String, Vec<String>>,
     /// Counters' counts and capacities, by name.
     pub counters: BTreeMap<String, (i64, i64)>,
-    /// Ready is refused (a GameServer being deleted, say).
-    pub refuse_ready: bool,
 }
 
 impl Seen {
@@ -101,6 +99,8 @@ struct Shared {
     capacities: BTreeMap<String, i64>,
     /// The ports Agones mapped.
     ports: Vec<(String, i32)>,
+    /// Ready is refused (a GameServer being deleted, say).
+    refuse_ready: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -203,6 +203,7 @@ impl FakeSdk {
             updates,
             capacities,
             ports,
+            refuse_ready: Default::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -241,7 +242,8 @@ impl FakeSdk {
 
     /// Refuses every Ready from now on.
     pub fn refuse_ready(&self) {
-        self.shared.change(|seen| seen.refuse_ready = true);
+        let refuse = &self.shared.refuse_ready;
+        refuse.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// What it has seen so far.
@@ -294,7 +296,11 @@ struct SdkService(Arc<Shared>);
 #[tonic::async_trait]
 impl proto::sdk_server::Sdk for SdkService {
     async fn ready(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
-        if self.0.seen().refuse_ready {
+        if self
+            .0
+            .refuse_ready
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(Status::failed_precondition(
                 "the GameServer is being deleted",
             ));

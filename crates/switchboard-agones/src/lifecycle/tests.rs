@@ -250,3 +250,18 @@ fn players_known_only_by_count_are_counted_and_begin_the_match() {
         Some(&Action::Shutdown)
     );
 }
+
+#[test]
+fn a_process_restarted_during_its_match_is_told_its_allocation_and_does_not_allocate_again() {
+    let mut record = server("Allocated", &[PLAYERS], &[]);
+    let meta = record.object_meta.as_mut().unwrap();
+    meta.annotations
+        .insert(SCENARIO_KEY.into(), "islands".into());
+    let mut life = Lifecycle::new(&config(Some(30)), &record);
+    assert!(life.is_allocated());
+    let now = Instant::now();
+    let told = life.on_game_server(now, &record).expect("told at once");
+    assert_eq!(told.scenario.as_deref(), Some("islands"));
+    let actions = life.on_tick(now, Some(&report(&["1"])));
+    assert!(!actions.contains(&Action::Allocate), "{actions:?}");
+}
