@@ -23,7 +23,13 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
     let mut logic = rules::StrategyLogic::new(scenario, true, options.saves.clone());
     let mut lease = None;
     if let Some(url) = &options.redis {
-        let shared = share_through_redis(options, url, &mut config, &logic)?;
+        let start = if options.new_game {
+            Start::New
+        } else {
+            Start::Resume
+        };
+        let game = options.game.as_deref().map(|name| (name, start));
+        let shared = share_through_redis(options, url, &mut config, &logic, game)?;
         if let Some(resumed) = shared.resumed {
             logic = resumed;
         }
@@ -58,13 +64,18 @@ pub(super) fn serve(options: &Options) -> Result<(), String> {
         .map(drop)
         .map_err(|e| format!("server: {e}"));
     if let Some(lease) = lease {
-        // A clean stop: a waiting server takes the game over at once.
-        let released = switchboard::runtime::handle().block_on(lease.release());
-        if let Err(err) = released {
-            tracing::warn!(%err, "the game's lease was not released: it lapses by itself");
-        }
+        release(lease);
     }
     served
+}
+
+/// A clean stop: the game's lease released, so that a waiting server (or
+/// the next one a fleet allocates) takes the game over at once.
+pub(super) fn release(lease: switchboard_redis::GameLease) {
+    let released = switchboard::runtime::handle().block_on(lease.release());
+    if let Err(err) = released {
+        tracing::warn!(%err, "the game's lease was not released: it lapses by itself");
+    }
 }
 
 /// A dedicated server's manager: the join password, the masters it is
@@ -85,20 +96,35 @@ pub(super) fn config(options: &Options) -> switchboard::ManagerConfig {
 
 /// What a server sharing through Redis has: the game a checkpoint holds,
 /// and a named game's lease.
-struct RedisGame {
-    resumed: Option<rules::StrategyLogic>,
-    lease: Option<switchboard_redis::GameLease>,
+pub(super) struct RedisGame {
+    pub(super) resumed: Option<rules::StrategyLogic>,
+    pub(super) lease: Option<switchboard_redis::GameLease>,
+}
+
+/// Whether a named game is started, resumed, or either, whichever Redis
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    /// A new game (`--new-game`): refused if Redis holds it.
+    New,
+    /// Its checkpoint: refused if Redis holds none.
+    Resume,
+    /// Its checkpoint if Redis holds one, else a new game (a fleet's
+    /// match, `fleet.rs`).
+    #[cfg_attr(not(feature = "agones"), allow(dead_code))]
+    Either,
 }
 
 /// Sessions (and, for a named game, its lease and checkpoints) in Redis.
 /// A named game is served by one server at a time: this one waits for the
 /// game's lease, then resumes the game from its checkpoint, or starts it
-/// with `--new-game` (writing its first checkpoint at once).
-fn share_through_redis(
+/// (writing its first checkpoint at once), as `game`'s [`Start`] says.
+pub(super) fn share_through_redis(
     options: &Options,
     url: &str,
     config: &mut switchboard::ManagerConfig,
     fresh: &rules::StrategyLogic,
+    game: Option<(&str, Start)>,
 ) -> Result<RedisGame, String> {
     use switchboard::manager::{CheckpointHook, SharedSessionsHook};
     use switchboard_redis::{GameLease, RedisConfig, RedisSessions, RedisStore};
@@ -108,7 +134,7 @@ fn share_through_redis(
     })
     .map_err(|e| e.to_string())?;
     config.shared_sessions = Some(SharedSessionsHook::new(RedisSessions::new(store.clone())));
-    let Some(game) = &options.game else {
+    let Some((game, start)) = game else {
         return Ok(RedisGame {
             resumed: None,
             lease: None,
@@ -129,18 +155,18 @@ fn share_through_redis(
         Ok(saved) => saved,
         Err(e) => return give_up(format!("cannot read game {game}'s checkpoint: {e}")),
     };
-    let resumed = match (saved, options.new_game) {
-        (Some(_), true) => {
+    let resumed = match (saved, start) {
+        (Some(_), Start::New) => {
             return give_up(format!(
                 "game {game} exists already: resume it without --new-game, or pick another name"
             ))
         }
-        (None, false) => {
+        (None, Start::Resume) => {
             return give_up(format!(
                 "game {game} not found: Redis holds no checkpoint of it (start it with --new-game)"
             ))
         }
-        (None, true) => {
+        (None, Start::New | Start::Either) => {
             let first = fresh.checkpoint_bytes().map_err(|e| e.to_string())?;
             if let Err(e) = runtime.block_on(lease.save_checkpoint(first)) {
                 return give_up(format!("cannot write game {game}'s first checkpoint: {e}"));
@@ -148,7 +174,7 @@ fn share_through_redis(
             println!("new game {game}");
             None
         }
-        (Some(bytes), false) => {
+        (Some(bytes), Start::Resume | Start::Either) => {
             let logic = match rules::StrategyLogic::resume(&bytes, options.saves.clone()) {
                 Ok(logic) => logic,
                 Err(e) => return give_up(format!("game {game}'s checkpoint: {e}")),

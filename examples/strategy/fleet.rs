@@ -2,9 +2,12 @@
 //! on an Agones fleet (`docs/DEPLOY.md`). Ready once it listens with the
 //! default scenario; when a GameServerAllocation labels it with
 //! `switchboard.dev/scenario`, it starts that game (a built-in scenario or
-//! a save in `--saves`) on the same port; players are reported by id; the
-//! game won (or the server empty for `--agones-empty-shutdown`), it asks
-//! Agones to shut it down and stops.
+//! a save in `--saves`) on the same port; with `switchboard.dev/game` and
+//! `--redis`, the named game: resumed from its last checkpoint if Redis
+//! holds one (its server died), else started, checkpointed every turn, its
+//! lease released when the server stops (SIGTERM). Players are reported by
+//! id; the game won (or the server empty for `--agones-empty-shutdown`), it
+//! asks Agones to shut it down and stops.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -13,6 +16,7 @@ use strategy::rules::{self, WINNER_FACT};
 use switchboard::ManagerHandle;
 use switchboard_agones::{Agones, Allocation, Event, Report};
 
+use super::dedicated::{release, share_through_redis, Start};
 use super::{where_to_join, Options};
 
 /// What the life on Agones asks of the server loop, and the server it
@@ -23,10 +27,19 @@ struct Shared {
     current: Option<ManagerHandle>,
     /// The scenario it serves.
     scenario: String,
-    /// The scenario an allocation asked for, to start in place of this one.
-    next: Option<String>,
+    /// The match an allocation asked for, to serve in place of this game.
+    next: Option<Match>,
     /// Why the life on Agones failed (Ready refused): the exit's reason.
     failed: Option<String>,
+}
+
+/// What an allocation asked the server to serve.
+#[derive(Debug, Clone, Default)]
+struct Match {
+    /// The scenario (default: `--scenario`).
+    scenario: Option<String>,
+    /// The named game, kept in Redis.
+    game: Option<String>,
 }
 
 /// Serves matches until Agones's Shutdown or a signal.
@@ -34,13 +47,25 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut agones = Some(agones);
     let mut _fleet = None;
-    let mut scenario = options.scenario.clone();
+    let mut serving = Match::default();
     let mut port = options.port;
     loop {
-        let logic =
+        let scenario = serving.scenario.clone().unwrap_or(options.scenario.clone());
+        let mut logic =
             rules::StrategyLogic::new(load(options, &scenario)?, true, options.saves.clone());
-        let config = super::dedicated::config(options);
+        let mut config = super::dedicated::config(options);
+        let mut lease = None;
+        if serving.game.is_some() && options.redis.is_none() {
+            tracing::warn!("the match names a game, but without --redis it is not kept");
+        }
+        if let (Some(url), Some(game)) = (&options.redis, &serving.game) {
+            let start = Some((game.as_str(), Start::Either));
+            let shared = share_through_redis(options, url, &mut config, &logic, start)?;
+            logic = shared.resumed.unwrap_or(logic);
+            lease = shared.lease;
+        }
         lock(&shared).scenario.clone_from(&scenario);
+        let held = lease.clone();
         let on_fleet = shared.clone();
         let first = &mut agones;
         let life = &mut _fleet;
@@ -55,6 +80,11 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
                 let mut out = std::io::stdout();
                 let _ = writeln!(out, "{}", where_to_join(options.bind, *bound));
                 lock(&on_fleet).current = Some(handle.clone());
+                if let Some(lease) = held {
+                    // Another server took the game over: stop serving it.
+                    let handle = handle.clone();
+                    lease.keep(move || handle.shutdown());
+                }
                 // Ready once, when the first server listens; the life on
                 // Agones spans the restarts.
                 if let Some(agones) = first.take() {
@@ -63,12 +93,15 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
             })
             .run()
             .map_err(|e| format!("server: {e}"))?;
+        if let Some(lease) = lease {
+            release(lease);
+        }
         let mut state = lock(&shared);
         state.current = None;
         match state.next.take() {
             Some(next) => {
-                tracing::info!(scenario = %next, "starting the match's scenario");
-                scenario = next;
+                tracing::info!(?next, "serving the match");
+                serving = next;
             }
             None => return state.failed.take().map_or(Ok(()), Err),
         }
@@ -121,11 +154,11 @@ fn live(agones: Agones, shared: Arc<Mutex<Shared>>) -> switchboard_agones::Runni
                 return;
             };
             match event {
-                Event::Allocated(Allocation {
-                    scenario: Some(scenario),
-                    ..
-                }) if scenario != state.scenario => {
-                    state.next = Some(scenario);
+                Event::Allocated(Allocation { scenario, game, .. })
+                    if game.is_some()
+                        || scenario.as_ref().is_some_and(|s| *s != state.scenario) =>
+                {
+                    state.next = Some(Match { scenario, game });
                     handle.shutdown_with("the match's game is starting; join again");
                 }
                 Event::Allocated(allocation) => {

@@ -270,10 +270,8 @@ fn join(options: &Options) -> Result<(), String> {
 fn serve(options: &Options) -> Result<(), String> {
     #[cfg(feature = "agones")]
     if let Some(agones) = options.agones.connect()? {
-        if options.game.is_some() || options.record.is_some() || options.redis.is_some() {
-            return Err(
-                "--agones serves one match a server: not with --game, --redis or --record".into(),
-            );
+        if options.game.is_some() || options.record.is_some() {
+            return Err("--agones serves the game its allocation names (switchboard.dev/game): not with --game or --record".into());
         }
         switchboard::process::init_stderr_logging();
         return fleet::serve(options, agones);

@@ -12,8 +12,8 @@ use crate::scratch::Scratch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 
-#[test]
-fn allocated_a_strategy_server_starts_the_labelled_scenario_and_lists_its_players() {
+/// A fake sidecar (a `players` List of 8) on a runtime of its own.
+fn sidecar() -> (tokio::runtime::Runtime, FakeSdk) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -24,42 +24,62 @@ fn allocated_a_strategy_server_starts_the_labelled_scenario_and_lists_its_player
         ..GameServerSetup::default()
     };
     let sdk = runtime.block_on(FakeSdk::start(setup)).unwrap();
-    let saves = Scratch::new("fleet");
-    let mut child = Command::new(BIN)
-        .args([
-            "--serve",
-            "--agones",
-            "--agones-health-secs",
-            "0.2",
-            "--port",
-            "0",
-            "--saves",
-        ])
-        .arg(&*saves)
-        .env("AGONES_SDK_GRPC_PORT", sdk.port().to_string())
+    (runtime, sdk)
+}
+
+/// `strategy --serve ARGS` (on the fake sidecar, if given) with its
+/// stdout's lines on a channel.
+fn serve(
+    args: &[&str],
+    saves: &Scratch,
+    sdk: Option<&FakeSdk>,
+) -> (Killed, mpsc::Receiver<String>) {
+    let mut command = Command::new(BIN);
+    command.args(["--serve", "--port", "0"]).args(args);
+    command.arg("--saves").arg(&**saves);
+    if let Some(sdk) = sdk {
+        command
+            .args(["--agones", "--agones-health-secs", "0.2"])
+            .env("AGONES_SDK_GRPC_PORT", sdk.port().to_string());
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (lines, ready) = mpsc::channel();
+    let (lines, heard) = mpsc::channel();
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(Result::ok) {
-            if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
-                let _ = lines.send(port.trim().parse::<u16>().unwrap());
-            }
+            let _ = lines.send(line);
         }
     });
-    let _server = Killed(child);
-    let port = ready.recv_timeout(WAIT).expect("the ready line");
+    (Killed(child), heard)
+}
+
+/// The port of the next ready line.
+fn next_ready(lines: &mpsc::Receiver<String>) -> u16 {
+    loop {
+        let line = lines.recv_timeout(WAIT).expect("a ready line");
+        if let Some(port) = line.strip_prefix("SWITCHBOARD READY 1 ") {
+            return port.trim().parse().unwrap();
+        }
+    }
+}
+
+#[test]
+fn allocated_a_strategy_server_starts_the_labelled_scenario_and_lists_its_players() {
+    let (runtime, sdk) = sidecar();
+    let saves = Scratch::new("fleet");
+    let (_server, ready) = serve(&[], &saves, Some(&sdk));
+    let port = next_ready(&ready);
     let seen = runtime
         .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
         .expect("Ready");
     assert_eq!(seen.state, "Ready");
     sdk.allocate(&[("switchboard.dev/scenario", "islands")]);
     // The match's game on the same port.
-    let again = ready.recv_timeout(WAIT).expect("served again");
-    assert_eq!(again, port);
+    assert_eq!(next_ready(&ready), port, "served again");
     let ann = Player::join(format!("127.0.0.1:{port}"), "ann");
     assert_eq!(ann.view.borrow().as_ref().unwrap().scenario, "The Islands");
     let id = ann.client.client_id().unwrap().to_string();
@@ -77,5 +97,47 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_named_match_is_kept_in_redis_and_resumed_elsewhere_after_sigterm() {
+    let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
+    let (runtime, sdk) = sidecar();
+    let saves = Scratch::new("fleet-named");
+    let (mut server, ready) = serve(&["--redis", &redis.url()], &saves, Some(&sdk));
+    let port = next_ready(&ready);
+    runtime
+        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
+        .expect("Ready");
+    sdk.allocate(&[
+        ("switchboard.dev/game", "cup-final"),
+        ("switchboard.dev/scenario", "islands"),
+    ]);
+    assert_eq!(next_ready(&ready), port, "served again");
+    let mut ann = Player::join(format!("127.0.0.1:{port}"), "ann");
+    assert_eq!(ann.view.borrow().as_ref().unwrap().scenario, "The Islands");
+    // Agones deletes the pod: SIGTERM, the players told, exit 0, the
+    // game's lease released.
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+    ann.until(|p| !p.client.is_welcomed());
+    // Another server takes the game over from its checkpoint at once.
+    let (_next, lines) = serve(
+        &["--redis", &redis.url(), "--game", "cup-final"],
+        &saves,
+        None,
+    );
+    loop {
+        let line = lines.recv_timeout(WAIT).expect("the second server's lines");
+        assert!(!line.contains("not found"), "{line}");
+        if line.contains("resuming game cup-final from its last checkpoint") {
+            break;
+        }
     }
 }
