@@ -123,7 +123,7 @@ fn ready_after_listening_then_health_every_two_seconds() {
     assert_eq!(seen.state, "Ready");
     // Ready came after the port listened: a player gets in at once.
     let _player = welcomed(port, "ann");
-    let seen = fleet.wait_for("three health pings", |s| s.health.len() >= 3);
+    let seen = fleet.wait_for("two health pings", |s| s.health.len() >= 2);
     let gaps: Vec<Duration> = seen.health.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
         gaps.iter()
