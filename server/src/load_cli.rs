@@ -284,6 +284,12 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             "lost {}  disconnects {}  errors {}  handovers {}",
             report.lost, report.disconnects, report.errors, report.handovers
         );
+        if report.before_joining > 0 {
+            println!(
+                "before joining     {} (sent before the receiver was in the zone)",
+                report.before_joining
+            );
+        }
         if report.datagrams_received > 0 {
             println!("QUIC datagrams     {} received", report.datagrams_received);
         }

@@ -198,6 +198,8 @@ pub(crate) struct Counts {
     /// keep-alives included).
     pub(crate) wire_bytes: u64,
     pub(crate) lost: u64,
+    /// A sender's transforms sent before this bot was in its zone.
+    pub(crate) before_joining: u64,
     pub(crate) errors: u64,
     pub(crate) connected: bool,
     pub(crate) disconnected: bool,
@@ -350,6 +352,10 @@ impl Seen<'_, '_> {
             }
             self.histogram
                 .record_micros(self.now_us.saturating_sub(sent_us));
+        } else if self.watch.is_none() {
+            // The first heard from this sender: the ones before it were
+            // sent before this bot was in the zone.
+            self.counts.before_joining += seq;
         }
     }
 }

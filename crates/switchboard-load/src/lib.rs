@@ -162,6 +162,12 @@ pub struct LoadReport {
     pub latency_ms_max: f64,
     /// Transforms missing from a sender's sequence at a receiver.
     pub lost: u64,
+    /// Transforms a receiver never heard because the sender sent them
+    /// before the receiver was in its zone: a newcomer is shown each
+    /// player's last transform, not the ones before it (the first stamp a
+    /// receiver hears from a sender, when over 0). Not a loss: on a busy
+    /// machine a bot's first send may come a period late.
+    pub before_joining: u64,
     /// Bots disconnected before the end.
     pub disconnects: u64,
     /// Bots handed over to their zone's relay (several relays).
@@ -222,6 +228,7 @@ struct Totals {
     bytes: u64,
     wire_bytes: u64,
     lost: u64,
+    before_joining: u64,
     disconnects: u64,
     errors: u64,
     connected: usize,
@@ -237,6 +244,7 @@ impl Totals {
         self.bytes += counts.bytes;
         self.wire_bytes += counts.wire_bytes;
         self.lost += counts.lost;
+        self.before_joining += counts.before_joining;
         self.errors += counts.errors;
         self.connected += usize::from(counts.connected);
         self.disconnects += u64::from(counts.disconnected);
@@ -326,6 +334,7 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         latency_ms_p99: h.percentile_ms(0.99),
         latency_ms_max: h.max_ms(),
         lost: t.lost,
+        before_joining: t.before_joining,
         disconnects: t.disconnects,
         errors: t.errors,
         handovers: t.handovers,

@@ -56,7 +56,14 @@ async fn every_transform_is_counted_once_at_each_zone_mate_and_none_is_lost() {
     let report = run(40, 20.0, 10, 2).await;
     assert_eq!(report.bots_connected, 40);
     assert_eq!(report.sent, 40 * 40);
-    assert_eq!(report.received, report.sent * 9, "{report:?}");
+    // (A bot whose first send came late on a busy machine was shown each
+    // other's last transform when it entered: the ones before, not heard,
+    // are counted apart.)
+    assert_eq!(
+        report.received + report.before_joining,
+        report.sent * 9,
+        "{report:?}"
+    );
     assert_eq!(
         (report.lost, report.disconnects, report.errors),
         (0, 0, 0),
@@ -206,7 +213,11 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
         tokio::join!(ticked(batch), ticked(Default::default()), ticked(compact));
     // Every transform reaches the other 9 of its zone, in batches.
     assert_eq!(batched.sent, 40 * 40, "{batched:?}");
-    assert_eq!(batched.received, batched.sent * 9, "{batched:?}");
+    assert_eq!(
+        batched.received + batched.before_joining,
+        batched.sent * 9,
+        "{batched:?}"
+    );
     assert_eq!((batched.lost, batched.errors), (0, 0), "{batched:?}");
     // A tick's transforms share a frame: fewer bytes than a frame each.
     assert!(
@@ -217,7 +228,11 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
     assert!(batched.latency_ms_p99 < 200.0, "{batched:?}");
     // Compact ones too, every one, in a fraction of the bytes (each
     // carries the bots' stamp, about 20 bytes, all the same).
-    assert_eq!(compact.received, compact.sent * 9, "{compact:?}");
+    assert_eq!(
+        compact.received + compact.before_joining,
+        compact.sent * 9,
+        "{compact:?}"
+    );
     assert_eq!((compact.lost, compact.errors), (0, 0), "{compact:?}");
     assert!(
         compact.wire_bytes_per_delivery < batched.wire_bytes_per_delivery * 0.7,
@@ -248,7 +263,14 @@ async fn quic_bots_in_tick_mode_get_every_transform_as_datagrams() {
     // On loopback nothing is lost: every transform reaches the other 9 of
     // its zone, each within a tick or so.
     assert_eq!(report.sent, 40 * 40, "{report:?}");
-    assert_eq!(report.received, report.sent * 9, "{report:?}");
+    // (A bot whose first send came late on a busy machine was shown each
+    // other's last transform when it entered: the ones before, not heard,
+    // are counted apart.)
+    assert_eq!(
+        report.received + report.before_joining,
+        report.sent * 9,
+        "{report:?}"
+    );
     assert_eq!((report.lost, report.errors), (0, 0), "{report:?}");
     assert!(report.latency_ms_p99 < 200.0, "{report:?}");
 }
