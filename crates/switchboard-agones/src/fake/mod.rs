@@ -181,6 +181,12 @@ pub struct FakeSdk {
 impl FakeSdk {
     /// Serves on a free loopback port, the GameServer `Scheduled`.
     pub async fn start(setup: GameServerSetup) -> std::io::Result<Self> {
+        Self::start_on(0, setup).await
+    }
+
+    /// Serves on loopback port `port` (0: a free one): a sidecar restarted
+    /// where the game server knows it.
+    pub async fn start_on(port: u16, setup: GameServerSetup) -> std::io::Result<Self> {
         let seen = Seen {
             state: "Scheduled".into(),
             lists: setup
@@ -205,7 +211,7 @@ impl FakeSdk {
             ports,
             refuse_ready: Default::default(),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let router = tonic::transport::Server::builder()

@@ -179,3 +179,38 @@ fn an_allocation_is_told_with_its_labels_and_players_go_into_the_list() {
         assert_eq!(seen.state, "Shutdown");
     });
 }
+
+#[test]
+fn after_the_sidecar_restarts_health_and_the_watch_come_back() {
+    let first = runtime();
+    let fake = first.block_on(FakeSdk::start(players_list())).unwrap();
+    let port = fake.port();
+    let agones = Agones::connect(config(port)).unwrap();
+    let (events, heard) = mpsc::channel();
+    let _running = agones.serve(
+        || async { Some(Report::default()) },
+        move |event| {
+            let _ = events.send(event);
+        },
+    );
+    first
+        .block_on(fake.wait_for(DEADLINE, |s| s.ready == 1 && s.health.len() >= 2))
+        .expect("Health from the first sidecar");
+    // The sidecar goes, with every connection it had.
+    drop(fake);
+    first.shutdown_timeout(Duration::from_secs(1));
+    let second = runtime();
+    let fake = second
+        .block_on(FakeSdk::start_on(port, players_list()))
+        .expect("the port again");
+    second
+        .block_on(fake.wait_for(DEADLINE, |s| s.health.len() >= 2))
+        .expect("Health to the new sidecar");
+    fake.allocate(&[("switchboard.dev/scenario", "islands")]);
+    match heard.recv_timeout(DEADLINE).expect("the allocation, watched again") {
+        Event::Allocated(allocation) => {
+            assert_eq!(allocation.scenario.as_deref(), Some("islands"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
