@@ -31,6 +31,8 @@ struct Shared {
     next: Option<Match>,
     /// Why the life on Agones failed (Ready refused): the exit's reason.
     failed: Option<String>,
+    /// Shutdown was asked (or Ready refused): no further game.
+    over: bool,
 }
 
 /// What an allocation asked the server to serve.
@@ -50,9 +52,18 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
     let mut serving = Match::default();
     let mut port = options.port;
     loop {
-        let scenario = serving.scenario.clone().unwrap_or(options.scenario.clone());
-        let mut logic =
-            rules::StrategyLogic::new(load(options, &scenario)?, true, options.saves.clone());
+        let mut scenario = serving.scenario.clone().unwrap_or(options.scenario.clone());
+        let loaded = match load(options, &scenario) {
+            Ok(loaded) => loaded,
+            // A label naming no scenario: the players still get a game.
+            Err(err) if serving.scenario.is_some() => {
+                tracing::error!(%err, "the match's scenario: serving the default one instead");
+                scenario.clone_from(&options.scenario);
+                load(options, &scenario)?
+            }
+            Err(err) => return Err(err),
+        };
+        let mut logic = rules::StrategyLogic::new(loaded, true, options.saves.clone());
         let mut config = super::dedicated::config(options);
         let mut lease = None;
         if serving.game.is_some() && options.redis.is_none() {
@@ -79,7 +90,15 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
                 *bound = handle.local_addr().port();
                 let mut out = std::io::stdout();
                 let _ = writeln!(out, "{}", where_to_join(options.bind, *bound));
-                lock(&on_fleet).current = Some(handle.clone());
+                let over = {
+                    let mut state = lock(&on_fleet);
+                    state.current = Some(handle.clone());
+                    state.over
+                };
+                if over {
+                    // The match ended while this game was starting.
+                    handle.shutdown_with("the match is over");
+                }
                 if let Some(lease) = held {
                     // Another server took the game over: stop serving it.
                     let handle = handle.clone();
@@ -98,6 +117,9 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
         }
         let mut state = lock(&shared);
         state.current = None;
+        if state.over {
+            return state.failed.take().map_or(Ok(()), Err);
+        }
         match state.next.take() {
             Some(next) => {
                 tracing::info!(?next, "serving the match");
@@ -150,8 +172,11 @@ fn live(agones: Agones, shared: Arc<Mutex<Shared>>) -> switchboard_agones::Runni
         },
         move |event| {
             let mut state = lock(&shared);
-            let Some(handle) = state.current.clone() else {
-                return;
+            let handle = state.current.clone();
+            let stop = |reason: &str| {
+                if let Some(handle) = &handle {
+                    handle.shutdown_with(reason);
+                }
             };
             match event {
                 Event::Allocated(Allocation { scenario, game, .. })
@@ -159,16 +184,20 @@ fn live(agones: Agones, shared: Arc<Mutex<Shared>>) -> switchboard_agones::Runni
                         || scenario.as_ref().is_some_and(|s| *s != state.scenario) =>
                 {
                     state.next = Some(Match { scenario, game });
-                    handle.shutdown_with("the match's game is starting; join again");
+                    stop("the match's game is starting; join again");
                 }
                 Event::Allocated(allocation) => {
                     tracing::info!(?allocation, "allocated: the game as it is");
                 }
-                Event::Shutdown => handle.shutdown_with("the match is over"),
+                Event::Shutdown => {
+                    state.over = true;
+                    stop("the match is over");
+                }
                 Event::Failed(err) => {
                     tracing::error!(%err, "Agones: stopping");
                     state.failed = Some(err.to_string());
-                    handle.shutdown_with("the server could not join its fleet");
+                    state.over = true;
+                    stop("the server could not join its fleet");
                 }
                 _ => {}
             }

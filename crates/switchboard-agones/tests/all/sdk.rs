@@ -207,7 +207,10 @@ fn after_the_sidecar_restarts_health_and_the_watch_come_back() {
         .block_on(fake.wait_for(DEADLINE, |s| s.health.len() >= 2))
         .expect("Health to the new sidecar");
     fake.allocate(&[("switchboard.dev/scenario", "islands")]);
-    match heard.recv_timeout(DEADLINE).expect("the allocation, watched again") {
+    match heard
+        .recv_timeout(DEADLINE)
+        .expect("the allocation, watched again")
+    {
         Event::Allocated(allocation) => {
             assert_eq!(allocation.scenario.as_deref(), Some("islands"))
         }

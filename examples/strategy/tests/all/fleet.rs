@@ -141,3 +141,18 @@ fn a_named_match_is_kept_in_redis_and_resumed_elsewhere_after_sigterm() {
         }
     }
 }
+
+#[test]
+fn a_match_naming_no_known_scenario_is_served_the_default_one_never_a_path() {
+    let (runtime, sdk) = sidecar();
+    let saves = Scratch::new("fleet-bad-label");
+    let (_server, ready) = serve(&[], &saves, Some(&sdk));
+    let port = next_ready(&ready);
+    runtime
+        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
+        .expect("Ready");
+    sdk.allocate(&[("switchboard.dev/scenario", "../../etc/passwd")]);
+    assert_eq!(next_ready(&ready), port, "served again");
+    let ann = Player::join(format!("127.0.0.1:{port}"), "ann");
+    assert_eq!(ann.view.borrow().as_ref().unwrap().scenario, "The Valley");
+}
