@@ -33,6 +33,9 @@ pub struct FakePki {
     pub client: (PathBuf, PathBuf),
     /// A client's certificate and key signed by another CA.
     pub stranger: (PathBuf, PathBuf),
+    /// That other CA's certificate (an allocator checked against it is an
+    /// impostor).
+    pub other_ca: PathBuf,
 }
 
 impl FakePki {
@@ -69,6 +72,7 @@ impl FakePki {
                 write("stranger.crt", stranger.0),
                 write("stranger.key", stranger.1),
             ),
+            other_ca: write("other-ca.crt", other.pem()),
         })
     }
 }

@@ -72,3 +72,21 @@ async fn a_client_whose_certificate_the_allocator_does_not_trust_is_refused() {
     assert!(matches!(err, AgonesError::Allocator(_)), "{err:?}");
     assert!(fake.asked().is_empty(), "refused before any allocation");
 }
+
+#[tokio::test]
+async fn an_allocator_whose_certificate_the_matchmaker_does_not_trust_is_not_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = FakePki::write(dir.path()).unwrap();
+    let fake = FakeAllocator::start(&pki, vec![server("rooms-a", 7000)])
+        .await
+        .unwrap();
+    let mut config = fake.config(&pki);
+    config.ca = pki.other_ca.clone();
+    let err = Allocator::new(config)
+        .unwrap()
+        .allocate(&labels())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AgonesError::Allocator(_)), "{err:?}");
+    assert!(fake.asked().is_empty(), "nothing asked of an impostor");
+}
