@@ -295,9 +295,11 @@ pub(crate) async fn receive<E>(
             }
             batch = batch.counted(credit.clone(), len);
         }
-        permit.send(batch);
+        // Counted before it is handed over: whoever reads the message may
+        // read the counters at once.
         handle.shared.counters.read(1, 0);
         add(&counters.delivered);
+        permit.send(batch);
     }
     std::future::pending::<()>().await;
 }
