@@ -228,7 +228,7 @@ async fn relay_demo_in_chromium_shows_a_native_bot_moving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_jumps() {
     let relay = start_relay();
-    let query = "zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=3000";
+    let query = "zone=smooth&name=chromium&latency=75&jitter=20&stall=200&stallEvery=2000";
     let browser = open_demo(&relay, query).await;
     let _bot = walker(&relay, "smooth", 10.0);
     until(
@@ -238,9 +238,10 @@ async fn interpolation_in_the_browser_demo_draws_a_bot_through_stalls_without_ju
         |v| v.as_u64().is_some_and(|n| n > 0),
     )
     .await;
-    // Eight seconds: the first 3.5 teach the buffer what a stall costs
-    // (one falls in them), the rest hold another stall at least.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Six and a half seconds, a stall every two: the first 3.5 teach the
+    // buffer what a stall costs (one falls in them), the rest hold another
+    // at least, in some 180 frames.
+    tokio::time::sleep(Duration::from_millis(6500)).await;
     let figures = browser
         .run(
             "const track = window.demo.track;
