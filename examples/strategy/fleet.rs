@@ -48,7 +48,8 @@ struct Match {
 pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut agones = Some(agones);
-    let mut _fleet = None;
+    // The life on Agones, kept until the last game stops.
+    let mut in_fleet = None;
     let mut serving = Match::default();
     let mut port = options.port;
     loop {
@@ -79,7 +80,7 @@ pub(super) fn serve(options: &Options, agones: Agones) -> Result<(), String> {
         let held = lease.clone();
         let on_fleet = shared.clone();
         let first = &mut agones;
-        let life = &mut _fleet;
+        let life = &mut in_fleet;
         let asked = port;
         let bound = &mut port;
         switchboard::ServerManager::builder(logic)

@@ -27,8 +27,8 @@ impl Failure {
     }
 }
 
-/// What a manager's probe reports beside its players: its rooms (a rooms
-/// server) and whether its game is over.
+/// What a manager's probe reports beside its players: its rooms, for a
+/// rooms server.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ManagerReport {
     /// Rooms are the manager's places, at most this many.
