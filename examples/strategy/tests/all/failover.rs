@@ -30,15 +30,8 @@ const WAIT: Duration = Duration::from_secs(20);
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
 const GAME: &str = "failover-test";
 
-/// A server process, killed with SIGKILL when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// A server process, killed with SIGKILL when dropped.
+use crate::process::Reaped as Server;
 
 /// The game's first server (`--new-game`).
 fn serve_new(redis: &RedisProcess, master: &str, saves: &PathBuf) -> Server {
@@ -308,15 +301,7 @@ impl TextClient {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = crate::process::stdout_lines(&mut child);
         TextClient {
             child,
             lines,
@@ -390,15 +375,7 @@ fn start_server(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // Read to the end even when nobody listens any more: the server
-        // must never find its stdout closed.
-        for line in stdout.lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let lines = crate::process::stdout_lines(&mut child);
     // Its log (stderr) read and dropped, so that it never blocks.
     let stderr = child.stderr.take().unwrap();
     std::thread::spawn(

@@ -1,13 +1,13 @@
 //! `strategy --serve --agones`: a real server process against a fake Agones
 //! SDK server over real gRPC (`switchboard_agones::fake`).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
-use switchboard_agones::fake::{FakeSdk, GameServerSetup};
+use switchboard_agones::fake::{FakeSdk, GameServerSetup, Seen};
 
 use crate::player::{Player, WAIT};
+use crate::process::{stdout_lines, Reaped};
 use crate::scratch::Scratch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strategy");
@@ -33,7 +33,7 @@ fn serve(
     args: &[&str],
     saves: &Scratch,
     sdk: Option<&FakeSdk>,
-) -> (Killed, mpsc::Receiver<String>) {
+) -> (Reaped, mpsc::Receiver<String>) {
     let mut command = Command::new(BIN);
     command.args(["--serve", "--port", "0"]).args(args);
     command.arg("--saves").arg(&**saves);
@@ -47,14 +47,15 @@ fn serve(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (lines, heard) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    (Killed(child), heard)
+    let lines = stdout_lines(&mut child);
+    (Reaped(child), lines)
+}
+
+/// What the sidecar saw once the server said Ready.
+fn seen_ready(runtime: &tokio::runtime::Runtime, sdk: &FakeSdk) -> Seen {
+    runtime
+        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
+        .expect("Ready")
 }
 
 /// The port of the next ready line.
@@ -73,9 +74,7 @@ fn allocated_a_strategy_server_starts_the_labelled_scenario_and_lists_its_player
     let saves = Scratch::new("fleet");
     let (_server, ready) = serve(&[], &saves, Some(&sdk));
     let port = next_ready(&ready);
-    let seen = runtime
-        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
-        .expect("Ready");
+    let seen = seen_ready(&runtime, &sdk);
     assert_eq!(seen.state, "Ready");
     sdk.allocate(&[("switchboard.dev/scenario", "islands")]);
     // The match's game on the same port.
@@ -90,16 +89,6 @@ fn allocated_a_strategy_server_starts_the_labelled_scenario_and_lists_its_player
     assert_eq!(seen.ready, 1, "Ready once, across the restart");
 }
 
-/// The server process, killed when the test ends.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_named_match_is_kept_in_redis_and_resumed_elsewhere_after_sigterm() {
     let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
@@ -107,9 +96,7 @@ fn a_named_match_is_kept_in_redis_and_resumed_elsewhere_after_sigterm() {
     let saves = Scratch::new("fleet-named");
     let (mut server, ready) = serve(&["--redis", &redis.url()], &saves, Some(&sdk));
     let port = next_ready(&ready);
-    runtime
-        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
-        .expect("Ready");
+    seen_ready(&runtime, &sdk);
     sdk.allocate(&[
         ("switchboard.dev/game", "cup-final"),
         ("switchboard.dev/scenario", "islands"),
@@ -148,9 +135,7 @@ fn a_match_naming_no_known_scenario_is_served_the_default_one_never_a_path() {
     let saves = Scratch::new("fleet-bad-label");
     let (_server, ready) = serve(&[], &saves, Some(&sdk));
     let port = next_ready(&ready);
-    runtime
-        .block_on(sdk.wait_for(WAIT, |s| s.ready == 1))
-        .expect("Ready");
+    seen_ready(&runtime, &sdk);
     sdk.allocate(&[("switchboard.dev/scenario", "../../etc/passwd")]);
     assert_eq!(next_ready(&ready), port, "served again");
     let ann = Player::join(format!("127.0.0.1:{port}"), "ann");

@@ -10,7 +10,6 @@ use crate::player;
 use crate::proxy;
 use crate::scratch;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -34,15 +33,7 @@ fn host(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = crate::process::stdout_lines(&mut child);
     (child, lines)
 }
 

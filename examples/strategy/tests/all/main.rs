@@ -7,6 +7,8 @@
 mod common;
 #[path = "../player/mod.rs"]
 mod player;
+#[path = "../process/mod.rs"]
+mod process;
 #[path = "../proxy/mod.rs"]
 mod proxy;
 #[path = "../scratch/mod.rs"]

@@ -2,8 +2,9 @@
 //! a tmux pane (a real terminal), keys are sent to it, and the pane is read
 //! back. Needs `tmux` (`scripts/install-test-deps` installs it).
 
+use crate::process::Reaped;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::scratch;
@@ -155,16 +156,6 @@ fn port_after(screen: &str, prefix: &str) -> u16 {
         .collect::<String>()
         .parse()
         .unwrap_or_else(|_| panic!("a port after {prefix:?}:\n{screen}"))
-}
-
-/// A process killed when the test ends, passed or not.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A dedicated server on `port` (0: any); returns it and its port.
