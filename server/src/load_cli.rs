@@ -194,6 +194,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             batch: args.batch,
             compact: args.compact,
             datagrams: false,
+            webtransport_redirects: false,
         },
         stamp_every: args.stamp_every,
         tls: args.tls.client_for(args.addr.ip()),

@@ -170,7 +170,9 @@ pub(crate) fn run_relay(args: RelayArgs) -> Result<(), String> {
             let quic = relay
                 .quic_addr()
                 .map(|quic| mapped_quic.clone().unwrap_or_else(|| at_host(quic.port())));
-            serving.at_all(addr, websocket, quic);
+            // Browsers on WebTransport are handed over to its WebTransport,
+            // trusting the certificates whose hashes it publishes.
+            serving.at_all_with_webtransport(addr, websocket, quic, relay.webtransport());
         }
         println!(
             "{}",

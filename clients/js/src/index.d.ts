@@ -162,7 +162,7 @@ export interface DatagramStats {
 }
 
 export class SwitchboardSocket extends Emitter {
-  constructor(url: string, options?: SocketOptions);
+  constructor(url: string | null, options?: SocketOptions);
   state: 'connecting' | 'open' | 'closing' | 'closed';
   /** What carries the connection. */
   readonly transport: 'webtransport' | 'websocket' | 'tcp';
@@ -403,10 +403,17 @@ export const RoomState: Schema<RoomState>;
 export const RoomSummary: Schema<RoomSummary>;
 export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact', number>>;
 export const RelayHello: Schema<{ name: string; bot: boolean }>;
-export const RelayOptions: Schema<{ batch: boolean; compact: boolean; datagrams: boolean }>;
+export const RelayOptions: Schema<{ batch: boolean; compact: boolean; datagrams: boolean; webtransport_redirects: boolean }>;
 export const Batch: Schema<{ tick: number; server_time_ms: number; messages: [number, Uint8Array][] }>;
 /** A relay's redirect, with the other relay's QUIC address when sent to a player on QUIC or WebTransport. */
-export function readRedirect(bytes: Uint8Array): { addr: string; websocket: string | null; ticket: unknown; quic: string | null };
+export function readRedirect(bytes: Uint8Array): {
+  addr: string;
+  websocket: string | null;
+  ticket: unknown;
+  quic: string | null;
+  /** The other relay's WebTransport certificate hashes (hex), to a WebTransport player only. */
+  webtransport: string[] | null;
+};
 export const MovementState: Schema<MovementState>;
 export const Transform: Schema<Transform>;
 export const Relayed: Schema<Relayed>;

@@ -34,7 +34,7 @@ export const RelayAction = Object.freeze({
 
 export const RelayHello = struct({ name: string, bot: bool });
 /** What a client asks of the relay (sent after the hello); fields are only ever appended. */
-export const RelayOptions = struct({ batch: bool, compact: bool, datagrams: bool });
+export const RelayOptions = struct({ batch: bool, compact: bool, datagrams: bool, webtransport_redirects: bool });
 /** Several relay messages in one (action 11): each as it would have come alone. */
 export const Batch = struct({ tick: u64, server_time_ms: u64, messages: vec(tuple(u16, bytes)) });
 export const MovementState = struct({
@@ -67,13 +67,21 @@ export const Redirect = struct({ addr: string, websocket: option(string), ticket
 
 /**
  * A redirect as the relay sends it: to a player on QUIC or WebTransport with
- * the other relay's QUIC address appended (`quic`, null otherwise).
+ * the other relay's QUIC address appended (`quic`, null otherwise), and to a
+ * WebTransport player that follows WebTransport redirects the hashes of its
+ * WebTransport certificates after it (`webtransport`: 64 hex digits each,
+ * empty when it serves one browsers trust; null when it has no WebTransport
+ * or they were not sent).
  */
 export function readRedirect(bytes) {
   const r = new Reader(bytes);
   const redirect = Redirect.read(r);
   redirect.quic = r.done() ? null : option(string).read(r);
+  redirect.webtransport = r.done() ? null : option(vec(string)).read(r);
   if (!r.done()) throw new DecodeError(`${bytes.length - r.pos} bytes left after a redirect`);
+  if (redirect.webtransport && !redirect.webtransport.every((hash) => /^[0-9a-f]{64}$/i.test(hash))) {
+    throw new DecodeError('a redirect whose WebTransport hashes are not SHA-256 in hex');
+  }
   return redirect;
 }
 
@@ -129,12 +137,22 @@ export class RelayClient extends Emitter {
     return !compact && (this.options.datagrams ?? this.socket.transport === 'webtransport');
   }
 
-  /** Asks the relay for compact transforms or datagrams, if this client wants them. */
+  /**
+   * Asks the relay for compact transforms or datagrams, if this client wants
+   * them; over WebTransport, to be handed over to another relay's
+   * WebTransport (`webtransport_redirects`).
+   */
   askOptions() {
     const compact = this.options.compact ?? false;
     const datagrams = this.datagrams;
-    if (!compact && !datagrams) return;
-    this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, { batch: false, compact, datagrams });
+    const webtransport_redirects = this.socket.transport === 'webtransport';
+    if (!compact && !datagrams && !webtransport_redirects) return;
+    this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, {
+      batch: false,
+      compact,
+      datagrams,
+      webtransport_redirects,
+    });
   }
 
   /** Connects to `url` (with `socketOptions`), says `greet` once open, and takes its events. */
@@ -158,7 +176,16 @@ export class RelayClient extends Emitter {
 
   /** One relay message, as it came alone or out of a compact frame. */
   take(action, content) {
-    if (action === RelayAction.redirect) return this.follow(readRedirect(content));
+    if (action === RelayAction.redirect) {
+      let redirect;
+      try {
+        redirect = readRedirect(content);
+      } catch (err) {
+        this.socket.close(`a relay redirect: ${err.message}`);
+        return;
+      }
+      return this.follow(redirect);
+    }
     const event = EVENTS.get(action);
     if (!event) return;
     this.show(event[0], decode(event[1], content));
@@ -236,13 +263,15 @@ export class RelayClient extends Emitter {
 
   /**
    * The zone lives on another relay of the service: go there with the
-   * ticket, keeping the id (a `redirect` event, then `welcome` again). A
-   * relay without a WebSocket address to give serves the player itself.
-   * Over WebSocket: this page holds no certificate hashes of the other
-   * relay's WebTransport.
+   * ticket, keeping the id (a `redirect` event, then `welcome` again). Over
+   * WebTransport to the other relay's WebTransport, trusting the certificate
+   * hashes the redirect carries (its WebSocket if WebTransport does not
+   * open); otherwise to its WebSocket. A relay with neither to give serves
+   * the player itself.
    */
   follow(redirect) {
-    if (!redirect.websocket) return;
+    const web = this.socket.transport === 'webtransport' && redirect.webtransport && redirect.quic;
+    if (!web && !redirect.websocket) return;
     const previous = this.socket;
     this.players.clear();
     this.handedOver = true;
@@ -250,7 +279,12 @@ export class RelayClient extends Emitter {
       this.socket.send(RELAY_CHANNEL, RelayAction.handover, Handover, redirect.ticket);
       this.askOptions();
     };
-    this.attach(`ws://${redirect.websocket}/`, greet, { ...this.options.socket, webtransport: null });
+    const socket = this.options.socket ?? {};
+    const webtransport = web
+      ? { ...socket.webtransport, url: `https://${redirect.quic}/`, hashes: redirect.webtransport }
+      : null;
+    const url = redirect.websocket ? `ws://${redirect.websocket}/` : null;
+    this.attach(url, greet, { ...socket, webtransport });
     previous.close('handed over');
     this.emit('redirect', redirect);
   }

@@ -99,8 +99,9 @@ const CLOSE_CONTENT = {
  */
 export class SwitchboardSocket extends Emitter {
   /**
-   * @param {string} url `ws://host:port/` or `wss://host:port/`; in node, with
-   *   `transport`, `tcp://host:port` or `tls://host:port`
+   * @param {string|null} url `ws://host:port/` or `wss://host:port/`; in node, with
+   *   `transport`, `tcp://host:port` or `tls://host:port`; null with
+   *   `webtransport` alone (no WebSocket to fall back to)
    * @param {object} [options]
    * @param {typeof WebSocket} [options.WebSocket] the WebSocket class (default: the global one)
    * @param {Function} [options.transport] node only: the class `tcpTransport()`
@@ -140,8 +141,9 @@ export class SwitchboardSocket extends Emitter {
     const web = options.webtransport;
     if (web && typeof globalThis.WebTransport === 'function') {
       // WebTransport first; WebSocket if it cannot open (UDP blocked, an
-      // old server), with one API either way.
-      this.fallback = webSocket;
+      // old server), with one API either way. With no `url` (a server
+      // reached over WebTransport alone), there is no fallback.
+      this.fallback = url ? webSocket : null;
       this.use(new WebTransportTransport(web.url, this.limits, web));
     } else {
       this.use(webSocket());

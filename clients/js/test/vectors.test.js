@@ -94,3 +94,21 @@ for (const vector of vectors.filter((v) => v.type === 'Frame')) {
     if (!vector.value.compressed) assert.equal(hex(encodeFrame(unhex(vector.value.payload))), vector.hex);
   });
 }
+
+test('a redirect reads with the QUIC address and the WebTransport hashes after the vector', () => {
+  const vector = vectors.find((v) => v.type === 'Redirect');
+  const base = unhex(vector.hex);
+  assert.equal(relay.readRedirect(base).quic, null);
+  assert.equal(relay.readRedirect(base).webtransport, null);
+  // docs/PROTOCOL.md: Some("10.0.0.2:7202"), then Some of two 64-digit hashes.
+  const quic = Buffer.concat([base, Buffer.from([1, 13]), Buffer.from('10.0.0.2:7202')]);
+  const hashes = ['ab'.repeat(32), 'cd'.repeat(32)];
+  const web = Buffer.concat([quic, Buffer.from([1, 2, 64]), Buffer.from(hashes[0]), Buffer.from([64]), Buffer.from(hashes[1])]);
+  assert.equal(relay.readRedirect(new Uint8Array(quic)).quic, '10.0.0.2:7202');
+  const read = relay.readRedirect(new Uint8Array(web));
+  assert.deepEqual([read.quic, read.webtransport], ['10.0.0.2:7202', hashes]);
+  assert.throws(() => relay.readRedirect(new Uint8Array([...web, 0])), /bytes left after a redirect/);
+  // A hash that is not SHA-256 in hex is refused, not handed to the browser.
+  const bad = Buffer.concat([quic, Buffer.from([1, 1, 3]), Buffer.from('xyz')]);
+  assert.throws(() => relay.readRedirect(new Uint8Array(bad)), /not SHA-256 in hex/);
+});

@@ -209,6 +209,7 @@ impl Plugin for RelayPlugin {
                     batch: false,
                     compact: self.settings.compact,
                     datagrams: false,
+                    webtransport_redirects: false,
                 },
             ),
             retry: None,

@@ -119,6 +119,16 @@ impl Kind {
                     .ignore();
             }
         }
+        if let Some(offer) = &reach.webtransport {
+            // Read at each refresh: the hashes change as the certificates
+            // rotate (the next one's is given out a rotation ahead).
+            let hashes: Vec<String> = offer.hashes().iter().map(|h| h.to_string()).collect();
+            pipe.cmd("HSET")
+                .arg(&process_key)
+                .arg("wt")
+                .arg(hashes.join(","))
+                .ignore();
+        }
         if let Some(fingerprint) = &reach.fingerprint {
             pipe.cmd("HSET")
                 .arg(&process_key)
@@ -181,6 +191,7 @@ pub(crate) struct Reach {
     pub(crate) addr: String,
     pub(crate) websocket: Option<String>,
     pub(crate) quic: Option<String>,
+    pub(crate) webtransport: Option<switchboard::socket::WebTransportOffer>,
     pub(crate) fingerprint: Option<switchboard::tls::Fingerprint>,
 }
 
@@ -208,6 +219,7 @@ impl Serving {
             addr: addr.into(),
             websocket: None,
             quic: None,
+            webtransport: None,
             fingerprint,
         });
     }
@@ -222,10 +234,26 @@ impl Serving {
     /// `websocket` and QUIC clients at `quic` (`host:port`, UDP) where it
     /// has them: a relay hands each player over on the transport it uses.
     pub fn at_all(self, addr: impl Into<String>, websocket: Option<String>, quic: Option<String>) {
+        self.at_all_with_webtransport(addr, websocket, quic, None);
+    }
+
+    /// As [`at_all`](Self::at_all), and browsers reach the process over
+    /// WebTransport on its QUIC port, trusting the certificates of
+    /// `webtransport` (`RunningRelay::webtransport`): a relay hands a
+    /// browser on WebTransport over to another one's WebTransport, with the
+    /// hashes published at each refresh, so always current.
+    pub fn at_all_with_webtransport(
+        self,
+        addr: impl Into<String>,
+        websocket: Option<String>,
+        quic: Option<String>,
+        webtransport: Option<switchboard::socket::WebTransportOffer>,
+    ) {
         let _ = self.0.send(Reach {
             addr: addr.into(),
             websocket,
             quic,
+            webtransport,
             fingerprint: None,
         });
     }

@@ -26,28 +26,29 @@ pub const ZONE_TTL: Duration = Duration::from_secs(30);
 
 /// KEYS[1]: the zone's key, KEYS[2]: the relays' sorted set. ARGV[1]: the
 /// prefix of presence keys, ARGV[2]: the zone's TTL (ms), ARGV[3]: the
-/// zone's name. {process, addr, WebSocket addr or '', QUIC addr or ''} or
-/// nil when no relay lives.
+/// zone's name. {process, addr, WebSocket addr or '', QUIC addr or '',
+/// WebTransport hashes (comma-separated, '' for a certificate browsers
+/// trust) or '-' for no WebTransport} or nil when no relay lives.
 const OWNER: &str = r#"
 local function reach(p)
-  local r = redis.call('HMGET', ARGV[1] .. p, 'addr', 'ws', 'quic')
-  return r[1], r[2] or '', r[3] or ''
+  local r = redis.call('HMGET', ARGV[1] .. p, 'addr', 'ws', 'quic', 'wt')
+  return r[1], {r[2] or '', r[3] or '', r[4] or '-'}
 end
 local owner = redis.call('GET', KEYS[1])
 if owner then
-  local addr, ws, quic = reach(owner)
+  local addr, more = reach(owner)
   if addr then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {owner, addr, ws, quic}
+    return {owner, addr, more[1], more[2], more[3]}
   end
 end
-local best, best_rank, best_addr, best_ws, best_quic = nil, nil, nil, nil, nil
+local best, best_rank, best_addr, best_more = nil, nil, nil, nil
 for _, p in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  local addr, ws, quic = reach(p)
+  local addr, more = reach(p)
   if addr then
     local rank = redis.sha1hex(ARGV[3] .. '\0' .. p)
     if not best_rank or rank > best_rank then
-      best, best_rank, best_addr, best_ws, best_quic = p, rank, addr, ws, quic
+      best, best_rank, best_addr, best_more = p, rank, addr, more
     end
   else
     redis.call('ZREM', KEYS[2], p)
@@ -55,7 +56,7 @@ for _, p in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 end
 if not best then return false end
 redis.call('SET', KEYS[1], best, 'PX', ARGV[2])
-return {best, best_addr, best_ws, best_quic}
+return {best, best_addr, best_more[1], best_more[2], best_more[3]}
 "#;
 
 /// A relay process's view of the zone directory.
@@ -123,18 +124,23 @@ impl ZoneDirectory for RedisZones {
                 .arg(RELAY.key(&self.store, "process:"))
                 .arg(ZONE_TTL.as_millis() as u64)
                 .arg(zone);
-            let owner: Option<(u32, String, String, String)> = self
+            let owner: Option<(u32, String, String, String, String)> = self
                 .store
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })
                 .await
                 .map_err(|err| err.to_string())?;
-            let (process, addr, websocket, quic) = owner.ok_or("no relay is running")?;
+            let (process, addr, websocket, quic, hashes) = owner.ok_or("no relay is running")?;
             let given = |addr: String| (!addr.is_empty()).then_some(addr);
+            let webtransport = (hashes != "-").then(|| {
+                let hashes = hashes.split(',').filter(|h| !h.is_empty());
+                hashes.map(str::to_string).collect()
+            });
             Ok(ZoneOwner {
                 process,
                 addr,
                 websocket: given(websocket),
                 quic: given(quic),
+                webtransport,
             })
         })
     }

@@ -36,11 +36,23 @@ enum Route {
     Json { lines: JsonQueue, errors: u32 },
 }
 
+/// A native connection's player, and what it said of itself.
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    id: u32,
+    /// Its hello or its ticket was read: transforms on the moves channel
+    /// (datagrams, which may overtake them) count from then on.
+    greeted: bool,
+    /// On WebTransport, it follows redirects over WebTransport
+    /// (`RelayOptions::webtransport_redirects`).
+    webtransport_redirects: bool,
+}
+
 /// The relay and the ways to reach its players.
 struct Dispatch {
     relay: Relay,
     routes: HashMap<u32, Route, IdBuildHasher>,
-    ids: HashMap<PeerId, u32, IdBuildHasher>,
+    ids: HashMap<PeerId, Peer, IdBuildHasher>,
     handle: EndpointHandle,
     /// When native players' queued deliveries leave.
     pacer: Pacer,
@@ -78,6 +90,13 @@ impl Dispatch {
         self.batches.queue(peers, &self.handle, tick, now_ms);
     }
 
+    /// `peer`'s hello or ticket was read.
+    fn greeted(&mut self, peer: PeerId) {
+        if let Some(peer) = self.ids.get_mut(&peer) {
+            peer.greeted = true;
+        }
+    }
+
     fn on_native(&mut self, event: EndpointEvent) -> Vec<Outgoing> {
         let now_ms = self.now_ms();
         match event {
@@ -86,14 +105,30 @@ impl Dispatch {
                 self.log
                     .info(format!("player {id} joined (native) from {addr}"));
                 self.routes.insert(id, Route::Native(peer));
-                self.ids.insert(peer, id);
+                let greeted = false;
+                let webtransport_redirects = false;
+                self.ids.insert(
+                    peer,
+                    Peer {
+                        id,
+                        greeted,
+                        webtransport_redirects,
+                    },
+                );
                 out
             }
             EndpointEvent::Received(incoming) => {
-                let Some(&id) = self.ids.get(&incoming.peer) else {
+                let Some(&Peer { id, greeted, .. }) = self.ids.get(&incoming.peer) else {
                     return Vec::new();
                 };
                 let message = incoming.message;
+                let greeting = matches!(
+                    message.action::<RelayAction>(),
+                    Some(RelayAction::Hello | RelayAction::Handover)
+                );
+                if greeting && message.channel::<RelayChannel>().is_some() {
+                    self.greeted(incoming.peer);
+                }
                 let error = |text: &str| {
                     let _ = self.handle.send_value_to(
                         incoming.peer,
@@ -110,6 +145,10 @@ impl Dispatch {
                     message.channel::<RelayChannel>(),
                     message.action::<RelayAction>(),
                 ) {
+                    // A datagram that overtook the hello or the ticket
+                    // (a handed-over player's, which would put it in a zone
+                    // under its connection's id) is dropped, as if lost.
+                    (None, Some(RelayAction::Transform)) if moves && !greeted => Vec::new(),
                     (relay, Some(RelayAction::Transform)) if relay.is_some() || moves => {
                         match message.content::<Transform>() {
                             Ok(transform) => {
@@ -128,6 +167,9 @@ impl Dispatch {
                                 // What waits in the old form leaves first.
                                 self.queue_batches(&[incoming.peer]);
                                 self.batches.set(incoming.peer, options);
+                                if let Some(peer) = self.ids.get_mut(&incoming.peer) {
+                                    peer.webtransport_redirects = options.webtransport_redirects;
+                                }
                                 Vec::new()
                             }
                             Err(err) => error(&err.to_string()),
@@ -147,7 +189,7 @@ impl Dispatch {
                 }
             }
             EndpointEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
-                Some(id) => {
+                Some(Peer { id, .. }) => {
                     self.batches.forget(peer);
                     self.log
                         .info(format!("player {id} left ({})", reason.kind()));

@@ -56,4 +56,6 @@ pub use server::{
     RELAY_CHANNEL,
 };
 pub use transform::{MovementState, Transform, TransformError, MAX_EXTRA, MAX_EXTRA_LEN, MAX_ZONE};
-pub use zones::{Handover, Redirect, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting};
+pub use zones::{
+    Handover, Redirect, RedirectForm, ZoneDirectory, ZoneFuture, ZoneOwner, ZoneRouting,
+};

@@ -44,6 +44,11 @@ pub struct ZoneOwner {
     pub websocket: Option<String>,
     /// Its QUIC port's address (`host:port`, UDP), if it has one.
     pub quic: Option<String>,
+    /// Whether browsers reach it over WebTransport (at `https://{quic}/`),
+    /// and the hashes (64 hex digits) of the certificates they trust it by:
+    /// the one served now, then the next; empty when it serves a
+    /// certificate browsers trust. `None`: no WebTransport.
+    pub webtransport: Option<Vec<String>>,
 }
 
 /// Where zones live: one assignment for the whole service.
@@ -144,24 +149,51 @@ pub struct Redirect {
     /// client of before it reads the fields it knows, whole.
     #[serde(skip)]
     pub quic: Option<String>,
+    /// The other relay's WebTransport certificate hashes
+    /// ([`ZoneOwner::webtransport`]), so that a browser stays on
+    /// WebTransport (at `https://{quic}/`). On the wire only to a
+    /// WebTransport player that said it follows such redirects
+    /// (`RelayOptions::webtransport_redirects`), after `quic`.
+    #[serde(skip)]
+    pub webtransport: Option<Vec<String>>,
+}
+
+/// Which fields of a [`Redirect`] go on the wire: what the player's
+/// connection and options let it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedirectForm {
+    /// The native and WebSocket addresses and the ticket.
+    Plain,
+    /// And the QUIC address (a player on QUIC or WebTransport).
+    Quic,
+    /// And the QUIC address and the WebTransport hashes (a WebTransport
+    /// player that follows WebTransport redirects).
+    WebTransport,
 }
 
 impl Redirect {
-    /// Its content for a player connected over QUIC (`quic`: the QUIC
-    /// address appended) or any other.
-    pub fn encode(&self, quic: bool) -> Result<Vec<u8>, ContentError> {
+    /// Its content in `form`.
+    pub fn encode(&self, form: RedirectForm) -> Result<Vec<u8>, ContentError> {
         let mut content = codec::encode_value(self)?;
-        if quic {
+        if form != RedirectForm::Plain {
             codec::encode_value_into(&self.quic, &mut content)?;
+        }
+        if form == RedirectForm::WebTransport {
+            codec::encode_value_into(&self.webtransport, &mut content)?;
         }
         Ok(content)
     }
 
-    /// Reads a redirect with or without the QUIC address.
+    /// Reads a redirect in any of its forms.
     pub fn read(content: &[u8]) -> Result<Redirect, ContentError> {
-        let (mut redirect, used) = codec::decode_value_prefix::<Redirect>(content)?;
+        let (mut redirect, mut used) = codec::decode_value_prefix::<Redirect>(content)?;
         if used < content.len() {
-            redirect.quic = codec::decode_value(&content[used..])?;
+            let (quic, more) = codec::decode_value_prefix(&content[used..])?;
+            redirect.quic = quic;
+            used += more;
+        }
+        if used < content.len() {
+            redirect.webtransport = codec::decode_value(&content[used..])?;
         }
         Ok(redirect)
     }
@@ -269,6 +301,7 @@ impl Zones {
             addr: String::new(),
             websocket: None,
             quic: None,
+            webtransport: None,
         }
     }
 

@@ -353,8 +353,10 @@ fn vectors() -> Vec<Value> {
                     nonce: [7; 16],
                     mac: [0xAB; 32],
                 },
-                // Only on the wire to a QUIC client (`Redirect::encode`).
+                // Only on the wire to a QUIC or WebTransport client
+                // (`Redirect::encode`).
                 quic: None,
+                webtransport: None,
             },
         ),
     ];

@@ -426,3 +426,101 @@ async fn a_socket_whose_webtransport_never_answers_falls_back_to_websocket() {
     .await;
     browser.quit().await;
 }
+
+/// `GET /webtransport` on a relay's WebSocket port: the certificate hashes
+/// its QUIC port serves browsers (what a page served there reads).
+fn webtransport_hashes(websocket: SocketAddr) -> Vec<String> {
+    use std::io::{Read, Write};
+    let mut http = std::net::TcpStream::connect(websocket).unwrap();
+    write!(
+        http,
+        "GET /webtransport HTTP/1.1\r\nHost: {websocket}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).unwrap();
+    let (_, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let offer: Value = serde_json::from_str(body).unwrap();
+    let hashes = offer["hashes"].as_array().expect("hashes");
+    hashes.iter().map(|h| h.as_str().unwrap().into()).collect()
+}
+
+/// Two relays sharing zones through a real Redis, each with WebTransport:
+/// two browser players, one on each, play in one zone; the one whose relay
+/// does not hold the zone is handed over to the other's WebTransport (the
+/// hashes come in the redirect, from the directory), keeps its id, and goes
+/// on sending and receiving datagrams there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_on_webtransport_is_handed_over_to_the_zone_s_relay_over_webtransport() {
+    let redis = switchboard_redis::testing::RedisProcess::start().unwrap();
+    let url = redis.url();
+    let args = ["--bind", "loopback", "--quic-port", "0", "--redis", &url];
+    let relays = [start_relay_with(&args), start_relay_with(&args)];
+    let browser = open_demo(&relays[0], "zone=lobby&name=watcher").await;
+    let reach: Vec<Value> = relays
+        .iter()
+        .map(|relay| {
+            json!({
+                "ws": format!("ws://{}/", relay.websocket),
+                "url": format!("https://{}/", relay.quic.unwrap()),
+                "hashes": webtransport_hashes(relay.websocket),
+            })
+        })
+        .collect();
+    let script = "const [reach] = arguments;
+        import('/js/index.js').then(({ RelayClient }) => {
+          window.players = reach.map((r, i) => new RelayClient(r.ws, {
+            name: ['ann', 'bob'][i],
+            socket: { webtransport: { url: r.url, hashes: r.hashes } },
+          }));
+          Promise.all(window.players.map((p) => p.ready)).then((ids) => {
+            window.ids = ids;
+            window.transportsAtFirst = window.players.map((p) => p.socket.transport);
+            setInterval(() => window.players.forEach((p, i) =>
+              p.move({ position: [i + 1, 0, 0], zone: 'harbour' })), 50);
+          });
+        });";
+    browser.run(script, json!([reach])).await;
+    let state = "const ps = window.players || [];
+        const ids = window.ids || [];
+        return {
+          ids, first: window.transportsAtFirst || [],
+          now: ps.map((p) => p.id),
+          met: ids.length === 2 && ps[0].players.has(ids[1]) && ps[1].players.has(ids[0]),
+          handedOver: ps.map((p) => p.handedOver),
+          transports: ps.map((p) => p.socket.transport),
+          datagrams: ps.map((p) => p.socket.datagramStats),
+        };";
+    let met = until(&browser, "the two players meet", state, |v| {
+        v["met"] == true
+            && v["handedOver"]
+                .as_array()
+                .is_some_and(|h| h.contains(&json!(true)))
+    })
+    .await;
+    assert_eq!(
+        met["first"],
+        json!(["webtransport", "webtransport"]),
+        "{met}"
+    );
+    assert_eq!(
+        met["now"], met["ids"],
+        "ids kept across the handover: {met}"
+    );
+    let handed: Vec<bool> = serde_json::from_value(met["handedOver"].clone()).unwrap();
+    assert_eq!(handed.iter().filter(|h| **h).count(), 1, "{met}");
+    assert_eq!(
+        met["transports"],
+        json!(["webtransport", "webtransport"]),
+        "the one handed over is still on WebTransport: {met}"
+    );
+    // Datagrams flow on the new session both ways (its stats start anew).
+    let moved = handed.iter().position(|h| *h).unwrap();
+    let datagrams = |v: &Value| v["datagrams"][moved].clone();
+    until(&browser, "datagrams on the new session", state, |v| {
+        let d = datagrams(v);
+        d["sent"].as_u64() > Some(5) && d["delivered"].as_u64() > Some(5)
+    })
+    .await;
+    browser.quit().await;
+}

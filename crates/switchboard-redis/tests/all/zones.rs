@@ -33,10 +33,11 @@ async fn relay_with(redis: &RedisProcess, websocket: bool) -> RunningRelay {
     let relay = RelayServer::builder().config(config).spawn().unwrap();
     let addr = relay.native_addr().to_string();
     let ws = relay.websocket_addr().filter(|_| websocket);
-    serving.at_all(
+    serving.at_all_with_webtransport(
         addr,
         ws.map(|a| a.to_string()),
         relay.quic_addr().map(|a| a.to_string()),
+        relay.webtransport(),
     );
     relay
 }
@@ -394,4 +395,28 @@ async fn a_quic_player_is_handed_over_to_the_zone_s_relay_over_quic_with_its_id(
     );
     assert!(ann.socket.handle().is_quic() && bob.socket.handle().is_quic());
     assert_eq!((ann.id, bob.id), ids, "ids kept across the handover");
+}
+
+/// A browser on WebTransport is handed over to the zone's relay's
+/// WebTransport: the directory gives the certificate hashes that relay
+/// publishes (the one it serves, then the next), read at each refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_gives_a_zone_s_relay_s_webtransport_hashes() {
+    let redis = RedisProcess::start().unwrap();
+    let (one, two) = (relay(&redis).await, relay(&redis).await);
+    until_published(&redis, &[&one, &two]).await;
+    let zone = zone_on(&redis, &two).await;
+    let (directory, _not_serving) = RedisZones::join(redis.store()).await.unwrap();
+    let owner = directory.directory.owner(&zone).await.unwrap();
+    let hashes: Vec<String> = two
+        .webtransport()
+        .expect("WebTransport on the QUIC port")
+        .hashes()
+        .iter()
+        .map(|hash| hash.to_string())
+        .collect();
+    assert_eq!(hashes.len(), 2, "the served certificate's and the next");
+    assert!(hashes.iter().all(|h| h.len() == 64), "{hashes:?}");
+    assert_eq!(owner.webtransport, Some(hashes));
+    assert_eq!(owner.quic, two.quic_addr().map(|a| a.to_string()));
 }

@@ -4,6 +4,7 @@ use super::*;
 use crate::compact::{CompactEncoder, Quantized, Versions, DEFAULT_PRECISION};
 use crate::server::{Batch, RELAY_CHANNEL};
 use crate::transform::MovementState;
+use crate::zones::RedirectForm;
 
 /// What the core made of one message, owned.
 #[derive(Debug, PartialEq)]
@@ -73,24 +74,49 @@ fn redirect() -> Redirect {
             mac: [4; 32],
         },
         quic: Some("10.0.0.2:7302".into()),
+        webtransport: Some(vec!["ab".repeat(32), "cd".repeat(32)]),
     }
 }
 
 #[test]
 fn a_redirect_names_the_quic_address_only_to_a_quic_player_and_reads_either_way() {
     let to = redirect();
-    let plain = to.encode(false).unwrap();
+    let plain = to.encode(RedirectForm::Plain).unwrap();
     // What a client of before the QUIC address reads, whole.
     let old: Redirect = codec::decode_value(&plain).unwrap();
     assert_eq!((old.addr.as_str(), old.quic), ("10.0.0.2:7300", None));
     assert_eq!(Redirect::read(&plain).unwrap().quic, None);
-    let quic = to.encode(true).unwrap();
+    let quic = to.encode(RedirectForm::Quic).unwrap();
     assert_eq!(quic.len(), plain.len() + 1 + 1 + "10.0.0.2:7302".len());
-    assert_eq!(Redirect::read(&quic).unwrap(), to);
-    // Anything more after it is not a redirect.
-    let mut longer = quic.clone();
+    let read = Redirect::read(&quic).unwrap();
+    assert_eq!((read.quic, read.webtransport), (to.quic.clone(), None));
+}
+
+#[test]
+fn a_redirect_to_a_webtransport_player_carries_the_hashes_after_the_quic_address() {
+    let to = redirect();
+    let quic = to.encode(RedirectForm::Quic).unwrap();
+    let web = to.encode(RedirectForm::WebTransport).unwrap();
+    // docs/PROTOCOL.md's example: Some, two hashes of 64 characters.
+    let mut tail = vec![1, 2, 64];
+    tail.extend_from_slice("ab".repeat(32).as_bytes());
+    tail.push(64);
+    tail.extend_from_slice("cd".repeat(32).as_bytes());
+    assert_eq!(&web[..quic.len()], &quic[..]);
+    assert_eq!(&web[quic.len()..], &tail[..]);
+    assert_eq!(Redirect::read(&web).unwrap(), to);
+    // Anything more after the last field is not a redirect.
+    let mut longer = web.clone();
     longer.push(0);
     assert!(Redirect::read(&longer).is_err());
+    // No WebTransport on the other relay: `None`, one byte.
+    let none = Redirect {
+        webtransport: None,
+        ..to
+    };
+    let bytes = none.encode(RedirectForm::WebTransport).unwrap();
+    assert_eq!(bytes.len(), quic.len() + 1);
+    assert_eq!(Redirect::read(&bytes).unwrap(), none);
 }
 
 #[test]
@@ -99,6 +125,7 @@ fn a_connection_opens_with_the_hello_then_the_options_and_after_a_redirect_with_
         batch: false,
         compact: true,
         datagrams: false,
+        webtransport_redirects: false,
     };
     let mut core = RelayClientCore::new("ann", false).with_options(compact);
     let first = core.opened();
@@ -182,6 +209,7 @@ fn every_form_the_relay_writes_reads_as_the_same_events_in_order() {
         batch: false,
         compact: true,
         datagrams: false,
+        webtransport_redirects: false,
     });
     core.opened();
     let mut encoder = CompactEncoder::new(DEFAULT_PRECISION);
@@ -229,6 +257,7 @@ fn compact_records_not_asked_for_or_damaged_and_garbage_break_the_stream_without
         batch: false,
         compact: true,
         datagrams: false,
+        webtransport_redirects: false,
     });
     core.opened();
     assert_eq!(take(&mut core, &compact(&[0xff; 9])), [Got::Broken]);

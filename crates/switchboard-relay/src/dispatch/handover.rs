@@ -3,7 +3,7 @@
 //! with a ticket, and a ticket from another relay honoured.
 
 use super::*;
-use crate::zones::{Redirect, Verdict};
+use crate::zones::{Redirect, RedirectForm, Verdict};
 use switchboard::message::{Action as _, Channel as _};
 
 impl Dispatch {
@@ -53,8 +53,9 @@ impl Dispatch {
 
     /// Sends `id` to `owner` with a ticket that keeps its id there; it
     /// leaves here (those who saw it are told). A player that cannot follow
-    /// (a JSON client; a browser, on WebSocket or WebTransport, when the
-    /// zone's relay has no WebSocket listener) is served here instead.
+    /// (a JSON client; a browser when the zone's relay has no WebSocket
+    /// listener, nor WebTransport for one that follows it there) is served
+    /// here instead.
     fn hand_over(
         &mut self,
         id: u32,
@@ -62,20 +63,19 @@ impl Dispatch {
         transform: Transform,
         now_ms: u64,
     ) -> Vec<Outgoing> {
-        let peer = match (&self.zones, self.routes.get(&id)) {
-            (Some(_), Some(Route::Native(peer)))
-                if owner.websocket.is_some()
-                    || !self
-                        .handle
-                        .peer(*peer)
-                        .is_some_and(|h| h.is_websocket() || h.is_webtransport()) =>
-            {
-                *peer
-            }
+        let (peer, form) = match (&self.zones, self.routes.get(&id)) {
+            (Some(_), Some(Route::Native(peer))) => (*peer, self.redirect_form(*peer)),
             _ => return self.relay.relay_admitted(id, transform, now_ms),
         };
-        let Some(zones) = &mut self.zones else {
-            return Vec::new();
+        let reachable = match form {
+            None => false,
+            Some(RedirectForm::WebTransport) => {
+                owner.websocket.is_some() || owner.webtransport.is_some()
+            }
+            Some(_) => owner.websocket.is_some() || !self.is_browser(peer),
+        };
+        let (true, Some(zones)) = (reachable, &mut self.zones) else {
+            return self.relay.relay_admitted(id, transform, now_ms);
         };
         let (name, bot) = self
             .relay
@@ -87,11 +87,11 @@ impl Dispatch {
             websocket: owner.websocket.clone(),
             ticket: zones.ticket(id, &name, bot, owner),
             quic: owner.quic.clone(),
+            webtransport: owner.webtransport.clone(),
         };
         zones.forget(id);
-        // A player on QUIC is told the other relay's QUIC address too.
-        if let Some(handle) = self.handle.peer(peer) {
-            if let Ok(content) = redirect.encode(handle.is_quic()) {
+        if let (Some(handle), Some(form)) = (self.handle.peer(peer), form) {
+            if let Ok(content) = redirect.encode(form) {
                 let _ = handle.send(&switchboard::Message::from_raw(
                     RelayChannel.id(),
                     RelayAction::Redirect.id(),
@@ -108,6 +108,35 @@ impl Dispatch {
         self.routes.remove(&id);
         self.ids.remove(&peer);
         self.leave(id)
+    }
+
+    /// What a redirect to `peer` carries: the QUIC address to a player on
+    /// QUIC or WebTransport, and the WebTransport hashes to a WebTransport
+    /// player that follows them. `None`: the peer is gone.
+    fn redirect_form(&self, peer: PeerId) -> Option<RedirectForm> {
+        let handle = self.handle.peer(peer)?;
+        Some(if handle.is_webtransport() {
+            if self
+                .ids
+                .get(&peer)
+                .is_some_and(|p| p.webtransport_redirects)
+            {
+                RedirectForm::WebTransport
+            } else {
+                RedirectForm::Quic
+            }
+        } else if handle.is_quic() {
+            RedirectForm::Quic
+        } else {
+            RedirectForm::Plain
+        })
+    }
+
+    /// Whether `peer` is a browser (WebSocket or WebTransport).
+    fn is_browser(&self, peer: PeerId) -> bool {
+        self.handle
+            .peer(peer)
+            .is_some_and(|h| h.is_websocket() || h.is_webtransport())
     }
 
     /// A player handed over from another relay presents its ticket: it
@@ -137,7 +166,9 @@ impl Dispatch {
         if let Some(route) = self.routes.remove(&id) {
             self.routes.insert(new_id, route);
         }
-        self.ids.insert(peer, new_id);
+        if let Some(peer) = self.ids.get_mut(&peer) {
+            peer.id = new_id;
+        }
         let _ = self
             .handle
             .send_value_to(peer, RelayChannel, RelayAction::Welcome, &new_id);

@@ -82,6 +82,12 @@ pub struct RelayOptions {
     /// left, notices) stays on the stream. `compact` takes precedence (its
     /// records are differences, which must all arrive).
     pub datagrams: bool,
+    /// This client, on WebTransport, follows a redirect to another relay's
+    /// WebTransport: a [`Redirect`](crate::Redirect) to it carries that
+    /// relay's certificate hashes, and it is handed over to a relay that
+    /// offers WebTransport even with no WebSocket port. A client that
+    /// does not say so is redirected to WebSocket, as before.
+    pub webtransport_redirects: bool,
 }
 
 impl RelayOptions {
@@ -98,6 +104,7 @@ impl RelayOptions {
             batch: flag(0)?,
             compact: flag(1)?,
             datagrams: flag(2)?,
+            webtransport_redirects: flag(3)?,
         })
     }
 }
@@ -155,9 +162,10 @@ mod tests {
             batch: true,
             compact: true,
             datagrams: true,
+            webtransport_redirects: true,
         };
         // A newer client's fields past these are ignored.
-        assert_eq!(RelayOptions::read(&[1, 1, 1, 9]), Ok(all));
+        assert_eq!(RelayOptions::read(&[1, 1, 1, 1, 9]), Ok(all));
         let err = RelayOptions::read(&[0, 2]).unwrap_err();
         assert_eq!(err, NotABool(2));
         assert_eq!(err.to_string(), "relay options: 2 is not a bool");

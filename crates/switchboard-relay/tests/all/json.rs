@@ -386,6 +386,7 @@ async fn json_and_compact_native_clients_see_each_other() {
         batch: false,
         compact: true,
         datagrams: false,
+        webtransport_redirects: false,
     };
     native
         .send_value(RelayChannel, RelayAction::Options, &options)

@@ -114,3 +114,65 @@ async fn a_quic_player_and_a_tcp_player_in_one_zone_see_each_other_with_transfor
         }
     }
 }
+
+/// A datagram can overtake the stream: a handed-over player's first move
+/// could reach the relay before its ticket, and put it in a zone under its
+/// connection's id, so that the ticket is refused. Transforms on the moves
+/// channel count only once the hello (or ticket) was read; before, they are
+/// dropped as a lost datagram would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moves_datagram_that_overtakes_the_hello_is_dropped_as_if_lost() {
+    let mut config = RelayConfig::default();
+    config.server.quic = Some(QuicConfig::on(0));
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
+    let mut quic = SocketStream::dial(&url, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut quic).await,
+        SocketEvent::Connected
+    ));
+    let step = |x: f32| Transform {
+        position: [x, 0.0, 0.0],
+        zone: "arena".into(),
+        ..Transform::default()
+    };
+    // No hello yet: moves as datagrams, then a stream message the relay
+    // answers, read after them.
+    for x in 1..=5 {
+        quic.send_value(RelayMovesChannel, RelayAction::Transform, &step(x as f32))
+            .unwrap();
+    }
+    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
+        .unwrap();
+    loop {
+        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
+            if message.action::<RelayAction>() == Some(RelayAction::Error) {
+                break;
+            }
+        }
+    }
+    let zones: Vec<Option<String>> = relay.clients().await.into_iter().map(|c| c.zone).collect();
+    assert_eq!(zones, [None], "no zone before the hello");
+    // Once greeted, its datagrams count.
+    let mut core = RelayClientCore::new("late", false).with_options(RelayOptions {
+        datagrams: true,
+        ..RelayOptions::default()
+    });
+    for message in core.opened() {
+        quic.send(&message).unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    let mut x = 10.0;
+    loop {
+        quic.send_value(RelayMovesChannel, RelayAction::Transform, &step(x))
+            .unwrap();
+        let clients = relay.clients().await;
+        if clients[0].zone.as_deref() == Some("arena") {
+            assert!(clients[0].last.as_ref().unwrap().position[0] >= 10.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in the zone: {clients:?}");
+        x += 1.0;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -345,6 +345,7 @@ async fn a_compact_client_changing_zone_is_told_it_left_those_it_held() {
         batch: false,
         compact: true,
         datagrams: false,
+        webtransport_redirects: false,
     };
     me.send_value(RelayChannel, RelayAction::Options, &options)
         .unwrap();
