@@ -195,6 +195,7 @@ pub(crate) fn run_bots(args: BotsArgs) -> Result<(), String> {
             compact: args.compact,
             datagrams: false,
             webtransport_redirects: false,
+            compact_datagrams: false,
         },
         stamp_every: args.stamp_every,
         tls: args.tls.client_for(args.addr.ip()),

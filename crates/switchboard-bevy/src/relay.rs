@@ -210,6 +210,7 @@ impl Plugin for RelayPlugin {
                     compact: self.settings.compact,
                     datagrams: false,
                     webtransport_redirects: false,
+                    compact_datagrams: false,
                 },
             ),
             retry: None,

@@ -204,12 +204,14 @@ async fn batched_bots_in_tick_mode_get_every_transform_in_one_frame_a_tick() {
         compact: false,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     };
     let compact = switchboard_relay::RelayOptions {
         batch: false,
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     };
     let (batched, plain, compact) =
         tokio::join!(ticked(batch), ticked(Default::default()), ticked(compact));

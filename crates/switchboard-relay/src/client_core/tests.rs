@@ -126,6 +126,7 @@ fn a_connection_opens_with_the_hello_then_the_options_and_after_a_redirect_with_
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     };
     let mut core = RelayClientCore::new("ann", false).with_options(compact);
     let first = core.opened();
@@ -210,6 +211,7 @@ fn every_form_the_relay_writes_reads_as_the_same_events_in_order() {
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     });
     core.opened();
     let mut encoder = CompactEncoder::new(DEFAULT_PRECISION);
@@ -258,6 +260,7 @@ fn compact_records_not_asked_for_or_damaged_and_garbage_break_the_stream_without
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     });
     core.opened();
     assert_eq!(take(&mut core, &compact(&[0xff; 9])), [Got::Broken]);

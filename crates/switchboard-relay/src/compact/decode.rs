@@ -60,7 +60,7 @@ pub enum CompactRecord<'a> {
 #[error("compact transforms: {0}")]
 pub struct CompactError(String);
 
-fn bad(what: &str) -> CompactError {
+pub(super) fn bad(what: &str) -> CompactError {
     CompactError(what.to_string())
 }
 
@@ -200,36 +200,8 @@ impl CompactDecoder {
             return Err(bad("a sender's first transform is not whole"));
         }
         let transform = held.transform.get_or_insert_with(Transform::default);
-        if head & flag::STILL == 0 {
-            for (axis, units) in held.units.iter_mut().enumerate() {
-                let value = at.signed().ok_or_else(|| bad("a cut position"))?;
-                let next = if head & flag::FULL != 0 {
-                    Some(value)
-                } else {
-                    units.checked_add(value)
-                };
-                let value = next
-                    .filter(|n| n.unsigned_abs() <= MAX_UNITS as u64)
-                    .map(|n| (n, dequantize(n, precision)))
-                    .filter(|(_, v)| v.is_finite());
-                let (n, v) = value.ok_or_else(|| bad("a position out of range"))?;
-                *units = n;
-                transform.position[axis] = v;
-            }
-        }
-        if head & flag::ROTATION != 0 {
-            let bytes = at.take(4).ok_or_else(|| bad("a cut rotation"))?;
-            transform.rotation = unpack_rotation(u32::from_le_bytes(bytes.try_into().expect("4")));
-        }
-        if head & flag::STATE != 0 {
-            let bits = at.byte().ok_or_else(|| bad("a cut movement state"))?;
-            let speed = if bits & super::NO_STATE == 0 {
-                at.signed().ok_or_else(|| bad("a cut speed"))?
-            } else {
-                0
-            };
-            transform.state = unpack_state(bits, speed);
-        }
+        read_position(at, head, precision, &mut held.units, transform)?;
+        read_rotation_and_state(at, head, transform)?;
         if head & flag::ZONE != 0 {
             let id = at.varint().and_then(|id| usize::try_from(id).ok());
             let zone = id.and_then(|id| zones.get(id)?.as_ref());
@@ -237,19 +209,77 @@ impl CompactDecoder {
         }
         let extra_changed = head & flag::EXTRA != 0;
         if extra_changed {
-            let count = at.varint().ok_or_else(|| bad("a cut field count"))?;
-            if count > MAX_EXTRA as u64 {
-                return Err(bad("too many unknown fields"));
-            }
-            let mut extra = BTreeMap::new();
-            for _ in 0..count {
-                let key = text(at, MAX_EXTRA_LEN)?;
-                extra.insert(key, text(at, MAX_EXTRA_LEN)?);
-            }
-            transform.extra = extra;
+            transform.extra = read_extra(at)?;
         }
         Ok((held.player_id, transform, extra_changed))
     }
+}
+
+/// A record's position, unless its head says it did not move: absolute
+/// (`FULL`) or the difference from `units`, which it updates.
+pub(super) fn read_position(
+    at: &mut Reader<'_>,
+    head: u8,
+    precision: f32,
+    units: &mut [i64; 3],
+    transform: &mut Transform,
+) -> Result<(), CompactError> {
+    if head & flag::STILL != 0 {
+        return Ok(());
+    }
+    for (axis, units) in units.iter_mut().enumerate() {
+        let value = at.signed().ok_or_else(|| bad("a cut position"))?;
+        let next = if head & flag::FULL != 0 {
+            Some(value)
+        } else {
+            units.checked_add(value)
+        };
+        let value = next
+            .filter(|n| n.unsigned_abs() <= MAX_UNITS as u64)
+            .map(|n| (n, dequantize(n, precision)))
+            .filter(|(_, v)| v.is_finite());
+        let (n, v) = value.ok_or_else(|| bad("a position out of range"))?;
+        *units = n;
+        transform.position[axis] = v;
+    }
+    Ok(())
+}
+
+/// A record's rotation and movement state, where its head says they
+/// changed.
+pub(super) fn read_rotation_and_state(
+    at: &mut Reader<'_>,
+    head: u8,
+    transform: &mut Transform,
+) -> Result<(), CompactError> {
+    if head & flag::ROTATION != 0 {
+        let bytes = at.take(4).ok_or_else(|| bad("a cut rotation"))?;
+        transform.rotation = unpack_rotation(u32::from_le_bytes(bytes.try_into().expect("4")));
+    }
+    if head & flag::STATE != 0 {
+        let bits = at.byte().ok_or_else(|| bad("a cut movement state"))?;
+        let speed = if bits & super::NO_STATE == 0 {
+            at.signed().ok_or_else(|| bad("a cut speed"))?
+        } else {
+            0
+        };
+        transform.state = unpack_state(bits, speed);
+    }
+    Ok(())
+}
+
+/// A record's unknown fields, whole.
+pub(super) fn read_extra(at: &mut Reader<'_>) -> Result<BTreeMap<String, String>, CompactError> {
+    let count = at.varint().ok_or_else(|| bad("a cut field count"))?;
+    if count > MAX_EXTRA as u64 {
+        return Err(bad("too many unknown fields"));
+    }
+    let mut extra = BTreeMap::new();
+    for _ in 0..count {
+        let key = text(at, MAX_EXTRA_LEN)?;
+        extra.insert(key, text(at, MAX_EXTRA_LEN)?);
+    }
+    Ok(extra)
 }
 
 /// A slot number, in range.
@@ -259,7 +289,7 @@ fn slot_of(at: &mut Reader<'_>) -> Result<usize, CompactError> {
 }
 
 /// A string of at most `max` bytes.
-fn text(at: &mut Reader<'_>, max: usize) -> Result<String, CompactError> {
+pub(super) fn text(at: &mut Reader<'_>, max: usize) -> Result<String, CompactError> {
     let bytes = at.text().ok_or_else(|| bad("a cut string"))?;
     if bytes.len() > max {
         return Err(bad("a string over its limit"));

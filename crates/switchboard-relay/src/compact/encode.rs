@@ -17,12 +17,12 @@ use crate::wire::{put_signed, put_text, put_varint};
 /// thousand players' baselines of twenty others stay in cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quantized {
-    position: [i32; 3],
-    rotation: u32,
-    speed: i32,
-    state: u8,
-    zone: u32,
-    extra: u32,
+    pub(super) position: [i32; 3],
+    pub(super) rotation: u32,
+    pub(super) speed: i32,
+    pub(super) state: u8,
+    pub(super) zone: u32,
+    pub(super) extra: u32,
 }
 
 impl Quantized {
@@ -319,14 +319,14 @@ fn put_fields(out: &mut Vec<u8>, q: &Quantized, zone: u32, extra: &BTreeMap<Stri
     put_extra(out, extra);
 }
 
-fn put_state(out: &mut Vec<u8>, q: &Quantized) {
+pub(super) fn put_state(out: &mut Vec<u8>, q: &Quantized) {
     out.push(q.state);
     if q.state & NO_STATE == 0 {
         put_signed(out, q.speed.into());
     }
 }
 
-fn put_extra(out: &mut Vec<u8>, extra: &BTreeMap<String, String>) {
+pub(super) fn put_extra(out: &mut Vec<u8>, extra: &BTreeMap<String, String>) {
     put_varint(out, extra.len() as u64);
     for (key, value) in extra {
         put_text(out, key);

@@ -11,20 +11,26 @@
 //!   (`Enter`, `Zone` records), not by ids and names in every message;
 //! - the relay's stamp as the difference from the previous one in the frame.
 //!
-//! The transport is reliable and ordered, so "the last one this client got"
-//! is the baseline both sides hold; a sender that comes into view is sent
+//! On the stream the transport is reliable and ordered, so "the last one
+//! this client got" is the baseline both sides hold; a sender that comes into view is sent
 //! whole, and a new connection starts from nothing. The format byte by byte
 //! is in `docs/PROTOCOL.md`, section 10; [`CompactEncoder`] writes it (one
 //! per client, in the relay), [`CompactDecoder`] reads it (one per
 //! connection, in a client).
+//!
+//! In datagrams (`RelayOptions::compact_datagrams`), [`ViewEncoder`] and
+//! [`ViewDecoder`] write and read the same records against baselines the
+//! client acknowledged ([`ViewAck`]): see `view`.
 
 mod decode;
 mod encode;
 #[cfg(test)]
 mod tests;
+mod view;
 
 pub use decode::{CompactDecoder, CompactError, CompactFrame, CompactRecord};
 pub use encode::{CompactEncoder, Quantized, Versions};
+pub use view::{ViewAck, ViewDecoder, ViewEncoder, ViewRecord, VIEW_HISTORY, VIEW_WINDOW};
 
 use crate::transform::MovementState;
 

@@ -59,6 +59,15 @@ switchboard::actions! {
         /// one, as compact records ([`compact`](crate::compact);
         /// `docs/PROTOCOL.md`, section 10).
         Compact = 12,
+        /// Relay → client, on `RELAY_VIEW_CHANNEL` (only to a client that
+        /// asked, `RelayOptions::compact_datagrams`): others' transforms as
+        /// compact records, each datagram readable alone
+        /// ([`ViewDecoder`](crate::compact::ViewDecoder)).
+        CompactView = 13,
+        /// Client → relay, on `RELAY_MOVES_CHANNEL`: the `CompactView`
+        /// datagrams this client read ([`ViewAck`](crate::compact::ViewAck)),
+        /// which the relay writes the next ones against.
+        ViewAck = 14,
     }
 }
 
@@ -88,6 +97,13 @@ pub struct RelayOptions {
     /// offers WebTransport even with no WebSocket port. A client that
     /// does not say so is redirected to WebSocket, as before.
     pub webtransport_redirects: bool,
+    /// Others' transforms as compact records in datagrams (`CompactView`
+    /// on `RELAY_VIEW_CHANNEL`), each whole or the difference from a state
+    /// this client acknowledged (`ViewAck`, on `RELAY_MOVES_CHANNEL`): a
+    /// lost one delays nothing and costs nothing after it. Implies
+    /// `datagrams` (own transforms on the moves channel; welcome, left and
+    /// notices on the stream in batches); takes precedence over `compact`.
+    pub compact_datagrams: bool,
 }
 
 impl RelayOptions {
@@ -105,6 +121,7 @@ impl RelayOptions {
             compact: flag(1)?,
             datagrams: flag(2)?,
             webtransport_redirects: flag(3)?,
+            compact_datagrams: flag(4)?,
         })
     }
 }
@@ -163,9 +180,10 @@ mod tests {
             compact: true,
             datagrams: true,
             webtransport_redirects: true,
+            compact_datagrams: true,
         };
         // A newer client's fields past these are ignored.
-        assert_eq!(RelayOptions::read(&[1, 1, 1, 1, 9]), Ok(all));
+        assert_eq!(RelayOptions::read(&[1, 1, 1, 1, 1, 9]), Ok(all));
         let err = RelayOptions::read(&[0, 2]).unwrap_err();
         assert_eq!(err, NotABool(2));
         assert_eq!(err.to_string(), "relay options: 2 is not a bool");

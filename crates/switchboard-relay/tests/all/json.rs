@@ -387,6 +387,7 @@ async fn json_and_compact_native_clients_see_each_other() {
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     };
     native
         .send_value(RelayChannel, RelayAction::Options, &options)

@@ -346,6 +346,7 @@ async fn a_compact_client_changing_zone_is_told_it_left_those_it_held() {
         compact: true,
         datagrams: false,
         webtransport_redirects: false,
+        compact_datagrams: false,
     };
     me.send_value(RelayChannel, RelayAction::Options, &options)
         .unwrap();
