@@ -82,7 +82,8 @@ pub(crate) struct BotsArgs {
     #[arg(long)]
     batch: bool,
     /// Ask the relay for compact transforms (quantized, as differences,
-    /// senders as small numbers; implies batches).
+    /// senders as small numbers; implies batches). With `--quic-addr`, as
+    /// compact view datagrams, each against what the bot acknowledged.
     #[arg(long)]
     compact: bool,
     /// Every how many transforms carry the load tester's stamp (sequence

@@ -123,6 +123,10 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                     counts.sent += 1;
                     LIVE_SENT.fetch_add(1, Ordering::Relaxed);
                 }
+                // What it read of a compact view, with each move.
+                if let Some(ack) = core.view_ack() {
+                    let _ = socket.send(&ack);
+                }
                 let next = send.deadline() + period;
                 sending = next < end;
                 send.as_mut().reset(next);

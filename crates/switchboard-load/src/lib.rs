@@ -65,8 +65,8 @@ pub struct LoadConfig {
     pub websocket: Option<SocketAddr>,
     /// The relay's QUIC address: when set, the bots connect there instead
     /// and ask for datagrams (`RelayOptions::datagrams`): their transforms
-    /// and what they hear travel as QUIC datagrams. Takes precedence over
-    /// `websocket`.
+    /// and what they hear travel as QUIC datagrams (compact view datagrams
+    /// when `options.compact`). Takes precedence over `websocket`.
     pub quic: Option<SocketAddr>,
     /// More relays of the same service (`RelayConfig::zones`): bot `i`
     /// connects to the `i`-th address of `addr` and these, in turn, and
@@ -274,8 +274,11 @@ pub async fn run(config: LoadConfig, mut progress: impl FnMut(Duration, u64, u64
         zone_size: config.zone_size,
         phases: config.phases,
         walk: config.walk.clone(),
+        // Over QUIC, compact transforms come as compact view datagrams.
         options: switchboard_relay::RelayOptions {
             datagrams: config.options.datagrams || config.quic.is_some(),
+            compact_datagrams: config.options.compact_datagrams
+                || (config.quic.is_some() && config.options.compact),
             ..config.options
         },
         stamp_every: u64::from(config.stamp_every.max(1)),

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use switchboard::codec;
 use switchboard::message::{Action, Message};
 
-use crate::compact::{CompactDecoder, CompactRecord};
+use crate::compact::{CompactDecoder, CompactRecord, ViewDecoder};
 use crate::server::{RelayAction, RelayChannel, RelayHello, RelayOptions, Relayed};
 use crate::transform::Transform;
 use crate::wire::Reader;
@@ -147,65 +147,8 @@ pub struct RelayClientCore {
     compact: Option<CompactDecoder>,
     /// With datagrams: what arrives out of order is sorted here.
     view: View,
-}
-
-/// A datagram client's view (`RelayOptions::datagrams`): others'
-/// transforms come as they come, so each player's newest is kept by the
-/// relay's clock, and a player who left is not brought back by one of its
-/// transforms that was overtaken by its `Left`.
-#[derive(Debug, Default)]
-struct View {
-    /// Each player's newest transform's time, or the time it left at.
-    newest: std::collections::HashMap<u32, u64>,
-    /// The relay's clock in the newest batch read.
-    now_ms: u64,
-}
-
-/// How long a player who left is remembered, and how old a transform may
-/// be: nothing in flight is older.
-const VIEW_MEMORY_MS: u64 = 10_000;
-
-/// Players remembered before those who left long ago are forgotten.
-const VIEW_PRUNE_AT: usize = 4_096;
-
-impl View {
-    /// Whether a transform of `player` sent at `at` is newer than what the
-    /// client has of it; it is kept as the newest if so.
-    fn take(&mut self, player: u32, at: u64) -> bool {
-        if at.saturating_add(VIEW_MEMORY_MS) < self.now_ms {
-            return false;
-        }
-        match self.newest.get_mut(&player) {
-            Some(newest) if at <= *newest => false,
-            Some(newest) => {
-                *newest = at;
-                true
-            }
-            None => {
-                self.prune();
-                self.newest.insert(player, at);
-                true
-            }
-        }
-    }
-
-    /// `player` left when the relay's clock said `at`: its transforms sent
-    /// before that are stale.
-    fn left(&mut self, player: u32, at: u64) {
-        self.prune();
-        self.newest.insert(player, at);
-    }
-
-    fn clock(&mut self, at: u64) {
-        self.now_ms = self.now_ms.max(at);
-    }
-
-    fn prune(&mut self) {
-        if self.newest.len() >= VIEW_PRUNE_AT {
-            let horizon = self.now_ms.saturating_sub(VIEW_MEMORY_MS);
-            self.newest.retain(|_, at| *at >= horizon);
-        }
-    }
+    /// This connection's compact view datagrams, when it asked for them.
+    compact_view: Option<ViewDecoder>,
 }
 
 impl RelayClientCore {
@@ -222,6 +165,7 @@ impl RelayClientCore {
             handover: None,
             compact: None,
             view: View::default(),
+            compact_view: None,
         }
     }
 
@@ -252,8 +196,9 @@ impl RelayClientCore {
             None => Message::new(RelayChannel, RelayAction::Hello, &self.hello),
         };
         let mut out: Vec<Message> = first.into_iter().collect();
-        // A new connection's compact stream starts from nothing.
+        // A new connection's compact stream and view start from nothing.
         self.compact = self.options.compact.then(CompactDecoder::new);
+        self.compact_view = self.options.compact_datagrams.then(ViewDecoder::new);
         if self.options != RelayOptions::default() {
             out.extend(Message::new(
                 RelayChannel,
@@ -269,14 +214,16 @@ impl RelayClientCore {
     pub fn lost(&mut self) {
         self.player_id = None;
         self.compact = None;
+        self.compact_view = None;
         self.view = View::default();
     }
 
-    /// Whether this client asked for datagrams: its own transforms then go
-    /// on [`RelayMovesChannel`](crate::RelayMovesChannel), the rest on the
+    /// Whether this client asked for datagrams (plain, or compact ones):
+    /// its own transforms then go on
+    /// [`RelayMovesChannel`](crate::RelayMovesChannel), the rest on the
     /// relay channel.
     pub fn datagrams(&self) -> bool {
-        self.options.datagrams && !self.options.compact
+        (self.options.datagrams && !self.options.compact) || self.options.compact_datagrams
     }
 
     /// Reads `message` into events, in the order the relay wrote them.
@@ -289,6 +236,9 @@ impl RelayClientCore {
         };
         match message.action::<RelayAction>() {
             Some(RelayAction::Batch) => self.batch(message.content_bytes(), view, &mut each),
+            Some(RelayAction::CompactView) if view => {
+                self.compact_view(message.content_bytes(), &mut each)
+            }
             _ if view => tracing::debug!("relay view message that is not a batch"),
             Some(RelayAction::Compact) => self.compact(message.content_bytes(), &mut each),
             _ => self.one(message.action_id(), message.content_bytes(), &mut each),
@@ -361,7 +311,7 @@ impl RelayClientCore {
             ));
             return;
         };
-        let sorted = self.options.datagrams;
+        let sorted = self.datagrams();
         if sorted {
             self.view.clock(at);
         }
@@ -473,3 +423,8 @@ pub(crate) fn batch_messages(content: &[u8]) -> Option<(u64, impl Iterator<Item 
 
 #[cfg(test)]
 mod tests;
+mod view;
+
+use view::View;
+#[cfg(test)]
+use view::VIEW_MEMORY_MS;

@@ -23,6 +23,9 @@ use switchboard::socket::{
 mod batch;
 mod deliver;
 mod handover;
+mod native;
+
+use native::Peer;
 
 use deliver::deliver;
 pub(crate) use deliver::plain_frame;
@@ -34,18 +37,6 @@ const BATCH: usize = 256;
 enum Route {
     Native(PeerId),
     Json { lines: JsonQueue, errors: u32 },
-}
-
-/// A native connection's player, and what it said of itself.
-#[derive(Debug, Clone, Copy)]
-struct Peer {
-    id: u32,
-    /// Its hello or its ticket was read: transforms on the moves channel
-    /// (datagrams, which may overtake them) count from then on.
-    greeted: bool,
-    /// On WebTransport, it follows redirects over WebTransport
-    /// (`RelayOptions::webtransport_redirects`).
-    webtransport_redirects: bool,
 }
 
 /// The relay and the ways to reach its players.
@@ -90,104 +81,17 @@ impl Dispatch {
         self.batches.queue(peers, &self.handle, tick, now_ms);
     }
 
-    /// `peer`'s hello or ticket was read.
-    fn greeted(&mut self, peer: PeerId) {
-        if let Some(peer) = self.ids.get_mut(&peer) {
-            peer.greeted = true;
-        }
-    }
-
     fn on_native(&mut self, event: EndpointEvent) -> Vec<Outgoing> {
-        let now_ms = self.now_ms();
         match event {
             EndpointEvent::PeerConnected { peer, addr } => {
                 let (id, out) = self.relay.join("", Some(addr), Link::Native, false);
                 self.log
                     .info(format!("player {id} joined (native) from {addr}"));
                 self.routes.insert(id, Route::Native(peer));
-                let greeted = false;
-                let webtransport_redirects = false;
-                self.ids.insert(
-                    peer,
-                    Peer {
-                        id,
-                        greeted,
-                        webtransport_redirects,
-                    },
-                );
+                self.ids.insert(peer, Peer::new(id));
                 out
             }
-            EndpointEvent::Received(incoming) => {
-                let Some(&Peer { id, greeted, .. }) = self.ids.get(&incoming.peer) else {
-                    return Vec::new();
-                };
-                let message = incoming.message;
-                let greeting = matches!(
-                    message.action::<RelayAction>(),
-                    Some(RelayAction::Hello | RelayAction::Handover)
-                );
-                if greeting && message.channel::<RelayChannel>().is_some() {
-                    self.greeted(incoming.peer);
-                }
-                let error = |text: &str| {
-                    let _ = self.handle.send_value_to(
-                        incoming.peer,
-                        RelayChannel,
-                        RelayAction::Error,
-                        text,
-                    );
-                    Vec::new()
-                };
-                // A datagram client's own transforms come on the moves
-                // channel (`RelayOptions::datagrams`).
-                let moves = message.channel_id() == switchboard::message::RELAY_MOVES_CHANNEL;
-                match (
-                    message.channel::<RelayChannel>(),
-                    message.action::<RelayAction>(),
-                ) {
-                    // A datagram that overtook the hello or the ticket
-                    // (a handed-over player's, which would put it in a zone
-                    // under its connection's id) is dropped, as if lost.
-                    (None, Some(RelayAction::Transform)) if moves && !greeted => Vec::new(),
-                    (relay, Some(RelayAction::Transform)) if relay.is_some() || moves => {
-                        match message.content::<Transform>() {
-                            Ok(transform) => {
-                                self.route_native(incoming.peer, id, transform, now_ms)
-                            }
-                            Err(err) => error(&err.to_string()),
-                        }
-                    }
-                    (Some(_), Some(RelayAction::Handover)) => match message.content::<Handover>() {
-                        Ok(ticket) => self.take_handover(incoming.peer, id, &ticket),
-                        Err(err) => error(&err.to_string()),
-                    },
-                    (Some(_), Some(RelayAction::Options)) => {
-                        match crate::server::RelayOptions::read(message.content_bytes()) {
-                            Ok(options) => {
-                                // What waits in the old form leaves first.
-                                self.queue_batches(&[incoming.peer]);
-                                self.batches.set(incoming.peer, options);
-                                if let Some(peer) = self.ids.get_mut(&incoming.peer) {
-                                    peer.webtransport_redirects = options.webtransport_redirects;
-                                }
-                                Vec::new()
-                            }
-                            Err(err) => error(&err.to_string()),
-                        }
-                    }
-                    (Some(_), Some(RelayAction::Hello)) => {
-                        if let Ok(hello) = message.content::<RelayHello>() {
-                            self.relay.describe(id, &hello.name, hello.bot);
-                            let kind = if hello.bot { "a bot" } else { "a player" };
-                            let name = crate::hub::display_name(&hello.name);
-                            let name = name.escape_debug();
-                            self.log.info(format!("player {id} is \"{name}\" ({kind})"));
-                        }
-                        Vec::new()
-                    }
-                    _ => error("unknown channel or action"),
-                }
-            }
+            EndpointEvent::Received(incoming) => self.on_message(incoming.peer, incoming.message),
             EndpointEvent::PeerDisconnected { peer, reason } => match self.ids.remove(&peer) {
                 Some(Peer { id, .. }) => {
                     self.batches.forget(peer);

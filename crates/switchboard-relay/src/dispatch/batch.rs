@@ -10,7 +10,7 @@ use bytes::Bytes;
 use switchboard::message::{Action, EncodedMessage};
 use switchboard::socket::{CloseCode, EndpointHandle, IdBuildHasher, PeerId};
 
-use crate::compact::{CompactEncoder, Quantized, Versions};
+use crate::compact::{CompactEncoder, Quantized, Versions, ViewAck, ViewEncoder};
 use crate::hub::RelayEvent;
 use crate::server::{RelayAction, RelayChannel, RelayOptions};
 
@@ -21,6 +21,9 @@ enum Waiting {
     Plain(Held),
     /// Compact records, and the baselines they are written against.
     Compact(Box<CompactEncoder>),
+    /// Others' transforms as compact view datagrams, the rest in batches
+    /// on the stream (`RelayOptions::compact_datagrams`).
+    View(Box<ViewEncoder>, Held),
 }
 
 /// A plain batch waiting: (action, content) of each message, the content
@@ -120,6 +123,37 @@ impl<'e> Forms<'e> {
             .as_ref()
     }
 
+    /// Writes the event into a compact view: a transform into its
+    /// datagrams, anything else into `held` for the stream.
+    fn view(&mut self, view: &mut ViewEncoder, held: &mut Held, versions: &mut Versions) {
+        match self.event {
+            RelayEvent::Transform {
+                player_id,
+                server_time_ms,
+                transform,
+            } => {
+                let precision = self.precision;
+                let quantized = self.quantized.get_or_insert_with(|| {
+                    Quantized::of(*player_id, transform, precision, versions)
+                });
+                view.transform(*player_id, *server_time_ms, quantized, transform);
+            }
+            RelayEvent::Left { player_id } => {
+                view.left(*player_id);
+                self.hold(held);
+            }
+            RelayEvent::Welcome { .. } => self.hold(held),
+        }
+    }
+
+    /// Keeps the event, as it would have come alone, in `held`.
+    fn hold(&mut self, held: &mut Held) {
+        if let Some((action, content)) = self.plain() {
+            held.bytes += content.len();
+            held.messages.push((*action, content.clone()));
+        }
+    }
+
     /// Writes the event into a compact stream.
     fn compact(&mut self, encoder: &mut CompactEncoder, versions: &mut Versions) {
         match self.event {
@@ -171,6 +205,14 @@ impl Batches {
     /// compact stream already running goes on (its baselines are the
     /// client's); one turned off or on starts afresh.
     pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions) {
+        if options.compact_datagrams {
+            if !matches!(self.waiting.get(&peer), Some(Waiting::View(..))) {
+                let view = Box::new(ViewEncoder::new(self.precision));
+                self.waiting
+                    .insert(peer, Waiting::View(view, Held::default()));
+            }
+            return;
+        }
         // Datagrams come in batches.
         let batch = options.batch || options.datagrams;
         match (self.waiting.get(&peer), options.compact, batch) {
@@ -192,6 +234,13 @@ impl Batches {
             (_, false, false) => {
                 self.waiting.remove(&peer);
             }
+        }
+    }
+
+    /// `peer` says which view datagrams it read.
+    pub(super) fn ack(&mut self, peer: PeerId, ack: ViewAck) {
+        if let Some(Waiting::View(view, _)) = self.waiting.get_mut(&peer) {
+            view.ack(ack);
         }
     }
 
@@ -247,6 +296,10 @@ impl Batches {
                 forms.compact(encoder, &mut self.versions);
                 encoder.len()
             }
+            Some(Waiting::View(view, held)) => {
+                forms.view(view, held, &mut self.versions);
+                view.len() + held.bytes
+            }
             None => return false,
         };
         if held >= SPLIT_AT && !self.full.contains(&peer) {
@@ -288,6 +341,25 @@ impl Batches {
                     if let Some(view) = &mut held.view {
                         queue_view(handle, *peer, stamp, view, codec);
                     }
+                    if held.messages.is_empty() {
+                        continue;
+                    }
+                    let encoded = batch_of(RelayChannel, stamp, &held.messages, codec);
+                    held.messages.clear();
+                    encoded
+                }
+                Some(Waiting::View(view, held)) => {
+                    view.finish(tick, server_time_ms, |content| {
+                        let channel = crate::server::RelayViewChannel;
+                        let action = RelayAction::CompactView;
+                        // Records of transforms within the relay's limits:
+                        // they encode (one that did not is lost, as a
+                        // datagram may be).
+                        if let Ok(encoded) = EncodedMessage::raw(channel, action, content, codec) {
+                            handle.queue_encoded_to_many([*peer], &encoded);
+                        }
+                    });
+                    held.bytes = 0;
                     if held.messages.is_empty() {
                         continue;
                     }
