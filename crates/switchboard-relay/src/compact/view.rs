@@ -226,9 +226,8 @@ impl ViewEncoder {
         put_signed(out, stamp_ms.wrapping_sub(since) as i64);
         if head & flag::STILL == 0 {
             let from = baseline.map_or([0; 3], |(_, last)| last.position);
-            for axis in 0..3 {
-                let units = i64::from(quantized.position[axis]) - i64::from(from[axis]);
-                put_signed(out, units);
+            for (now, then) in quantized.position.iter().zip(from) {
+                put_signed(out, i64::from(*now) - i64::from(then));
             }
         }
         if head & flag::ROTATION != 0 {
