@@ -401,9 +401,9 @@ export const PlayerLeft: Schema<{ id: string; reason: string }>;
 export const Entity: Schema<Entity>;
 export const RoomState: Schema<RoomState>;
 export const RoomSummary: Schema<RoomSummary>;
-export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact', number>>;
+export const RelayAction: Readonly<Record<'hello' | 'transform' | 'welcome' | 'relayed' | 'left' | 'error' | 'notice' | 'redirect' | 'handover' | 'options' | 'batch' | 'compact' | 'compactView' | 'viewAck', number>>;
 export const RelayHello: Schema<{ name: string; bot: boolean }>;
-export const RelayOptions: Schema<{ batch: boolean; compact: boolean; datagrams: boolean; webtransport_redirects: boolean }>;
+export const RelayOptions: Schema<{ batch: boolean; compact: boolean; datagrams: boolean; webtransport_redirects: boolean; compact_datagrams: boolean }>;
 export const Batch: Schema<{ tick: number; server_time_ms: number; messages: [number, Uint8Array][] }>;
 /** A relay's redirect, with the other relay's QUIC address when sent to a player on QUIC or WebTransport. */
 export function readRedirect(bytes: Uint8Array): {

@@ -30,11 +30,20 @@ export const RelayAction = Object.freeze({
   options: 10,
   batch: 11,
   compact: 12,
+  compactView: 13,
+  viewAck: 14,
 });
 
 export const RelayHello = struct({ name: string, bot: bool });
 /** What a client asks of the relay (sent after the hello); fields are only ever appended. */
-export const RelayOptions = struct({ batch: bool, compact: bool, datagrams: bool, webtransport_redirects: bool });
+export const RelayOptions = struct({
+  batch: bool,
+  compact: bool,
+  datagrams: bool,
+  webtransport_redirects: bool,
+  /** Compact view datagrams (section 10): for native clients; this client does not ask for them. */
+  compact_datagrams: bool,
+});
 /** Several relay messages in one (action 11): each as it would have come alone. */
 export const Batch = struct({ tick: u64, server_time_ms: u64, messages: vec(tuple(u16, bytes)) });
 export const MovementState = struct({
@@ -152,6 +161,7 @@ export class RelayClient extends Emitter {
       compact,
       datagrams,
       webtransport_redirects,
+      compact_datagrams: false,
     });
   }
 

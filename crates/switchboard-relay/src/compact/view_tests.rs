@@ -276,3 +276,53 @@ fn bytes_that_are_no_view_datagram_are_an_error_never_a_panic() {
     not_whole[7] = kind::TRANSFORM;
     assert!(ViewDecoder::new().read(&not_whole, |_| {}).is_err());
 }
+
+/// docs/PROTOCOL.md's vector: a whole record, its acknowledgement, then a
+/// step against it.
+#[test]
+fn compact_view_datagrams_are_the_vectors_of_protocol_md() {
+    let mut versions = Versions::default();
+    let mut encoder = ViewEncoder::new(DEFAULT_PRECISION);
+    let at = |x: f32| {
+        Arc::new(Transform {
+            position: [x, 0.0, 2.0],
+            rotation: [0.0, 90.0, 0.0],
+            zone: "z".into(),
+            ..Transform::default()
+        })
+    };
+    let first = at(1.0);
+    encoder.transform(7, 100, &quantized(&mut versions, 7, &first), &first);
+    let whole = datagrams(&mut encoder, 2).remove(0);
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(
+        hex(&whole),
+        "010264".to_owned()
+            + "0ad7233c"
+            + "7c070000"
+            + "c800fb9001"
+            + "00001000"
+            + "80"
+            + "017a"
+            + "00"
+    );
+    let ack = ViewAck { newest: 1, mask: 0 };
+    assert_eq!(hex(&ack.encode()), "0100000000");
+    encoder.ack(ack);
+    let second = at(1.5);
+    encoder.transform(7, 150, &quantized(&mut versions, 7, &second), &second);
+    let step = datagrams(&mut encoder, 3).remove(0);
+    assert_eq!(
+        hex(&step),
+        "020396".to_owned() + "0ad7233c" + "00070100" + "640000"
+    );
+    let mut decoder = ViewDecoder::new();
+    assert_eq!(
+        read(&mut decoder, &whole).unwrap(),
+        [(7, 100, as_read(&first))]
+    );
+    assert_eq!(
+        read(&mut decoder, &step).unwrap(),
+        [(7, 150, as_read(&second))]
+    );
+}
