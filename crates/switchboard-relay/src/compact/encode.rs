@@ -26,6 +26,24 @@ pub struct Quantized {
 }
 
 impl Quantized {
+    /// A transform record's flags for what changed since `then`: still,
+    /// rotation, movement state, zone, unknown fields.
+    pub(super) fn changes_since(&self, then: &Quantized) -> u8 {
+        [
+            (self.position == then.position, flag::STILL),
+            (self.rotation != then.rotation, flag::ROTATION),
+            (
+                (self.state, self.speed) != (then.state, then.speed),
+                flag::STATE,
+            ),
+            (self.zone != then.zone, flag::ZONE),
+            (self.extra != then.extra, flag::EXTRA),
+        ]
+        .into_iter()
+        .filter(|(changed, _)| *changed)
+        .fold(0, |head, (_, bit)| head | bit)
+    }
+
     /// `transform` of `player_id`: its position in units of `precision`,
     /// its rotation in 32 bits, its movement state in a byte and a speed,
     /// and which of the sender's zones and sets of unknown fields it holds
@@ -221,24 +239,9 @@ impl CompactEncoder {
         let last = &sent.quantized;
         let moved =
             [0, 1, 2].map(|i| i64::from(quantized.position[i]) - i64::from(last.position[i]));
-        let mut head = kind::TRANSFORM;
-        if moved == [0; 3] {
-            head |= flag::STILL;
-        }
-        if quantized.rotation != last.rotation {
-            head |= flag::ROTATION;
-        }
-        if (quantized.state, quantized.speed) != (last.state, last.speed) {
-            head |= flag::STATE;
-        }
-        let zone = (quantized.zone != last.zone).then(|| {
-            head |= flag::ZONE;
-            self.zones.id(&transform.zone, out)
-        });
-        let extra_changed = quantized.extra != last.extra;
-        if extra_changed {
-            head |= flag::EXTRA;
-        }
+        let head = kind::TRANSFORM | quantized.changes_since(last);
+        let zone = (head & flag::ZONE != 0).then(|| self.zones.id(&transform.zone, out));
+        let extra_changed = head & flag::EXTRA != 0;
         out.push(head);
         put_varint(out, u64::from(sent.slot));
         put_signed(out, time);

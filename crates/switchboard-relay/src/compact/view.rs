@@ -195,30 +195,9 @@ impl ViewEncoder {
             .filter(|(f, _)| *f < frame && frame - f <= VIEW_WINDOW && acked.covers(*f))
             .max_by_key(|(f, _)| *f);
         let out = &mut open.records;
-        let mut head = kind::TRANSFORM;
-        let age = match baseline {
-            None => {
-                head |= flag::WHOLE;
-                0
-            }
-            Some((f, last)) => {
-                if quantized.position == last.position {
-                    head |= flag::STILL;
-                }
-                if quantized.rotation != last.rotation {
-                    head |= flag::ROTATION;
-                }
-                if (quantized.state, quantized.speed) != (last.state, last.speed) {
-                    head |= flag::STATE;
-                }
-                if quantized.zone != last.zone {
-                    head |= flag::ZONE;
-                }
-                if quantized.extra != last.extra {
-                    head |= flag::EXTRA;
-                }
-                frame - f
-            }
+        let (head, age) = match baseline {
+            None => (kind::TRANSFORM | flag::WHOLE, 0),
+            Some((f, last)) => (kind::TRANSFORM | quantized.changes_since(last), frame - f),
         };
         out.push(head);
         put_varint(out, u64::from(player_id));

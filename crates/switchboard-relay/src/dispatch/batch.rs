@@ -5,6 +5,7 @@
 //! transforms; with `compact`, each transform a few bytes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use switchboard::message::{Action, EncodedMessage};
@@ -13,6 +14,7 @@ use switchboard::socket::{CloseCode, EndpointHandle, IdBuildHasher, PeerId};
 use crate::compact::{CompactEncoder, Quantized, Versions, ViewAck, ViewEncoder};
 use crate::hub::RelayEvent;
 use crate::server::{RelayAction, RelayChannel, RelayOptions};
+use crate::transform::Transform;
 
 /// What waits for one player.
 #[derive(Debug)]
@@ -123,31 +125,36 @@ impl<'e> Forms<'e> {
             .as_ref()
     }
 
+    /// The event's transform, quantized once for all its compact
+    /// recipients; `None` for another event.
+    fn quantized(
+        &mut self,
+        versions: &mut Versions,
+    ) -> Option<(u32, u64, &Quantized, &'e Arc<Transform>)> {
+        let RelayEvent::Transform {
+            player_id,
+            server_time_ms,
+            transform,
+        } = self.event
+        else {
+            return None;
+        };
+        let precision = self.precision;
+        let quantized = self
+            .quantized
+            .get_or_insert_with(|| Quantized::of(*player_id, transform, precision, versions));
+        Some((*player_id, *server_time_ms, quantized, transform))
+    }
+
     /// Writes the event into a compact view: a transform into its
     /// datagrams, anything else into `held` for the stream.
     fn view(&mut self, view: &mut ViewEncoder, held: &mut Held, versions: &mut Versions) {
-        match self.event {
-            RelayEvent::Transform {
-                player_id,
-                server_time_ms,
-                transform,
-            } => {
-                let precision = self.precision;
-                let quantized = self.quantized.get_or_insert_with(|| {
-                    Quantized::of(*player_id, transform, precision, versions)
-                });
-                view.transform(*player_id, *server_time_ms, quantized, transform);
-            }
-            RelayEvent::Left { player_id } => {
-                view.left(*player_id);
-                self.hold(held);
-            }
-            RelayEvent::Welcome { .. } => self.hold(held),
+        if let Some((id, stamp, quantized, transform)) = self.quantized(versions) {
+            return view.transform(id, stamp, quantized, transform);
         }
-    }
-
-    /// Keeps the event, as it would have come alone, in `held`.
-    fn hold(&mut self, held: &mut Held) {
+        if let RelayEvent::Left { player_id } = self.event {
+            view.left(*player_id);
+        }
         if let Some((action, content)) = self.plain() {
             held.bytes += content.len();
             held.messages.push((*action, content.clone()));
@@ -156,18 +163,11 @@ impl<'e> Forms<'e> {
 
     /// Writes the event into a compact stream.
     fn compact(&mut self, encoder: &mut CompactEncoder, versions: &mut Versions) {
+        if let Some((id, stamp, quantized, transform)) = self.quantized(versions) {
+            return encoder.transform(id, stamp, quantized, transform);
+        }
         match self.event {
-            RelayEvent::Transform {
-                player_id,
-                server_time_ms,
-                transform,
-            } => {
-                let precision = self.precision;
-                let quantized = self.quantized.get_or_insert_with(|| {
-                    Quantized::of(*player_id, transform, precision, versions)
-                });
-                encoder.transform(*player_id, *server_time_ms, quantized, transform);
-            }
+            RelayEvent::Transform { .. } => {}
             RelayEvent::Left { player_id } => encoder.left(*player_id),
             RelayEvent::Welcome { .. } => {
                 if let Some((action, content)) = self.plain() {
