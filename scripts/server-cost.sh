@@ -5,13 +5,15 @@
 # alternated (ABBA), then the ratios of the means. The two sides are plain
 # and TLS (docs/PERFORMANCE.md "What TLS costs"), or, with BEFORE set to
 # another build's binary, that build against this one, both plain (a
-# refactor's before and after, in one sitting). With SIDES="tls quic" the
+# refactor's before and after, in one sitting; OVER=tls or OVER=quic: both
+# over that instead). With SIDES="tls quic" the
 # two sides are TLS over TCP and QUIC (the bots on the relay's QUIC port,
 # their transforms as datagrams; docs/PERFORMANCE.md "What QUIC costs").
 #
 #   cargo build --release -p switchboard-server
 #   scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #   BEFORE=/tmp/old-switchboard-server scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
+#   BEFORE=/tmp/old-switchboard-server OVER=quic scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #   SIDES="tls quic" scripts/server-cost.sh [BIN] [ROUNDS] [KINDS]
 #
 # BIN defaults to target/release/switchboard-server, ROUNDS to 2, KINDS to
@@ -28,6 +30,9 @@ BIN=${1:-target/release/switchboard-server}
 ROUNDS=${2:-2}
 KINDS=${3:-relay-apart relay-together relay tick manager idle}
 PORT=${PORT:-7400}
+# Bots of the tick kinds (1,000 by default; fewer where a slow machine's
+# relay saturates on its one core, which makes a figure of the collapse).
+TICK_BOTS=${TICK_BOTS:-1000}
 IDLE=${IDLE:-10000}
 ulimit -n 20000 2>/dev/null || true
 RESULTS=$(mktemp)
@@ -51,15 +56,17 @@ run() {
     spid=$!
     for _ in $(seq 100); do grep -q sha256 "$dir/out" 2>/dev/null && break; sleep 0.1; done
     fp=$(grep -o "sha256 [0-9a-f:]*" "$dir/out" | head -1 | cut -d' ' -f2)
-    [ "$mode" = tls ] && tls=(--tls --trust "$fp")
-    [ "$mode" = quic ] && quic=(--quic-addr "127.0.0.1:$PORT")
+    local over=$mode
+    [ "$mode" = before ] || [ "$mode" = after ] && over=${OVER:-plain}
+    [ "$over" = tls ] && tls=(--tls --trust "$fp")
+    [ "$over" = quic ] && quic=(--quic-addr "127.0.0.1:$PORT")
     local cpu0 rss0 rss1=""
     cpu0=$(awk '{print $14 + $15}' "/proc/$spid/stat")
     rss0=$(awk '/VmRSS/{print $2}' "/proc/$spid/status")
     case $kind in
-        tick) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count 1000 --rate 20 --zone-size 20 \
+        tick) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count "$TICK_BOTS" --rate 20 --zone-size 20 \
             --seconds 12 --threads 1 --compact --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
-        tick-full) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count 1000 --rate 20 --zone-size 20 \
+        tick-full) "${bots[@]}" "$BIN" bots --addr "127.0.0.1:$PORT" --count "$TICK_BOTS" --rate 20 --zone-size 20 \
             --seconds 12 --threads 1 --batch --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
         manager) "$BIN" requests --addr "127.0.0.1:$PORT" --count 300 --rate 0.5 --seconds 12 \
             --json "${tls[@]}" "${quic[@]}" >"$dir/report" 2>/dev/null ;;
