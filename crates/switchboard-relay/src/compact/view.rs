@@ -113,6 +113,8 @@ pub struct ViewEncoder {
     closed: Vec<Open>,
     /// The last datagram handed out to be sent.
     sent_up_to: u64,
+    /// When the histories were last pruned (a datagram number).
+    pruned_at: u64,
 }
 
 impl ViewEncoder {
@@ -130,12 +132,19 @@ impl ViewEncoder {
             },
             closed: Vec::new(),
             sent_up_to: 0,
+            pruned_at: 0,
         }
     }
 
     /// Whether records wait for a write.
     pub fn is_empty(&self) -> bool {
         self.open.records.is_empty() && self.closed.is_empty()
+    }
+
+    /// Senders whose states this client's next records may be written
+    /// against.
+    pub fn senders(&self) -> usize {
+        self.sent.len()
     }
 
     /// Bytes of records waiting.
@@ -250,6 +259,15 @@ impl ViewEncoder {
             },
         );
         self.sent_up_to = open.frame;
+        // A sender not sent within the window can be no baseline: its
+        // history goes (one that went out of view without a `Left`, as when
+        // this client changed zone, costs nothing after).
+        if self.sent_up_to >= self.pruned_at + VIEW_WINDOW {
+            let oldest = self.sent_up_to - VIEW_WINDOW;
+            self.sent
+                .retain(|_, history| history.iter().any(|(f, _)| *f >= oldest));
+            self.pruned_at = self.sent_up_to;
+        }
         let mut content = Vec::with_capacity(RECORD_BYTES + 32);
         for datagram in self.closed.drain(..).chain([open]) {
             content.clear();

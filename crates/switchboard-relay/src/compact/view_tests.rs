@@ -326,3 +326,24 @@ fn compact_view_datagrams_are_the_vectors_of_protocol_md() {
         [(7, 150, as_read(&second))]
     );
 }
+
+/// A sender that went out of view without a `Left` (the client changed
+/// zone) is kept no longer than the window: a roaming client costs the
+/// relay only the senders of its last datagrams.
+#[test]
+fn senders_not_sent_within_the_window_are_forgotten() {
+    let mut versions = Versions::default();
+    let mut encoder = ViewEncoder::new(DEFAULT_PRECISION);
+    for tick in 1..=200u64 {
+        // A new sender every tick, each sent once.
+        let player = tick as u32;
+        let t = walker(tick as f32);
+        encoder.transform(player, tick * 50, &quantized(&mut versions, player, &t), &t);
+        datagrams(&mut encoder, tick);
+        assert!(
+            encoder.senders() <= 2 * VIEW_WINDOW as usize,
+            "{}",
+            encoder.senders()
+        );
+    }
+}

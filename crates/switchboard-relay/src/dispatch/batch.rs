@@ -201,9 +201,10 @@ impl Batches {
         }
     }
 
-    /// `peer` asked for `options`: batches, compact ones, or neither. A
-    /// compact stream already running goes on (its baselines are the
-    /// client's); one turned off or on starts afresh.
+    /// `peer` asked for `options`: batches, compact ones, compact view
+    /// datagrams, or neither. A compact stream or view already running goes
+    /// on (its baselines are the client's); one turned off or on starts
+    /// afresh.
     pub(super) fn set(&mut self, peer: PeerId, options: RelayOptions) {
         if options.compact_datagrams {
             if !matches!(self.waiting.get(&peer), Some(Waiting::View(..))) {
