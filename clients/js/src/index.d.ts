@@ -373,6 +373,29 @@ export class CompactDecoder {
   read(content: Uint8Array): { tick: number; server_time_ms: number; records: CompactRecord[] };
 }
 
+/** How many datagrams back a compact view record's baseline may be. */
+export const VIEW_WINDOW: number;
+/** A `ViewAck`'s content: the newest compact view datagram read and a mask of the 32 before it. */
+export const ViewAck: Schema<{ newest: number; mask: number }>;
+
+/** Compact view datagrams (over WebTransport with `compact`): each read alone, against acknowledged states. */
+export class ViewDecoder {
+  constructor();
+  /** Records whose baseline was not held (a relay's fault): skipped. */
+  unresolved: number;
+  /** The datagrams read whole so far, as the next acknowledgement says them. */
+  acked: { newest: number; mask: number };
+  /** One `CompactView`; null if older than one already read; throws `DecodeError` on bytes that are not a relay's. */
+  read(content: Uint8Array): {
+    frame: number;
+    tick: number;
+    server_time_ms: number;
+    records: { player_id: number; server_time_ms: number; transform: Transform; extra_changed: boolean }[];
+  } | null;
+  /** What to acknowledge, if anything was read since the last time. */
+  ack(): { newest: number; mask: number } | null;
+}
+
 // ---- the protocol's schemas, for sending and decoding by hand ----
 
 export const SessionAction: Readonly<Record<'hello' | 'welcome' | 'refused' | 'request' | 'accepted' | 'rejected' | 'error', number>>;

@@ -7,7 +7,7 @@
 //   relay.move({ position: [1, 0, 2], zone: 'town' });
 
 import { DecodeError, Reader, array, bool, bytes, decode, f32, fixedBytes, map, option, string, struct, tuple, u16, u32, u64, vec } from './bincode.js';
-import { CompactDecoder } from './compact.js';
+import { CompactDecoder, ViewAck, ViewDecoder } from './compact.js';
 import { Emitter, SwitchboardSocket } from './socket.js';
 
 export const RELAY_CHANNEL = 3;
@@ -111,8 +111,10 @@ const EVENTS = new Map([
  * (a few bytes each instead of about fifty; positions to the relay's
  * precision, 1 cm by default): the events are the same. Over WebTransport
  * (`socket: { webtransport }`) transforms travel as datagrams both ways
- * (`datagrams`, on by default there unless `compact`): a lost one delays
- * nothing behind it, and a late one older than what you have is dropped.
+ * (`datagrams`, on by default there): a lost one delays nothing behind it,
+ * and a late one older than what you have is dropped. With `compact` too,
+ * others' transforms come as compact view datagrams, each against what this
+ * client acknowledged (with its moves).
  */
 export class RelayClient extends Emitter {
   /**
@@ -140,10 +142,9 @@ export class RelayClient extends Emitter {
     });
   }
 
-  /** Whether transforms travel on the datagram channels (4 and 5). */
+  /** Whether transforms travel on the datagram channels (4 and 5): plain, or compact view datagrams. */
   get datagrams() {
-    const compact = this.options.compact ?? false;
-    return !compact && (this.options.datagrams ?? this.socket.transport === 'webtransport');
+    return this.options.datagrams ?? this.socket.transport === 'webtransport';
   }
 
   /**
@@ -159,9 +160,9 @@ export class RelayClient extends Emitter {
     this.socket.send(RELAY_CHANNEL, RelayAction.options, RelayOptions, {
       batch: false,
       compact,
-      datagrams,
+      datagrams: datagrams && !compact,
       webtransport_redirects,
-      compact_datagrams: false,
+      compact_datagrams: datagrams && compact,
     });
   }
 
@@ -171,11 +172,13 @@ export class RelayClient extends Emitter {
     this.socket = socket;
     // A new connection's compact stream and view start from nothing.
     this.compact = new CompactDecoder();
+    this.compactView = new ViewDecoder();
     this.view = { newest: new Map(), nowMs: 0 };
     socket.on('open', greet);
     socket.on('message', ({ channel, action, content }) => {
       if (channel !== RELAY_CHANNEL && channel !== RELAY_VIEW_CHANNEL) return;
       if (action === RelayAction.batch) return this.takeBatch(content, channel === RELAY_VIEW_CHANNEL);
+      if (action === RelayAction.compactView && channel === RELAY_VIEW_CHANNEL) return this.takeCompactView(content);
       if (channel !== RELAY_CHANNEL) return;
       if (action === RelayAction.compact) return this.takeCompact(content);
       this.take(action, content);
@@ -249,6 +252,22 @@ export class RelayClient extends Emitter {
     return true;
   }
 
+  /** A compact view datagram: each transform newer than what this client has of its sender. */
+  takeCompactView(content) {
+    let frame;
+    try {
+      frame = this.compactView.read(content);
+    } catch (err) {
+      this.socket.close(`compact view: ${err.message}`);
+      return;
+    }
+    if (!frame) return;
+    this.view.nowMs = Math.max(this.view.nowMs, frame.server_time_ms);
+    for (const { player_id, server_time_ms, transform } of frame.records) {
+      if (this.newer(player_id, server_time_ms)) this.show('relayed', { player_id, server_time_ms, transform });
+    }
+  }
+
   /** A compact frame: its transforms, leavings and other messages, in order. */
   takeCompact(content) {
     let frame;
@@ -305,6 +324,10 @@ export class RelayClient extends Emitter {
    */
   move({ position, rotation = [0, 0, 0], zone = 'default', state = null, extra = {} }) {
     const channel = this.datagrams ? RELAY_MOVES_CHANNEL : RELAY_CHANNEL;
+    // What this client read of its compact view, just before the move: on
+    // the moves channel the newest wins, and the move must be it.
+    const ack = this.compactView.ack();
+    if (ack) this.socket.send(RELAY_MOVES_CHANNEL, RelayAction.viewAck, ViewAck, ack);
     this.socket.send(channel, RelayAction.transform, Transform, { position, rotation, zone, state, extra });
   }
 

@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import { DecodeError } from '../src/bincode.js';
-import { CompactDecoder } from '../src/compact.js';
+import { DecodeError, encode } from '../src/bincode.js';
+import { CompactDecoder, ViewAck, ViewDecoder } from '../src/compact.js';
 
 const vectors = JSON.parse(readFileSync(new URL('../../../tests/vectors/compact.json', import.meta.url)));
 
@@ -56,4 +56,33 @@ test('a cut or damaged compact stream is a DecodeError', () => {
   assert.throws(() => new CompactDecoder().read(unhex(vectors.frames[1].hex)), DecodeError);
   // A record kind this client does not know.
   assert.throws(() => new CompactDecoder().read(unhex('0000ff')), /unknown record kind/);
+});
+
+test('compact view datagrams: the vectors of docs/PROTOCOL.md, acknowledged and stale', () => {
+  const decoder = new ViewDecoder();
+  const whole = decoder.read(unhex('010264' + '0ad7233c' + '7c070000' + 'c800fb9001' + '00001000' + '80' + '017a' + '00'));
+  assert.equal(whole.frame, 1);
+  const [first] = whole.records;
+  assert.equal(first.player_id, 7);
+  assert.equal(first.server_time_ms, 100);
+  assert.deepEqual(first.transform.position, [1, 0, 2].map(Math.fround));
+  assert.deepEqual(first.transform.rotation, [0, 90, 0]);
+  assert.equal(first.transform.zone, 'z');
+  assert.equal(first.transform.state, null);
+  assert.deepEqual(decoder.ack(), { newest: 1, mask: 0 });
+  assert.equal(decoder.ack(), null, 'nothing new since');
+  assert.equal(Buffer.from(encode(ViewAck, { newest: 1, mask: 0 })).toString('hex'), '0100000000');
+  const step = decoder.read(unhex('020396' + '0ad7233c' + '00070100' + '640000'));
+  assert.deepEqual(step.records[0].transform.position, [1.5, 0, 2].map(Math.fround));
+  assert.equal(step.records[0].server_time_ms, 150);
+  assert.equal(step.records[0].transform.zone, 'z', 'kept from the baseline');
+  assert.deepEqual(decoder.ack(), { newest: 2, mask: 1 });
+  // Older than the newest read: dropped.
+  assert.equal(decoder.read(unhex('010264' + '0ad7233c')), null);
+  // A baseline not held: skipped, and the datagram not acknowledged.
+  const orphan = decoder.read(unhex('050396' + '0ad7233c' + '00090100' + '640000'));
+  assert.deepEqual(orphan.records, []);
+  assert.equal(decoder.unresolved, 1);
+  assert.equal(decoder.ack(), null);
+  assert.throws(() => new ViewDecoder().read(unhex('010264' + '0ad7233c' + '00070000')), /not whole/);
 });

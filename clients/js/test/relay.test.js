@@ -99,3 +99,33 @@ test('a compact client and a plain one see each other the same', async () => {
     compact.close();
   }
 });
+
+test('a client taking compact view datagrams hears every step, acknowledging as it moves', async () => {
+  // Over WebSocket the view "datagrams" ride the stream; the records, their
+  // baselines and the acknowledgements are the same as over WebTransport.
+  const plain = new RelayClient(server.ws, { name: 'plain' });
+  const viewer = new RelayClient(server.ws, { name: 'viewer', compact: true, datagrams: true });
+  const [plainId, viewerId] = await Promise.all([plain.ready, viewer.ready]);
+  const heard = [];
+  viewer.on('relayed', (r) => r.player_id === plainId && heard.push(r.transform.position[0]));
+  let step = 0;
+  const moving = setInterval(() => {
+    step += 1;
+    plain.move({ position: [10 + step * 0.25, 0, 5], rotation: [0, 90, 0], zone: 'view-zone', extra: { emote: '"wave"' } });
+    viewer.move({ position: [20, 1.5, 5], zone: 'view-zone' });
+  }, 50);
+  try {
+    await until(() => heard.length > 20 && plain.players.has(viewerId), 'twenty steps heard');
+    // Every step, in order, to the centimetre, against acknowledged baselines.
+    const steps = heard.map((x) => Math.round((x - 10) / 0.25));
+    for (let i = 1; i < steps.length; i++) assert.equal(steps[i], steps[i - 1] + 1, `${steps}`);
+    const last = viewer.players.get(plainId).transform;
+    assert.deepEqual([last.zone, last.rotation, last.extra], ['view-zone', [0, 90, 0], { emote: '"wave"' }]);
+    assert.ok(viewer.compactView.acked.newest > 10, 'datagrams read and acknowledged');
+    assert.equal(viewer.compactView.unresolved, 0);
+  } finally {
+    clearInterval(moving);
+    plain.close();
+    viewer.close();
+  }
+});

@@ -113,6 +113,12 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 } else {
                     transform.extra.remove(stamp::FIELD);
                 }
+                // What it read of a compact view, with each move and
+                // before it: on the moves channel the newest wins, so a move
+                // overtaken by it would be dropped.
+                if let Some(ack) = core.view_ack() {
+                    let _ = socket.send(&ack);
+                }
                 // A datagram bot's own transforms go on the moves channel.
                 let sent = if core.datagrams() {
                     socket.send_value(RelayMovesChannel, RelayAction::Transform, &transform)
@@ -122,10 +128,6 @@ pub(crate) async fn run(plan: &Plan, index: usize, histogram: &Mutex<Histogram>)
                 if sent.is_ok() {
                     counts.sent += 1;
                     LIVE_SENT.fetch_add(1, Ordering::Relaxed);
-                }
-                // What it read of a compact view, with each move.
-                if let Some(ack) = core.view_ack() {
-                    let _ = socket.send(&ack);
                 }
                 let next = send.deadline() + period;
                 sending = next < end;

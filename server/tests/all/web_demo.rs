@@ -393,6 +393,15 @@ async fn relay_demo_over_webtransport_and_a_native_quic_player_see_each_other() 
     assert_eq!(page["refused"], 0, "{page}");
     let native = player.stats.lock().unwrap().expect("QUIC datagram stats");
     assert!(native.sent > 0 && native.delivered > 0, "{native:?}");
+    // The page takes compact transforms: over WebTransport, compact view
+    // datagrams, read whole and acknowledged.
+    let view = browser
+        .run(
+            "const v = window.demo.relay.compactView; return [v.acked.newest, v.unresolved];",
+            json!([]),
+        )
+        .await;
+    assert!(view[0].as_u64() > Some(0) && view[1] == 0, "{view}");
     browser.screenshot("relay-demo-webtransport.png").await;
     browser.quit().await;
 }

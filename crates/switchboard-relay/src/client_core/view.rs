@@ -100,9 +100,11 @@ impl RelayClientCore {
     }
 
     /// What to tell the relay of the compact view datagrams read since the
-    /// last time (send it as it is, with your next move or once a frame):
-    /// the relay writes the next ones against them. `None`: nothing to
-    /// say, or no compact view.
+    /// last time: send it as it is, just **before** your next move (both go
+    /// on the moves channel, where the newest wins: a move sent first could
+    /// be dropped if the acknowledgement overtook it), or once a frame. The
+    /// relay writes the next ones against them. `None`: nothing to say, or
+    /// no compact view.
     pub fn view_ack(&mut self) -> Option<Message> {
         let ack = self.compact_view.as_mut()?.ack()?;
         Some(Message::from_raw(
