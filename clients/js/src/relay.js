@@ -41,7 +41,7 @@ export const RelayOptions = struct({
   compact: bool,
   datagrams: bool,
   webtransport_redirects: bool,
-  /** Compact view datagrams (section 10): for native clients; this client does not ask for them. */
+  /** Compact view datagrams (section 10): asked for with `compact` over WebTransport. */
   compact_datagrams: bool,
 });
 /** Several relay messages in one (action 11): each as it would have come alone. */
