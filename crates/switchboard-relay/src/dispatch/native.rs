@@ -14,19 +14,15 @@ pub(super) struct Peer {
     /// Its hello or its ticket was read.
     greeted: bool,
     /// Its transforms on the moves channel read before that (a datagram
-    /// can overtake the stream), the newest [`EARLY_MOVES`] at most: they
-    /// wait for the greeting, so that a handed-over player's first move
-    /// does not put it in a zone under its connection's id before its
-    /// ticket is read.
+    /// can overtake the stream), the newest `RelayConfig::early_moves` at
+    /// most: they wait for the greeting, so that a handed-over player's
+    /// first move does not put it in a zone under its connection's id
+    /// before its ticket is read.
     early: Vec<Transform>,
     /// On WebTransport, it follows redirects over WebTransport
     /// (`RelayOptions::webtransport_redirects`).
     pub(super) webtransport_redirects: bool,
 }
-
-/// Moves a connection's datagrams may bring before its hello is read, kept
-/// for it (a few ticks' worth); older ones are dropped as if lost.
-pub(super) const EARLY_MOVES: usize = 4;
 
 impl Peer {
     pub(super) fn new(id: u32) -> Peer {
@@ -63,8 +59,9 @@ impl Dispatch {
             (relay, Some(RelayAction::Transform)) if relay.is_some() || moves => {
                 match message.content::<Transform>() {
                     Ok(transform) if moves && !greeted => {
-                        if let Some(held) = self.ids.get_mut(&peer) {
-                            if held.early.len() == EARLY_MOVES {
+                        let keep = self.config.early_moves;
+                        if let Some(held) = self.ids.get_mut(&peer).filter(|_| keep > 0) {
+                            if held.early.len() >= keep {
                                 held.early.remove(0);
                             }
                             held.early.push(transform);

@@ -40,6 +40,11 @@ pub struct RelayConfig {
     /// Per-player limits: transforms per second, burst, strikes before a
     /// disconnect for abuse.
     pub limits: RelayLimits,
+    /// Transforms a connection's datagrams (the moves channel) may bring
+    /// before its hello or handover ticket is read, kept until it is and
+    /// then relayed in order (default 4, a few ticks' worth: a datagram can
+    /// overtake the stream). Older ones past it are dropped, as if lost.
+    pub early_moves: usize,
     /// JSON connections open at once (default 1024). Further ones are
     /// closed at accept.
     pub max_json_connections: usize,
@@ -97,6 +102,7 @@ impl Default for RelayConfig {
             json_queue_bytes: 256 * 1024,
             pacing: PacerConfig::default(),
             limits: RelayLimits::default(),
+            early_moves: 4,
             max_json_connections: 1024,
             max_json_connections_per_address: 16,
             json_idle_timeout: Duration::from_secs(120),

@@ -173,3 +173,55 @@ async fn a_moves_datagram_that_overtakes_the_hello_waits_for_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The attack: a connection that never says hello floods the moves channel
+/// so that the relay keeps every move for it, then says hello to have them
+/// all relayed at once. At most `RelayConfig::early_moves` (4) are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moves_flooded_before_the_hello_are_kept_four_at_most() {
+    let mut config = RelayConfig::default();
+    config.server.quic = Some(QuicConfig::on(0));
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
+    let mut quic = SocketStream::dial(&url, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut quic).await,
+        SocketEvent::Connected
+    ));
+    for x in 0..100 {
+        let step = Transform {
+            position: [x as f32, 0.0, 0.0],
+            zone: "arena".into(),
+            ..Transform::default()
+        };
+        quic.send_value(RelayMovesChannel, RelayAction::Transform, &step)
+            .unwrap();
+    }
+    // A stream message the relay answers: the datagrams sent before it
+    // were read (or lost) by then.
+    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
+        .unwrap();
+    loop {
+        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
+            if message.action::<RelayAction>() == Some(RelayAction::Error) {
+                break;
+            }
+        }
+    }
+    let mut core = RelayClientCore::new("flood", false);
+    for message in core.opened() {
+        quic.send(&message).unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let clients = relay.clients().await;
+        if clients[0].relayed > 0 {
+            // Within the transform burst (120): only the cap stopped more.
+            assert!(clients[0].relayed <= 4, "{clients:?}");
+            assert_eq!(clients[0].zone.as_deref(), Some("arena"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing relayed: {clients:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
