@@ -277,14 +277,13 @@ fn relay_transforms_over_tcp_through_one_and_five_percent_loss_arrive_late_but_a
         assert_eq!(report["disconnects"], 0, "{report}");
         rows.push((ms("latency_ms_p50"), ms("latency_ms_p99")));
     }
-    // Two crossings of the link: 50 ms is the floor.
+    // Two crossings of the link: 50 ms is the floor, and loss barely moves
+    // the median. The three links ran at once, so a loaded machine delays
+    // them alike: the tail is compared with the lossless link's.
+    assert!(rows.iter().all(|(p50, _)| *p50 >= 50.0), "{rows:?}");
+    assert!(rows[2].0 - rows[0].0 < 30.0, "{rows:?}");
     assert!(
-        rows.iter().all(|(p50, _)| (50.0..80.0).contains(p50)),
-        "{rows:?}"
-    );
-    assert!(rows[0].1 < 80.0, "no loss, no stall: {rows:?}");
-    assert!(
-        rows[2].1 > 100.0,
+        rows[2].1 > 100.0 && rows[2].1 > rows[0].1 + 50.0,
         "at 5 % loss retransmissions hold transforms back: {rows:?}"
     );
 }

@@ -48,9 +48,12 @@ fn relay_transforms_as_quic_datagrams_through_five_percent_loss_are_dropped_not_
         }
     }
     let (tcp, quic) = (p99[0], p99[1]);
-    // Two crossings: a 50 ms floor, 4 ms of jitter.
+    // Two crossings: a 50 ms floor, 4 ms of jitter (about 55 ms on a quiet
+    // machine, where TCP's passes 100 ms). Compared with TCP's, measured at
+    // the same time: the user-space link and a loaded machine's scheduling
+    // delay both alike.
     assert!(
-        quic < 75.0,
+        quic < tcp * 0.75,
         "over datagrams nothing waits for a lost one: p99 {quic} ms (TCP {tcp} ms)"
     );
     assert!(
