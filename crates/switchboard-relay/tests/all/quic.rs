@@ -104,15 +104,7 @@ async fn a_quic_player_and_a_tcp_player_in_one_zone_see_each_other_with_transfor
     assert_eq!(stats.refused, 0, "{stats:?}");
     // What else the relay says stays on the stream: a message the relay
     // cannot use gets its error there.
-    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
-        .unwrap();
-    loop {
-        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
-            if message.action::<RelayAction>() == Some(RelayAction::Error) {
-                break;
-            }
-        }
-    }
+    answered(&mut quic).await;
 }
 
 /// A datagram can overtake the stream: a handed-over player's first move
@@ -121,15 +113,7 @@ async fn a_quic_player_and_a_tcp_player_in_one_zone_see_each_other_with_transfor
 /// the hello (or ticket) wait for it, the newest four, and go on after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moves_datagram_that_overtakes_the_hello_waits_for_it() {
-    let mut config = RelayConfig::default();
-    config.server.quic = Some(QuicConfig::on(0));
-    let relay = RelayServer::builder().config(config).spawn().unwrap();
-    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
-    let mut quic = SocketStream::dial(&url, SocketConfig::default());
-    assert!(matches!(
-        next_socket_event(&mut quic).await,
-        SocketEvent::Connected
-    ));
+    let (relay, mut quic) = quic_relay_and_player().await;
     let step = |x: f32| Transform {
         position: [x, 0.0, 0.0],
         zone: "arena".into(),
@@ -141,15 +125,7 @@ async fn a_moves_datagram_that_overtakes_the_hello_waits_for_it() {
         quic.send_value(RelayMovesChannel, RelayAction::Transform, &step(x as f32))
             .unwrap();
     }
-    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
-        .unwrap();
-    loop {
-        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
-            if message.action::<RelayAction>() == Some(RelayAction::Error) {
-                break;
-            }
-        }
-    }
+    answered(&mut quic).await;
     let zones: Vec<Option<String>> = relay.clients().await.into_iter().map(|c| c.zone).collect();
     assert_eq!(zones, [None], "no zone before the hello");
     // The hello: the newest of the moves before it goes on.
@@ -179,15 +155,7 @@ async fn a_moves_datagram_that_overtakes_the_hello_waits_for_it() {
 /// all relayed at once. At most `RelayConfig::early_moves` (4) are kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moves_flooded_before_the_hello_are_kept_four_at_most() {
-    let mut config = RelayConfig::default();
-    config.server.quic = Some(QuicConfig::on(0));
-    let relay = RelayServer::builder().config(config).spawn().unwrap();
-    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
-    let mut quic = SocketStream::dial(&url, SocketConfig::default());
-    assert!(matches!(
-        next_socket_event(&mut quic).await,
-        SocketEvent::Connected
-    ));
+    let (relay, mut quic) = quic_relay_and_player().await;
     for x in 0..100 {
         let step = Transform {
             position: [x as f32, 0.0, 0.0],
@@ -199,15 +167,7 @@ async fn moves_flooded_before_the_hello_are_kept_four_at_most() {
     }
     // A stream message the relay answers: the datagrams sent before it
     // were read (or lost) by then.
-    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
-        .unwrap();
-    loop {
-        if let SocketEvent::Received(message) = next_socket_event(&mut quic).await {
-            if message.action::<RelayAction>() == Some(RelayAction::Error) {
-                break;
-            }
-        }
-    }
+    answered(&mut quic).await;
     let mut core = RelayClientCore::new("flood", false);
     for message in core.opened() {
         quic.send(&message).unwrap();
@@ -223,5 +183,33 @@ async fn moves_flooded_before_the_hello_are_kept_four_at_most() {
         }
         assert!(Instant::now() < deadline, "nothing relayed: {clients:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A relay with a QUIC port, and a connection to it, open (no hello yet).
+async fn quic_relay_and_player() -> (switchboard_relay::RunningRelay, SocketStream) {
+    let mut config = RelayConfig::default();
+    config.server.quic = Some(QuicConfig::on(0));
+    let relay = RelayServer::builder().config(config).spawn().unwrap();
+    let url = format!("quic://{}", relay.quic_addr().expect("a QUIC port"));
+    let mut quic = SocketStream::dial(&url, SocketConfig::default());
+    assert!(matches!(
+        next_socket_event(&mut quic).await,
+        SocketEvent::Connected
+    ));
+    (relay, quic)
+}
+
+/// Sends a message the relay cannot use and waits for its `Error` on the
+/// stream: what was sent before it was read (or lost) by then.
+async fn answered(quic: &mut SocketStream) {
+    quic.send(&Message::from_raw(3, 999, bytes::Bytes::new()))
+        .unwrap();
+    loop {
+        if let SocketEvent::Received(message) = next_socket_event(quic).await {
+            if message.action::<RelayAction>() == Some(RelayAction::Error) {
+                return;
+            }
+        }
     }
 }
